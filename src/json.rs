@@ -1,0 +1,390 @@
+//! OMA JSON in and out: OMA's shape guard (`assertValidMessages`) on untyped JSON, then the
+//! conversion into the typed model.
+//!
+//! Two passes, so each stays faithful to its contract:
+//!
+//! 1. [`assert_valid_messages`] is OMA's guard, check for check: the same order, the first
+//!    failure wins, and byte-identical messages (`behaviour.md` §2.1-2.4). Anything OMA rejects is
+//!    rejected here with OMA's message.
+//! 2. The conversion then applies this component's stricter typing, which OMA does not have:
+//!    roles must be `user` or `assistant`, block types must be one of the six, and the fields a
+//!    typed value needs (text, ids, names, image sources) must be strings. These messages are our
+//!    own; they name the path like OMA's do. Unknown extra fields are dropped.
+//!
+//! Strings are moved out of the parsed JSON, never copied, so large media costs one parse and
+//! one validation pass.
+
+use serde_json::{Map, Value};
+
+use crate::error::Error;
+use crate::message::{
+    ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
+    TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
+};
+use crate::validate::media;
+
+/// Parses OMA JSON text into validated, typed messages.
+pub fn messages_from_json(text: &str) -> Result<Vec<LlmMessage>, Error> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::invalid(format!("messages must be valid JSON: {e}")))?;
+    messages_from_value(value)
+}
+
+/// Validates parsed OMA JSON with OMA's guard and converts it into typed messages.
+pub fn messages_from_value(value: Value) -> Result<Vec<LlmMessage>, Error> {
+    assert_valid_messages(&value)?;
+    let Value::Array(messages) = value else {
+        return Err(Error::invalid(format!(
+            "messages must be an array, got {}",
+            type_word(Some(&value))
+        )));
+    };
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, message)| convert_message(i, message))
+        .collect()
+}
+
+/// Serialises messages to OMA's JSON shape.
+pub fn messages_to_json(messages: &[LlmMessage]) -> String {
+    // Serialising plain data (strings, numbers, maps with string keys) cannot fail.
+    serde_json::to_string(messages).unwrap_or_else(|_| String::from("[]"))
+}
+
+/// OMA's word for the type of a JSON value: JavaScript's `typeof`, with `null` and `array`
+/// told apart, and `undefined` for a missing value.
+pub fn type_word(value: Option<&Value>) -> &'static str {
+    match value {
+        None => "undefined",
+        Some(Value::Null) => "null",
+        Some(Value::Array(_)) => "array",
+        Some(Value::Bool(_)) => "boolean",
+        Some(Value::Number(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Object(_)) => "object",
+    }
+}
+
+/// OMA's shape guard, `assertValidMessages`, on untyped JSON (`behaviour.md` §2.1, with the
+/// seed's video rule): messages M1-M4, tool results T1-T4, and the media rules of §2.4.
+pub fn assert_valid_messages(messages: &Value) -> Result<(), Error> {
+    let Value::Array(messages) = messages else {
+        return Err(Error::invalid(format!(
+            "messages must be an array, got {}",
+            type_word(Some(messages))
+        )));
+    };
+    for (i, message) in messages.iter().enumerate() {
+        let content = match message {
+            Value::Object(fields) => fields.get("content"),
+            // JavaScript counts an array as an object; its `content` is undefined.
+            Value::Array(_) => None,
+            other => {
+                return Err(Error::invalid(format!(
+                    "messages[{i}] must be an object, got {}",
+                    type_word(Some(other))
+                )))
+            }
+        };
+        let Some(Value::Array(blocks)) = content else {
+            return Err(Error::invalid(format!(
+                "messages[{i}].content must be a ContentBlock[], got {}",
+                type_word(content)
+            )));
+        };
+        for (j, block) in blocks.iter().enumerate() {
+            guard_block(i, j, block)?;
+        }
+    }
+    Ok(())
+}
+
+fn guard_block(i: usize, j: usize, block: &Value) -> Result<(), Error> {
+    let path = || format!("messages[{i}].content[{j}]");
+    let fields = match block {
+        Value::Object(fields) if fields.get("type").is_some_and(Value::is_string) => fields,
+        _ => {
+            return Err(Error::invalid(format!(
+                "{} must be a content block with a string \"type\"",
+                path()
+            )))
+        }
+    };
+    match fields.get("type").and_then(Value::as_str) {
+        Some("tool_result") => guard_tool_result(fields, &path),
+        Some("video") => media::check_source_value(fields.get("source").unwrap_or(&Value::Null))
+            .map_err(|fault| Error::invalid(format!("{}.source{}", path(), fault.suffix()))),
+        _ => Ok(()),
+    }
+}
+
+fn guard_tool_result(fields: &Map<String, Value>, path: &dyn Fn() -> String) -> Result<(), Error> {
+    if !fields.get("tool_use_id").is_some_and(Value::is_string) {
+        return Err(Error::invalid(format!(
+            "{}.tool_use_id must be a string",
+            path()
+        )));
+    }
+    let is_error = fields.get("is_error");
+    if is_error.is_some_and(|v| !v.is_boolean()) {
+        return Err(Error::invalid(format!(
+            "{}.is_error must be a boolean when provided",
+            path()
+        )));
+    }
+    let content = fields.get("content");
+    let p = || format!("{}.content", path());
+    match content {
+        Some(Value::String(_)) => return Ok(()),
+        Some(Value::Array(parts)) if parts.is_empty() => {
+            return Err(Error::invalid(format!(
+                "{} must not be an empty content-part array",
+                p()
+            )))
+        }
+        Some(Value::Array(parts)) => {
+            for (k, part) in parts.iter().enumerate() {
+                guard_part(part)
+                    .map_err(|suffix| Error::invalid(format!("{}[{k}]{suffix}", p())))?;
+            }
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "{} must be a string or a non-empty content-part array, got {}",
+                p(),
+                type_word(other)
+            )))
+        }
+    }
+    if is_error == Some(&Value::Bool(true)) {
+        return Err(Error::invalid(format!(
+            "{} must be a string for an error tool result",
+            p()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks one tool-result part; the error is the message's end, after `P[k]`.
+fn guard_part(part: &Value) -> Result<(), String> {
+    let Value::Object(fields) = part else {
+        return Err(" must be a content-part object".into());
+    };
+    let source = || {
+        media::check_source_value(fields.get("source").unwrap_or(&Value::Null))
+            .map_err(|fault| format!(".source{}", fault.suffix()))
+    };
+    match fields.get("type").and_then(Value::as_str) {
+        Some("text") if fields.get("text").is_some_and(Value::is_string) => Ok(()),
+        Some("text") => Err(".text must be a string".into()),
+        Some("image") => source(),
+        Some("file") => match fields.get("filename").and_then(Value::as_str) {
+            Some(name) if !media::is_blank(name) => source(),
+            _ => Err(".filename must be a non-empty string".into()),
+        },
+        _ => Err(".type must be \"text\", \"image\", or \"file\"".into()),
+    }
+}
+
+/// The fields of one block, taken apart by move, with the block's path for our own messages.
+struct Fields {
+    map: Map<String, Value>,
+    path: String,
+}
+
+impl Fields {
+    fn error(&self, rest: &str) -> Error {
+        Error::invalid(format!("{}{rest}", self.path))
+    }
+
+    fn string(&mut self, key: &str) -> Result<String, Error> {
+        match self.map.remove(key) {
+            Some(Value::String(s)) => Ok(s),
+            _ => Err(self.error(&format!(".{key} must be a string"))),
+        }
+    }
+
+    fn optional_string(&mut self, key: &str) -> Result<Option<String>, Error> {
+        match self.map.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(self.error(&format!(".{key} must be a string when provided"))),
+        }
+    }
+}
+
+fn convert_message(i: usize, message: Value) -> Result<LlmMessage, Error> {
+    let Value::Object(mut fields) = message else {
+        return Err(Error::invalid(format!("messages[{i}] must be an object")));
+    };
+    let role = match fields.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "messages[{i}].role must be \"user\" or \"assistant\", got {}",
+                Value::from(other)
+            )))
+        }
+        None => {
+            return Err(Error::invalid(format!(
+                "messages[{i}].role must be \"user\" or \"assistant\", got {}",
+                type_word(fields.get("role"))
+            )))
+        }
+    };
+    let Some(Value::Array(blocks)) = fields.remove("content") else {
+        return Err(Error::invalid(format!(
+            "messages[{i}].content must be a ContentBlock[]"
+        )));
+    };
+    let content = blocks
+        .into_iter()
+        .enumerate()
+        .map(|(j, block)| convert_block(i, j, block))
+        .collect::<Result<_, _>>()?;
+    Ok(LlmMessage { role, content })
+}
+
+fn convert_block(i: usize, j: usize, block: Value) -> Result<ContentBlock, Error> {
+    let path = format!("messages[{i}].content[{j}]");
+    let Value::Object(map) = block else {
+        return Err(Error::invalid(format!(
+            "{path} must be a content block with a string \"type\""
+        )));
+    };
+    let mut f = Fields { map, path };
+    let kind = f.string("type")?;
+    Ok(match kind.as_str() {
+        "text" => ContentBlock::Text(TextBlock {
+            text: f.string("text")?,
+        }),
+        "image" => ContentBlock::Image(ImageBlock {
+            source: image_source(&mut f)?,
+        }),
+        "video" => ContentBlock::Video(VideoBlock {
+            source: media_source(f.map.remove("source"))
+                .ok_or_else(|| f.error(".source must be a media source object"))?,
+        }),
+        "tool_use" => ContentBlock::ToolUse(ToolUseBlock {
+            id: f.string("id")?,
+            name: f.string("name")?,
+            input: f
+                .map
+                .remove("input")
+                .ok_or_else(|| f.error(".input must be present"))?,
+            signature: f.optional_string("signature")?,
+        }),
+        "tool_result" => ContentBlock::ToolResult(tool_result(&mut f)?),
+        "reasoning" => ContentBlock::Reasoning(ReasoningBlock {
+            text: f.string("text")?,
+            signature: f.optional_string("signature")?,
+            redacted_data: f.optional_string("redactedData")?,
+            provenance: f.optional_string("provenance")?,
+        }),
+        other => {
+            return Err(f.error(&format!(
+                ".type must be one of \"text\", \"image\", \"video\", \"tool_use\", \
+                 \"tool_result\", or \"reasoning\", got {}",
+                Value::from(other)
+            )))
+        }
+    })
+}
+
+fn image_source(f: &mut Fields) -> Result<ImageSource, Error> {
+    let bad = |f: &Fields| {
+        f.error(".source must be a base64 image source with string \"media_type\" and \"data\"")
+    };
+    let Some(Value::Object(mut source)) = f.map.remove("source") else {
+        return Err(bad(f));
+    };
+    match (
+        source.remove("type"),
+        source.remove("media_type"),
+        source.remove("data"),
+    ) {
+        (Some(Value::String(kind)), Some(Value::String(media_type)), Some(Value::String(data)))
+            if kind == "base64" =>
+        {
+            Ok(ImageSource { media_type, data })
+        }
+        _ => Err(bad(f)),
+    }
+}
+
+/// A media source the guard has already checked; `None` only if it was not a valid one.
+fn media_source(source: Option<Value>) -> Option<MediaSource> {
+    let Some(Value::Object(mut source)) = source else {
+        return None;
+    };
+    let string = |v: Option<Value>| match v {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let media_type = string(source.remove("media_type"))?;
+    match source.get("type").and_then(Value::as_str)? {
+        "base64" => Some(MediaSource::Base64 {
+            media_type,
+            data: string(source.remove("data"))?,
+        }),
+        "url" => Some(MediaSource::Url {
+            media_type,
+            url: string(source.remove("url"))?,
+        }),
+        _ => None,
+    }
+}
+
+fn tool_result(f: &mut Fields) -> Result<ToolResultBlock, Error> {
+    let tool_use_id = f.string("tool_use_id")?;
+    let is_error = match f.map.remove("is_error") {
+        None => None,
+        Some(Value::Bool(b)) => Some(b),
+        Some(_) => return Err(f.error(".is_error must be a boolean when provided")),
+    };
+    let content = match f.map.remove("content") {
+        Some(Value::String(s)) => ToolResultContent::Text(s),
+        Some(Value::Array(parts)) => ToolResultContent::Parts(
+            parts
+                .into_iter()
+                .enumerate()
+                .map(|(k, part)| {
+                    tool_result_part(part).ok_or_else(|| {
+                        f.error(&format!(".content[{k}] must be a content-part object"))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        _ => return Err(f.error(".content must be a string or a non-empty content-part array")),
+    };
+    Ok(ToolResultBlock {
+        tool_use_id,
+        content,
+        is_error,
+    })
+}
+
+fn tool_result_part(part: Value) -> Option<ToolResultPart> {
+    let Value::Object(mut part) = part else {
+        return None;
+    };
+    let string = |v: Option<Value>| match v {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    match part.get("type").and_then(Value::as_str)? {
+        "text" => Some(ToolResultPart::Text {
+            text: string(part.remove("text"))?,
+        }),
+        "image" => Some(ToolResultPart::Image {
+            source: media_source(part.remove("source"))?,
+        }),
+        "file" => Some(ToolResultPart::File {
+            filename: string(part.remove("filename"))?,
+            source: media_source(part.remove("source"))?,
+        }),
+        _ => None,
+    }
+}

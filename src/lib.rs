@@ -1,0 +1,40 @@
+//! OMA's structured agent input as a WebAssembly component.
+//!
+//! The guest of `oma:agent`: typed LLM messages made of text, image, video, tool-use,
+//! tool-result and reasoning blocks, in the JSON shape of open-multi-agent (OMA), with OMA's
+//! validation and OMA's exact error messages.
+//!
+//! Data flow: host value or OMA JSON -> [`json`] (OMA's shape guard, then typing) or the WIT
+//! conversion in `component` -> [`validate`] (media rules: absolute http/https URLs, raw canonical
+//! base64, parameterless MIME types) -> an owned copy the rest of the pipeline works on.
+//!
+//! ```
+//! let messages = oma_component::json::messages_from_json(
+//!     r#"[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]"#,
+//! ).unwrap();
+//! oma_component::validate::validate_messages(&messages).unwrap();
+//!
+//! let err = oma_component::json::messages_from_json(r#"[{"role": "user", "content": "hi"}]"#)
+//!     .unwrap_err();
+//! assert_eq!(err.to_string(), "messages[0].content must be a ContentBlock[], got string");
+//! ```
+//!
+//! Promises: every check runs before anything leaves the process; every failure is a typed
+//! [`Error`](error::Error) and no input makes the code panic (a trap would poison the host's
+//! instance); validation reads media once and allocates nothing.
+//!
+//! The core is plain Rust and compiles natively; only `component` (the wit-bindgen glue) is
+//! built for `wasm32` alone.
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod json;
+pub mod message;
+pub mod validate;
+
+#[cfg(target_arch = "wasm32")]
+mod component;
+
+pub use error::Error;
+pub use message::*;

@@ -1,0 +1,211 @@
+//! The data model: messages and content blocks, in OMA's JSON shape.
+//!
+//! Serde gives the exact JSON OMA reads and writes: snake_case keys (with OMA's one camelCase key,
+//! `redactedData`), a `type` tag on every block and source, and absent optional fields left out.
+//! Values are owned, so a clone is a deep, independent copy: the defensive copies of OMA come
+//! from `Clone`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The application or end user; tool results travel in user turns.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One turn of a conversation (OMA's `LLMMessage`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LlmMessage {
+    /// Who wrote the turn.
+    pub role: Role,
+    /// The blocks of the turn, in order.
+    pub content: Vec<ContentBlock>,
+}
+
+impl LlmMessage {
+    /// A user turn holding one text block: what OMA makes of a string input.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        LlmMessage {
+            role: Role::User,
+            content: vec![ContentBlock::Text(TextBlock { text: text.into() })],
+        }
+    }
+}
+
+/// One block of a message (OMA's `ContentBlock`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text(TextBlock),
+    /// An inline image, forwarded unchecked.
+    Image(ImageBlock),
+    /// A video, inline or by URL, validated under the media rules.
+    Video(VideoBlock),
+    /// A tool call made by the model.
+    ToolUse(ToolUseBlock),
+    /// The answer to a tool call.
+    ToolResult(ToolResultBlock),
+    /// Provider reasoning.
+    Reasoning(ReasoningBlock),
+}
+
+impl ContentBlock {
+    /// OMA's `type` tag of the block, e.g. `tool_use`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ContentBlock::Text(_) => "text",
+            ContentBlock::Image(_) => "image",
+            ContentBlock::Video(_) => "video",
+            ContentBlock::ToolUse(_) => "tool_use",
+            ContentBlock::ToolResult(_) => "tool_result",
+            ContentBlock::Reasoning(_) => "reasoning",
+        }
+    }
+}
+
+/// A text block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextBlock {
+    /// The text; it may be empty.
+    pub text: String,
+}
+
+/// An image block. OMA images are base64 only, and their contents are not validated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageBlock {
+    /// The inline image.
+    pub source: ImageSource,
+}
+
+/// The source of an image block: always base64 (`{"type": "base64", ...}` in JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "base64")]
+pub struct ImageSource {
+    /// The MIME type, forwarded as given.
+    pub media_type: String,
+    /// The base64 text, forwarded as given.
+    pub data: String,
+}
+
+/// A video block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VideoBlock {
+    /// The video's bytes or URL.
+    pub source: MediaSource,
+}
+
+/// Where the bytes of a video or tool-result attachment come from (OMA's `MediaSource`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MediaSource {
+    /// Raw canonical base64, carried inline.
+    Base64 {
+        /// A MIME type without parameters.
+        media_type: String,
+        /// Raw canonical base64 text.
+        data: String,
+    },
+    /// A reference the provider fetches.
+    Url {
+        /// A MIME type without parameters.
+        media_type: String,
+        /// An absolute http or https URL, kept exactly as given.
+        url: String,
+    },
+}
+
+impl MediaSource {
+    /// The MIME type the source claims.
+    pub fn media_type(&self) -> &str {
+        match self {
+            MediaSource::Base64 { media_type, .. } | MediaSource::Url { media_type, .. } => {
+                media_type
+            }
+        }
+    }
+}
+
+/// A tool call made by the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolUseBlock {
+    /// The call's id.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The call's arguments; OMA expects an object but does not check it.
+    pub input: Value,
+    /// Gemini's `thoughtSignature` on the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// The answer to a tool call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResultBlock {
+    /// The id of the call this answers.
+    pub tool_use_id: String,
+    /// What the tool returned.
+    pub content: ToolResultContent,
+    /// Whether the tool failed; sent only when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// What a tool returned: a string (the legacy form) or a non-empty list of parts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolResultContent {
+    /// Plain text; the only form an error result may have.
+    Text(String),
+    /// Rich content.
+    Parts(Vec<ToolResultPart>),
+}
+
+/// One part of a rich tool result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolResultPart {
+    /// Text.
+    Text {
+        /// The text; it may be empty.
+        text: String,
+    },
+    /// An image, inline or by URL.
+    Image {
+        /// The image's bytes or URL.
+        source: MediaSource,
+    },
+    /// A named file, inline or by URL.
+    File {
+        /// The file's name; not blank.
+        filename: String,
+        /// The file's bytes or URL.
+        source: MediaSource,
+    },
+}
+
+/// Thinking content produced by a provider.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningBlock {
+    /// The reasoning text; empty when redacted.
+    pub text: String,
+    /// The provider's thinking signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// The opaque payload of redacted reasoning.
+    #[serde(
+        default,
+        rename = "redactedData",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub redacted_data: Option<String>,
+    /// The adapter that produced the block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
+}

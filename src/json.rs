@@ -388,3 +388,51 @@ fn tool_result_part(part: Value) -> Option<ToolResultPart> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table shared with the through-the-component tests: every rule of `behaviour.md` §2
+    /// and this component's strictness, each with its exact message (or none when accepted).
+    const CASES: &str = include_str!("../host-tests/fixtures/guard_cases.json");
+
+    #[test]
+    fn guard_table() {
+        let cases: Vec<Value> = serde_json::from_str(CASES).unwrap();
+        assert!(cases.len() > 100);
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let got = messages_from_value(case["input"].clone()).map(|_| ());
+            match case["error"].as_str() {
+                None => assert_eq!(got, Ok(()), "{name}"),
+                Some(message) => assert_eq!(got, Err(Error::invalid(message)), "{name}"),
+            }
+        }
+    }
+
+    #[test]
+    fn json_round_trips_every_block_kind() {
+        let text = r#"[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"abc123"}},{"type":"video","source":{"type":"url","media_type":"video/mp4","url":" https://e.com/v.mp4"}},{"type":"video","source":{"type":"base64","media_type":"video/mp4","data":"AAAA"}},{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"t"},{"type":"image","source":{"type":"url","media_type":"image/png","url":"https://e.com/a.png"}},{"type":"file","filename":"r.pdf","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQ="}}]},{"type":"tool_result","tool_use_id":"c2","content":"boom","is_error":true}]},{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{"z":1,"a":[true,null]},"signature":"s"},{"type":"reasoning","text":"","signature":"sig","redactedData":"cmVk","provenance":"anthropic"}]}]"#;
+        let messages = messages_from_json(text).unwrap();
+        assert_eq!(messages_to_json(&messages), text);
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped() {
+        let messages = messages_from_json(
+            r#"[{"role":"user","extra":1,"content":[{"type":"text","text":"a","cache":true}]}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            messages_to_json(&messages),
+            r#"[{"role":"user","content":[{"type":"text","text":"a"}]}]"#
+        );
+    }
+
+    #[test]
+    fn not_json_is_an_invalid_message() {
+        let err = messages_from_json("[{").unwrap_err();
+        assert!(err.to_string().starts_with("messages must be valid JSON: "));
+    }
+}

@@ -98,3 +98,137 @@ fn validate_tool_result(result: &ToolResultBlock) -> Result<(), BlockFault> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{MediaSource, Role, TextBlock, VideoBlock};
+
+    fn user(content: Vec<ContentBlock>) -> Vec<LlmMessage> {
+        vec![
+            LlmMessage::user_text("first"),
+            LlmMessage {
+                role: Role::User,
+                content,
+            },
+        ]
+    }
+
+    fn text() -> ContentBlock {
+        ContentBlock::Text(TextBlock { text: "t".into() })
+    }
+
+    fn video(source: MediaSource) -> ContentBlock {
+        ContentBlock::Video(VideoBlock { source })
+    }
+
+    fn result(content: ToolResultContent, is_error: Option<bool>) -> ContentBlock {
+        ContentBlock::ToolResult(ToolResultBlock {
+            tool_use_id: "c1".into(),
+            content,
+            is_error,
+        })
+    }
+
+    fn base64(media_type: &str, data: &str) -> MediaSource {
+        MediaSource::Base64 {
+            media_type: media_type.into(),
+            data: data.into(),
+        }
+    }
+
+    fn url(url: &str) -> MediaSource {
+        MediaSource::Url {
+            media_type: "image/png".into(),
+            url: url.into(),
+        }
+    }
+
+    #[test]
+    fn typed_rules_match_oma_messages() {
+        let file = |name: &str, source| ToolResultPart::File {
+            filename: name.into(),
+            source,
+        };
+        let cases: Vec<(Vec<ContentBlock>, Option<&str>)> = vec![
+            (vec![text(), video(url("https://e.com/v.mp4"))], None),
+            (vec![video(base64("video/mp4", "AAAA"))], None),
+            (
+                vec![text(), video(url("mm_file://abc"))],
+                Some("messages[1].content[1].source.url must be an absolute HTTP(S) URL"),
+            ),
+            (
+                vec![video(base64("video/mp4; codecs=x", "AAAA"))],
+                Some("messages[1].content[0].source.media_type must be a MIME type without parameters"),
+            ),
+            (
+                vec![video(base64(" ", "AAAA"))],
+                Some("messages[1].content[0].source.media_type must be a non-empty string"),
+            ),
+            (
+                vec![video(base64("video/mp4", "AB=="))],
+                Some("messages[1].content[0].source.data must contain raw base64 data"),
+            ),
+            (
+                vec![video(base64("video/mp4", ""))],
+                Some("messages[1].content[0].source.data must be a non-empty string"),
+            ),
+            (
+                vec![video(url("\u{feff}"))],
+                Some("messages[1].content[0].source.url must be a non-empty string"),
+            ),
+            (
+                vec![result(ToolResultContent::Parts(vec![]), None)],
+                Some("messages[1].content[0].content must not be an empty content-part array"),
+            ),
+            (
+                vec![result(
+                    ToolResultContent::Parts(vec![
+                        ToolResultPart::Text { text: "".into() },
+                        file(" ", base64("application/pdf", "AAAA")),
+                    ]),
+                    None,
+                )],
+                Some("messages[1].content[0].content[1].filename must be a non-empty string"),
+            ),
+            (
+                vec![result(
+                    ToolResultContent::Parts(vec![ToolResultPart::Image {
+                        source: url("data:image/png;base64,AAAA"),
+                    }]),
+                    None,
+                )],
+                Some("messages[1].content[0].content[0].source.url must use HTTP or HTTPS"),
+            ),
+            (
+                vec![result(
+                    ToolResultContent::Parts(vec![ToolResultPart::Text { text: "x".into() }]),
+                    Some(true),
+                )],
+                Some("messages[1].content[0].content must be a string for an error tool result"),
+            ),
+            (
+                vec![result(ToolResultContent::Text("boom".into()), Some(true))],
+                None,
+            ),
+        ];
+        for (content, expected) in cases {
+            let got = validate_messages(&user(content.clone()));
+            match expected {
+                None => assert_eq!(got, Ok(()), "{content:?}"),
+                Some(message) => assert_eq!(got, Err(Error::invalid(message)), "{content:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn images_are_not_inspected() {
+        let image = ContentBlock::Image(crate::message::ImageBlock {
+            source: crate::message::ImageSource {
+                media_type: "nonsense".into(),
+                data: "base64data".into(),
+            },
+        });
+        assert_eq!(validate_messages(&user(vec![image])), Ok(()));
+    }
+}

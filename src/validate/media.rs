@@ -179,8 +179,8 @@ pub fn is_canonical_base64(data: &[u8]) -> bool {
     }
     let last = DECODE[body[body.len() - 1] as usize];
     match body.len() % 4 {
-        2 => last % 16 == 0,
-        3 => last % 4 == 0,
+        2 => last.is_multiple_of(16),
+        3 => last.is_multiple_of(4),
         _ => true,
     }
 }

@@ -1,0 +1,73 @@
+//! One instance of the guest: its store and the typed bindings of its exports.
+
+use wasmtime::Store;
+
+use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
+use crate::bindings::Component;
+use crate::state::HostState;
+
+/// A live guest instance. Calls run one at a time (`&mut self`); an instance survives any number
+/// of calls, failed ones included, until it traps.
+pub struct Guest {
+    store: Store<HostState>,
+    bindings: Component,
+}
+
+impl std::fmt::Debug for Guest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guest").finish_non_exhaustive()
+    }
+}
+
+impl Guest {
+    pub(crate) fn new(store: Store<HostState>, bindings: Component) -> Self {
+        Guest { store, bindings }
+    }
+
+    /// `codec.messages-from-json`: parses and validates an OMA JSON message list.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn messages_from_json(
+        &mut self,
+        json: &str,
+    ) -> anyhow::Result<Result<Vec<LlmMessage>, WitError>> {
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_messages_from_json(&mut self.store, json)
+            .await?)
+    }
+
+    /// `codec.messages-to-json`: validates messages and serialises them to OMA JSON.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn messages_to_json(
+        &mut self,
+        messages: &[LlmMessage],
+    ) -> anyhow::Result<Result<String, WitError>> {
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_messages_to_json(&mut self.store, messages)
+            .await?)
+    }
+
+    /// `codec.validate-messages`: checks messages against OMA's rules.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn validate_messages(
+        &mut self,
+        messages: &[LlmMessage],
+    ) -> anyhow::Result<Result<(), WitError>> {
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_validate_messages(&mut self.store, messages)
+            .await?)
+    }
+
+    /// The host state of this instance, e.g. to reach the hooks a test installed.
+    pub fn state_mut(&mut self) -> &mut HostState {
+        self.store.data_mut()
+    }
+}

@@ -1,0 +1,62 @@
+//! The wasmtime embedding that drives the `oma-component` guest.
+//!
+//! `build.rs` builds the guest for `wasm32-wasip2`; this crate compiles it once per process (and
+//! caches the compiled code across processes as a `.cwasm` next to the guest), links WASI p2 and
+//! wasi-http, and hands out fresh instances. Tests, benchmarks and the `oma-host` CLI all go
+//! through it, so the component is exercised exactly as a Rust host would embed it.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use oma_harness::{Harness, ErrorKind};
+//!
+//! let mut guest = Harness::shared()?.instantiate().await?;
+//! let messages = guest
+//!     .messages_from_json(r#"[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]"#)
+//!     .await??;
+//! assert_eq!(messages.len(), 1);
+//!
+//! let err = guest.messages_from_json(r#"[{"role": "user", "content": "hi"}]"#).await?.unwrap_err();
+//! assert_eq!(err.kind, ErrorKind::InvalidMessage);
+//! assert_eq!(err.message, "messages[0].content must be a ContentBlock[], got string");
+//! # Ok(()) }
+//! ```
+//!
+//! Every call returns `anyhow::Result<Result<T, WitError>>`: the outer error is a trap or a host
+//! failure (the instance is then unusable), the inner one the component's typed error. Nothing in
+//! this crate panics on guest input.
+//!
+//! Outbound HTTP is denied by default; a test installs its own [`WasiHttpHooks`] through
+//! [`GuestOptions`] to answer requests in-process.
+
+#![deny(missing_docs)]
+
+mod engine;
+mod error_json;
+mod guest;
+mod state;
+
+/// Where `build.rs` put the guest component.
+pub mod artifact {
+    include!(concat!(env!("OUT_DIR"), "/guest.rs"));
+}
+
+#[allow(missing_docs)] // Generated from `wit/`; the WIT doc comments become the Rust docs.
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "component",
+        path: "../wit",
+        exports: { default: async },
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+pub use bindings::oma::agent::types::{
+    Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,
+    MediaSource, ReasoningBlock, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
+    ToolUseBlock, UrlSource, VideoBlock,
+};
+pub use engine::{ComponentOrigin, Harness, HarnessOptions};
+pub use error_json::error_json;
+pub use guest::Guest;
+pub use state::{DenyOutbound, GuestOptions, HostState};
+pub use wasmtime_wasi_http::WasiHttpHooks;

@@ -1,0 +1,102 @@
+//! The per-instance host state: the WASI and wasi-http contexts, the resource table, and the
+//! hooks that decide what happens to the guest's outbound HTTP requests.
+
+use std::future::Future;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{
+    RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
+
+/// How to set up one guest instance. `GuestOptions::default()` gives a sandbox with no
+/// network (every outbound request is denied), no environment, no files and no stdio.
+#[derive(Default)]
+pub struct GuestOptions {
+    /// The hooks for the guest's outbound HTTP; `None` installs [`DenyOutbound`].
+    pub hooks: Option<Box<dyn WasiHttpHooks>>,
+    /// Let the guest write to the host's standard error (useful when debugging the guest).
+    pub inherit_stderr: bool,
+}
+
+impl std::fmt::Debug for GuestOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestOptions")
+            .field("hooks", &self.hooks.as_ref().map(|_| "custom"))
+            .field("inherit_stderr", &self.inherit_stderr)
+            .finish()
+    }
+}
+
+/// The `T` of each guest's `Store<T>`.
+pub struct HostState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    hooks: Box<dyn WasiHttpHooks>,
+}
+
+impl HostState {
+    /// A fresh state set up as `options` says.
+    pub fn new(options: GuestOptions) -> Self {
+        let mut wasi = WasiCtx::builder();
+        if options.inherit_stderr {
+            wasi.inherit_stderr();
+        }
+        HostState {
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            hooks: options.hooks.unwrap_or_else(|| Box::new(DenyOutbound)),
+        }
+    }
+
+    /// The installed outbound-HTTP hooks, e.g. to inspect what a recording hook captured.
+    pub fn hooks_mut(&mut self) -> &mut dyn WasiHttpHooks {
+        &mut *self.hooks
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut *self.hooks,
+        }
+    }
+}
+
+/// The default outbound-HTTP policy: every request fails with `HTTP-request-denied` before any
+/// connection is made, so nothing ever leaves the process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DenyOutbound;
+
+type ResponseFuture = Box<
+    dyn Future<
+            Output = wasmtime_wasi_http::Result<(
+                http::Response<WasiBody>,
+                Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            )>,
+        > + Send,
+>;
+
+impl WasiHttpHooks for DenyOutbound {
+    fn send_request(
+        &mut self,
+        _request: http::Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> ResponseFuture {
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}

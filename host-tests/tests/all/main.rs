@@ -1,0 +1,14 @@
+//! Drives the `oma-component` guest through wasmtime, as a Rust host embeds it.
+//!
+//! One test binary (so the component is loaded once): OMA's guard and media rules with their
+//! exact messages (`fixtures/`, the same tables the native unit tests can read), round trips of
+//! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, and the harness
+//! itself.
+
+mod common;
+mod guard;
+mod harness;
+mod large;
+mod media;
+mod roundtrip;
+mod wit_validate;

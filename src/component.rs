@@ -44,6 +44,8 @@ impl From<Error> for wit::Error {
                     wit::ErrorKind::UnsupportedToolResultContent
                 }
                 ErrorKind::UnsupportedToolCall => wit::ErrorKind::UnsupportedToolCall,
+                ErrorKind::Provider => wit::ErrorKind::Provider,
+                ErrorKind::Other => wit::ErrorKind::Other,
             },
             name: error.name().to_string(),
             code: error.code().map(str::to_string),

@@ -41,6 +41,22 @@ pub enum Error {
         /// The unknown type.
         tool_type: String,
     },
+    /// A provider answered with an error, an unreadable body, or could not be reached.
+    /// Retryable per OMA's `isRetryableError`: no status, 408, 409, 429 and 5xx are.
+    Provider {
+        /// The adapter's name, e.g. `anthropic` or `openai`.
+        provider: String,
+        /// The HTTP status, when a response arrived.
+        status: Option<u16>,
+        /// What went wrong, shortened; never holds a secret.
+        message: String,
+    },
+    /// The request cannot be built from the options given (e.g. a thinking budget larger than
+    /// `max_tokens`); OMA throws a plain `Error` here. Fix the configuration.
+    InvalidRequest {
+        /// The message, OMA's where OMA has one.
+        message: String,
+    },
 }
 
 /// The family of an error, mirroring the WIT `error-kind`.
@@ -54,6 +70,10 @@ pub enum ErrorKind {
     UnsupportedToolResultContent,
     /// See [`Error::UnsupportedToolCall`].
     UnsupportedToolCall,
+    /// See [`Error::Provider`].
+    Provider,
+    /// See [`Error::InvalidRequest`].
+    Other,
 }
 
 impl Error {
@@ -71,6 +91,8 @@ impl Error {
             Error::UnsupportedContentBlock { .. } => ErrorKind::UnsupportedContentBlock,
             Error::UnsupportedToolResultContent { .. } => ErrorKind::UnsupportedToolResultContent,
             Error::UnsupportedToolCall { .. } => ErrorKind::UnsupportedToolCall,
+            Error::Provider { .. } => ErrorKind::Provider,
+            Error::InvalidRequest { .. } => ErrorKind::Other,
         }
     }
 
@@ -81,48 +103,66 @@ impl Error {
             Error::UnsupportedContentBlock { .. } => "UnsupportedContentBlockError",
             Error::UnsupportedToolResultContent { .. } => "UnsupportedToolResultContentError",
             Error::UnsupportedToolCall { .. } => "UnsupportedToolCallError",
+            Error::Provider { .. } => "ProviderError",
+            Error::InvalidRequest { .. } => "Error",
         }
     }
 
     /// OMA's error code, e.g. `INVALID_MESSAGE`.
     pub fn code(&self) -> Option<&'static str> {
-        Some(match self {
-            Error::InvalidMessage { .. } => "INVALID_MESSAGE",
-            Error::UnsupportedContentBlock { .. } => "UNSUPPORTED_CONTENT_BLOCK",
-            Error::UnsupportedToolResultContent { .. } => "UNSUPPORTED_TOOL_RESULT_CONTENT",
-            Error::UnsupportedToolCall { .. } => "UNSUPPORTED_TOOL_CALL",
-        })
+        match self {
+            Error::InvalidMessage { .. } => Some("INVALID_MESSAGE"),
+            Error::UnsupportedContentBlock { .. } => Some("UNSUPPORTED_CONTENT_BLOCK"),
+            Error::UnsupportedToolResultContent { .. } => Some("UNSUPPORTED_TOOL_RESULT_CONTENT"),
+            Error::UnsupportedToolCall { .. } => Some("UNSUPPORTED_TOOL_CALL"),
+            Error::Provider { .. } | Error::InvalidRequest { .. } => None,
+        }
     }
 
-    /// Whether trying again could succeed (OMA's `isRetryableError`). Every class here is
-    /// terminal: retrying cannot fix the input or add a wire-format capability.
+    /// Whether trying again could succeed (OMA's `isRetryableError`, §6.3): the content and
+    /// input classes are terminal, since retrying cannot fix the input or add a wire-format
+    /// capability; a provider failure is retryable unless its status is a 4xx other than 408,
+    /// 409 and 429.
     pub fn retryable(&self) -> bool {
         match self {
             Error::InvalidMessage { .. }
             | Error::UnsupportedContentBlock { .. }
             | Error::UnsupportedToolResultContent { .. }
-            | Error::UnsupportedToolCall { .. } => false,
+            | Error::UnsupportedToolCall { .. }
+            | Error::InvalidRequest { .. } => false,
+            Error::Provider { status, .. } => match status {
+                None => true,
+                Some(408 | 409 | 429) => true,
+                Some(400..=499) => false,
+                Some(_) => true,
+            },
         }
     }
 
     /// The HTTP status of a provider failure.
     pub fn http_status(&self) -> Option<u16> {
-        None
+        match self {
+            Error::Provider { status, .. } => *status,
+            _ => None,
+        }
     }
 
     /// The provider of a provider failure.
     pub fn provider(&self) -> Option<&str> {
-        None
+        match self {
+            Error::Provider { provider, .. } => Some(provider),
+            _ => None,
+        }
     }
 
     /// The error in the JSON shape of the error contract: `{"error": {name, code, message, ...}}`.
     pub fn to_json(&self) -> Value {
-        let mut inner = json!({
-            "name": self.name(),
-            "code": self.code(),
-            "message": self.to_string(),
-            "retryable": self.retryable(),
-        });
+        let mut inner = json!({ "name": self.name() });
+        if let Some(code) = self.code() {
+            inner["code"] = json!(code);
+        }
+        inner["message"] = json!(self.to_string());
+        inner["retryable"] = json!(self.retryable());
         if let Some(status) = self.http_status() {
             inner["httpStatus"] = json!(status);
         }
@@ -165,6 +205,14 @@ impl fmt::Display for Error {
                 f,
                 "{provider} returned unsupported tool-call type \"{tool_type}\""
             ),
+            Error::Provider {
+                status: Some(status),
+                message,
+                ..
+            } => write!(f, "{status} {message}"),
+            Error::Provider { message, .. } | Error::InvalidRequest { message } => {
+                f.write_str(message)
+            }
         }
     }
 }
@@ -207,6 +255,35 @@ mod tests {
             assert_eq!(error.to_string(), message);
             assert!(!error.retryable());
         }
+    }
+
+    #[test]
+    fn provider_retryability_follows_the_status() {
+        let provider = |status| Error::Provider {
+            provider: "openai".into(),
+            status,
+            message: "x".into(),
+        };
+        for (status, retryable) in [
+            (None, true),
+            (Some(400), false),
+            (Some(401), false),
+            (Some(408), true),
+            (Some(409), true),
+            (Some(429), true),
+            (Some(499), false),
+            (Some(500), true),
+            (Some(503), true),
+        ] {
+            assert_eq!(provider(status).retryable(), retryable, "{status:?}");
+        }
+        let error = provider(Some(429));
+        assert_eq!(error.to_string(), "429 x");
+        assert_eq!(
+            error.to_json(),
+            json!({"error": {"name": "ProviderError", "message": "429 x",
+                "retryable": true, "httpStatus": 429, "provider": "openai"}})
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@
 
 #![deny(missing_docs)]
 
+pub mod adapter;
 pub mod error;
 pub mod json;
 pub mod message;

@@ -209,3 +209,28 @@ pub struct ReasoningBlock {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<String>,
 }
+
+/// A provider's answer to one chat request, in OMA's shape (`LLMResponse`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LlmResponse {
+    /// The provider's id for the response (generated locally where the provider has none).
+    pub id: String,
+    /// The blocks of the assistant turn.
+    pub content: Vec<ContentBlock>,
+    /// The model that answered.
+    pub model: String,
+    /// Why the model stopped: `end_turn`, `tool_use`, `max_tokens`, `content_filter`, or the
+    /// provider's own value passed through.
+    pub stop_reason: String,
+    /// Tokens used.
+    pub usage: TokenUsage,
+}
+
+/// Tokens used by one request (OMA's `TokenUsage`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Tokens read.
+    pub input_tokens: u64,
+    /// Tokens written.
+    pub output_tokens: u64,
+}

@@ -1,0 +1,238 @@
+//! Provider wire formats, as pure functions: a [`ChatRequest`] in, the exact [`HttpRequest`] out;
+//! a provider's response body in, OMA's [`LlmResponse`] out; streamed bytes in, [`StreamEvent`]s
+//! out.
+//!
+//! Adapters do no I/O and read no clock or environment: whatever varies (keys, base URLs, the
+//! signing time, generated ids) comes in through [`Endpoint`] and [`ChatRequest`]. So every wire
+//! format is tested by value, natively.
+//!
+//! Shared promises, from `behaviour.md` §5: the messages are validated first; conversion runs
+//! before any request exists, so `UnsupportedContentBlockError` and
+//! `UnsupportedToolResultContentError` leave nothing to send; block order is kept; large base64
+//! payloads are written into the body without being decoded, re-encoded or escape-scanned, except
+//! where a format needs bytes.
+
+pub mod body;
+pub mod reasoning;
+pub mod sse;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::Error;
+use crate::message::{LlmMessage, LlmResponse, ToolUseBlock};
+
+/// Everything a provider needs for one chat turn (OMA's `LLMChatOptions` plus the messages).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChatRequest {
+    /// The model id, e.g. `claude-sonnet-4-6`.
+    pub model: String,
+    /// The system prompt; it travels apart from the messages.
+    pub system_prompt: Option<String>,
+    /// The conversation, already validated.
+    pub messages: Vec<LlmMessage>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolDefinition>,
+    /// Sampling options; each is sent only when set.
+    pub sampling: Sampling,
+    /// Extended thinking, for providers that have it.
+    pub thinking: Option<Thinking>,
+    /// Provider-specific keys spread into the body (OMA's `extraBody`).
+    pub extra_body: Map<String, Value>,
+    /// Send reasoning of other providers as `<thinking>…</thinking>` text instead of dropping it
+    /// (OMA's `preserveReasoningAsText`).
+    pub preserve_reasoning_as_text: bool,
+    /// Ask for a streamed response.
+    pub stream: bool,
+}
+
+/// A tool the model may call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// The JSON Schema of the tool's input (an object schema).
+    #[serde(rename = "inputSchema", alias = "input_schema")]
+    pub input_schema: Value,
+}
+
+/// Sampling options (OMA's names in snake_case); `None` means "not sent".
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sampling {
+    /// The output token limit.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// Top-k sampling.
+    pub top_k: Option<u32>,
+    /// OpenAI-compatible frequency penalty.
+    pub frequency_penalty: Option<f64>,
+    /// OpenAI-compatible presence penalty.
+    pub presence_penalty: Option<f64>,
+    /// OpenAI-compatible min-p.
+    pub min_p: Option<f64>,
+    /// OpenAI-compatible parallel tool calls.
+    pub parallel_tool_calls: Option<bool>,
+    /// OpenAI-compatible reasoning effort: `low`, `medium`, `high` (or `max` for DeepSeek).
+    pub reasoning_effort: Option<String>,
+}
+
+/// Extended-thinking configuration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Thinking {
+    /// Whether thinking is on.
+    pub enabled: bool,
+    /// The thinking token budget, where the provider takes one.
+    pub budget_tokens: Option<u32>,
+}
+
+/// Where and as whom a request is sent. Holds secrets: never print it, never put it in an error.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The base URL; `None` for the provider's default.
+    pub base_url: Option<String>,
+    /// How the request is authenticated.
+    pub credentials: Credentials,
+    /// The AWS region (Bedrock).
+    pub region: Option<String>,
+    /// The signing time as `YYYYMMDDTHHMMSSZ` (Bedrock SigV4); adapters read no clock.
+    pub timestamp: Option<String>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base_url", &self.base_url)
+            .field("credentials", &"[redacted]")
+            .field("region", &self.region)
+            .finish()
+    }
+}
+
+/// How a request is authenticated.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum Credentials {
+    /// No authentication (e.g. a local server).
+    #[default]
+    None,
+    /// An API key or bearer token, sent the provider's way.
+    ApiKey(String),
+    /// AWS access keys, for SigV4 signing (Bedrock).
+    Aws {
+        /// `AWS_ACCESS_KEY_ID`.
+        access_key_id: String,
+        /// `AWS_SECRET_ACCESS_KEY`.
+        secret_access_key: String,
+        /// `AWS_SESSION_TOKEN`, for temporary credentials.
+        session_token: Option<String>,
+    },
+}
+
+/// An HTTP request, ready for the transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// The method, e.g. `POST`.
+    pub method: String,
+    /// The absolute URL.
+    pub url: String,
+    /// Header names (lowercase) and values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body bytes (JSON).
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// A JSON `POST` to `url`.
+    pub fn post_json(url: String, body: Vec<u8>) -> Self {
+        HttpRequest {
+            method: "POST".into(),
+            url,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body,
+        }
+    }
+
+    /// The headers with every credential replaced by `[redacted]`, for display.
+    pub fn redacted_headers(&self) -> Vec<(String, String)> {
+        self.headers
+            .iter()
+            .map(|(name, value)| {
+                let secret = matches!(
+                    name.as_str(),
+                    "authorization"
+                        | "x-api-key"
+                        | "x-goog-api-key"
+                        | "x-amz-security-token"
+                        | "api-key"
+                );
+                let value = if secret {
+                    "[redacted]".into()
+                } else {
+                    value.clone()
+                };
+                (name.clone(), value)
+            })
+            .collect()
+    }
+}
+
+/// One event of a streamed response (OMA's adapter-level `StreamEvent`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// A piece of text, as it arrived.
+    Text(String),
+    /// A piece of reasoning, as it arrived.
+    Reasoning(String),
+    /// A complete tool call.
+    ToolUse(ToolUseBlock),
+    /// The whole response, accumulated; always the last event of a successful stream.
+    Done(LlmResponse),
+}
+
+/// An incremental decoder of a provider's streamed body.
+///
+/// Call [`feed`](StreamDecoder::feed) with bytes as they arrive (any chunking: a chunk boundary
+/// is never an error), then [`finish`](StreamDecoder::finish) once the body ends; `finish`
+/// returns the last events, ending with [`StreamEvent::Done`], or an error if the stream was
+/// cut short or reported an error.
+pub trait StreamDecoder {
+    /// Decodes the bytes that arrived; returns the events they complete.
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, Error>;
+    /// Ends the stream.
+    fn finish(&mut self) -> Result<Vec<StreamEvent>, Error>;
+}
+
+/// A provider wire format.
+pub trait Adapter {
+    /// The adapter's name, used as `provenance` and in errors: `anthropic`, `openai`, `gemini`…
+    fn name(&self) -> &str;
+    /// Builds the HTTP request for one chat turn. Validates the messages first and fails before
+    /// anything exists to send.
+    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error>;
+    /// Reads a successful (2xx) response body.
+    fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
+    /// A decoder for the body of a streamed response to `request`.
+    fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder>;
+}
+
+/// A provider response body that is not what the wire format promises.
+pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
+    Error::Provider {
+        provider: provider.to_string(),
+        status: None,
+        message: format!("malformed {provider} response: {what}"),
+    }
+}
+
+/// Joins a base URL and a path with exactly one `/`.
+pub fn join_url(base: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}

@@ -89,7 +89,11 @@ async fn every_case_gets_its_verdict_and_exact_message() {
             None => match accepted(&mut guest, &case.name, &input).await {
                 Err(failure) => failures.push(failure),
                 Ok(written) => {
-                    if case.expect.as_ref().is_some_and(|expect| *expect != written) {
+                    if case
+                        .expect
+                        .as_ref()
+                        .is_some_and(|expect| *expect != written)
+                    {
                         failures.push(format!("{}: wrote {written}", case.name));
                     }
                 }

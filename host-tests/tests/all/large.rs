@@ -170,3 +170,67 @@ async fn one_instance_survives_many_calls_including_failed_ones() {
         );
     }
 }
+
+#[tokio::test]
+async fn adversarial_json_never_traps() {
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let deep_input = format!(
+        r#"[{{"role": "assistant", "content": [{{"type": "tool_use", "id": "c", "name": "n", "input": {}}}]}}]"#,
+        deep(100_000)
+    );
+    let many_messages = format!(
+        "[{}]",
+        vec![r#"{"role":"user","content":[]}"#; 100_000].join(",")
+    );
+    let many_blocks = format!(
+        r#"[{{"role":"user","content":[{}]}}]"#,
+        vec![r#"{"type":"text","text":"x"}"#; 100_000].join(",")
+    );
+    let cases: [(&str, String, Option<usize>); 6] = [
+        ("100k-deep list", deep(100_000), None),
+        ("100k-deep tool input", deep_input, None),
+        (
+            "a lone surrogate",
+            r#"[{"role":"user","content":[{"type":"text","text":"\ud800"}]}]"#.into(),
+            None,
+        ),
+        ("100k messages", many_messages, Some(100_000)),
+        ("100k blocks", many_blocks, Some(1)),
+        (
+            "a 16 MiB string of escapes",
+            format!(
+                r#"[{{"role":"user","content":[{{"type":"text","text":"{}"}}]}}]"#,
+                "\\n".repeat(8 << 20)
+            ),
+            Some(1),
+        ),
+    ];
+    let mut guest = guest().await;
+    for (name, input, accepted) in cases {
+        let result = guest.messages_from_json(&input).await.expect(name);
+        match (result, accepted) {
+            (Ok(messages), Some(len)) => assert_eq!(messages.len(), len, "{name}"),
+            (Err(error), None) => assert_invalid_message(&error),
+            (result, _) => panic!("{name}: {:?}", result.map(|m| m.len())),
+        }
+    }
+
+    // The same depth through a WIT value: tool-use input text that nests too deeply.
+    let messages = vec![oma_harness::LlmMessage {
+        role: oma_harness::Role::Assistant,
+        content: vec![ContentBlock::ToolUse(oma_harness::ToolUseBlock {
+            id: "c".into(),
+            name: "n".into(),
+            input: deep(100_000),
+            signature: None,
+        })],
+    }];
+    let error = guest
+        .validate_messages(&messages)
+        .await
+        .expect("no trap")
+        .expect_err("too deep");
+    assert_invalid_message(&error);
+    // And the instance still works.
+    assert_eq!(guest.validate_messages(&[]).await.expect("no trap"), Ok(()));
+}

@@ -45,6 +45,8 @@ impl From<Error> for wit::Error {
                 }
                 ErrorKind::UnsupportedToolCall => wit::ErrorKind::UnsupportedToolCall,
                 ErrorKind::Provider => wit::ErrorKind::Provider,
+                ErrorKind::Timeout => wit::ErrorKind::Timeout,
+                ErrorKind::EgressDenied => wit::ErrorKind::EgressDenied,
                 ErrorKind::Other => wit::ErrorKind::Other,
             },
             name: error.name().to_string(),

@@ -217,6 +217,11 @@ pub trait Adapter {
     fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
     /// A decoder for the body of a streamed response to `request`.
     fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder>;
+    /// The provider's own message in an error (non-2xx) body, when it has one.
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        let _ = body;
+        None
+    }
 }
 
 /// A provider response body that is not what the wire format promises.

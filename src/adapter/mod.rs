@@ -241,3 +241,58 @@ pub fn join_url(base: &str, path: &str) -> String {
         path.trim_start_matches('/')
     )
 }
+
+/// `YYYYMMDDTHHMMSSZ` for a Unix time in seconds: the form SigV4 signs (UTC).
+pub fn amz_timestamp(unix_seconds: u64) -> String {
+    let days = (unix_seconds / 86_400) as i64;
+    let secs = unix_seconds % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amz_timestamps() {
+        assert_eq!(amz_timestamp(0), "19700101T000000Z");
+        assert_eq!(amz_timestamp(1_440_938_160), "20150830T123600Z");
+        assert_eq!(amz_timestamp(1_796_036_400), "20261130T110000Z");
+        assert_eq!(amz_timestamp(951_782_400), "20000229T000000Z");
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_output() {
+        let endpoint = Endpoint {
+            credentials: Credentials::ApiKey("sk-secret".into()),
+            ..Endpoint::default()
+        };
+        assert!(!format!("{endpoint:?}").contains("sk-secret"));
+        let request = HttpRequest {
+            headers: vec![("x-api-key".into(), "sk-secret".into()), ("accept".into(), "a".into())],
+            ..HttpRequest::post_json("https://x".into(), vec![])
+        };
+        assert_eq!(
+            request.redacted_headers(),
+            vec![
+                ("x-api-key".to_string(), "[redacted]".to_string()),
+                ("accept".to_string(), "a".to_string())
+            ]
+        );
+    }
+}

@@ -122,7 +122,7 @@ struct ResponseBody<'a> {
 
 /// A `FunctionResponsePart`: inline bytes or a file reference.
 #[derive(Serialize)]
-#[serde(untagged, rename_all = "camelCase")]
+#[serde(untagged)]
 enum ResponsePart<'a> {
     Inline {
         #[serde(rename = "inlineData")]

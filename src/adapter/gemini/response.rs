@@ -18,6 +18,7 @@ use crate::message::{
 struct Response {
     candidates: Option<Vec<Candidate>>,
     usage_metadata: Option<Usage>,
+    prompt_feedback: Option<PromptFeedback>,
     /// Set on an error sent inside a stream.
     error: Option<ErrorBody>,
 }
@@ -55,6 +56,12 @@ struct FunctionCall {
 struct Usage {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback {
+    block_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -142,7 +149,8 @@ fn stop_reason(finish_reason: Option<&str>, content: &[ContentBlock]) -> String 
 
 /// The decoder of a `streamGenerateContent?alt=sse` body: every chunk's parts become events at
 /// once and are appended as blocks of their own; usage and the finish reason are the last seen.
-/// A stream that ends before any chunk carried a `finishReason` was cut short: an error.
+/// A stream that ends before any chunk carried a `finishReason` (or, for a refused prompt, a
+/// `promptFeedback.blockReason`) was cut short: an error.
 pub(super) struct GeminiStream {
     sse: SseParser,
     ids: IdGen,
@@ -151,6 +159,8 @@ pub(super) struct GeminiStream {
     content: Vec<ContentBlock>,
     usage: TokenUsage,
     finish_reason: Option<String>,
+    /// A `finishReason` or a `blockReason` arrived: the answer is complete.
+    complete: bool,
     failed: Option<Error>,
 }
 
@@ -164,6 +174,7 @@ impl GeminiStream {
             content: Vec::new(),
             usage: TokenUsage::default(),
             finish_reason: None,
+            complete: false,
             failed: None,
         }
     }
@@ -190,11 +201,18 @@ impl GeminiStream {
                 .candidates_token_count
                 .unwrap_or(self.usage.output_tokens);
         }
+        if chunk
+            .prompt_feedback
+            .is_some_and(|f| f.block_reason.is_some())
+        {
+            self.complete = true;
+        }
         let Some(candidate) = chunk.candidates.and_then(|c| c.into_iter().next()) else {
             return Ok(());
         };
         if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
             self.finish_reason = Some(reason);
+            self.complete = true;
         }
         for part in candidate.content.and_then(|c| c.parts).unwrap_or_default() {
             let Some(block) = to_block(part, &mut self.ids) else {
@@ -247,7 +265,7 @@ impl StreamDecoder for GeminiStream {
                 return Err(error);
             }
         }
-        if self.finish_reason.is_none() {
+        if !self.complete {
             let error = malformed(
                 NAME,
                 "the stream ended before a chunk carried a finishReason",

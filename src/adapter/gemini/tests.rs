@@ -698,6 +698,18 @@ fn a_stream_without_a_finish_reason_is_truncated() {
 }
 
 #[test]
+fn a_blocked_prompt_is_a_complete_empty_answer() {
+    let stream = "data: {\"promptFeedback\":{\"blockReason\":\"SAFETY\"},\"usageMetadata\":{\"promptTokenCount\":4}}\r\n\r\n";
+    let events = decode(Gemini::default(), stream, 3).unwrap();
+    let [StreamEvent::Done(done)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert!(done.content.is_empty());
+    assert_eq!(done.stop_reason, "end_turn");
+    assert_eq!(done.usage.input_tokens, 4);
+}
+
+#[test]
 fn a_max_tokens_stream_and_a_final_chunk_without_blank_line() {
     let stream = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ab\"}]},\"finishReason\":\"MAX_TOKENS\"}]}";
     let events = decode(Gemini::default(), stream, 5).unwrap();

@@ -12,7 +12,9 @@
 //! payloads are written into the body without being decoded, re-encoded or escape-scanned, except
 //! where a format needs bytes.
 
+pub mod ai_sdk;
 pub mod body;
+pub mod gemini;
 pub mod reasoning;
 pub mod sse;
 

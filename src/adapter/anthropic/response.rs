@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 use super::NAME;
 use crate::adapter::malformed;
 use crate::error::Error;
-use crate::message::{ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock};
+use crate::message::{
+    ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
+};
 
 /// A message response (`{"type": "message", ...}`); blocks stay JSON until mapped, so a block
 /// type OMA does not model never fails the whole body.

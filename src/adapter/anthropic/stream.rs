@@ -107,7 +107,11 @@ impl StreamDecoder for Decoder {
         }
         let mut out = Vec::new();
         for event in self.sse.feed(bytes) {
-            self.handle_or_fail(&event, &mut out)?;
+            if self.stopped {
+                continue;
+            }
+            let wire = parse_event(&event).map_err(|error| self.fail(error))?;
+            self.handle_or_fail(&event, wire, &mut out)?;
         }
         Ok(out)
     }
@@ -117,8 +121,11 @@ impl StreamDecoder for Decoder {
             return Err(error.clone());
         }
         let mut out = Vec::new();
-        if let Some(event) = self.sse.finish() {
-            self.handle_or_fail(&event, &mut out)?;
+        // An event cut off by the end of the body is truncation, not a malformed body.
+        if let Some(event) = self.sse.finish().filter(|_| !self.stopped) {
+            if let Ok(wire) = parse_event(&event) {
+                self.handle_or_fail(&event, wire, &mut out)?;
+            }
         }
         if !self.stopped {
             return Err(self.fail(malformed(NAME, "the stream ended before message_stop")));
@@ -134,10 +141,7 @@ impl StreamDecoder for Decoder {
             id,
             content,
             model,
-            stop_reason: self
-                .stop_reason
-                .take()
-                .unwrap_or_else(|| "end_turn".into()),
+            stop_reason: self.stop_reason.take().unwrap_or_else(|| "end_turn".into()),
             usage: self.usage,
         }));
         Ok(out)
@@ -150,17 +154,23 @@ impl Decoder {
         error
     }
 
-    fn handle_or_fail(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), Error> {
-        self.handle(event, out).map_err(|error| self.fail(error))
+    fn handle_or_fail(
+        &mut self,
+        event: &SseEvent,
+        wire: WireEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), Error> {
+        self.handle(event, wire, out)
+            .map_err(|error| self.fail(error))
     }
 
-    fn handle(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), Error> {
-        if self.stopped {
-            return Ok(());
-        }
-        let wire: WireEvent = serde_json::from_str(&event.data).map_err(|e| {
-            malformed(NAME, format_args!("a stream event is not the promised JSON: {e}"))
-        })?;
+    /// Applies one event; events after `message_stop` are never handled.
+    fn handle(
+        &mut self,
+        event: &SseEvent,
+        wire: WireEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), Error> {
         if wire.kind == "error" || event.event.as_deref() == Some("error") {
             let message = wire
                 .error
@@ -237,7 +247,12 @@ impl Decoder {
         Ok(())
     }
 
-    fn delta(&mut self, index: u64, delta: WireDelta, out: &mut Vec<StreamEvent>) -> Result<(), Error> {
+    fn delta(
+        &mut self,
+        index: u64,
+        delta: WireDelta,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), Error> {
         let kind = delta.kind.as_deref().unwrap_or_default();
         let missing = |field: &str| malformed(NAME, format_args!("a {kind} has no string {field}"));
         match kind {
@@ -263,7 +278,12 @@ impl Decoder {
             }
             "input_json_delta" => {
                 let part = delta.partial_json.ok_or_else(|| missing("partial_json"))?;
-                if let Some(Block::ToolUse { json, emitted: false, .. }) = self.block_mut(index) {
+                if let Some(Block::ToolUse {
+                    json,
+                    emitted: false,
+                    ..
+                }) = self.block_mut(index)
+                {
                     json.push_str(&part);
                 }
             }
@@ -280,6 +300,24 @@ impl Decoder {
             .find(|(at, _)| *at == index)
             .map(|(_, block)| block)
     }
+}
+
+/// The JSON of one SSE event; an `error` event whose data is not JSON is still the provider's
+/// error, reported with (the start of) its text.
+fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
+    serde_json::from_str(&event.data).map_err(|e| {
+        if event.event.as_deref() == Some("error") {
+            return Error::Provider {
+                provider: NAME.into(),
+                status: None,
+                message: event.data.chars().take(200).collect(),
+            };
+        }
+        malformed(
+            NAME,
+            format_args!("a stream event is not the promised JSON: {e}"),
+        )
+    })
 }
 
 fn index_of(index: Option<u64>, kind: &str) -> Result<u64, Error> {
@@ -302,7 +340,9 @@ fn start_block(mut block: Map<String, Value>) -> Block {
             text: string_field(&mut block, "thinking").unwrap_or_default(),
             signature: string_field(&mut block, "signature"),
         },
-        "redacted_thinking" => Block::Redacted(string_field(&mut block, "data").unwrap_or_default()),
+        "redacted_thinking" => {
+            Block::Redacted(string_field(&mut block, "data").unwrap_or_default())
+        }
         "tool_use" => Block::ToolUse {
             id: string_field(&mut block, "id").unwrap_or_default(),
             name: string_field(&mut block, "name").unwrap_or_default(),

@@ -58,17 +58,17 @@ pub fn error_message(body: &[u8]) -> Option<String> {
     parsed.error?.message
 }
 
-/// Reads a 2xx body.
+/// Reads a 2xx body; an error body that arrived with a 2xx status is the provider's error.
 pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
-    if let Some(message) = error_message(body) {
-        return Err(Error::Provider {
-            provider: NAME.into(),
-            status: None,
-            message,
-        });
-    }
     let wire: WireResponse =
-        serde_json::from_slice(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+        serde_json::from_slice(body).map_err(|e| match error_message(body) {
+            Some(message) => Error::Provider {
+                provider: NAME.into(),
+                status: None,
+                message,
+            },
+            None => malformed(NAME, format_args!("{e}")),
+        })?;
     let content = wire
         .content
         .into_iter()

@@ -915,3 +915,28 @@ fn extra_body_map_is_kept_as_given() {
     req.extra_body = Map::new();
     assert_eq!(keys(&body(&req)), ["max_tokens", "model", "messages"]);
 }
+
+#[test]
+fn corrupted_input_never_panics() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let response = br#"{"id":"m","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"n","input":{"a":[1]}}],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":2}}"#;
+    for _ in 0..2000 {
+        let mut stream = STREAM.as_bytes().to_vec();
+        let mut body = response.to_vec();
+        for _ in 0..3 {
+            let at = (next() as usize) % stream.len();
+            stream[at] = (next() % 256) as u8;
+            let at = (next() as usize) % body.len();
+            body[at] = (next() % 256) as u8;
+        }
+        let _ = decode(&stream, 1 + (next() as usize) % 64);
+        let _ = Anthropic.parse(&ChatRequest::default(), &body);
+        let _ = error_message(&body);
+    }
+}

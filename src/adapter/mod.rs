@@ -13,6 +13,7 @@
 //! where a format needs bytes.
 
 pub mod ai_sdk;
+pub mod anthropic;
 pub mod body;
 pub mod gemini;
 pub mod reasoning;

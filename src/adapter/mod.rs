@@ -13,6 +13,7 @@
 //! where a format needs bytes.
 
 pub mod body;
+pub mod openai;
 pub mod reasoning;
 pub mod sse;
 

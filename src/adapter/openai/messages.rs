@@ -287,23 +287,22 @@ fn assistant_message<'a>(
                 kind: "function",
                 function: FunctionCall {
                     name: &call.name,
-                    arguments: serde_json::to_string(&call.input)
-                        .unwrap_or_else(|_| "{}".into()),
+                    arguments: serde_json::to_string(&call.input).unwrap_or_else(|_| "{}".into()),
                 },
             }),
             ContentBlock::Reasoning(block) => {
                 if options.echo.is_some() && block.provenance.as_deref() == options.echo {
-                    let redacted = block.redacted_data.as_deref().is_some_and(|d| !d.is_empty());
+                    let redacted = block
+                        .redacted_data
+                        .as_deref()
+                        .is_some_and(|d| !d.is_empty());
                     if !redacted && !block.text.is_empty() {
                         echoed.push(&block.text);
                     }
                     continue;
                 }
                 if options.preserve {
-                    pending.push_str(&reasoning::inline_text(
-                        block,
-                        reasoning::DEFAULT_MAX_CHARS,
-                    ));
+                    pending.push_str(&reasoning::inline_text(block, reasoning::DEFAULT_MAX_CHARS));
                 }
             }
             ContentBlock::Text(text) => {

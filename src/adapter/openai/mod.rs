@@ -71,15 +71,17 @@ impl OpenAi {
         }
     }
 
-    /// Plain OpenAI (`https://api.openai.com/v1`).
-    pub fn openai() -> Self {
-        Self::compatible("openai", "https://api.openai.com/v1")
-    }
-
     /// The same adapter with other quirks.
     pub fn with_quirks(mut self, quirks: Quirks) -> Self {
         self.quirks = quirks;
         self
+    }
+}
+
+impl Default for OpenAi {
+    /// Plain OpenAI (`https://api.openai.com/v1`).
+    fn default() -> Self {
+        OpenAi::compatible("openai", "https://api.openai.com/v1")
     }
 }
 
@@ -102,7 +104,10 @@ pub fn preset(name: &str) -> Option<OpenAi> {
             },
         ),
         "mimo" => ("https://api.xiaomimimo.com/v1", echo),
-        "doubao" => ("https://ark.cn-beijing.volces.com/api/v3", Quirks::default()),
+        "doubao" => (
+            "https://ark.cn-beijing.volces.com/api/v3",
+            Quirks::default(),
+        ),
         "hunyuan" => ("https://tokenhub.tencentmaas.com/v1", echo),
         "qiniu" => ("https://api.qnaigc.com/v1", Quirks::default()),
         _ => return None,
@@ -188,11 +193,18 @@ impl OpenAi {
         body.set("top_p", s.top_p.map(js_number));
         body.set("top_k", s.top_k.map(Value::from));
         body.set("min_p", s.min_p.map(js_number));
-        body.set("parallel_tool_calls", s.parallel_tool_calls.map(Value::from));
+        body.set(
+            "parallel_tool_calls",
+            s.parallel_tool_calls.map(Value::from),
+        );
         body.set("reasoning_effort", effort.map(Value::from));
         if self.quirks.deepseek_thinking {
             if let Some(thinking) = &request.thinking {
-                let kind = if thinking.enabled { "enabled" } else { "disabled" };
+                let kind = if thinking.enabled {
+                    "enabled"
+                } else {
+                    "disabled"
+                };
                 body.set("thinking", Some(json!({ "type": kind })));
             }
         }

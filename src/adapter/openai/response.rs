@@ -39,9 +39,9 @@ pub(super) fn parse_completion(provider: &str, body: &[u8]) -> Result<LlmRespons
     }
     match message.get("content") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) => content.push(ContentBlock::Text(TextBlock {
-            text: text.clone(),
-        })),
+        Some(Value::String(text)) => {
+            content.push(ContentBlock::Text(TextBlock { text: text.clone() }))
+        }
         // Some compatible servers answer with an array of parts; keep their text.
         Some(other) => content.push(ContentBlock::Text(TextBlock {
             text: parts_text(other),
@@ -179,7 +179,10 @@ pub(super) fn repair_tool_args(raw: &str) -> Option<Map<String, Value>> {
 fn unquote(value: &str) -> String {
     for fence in ["\"\"\"", "'''"] {
         if value.starts_with(fence) && value.ends_with(fence) {
-            return value.get(3..value.len().saturating_sub(3)).unwrap_or("").to_string();
+            return value
+                .get(3..value.len().saturating_sub(3))
+                .unwrap_or("")
+                .to_string();
         }
     }
     if value.starts_with('"') && value.ends_with('"') {

@@ -16,6 +16,7 @@ pub mod ai_sdk;
 pub mod anthropic;
 pub mod body;
 pub mod gemini;
+pub mod openai;
 pub mod reasoning;
 pub mod sse;
 

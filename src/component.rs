@@ -45,7 +45,7 @@ impl Codec for Component {
         request: wire::ChatRequest,
         endpoint: wire::Endpoint,
     ) -> Result<wire::HttpRequest, wit::Error> {
-        let adapter = a::for_provider(&endpoint.provider, endpoint.base_url.as_deref())?;
+        let adapter = adapter_for(&endpoint)?;
         let request = from_wit_request(request)?;
         let http = adapter.format(&request, &from_wit_endpoint(endpoint))?;
         Ok(wire::HttpRequest {
@@ -61,7 +61,7 @@ impl Codec for Component {
         endpoint: wire::Endpoint,
         body: Vec<u8>,
     ) -> Result<wire::LlmResponse, wit::Error> {
-        let adapter = a::for_provider(&endpoint.provider, endpoint.base_url.as_deref())?;
+        let adapter = adapter_for(&endpoint)?;
         let request = from_wit_request(request)?;
         Ok(to_wit_response(adapter.parse(&request, &body)?))
     }
@@ -75,7 +75,7 @@ impl p::Guest for Component {
         endpoint: wire::Endpoint,
         options: p::CallOptions,
     ) -> Result<wire::LlmResponse, wit::Error> {
-        let adapter = a::for_provider(&endpoint.provider, endpoint.base_url.as_deref())?;
+        let adapter = adapter_for(&endpoint)?;
         let request = from_wit_request(request)?;
         let response = call::chat(
             adapter.as_ref(),
@@ -86,12 +86,12 @@ impl p::Guest for Component {
         Ok(to_wit_response(response))
     }
 
-    fn chat_stream(
+    fn stream_chat(
         request: wire::ChatRequest,
         endpoint: wire::Endpoint,
         options: p::CallOptions,
     ) -> Result<p::ChatStream, wit::Error> {
-        let adapter = a::for_provider(&endpoint.provider, endpoint.base_url.as_deref())?;
+        let adapter = adapter_for(&endpoint)?;
         let request = from_wit_request(request)?;
         let stream = call::chat_stream(
             adapter.as_ref(),
@@ -121,6 +121,16 @@ impl p::GuestChatStream for Stream {
             a::StreamEvent::Done(response) => p::StreamEvent::Done(to_wit_response(response)),
         }))
     }
+}
+
+/// The endpoint's adapter, with the clock and a random seed for ids the provider does not send.
+fn adapter_for(endpoint: &wire::Endpoint) -> Result<Box<dyn Adapter>, Error> {
+    let now = wasip2::clocks::wall_clock::now();
+    let ids = a::IdSource {
+        epoch_ms: now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000),
+        seed: wasip2::random::random::get_random_u64(),
+    };
+    a::for_provider(&endpoint.provider, endpoint.base_url.as_deref(), ids)
 }
 
 fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {

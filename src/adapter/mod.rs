@@ -228,6 +228,44 @@ pub trait Adapter {
     }
 }
 
+/// What a format needs to make ids the provider does not send (Gemini): the caller's clock and
+/// a random seed, since adapters read neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdSource {
+    /// Milliseconds since the Unix epoch.
+    pub epoch_ms: u64,
+    /// A random seed.
+    pub seed: u64,
+}
+
+/// The adapter for a provider name: `anthropic`, `gemini`, `bedrock`, `ai-sdk`, an
+/// OpenAI-compatible preset (`openai`, `minimax`, `deepseek`, `grok`, …), or, with a base URL,
+/// any other name as an OpenAI-compatible server.
+pub fn for_provider(
+    provider: &str,
+    base_url: Option<&str>,
+    ids: IdSource,
+) -> Result<Box<dyn Adapter>, Error> {
+    Ok(match provider {
+        anthropic::NAME => Box::new(anthropic::Anthropic),
+        gemini::NAME => Box::new(gemini::Gemini::with_ids(ids.epoch_ms, ids.seed)),
+        ai_sdk::NAME => Box::new(ai_sdk::AiSdk),
+        other => match (openai::preset(other), base_url) {
+            (Some(preset), _) => Box::new(preset),
+            (None, Some(base)) => Box::new(openai::OpenAi::compatible(other, base)),
+            (None, None) => {
+                return Err(Error::InvalidRequest {
+                    message: format!(
+                        "unknown provider {other:?}: use one of anthropic, gemini, bedrock, \
+                         ai-sdk, {}, or give a base URL for an OpenAI-compatible server",
+                        openai::PRESETS.join(", ")
+                    ),
+                })
+            }
+        },
+    })
+}
+
 /// A provider response body that is not what the wire format promises.
 pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
     Error::Provider {

@@ -83,6 +83,10 @@ pub const STREAM_TEXT_URL: &str = "ai-sdk:streamText";
 pub struct AiSdk;
 
 impl Adapter for AiSdk {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
     fn name(&self) -> &str {
         NAME
     }

@@ -39,6 +39,10 @@ pub const PROVIDER_LABEL: &str = "Anthropic Messages";
 pub struct Anthropic;
 
 impl Adapter for Anthropic {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
     fn name(&self) -> &str {
         NAME
     }

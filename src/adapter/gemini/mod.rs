@@ -62,6 +62,10 @@ impl Gemini {
 }
 
 impl Adapter for Gemini {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
     fn name(&self) -> &str {
         NAME
     }

@@ -134,6 +134,10 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 }
 
 impl Adapter for OpenAi {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -12,6 +12,7 @@
 //! payloads are written into the body without being decoded, re-encoded or escape-scanned, except
 //! where a format needs bytes.
 
+pub mod bedrock;
 pub mod body;
 pub mod reasoning;
 pub mod sse;

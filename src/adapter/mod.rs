@@ -14,6 +14,7 @@
 
 pub mod ai_sdk;
 pub mod anthropic;
+pub mod bedrock;
 pub mod body;
 pub mod gemini;
 pub mod openai;
@@ -248,6 +249,7 @@ pub fn for_provider(
 ) -> Result<Box<dyn Adapter>, Error> {
     Ok(match provider {
         anthropic::NAME => Box::new(anthropic::Anthropic),
+        bedrock::NAME => Box::new(bedrock::Bedrock),
         gemini::NAME => Box::new(gemini::Gemini::with_ids(ids.epoch_ms, ids.seed)),
         ai_sdk::NAME => Box::new(ai_sdk::AiSdk),
         other => match (openai::preset(other), base_url) {

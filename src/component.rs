@@ -1,7 +1,13 @@
 //! The wit-bindgen glue: WIT values to and from the model, and the exports. Nothing else.
 
+use std::cell::RefCell;
+
+use crate::adapter::{self as a, Adapter};
+use crate::agent::retry::RetryPolicy;
+use crate::call::{self, CallOptions};
 use crate::error::{Error, ErrorKind};
 use crate::message as m;
+use crate::transport::{EgressPolicy, Limits};
 use crate::{json, validate};
 
 wit_bindgen::generate!({
@@ -10,7 +16,9 @@ wit_bindgen::generate!({
 });
 
 use exports::oma::agent::codec::Guest as Codec;
+use exports::oma::agent::provider as p;
 use oma::agent::types as wit;
+use oma::agent::wire;
 
 struct Component;
 
@@ -32,6 +40,203 @@ impl Codec for Component {
         let messages = from_wit_messages(messages)?;
         Ok(validate::validate_messages(&messages)?)
     }
+
+    fn format_request(
+        request: wire::ChatRequest,
+        endpoint: wire::Endpoint,
+    ) -> Result<wire::HttpRequest, wit::Error> {
+        let adapter = adapter_for(&endpoint)?;
+        let request = from_wit_request(request)?;
+        let http = adapter.format(&request, &from_wit_endpoint(endpoint))?;
+        Ok(wire::HttpRequest {
+            method: http.method,
+            url: http.url,
+            headers: http.headers,
+            body: http.body,
+        })
+    }
+
+    fn parse_response(
+        request: wire::ChatRequest,
+        endpoint: wire::Endpoint,
+        body: Vec<u8>,
+    ) -> Result<wire::LlmResponse, wit::Error> {
+        let adapter = adapter_for(&endpoint)?;
+        let request = from_wit_request(request)?;
+        Ok(to_wit_response(adapter.parse(&request, &body)?))
+    }
+}
+
+impl p::Guest for Component {
+    type ChatStream = Stream;
+
+    fn chat(
+        request: wire::ChatRequest,
+        endpoint: wire::Endpoint,
+        options: p::CallOptions,
+    ) -> Result<wire::LlmResponse, wit::Error> {
+        let adapter = adapter_for(&endpoint)?;
+        let request = from_wit_request(request)?;
+        let response = call::chat(
+            adapter.as_ref(),
+            &request,
+            &from_wit_endpoint(endpoint),
+            &from_wit_options(options),
+        )?;
+        Ok(to_wit_response(response))
+    }
+
+    fn stream_chat(
+        request: wire::ChatRequest,
+        endpoint: wire::Endpoint,
+        options: p::CallOptions,
+    ) -> Result<p::ChatStream, wit::Error> {
+        let adapter = adapter_for(&endpoint)?;
+        let request = from_wit_request(request)?;
+        let stream = call::chat_stream(
+            adapter.as_ref(),
+            &request,
+            &from_wit_endpoint(endpoint),
+            &from_wit_options(options),
+        )?;
+        Ok(p::ChatStream::new(Stream(RefCell::new(stream))))
+    }
+}
+
+/// A streamed turn, held by the host as a `chat-stream` resource.
+struct Stream(RefCell<call::ChatStream>);
+
+impl p::GuestChatStream for Stream {
+    fn next(&self) -> Result<Option<p::StreamEvent>, wit::Error> {
+        let event = self.0.borrow_mut().next_event()?;
+        Ok(event.map(|event| match event {
+            a::StreamEvent::Text(text) => p::StreamEvent::Text(text),
+            a::StreamEvent::Reasoning(text) => p::StreamEvent::Reasoning(text),
+            a::StreamEvent::ToolUse(call) => {
+                match to_wit_block(m::ContentBlock::ToolUse(call)) {
+                    wit::ContentBlock::ToolUse(call) => p::StreamEvent::ToolUse(call),
+                    _ => p::StreamEvent::Text(String::new()),
+                }
+            }
+            a::StreamEvent::Done(response) => p::StreamEvent::Done(to_wit_response(response)),
+        }))
+    }
+}
+
+/// The endpoint's adapter, with the clock and a random seed for ids the provider does not send.
+fn adapter_for(endpoint: &wire::Endpoint) -> Result<Box<dyn Adapter>, Error> {
+    let now = wasip2::clocks::wall_clock::now();
+    let ids = a::IdSource {
+        epoch_ms: now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000),
+        seed: wasip2::random::random::get_random_u64(),
+    };
+    a::for_provider(&endpoint.provider, endpoint.base_url.as_deref(), ids)
+}
+
+fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
+    let tools = request
+        .tools
+        .into_iter()
+        .map(|tool| {
+            let input_schema = serde_json::from_str(&tool.input_schema).map_err(|e| {
+                Error::InvalidRequest {
+                    message: format!("tool {:?}: input-schema must be JSON text: {e}", tool.name),
+                }
+            })?;
+            Ok(a::ToolDefinition {
+                name: tool.name,
+                description: tool.description,
+                input_schema,
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    let extra_body = match request.extra_body.as_deref() {
+        None => Default::default(),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => {
+                return Err(Error::InvalidRequest {
+                    message: "extra-body must be the text of a JSON object".into(),
+                })
+            }
+        },
+    };
+    let s = request.sampling;
+    Ok(a::ChatRequest {
+        model: request.model,
+        system_prompt: request.system_prompt,
+        messages: from_wit_messages(request.messages)?,
+        tools,
+        sampling: a::Sampling {
+            max_tokens: s.max_tokens,
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: s.top_k,
+            frequency_penalty: s.frequency_penalty,
+            presence_penalty: s.presence_penalty,
+            min_p: s.min_p,
+            parallel_tool_calls: s.parallel_tool_calls,
+            reasoning_effort: s.reasoning_effort,
+        },
+        thinking: request.thinking_budget.map(|budget| a::Thinking {
+            enabled: true,
+            budget_tokens: Some(budget),
+        }),
+        extra_body,
+        preserve_reasoning_as_text: request.preserve_reasoning_as_text,
+        stream: request.stream,
+    })
+}
+
+fn from_wit_endpoint(endpoint: wire::Endpoint) -> a::Endpoint {
+    let credentials = match (endpoint.aws, endpoint.api_key) {
+        (Some(aws), _) => a::Credentials::Aws {
+            access_key_id: aws.access_key_id,
+            secret_access_key: aws.secret_access_key,
+            session_token: aws.session_token,
+        },
+        (None, Some(key)) => a::Credentials::ApiKey(key),
+        (None, None) => a::Credentials::None,
+    };
+    let now = wasip2::clocks::wall_clock::now();
+    a::Endpoint {
+        base_url: endpoint.base_url,
+        credentials,
+        region: endpoint.region,
+        timestamp: Some(a::amz_timestamp(now.seconds)),
+    }
+}
+
+fn from_wit_options(options: p::CallOptions) -> CallOptions {
+    CallOptions {
+        retry: RetryPolicy {
+            max_attempts: options.max_attempts.max(1),
+            base_delay_ms: options.base_delay_ms,
+            backoff: options.backoff.max(1.0),
+        },
+        limits: Limits {
+            timeout_ms: options.timeout_ms,
+            max_response_bytes: usize::try_from(options.max_response_bytes).unwrap_or(usize::MAX),
+        },
+        egress: match options.egress {
+            p::EgressPolicy::Open => EgressPolicy::Open,
+            p::EgressPolicy::Offline => EgressPolicy::Offline,
+            p::EgressPolicy::Allowlist(origins) => EgressPolicy::Allowlist(origins),
+        },
+    }
+}
+
+fn to_wit_response(response: m::LlmResponse) -> wire::LlmResponse {
+    wire::LlmResponse {
+        id: response.id,
+        content: response.content.into_iter().map(to_wit_block).collect(),
+        model: response.model,
+        stop_reason: response.stop_reason,
+        usage: wire::TokenUsage {
+            input_tokens: response.usage.input_tokens,
+            output_tokens: response.usage.output_tokens,
+        },
+    }
 }
 
 impl From<Error> for wit::Error {
@@ -45,6 +250,8 @@ impl From<Error> for wit::Error {
                 }
                 ErrorKind::UnsupportedToolCall => wit::ErrorKind::UnsupportedToolCall,
                 ErrorKind::Provider => wit::ErrorKind::Provider,
+                ErrorKind::Timeout => wit::ErrorKind::Timeout,
+                ErrorKind::EgressDenied => wit::ErrorKind::EgressDenied,
                 ErrorKind::Other => wit::ErrorKind::Other,
             },
             name: error.name().to_string(),

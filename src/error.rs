@@ -51,6 +51,19 @@ pub enum Error {
         /// What went wrong, shortened; never holds a secret.
         message: String,
     },
+    /// OMA's `LLMCallTimeoutError`: the provider did not answer in time. Retryable.
+    Timeout {
+        /// The adapter's name.
+        provider: String,
+        /// The per-call timeout that passed, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// OMA's `EgressPolicyError` (`EGRESS_POLICY_DENIED`): the egress policy forbids the
+    /// request's destination, so nothing was sent. Change the policy or the endpoint.
+    EgressDenied {
+        /// Which destination was refused and why (the origin only, never a path or key).
+        message: String,
+    },
     /// The request cannot be built from the options given (e.g. a thinking budget larger than
     /// `max_tokens`); OMA throws a plain `Error` here. Fix the configuration.
     InvalidRequest {
@@ -72,6 +85,10 @@ pub enum ErrorKind {
     UnsupportedToolCall,
     /// See [`Error::Provider`].
     Provider,
+    /// See [`Error::Timeout`].
+    Timeout,
+    /// See [`Error::EgressDenied`].
+    EgressDenied,
     /// See [`Error::InvalidRequest`].
     Other,
 }
@@ -92,6 +109,8 @@ impl Error {
             Error::UnsupportedToolResultContent { .. } => ErrorKind::UnsupportedToolResultContent,
             Error::UnsupportedToolCall { .. } => ErrorKind::UnsupportedToolCall,
             Error::Provider { .. } => ErrorKind::Provider,
+            Error::Timeout { .. } => ErrorKind::Timeout,
+            Error::EgressDenied { .. } => ErrorKind::EgressDenied,
             Error::InvalidRequest { .. } => ErrorKind::Other,
         }
     }
@@ -104,6 +123,8 @@ impl Error {
             Error::UnsupportedToolResultContent { .. } => "UnsupportedToolResultContentError",
             Error::UnsupportedToolCall { .. } => "UnsupportedToolCallError",
             Error::Provider { .. } => "ProviderError",
+            Error::Timeout { .. } => "LLMCallTimeoutError",
+            Error::EgressDenied { .. } => "EgressPolicyError",
             Error::InvalidRequest { .. } => "Error",
         }
     }
@@ -115,6 +136,8 @@ impl Error {
             Error::UnsupportedContentBlock { .. } => Some("UNSUPPORTED_CONTENT_BLOCK"),
             Error::UnsupportedToolResultContent { .. } => Some("UNSUPPORTED_TOOL_RESULT_CONTENT"),
             Error::UnsupportedToolCall { .. } => Some("UNSUPPORTED_TOOL_CALL"),
+            Error::Timeout { .. } => Some("LLM_CALL_TIMEOUT"),
+            Error::EgressDenied { .. } => Some("EGRESS_POLICY_DENIED"),
             Error::Provider { .. } | Error::InvalidRequest { .. } => None,
         }
     }
@@ -129,7 +152,9 @@ impl Error {
             | Error::UnsupportedContentBlock { .. }
             | Error::UnsupportedToolResultContent { .. }
             | Error::UnsupportedToolCall { .. }
-            | Error::InvalidRequest { .. } => false,
+            | Error::InvalidRequest { .. }
+            | Error::EgressDenied { .. } => false,
+            Error::Timeout { .. } => true,
             Error::Provider { status, .. } => match status {
                 None => true,
                 Some(408 | 409 | 429) => true,
@@ -150,7 +175,7 @@ impl Error {
     /// The provider of a provider failure.
     pub fn provider(&self) -> Option<&str> {
         match self {
-            Error::Provider { provider, .. } => Some(provider),
+            Error::Provider { provider, .. } | Error::Timeout { provider, .. } => Some(provider),
             _ => None,
         }
     }
@@ -210,9 +235,12 @@ impl fmt::Display for Error {
                 message,
                 ..
             } => write!(f, "{status} {message}"),
-            Error::Provider { message, .. } | Error::InvalidRequest { message } => {
-                f.write_str(message)
+            Error::Timeout { timeout_ms, .. } => {
+                write!(f, "LLM call exceeded per-call timeout of {timeout_ms}ms")
             }
+            Error::Provider { message, .. }
+            | Error::InvalidRequest { message }
+            | Error::EgressDenied { message } => f.write_str(message),
         }
     }
 }

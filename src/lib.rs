@@ -29,9 +29,13 @@
 #![deny(missing_docs)]
 
 pub mod adapter;
+pub mod agent;
+#[cfg(target_arch = "wasm32")]
+pub mod call;
 pub mod error;
 pub mod json;
 pub mod message;
+pub mod transport;
 pub mod validate;
 
 #[cfg(target_arch = "wasm32")]

@@ -12,7 +12,12 @@
 //! payloads are written into the body without being decoded, re-encoded or escape-scanned, except
 //! where a format needs bytes.
 
+pub mod ai_sdk;
+pub mod anthropic;
+pub mod bedrock;
 pub mod body;
+pub mod gemini;
+pub mod openai;
 pub mod reasoning;
 pub mod sse;
 
@@ -217,6 +222,50 @@ pub trait Adapter {
     fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
     /// A decoder for the body of a streamed response to `request`.
     fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder>;
+    /// The provider's own message in an error (non-2xx) body, when it has one.
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        let _ = body;
+        None
+    }
+}
+
+/// What a format needs to make ids the provider does not send (Gemini): the caller's clock and
+/// a random seed, since adapters read neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdSource {
+    /// Milliseconds since the Unix epoch.
+    pub epoch_ms: u64,
+    /// A random seed.
+    pub seed: u64,
+}
+
+/// The adapter for a provider name: `anthropic`, `gemini`, `bedrock`, `ai-sdk`, an
+/// OpenAI-compatible preset (`openai`, `minimax`, `deepseek`, `grok`, …), or, with a base URL,
+/// any other name as an OpenAI-compatible server.
+pub fn for_provider(
+    provider: &str,
+    base_url: Option<&str>,
+    ids: IdSource,
+) -> Result<Box<dyn Adapter>, Error> {
+    Ok(match provider {
+        anthropic::NAME => Box::new(anthropic::Anthropic),
+        bedrock::NAME => Box::new(bedrock::Bedrock),
+        gemini::NAME => Box::new(gemini::Gemini::with_ids(ids.epoch_ms, ids.seed)),
+        ai_sdk::NAME => Box::new(ai_sdk::AiSdk),
+        other => match (openai::preset(other), base_url) {
+            (Some(preset), _) => Box::new(preset),
+            (None, Some(base)) => Box::new(openai::OpenAi::compatible(other, base)),
+            (None, None) => {
+                return Err(Error::InvalidRequest {
+                    message: format!(
+                        "unknown provider {other:?}: use one of anthropic, gemini, bedrock, \
+                         ai-sdk, {}, or give a base URL for an OpenAI-compatible server",
+                        openai::PRESETS.join(", ")
+                    ),
+                })
+            }
+        },
+    })
 }
 
 /// A provider response body that is not what the wire format promises.
@@ -235,4 +284,59 @@ pub fn join_url(base: &str, path: &str) -> String {
         base.trim_end_matches('/'),
         path.trim_start_matches('/')
     )
+}
+
+/// `YYYYMMDDTHHMMSSZ` for a Unix time in seconds: the form SigV4 signs (UTC).
+pub fn amz_timestamp(unix_seconds: u64) -> String {
+    let days = (unix_seconds / 86_400) as i64;
+    let secs = unix_seconds % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amz_timestamps() {
+        assert_eq!(amz_timestamp(0), "19700101T000000Z");
+        assert_eq!(amz_timestamp(1_440_938_160), "20150830T123600Z");
+        assert_eq!(amz_timestamp(1_796_036_400), "20261130T110000Z");
+        assert_eq!(amz_timestamp(951_782_400), "20000229T000000Z");
+    }
+
+    #[test]
+    fn credentials_never_show_in_debug_output() {
+        let endpoint = Endpoint {
+            credentials: Credentials::ApiKey("sk-secret".into()),
+            ..Endpoint::default()
+        };
+        assert!(!format!("{endpoint:?}").contains("sk-secret"));
+        let request = HttpRequest {
+            headers: vec![("x-api-key".into(), "sk-secret".into()), ("accept".into(), "a".into())],
+            ..HttpRequest::post_json("https://x".into(), vec![])
+        };
+        assert_eq!(
+            request.redacted_headers(),
+            vec![
+                ("x-api-key".to_string(), "[redacted]".to_string()),
+                ("accept".to_string(), "a".to_string())
+            ]
+        );
+    }
 }

@@ -1,0 +1,396 @@
+//! The call options: OMA messages as `ModelMessage[]`, and the option object around them, with
+//! the key order and override rules of OMA's object literal (sampling keys, then the
+//! `extraBody` spread, then the structural keys, which win even when they are unset).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{GENERATE_TEXT_URL, PROVIDER_LABEL, STREAM_TEXT_URL};
+use crate::adapter::body::{self, Base64Str};
+use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
+use crate::adapter::{ChatRequest, HttpRequest, ToolDefinition};
+use crate::error::Error;
+use crate::message::{
+    ContentBlock, LlmMessage, MediaSource, ReasoningBlock, Role, ToolResultBlock,
+    ToolResultContent, ToolResultPart,
+};
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum ModelMessage<'a> {
+    Assistant { content: Vec<AssistantPart<'a>> },
+    Tool { content: [ToolResult<'a>; 1] },
+    User { content: UserContent<'a> },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum AssistantPart<'a> {
+    #[serde(rename = "text")]
+    Text { text: Cow<'a, str> },
+    #[serde(rename = "reasoning")]
+    Reasoning { text: &'a str },
+    #[serde(rename = "tool-call", rename_all = "camelCase")]
+    ToolCall {
+        tool_call_id: &'a str,
+        tool_name: &'a str,
+        input: &'a Value,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename = "tool-result", rename_all = "camelCase")]
+struct ToolResult<'a> {
+    tool_call_id: &'a str,
+    tool_name: &'a str,
+    output: Output<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum Output<'a> {
+    #[serde(rename = "text")]
+    Text { value: &'a str },
+    #[serde(rename = "error-text")]
+    ErrorText { value: &'a str },
+    #[serde(rename = "content")]
+    Content { value: Vec<OutputPart<'a>> },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum OutputPart<'a> {
+    #[serde(rename = "text")]
+    Text { text: Cow<'a, str> },
+    #[serde(rename = "file-data", rename_all = "camelCase")]
+    FileData {
+        data: Base64Str<'a>,
+        media_type: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        filename: Option<&'a str>,
+    },
+    #[serde(rename = "file-url")]
+    FileUrl { url: &'a str },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    Parts(Vec<UserPart<'a>>),
+}
+
+/// A user part. `image` holds the base64 text as it is: the AI SDK's `DataContent` accepts a
+/// base64 string as well as bytes, so the bridge never decodes it.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum UserPart<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        image: Base64Str<'a>,
+        #[serde(rename = "mediaType")]
+        media_type: &'a str,
+    },
+}
+
+/// `tools`: a record keyed by name, `{description, inputSchema}` each; a repeated name keeps
+/// its first position and its last definition, like `Object.fromEntries`.
+struct Tools<'a>(Vec<(&'a str, &'a ToolDefinition)>);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Entry<'a> {
+            description: &'a str,
+            input_schema: &'a Value,
+        }
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, tool) in &self.0 {
+            map.serialize_entry(
+                name,
+                &Entry {
+                    description: &tool.description,
+                    input_schema: &tool.input_schema,
+                },
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// One value of the option object.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Field<'a> {
+    Owned(Value),
+    Borrowed(&'a Value),
+    Str(&'a str),
+    Messages(Vec<ModelMessage<'a>>),
+    Tools(Tools<'a>),
+}
+
+/// The option object: keys in JS insertion order; a `None` value is a key whose value is
+/// `undefined`, which `JSON.stringify` leaves out.
+struct Options<'a>(Vec<(&'a str, Option<Field<'a>>)>);
+
+impl<'a> Options<'a> {
+    fn set(&mut self, key: &'a str, value: Option<Field<'a>>) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+}
+
+impl Serialize for Options<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in &self.0 {
+            if let Some(value) = value {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// Builds the call (see the module docs for the protocol).
+pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
+    crate::validate::validate_messages(&request.messages)?;
+    let messages = to_model_messages(&request.messages, request.preserve_reasoning_as_text)?;
+
+    let s = &request.sampling;
+    let num = |v: Option<f64>| v.map(|v| Field::Owned(Value::from(v)));
+    let int = |v: Option<u32>| v.map(|v| Field::Owned(Value::from(v)));
+    let mut options = Options(vec![
+        ("maxOutputTokens", int(s.max_tokens)),
+        ("temperature", num(s.temperature)),
+        ("topP", num(s.top_p)),
+        ("topK", int(s.top_k)),
+        ("frequencyPenalty", num(s.frequency_penalty)),
+        ("presencePenalty", num(s.presence_penalty)),
+    ]);
+    for (key, value) in &request.extra_body {
+        options.set(key, Some(Field::Borrowed(value)));
+    }
+    options.set("model", Some(Field::Str(&request.model)));
+    options.set("messages", Some(Field::Messages(messages)));
+    options.set("system", request.system_prompt.as_deref().map(Field::Str));
+    options.set("tools", tools(&request.tools).map(Field::Tools));
+    options.set("maxRetries", Some(Field::Owned(Value::from(0))));
+    options.set(
+        "providerOptions",
+        provider_options(request).map(Field::Owned),
+    );
+
+    let url = if request.stream {
+        STREAM_TEXT_URL
+    } else {
+        GENERATE_TEXT_URL
+    };
+    Ok(HttpRequest::post_json(url.into(), body::to_vec(&options)))
+}
+
+fn tools(defs: &[ToolDefinition]) -> Option<Tools<'_>> {
+    if defs.is_empty() {
+        return None;
+    }
+    let mut entries: Vec<(&str, &ToolDefinition)> = Vec::with_capacity(defs.len());
+    for def in defs {
+        match entries.iter_mut().find(|(name, _)| *name == def.name) {
+            Some(entry) => entry.1 = def,
+            None => entries.push((&def.name, def)),
+        }
+    }
+    Some(Tools(entries))
+}
+
+/// `{openai: {reasoningEffort?, parallelToolCalls?, minP?}}`, or nothing when none is set.
+fn provider_options(request: &ChatRequest) -> Option<Value> {
+    let s = &request.sampling;
+    let mut openai = Map::new();
+    if let Some(effort) = &s.reasoning_effort {
+        openai.insert("reasoningEffort".into(), Value::from(effort.as_str()));
+    }
+    if let Some(parallel) = s.parallel_tool_calls {
+        openai.insert("parallelToolCalls".into(), Value::from(parallel));
+    }
+    if let Some(min_p) = s.min_p {
+        openai.insert("minP".into(), Value::from(min_p));
+    }
+    (!openai.is_empty()).then(|| {
+        let mut out = Map::new();
+        out.insert("openai".into(), Value::Object(openai));
+        Value::Object(out)
+    })
+}
+
+fn unsupported_video() -> Error {
+    Error::UnsupportedContentBlock {
+        provider: PROVIDER_LABEL.into(),
+        block_type: "video".into(),
+    }
+}
+
+fn to_model_messages(
+    messages: &[LlmMessage],
+    preserve: bool,
+) -> Result<Vec<ModelMessage<'_>>, Error> {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    for message in messages.iter().filter(|m| m.role == Role::Assistant) {
+        for block in &message.content {
+            if let ContentBlock::ToolUse(call) = block {
+                names.insert(&call.id, &call.name);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        match message.role {
+            Role::Assistant => {
+                let parts = assistant_parts(message, preserve)?;
+                if !parts.is_empty() {
+                    out.push(ModelMessage::Assistant { content: parts });
+                }
+            }
+            Role::User => user_messages(message, &names, &mut out)?,
+        }
+    }
+    Ok(out)
+}
+
+fn assistant_parts(message: &LlmMessage, preserve: bool) -> Result<Vec<AssistantPart<'_>>, Error> {
+    let mut parts = Vec::with_capacity(message.content.len());
+    for block in &message.content {
+        match block {
+            ContentBlock::Text(text) => parts.push(AssistantPart::Text {
+                text: Cow::Borrowed(&text.text),
+            }),
+            ContentBlock::Reasoning(reasoning) => parts.extend(reasoning_part(reasoning, preserve)),
+            ContentBlock::ToolUse(call) => parts.push(AssistantPart::ToolCall {
+                tool_call_id: &call.id,
+                tool_name: &call.name,
+                input: &call.input,
+            }),
+            ContentBlock::Video(_) => return Err(unsupported_video()),
+            ContentBlock::Image(_) | ContentBlock::ToolResult(_) => {}
+        }
+    }
+    Ok(parts)
+}
+
+/// Reasoning is never echoed natively (OMA's `echoesReasoning: 'never'`): with the opt-in it
+/// becomes `<thinking>` text (dropped when empty), otherwise a reasoning part whose redacted
+/// payload is replaced by `[redacted_thinking]`.
+fn reasoning_part(reasoning: &ReasoningBlock, preserve: bool) -> Option<AssistantPart<'_>> {
+    if preserve {
+        let text = inline_text(reasoning, DEFAULT_MAX_CHARS);
+        return (!text.is_empty()).then_some(AssistantPart::Text {
+            text: Cow::Owned(text),
+        });
+    }
+    let redacted = reasoning
+        .redacted_data
+        .as_deref()
+        .is_some_and(|d| !d.is_empty());
+    Some(AssistantPart::Reasoning {
+        text: if redacted {
+            "[redacted_thinking]"
+        } else {
+            &reasoning.text
+        },
+    })
+}
+
+fn user_messages<'a>(
+    message: &'a LlmMessage,
+    names: &HashMap<&'a str, &'a str>,
+    out: &mut Vec<ModelMessage<'a>>,
+) -> Result<(), Error> {
+    let mut other = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::ToolResult(result) => out.push(ModelMessage::Tool {
+                content: [ToolResult {
+                    tool_call_id: &result.tool_use_id,
+                    tool_name: names
+                        .get(result.tool_use_id.as_str())
+                        .copied()
+                        .unwrap_or("unknown_tool"),
+                    output: output(result),
+                }],
+            }),
+            ContentBlock::Video(_) => return Err(unsupported_video()),
+            other_block => other.push(other_block),
+        }
+    }
+    if let [ContentBlock::Text(text)] = other[..] {
+        out.push(ModelMessage::User {
+            content: UserContent::Text(&text.text),
+        });
+        return Ok(());
+    }
+    let parts: Vec<UserPart<'_>> = other
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(UserPart::Text { text: &text.text }),
+            ContentBlock::Image(image) => Some(UserPart::Image {
+                image: Base64Str(&image.source.data),
+                media_type: &image.source.media_type,
+            }),
+            _ => None,
+        })
+        .collect();
+    if !parts.is_empty() {
+        out.push(ModelMessage::User {
+            content: UserContent::Parts(parts),
+        });
+    }
+    Ok(())
+}
+
+fn output(result: &ToolResultBlock) -> Output<'_> {
+    let parts = match &result.content {
+        ToolResultContent::Text(value) if result.is_error == Some(true) => {
+            return Output::ErrorText { value }
+        }
+        ToolResultContent::Text(value) => return Output::Text { value },
+        ToolResultContent::Parts(parts) => parts,
+    };
+    let mut value = Vec::with_capacity(parts.len());
+    for part in parts {
+        let (source, filename) = match part {
+            ToolResultPart::Text { text } => {
+                value.push(OutputPart::Text {
+                    text: Cow::Borrowed(text),
+                });
+                continue;
+            }
+            ToolResultPart::Image { source } => (source, None),
+            ToolResultPart::File { filename, source } => (source, Some(filename.as_str())),
+        };
+        match source {
+            MediaSource::Base64 { media_type, data } => value.push(OutputPart::FileData {
+                data: Base64Str(data),
+                media_type,
+                filename,
+            }),
+            MediaSource::Url { media_type, url } => {
+                if let Some(filename) = filename {
+                    value.push(OutputPart::Text {
+                        text: Cow::Owned(format!("[File: {filename}; {media_type}]")),
+                    });
+                }
+                value.push(OutputPart::FileUrl { url });
+            }
+        }
+    }
+    Output::Content { value }
+}

@@ -1,0 +1,61 @@
+//! Anthropic Messages (`POST {base}/v1/messages`), `behaviour.md` §5.1: the request body in OMA's
+//! key order, the block mapping (rich tool results with PDF documents, own-issued thinking, the
+//! `<thinking>` fallback, video refused), the response and SSE stream readers, and the reader of
+//! Anthropic's error bodies.
+//!
+//! - [`request`]: `ChatRequest` -> `HttpRequest` (conversion, thinking checks, body writing);
+//! - [`response`]: a 2xx body -> `LlmResponse`, and [`error_message`] for error bodies;
+//! - [`stream`]: the incremental decoder of `stream: true` responses.
+
+mod request;
+mod response;
+mod stream;
+
+#[cfg(test)]
+mod tests;
+
+pub use response::error_message;
+
+use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
+use crate::error::Error;
+use crate::message::LlmResponse;
+
+/// The base URL used when the endpoint names none.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// The `anthropic-version` header sent with every request.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// The adapter's name: the `provenance` of the reasoning it produces, and the provider of its
+/// errors.
+pub const NAME: &str = "anthropic";
+
+/// The wire format's label in `UnsupportedContentBlockError` and
+/// `UnsupportedToolResultContentError`.
+pub const PROVIDER_LABEL: &str = "Anthropic Messages";
+
+/// The Anthropic Messages wire format (OMA's `AnthropicAdapter`, name `anthropic`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Anthropic;
+
+impl Adapter for Anthropic {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+        request::format(request, endpoint)
+    }
+
+    fn parse(&self, _request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
+        response::parse(body)
+    }
+
+    fn stream_decoder(&self, _request: &ChatRequest) -> Box<dyn StreamDecoder> {
+        Box::new(stream::Decoder::default())
+    }
+}

@@ -1,0 +1,485 @@
+//! The request side of Anthropic Messages: OMA messages -> borrowed wire blocks -> body bytes.
+//!
+//! Conversion runs to the end before a byte of body exists, so a video block or a tool-result
+//! part Anthropic cannot carry fails with nothing to send. The body borrows the messages: base64
+//! payloads are written by [`Base64Str`] at copy speed, never cloned into a `serde_json::Value`.
+//!
+//! Key order follows OMA's object literal, JavaScript spread rules included:
+//! `max_tokens, temperature, top_p, top_k, ...extra_body, model, messages, system, tools,
+//! thinking` (then `stream` when streaming). An `extra_body` key replaces the value of a sampling
+//! key in its place; a structural key named in `extra_body` keeps the extra key's position but
+//! takes the adapter's value (and disappears when the adapter has none, as a JS `undefined` does).
+
+use std::borrow::Cow;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{API_VERSION, DEFAULT_BASE_URL, PROVIDER_LABEL};
+use crate::adapter::body::{self, Base64Str};
+use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
+use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking};
+use crate::error::Error;
+use crate::message::{
+    ContentBlock, LlmMessage, MediaSource, ReasoningBlock, Role, ToolResultBlock,
+    ToolResultContent, ToolResultPart,
+};
+
+/// `max_tokens` when the request sets none.
+const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// The smallest thinking budget Anthropic accepts, and the default one.
+const MIN_THINKING_BUDGET: u32 = 1024;
+/// The image types Anthropic takes inside tool results.
+const TOOL_RESULT_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// Builds the HTTP request: validation, conversion, thinking checks, then the body.
+pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    crate::validate::validate_messages(&request.messages)?;
+    let messages = request
+        .messages
+        .iter()
+        .map(|message| convert_message(message, request.preserve_reasoning_as_text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let max_tokens = request.sampling.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let thinking = thinking_param(request.thinking, max_tokens)?;
+    let api_key = match &endpoint.credentials {
+        Credentials::None => None,
+        Credentials::ApiKey(key) => Some(key),
+        Credentials::Aws { .. } => {
+            return Err(Error::InvalidRequest {
+                message: "anthropic takes an API key, not AWS credentials (use bedrock for \
+                          Claude on AWS)"
+                    .into(),
+            })
+        }
+    };
+    let tools: Vec<WireTool<'_>> = request
+        .tools
+        .iter()
+        .map(|tool| WireTool {
+            name: &tool.name,
+            description: &tool.description,
+            input_schema: ObjectSchema(&tool.input_schema),
+        })
+        .collect();
+    let body = Body {
+        request,
+        max_tokens,
+        messages: &messages,
+        tools: &tools,
+        thinking,
+    };
+    let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+    let mut http = HttpRequest::post_json(join_url(base, "v1/messages"), body::to_vec(&body));
+    if let Some(key) = api_key {
+        http.headers.push(("x-api-key".into(), key.clone()));
+    }
+    http.headers
+        .push(("anthropic-version".into(), API_VERSION.into()));
+    Ok(http)
+}
+
+/// OMA's `toAnthropicThinkingParam`: `None` unless enabled; the budget defaults to 1024, must be
+/// at least 1024 and below `max_tokens`, with OMA's exact messages.
+fn thinking_param(thinking: Option<Thinking>, max_tokens: u32) -> Result<Option<u32>, Error> {
+    let Some(thinking) = thinking.filter(|t| t.enabled) else {
+        return Ok(None);
+    };
+    let budget = thinking.budget_tokens.unwrap_or(MIN_THINKING_BUDGET);
+    if budget < MIN_THINKING_BUDGET {
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "[anthropic] thinking.budgetTokens must be >= 1024 (got {budget}); the \
+                 Anthropic API enforces this minimum."
+            ),
+        });
+    }
+    if budget >= max_tokens {
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "[anthropic] thinking.budgetTokens ({budget}) must be < maxTokens \
+                 ({max_tokens}); the Anthropic API rejects requests where budget_tokens >= \
+                 max_tokens. Either lower thinking.budgetTokens or raise maxTokens."
+            ),
+        });
+    }
+    Ok(Some(budget))
+}
+
+/// One message on the wire: `{role, content}`, content possibly empty.
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    content: Vec<WireBlock<'a>>,
+}
+
+/// One content block on the wire, borrowing from the message.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text {
+        text: Cow<'a, str>,
+    },
+    Image {
+        source: WireSource<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: WireToolContent<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        is_error: Option<bool>,
+    },
+    Document {
+        title: &'a str,
+        source: WireSource<'a>,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+}
+
+/// An image or document source: inline base64 or a URL the provider fetches.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireSource<'a> {
+    Base64 {
+        media_type: &'a str,
+        data: Base64Str<'a>,
+    },
+    Url {
+        url: &'a str,
+    },
+}
+
+impl<'a> WireSource<'a> {
+    fn from_media(source: &'a MediaSource) -> Self {
+        match source {
+            MediaSource::Base64 { media_type, data } => WireSource::Base64 {
+                media_type,
+                data: Base64Str(data),
+            },
+            MediaSource::Url { url, .. } => WireSource::Url { url },
+        }
+    }
+}
+
+/// The content of a tool result: the legacy string, or text and image blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<WireBlock<'a>>),
+}
+
+/// Converts one message, in block order; a tool result may add `document` blocks after itself.
+fn convert_message(message: &LlmMessage, preserve: bool) -> Result<WireMessage<'_>, Error> {
+    let mut content = Vec::with_capacity(message.content.len());
+    for block in &message.content {
+        match block {
+            ContentBlock::Text(text) => content.push(WireBlock::Text {
+                text: Cow::Borrowed(&text.text),
+            }),
+            ContentBlock::Image(image) => content.push(WireBlock::Image {
+                source: WireSource::Base64 {
+                    media_type: &image.source.media_type,
+                    data: Base64Str(&image.source.data),
+                },
+            }),
+            ContentBlock::Video(_) => {
+                return Err(Error::UnsupportedContentBlock {
+                    provider: PROVIDER_LABEL.into(),
+                    block_type: "video".into(),
+                })
+            }
+            ContentBlock::ToolUse(call) => content.push(WireBlock::ToolUse {
+                id: &call.id,
+                name: &call.name,
+                input: &call.input,
+            }),
+            ContentBlock::ToolResult(result) => convert_tool_result(result, &mut content)?,
+            ContentBlock::Reasoning(reasoning) => {
+                content.extend(convert_reasoning(reasoning, preserve));
+            }
+        }
+    }
+    Ok(WireMessage {
+        role: message.role,
+        content,
+    })
+}
+
+/// Own-issued reasoning goes back as `redacted_thinking` or signed `thinking`; anything else
+/// becomes `<thinking>` text when the caller opted in, and is dropped otherwise.
+fn convert_reasoning(block: &ReasoningBlock, preserve: bool) -> Option<WireBlock<'_>> {
+    if block.provenance.as_deref() == Some(super::NAME) {
+        if let Some(data) = &block.redacted_data {
+            return Some(WireBlock::RedactedThinking { data });
+        }
+        if let Some(signature) = &block.signature {
+            return Some(WireBlock::Thinking {
+                thinking: &block.text,
+                signature,
+            });
+        }
+    }
+    if !preserve {
+        return None;
+    }
+    let text = inline_text(block, DEFAULT_MAX_CHARS);
+    (!text.is_empty()).then_some(WireBlock::Text {
+        text: Cow::Owned(text),
+    })
+}
+
+/// A tool result: string content as it is; parts as text and image blocks, each PDF file as a
+/// text marker inside and a `document` block right after the tool result.
+fn convert_tool_result<'a>(
+    result: &'a ToolResultBlock,
+    out: &mut Vec<WireBlock<'a>>,
+) -> Result<(), Error> {
+    let parts = match &result.content {
+        ToolResultContent::Text(text) => {
+            out.push(WireBlock::ToolResult {
+                tool_use_id: &result.tool_use_id,
+                content: WireToolContent::Text(text),
+                is_error: result.is_error,
+            });
+            return Ok(());
+        }
+        ToolResultContent::Parts(parts) => parts,
+    };
+    let mut blocks = Vec::with_capacity(parts.len());
+    let mut documents = Vec::new();
+    for part in parts {
+        match part {
+            ToolResultPart::Text { text } => blocks.push(WireBlock::Text {
+                text: Cow::Borrowed(text),
+            }),
+            ToolResultPart::Image { source } => {
+                let media_type = source.media_type();
+                if !TOOL_RESULT_IMAGE_TYPES.contains(&media_type) {
+                    return Err(unsupported(
+                        format!("image:{media_type}"),
+                        "supported image media types are JPEG, PNG, GIF, and WebP",
+                    ));
+                }
+                blocks.push(WireBlock::Image {
+                    source: WireSource::from_media(source),
+                });
+            }
+            ToolResultPart::File { filename, source } => {
+                let media_type = source.media_type();
+                if media_type != "application/pdf" {
+                    return Err(unsupported(
+                        format!("file:{media_type}"),
+                        "tool-result file parts are supported here only for PDF documents",
+                    ));
+                }
+                blocks.push(WireBlock::Text {
+                    text: Cow::Owned(format!("[File attachment follows: {filename}]")),
+                });
+                documents.push(WireBlock::Document {
+                    title: filename,
+                    source: WireSource::from_media(source),
+                });
+            }
+        }
+    }
+    out.push(WireBlock::ToolResult {
+        tool_use_id: &result.tool_use_id,
+        content: WireToolContent::Blocks(blocks),
+        is_error: result.is_error,
+    });
+    out.extend(documents);
+    Ok(())
+}
+
+fn unsupported(content_type: String, detail: &str) -> Error {
+    Error::UnsupportedToolResultContent {
+        provider: PROVIDER_LABEL.into(),
+        content_type,
+        detail: Some(detail.into()),
+    }
+}
+
+/// A tool on the wire.
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: ObjectSchema<'a>,
+}
+
+/// `{type: 'object', ...schema}`: `type` first, the schema's own `type` winning in that place;
+/// a schema that is not an object adds nothing.
+struct ObjectSchema<'a>(&'a Value);
+
+impl Serialize for ObjectSchema<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = self.0.as_object();
+        let mut map = serializer.serialize_map(None)?;
+        match fields.and_then(|f| f.get("type")) {
+            Some(own) => map.serialize_entry("type", own)?,
+            None => map.serialize_entry("type", "object")?,
+        }
+        for (key, value) in fields.into_iter().flatten() {
+            if key != "type" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// `{type: 'enabled', budget_tokens}`.
+#[derive(Serialize)]
+struct WireThinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
+/// A number the way JavaScript's `JSON.stringify` writes it: whole values without `.0`.
+struct JsNumber(f64);
+
+impl Serialize for JsNumber {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let x = self.0;
+        // 2^53: every whole f64 below it is an exact i64.
+        if x.is_finite() && x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+            serializer.serialize_i64(x as i64)
+        } else {
+            serializer.serialize_f64(x)
+        }
+    }
+}
+
+/// The keys of the body, in the order OMA's object literal gives them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Key<'a> {
+    MaxTokens,
+    Temperature,
+    TopP,
+    TopK,
+    Extra(&'a str, &'a Value),
+    Model,
+    Messages,
+    System,
+    Tools,
+    Thinking,
+    Stream,
+}
+
+/// The whole request body.
+struct Body<'a> {
+    request: &'a ChatRequest,
+    max_tokens: u32,
+    messages: &'a [WireMessage<'a>],
+    tools: &'a [WireTool<'a>],
+    thinking: Option<u32>,
+}
+
+impl<'a> Body<'a> {
+    /// The key order of `{max_tokens, temperature, top_p, top_k, ...extraBody, model, messages,
+    /// system, tools, thinking}` (plus the SDK's trailing `stream: true`): a key keeps the place
+    /// where it first appeared.
+    fn key_order(&self) -> Vec<Key<'a>> {
+        let extra: &'a Map<String, Value> = &self.request.extra_body;
+        let mut keys = vec![Key::MaxTokens, Key::Temperature, Key::TopP, Key::TopK];
+        for (name, value) in extra {
+            let key = match name.as_str() {
+                "max_tokens" | "temperature" | "top_p" | "top_k" => continue,
+                "model" => Key::Model,
+                "messages" => Key::Messages,
+                "system" => Key::System,
+                "tools" => Key::Tools,
+                "thinking" => Key::Thinking,
+                "stream" if self.request.stream => Key::Stream,
+                other => Key::Extra(other, value),
+            };
+            keys.push(key);
+        }
+        let mut tail = vec![
+            Key::Model,
+            Key::Messages,
+            Key::System,
+            Key::Tools,
+            Key::Thinking,
+        ];
+        if self.request.stream {
+            tail.push(Key::Stream);
+        }
+        for key in tail {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = self.request;
+        let extra = &request.extra_body;
+        let sampling = &request.sampling;
+        let mut map = serializer.serialize_map(None)?;
+        for key in self.key_order() {
+            match key {
+                Key::MaxTokens => match extra.get("max_tokens") {
+                    Some(value) => map.serialize_entry("max_tokens", value)?,
+                    None => map.serialize_entry("max_tokens", &self.max_tokens)?,
+                },
+                Key::Temperature => match (extra.get("temperature"), sampling.temperature) {
+                    (Some(value), _) => map.serialize_entry("temperature", value)?,
+                    (None, Some(t)) => map.serialize_entry("temperature", &JsNumber(t))?,
+                    (None, None) => {}
+                },
+                Key::TopP => match (extra.get("top_p"), sampling.top_p) {
+                    (Some(value), _) => map.serialize_entry("top_p", value)?,
+                    (None, Some(p)) => map.serialize_entry("top_p", &JsNumber(p))?,
+                    (None, None) => {}
+                },
+                Key::TopK => match (extra.get("top_k"), sampling.top_k) {
+                    (Some(value), _) => map.serialize_entry("top_k", value)?,
+                    (None, Some(k)) => map.serialize_entry("top_k", &k)?,
+                    (None, None) => {}
+                },
+                Key::Extra(name, value) => map.serialize_entry(name, value)?,
+                Key::Model => map.serialize_entry("model", &request.model)?,
+                Key::Messages => map.serialize_entry("messages", self.messages)?,
+                Key::System => {
+                    if let Some(system) = &request.system_prompt {
+                        map.serialize_entry("system", system)?;
+                    }
+                }
+                Key::Tools => {
+                    if !self.tools.is_empty() {
+                        map.serialize_entry("tools", self.tools)?;
+                    }
+                }
+                Key::Thinking => {
+                    if let Some(budget_tokens) = self.thinking {
+                        let thinking = WireThinking {
+                            kind: "enabled",
+                            budget_tokens,
+                        };
+                        map.serialize_entry("thinking", &thinking)?;
+                    }
+                }
+                Key::Stream => map.serialize_entry("stream", &true)?,
+            }
+        }
+        map.end()
+    }
+}

@@ -1,0 +1,166 @@
+//! The response side of Anthropic Messages: a 2xx body into OMA's `LlmResponse`, the block
+//! mapping shared with the stream decoder, and the reader of Anthropic's error bodies.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::NAME;
+use crate::adapter::malformed;
+use crate::error::Error;
+use crate::message::{
+    ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
+};
+
+/// A message response (`{"type": "message", ...}`); blocks stay JSON until mapped, so a block
+/// type OMA does not model never fails the whole body.
+#[derive(Deserialize)]
+struct WireResponse {
+    id: String,
+    model: String,
+    content: Vec<Value>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// Token counts; OMA reads these two and nothing else.
+#[derive(Default, Deserialize)]
+pub(super) struct WireUsage {
+    #[serde(default)]
+    pub(super) input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(super) output_tokens: Option<u64>,
+}
+
+/// `{"type": "error", "error": {"type", "message"}}`.
+#[derive(Deserialize)]
+struct WireErrorBody {
+    #[serde(rename = "type")]
+    kind: String,
+    error: Option<WireError>,
+}
+
+/// The inside of an error body or an `error` stream event.
+#[derive(Deserialize)]
+pub(super) struct WireError {
+    #[serde(default)]
+    pub(super) message: Option<String>,
+}
+
+/// The message of an Anthropic error body (`{"type":"error","error":{"type","message"}}`), for
+/// the transport to report; `None` when the body has another shape.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    let parsed: WireErrorBody = serde_json::from_slice(body).ok()?;
+    if parsed.kind != "error" {
+        return None;
+    }
+    parsed.error?.message
+}
+
+/// Reads a 2xx body; an error body that arrived with a 2xx status is the provider's error.
+pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
+    let wire: WireResponse =
+        serde_json::from_slice(body).map_err(|e| match error_message(body) {
+            Some(message) => Error::Provider {
+                provider: NAME.into(),
+                status: None,
+                message,
+            },
+            None => malformed(NAME, format_args!("{e}")),
+        })?;
+    let content = wire
+        .content
+        .into_iter()
+        .map(block_from_wire)
+        .collect::<Result<Vec<_>, _>>()?;
+    let usage = wire.usage.unwrap_or_default();
+    Ok(LlmResponse {
+        id: wire.id,
+        content,
+        model: wire.model,
+        stop_reason: wire.stop_reason.unwrap_or_else(|| "end_turn".into()),
+        usage: TokenUsage {
+            input_tokens: usage.input_tokens.unwrap_or(0),
+            output_tokens: usage.output_tokens.unwrap_or(0),
+        },
+    })
+}
+
+/// OMA's `fromAnthropicContentBlock`: thinking and redacted thinking become reasoning with
+/// provenance `anthropic`, text and tool_use map across, and any other type becomes the text
+/// `[unsupported block type: <type>]`.
+fn block_from_wire(block: Value) -> Result<ContentBlock, Error> {
+    let Value::Object(mut fields) = block else {
+        return Err(malformed(NAME, "a content block is not an object"));
+    };
+    let kind = match fields.remove("type") {
+        Some(Value::String(kind)) => kind,
+        _ => return Err(malformed(NAME, "a content block has no string type")),
+    };
+    Ok(match kind.as_str() {
+        "thinking" => reasoning(
+            take_string(&mut fields, "thinking", &kind)?,
+            optional_string(&mut fields, "signature", &kind)?,
+            None,
+        ),
+        "redacted_thinking" => reasoning(
+            String::new(),
+            None,
+            Some(take_string(&mut fields, "data", &kind)?),
+        ),
+        "text" => ContentBlock::Text(TextBlock {
+            text: take_string(&mut fields, "text", &kind)?,
+        }),
+        "tool_use" => ContentBlock::ToolUse(ToolUseBlock {
+            id: take_string(&mut fields, "id", &kind)?,
+            name: take_string(&mut fields, "name", &kind)?,
+            input: fields
+                .remove("input")
+                .unwrap_or_else(|| Value::Object(Map::new())),
+            signature: None,
+        }),
+        _ => unsupported_block(&kind),
+    })
+}
+
+/// A reasoning block produced by this adapter.
+pub(super) fn reasoning(
+    text: String,
+    signature: Option<String>,
+    redacted_data: Option<String>,
+) -> ContentBlock {
+    ContentBlock::Reasoning(ReasoningBlock {
+        text,
+        signature,
+        redacted_data,
+        provenance: Some(NAME.into()),
+    })
+}
+
+/// The placeholder for a block type OMA does not model.
+pub(super) fn unsupported_block(kind: &str) -> ContentBlock {
+    ContentBlock::Text(TextBlock {
+        text: format!("[unsupported block type: {kind}]"),
+    })
+}
+
+fn take_string(fields: &mut Map<String, Value>, key: &str, kind: &str) -> Result<String, Error> {
+    optional_string(fields, key, kind)?
+        .ok_or_else(|| malformed(NAME, format_args!("a {kind} block has no string {key}")))
+}
+
+fn optional_string(
+    fields: &mut Map<String, Value>,
+    key: &str,
+    kind: &str,
+) -> Result<Option<String>, Error> {
+    match fields.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(malformed(
+            NAME,
+            format_args!("a {kind} block has a {key} that is not a string"),
+        )),
+    }
+}

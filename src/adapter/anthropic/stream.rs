@@ -1,0 +1,391 @@
+//! The decoder of streamed Anthropic responses (`stream: true`, read as SSE).
+//!
+//! Text and thinking deltas become events as soon as their SSE event is complete; a tool call
+//! becomes one event at its `content_block_stop`, its input parsed from the accumulated
+//! `input_json_delta`s (an object, else `{}`). The blocks are accumulated in the order they
+//! started, as the SDK's `finalMessage()` does, and [`Decoder::finish`] turns them into the
+//! closing `Done`. An `error` event, a body that is not the promised JSON, or a stream that ends
+//! before `message_stop` is an error.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::response::{reasoning, unsupported_block, WireError, WireUsage};
+use super::NAME;
+use crate::adapter::sse::{SseEvent, SseParser};
+use crate::adapter::{malformed, StreamDecoder, StreamEvent};
+use crate::error::Error;
+use crate::message::{ContentBlock, LlmResponse, TextBlock, TokenUsage, ToolUseBlock};
+
+/// One SSE data payload; which fields are present depends on `type`.
+#[derive(Deserialize)]
+struct WireEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    message: Option<WireStart>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    content_block: Option<Map<String, Value>>,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+/// The message skeleton of `message_start`.
+#[derive(Deserialize)]
+struct WireStart {
+    id: String,
+    model: String,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// A block delta (`text_delta`, `thinking_delta`, ...) or the `message_delta` delta (no type).
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
+    /// Present (possibly `null`) on `message_delta`.
+    #[serde(default, deserialize_with = "present")]
+    stop_reason: Option<Option<String>>,
+}
+
+/// Tells a `null` field (`Some(None)`) from a missing one (`None`, via `default`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// A content block being accumulated.
+enum Block {
+    Text(String),
+    Thinking {
+        text: String,
+        signature: Option<String>,
+    },
+    Redacted(String),
+    ToolUse {
+        id: String,
+        name: String,
+        start_input: Value,
+        json: String,
+        emitted: bool,
+    },
+    Other(String),
+}
+
+/// The decoder's state between chunks.
+#[derive(Default)]
+pub(super) struct Decoder {
+    sse: SseParser,
+    start: Option<(String, String)>,
+    blocks: Vec<(u64, Block)>,
+    stop_reason: Option<String>,
+    usage: TokenUsage,
+    stopped: bool,
+    failed: Option<Error>,
+}
+
+impl StreamDecoder for Decoder {
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, Error> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let mut out = Vec::new();
+        for event in self.sse.feed(bytes) {
+            if self.stopped {
+                continue;
+            }
+            let wire = parse_event(&event).map_err(|error| self.fail(error))?;
+            self.handle_or_fail(&event, wire, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamEvent>, Error> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let mut out = Vec::new();
+        // An event cut off by the end of the body is truncation, not a malformed body.
+        if let Some(event) = self.sse.finish().filter(|_| !self.stopped) {
+            if let Ok(wire) = parse_event(&event) {
+                self.handle_or_fail(&event, wire, &mut out)?;
+            }
+        }
+        if !self.stopped {
+            return Err(self.fail(malformed(NAME, "the stream ended before message_stop")));
+        }
+        let Some((id, model)) = self.start.take() else {
+            return Err(self.fail(malformed(NAME, "the stream has no message_start")));
+        };
+        let content = std::mem::take(&mut self.blocks)
+            .into_iter()
+            .map(|(_, block)| final_block(block))
+            .collect();
+        out.push(StreamEvent::Done(LlmResponse {
+            id,
+            content,
+            model,
+            stop_reason: self.stop_reason.take().unwrap_or_else(|| "end_turn".into()),
+            usage: self.usage,
+        }));
+        Ok(out)
+    }
+}
+
+impl Decoder {
+    fn fail(&mut self, error: Error) -> Error {
+        self.failed = Some(error.clone());
+        error
+    }
+
+    fn handle_or_fail(
+        &mut self,
+        event: &SseEvent,
+        wire: WireEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), Error> {
+        self.handle(event, wire, out)
+            .map_err(|error| self.fail(error))
+    }
+
+    /// Applies one event; events after `message_stop` are never handled.
+    fn handle(
+        &mut self,
+        event: &SseEvent,
+        wire: WireEvent,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), Error> {
+        if wire.kind == "error" || event.event.as_deref() == Some("error") {
+            let message = wire
+                .error
+                .and_then(|e| e.message)
+                .unwrap_or_else(|| "the stream reported an error".into());
+            return Err(Error::Provider {
+                provider: NAME.into(),
+                status: None,
+                message,
+            });
+        }
+        match wire.kind.as_str() {
+            "message_start" => {
+                let start = wire
+                    .message
+                    .ok_or_else(|| malformed(NAME, "message_start has no message"))?;
+                let usage = start.usage.unwrap_or_default();
+                self.usage = TokenUsage {
+                    input_tokens: usage.input_tokens.unwrap_or(0),
+                    output_tokens: usage.output_tokens.unwrap_or(0),
+                };
+                self.stop_reason = start.stop_reason;
+                self.start = Some((start.id, start.model));
+            }
+            "content_block_start" => {
+                let index = index_of(wire.index, &wire.kind)?;
+                let block = wire
+                    .content_block
+                    .ok_or_else(|| malformed(NAME, "content_block_start has no content_block"))?;
+                self.blocks.push((index, start_block(block)));
+            }
+            "content_block_delta" => {
+                let index = index_of(wire.index, &wire.kind)?;
+                let delta = wire
+                    .delta
+                    .ok_or_else(|| malformed(NAME, "content_block_delta has no delta"))?;
+                self.delta(index, delta, out)?;
+            }
+            "content_block_stop" => {
+                let index = index_of(wire.index, &wire.kind)?;
+                if let Some(Block::ToolUse {
+                    id,
+                    name,
+                    start_input,
+                    json,
+                    emitted: emitted @ false,
+                }) = self.block_mut(index)
+                {
+                    *emitted = true;
+                    out.push(StreamEvent::ToolUse(ToolUseBlock {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: tool_input(start_input, json),
+                        signature: None,
+                    }));
+                }
+            }
+            "message_delta" => {
+                if let Some(stop_reason) = wire.delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason = stop_reason;
+                }
+                if let Some(usage) = wire.usage {
+                    if let Some(output) = usage.output_tokens {
+                        self.usage.output_tokens = output;
+                    }
+                    if let Some(input) = usage.input_tokens {
+                        self.usage.input_tokens = input;
+                    }
+                }
+            }
+            "message_stop" => self.stopped = true,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn delta(
+        &mut self,
+        index: u64,
+        delta: WireDelta,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), Error> {
+        let kind = delta.kind.as_deref().unwrap_or_default();
+        let missing = |field: &str| malformed(NAME, format_args!("a {kind} has no string {field}"));
+        match kind {
+            "text_delta" => {
+                let text = delta.text.ok_or_else(|| missing("text"))?;
+                if let Some(Block::Text(acc)) = self.block_mut(index) {
+                    acc.push_str(&text);
+                }
+                out.push(StreamEvent::Text(text));
+            }
+            "thinking_delta" => {
+                let thinking = delta.thinking.ok_or_else(|| missing("thinking"))?;
+                if let Some(Block::Thinking { text, .. }) = self.block_mut(index) {
+                    text.push_str(&thinking);
+                }
+                out.push(StreamEvent::Reasoning(thinking));
+            }
+            "signature_delta" => {
+                let value = delta.signature.ok_or_else(|| missing("signature"))?;
+                if let Some(Block::Thinking { signature, .. }) = self.block_mut(index) {
+                    *signature = Some(value);
+                }
+            }
+            "input_json_delta" => {
+                let part = delta.partial_json.ok_or_else(|| missing("partial_json"))?;
+                if let Some(Block::ToolUse {
+                    json,
+                    emitted: false,
+                    ..
+                }) = self.block_mut(index)
+                {
+                    json.push_str(&part);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The latest block started at `index`.
+    fn block_mut(&mut self, index: u64) -> Option<&mut Block> {
+        self.blocks
+            .iter_mut()
+            .rev()
+            .find(|(at, _)| *at == index)
+            .map(|(_, block)| block)
+    }
+}
+
+/// The JSON of one SSE event; an `error` event whose data is not JSON is still the provider's
+/// error, reported with (the start of) its text.
+fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
+    serde_json::from_str(&event.data).map_err(|e| {
+        if event.event.as_deref() == Some("error") {
+            return Error::Provider {
+                provider: NAME.into(),
+                status: None,
+                message: event.data.chars().take(200).collect(),
+            };
+        }
+        malformed(
+            NAME,
+            format_args!("a stream event is not the promised JSON: {e}"),
+        )
+    })
+}
+
+fn index_of(index: Option<u64>, kind: &str) -> Result<u64, Error> {
+    index.ok_or_else(|| malformed(NAME, format_args!("{kind} has no index")))
+}
+
+fn string_field(block: &mut Map<String, Value>, key: &str) -> Option<String> {
+    match block.remove(key) {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// The accumulator for a `content_block_start`.
+fn start_block(mut block: Map<String, Value>) -> Block {
+    let kind = string_field(&mut block, "type").unwrap_or_default();
+    match kind.as_str() {
+        "text" => Block::Text(string_field(&mut block, "text").unwrap_or_default()),
+        "thinking" => Block::Thinking {
+            text: string_field(&mut block, "thinking").unwrap_or_default(),
+            signature: string_field(&mut block, "signature"),
+        },
+        "redacted_thinking" => {
+            Block::Redacted(string_field(&mut block, "data").unwrap_or_default())
+        }
+        "tool_use" => Block::ToolUse {
+            id: string_field(&mut block, "id").unwrap_or_default(),
+            name: string_field(&mut block, "name").unwrap_or_default(),
+            start_input: block.remove("input").unwrap_or(Value::Null),
+            json: String::new(),
+            emitted: false,
+        },
+        _ => Block::Other(kind),
+    }
+}
+
+/// A tool call's input: the accumulated JSON if it parses to an object, the start's input when
+/// no JSON came and that is an object, else `{}`.
+fn tool_input(start_input: &Value, json: &str) -> Value {
+    let value = if json.is_empty() {
+        start_input.clone()
+    } else {
+        serde_json::from_str(json).unwrap_or(Value::Null)
+    };
+    match value {
+        Value::Object(_) => value,
+        _ => Value::Object(Map::new()),
+    }
+}
+
+/// An accumulated block as OMA's final content block.
+fn final_block(block: Block) -> ContentBlock {
+    match block {
+        Block::Text(text) => ContentBlock::Text(TextBlock { text }),
+        Block::Thinking { text, signature } => reasoning(text, signature, None),
+        Block::Redacted(data) => reasoning(String::new(), None, Some(data)),
+        Block::ToolUse {
+            id,
+            name,
+            start_input,
+            json,
+            ..
+        } => ContentBlock::ToolUse(ToolUseBlock {
+            input: tool_input(&start_input, &json),
+            id,
+            name,
+            signature: None,
+        }),
+        Block::Other(kind) => unsupported_block(&kind),
+    }
+}

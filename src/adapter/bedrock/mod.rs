@@ -1,0 +1,165 @@
+//! Amazon Bedrock Converse over its REST JSON API (`behaviour.md` §5.4): the request of
+//! `POST /model/{modelId}/converse` (or `/converse-stream`), its JSON answer, and the AWS event
+//! stream of the streamed answer.
+//!
+//! OMA reaches Bedrock through the AWS SDK's `ConverseCommand`; this adapter writes the same
+//! request on the wire itself. The model id is a path label, URI-encoded as the SDK does (so
+//! `...-v1:0` is sent as `...-v1%3A0`). Authentication is a Bedrock API key
+//! (`authorization: Bearer`, OMA's `AWS_BEARER_TOKEN_BEDROCK`) or AWS access keys, signed with
+//! Signature Version 4 at the time given in [`Endpoint::timestamp`] (see [`sigv4`]).
+//!
+//! Files: `request.rs` builds the body, `response.rs` reads answers and streams,
+//! `eventstream.rs` decodes the binary framing, `sigv4.rs` signs, `b64.rs` reproduces Node's
+//! base64 round trip for `bytes` fields.
+
+mod b64;
+pub mod eventstream;
+mod request;
+mod response;
+pub mod sigv4;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+
+use crate::adapter::{
+    body, join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest, StreamDecoder,
+};
+use crate::error::Error;
+use crate::message::LlmResponse;
+use crate::validate::validate_messages;
+
+/// The adapter's name, used as `provenance` and in provider errors.
+pub const NAME: &str = "bedrock";
+
+/// The wire format's name in `UnsupportedContentBlockError` and
+/// `UnsupportedToolResultContentError`.
+pub const PROVIDER_LABEL: &str = "Amazon Bedrock Converse";
+
+/// The region used when the endpoint names none (OMA's hard fallback).
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// The SigV4 signing name of the Bedrock runtime.
+pub const SIGNING_SERVICE: &str = "bedrock";
+
+/// Bedrock Converse. Stateless: everything varying comes in with the request and endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bedrock;
+
+impl Adapter for Bedrock {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    /// The Converse request. Validates, converts every message (failing on `video` and on
+    /// tool-result parts Converse cannot carry), then builds the URL and authenticates.
+    ///
+    /// Fails with [`Error::InvalidRequest`] for a malformed region or base URL, and for AWS
+    /// credentials without [`Endpoint::timestamp`].
+    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+        validate_messages(&request.messages)?;
+        let body = body::to_vec(&request::Body::new(request)?);
+        let region = region(endpoint)?;
+        let base = match &endpoint.base_url {
+            Some(base) => base.clone(),
+            None => default_base_url(region),
+        };
+        let operation = if request.stream {
+            "converse-stream"
+        } else {
+            "converse"
+        };
+        let path = format!(
+            "model/{}/{operation}",
+            sigv4::uri_encode(request.model.as_bytes(), false)
+        );
+        let url = url::Url::parse(&join_url(&base, &path))
+            .map_err(|e| invalid(format!("the base URL {base:?} does not parse: {e}")))?;
+        let mut http = HttpRequest::post_json(url.into(), body);
+        match &endpoint.credentials {
+            Credentials::None => {}
+            Credentials::ApiKey(key) => http
+                .headers
+                .push(("authorization".into(), format!("Bearer {key}"))),
+            Credentials::Aws {
+                access_key_id,
+                secret_access_key,
+                session_token,
+            } => {
+                let timestamp = endpoint.timestamp.as_deref().ok_or_else(|| {
+                    invalid(
+                        "signing with AWS credentials needs endpoint.timestamp \
+                         (YYYYMMDDTHHMMSSZ)"
+                            .into(),
+                    )
+                })?;
+                let signer = sigv4::Signer {
+                    access_key_id,
+                    secret_access_key,
+                    session_token: session_token.as_deref(),
+                    region,
+                    service: SIGNING_SERVICE,
+                    timestamp,
+                };
+                sigv4::sign(&mut http, &signer, true)?;
+            }
+        }
+        Ok(http)
+    }
+
+    /// A `/converse` answer. The `id` is always `''`: OMA takes it from the SDK's
+    /// `$metadata.requestId`, which on the wire is the `x-amzn-requestid` header, not the body.
+    fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
+        response::parse(&request.model, body)
+    }
+
+    fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder> {
+        Box::new(response::ConverseStream::new(&request.model))
+    }
+}
+
+/// The Bedrock runtime endpoint of a region: `https://bedrock-runtime.{region}.amazonaws.com`.
+pub fn default_base_url(region: &str) -> String {
+    format!("https://bedrock-runtime.{region}.amazonaws.com")
+}
+
+/// The message of a Bedrock error body (`{"message": "..."}`, or `{"Message": "..."}` from
+/// the AWS front door), if it has one.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    ["message", "Message"]
+        .iter()
+        .find_map(|key| value.get(key)?.as_str())
+        .map(str::to_string)
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidRequest {
+        message: format!("{NAME}: {message}"),
+    }
+}
+
+/// The endpoint's region (empty counts as unset), checked to be a plain region name so it
+/// cannot bend the URL or the signing scope.
+fn region(endpoint: &Endpoint) -> Result<&str, Error> {
+    let region = endpoint
+        .region
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .unwrap_or(DEFAULT_REGION);
+    if region
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        Ok(region)
+    } else {
+        Err(invalid(format!(
+            "the region must be letters, digits and '-', like us-east-1, got {region:?}"
+        )))
+    }
+}

@@ -1,0 +1,375 @@
+//! Reading Converse answers (`behaviour.md` §5.4): the JSON body of `/converse`, and the AWS
+//! event stream of `/converse-stream` turned into OMA's stream events.
+
+use serde_json::{Map, Value};
+
+use super::b64::node_round_trip;
+use super::eventstream::{EventStreamDecoder, Message};
+use super::NAME;
+use crate::adapter::{malformed, StreamDecoder, StreamEvent};
+use crate::error::Error;
+use crate::message::{
+    ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
+};
+
+/// A `/converse` body as OMA's response. The id is `''`: the SDK's `$metadata.requestId` is
+/// the `x-amzn-requestid` response header, which a body parser never sees.
+pub(super) fn parse(model: &str, body: &[u8]) -> Result<LlmResponse, Error> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| malformed(NAME, format!("body is not JSON: {e}")))?;
+    let top = value
+        .as_object()
+        .ok_or_else(|| malformed(NAME, "body is not a JSON object"))?;
+    let blocks = match top
+        .get("output")
+        .and_then(|o| o.get("message"))
+        .and_then(|m| m.get("content"))
+    {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(blocks)) => blocks.as_slice(),
+        Some(_) => return Err(malformed(NAME, "output.message.content is not an array")),
+    };
+    let mut content = Vec::with_capacity(blocks.len());
+    for block in blocks {
+        if let Some(block) = response_block(block)? {
+            content.push(block);
+        }
+    }
+    Ok(LlmResponse {
+        id: String::new(),
+        content,
+        model: model.to_string(),
+        stop_reason: stop_reason(top),
+        usage: usage(top.get("usage")),
+    })
+}
+
+fn response_block(block: &Value) -> Result<Option<ContentBlock>, Error> {
+    let block = block
+        .as_object()
+        .ok_or_else(|| malformed(NAME, "a content block is not an object"))?;
+    if let Some(text) = block.get("text") {
+        let text = text
+            .as_str()
+            .ok_or_else(|| malformed(NAME, "a text block's text is not a string"))?;
+        return Ok(Some(ContentBlock::Text(TextBlock { text: text.into() })));
+    }
+    if let Some(call) = block.get("toolUse") {
+        let input = match call.get("input") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(input) => input.clone(),
+        };
+        return Ok(Some(ContentBlock::ToolUse(ToolUseBlock {
+            id: str_or_empty(call.get("toolUseId")),
+            name: str_or_empty(call.get("name")),
+            input,
+            signature: None,
+        })));
+    }
+    if let Some(reasoning) = block.get("reasoningContent") {
+        if let Some(redacted) = reasoning.get("redactedContent").and_then(Value::as_str) {
+            return Ok(Some(ContentBlock::Reasoning(redacted_block(redacted))));
+        }
+        let text = reasoning.get("reasoningText");
+        return Ok(Some(ContentBlock::Reasoning(ReasoningBlock {
+            text: str_or_empty(text.and_then(|t| t.get("text"))),
+            signature: text
+                .and_then(|t| t.get("signature"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            redacted_data: None,
+            provenance: Some(NAME.into()),
+        })));
+    }
+    Ok(None)
+}
+
+fn redacted_block(base64: &str) -> ReasoningBlock {
+    ReasoningBlock {
+        text: String::new(),
+        signature: None,
+        redacted_data: Some(node_round_trip(base64).into_owned()),
+        provenance: Some(NAME.into()),
+    }
+}
+
+fn str_or_empty(value: Option<&Value>) -> String {
+    value
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn stop_reason(object: &Map<String, Value>) -> String {
+    object
+        .get("stopReason")
+        .and_then(Value::as_str)
+        .unwrap_or("end_turn")
+        .to_string()
+}
+
+fn usage(usage: Option<&Value>) -> TokenUsage {
+    let count = |key| {
+        usage
+            .and_then(|u| u.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    TokenUsage {
+        input_tokens: count("inputTokens"),
+        output_tokens: count("outputTokens"),
+    }
+}
+
+/// A reasoning block being streamed.
+#[derive(Default)]
+struct ReasoningBuffer {
+    text: String,
+    signature: Option<String>,
+    redacted: Option<String>,
+}
+
+impl ReasoningBuffer {
+    fn into_block(self) -> ReasoningBlock {
+        ReasoningBlock {
+            text: self.text,
+            signature: self.signature,
+            redacted_data: self.redacted.map(|r| node_round_trip(&r).into_owned()),
+            provenance: Some(NAME.into()),
+        }
+    }
+}
+
+/// A tool call being streamed.
+struct ToolBuffer {
+    id: String,
+    name: String,
+    json: String,
+}
+
+/// Decodes a `/converse-stream` body into OMA's stream events.
+pub(super) struct ConverseStream {
+    model: String,
+    frames: EventStreamDecoder,
+    /// Buffers keyed by content block index, in the order they were opened.
+    tools: Vec<(i64, ToolBuffer)>,
+    reasoning: Vec<(i64, ReasoningBuffer)>,
+    content: Vec<ContentBlock>,
+    stop_reason: String,
+    usage: TokenUsage,
+    stopped: bool,
+    failed: Option<Error>,
+    finished: bool,
+}
+
+impl ConverseStream {
+    pub(super) fn new(model: &str) -> Self {
+        ConverseStream {
+            model: model.to_string(),
+            frames: EventStreamDecoder::new(),
+            tools: Vec::new(),
+            reasoning: Vec::new(),
+            content: Vec::new(),
+            stop_reason: "end_turn".into(),
+            usage: TokenUsage::default(),
+            stopped: false,
+            failed: None,
+            finished: false,
+        }
+    }
+
+    fn message(&mut self, message: &Message, events: &mut Vec<StreamEvent>) -> Result<(), Error> {
+        match message.header_str(":message-type") {
+            Some("event") => {}
+            Some("exception") => {
+                let kind = message.header_str(":exception-type").unwrap_or("exception");
+                let detail = serde_json::from_slice::<Value>(&message.payload)
+                    .ok()
+                    .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+                    .unwrap_or_else(|| String::from_utf8_lossy(&message.payload).into_owned());
+                return Err(provider_error(format!("{kind}: {detail}")));
+            }
+            Some("error") => {
+                let code = message.header_str(":error-code").unwrap_or("error");
+                let detail = message.header_str(":error-message").unwrap_or("");
+                return Err(provider_error(format!("{code}: {detail}")));
+            }
+            other => {
+                return Err(malformed(
+                    NAME,
+                    format!("event stream message type {other:?} is not event, exception or error"),
+                ))
+            }
+        }
+        let kind = match message.header_str(":event-type") {
+            Some(
+                kind @ ("messageStart" | "contentBlockStart" | "contentBlockDelta"
+                | "contentBlockStop" | "messageStop" | "metadata"),
+            ) => kind,
+            // Event types this format does not know are skipped, as the SDK does.
+            _ => return Ok(()),
+        };
+        let payload: Value = serde_json::from_slice(&message.payload)
+            .map_err(|e| malformed(NAME, format!("{kind} payload is not JSON: {e}")))?;
+        let index = payload
+            .get("contentBlockIndex")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        match kind {
+            "contentBlockStart" => {
+                if let Some(call) = payload.get("start").and_then(|s| s.get("toolUse")) {
+                    let buffer = ToolBuffer {
+                        id: str_or_empty(call.get("toolUseId")),
+                        name: str_or_empty(call.get("name")),
+                        json: String::new(),
+                    };
+                    match self.tools.iter_mut().find(|(i, _)| *i == index) {
+                        Some(slot) => slot.1 = buffer,
+                        None => self.tools.push((index, buffer)),
+                    }
+                }
+            }
+            "contentBlockDelta" => {
+                if let Some(delta) = payload.get("delta") {
+                    self.delta(index, delta, events);
+                }
+            }
+            "contentBlockStop" => self.block_stop(index, events),
+            "messageStop" => {
+                self.stopped = true;
+                self.stop_reason = stop_reason(payload.as_object().unwrap_or(&Map::new()));
+            }
+            "metadata" => {
+                if let Some(usage) = payload.get("usage").filter(|u| !u.is_null()) {
+                    self.usage = self::usage(Some(usage));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn reasoning_buffer(&mut self, index: i64) -> &mut ReasoningBuffer {
+        let at = match self.reasoning.iter().position(|(i, _)| *i == index) {
+            Some(at) => at,
+            None => {
+                self.reasoning.push((index, ReasoningBuffer::default()));
+                self.reasoning.len() - 1
+            }
+        };
+        &mut self.reasoning[at].1
+    }
+
+    fn delta(&mut self, index: i64, delta: &Value, events: &mut Vec<StreamEvent>) {
+        if let Some(text) = delta.get("text").and_then(Value::as_str) {
+            events.push(StreamEvent::Text(text.into()));
+            self.content
+                .push(ContentBlock::Text(TextBlock { text: text.into() }));
+        } else if let Some(input) = delta
+            .get("toolUse")
+            .and_then(|t| t.get("input"))
+            .and_then(Value::as_str)
+        {
+            if let Some((_, buffer)) = self.tools.iter_mut().find(|(i, _)| *i == index) {
+                buffer.json.push_str(input);
+            }
+        } else if let Some(reasoning) = delta.get("reasoningContent") {
+            if let Some(text) = reasoning.get("text").and_then(Value::as_str) {
+                events.push(StreamEvent::Reasoning(text.into()));
+                self.reasoning_buffer(index).text.push_str(text);
+            } else if let Some(signature) = reasoning.get("signature").and_then(Value::as_str) {
+                self.reasoning_buffer(index).signature = Some(signature.into());
+            } else if let Some(redacted) = reasoning.get("redactedContent").and_then(Value::as_str)
+            {
+                self.reasoning_buffer(index).redacted = Some(redacted.into());
+            }
+        }
+    }
+
+    fn block_stop(&mut self, index: i64, events: &mut Vec<StreamEvent>) {
+        if let Some(at) = self.reasoning.iter().position(|(i, _)| *i == index) {
+            let (_, buffer) = self.reasoning.remove(at);
+            self.content
+                .push(ContentBlock::Reasoning(buffer.into_block()));
+        }
+        if let Some(at) = self.tools.iter().position(|(i, _)| *i == index) {
+            let (_, buffer) = self.tools.remove(at);
+            let json = if buffer.json.is_empty() {
+                "{}"
+            } else {
+                &buffer.json
+            };
+            let input = match serde_json::from_str::<Value>(json) {
+                Ok(object @ Value::Object(_)) => object,
+                _ => Value::Object(Map::new()),
+            };
+            let call = ToolUseBlock {
+                id: buffer.id,
+                name: buffer.name,
+                input,
+                signature: None,
+            };
+            self.content.push(ContentBlock::ToolUse(call.clone()));
+            events.push(StreamEvent::ToolUse(call));
+        }
+    }
+}
+
+fn provider_error(message: String) -> Error {
+    Error::Provider {
+        provider: NAME.into(),
+        status: None,
+        message,
+    }
+}
+
+impl StreamDecoder for ConverseStream {
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, Error> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let mut events = Vec::new();
+        let result = self.frames.feed(bytes).and_then(|messages| {
+            messages
+                .iter()
+                .try_for_each(|message| self.message(message, &mut events))
+        });
+        match result {
+            Ok(()) => Ok(events),
+            Err(error) => {
+                // Events decoded before the failure are still delivered; the error follows.
+                self.failed = Some(error.clone());
+                if events.is_empty() {
+                    Err(error)
+                } else {
+                    Ok(events)
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamEvent>, Error> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        if self.finished {
+            return Ok(Vec::new());
+        }
+        self.frames.finish()?;
+        if !self.stopped {
+            return Err(malformed(NAME, "stream ended before messageStop"));
+        }
+        self.finished = true;
+        for (_, buffer) in std::mem::take(&mut self.reasoning) {
+            self.content
+                .push(ContentBlock::Reasoning(buffer.into_block()));
+        }
+        Ok(vec![StreamEvent::Done(LlmResponse {
+            id: String::new(),
+            content: std::mem::take(&mut self.content),
+            model: self.model.clone(),
+            stop_reason: self.stop_reason.clone(),
+            usage: self.usage,
+        })])
+    }
+}

@@ -1,0 +1,128 @@
+//! Gemini `generateContent` on its REST JSON route (`behaviour.md` §5.3): the request for
+//! `POST {base}/v1beta/models/{model}:generateContent` (streamed:
+//! `:streamGenerateContent?alt=sse`, authenticated with `x-goog-api-key`), the reading of its
+//! response, and the incremental decoder of its SSE stream.
+//!
+//! OMA reaches this route through `@google/genai`; the body written here is what the SDK sends:
+//! `contents`, `systemInstruction`, `tools`/`toolConfig` (only with tools) and
+//! `generationConfig`. Like OMA's adapter, it sends only `maxOutputTokens`, `temperature` and
+//! `thinkingConfig`: `top_p`, `top_k`, the OpenAI-only options and `extra_body` are not sent.
+//!
+//! Ids: Gemini often omits `functionCall.id`, and has no response id at all, so OMA makes them
+//! up as `gemini-<epochMs>-<7 base36 chars>` from the clock and `Math.random`. Adapters read no
+//! clock and no random source, so [`Gemini`] carries the caller's time ([`Gemini::epoch_ms`]) and
+//! a seed ([`Gemini::id_seed`]); the 7 characters come from a SplitMix64 sequence over the seed,
+//! the number of messages in the request (so successive turns of one conversation differ even
+//! with a fixed seed) and the id's position in the response (the response id first, then each
+//! call without an id, in order). The same inputs always give the same ids.
+
+mod request;
+mod response;
+#[cfg(test)]
+mod tests;
+
+use serde::Deserialize;
+
+use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
+use crate::error::Error;
+use crate::message::LlmResponse;
+
+/// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
+pub const NAME: &str = "gemini";
+
+/// The wire format's name in `UnsupportedContentBlockError` messages.
+pub const PROVIDER_LABEL: &str = "Gemini generateContent";
+
+/// The base URL used when the endpoint gives none.
+pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+
+/// The Gemini adapter, with what it needs to make up ids deterministically.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gemini {
+    /// The current time in milliseconds since the Unix epoch, written into generated ids
+    /// (`gemini-<epoch_ms>-…`); the caller reads the clock, the adapter never does.
+    pub epoch_ms: u64,
+    /// Seed of the 7 pseudo-random characters of generated ids; give each conversation (or
+    /// each run) its own to keep ids apart across conversations.
+    pub id_seed: u64,
+}
+
+impl Gemini {
+    /// An adapter whose generated ids carry `epoch_ms` and derive from `id_seed`.
+    pub fn with_ids(epoch_ms: u64, id_seed: u64) -> Self {
+        Gemini { epoch_ms, id_seed }
+    }
+
+    fn ids(&self, request: &ChatRequest) -> IdGen {
+        IdGen {
+            epoch_ms: self.epoch_ms,
+            state: self.id_seed ^ (request.messages.len() as u64).wrapping_mul(GOLDEN),
+        }
+    }
+}
+
+impl Adapter for Gemini {
+    fn error_message(&self, body: &[u8]) -> Option<String> {
+        error_message(body)
+    }
+
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+        request::format(request, endpoint)
+    }
+
+    fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
+        response::parse(request, body, self.ids(request))
+    }
+
+    fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder> {
+        Box::new(response::GeminiStream::new(request, self.ids(request)))
+    }
+}
+
+/// The message of a Gemini error body, `{"error": {"code", "message", "status"}}`.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Body {
+        error: Inner,
+    }
+    #[derive(Deserialize)]
+    struct Inner {
+        message: String,
+    }
+    serde_json::from_slice::<Body>(body)
+        .ok()
+        .map(|b| b.error.message)
+}
+
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Makes up ids the way OMA's `generateId` shapes them, deterministically.
+#[derive(Clone, Debug)]
+pub(crate) struct IdGen {
+    epoch_ms: u64,
+    state: u64,
+}
+
+impl IdGen {
+    /// The next id: `gemini-<epoch_ms>-<7 base36 chars>`.
+    pub(crate) fn next_id(&mut self) -> String {
+        // SplitMix64.
+        self.state = self.state.wrapping_add(GOLDEN);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let mut n = z % 36u64.pow(7);
+        let mut chars = ['0'; 7];
+        for c in chars.iter_mut().rev() {
+            *c = char::from_digit((n % 36) as u32, 36).unwrap_or('0');
+            n /= 36;
+        }
+        let suffix: String = chars.iter().collect();
+        format!("gemini-{}-{suffix}", self.epoch_ms)
+    }
+}

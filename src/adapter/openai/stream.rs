@@ -1,0 +1,226 @@
+//! Decoding a streamed Chat Completions body (`behaviour.md` §5.2): SSE `data:` chunks until
+//! `[DONE]`. Text and reasoning deltas become events at once; tool calls are accumulated by
+//! `index` and emitted when the stream ends, followed by the accumulated `done` response.
+
+use serde_json::Value;
+
+use super::response::{
+    has_tool_use, reasoning_block, reasoning_text, stop_reason, token_count, tool_input,
+};
+use crate::adapter::sse::{SseEvent, SseParser};
+use crate::adapter::{malformed, StreamDecoder, StreamEvent};
+use crate::error::Error;
+use crate::message::{ContentBlock, LlmResponse, TextBlock, TokenUsage, ToolUseBlock};
+
+/// A tool call being assembled from deltas.
+#[derive(Debug, Default)]
+struct CallBuffer {
+    /// The delta's `index`; `None` when the provider sent none (such deltas share a buffer).
+    index: Option<i64>,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// A non-empty string value (OMA tests these fields for truthiness).
+fn non_empty(value: Option<&Value>) -> Option<&str> {
+    value.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The stream decoder of one request.
+#[derive(Debug)]
+pub(super) struct Decoder {
+    provider: String,
+    sse: SseParser,
+    id: String,
+    model: String,
+    usage: TokenUsage,
+    finish_reason: Option<String>,
+    text: String,
+    reasoning: String,
+    calls: Vec<CallBuffer>,
+    done: bool,
+    failed: Option<Error>,
+}
+
+impl Decoder {
+    pub(super) fn new(provider: &str) -> Self {
+        Decoder {
+            provider: provider.to_string(),
+            sse: SseParser::new(),
+            id: String::new(),
+            model: String::new(),
+            usage: TokenUsage::default(),
+            finish_reason: None,
+            text: String::new(),
+            reasoning: String::new(),
+            calls: Vec::new(),
+            done: false,
+            failed: None,
+        }
+    }
+
+    fn event(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), Error> {
+        if self.done {
+            return Ok(());
+        }
+        if event.data.starts_with("[DONE]") {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
+            malformed(
+                &self.provider,
+                format_args!("a stream chunk is not JSON ({e})"),
+            )
+        })?;
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_string);
+            return Err(Error::Provider {
+                provider: self.provider.clone(),
+                status: None,
+                message,
+            });
+        }
+        if let Some(id) = chunk.get("id").and_then(Value::as_str) {
+            self.id = id.to_string();
+        }
+        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
+            self.model = model.to_string();
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = TokenUsage {
+                input_tokens: token_count(Some(usage), "prompt_tokens"),
+                output_tokens: token_count(Some(usage), "completion_tokens"),
+            };
+        }
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(());
+        };
+        if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
+            if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                self.text.push_str(text);
+                out.push(StreamEvent::Text(text.to_string()));
+            }
+            let reasoning = reasoning_text(delta);
+            if !reasoning.is_empty() {
+                self.reasoning.push_str(&reasoning);
+                out.push(StreamEvent::Reasoning(reasoning));
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for call in calls {
+                    self.tool_call_delta(call);
+                }
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(reason.to_string());
+        }
+        Ok(())
+    }
+
+    fn tool_call_delta(&mut self, call: &Value) {
+        let index = call.get("index").and_then(Value::as_i64);
+        let position = match self.calls.iter().position(|c| c.index == index) {
+            Some(position) => position,
+            None => {
+                self.calls.push(CallBuffer {
+                    index,
+                    ..CallBuffer::default()
+                });
+                self.calls.len() - 1
+            }
+        };
+        let Some(buffer) = self.calls.get_mut(position) else {
+            return;
+        };
+        let function = call.get("function");
+        if let Some(id) = non_empty(call.get("id")) {
+            buffer.id = id.to_string();
+        }
+        if let Some(name) = non_empty(function.and_then(|f| f.get("name"))) {
+            buffer.name = name.to_string();
+        }
+        if let Some(arguments) = non_empty(function.and_then(|f| f.get("arguments"))) {
+            buffer.arguments.push_str(arguments);
+        }
+    }
+
+    fn feed_events(&mut self, events: Vec<SseEvent>) -> Result<Vec<StreamEvent>, Error> {
+        let mut out = Vec::new();
+        for event in events {
+            if let Err(error) = self.event(event, &mut out) {
+                self.failed = Some(error.clone());
+                return Err(error);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl StreamDecoder for Decoder {
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, Error> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let events = self.sse.feed(bytes);
+        self.feed_events(events)
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamEvent>, Error> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let last = self.sse.finish().into_iter().collect();
+        let mut out = self.feed_events(last)?;
+        if !self.done && self.finish_reason.is_none() {
+            let error = malformed(
+                &self.provider,
+                "the stream ended before [DONE] and without a finish_reason",
+            );
+            self.failed = Some(error.clone());
+            return Err(error);
+        }
+
+        let mut content = Vec::new();
+        if !self.reasoning.is_empty() {
+            content.push(reasoning_block(
+                std::mem::take(&mut self.reasoning),
+                &self.provider,
+            ));
+        }
+        if !self.text.is_empty() {
+            content.push(ContentBlock::Text(TextBlock {
+                text: std::mem::take(&mut self.text),
+            }));
+        }
+        for call in std::mem::take(&mut self.calls) {
+            let block = ToolUseBlock {
+                id: call.id,
+                name: call.name,
+                input: tool_input(&call.arguments),
+                signature: None,
+            };
+            out.push(StreamEvent::ToolUse(block.clone()));
+            content.push(ContentBlock::ToolUse(block));
+        }
+        let stop_reason = stop_reason(self.finish_reason.as_deref(), has_tool_use(&content));
+        out.push(StreamEvent::Done(LlmResponse {
+            id: std::mem::take(&mut self.id),
+            content,
+            model: std::mem::take(&mut self.model),
+            stop_reason,
+            usage: self.usage,
+        }));
+        // A second `finish` has nothing more to give.
+        self.failed = Some(malformed(&self.provider, "the stream was already finished"));
+        Ok(out)
+    }
+}

@@ -1,0 +1,3 @@
+//! The agent runtime's pure parts: how calls are retried.
+
+pub mod retry;

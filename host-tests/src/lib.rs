@@ -46,7 +46,7 @@ mod bindings {
         world: "component",
         path: "../wit",
         exports: { default: async },
-        additional_derives: [PartialEq, Eq],
+        additional_derives: [PartialEq],
     });
 }
 

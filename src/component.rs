@@ -112,12 +112,10 @@ impl p::GuestChatStream for Stream {
         Ok(event.map(|event| match event {
             a::StreamEvent::Text(text) => p::StreamEvent::Text(text),
             a::StreamEvent::Reasoning(text) => p::StreamEvent::Reasoning(text),
-            a::StreamEvent::ToolUse(call) => {
-                match to_wit_block(m::ContentBlock::ToolUse(call)) {
-                    wit::ContentBlock::ToolUse(call) => p::StreamEvent::ToolUse(call),
-                    _ => p::StreamEvent::Text(String::new()),
-                }
-            }
+            a::StreamEvent::ToolUse(call) => match to_wit_block(m::ContentBlock::ToolUse(call)) {
+                wit::ContentBlock::ToolUse(call) => p::StreamEvent::ToolUse(call),
+                _ => p::StreamEvent::Text(String::new()),
+            },
             a::StreamEvent::Done(response) => p::StreamEvent::Done(to_wit_response(response)),
         }))
     }
@@ -138,11 +136,10 @@ fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error>
         .tools
         .into_iter()
         .map(|tool| {
-            let input_schema = serde_json::from_str(&tool.input_schema).map_err(|e| {
-                Error::InvalidRequest {
+            let input_schema =
+                serde_json::from_str(&tool.input_schema).map_err(|e| Error::InvalidRequest {
                     message: format!("tool {:?}: input-schema must be JSON text: {e}", tool.name),
-                }
-            })?;
+                })?;
             Ok(a::ToolDefinition {
                 name: tool.name,
                 description: tool.description,

@@ -328,7 +328,10 @@ mod tests {
         };
         assert!(!format!("{endpoint:?}").contains("sk-secret"));
         let request = HttpRequest {
-            headers: vec![("x-api-key".into(), "sk-secret".into()), ("accept".into(), "a".into())],
+            headers: vec![
+                ("x-api-key".into(), "sk-secret".into()),
+                ("accept".into(), "a".into()),
+            ],
             ..HttpRequest::post_json("https://x".into(), vec![])
         };
         assert_eq!(

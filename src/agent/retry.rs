@@ -80,7 +80,7 @@ impl RetryPolicy {
 /// Reads a `retry-after` header given in seconds (the HTTP-date form is not honoured).
 pub fn parse_retry_after(value: &str) -> Option<u64> {
     let seconds: f64 = value.trim().parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| (seconds * 1000.0) as u64)
+    (seconds.is_finite() && seconds >= 0.0).then_some((seconds * 1000.0) as u64)
 }
 
 #[cfg(test)]

@@ -240,3 +240,72 @@ fn write_cache(component: &Component, path: &Path) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cwasm_files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("readable")
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// The cache with a component that compiles in milliseconds: written on a miss, read on a
+    /// hit, never trusted when corrupt, and replaced (stale keys removed) when the guest changes.
+    #[test]
+    fn the_cwasm_cache_hits_misses_and_recovers() {
+        let dir = std::env::temp_dir().join(format!("oma-harness-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let wasm = dir.join("tiny.wasm");
+        let options = HarnessOptions {
+            wasm: wasm.clone(),
+            ..HarnessOptions::default()
+        };
+        let engine = Engine::default();
+        let load = |bytes: &[u8]| load_component(&engine, &options, bytes).expect("loads").1;
+        let v1 = b"(component (core module))";
+        std::fs::write(&wasm, v1).expect("write the guest");
+
+        assert_eq!(load(v1), ComponentOrigin::Compiled);
+        let written = cwasm_files(&dir);
+        assert_eq!(written.len(), 1);
+        assert!(written[0]
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("tiny.")));
+        assert_eq!(load(v1), ComponentOrigin::Cached);
+
+        // Corrupt: replaced (never truncated in place, the code may be mapped) with garbage.
+        std::fs::remove_file(&written[0]).expect("remove");
+        std::fs::write(&written[0], b"not a cwasm").expect("corrupt");
+        assert_eq!(load(v1), ComponentOrigin::Compiled);
+        assert_ne!(
+            std::fs::read(&written[0]).expect("readable"),
+            b"not a cwasm"
+        );
+        assert_eq!(load(v1), ComponentOrigin::Cached);
+
+        // A new guest build gets a new key; the old file goes.
+        let v2 = b"(component (core module) (core module))";
+        assert_eq!(load(v2), ComponentOrigin::Compiled);
+        let rewritten = cwasm_files(&dir);
+        assert_eq!(rewritten.len(), 1);
+        assert_ne!(rewritten, written);
+
+        // Without the cache nothing is read or written.
+        let uncached = HarnessOptions {
+            cache: false,
+            ..options.clone()
+        };
+        std::fs::remove_file(&rewritten[0]).expect("remove");
+        let (_, origin) = load_component(&engine, &uncached, v2).expect("loads");
+        assert_eq!(origin, ComponentOrigin::Compiled);
+        assert!(cwasm_files(&dir).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,4 +1,4 @@
-//! The embedding itself: one shared harness, the `.cwasm` cache and its fallback, a bounded
+//! The embedding itself: one shared harness, the `.cwasm` cache, a bounded
 //! instance pool that fails politely, and installable outbound-HTTP hooks.
 
 use std::path::{Path, PathBuf};
@@ -27,13 +27,14 @@ fn the_shared_harness_is_built_once() {
 }
 
 #[test]
-fn compiled_code_is_cached_beside_the_guest_and_a_bad_cache_is_recompiled() {
+fn compiled_code_is_cached_beside_the_guest() {
     let shared = Harness::shared().expect("loads");
     let guest_dir = shared.wasm_path().parent().expect("a directory");
     let cached = cwasm_files(guest_dir);
     assert!(!cached.is_empty(), "the shared harness wrote its .cwasm");
 
-    // A copy of the guest and its cache in a fresh directory loads from the cache.
+    // A copy of the guest and its cache in a fresh directory loads from the cache, with another
+    // pool size (the pool is not part of the key). Misses and corrupt files: `src/engine.rs`.
     let dir = std::env::temp_dir().join(format!("oma-harness-cache-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let wasm = dir.join(shared.wasm_path().file_name().expect("a file name"));
@@ -41,29 +42,14 @@ fn compiled_code_is_cached_beside_the_guest_and_a_bad_cache_is_recompiled() {
     for file in &cached {
         std::fs::copy(file, dir.join(file.file_name().expect("a name"))).expect("copy the cache");
     }
-    let options = HarnessOptions {
+    let harness = Harness::new(HarnessOptions {
         wasm,
         max_instances: 2,
         ..HarnessOptions::default()
-    };
-    let harness = Harness::new(options.clone()).expect("loads");
+    })
+    .expect("loads");
     assert_eq!(harness.origin(), ComponentOrigin::Cached);
-    // The code is mapped from the file: let go of it before replacing the file.
     drop(harness);
-
-    // A corrupt cache file is not trusted: the guest is compiled again and the cache rewritten.
-    for file in cwasm_files(&dir) {
-        std::fs::remove_file(&file).expect("remove the cache");
-        std::fs::write(file, b"not a cwasm").expect("corrupt the cache");
-    }
-    let harness = Harness::new(options.clone()).expect("loads");
-    assert_eq!(harness.origin(), ComponentOrigin::Compiled);
-    let rewritten = cwasm_files(&dir);
-    assert_eq!(rewritten.len(), 1);
-    assert_ne!(
-        std::fs::read(&rewritten[0]).expect("readable"),
-        b"not a cwasm"
-    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -3,6 +3,7 @@
 use wasmtime::Store;
 
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
+use crate::bindings::oma::agent::wire::{ChatRequest, Endpoint, HttpRequest, LlmResponse};
 use crate::bindings::Component;
 use crate::state::HostState;
 
@@ -63,6 +64,39 @@ impl Guest {
             .bindings
             .oma_agent_codec()
             .call_validate_messages(&mut self.store, messages)
+            .await?)
+    }
+
+    /// `codec.format-request`: builds the HTTP request a provider call would send, and sends
+    /// nothing. The returned headers carry the endpoint's key: never print them unredacted.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn format_request(
+        &mut self,
+        request: &ChatRequest,
+        endpoint: &Endpoint,
+    ) -> anyhow::Result<Result<HttpRequest, WitError>> {
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_format_request(&mut self.store, request, endpoint)
+            .await?)
+    }
+
+    /// `codec.parse-response`: reads a provider's successful response `body` to `request` into
+    /// OMA's response.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn parse_response(
+        &mut self,
+        request: &ChatRequest,
+        endpoint: &Endpoint,
+        body: &[u8],
+    ) -> anyhow::Result<Result<LlmResponse, WitError>> {
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_parse_response(&mut self.store, request, endpoint, body)
             .await?)
     }
 

@@ -55,6 +55,10 @@ pub use bindings::oma::agent::types::{
     MediaSource, ReasoningBlock, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
     ToolUseBlock, UrlSource, VideoBlock,
 };
+pub use bindings::oma::agent::wire::{
+    AwsCredentials, ChatRequest, Endpoint, HttpRequest, LlmResponse, Sampling, TokenUsage,
+    ToolDefinition,
+};
 pub use engine::{ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::error_json;
 pub use guest::Guest;

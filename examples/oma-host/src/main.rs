@@ -1,10 +1,15 @@
 //! `oma-host`: the command-line host for the oma-component guest.
 //!
-//! Every subcommand reads OMA JSON from a file (or `-` for standard input), runs it through the
-//! component in wasmtime, and follows the contract of `DESIGN.md`: success exits 0 and prints
+//! Every subcommand reads a file (or `-` for standard input): OMA JSON for `validate` and
+//! `format`, a provider's response body for `parse`. It runs the input through the component in
+//! wasmtime and follows the contract of `DESIGN.md`: success exits 0 and prints
 //! JSON on standard output; a failure exits 1 and prints the error JSON
 //! (`{"error": {"name", "code", "message", "retryable"}}`) on standard output; a usage error
 //! exits 2 with a message on standard error.
+//!
+//! `format` builds a request with the key from the provider's usual variable and prints it with
+//! every credential as `[redacted]`; it refuses to print at all if a key would show anywhere
+//! else. Nothing is ever sent.
 //!
 //! `OMA_COMPONENT=path/to/oma_component.wasm` runs another build of the guest than the one this
 //! binary was built with.
@@ -13,15 +18,37 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use oma_harness::{error_json, Guest, Harness, HarnessOptions, WitError};
-use serde_json::{json, Value};
+use oma_harness::{
+    error_json, AwsCredentials, ChatRequest, ContentBlock, Endpoint, Guest, Harness,
+    HarnessOptions, HttpRequest, LlmMessage, Role, Sampling, WitError,
+};
+use serde_json::{json, Map, Value};
 
-const USAGE: &str = "\
-usage: oma-host <command> [options]
+const USAGE: &str = r#"usage: oma-host <command> [options]
 
 commands:
   validate FILE   check an OMA JSON message list (FILE, or - for standard input) and print
                   it back as validated OMA JSON
+  format --provider P --model M [--system TEXT] [--max-tokens N] [--temperature T]
+         [--base-url URL] FILE
+                  print the HTTP request a provider call with the conversation in FILE would
+                  send, as {"method", "url", "headers", "body"}; sends nothing. "headers" is an
+                  object of lowercase names to values (a repeated name joined with ", ");
+                  "body" is the body's JSON (a string if it is not JSON). Every credential
+                  shows as "[redacted]"
+  parse --provider P [--model M] [--base-url URL] FILE
+                  read a provider's successful response body (FILE) and print OMA's response,
+                  {"id", "model", "content", "stop_reason", "usage"}; --model is the model of
+                  the request it answers (Gemini and Bedrock bodies do not name it)
+
+providers: anthropic, openai, minimax, deepseek, grok, gemini, bedrock, ai-sdk, mimo, doubao,
+  hunyuan, qiniu, or any other name with --base-url for an OpenAI-compatible server
+
+keys (format): read from ANTHROPIC_API_KEY, OPENAI_API_KEY, MINIMAX_API_KEY, DEEPSEEK_API_KEY,
+  XAI_API_KEY (grok), GEMINI_API_KEY, and <PROVIDER>_API_KEY for any other name (upper-cased,
+  '-' as '_'); Bedrock uses AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID,
+  AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, with AWS_REGION (or AWS_DEFAULT_REGION).
+  A key is used to build the request but never printed.
 
 options:
   -h, --help      print this help
@@ -29,10 +56,10 @@ options:
 
 Exit status: 0 on success (JSON on stdout), 1 on a failure (the error JSON on stdout),
 2 on a usage error (a message on stderr).
-Environment: OMA_COMPONENT overrides the path of the guest component.";
+Environment: OMA_COMPONENT overrides the path of the guest component."#;
 
 /// A parsed command line.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 enum Command {
     /// `--help`.
     Help,
@@ -40,6 +67,31 @@ enum Command {
     Version,
     /// `validate FILE`.
     Validate { input: Input },
+    /// `format --provider P --model M [...] FILE`.
+    Format(FormatArgs),
+    /// `parse --provider P [--model M] [--base-url URL] FILE`.
+    Parse(ParseArgs),
+}
+
+/// The operands of `format`.
+#[derive(Debug, PartialEq)]
+struct FormatArgs {
+    provider: String,
+    model: String,
+    system: Option<String>,
+    max_tokens: Option<u32>,
+    temperature: Option<f64>,
+    base_url: Option<String>,
+    input: Input,
+}
+
+/// The operands of `parse`.
+#[derive(Debug, PartialEq)]
+struct ParseArgs {
+    provider: String,
+    model: Option<String>,
+    base_url: Option<String>,
+    input: Input,
 }
 
 /// Where the OMA JSON comes from.
@@ -72,6 +124,52 @@ fn parse(args: &[String]) -> Result<Command, String> {
         "validate" => Ok(Command::Validate {
             input: one_input("validate", rest)?,
         }),
+        "format" => {
+            let (mut options, input) = with_options(
+                "format",
+                rest,
+                &[
+                    "provider",
+                    "model",
+                    "system",
+                    "max-tokens",
+                    "temperature",
+                    "base-url",
+                ],
+            )?;
+            let max_tokens = match options.take("max-tokens") {
+                None => None,
+                Some(n) => Some(n.parse::<u32>().map_err(|_| {
+                    format!("--max-tokens must be a whole number of tokens, got `{n}`")
+                })?),
+            };
+            let temperature = match options.take("temperature") {
+                None => None,
+                Some(t) => match t.parse::<f64>() {
+                    Ok(t) if t.is_finite() => Some(t),
+                    _ => return Err(format!("--temperature must be a number, got `{t}`")),
+                },
+            };
+            Ok(Command::Format(FormatArgs {
+                provider: options.required("format", "provider")?,
+                model: options.required("format", "model")?,
+                system: options.take("system"),
+                max_tokens,
+                temperature,
+                base_url: options.take("base-url"),
+                input,
+            }))
+        }
+        "parse" => {
+            let (mut options, input) =
+                with_options("parse", rest, &["provider", "model", "base-url"])?;
+            Ok(Command::Parse(ParseArgs {
+                provider: options.required("parse", "provider")?,
+                model: options.take("model"),
+                base_url: options.take("base-url"),
+                input,
+            }))
+        }
         other if other.starts_with('-') => Err(format!("unknown option `{other}`")),
         other => Err(format!("unknown command `{other}`")),
     }
@@ -102,6 +200,79 @@ fn one_input(command: &str, args: &[String]) -> Result<Input, String> {
             operands.len()
         )),
     }
+}
+
+/// The `--name value` (or `--name=value`) options of a subcommand, by name.
+struct Options(Vec<(&'static str, String)>);
+
+impl Options {
+    fn take(&mut self, name: &str) -> Option<String> {
+        let i = self.0.iter().position(|(n, _)| *n == name)?;
+        Some(self.0.swap_remove(i).1)
+    }
+
+    fn required(&mut self, command: &str, name: &str) -> Result<String, String> {
+        self.take(name)
+            .ok_or_else(|| format!("`{command}` needs --{name}"))
+    }
+}
+
+/// The options (each at most once, from `known`) and the single FILE operand of a subcommand.
+fn with_options(
+    command: &str,
+    args: &[String],
+    known: &[&'static str],
+) -> Result<(Options, Input), String> {
+    let mut options = Vec::new();
+    let mut operands = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let Some(flag) = arg.strip_prefix("--").filter(|f| !f.is_empty()) else {
+            if arg == "--" {
+                operands.extend(args.by_ref().cloned());
+                break;
+            }
+            if arg.starts_with('-') && arg != "-" {
+                return Err(format!("`{command}` has no option `{arg}`"));
+            }
+            operands.push(arg.clone());
+            continue;
+        };
+        let (name, inline) = match flag.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_string())),
+            None => (flag, None),
+        };
+        let Some(name) = known.iter().copied().find(|k| *k == name) else {
+            return Err(format!("`{command}` has no option `--{name}`"));
+        };
+        let value = match inline {
+            Some(value) => value,
+            None => args
+                .next()
+                .cloned()
+                .ok_or_else(|| format!("--{name} needs a value"))?,
+        };
+        if options.iter().any(|(n, _)| *n == name) {
+            return Err(format!("--{name} is given twice"));
+        }
+        options.push((name, value));
+    }
+    let input = match operands.as_slice() {
+        [one] if one == "-" => Input::Stdin,
+        [one] => Input::File(PathBuf::from(one)),
+        [] => {
+            return Err(format!(
+                "`{command}` needs a FILE (or - for standard input)"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "`{command}` takes one FILE, got {}",
+                operands.len()
+            ))
+        }
+    };
+    Ok((Options(options), input))
 }
 
 fn read_input(input: &Input) -> Result<Vec<u8>, Failure> {
@@ -147,6 +318,246 @@ async fn validate(input: &Input) -> Result<String, Failure> {
         .map_err(Failure::Component)
 }
 
+/// Header names whose values are credentials (as `HttpRequest::redacted_headers` in the guest).
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "x-amz-security-token",
+    "api-key",
+];
+
+/// What `[redacted]` replaces.
+const REDACTED: &str = "[redacted]";
+
+/// The variable that holds the API key of `provider`: the provider's usual one, or
+/// `<PROVIDER>_API_KEY` (upper-cased, anything but letters and digits as `_`).
+fn key_variable(provider: &str) -> String {
+    match provider {
+        "grok" => "XAI_API_KEY".into(),
+        other => {
+            let stem: String = other
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_uppercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            format!("{stem}_API_KEY")
+        }
+    }
+}
+
+/// The endpoint for `provider`, its credentials read through `var` (an unset or empty
+/// variable counts as absent), and every secret it holds, so that output can be checked.
+fn endpoint_from(
+    provider: &str,
+    base_url: Option<String>,
+    var: impl Fn(&str) -> Option<String>,
+) -> (Endpoint, Vec<String>) {
+    let var = |name: &str| var(name).filter(|value| !value.is_empty());
+    let mut endpoint = Endpoint {
+        provider: provider.to_string(),
+        base_url,
+        api_key: None,
+        region: None,
+        aws: None,
+    };
+    if provider == "bedrock" {
+        endpoint.region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION"));
+        endpoint.api_key = var("AWS_BEARER_TOKEN_BEDROCK");
+        if endpoint.api_key.is_none() {
+            if let (Some(id), Some(secret)) =
+                (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+            {
+                endpoint.aws = Some(AwsCredentials {
+                    access_key_id: id,
+                    secret_access_key: secret,
+                    session_token: var("AWS_SESSION_TOKEN"),
+                });
+            }
+        }
+    } else {
+        endpoint.api_key = var(&key_variable(provider));
+    }
+    let mut secrets: Vec<String> = endpoint.api_key.iter().cloned().collect();
+    if let Some(aws) = &endpoint.aws {
+        secrets.push(aws.access_key_id.clone());
+        secrets.push(aws.secret_access_key.clone());
+        secrets.extend(aws.session_token.iter().cloned());
+    }
+    (endpoint, secrets)
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Secrets shorter than this are matched only exactly: a few characters would match anywhere.
+const MIN_SECRET_MATCH: usize = 8;
+
+/// `{"method", "url", "headers", "body"}` for display: credential headers (by name, or by
+/// holding one of `secrets`) and any secret in the URL replaced by `[redacted]`.
+///
+/// Fails, printing nothing of the request, if a secret would still appear in the output (e.g.
+/// because the conversation itself holds the key).
+fn render_request(http: &HttpRequest, secrets: &[String]) -> Result<String, Failure> {
+    let long: Vec<&str> = secrets
+        .iter()
+        .map(String::as_str)
+        .filter(|secret| secret.len() >= MIN_SECRET_MATCH)
+        .collect();
+    let holds_secret = |text: &str| long.iter().any(|secret| text.contains(secret));
+    let mut headers = Map::new();
+    for (name, value) in &http.headers {
+        let name = name.to_ascii_lowercase();
+        let secret = SECRET_HEADERS.contains(&name.as_str())
+            || secrets.iter().any(|s| s == value)
+            || holds_secret(value);
+        let value = if secret {
+            REDACTED.to_string()
+        } else {
+            value.clone()
+        };
+        match headers.get_mut(&name) {
+            Some(Value::String(joined)) => {
+                joined.push_str(", ");
+                joined.push_str(&value);
+            }
+            _ => {
+                headers.insert(name, Value::String(value));
+            }
+        }
+    }
+    let url = long.iter().fold(http.url.clone(), |url, secret| {
+        url.replace(secret, REDACTED)
+    });
+    let body = serde_json::from_slice::<Value>(&http.body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&http.body).into_owned()));
+    let text = json!({
+        "method": http.method,
+        "url": url,
+        "headers": headers,
+        "body": body,
+    })
+    .to_string();
+    if holds_secret(&text) {
+        return Err(Failure::Host(anyhow::anyhow!(
+            "the formatted request would show a credential outside its headers; nothing printed"
+        )));
+    }
+    Ok(text)
+}
+
+/// Parses OMA JSON from `input` into the guest's messages.
+async fn read_messages(guest: &mut Guest, input: &Input) -> Result<Vec<LlmMessage>, Failure> {
+    let bytes = read_input(input)?;
+    let text = std::str::from_utf8(&bytes).map_err(Failure::NotText)?;
+    guest
+        .messages_from_json(text)
+        .await
+        .map_err(Failure::Host)?
+        .map_err(Failure::Component)
+}
+
+/// A chat request with nothing but the model and these messages.
+fn chat_request(model: String, messages: Vec<LlmMessage>) -> ChatRequest {
+    ChatRequest {
+        model,
+        system_prompt: None,
+        messages,
+        tools: Vec::new(),
+        sampling: Sampling {
+            max_tokens: None,
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            frequency_penalty: None,
+            presence_penalty: None,
+            min_p: None,
+            parallel_tool_calls: None,
+            reasoning_effort: None,
+        },
+        thinking_budget: None,
+        extra_body: None,
+        preserve_reasoning_as_text: false,
+        stream: false,
+    }
+}
+
+/// `format`: the request the component would send, redacted; returns the JSON text to print.
+async fn format(args: FormatArgs) -> Result<String, Failure> {
+    let mut guest = guest().await?;
+    let messages = read_messages(&mut guest, &args.input).await?;
+    let mut request = chat_request(args.model, messages);
+    request.system_prompt = args.system;
+    request.sampling.max_tokens = args.max_tokens;
+    request.sampling.temperature = args.temperature;
+    let (endpoint, secrets) = endpoint_from(&args.provider, args.base_url, env_var);
+    let http = guest
+        .format_request(&request, &endpoint)
+        .await
+        .map_err(Failure::Host)?
+        .map_err(Failure::Component)?;
+    render_request(&http, &secrets)
+}
+
+/// `parse`: a provider's response body as OMA's response; returns the JSON text to print.
+async fn parse_response(args: ParseArgs) -> Result<String, Failure> {
+    let body = read_input(&args.input)?;
+    let mut guest = guest().await?;
+    let request = chat_request(args.model.unwrap_or_default(), Vec::new());
+    let (endpoint, _) = endpoint_from(&args.provider, args.base_url, |_| None);
+    let response = guest
+        .parse_response(&request, &endpoint, &body)
+        .await
+        .map_err(Failure::Host)?
+        .map_err(Failure::Component)?;
+    let content = blocks_to_json(&mut guest, response.content).await?;
+    Ok(json!({
+        "id": response.id,
+        "model": response.model,
+        "content": content,
+        "stop_reason": response.stop_reason,
+        "usage": {
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        },
+    })
+    .to_string())
+}
+
+/// Content blocks in OMA's JSON shape, written by the component's `messages-to-json`.
+async fn blocks_to_json(guest: &mut Guest, content: Vec<ContentBlock>) -> Result<Value, Failure> {
+    let message = LlmMessage {
+        role: Role::Assistant,
+        content,
+    };
+    let text = guest
+        .messages_to_json(std::slice::from_ref(&message))
+        .await
+        .map_err(Failure::Host)?
+        .map_err(Failure::Component)?;
+    let mut messages: Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::Host(anyhow::anyhow!(
+            "messages-to-json returned invalid JSON: {e}"
+        ))
+    })?;
+    match messages
+        .get_mut(0)
+        .and_then(|m| m.get_mut("content"))
+        .map(Value::take)
+    {
+        Some(content @ Value::Array(_)) => Ok(content),
+        _ => Err(Failure::Host(anyhow::anyhow!(
+            "messages-to-json did not return the message it was given"
+        ))),
+    }
+}
+
 fn error_value(failure: &Failure) -> Option<Value> {
     match failure {
         Failure::Usage(_) => None,
@@ -189,6 +600,8 @@ async fn main() -> ExitCode {
         Command::Help => Ok(USAGE.to_owned()),
         Command::Version => Ok(format!("oma-host {}", env!("CARGO_PKG_VERSION"))),
         Command::Validate { input } => validate(&input).await,
+        Command::Format(args) => format(args).await,
+        Command::Parse(args) => parse_response(args).await,
     };
     match result {
         Ok(output) => {
@@ -251,6 +664,87 @@ mod tests {
                 &["validate", "--pretty", "a"],
                 Err("`validate` has no option `--pretty`"),
             ),
+            (
+                &[
+                    "format",
+                    "--provider",
+                    "openai",
+                    "--model=gpt-4o",
+                    "--system",
+                    "be brief",
+                    "--max-tokens",
+                    "64",
+                    "--temperature=0.5",
+                    "--base-url",
+                    "http://localhost:8080/v1",
+                    "a.json",
+                ],
+                Ok(Command::Format(FormatArgs {
+                    provider: "openai".into(),
+                    model: "gpt-4o".into(),
+                    system: Some("be brief".into()),
+                    max_tokens: Some(64),
+                    temperature: Some(0.5),
+                    base_url: Some("http://localhost:8080/v1".into()),
+                    input: Input::File(PathBuf::from("a.json")),
+                })),
+            ),
+            (
+                &["parse", "-", "--provider", "gemini"],
+                Ok(Command::Parse(ParseArgs {
+                    provider: "gemini".into(),
+                    model: None,
+                    base_url: None,
+                    input: Input::Stdin,
+                })),
+            ),
+            (
+                &["format", "--provider", "openai", "a.json"],
+                Err("`format` needs --model"),
+            ),
+            (&["parse", "a.json"], Err("`parse` needs --provider")),
+            (
+                &["parse", "--provider", "a", "--provider", "b", "x"],
+                Err("--provider is given twice"),
+            ),
+            (
+                &["parse", "x", "--provider"],
+                Err("--provider needs a value"),
+            ),
+            (
+                &["parse", "--system", "s", "x"],
+                Err("`parse` has no option `--system`"),
+            ),
+            (
+                &[
+                    "format",
+                    "--provider",
+                    "p",
+                    "--model",
+                    "m",
+                    "--max-tokens",
+                    "-1",
+                    "x",
+                ],
+                Err("--max-tokens must be a whole number of tokens, got `-1`"),
+            ),
+            (
+                &[
+                    "format",
+                    "--provider",
+                    "p",
+                    "--model",
+                    "m",
+                    "--temperature",
+                    "NaN",
+                    "x",
+                ],
+                Err("--temperature must be a number, got `NaN`"),
+            ),
+            (
+                &["format", "--provider", "p", "--model", "m"],
+                Err("`format` needs a FILE (or - for standard input)"),
+            ),
         ];
         for (line, expected) in cases {
             match (parse(&args(line)), expected) {
@@ -259,5 +753,108 @@ mod tests {
                 (got, want) => panic!("{line:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn keys_come_from_the_providers_usual_variables() {
+        let vars = [
+            ("ANTHROPIC_API_KEY", "a"),
+            ("OPENAI_API_KEY", "o"),
+            ("XAI_API_KEY", "x"),
+            ("MY_LLM_API_KEY", "m"),
+            ("DEEPSEEK_API_KEY", ""),
+        ];
+        for (provider, key) in [
+            ("anthropic", Some("a")),
+            ("openai", Some("o")),
+            ("grok", Some("x")),
+            ("my-llm", Some("m")),
+            ("deepseek", None),
+            ("gemini", None),
+        ] {
+            let (endpoint, secrets) = endpoint_from(provider, None, env(&vars));
+            assert_eq!(endpoint.api_key.as_deref(), key, "{provider}");
+            assert_eq!(secrets.len(), usize::from(key.is_some()), "{provider}");
+        }
+
+        let aws = [
+            ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_SESSION_TOKEN", "session"),
+            ("AWS_DEFAULT_REGION", "eu-west-1"),
+        ];
+        let (endpoint, secrets) = endpoint_from("bedrock", None, env(&aws));
+        assert_eq!(endpoint.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(endpoint.api_key, None);
+        assert_eq!(secrets, ["AKID", "secret", "session"]);
+
+        let bearer = [
+            ("AWS_BEARER_TOKEN_BEDROCK", "bearer"),
+            ("AWS_REGION", "us-west-2"),
+        ];
+        let (endpoint, secrets) = endpoint_from("bedrock", None, env(&bearer));
+        assert_eq!(endpoint.api_key.as_deref(), Some("bearer"));
+        assert!(endpoint.aws.is_none());
+        assert_eq!(endpoint.region.as_deref(), Some("us-west-2"));
+        assert_eq!(secrets, ["bearer"]);
+    }
+
+    #[test]
+    fn rendered_requests_never_show_a_secret() {
+        let http = HttpRequest {
+            method: "POST".into(),
+            url: "https://example.com/v1/chat?key=sk-very-secret".into(),
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("authorization".into(), "Bearer abc".into()),
+                ("x-custom".into(), "token sk-very-secret".into()),
+                ("x-short".into(), "k".into()),
+                ("accept".into(), "a".into()),
+                ("accept".into(), "b".into()),
+            ],
+            body: br#"{"model": "m"}"#.to_vec(),
+        };
+        let text = render_request(&http, &["sk-very-secret".into(), "k".into()])
+            .unwrap_or_else(|_| panic!("renders"));
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            value,
+            json!({
+                "method": "POST",
+                "url": "https://example.com/v1/chat?key=[redacted]",
+                "headers": {
+                    "content-type": "application/json",
+                    "authorization": "[redacted]",
+                    "x-custom": "[redacted]",
+                    "x-short": "[redacted]",
+                    "accept": "a, b",
+                },
+                "body": {"model": "m"},
+            })
+        );
+
+        let leaky = HttpRequest {
+            body: br#"{"note": "sk-very-secret"}"#.to_vec(),
+            ..http
+        };
+        assert!(render_request(&leaky, &["sk-very-secret".into()]).is_err());
+        let text = render_request(
+            &HttpRequest {
+                body: b"not json".to_vec(),
+                ..leaky
+            },
+            &[],
+        )
+        .unwrap_or_else(|_| panic!("renders"));
+        assert!(text.ends_with(r#""body":"not json"}"#), "{text}");
     }
 }

@@ -7,6 +7,12 @@
 //! - `validate/<workload>`: `validate-messages` alone on already-typed messages (through the
 //!   component this includes lowering the messages into the guest).
 //!
+//! - `format-request/<workload>`: `codec.format-request` on the typed messages of every workload
+//!   (lowering the request, validation, conversion, and lifting the HTTP request back), through
+//!   the component and natively (`adapter::for_provider(..).format(..)`). Video workloads go to
+//!   `openai` (DESIGN's "video-16mib to an OpenAI-compatible body"), the others to `anthropic`
+//!   (DESIGN's vision-1mib case); see [`format_provider`].
+//!
 //! Workloads are read from `$OMA_WORKLOADS` (default `target/workloads` in the workspace);
 //! generate them with `python3 ../shared/bench/gen_workloads.py target/workloads` from the
 //! workspace root. `cargo bench` builds the guest with the `wasm-release` profile.
@@ -16,7 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use oma_harness::{Guest, Harness};
+use oma_harness::{ChatRequest, Endpoint, Guest, Harness, Sampling};
 use tokio::runtime::Runtime;
 
 const WORKLOADS: &[&str] = &[
@@ -89,9 +95,10 @@ async fn from_json_and_validate(guest: &mut Guest, text: &str) {
     black_box(messages);
 }
 
-fn workloads(c: &mut Criterion) {
+/// The workloads of `$OMA_WORKLOADS` that exist, by name, with a note when some are missing.
+fn load_workloads() -> Vec<(&'static str, String)> {
     let dir = workloads_dir();
-    let loaded: Vec<(&str, String)> = WORKLOADS
+    let loaded: Vec<(&'static str, String)> = WORKLOADS
         .iter()
         .filter_map(|name| {
             let path = dir.join(format!("{name}.json"));
@@ -109,7 +116,11 @@ fn workloads(c: &mut Criterion) {
             loaded.len()
         );
     }
+    loaded
+}
 
+fn workloads(c: &mut Criterion) {
+    let loaded = load_workloads();
     let rt = runtime();
     let harness = Harness::shared().expect("the guest loads");
     for (name, text) in &loaded {
@@ -172,5 +183,123 @@ fn workloads(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, instantiate, workloads);
+/// The provider a workload is formatted for: `openai` for video (Anthropic has no video block),
+/// `anthropic` for everything else.
+fn format_provider(workload: &str) -> &'static str {
+    if workload.starts_with("video") {
+        "openai"
+    } else {
+        "anthropic"
+    }
+}
+
+/// A key that is only ever formatted, never sent.
+const BENCH_KEY: &str = "sk-bench-not-a-key";
+
+fn format_requests(c: &mut Criterion) {
+    let loaded = load_workloads();
+    let rt = runtime();
+    let harness = Harness::shared().expect("the guest loads");
+    let mut group = c.benchmark_group("format-request");
+    for (name, text) in &loaded {
+        let provider = format_provider(name);
+        let mut guest = rt.block_on(harness.instantiate()).expect("instantiates");
+        let messages = rt
+            .block_on(guest.messages_from_json(text))
+            .expect("no trap")
+            .expect("the workload is valid");
+        let request = ChatRequest {
+            model: "bench-model".into(),
+            system_prompt: Some("You are a benchmark.".into()),
+            messages,
+            tools: Vec::new(),
+            sampling: Sampling {
+                max_tokens: Some(1024),
+                temperature: None,
+                top_p: None,
+                top_k: None,
+                frequency_penalty: None,
+                presence_penalty: None,
+                min_p: None,
+                parallel_tool_calls: None,
+                reasoning_effort: None,
+            },
+            thinking_budget: None,
+            extra_body: None,
+            preserve_reasoning_as_text: false,
+            stream: false,
+        };
+        let endpoint = Endpoint {
+            provider: provider.into(),
+            base_url: None,
+            api_key: Some(BENCH_KEY.into()),
+            region: None,
+            aws: None,
+        };
+        let native_request = oma_component::adapter::ChatRequest {
+            model: "bench-model".into(),
+            system_prompt: Some("You are a benchmark.".into()),
+            messages: oma_component::json::messages_from_json(text).expect("valid"),
+            sampling: oma_component::adapter::Sampling {
+                max_tokens: Some(1024),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let native_endpoint = oma_component::adapter::Endpoint {
+            credentials: oma_component::adapter::Credentials::ApiKey(BENCH_KEY.into()),
+            ..Default::default()
+        };
+        let adapter = oma_component::adapter::for_provider(
+            provider,
+            None,
+            oma_component::adapter::IdSource::default(),
+        )
+        .expect("a known provider");
+
+        // Both sides must build the same body, or the comparison means nothing.
+        let through = rt
+            .block_on(guest.format_request(&request, &endpoint))
+            .expect("no trap")
+            .expect("the workload formats");
+        let native = adapter
+            .format(&native_request, &native_endpoint)
+            .expect("the workload formats");
+        assert_eq!(through.body, native.body, "{name}: the bodies differ");
+        eprintln!(
+            "format-request/{name}: {provider}, {} -> {} body bytes",
+            text.len(),
+            native.body.len()
+        );
+
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.sample_size(if text.len() > 1 << 20 { 10 } else { 100 });
+        group.bench_function(BenchmarkId::new("component", name), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let http = guest
+                            .format_request(black_box(&request), &endpoint)
+                            .await
+                            .expect("no trap")
+                            .expect("formats");
+                        black_box(http);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        group.bench_function(BenchmarkId::new("native", name), |b| {
+            b.iter(|| {
+                adapter
+                    .format(black_box(&native_request), &native_endpoint)
+                    .expect("formats")
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, instantiate, workloads, format_requests);
 criterion_main!(benches);

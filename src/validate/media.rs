@@ -185,23 +185,27 @@ pub fn is_canonical_base64(data: &[u8]) -> bool {
     }
 }
 
-/// Whether every byte is in the standard base64 alphabet: one pass, OR-accumulated per chunk so
-/// the loop has no early exit to slow it down.
+/// Whether every byte is in the standard base64 alphabet: one branch-free pass, OR-accumulated
+/// per 64-byte chunk, in a form the compiler turns into SIMD (SSE2 natively, `simd128` in the
+/// guest, which `.cargo/config.toml` enables).
 fn all_in_alphabet(bytes: &[u8]) -> bool {
     let mut chunks = bytes.chunks_exact(64);
     for chunk in &mut chunks {
-        let mut bad = 0u8;
-        for &b in chunk {
-            bad |= DECODE[b as usize];
-        }
-        if bad & INVALID != 0 {
+        let bad = chunk.iter().fold(0u8, |bad, &b| bad | not_base64(b));
+        if bad != 0 {
             return false;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .all(|&b| DECODE[b as usize] & INVALID == 0)
+    chunks.remainder().iter().all(|&b| not_base64(b) == 0)
+}
+
+/// 1 when `b` is outside `A-Z a-z 0-9 + /`, else 0; arithmetic only, so it vectorises.
+#[inline(always)]
+fn not_base64(b: u8) -> u8 {
+    let letter = (b | 0x20).wrapping_sub(b'a') < 26;
+    let digit = b.wrapping_sub(b'0') < 10;
+    let symbol = (b == b'+') | (b == b'/');
+    u8::from(!(letter | digit | symbol))
 }
 
 #[cfg(test)]
@@ -287,6 +291,13 @@ mod tests {
             "YW=J",
         ] {
             assert!(!is_canonical_base64(bad.as_bytes()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_arithmetic_alphabet_test_matches_the_table() {
+        for b in 0..=255u8 {
+            assert_eq!(not_base64(b) == 1, DECODE[b as usize] == INVALID, "{b}");
         }
     }
 

@@ -13,9 +13,11 @@ use serde::ser::{Serialize, SerializeStruct, Serializer};
 /// `serde_json`'s marker for raw fragments (`serde_json::raw::TOKEN`, stable across 1.x).
 const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 
-/// Serialises a body to JSON bytes.
-pub fn to_vec<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut out = Vec::new();
+/// Serialises a body to JSON bytes, into a buffer sized up front (see
+/// [`ChatRequest::size_hint`](super::ChatRequest::size_hint)) so a large body is written once,
+/// without regrowing.
+pub fn to_vec<T: Serialize>(value: &T, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
     // Writing plain data into a Vec cannot fail; an empty body would be refused by the provider.
     let _ = serde_json::to_writer(&mut out, value);
     out
@@ -69,28 +71,21 @@ impl Serialize for DataUrl<'_> {
     }
 }
 
-/// Whether JSON needs an escape for any byte: a control character, `"` or `\`. Eight bytes at a
-/// time, with the classic has-zero-byte test.
+/// Whether JSON needs an escape for any byte: a control character, `"` or `\\`. One branch-free
+/// pass, OR-accumulated per 64-byte chunk, which the compiler vectorises (SSE2 natively,
+/// `simd128` in the guest).
 pub fn needs_escape(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-    let has_less_than_space = |x: u64| x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut hit = 0u64;
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        hit |= has_zero(x ^ (ONES * b'"' as u64))
-            | has_zero(x ^ (ONES * b'\\' as u64))
-            | has_less_than_space(x);
+    #[inline(always)]
+    fn escaped(b: u8) -> u8 {
+        u8::from((b < 0x20) | (b == b'"') | (b == b'\\'))
     }
-    hit != 0
-        || chunks
-            .remainder()
-            .iter()
-            .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    let mut chunks = bytes.chunks_exact(64);
+    for chunk in &mut chunks {
+        if chunk.iter().fold(0u8, |hit, &b| hit | escaped(b)) != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| escaped(b) != 0)
 }
 
 #[cfg(test)]
@@ -110,12 +105,15 @@ mod tests {
             "é\u{1}",
             "x".repeat(100).as_str(),
         ] {
-            let body = to_vec(&json!({"k": 1}).as_object().map(|_| Base64Str(s)));
+            let body = to_vec(&json!({"k": 1}).as_object().map(|_| Base64Str(s)), 0);
             assert_eq!(body, serde_json::to_vec(s).unwrap(), "{s:?}");
-            let url = to_vec(&DataUrl {
-                media_type: "image/png",
-                data: s,
-            });
+            let url = to_vec(
+                &DataUrl {
+                    media_type: "image/png",
+                    data: s,
+                },
+                0,
+            );
             assert_eq!(
                 url,
                 serde_json::to_vec(&format!("data:image/png;base64,{s}")).unwrap()
@@ -126,8 +124,8 @@ mod tests {
     #[test]
     fn needs_escape_finds_every_position() {
         for bad in [b'"', b'\\', 0u8, 0x1f] {
-            for at in 0..20 {
-                let mut bytes = vec![b'A'; 20];
+            for at in 0..200 {
+                let mut bytes = vec![b'A'; 200];
                 bytes[at] = bad;
                 assert!(needs_escape(&bytes), "{bad} at {at}");
             }
@@ -142,10 +140,11 @@ mod tests {
             r#type: &'a str,
             data: Base64Str<'a>,
         }
-        let body = to_vec(&vec![Source {
+        let source = Source {
             r#type: "base64",
             data: Base64Str("QUJD"),
-        }]);
+        };
+        let body = to_vec(&vec![source], 0);
         assert_eq!(body, br#"[{"type":"base64","data":"QUJD"}]"#);
     }
 }

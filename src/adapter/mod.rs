@@ -51,6 +51,46 @@ pub struct ChatRequest {
     pub stream: bool,
 }
 
+impl ChatRequest {
+    /// A generous estimate of the body's size, so the body buffer is allocated once: the
+    /// bytes of every text and media payload, plus room for the JSON around them.
+    pub fn size_hint(&self) -> usize {
+        use crate::message::{ContentBlock as B, MediaSource, ToolResultContent, ToolResultPart};
+        fn source(s: &MediaSource) -> usize {
+            match s {
+                MediaSource::Base64 { media_type, data } => media_type.len() + data.len(),
+                MediaSource::Url { media_type, url } => media_type.len() + url.len(),
+            }
+        }
+        let block = |b: &B| match b {
+            B::Text(t) => t.text.len(),
+            B::Image(i) => i.source.media_type.len() + i.source.data.len(),
+            B::Video(v) => source(&v.source),
+            B::ToolUse(_) => 256,
+            B::Reasoning(r) => r.text.len() + r.signature.as_ref().map_or(0, String::len),
+            B::ToolResult(r) => match &r.content {
+                ToolResultContent::Text(t) => t.len(),
+                ToolResultContent::Parts(parts) => parts
+                    .iter()
+                    .map(|p| match p {
+                        ToolResultPart::Text { text } => text.len(),
+                        ToolResultPart::Image { source: s } => source(s),
+                        ToolResultPart::File { filename, source: s } => filename.len() + source(s),
+                    } + 128)
+                    .sum(),
+            },
+        } + 64;
+        let messages: usize = self
+            .messages
+            .iter()
+            .map(|m| m.content.iter().map(block).sum::<usize>() + 64)
+            .sum();
+        messages
+            + self.system_prompt.as_ref().map_or(0, String::len)
+            + 1024 * (1 + self.tools.len())
+    }
+}
+
 /// A tool the model may call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinition {

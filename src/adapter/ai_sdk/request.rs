@@ -195,7 +195,10 @@ pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
     } else {
         GENERATE_TEXT_URL
     };
-    Ok(HttpRequest::post_json(url.into(), body::to_vec(&options)))
+    Ok(HttpRequest::post_json(
+        url.into(),
+        body::to_vec(&options, request.size_hint()),
+    ))
 }
 
 fn tools(defs: &[ToolDefinition]) -> Option<Tools<'_>> {

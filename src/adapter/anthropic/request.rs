@@ -71,7 +71,10 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
         thinking,
     };
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-    let mut http = HttpRequest::post_json(join_url(base, "v1/messages"), body::to_vec(&body));
+    let mut http = HttpRequest::post_json(
+        join_url(base, "v1/messages"),
+        body::to_vec(&body, request.size_hint()),
+    );
     if let Some(key) = api_key {
         http.headers.push(("x-api-key".into(), key.clone()));
     }

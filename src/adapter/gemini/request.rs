@@ -229,7 +229,10 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
         ":generateContent"
     };
     let path = format!("v1beta/{}{method}", model_path(&request.model));
-    let mut http = HttpRequest::post_json(join_url(base, &path), body::to_vec(&body));
+    let mut http = HttpRequest::post_json(
+        join_url(base, &path),
+        body::to_vec(&body, request.size_hint()),
+    );
     match &endpoint.credentials {
         Credentials::None => {}
         Credentials::ApiKey(key) => http.headers.push(("x-goog-api-key".into(), key.clone())),

@@ -159,7 +159,7 @@ impl Adapter for OpenAi {
                 })
             }
         };
-        let body = body::to_vec(&self.body(request, messages));
+        let body = body::to_vec(&self.body(request, messages), request.size_hint());
         let base = endpoint
             .base_url
             .as_deref()

@@ -10,5 +10,6 @@ mod guard;
 mod harness;
 mod large;
 mod media;
+mod provider;
 mod roundtrip;
 mod wit_validate;

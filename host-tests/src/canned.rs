@@ -72,6 +72,20 @@ impl Ask {
                 stream: body_stream(),
                 model: body_model(),
             }
+        } else if let Some(rest) = path.strip_prefix("/model/") {
+            match rest.rsplit_once('/') {
+                Some((model, "converse")) => Ask {
+                    route: Route::Bedrock,
+                    stream: false,
+                    model: model.to_owned(),
+                },
+                Some((model, "converse-stream")) => Ask {
+                    route: Route::Bedrock,
+                    stream: true,
+                    model: model.to_owned(),
+                },
+                _ => Ask::unknown(),
+            }
         } else if let Some((head, method)) = path.rsplit_once(':') {
             let model = head.rsplit('/').next().unwrap_or_default().to_owned();
             match method {
@@ -84,20 +98,6 @@ impl Ask {
                     route: Route::Gemini,
                     stream: true,
                     model,
-                },
-                _ => Ask::unknown(),
-            }
-        } else if let Some(rest) = path.strip_prefix("/model/") {
-            match rest.rsplit_once('/') {
-                Some((model, "converse")) => Ask {
-                    route: Route::Bedrock,
-                    stream: false,
-                    model: model.to_owned(),
-                },
-                Some((model, "converse-stream")) => Ask {
-                    route: Route::Bedrock,
-                    stream: true,
-                    model: model.to_owned(),
                 },
                 _ => Ask::unknown(),
             }

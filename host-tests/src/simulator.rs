@@ -137,8 +137,20 @@ pub enum Reply {
     MalformedJson,
     /// The success, chunked, with the connection closed after about half of it.
     Truncated,
+    /// The success, chunked, falling silent for this long after about half of it (a provider
+    /// that stalls mid-stream), then finishing.
+    Stall(Duration),
     /// 200 with a valid JSON success padded to at least this many bytes.
     Oversized(usize),
+    /// Exactly this answer, sent whole.
+    Custom {
+        /// The HTTP status.
+        status: u16,
+        /// The `content-type`.
+        content_type: String,
+        /// The body.
+        body: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -147,6 +159,24 @@ impl Reply {
         Reply::Status {
             status,
             retry_after: None,
+        }
+    }
+
+    /// `status` with `body` as JSON.
+    pub fn json(status: u16, body: &str) -> Reply {
+        Reply::Custom {
+            status,
+            content_type: "application/json".to_owned(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// 200 with `body` as an SSE stream, sent whole.
+    pub fn sse(body: &str) -> Reply {
+        Reply::Custom {
+            status: 200,
+            content_type: "text/event-stream".to_owned(),
+            body: body.as_bytes().to_vec(),
         }
     }
 
@@ -361,15 +391,19 @@ async fn respond(ask: &Ask, reply: Reply, chunk_delay: Duration) -> http::Respon
             body.truncate(body.len() / 2);
             response(200, "application/json", &[], SimBody::full(body))
         }
-        Reply::Truncated => {
+        Reply::Truncated | Reply::Stall(_) => {
             let mut chunks = ask.success_chunks(0);
             if chunks.len() == 1 {
                 let whole = chunks.remove(0);
                 let (head, tail) = whole.split_at(whole.len() / 2);
                 chunks = vec![head.to_vec(), tail.to_vec()];
             }
-            let keep = chunks.len().div_ceil(2);
-            success_from(ask, chunks, chunk_delay, Some(keep))
+            let at = chunks.len().div_ceil(2);
+            let cut = match reply {
+                Reply::Stall(pause) => Cut::Stall(at, pause),
+                _ => Cut::Close(at),
+            };
+            success_from(ask, chunks, chunk_delay, cut)
         }
         Reply::Oversized(size) => {
             let json = Ask {
@@ -379,21 +413,26 @@ async fn respond(ask: &Ask, reply: Reply, chunk_delay: Duration) -> http::Respon
             let body = json.success_chunks(size).concat();
             response(200, "application/json", &[], SimBody::full(body))
         }
+        Reply::Custom {
+            status,
+            content_type,
+            body,
+        } => response(status, &content_type, &[], SimBody::full(body)),
     }
 }
 
 fn success(ask: &Ask, chunk_delay: Duration) -> http::Response<SimBody> {
-    success_from(ask, ask.success_chunks(0), chunk_delay, None)
+    success_from(ask, ask.success_chunks(0), chunk_delay, Cut::None)
 }
 
 fn success_from(
     ask: &Ask,
     chunks: Vec<Vec<u8>>,
     chunk_delay: Duration,
-    cut_after: Option<usize>,
+    cut: Cut,
 ) -> http::Response<SimBody> {
-    let body = if ask.stream || cut_after.is_some() {
-        SimBody::chunked(chunks, chunk_delay, cut_after)
+    let body = if ask.stream || cut != Cut::None {
+        SimBody::chunked(chunks, chunk_delay, cut)
     } else {
         SimBody::full(chunks.concat())
     };
@@ -424,6 +463,17 @@ fn response(
     response
 }
 
+/// Where a chunked body goes wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    /// It does not.
+    None,
+    /// The connection is closed before chunk `n`.
+    Close(usize),
+    /// The server falls silent before chunk `n`, for this long.
+    Stall(usize, Duration),
+}
+
 /// A response body: whole (with a content length) or chunks from a sender task.
 struct SimBody(BodyKind);
 
@@ -437,19 +487,23 @@ impl SimBody {
         SimBody(BodyKind::Full(Some(Bytes::from(bytes))))
     }
 
-    /// Sends `chunks` `delay` apart; with `cut_after`, fails the body after that many chunks,
-    /// which makes the server drop the connection mid-response.
-    fn chunked(chunks: Vec<Vec<u8>>, delay: Duration, cut_after: Option<usize>) -> SimBody {
+    /// Sends `chunks` `delay` apart; a [`Cut::Close`] fails the body at that chunk, which makes
+    /// the server drop the connection mid-response, and a [`Cut::Stall`] pauses there.
+    fn chunked(chunks: Vec<Vec<u8>>, delay: Duration, cut: Cut) -> SimBody {
         let (sender, receiver) = mpsc::channel(4);
         tokio::spawn(async move {
             for (i, chunk) in chunks.into_iter().enumerate() {
-                if cut_after == Some(i) {
-                    let cut = std::io::Error::new(
-                        std::io::ErrorKind::ConnectionAborted,
-                        "the simulator cut the response short",
-                    );
-                    let _ = sender.send(Err(cut)).await;
-                    return;
+                match cut {
+                    Cut::Close(at) if at == i => {
+                        let cut = std::io::Error::new(
+                            std::io::ErrorKind::ConnectionAborted,
+                            "the simulator cut the response short",
+                        );
+                        let _ = sender.send(Err(cut)).await;
+                        return;
+                    }
+                    Cut::Stall(at, pause) if at == i => tokio::time::sleep(pause).await,
+                    _ => {}
                 }
                 if i > 0 {
                     tokio::time::sleep(delay).await;

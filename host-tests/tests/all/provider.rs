@@ -3,7 +3,8 @@
 //! for every wire format; refused input sends nothing; retries, timeouts, transport failures,
 //! malformed, oversized and truncated answers, and egress policies (`behaviour.md` §5, §6).
 //!
-//! Every error a helper sees is checked for the API key (`assert_no_secret`).
+//! Every error a helper sees is checked for the API key and for host debug dumps
+//! (`assert_clean_error`).
 
 use oma_harness::{
     call_options, chat_request, endpoint, error_json, AwsCredentials, CallOptions, CaptureOutbound,
@@ -79,7 +80,7 @@ impl Call {
             .await
             .expect("no trap");
         if let Err(error) = &result {
-            assert_no_secret(error);
+            assert_clean_error(error);
         }
         result
     }
@@ -111,7 +112,7 @@ impl Call {
             Err(failure) => Err(failure),
         };
         if let Err((_, error)) = &result {
-            assert_no_secret(error);
+            assert_clean_error(error);
         }
         result
     }
@@ -133,7 +134,16 @@ fn simulator() -> Simulator {
     Simulator::start().expect("the simulator starts")
 }
 
-fn assert_no_secret(error: &WitError) {
+/// No key, and one short line: no host backtrace or debug dump reaches an error.
+fn assert_clean_error(error: &WitError) {
+    assert!(
+        !error.message.contains('\n'),
+        "a multi-line message: {error:?}"
+    );
+    assert!(
+        error.message.chars().count() <= 1024,
+        "a long message: {error:?}"
+    );
     let json = error_json(error).to_string();
     assert!(!json.contains(KEY), "the key leaked: {json}");
     assert!(!json.contains("SECRET"), "part of the key leaked: {json}");
@@ -162,15 +172,20 @@ fn assert_provider_error(error: &WitError, status: Option<u16>, retryable: bool)
     assert_eq!(error.retryable, retryable, "{error:?}");
 }
 
-/// The text of a streamed turn: the pieces, and the text of the `done` response.
-fn streamed_text(events: &[StreamEvent]) -> (Vec<String>, String) {
-    let pieces = events
+/// The non-empty text pieces of a (possibly unfinished) streamed turn.
+fn streamed_text_so_far(events: &[StreamEvent]) -> Vec<String> {
+    events
         .iter()
         .filter_map(|event| match event {
-            StreamEvent::Text(piece) => Some(piece.clone()),
+            StreamEvent::Text(piece) if !piece.is_empty() => Some(piece.clone()),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// The text of a streamed turn: the pieces, and the text of the `done` response.
+fn streamed_text(events: &[StreamEvent]) -> (Vec<String>, String) {
+    let pieces = streamed_text_so_far(events);
     let done = match events.last() {
         Some(StreamEvent::Done(response)) => response
             .content
@@ -543,6 +558,40 @@ async fn a_truncated_body_is_a_provider_error() {
     assert_eq!(error.kind, ErrorKind::Provider, "{error:?}");
 }
 
+#[tokio::test]
+async fn a_key_echoed_by_the_provider_is_redacted() {
+    let sim = simulator();
+    let echo = format!(r#"{{"error": {{"message": "Incorrect API key provided: {KEY}."}}}}"#);
+    sim.script([Reply::json(401, &echo)]);
+    let call = Call {
+        provider: "openai",
+        ..Call::default()
+    };
+    // `chat` checks the error JSON for the key.
+    let error = call.chat(&sim).await.expect_err("401");
+    assert_provider_error(&error, Some(401), false);
+    assert!(
+        error
+            .message
+            .contains("Incorrect API key provided: [redacted]"),
+        "{}",
+        error.message
+    );
+
+    let start = serde_json::json!({"type": "message_start", "message": {"id": "m", "model": "c",
+        "usage": {"input_tokens": 1, "output_tokens": 1}}});
+    let failure = serde_json::json!({"type": "error",
+        "error": {"type": "authentication_error", "message": format!("bad key {KEY}")}});
+    let stream =
+        format!("event: message_start\ndata: {start}\n\nevent: error\ndata: {failure}\n\n");
+    sim.script([Reply::sse(&stream)]);
+    let (_, error) = Call::default()
+        .stream(&sim)
+        .await
+        .expect_err("an error event");
+    assert_eq!(error.kind, ErrorKind::Provider, "{error:?}");
+}
+
 // ----- egress -------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -669,6 +718,23 @@ async fn a_truncated_stream_fails_from_next() {
             "{provider}: {events:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_stream_that_falls_silent_times_out() {
+    let sim = simulator();
+    sim.script([Reply::Stall(std::time::Duration::from_secs(30))]);
+    let call = Call {
+        provider: "openai",
+        timeout_ms: 300,
+        ..Call::default()
+    };
+    let (events, error) = call.stream(&sim).await.expect_err("silence");
+    assert_eq!(error.kind, ErrorKind::Timeout, "{error:?}");
+    // What arrived before the silence was delivered as it came: the stream is incremental.
+    let pieces = streamed_text_so_far(&events);
+    assert!(pieces.len() >= 2, "{events:?}");
+    assert!(events.iter().all(|e| !matches!(e, StreamEvent::Done(_))));
 }
 
 #[tokio::test]

@@ -42,6 +42,7 @@ pub fn chat(
         })?;
         Ok(adapter.parse(request, &response.body)?)
     })
+    .map_err(|error| error.redact(&endpoint.secrets()))
 }
 
 /// Starts a streamed chat turn; retries happen only before the response head is accepted.
@@ -71,12 +72,14 @@ pub fn chat_stream(
             status: Some(response.status),
             message: "unexpected status".into(),
         }))
-    })?;
+    })
+    .map_err(|error| error.redact(&endpoint.secrets()))?;
     Ok(ChatStream {
         incoming,
         decoder: adapter.stream_decoder(&request),
         pending: VecDeque::new(),
         finished: false,
+        secrets: endpoint.secrets().into_iter().map(str::to_owned).collect(),
     })
 }
 
@@ -110,6 +113,8 @@ pub struct ChatStream {
     decoder: Box<dyn StreamDecoder>,
     pending: VecDeque<StreamEvent>,
     finished: bool,
+    /// The endpoint's secrets, kept out of the errors of the stream (a provider may echo them).
+    secrets: Vec<String>,
 }
 
 impl ChatStream {
@@ -134,7 +139,8 @@ impl ChatStream {
                 Ok(events) => self.pending.extend(events),
                 Err(error) => {
                     self.finished = true;
-                    return Err(error);
+                    let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+                    return Err(error.redact(&secrets));
                 }
             }
         }

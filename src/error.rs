@@ -180,6 +180,38 @@ impl Error {
         }
     }
 
+    /// The error with every occurrence of each secret in its free-text message replaced by
+    /// `[redacted]`: a provider may echo a key in its error body, and no error may carry one.
+    /// Secrets shorter than 4 bytes are left alone (they would match ordinary words).
+    pub fn redact(self, secrets: &[&str]) -> Self {
+        let scrub = |mut message: String| {
+            for secret in secrets.iter().filter(|s| s.len() >= 4) {
+                if message.contains(secret) {
+                    message = message.replace(secret, "[redacted]");
+                }
+            }
+            message
+        };
+        match self {
+            Error::Provider {
+                provider,
+                status,
+                message,
+            } => Error::Provider {
+                provider,
+                status,
+                message: scrub(message),
+            },
+            Error::EgressDenied { message } => Error::EgressDenied {
+                message: scrub(message),
+            },
+            Error::InvalidRequest { message } => Error::InvalidRequest {
+                message: scrub(message),
+            },
+            other => other,
+        }
+    }
+
     /// The error in the JSON shape of the error contract: `{"error": {name, code, message, ...}}`.
     pub fn to_json(&self) -> Value {
         let mut inner = json!({ "name": self.name() });
@@ -322,5 +354,25 @@ mod tests {
             json!({"error": {"name": "InvalidMessageError", "code": "INVALID_MESSAGE",
                 "message": "messages must be an array, got string", "retryable": false}})
         );
+    }
+
+    /// A provider that echoes the key in its error body must not get it into the error.
+    #[test]
+    fn secrets_are_redacted_from_messages() {
+        let error = Error::Provider {
+            provider: "openai".into(),
+            status: Some(401),
+            message: "Incorrect API key provided: sk-live-123.".into(),
+        }
+        .redact(&["sk-live-123", "", "a"]);
+        assert_eq!(
+            error.to_string(),
+            "401 Incorrect API key provided: [redacted]."
+        );
+        let timeout = Error::Timeout {
+            provider: "openai".into(),
+            timeout_ms: 5,
+        };
+        assert_eq!(timeout.clone().redact(&["openai"]), timeout);
     }
 }

@@ -133,6 +133,16 @@ pub fn classify_status(
     })
 }
 
+/// What a failure reported only as text says (wasmtime 48 reports a body that fails mid-read,
+/// e.g. on a between-bytes timeout, as a host error without an HTTP error code): whether it is a
+/// timeout, and its first line, shortened (the host's debug text may carry a backtrace).
+pub fn describe_failure(detail: &str) -> (bool, String) {
+    let first = detail.lines().next().unwrap_or_default().trim();
+    let lower = first.to_ascii_lowercase();
+    let timeout = lower.contains("timeout") || lower.contains("timed out");
+    (timeout, shorten(first, 200))
+}
+
 /// At most `max` characters, with an ellipsis when cut.
 fn shorten(text: &str, max: usize) -> String {
     let text = text.trim();
@@ -389,7 +399,8 @@ mod io {
             Some(
                 ErrorCode::ConnectionTimeout
                 | ErrorCode::ConnectionReadTimeout
-                | ErrorCode::ConnectionWriteTimeout,
+                | ErrorCode::ConnectionWriteTimeout
+                | ErrorCode::HttpResponseTimeout,
             ) => Error::Timeout {
                 provider: provider.to_string(),
                 timeout_ms: limits.timeout_ms,
@@ -401,8 +412,16 @@ mod io {
                 transport_error(provider, "connection refused".into())
             }
             Some(code) => transport_error(provider, format!("transport error: {code:?}")),
-            None if detail.is_empty() => transport_error(provider, "transport error".into()),
-            None => transport_error(provider, format!("transport error: {detail}")),
+            None => match super::describe_failure(&detail) {
+                (true, _) => Error::Timeout {
+                    provider: provider.to_string(),
+                    timeout_ms: limits.timeout_ms,
+                },
+                (false, line) if line.is_empty() => {
+                    transport_error(provider, "transport error".into())
+                }
+                (false, line) => transport_error(provider, format!("transport error: {line}")),
+            },
         }
     }
 }
@@ -451,6 +470,21 @@ mod tests {
             assert!(!err.to_string().contains("secret"));
             assert!(!err.to_string().contains("/v1"), "{err}");
         }
+    }
+
+    /// A between-bytes timeout reached the guest as "transport error: connection read
+    /// timeout" plus the host's backtrace, as a retryable provider error instead of a timeout.
+    #[test]
+    fn text_only_failures_are_classified_by_their_first_line() {
+        let (timeout, line) =
+            describe_failure("connection read timeout\nStack backtrace:\n   0: wasmtime::x\n");
+        assert!(timeout);
+        assert_eq!(line, "connection read timeout");
+        let (timeout, line) = describe_failure("  connection reset by peer  ");
+        assert!(!timeout);
+        assert_eq!(line, "connection reset by peer");
+        assert_eq!(describe_failure(""), (false, String::new()));
+        assert!(describe_failure(&"x".repeat(5000)).1.chars().count() <= 201);
     }
 
     #[test]

@@ -100,6 +100,11 @@ impl Guest {
             .await?)
     }
 
+    /// The store and the bindings, for the calls of other modules of the harness.
+    pub(crate) fn parts(&mut self) -> (&mut Store<HostState>, &Component) {
+        (&mut self.store, &self.bindings)
+    }
+
     /// The host state of this instance, e.g. to reach the hooks a test installed.
     pub fn state_mut(&mut self) -> &mut HostState {
         self.store.data_mut()

@@ -26,13 +26,40 @@
 //! this crate panics on guest input.
 //!
 //! Outbound HTTP is denied by default; a test installs its own [`WasiHttpHooks`] through
-//! [`GuestOptions`] to answer requests in-process.
+//! [`GuestOptions`]: [`CaptureOutbound`] answers requests in-process and records them, and
+//! [`LoopbackOnly`] lets them reach the loopback [`Simulator`] (a provider that answers every
+//! wire format, records requests and injects faults) and nothing else.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use oma_harness::{call_options, chat_request, endpoint, GuestOptions, Harness, LlmMessage,
+//!                   ContentBlock, LoopbackOnly, Role, Simulator, CANNED_TEXT};
+//!
+//! let simulator = Simulator::start()?;
+//! let options = GuestOptions { hooks: Some(Box::new(LoopbackOnly::new())), ..Default::default() };
+//! let mut guest = Harness::shared()?.instantiate_with(options).await?;
+//! let hi = LlmMessage { role: Role::User, content: vec![ContentBlock::Text("hi".into())] };
+//! let response = guest
+//!     .chat(
+//!         &chat_request("claude-sonnet-4-6", vec![hi]),
+//!         &endpoint("anthropic", Some(&simulator.base_url()), Some("sk-test")),
+//!         &call_options(),
+//!     )
+//!     .await??;
+//! assert_eq!(response.content, vec![ContentBlock::Text(CANNED_TEXT.into())]);
+//! assert_eq!(simulator.request_count(), 1);
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 
+mod canned;
 mod engine;
 mod error_json;
 mod guest;
+mod outbound;
+mod provider;
+mod simulator;
 mod state;
 
 /// Where `build.rs` put the guest component.
@@ -50,6 +77,7 @@ mod bindings {
     });
 }
 
+pub use bindings::exports::oma::agent::provider::{CallOptions, EgressPolicy, StreamEvent};
 pub use bindings::oma::agent::types::{
     Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,
     MediaSource, ReasoningBlock, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
@@ -59,8 +87,12 @@ pub use bindings::oma::agent::wire::{
     AwsCredentials, ChatRequest, Endpoint, HttpRequest, LlmResponse, Sampling, TokenUsage,
     ToolDefinition,
 };
+pub use canned::{Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
 pub use engine::{ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::error_json;
 pub use guest::Guest;
+pub use outbound::{is_loopback, CannedResponse, CaptureOutbound, LoopbackOnly};
+pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
+pub use simulator::{RecordedRequest, Reply, RequestLog, Simulator};
 pub use state::{DenyOutbound, GuestOptions, HostState};
 pub use wasmtime_wasi_http::WasiHttpHooks;

@@ -158,6 +158,24 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The secrets this endpoint holds (an API key, an AWS secret key and session token), for
+    /// [`Error::redact`].
+    pub fn secrets(&self) -> Vec<&str> {
+        match &self.credentials {
+            Credentials::None => Vec::new(),
+            Credentials::ApiKey(key) => vec![key.as_str()],
+            Credentials::Aws {
+                secret_access_key,
+                session_token,
+                ..
+            } => std::iter::once(secret_access_key.as_str())
+                .chain(session_token.as_deref())
+                .collect(),
+        }
+    }
+}
+
 /// How a request is authenticated.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub enum Credentials {

@@ -2,13 +2,14 @@
 //!
 //! One test binary (so the component is loaded once): OMA's guard and media rules with their
 //! exact messages (`fixtures/`, the same tables the native unit tests can read), round trips of
-//! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, and the harness
-//! itself.
+//! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, the harness
+//! itself, and provider calls through wasi-http against the loopback simulator (`provider`).
 
 mod common;
 mod guard;
 mod harness;
 mod large;
 mod media;
+mod provider;
 mod roundtrip;
 mod wit_validate;

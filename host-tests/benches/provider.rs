@@ -1,0 +1,86 @@
+//! `round_trip/<workload>`: one `provider.chat` through the component against the loopback
+//! simulator (format, egress check, wasi-http send over a real socket, parse), for the
+//! `chat-small` and `vision-1mib` workloads, on one warm instance.
+//!
+//! Workloads are read from `$OMA_WORKLOADS` (default `target/workloads` in the workspace);
+//! generate them with `python3 ../shared/bench/gen_workloads.py target/workloads` from the
+//! workspace root. A missing workload is skipped with a message.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use oma_harness::{
+    call_options, chat_request, endpoint, EgressPolicy, GuestOptions, Harness, LoopbackOnly,
+    Simulator,
+};
+
+const WORKLOADS: &[&str] = &["chat-small", "vision-1mib"];
+
+fn workloads_dir() -> PathBuf {
+    match std::env::var_os("OMA_WORKLOADS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/workloads")),
+    }
+}
+
+fn round_trip(c: &mut Criterion) {
+    let dir = workloads_dir();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let harness = Harness::shared().expect("the guest loads");
+    let simulator = Simulator::start().expect("the simulator starts");
+    let endpoint = endpoint("anthropic", Some(&simulator.base_url()), Some("sk-bench"));
+    let options = oma_harness::CallOptions {
+        egress: EgressPolicy::Offline,
+        ..call_options()
+    };
+    let mut group = c.benchmark_group("round_trip");
+    for name in WORKLOADS {
+        let path = dir.join(format!("{name}.json"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            eprintln!(
+                "round_trip/{name}: skipped, {} is missing (generate the workloads with \
+                 `python3 ../shared/bench/gen_workloads.py target/workloads` from the workspace \
+                 root, or set OMA_WORKLOADS)",
+                path.display()
+            );
+            continue;
+        };
+        let hooks = GuestOptions {
+            hooks: Some(Box::new(LoopbackOnly::new())),
+            ..GuestOptions::default()
+        };
+        let mut guest = rt
+            .block_on(harness.instantiate_with(hooks))
+            .expect("instantiates");
+        let messages = rt
+            .block_on(guest.messages_from_json(&text))
+            .expect("no trap")
+            .expect("the workload is valid");
+        let request = chat_request("claude-sonnet-4-6", messages);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let response = guest
+                            .chat(&request, &endpoint, &options)
+                            .await
+                            .expect("no trap")
+                            .expect("the simulator answers");
+                        black_box(response);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, round_trip);
+criterion_main!(benches);

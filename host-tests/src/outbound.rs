@@ -1,0 +1,207 @@
+//! Hooks for the guest's outbound HTTP, besides the default [`DenyOutbound`](crate::DenyOutbound):
+//!
+//! - [`CaptureOutbound`] records each request and answers it in-process from a closure, with no
+//!   socket: the default for tests that only ask "was anything sent, and what";
+//! - [`LoopbackOnly`] sends requests for real, but only to loopback addresses (the
+//!   [`Simulator`](crate::Simulator)); anything else is denied as `HTTP-request-denied` and
+//!   counted.
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::canned::Ask;
+use crate::simulator::{RecordedRequest, RequestLog};
+
+type IoFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>;
+type ResponseFuture = Box<
+    dyn Future<Output = wasmtime_wasi_http::Result<(http::Response<WasiBody>, IoFuture)>> + Send,
+>;
+
+/// An answer a [`CaptureOutbound`] gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CannedResponse {
+    /// The status code.
+    pub status: u16,
+    /// Header names and values.
+    pub headers: Vec<(String, String)>,
+    /// The whole body.
+    pub body: Vec<u8>,
+}
+
+impl CannedResponse {
+    /// The simulator's success for `request`'s wire format (a stream arrives in one piece).
+    pub fn success_for(request: &RecordedRequest) -> CannedResponse {
+        let ask = Ask::of(&request.path, &request.body);
+        let (status, body, content_type) = if ask.route == crate::canned::Route::Unknown {
+            let (body, content_type) = ask.error_body(404);
+            (404, body, content_type)
+        } else {
+            (200, ask.success_body(), ask.content_type())
+        };
+        CannedResponse {
+            status,
+            headers: vec![("content-type".to_owned(), content_type.to_owned())],
+            body,
+        }
+    }
+}
+
+type Answer = dyn Fn(&RecordedRequest) -> CannedResponse + Send + Sync;
+
+/// Records every outbound request and answers it from a closure, in-process.
+#[derive(Clone)]
+pub struct CaptureOutbound {
+    log: RequestLog,
+    answer: Arc<Answer>,
+}
+
+impl std::fmt::Debug for CaptureOutbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureOutbound")
+            .field("requests", &self.log.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for CaptureOutbound {
+    /// Answers like the simulator's [`Reply::Success`](crate::Reply::Success).
+    fn default() -> Self {
+        CaptureOutbound::new(CannedResponse::success_for)
+    }
+}
+
+impl CaptureOutbound {
+    /// A hook that answers each request with `answer(request)`.
+    pub fn new(
+        answer: impl Fn(&RecordedRequest) -> CannedResponse + Send + Sync + 'static,
+    ) -> Self {
+        CaptureOutbound {
+            log: RequestLog::default(),
+            answer: Arc::new(answer),
+        }
+    }
+
+    /// The requests recorded so far; keep it before boxing the hook into
+    /// [`GuestOptions`](crate::GuestOptions).
+    pub fn log(&self) -> RequestLog {
+        self.log.clone()
+    }
+}
+
+impl WasiHttpHooks for CaptureOutbound {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _fut: IoFuture,
+    ) -> ResponseFuture {
+        let log = self.log.clone();
+        let answer = Arc::clone(&self.answer);
+        Box::new(async move {
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await?.to_bytes().to_vec();
+            let recorded = RecordedRequest::from_parts(&parts, body);
+            let canned = answer(&recorded);
+            log.push(recorded);
+            let mut response = http::Response::new(
+                Full::new(Bytes::from(canned.body))
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            );
+            *response.status_mut() = http::StatusCode::from_u16(canned.status)
+                .map_err(|_| wasmtime_wasi_http::Error::HttpProtocolError)?;
+            for (name, value) in &canned.headers {
+                let name = http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| wasmtime_wasi_http::Error::HttpProtocolError)?;
+                let value = http::HeaderValue::from_str(value)
+                    .map_err(|_| wasmtime_wasi_http::Error::HttpProtocolError)?;
+                response.headers_mut().append(name, value);
+            }
+            let io: IoFuture = Box::new(async { Ok(()) });
+            Ok((response, io))
+        })
+    }
+}
+
+/// Sends requests for real, to loopback hosts only (`127.0.0.0/8`, `[::1]`, `localhost`);
+/// every other request fails with `HTTP-request-denied` before any connection, and is counted.
+/// Clones share the count.
+#[derive(Clone, Debug, Default)]
+pub struct LoopbackOnly {
+    denied: Arc<AtomicUsize>,
+}
+
+impl LoopbackOnly {
+    /// A hook with a count of zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many requests were denied so far.
+    pub fn denied(&self) -> usize {
+        self.denied.load(Ordering::SeqCst)
+    }
+}
+
+/// Whether a request URI names a loopback host.
+pub fn is_loopback(uri: &http::Uri) -> bool {
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+impl WasiHttpHooks for LoopbackOnly {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: IoFuture,
+    ) -> ResponseFuture {
+        if !is_loopback(request.uri()) {
+            self.denied.fetch_add(1, Ordering::SeqCst);
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        Box::new(async move {
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let io: IoFuture = Box::new(io);
+            Ok((response.map(BodyExt::boxed_unsync), io))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_pass() {
+        for uri in [
+            "http://127.0.0.1:8080/v1",
+            "http://127.2.3.4/",
+            "http://[::1]:9/x",
+            "http://LOCALHOST:1/",
+        ] {
+            assert!(is_loopback(&uri.parse().unwrap()), "{uri}");
+        }
+        for uri in [
+            "https://api.anthropic.com/v1/messages",
+            "http://10.0.0.1/",
+            "http://[::2]/",
+            "http://localhost.evil.example/",
+            "/relative",
+        ] {
+            assert!(!is_loopback(&uri.parse().unwrap()), "{uri}");
+        }
+    }
+}

@@ -10,6 +10,7 @@ mod guard;
 mod harness;
 mod large;
 mod media;
+mod parity;
 mod provider;
 mod roundtrip;
 mod wit_validate;

@@ -31,14 +31,13 @@ impl Codec for Component {
     }
 
     fn messages_to_json(messages: Vec<wit::LlmMessage>) -> Result<String, wit::Error> {
-        let messages = from_wit_messages(messages)?;
-        validate::validate_messages(&messages)?;
-        Ok(json::messages_to_json(&messages))
+        let messages = from_wit_messages_validated(messages)?;
+        Ok(json::messages_to_json(&messages)?)
     }
 
     fn validate_messages(messages: Vec<wit::LlmMessage>) -> Result<(), wit::Error> {
-        let messages = from_wit_messages(messages)?;
-        Ok(validate::validate_messages(&messages)?)
+        from_wit_messages_validated(messages)?;
+        Ok(())
     }
 
     fn format_request(
@@ -263,6 +262,21 @@ impl From<Error> for wit::Error {
 
 /// WIT messages to the model; fails only on tool-use input that is not JSON text.
 fn from_wit_messages(messages: Vec<wit::LlmMessage>) -> Result<Vec<m::LlmMessage>, Error> {
+    convert_messages(messages, false)
+}
+
+/// WIT messages to the model, each block validated as it is converted, so the first broken
+/// rule (a media rule or tool-use input that is not JSON) is reported in message order.
+fn from_wit_messages_validated(
+    messages: Vec<wit::LlmMessage>,
+) -> Result<Vec<m::LlmMessage>, Error> {
+    convert_messages(messages, true)
+}
+
+fn convert_messages(
+    messages: Vec<wit::LlmMessage>,
+    validate_each: bool,
+) -> Result<Vec<m::LlmMessage>, Error> {
     messages
         .into_iter()
         .enumerate()
@@ -271,8 +285,14 @@ fn from_wit_messages(messages: Vec<wit::LlmMessage>) -> Result<Vec<m::LlmMessage
                 .content
                 .into_iter()
                 .enumerate()
-                .map(|(j, block)| from_wit_block(block, i, j))
-                .collect::<Result<_, _>>()?;
+                .map(|(j, block)| {
+                    let block = from_wit_block(block, i, j)?;
+                    if validate_each {
+                        validate::validate_block_at(&block, i, j)?;
+                    }
+                    Ok(block)
+                })
+                .collect::<Result<_, Error>>()?;
             Ok(m::LlmMessage {
                 role: match message.role {
                     wit::Role::User => m::Role::User,

@@ -47,9 +47,9 @@ pub fn messages_from_value(value: Value) -> Result<Vec<LlmMessage>, Error> {
 }
 
 /// Serialises messages to OMA's JSON shape.
-pub fn messages_to_json(messages: &[LlmMessage]) -> String {
-    // Serialising plain data (strings, numbers, maps with string keys) cannot fail.
-    serde_json::to_string(messages).unwrap_or_else(|_| String::from("[]"))
+pub fn messages_to_json(messages: &[LlmMessage]) -> Result<String, Error> {
+    serde_json::to_string(messages)
+        .map_err(|e| Error::invalid(format!("messages cannot be written as JSON: {e}")))
 }
 
 /// OMA's word for the type of a JSON value: JavaScript's `typeof`, with `null` and `array`
@@ -415,7 +415,7 @@ mod tests {
     fn json_round_trips_every_block_kind() {
         let text = r#"[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"abc123"}},{"type":"video","source":{"type":"url","media_type":"video/mp4","url":" https://e.com/v.mp4"}},{"type":"video","source":{"type":"base64","media_type":"video/mp4","data":"AAAA"}},{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"t"},{"type":"image","source":{"type":"url","media_type":"image/png","url":"https://e.com/a.png"}},{"type":"file","filename":"r.pdf","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQ="}}]},{"type":"tool_result","tool_use_id":"c2","content":"boom","is_error":true}]},{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{"z":1,"a":[true,null]},"signature":"s"},{"type":"reasoning","text":"","signature":"sig","redactedData":"cmVk","provenance":"anthropic"}]}]"#;
         let messages = messages_from_json(text).unwrap();
-        assert_eq!(messages_to_json(&messages), text);
+        assert_eq!(messages_to_json(&messages).unwrap(), text);
     }
 
     #[test]
@@ -425,7 +425,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            messages_to_json(&messages),
+            messages_to_json(&messages).unwrap(),
             r#"[{"role":"user","content":[{"type":"text","text":"a"}]}]"#
         );
     }

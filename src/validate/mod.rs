@@ -17,10 +17,16 @@ use crate::message::{
 pub fn validate_messages(messages: &[LlmMessage]) -> Result<(), Error> {
     for (i, message) in messages.iter().enumerate() {
         for (j, block) in message.content.iter().enumerate() {
-            validate_block(block).map_err(|fault| fault.into_error(i, j))?;
+            validate_block_at(block, i, j)?;
         }
     }
     Ok(())
+}
+
+/// Checks block `j` of message `i`, for callers that build messages block by block and must
+/// report the first broken rule in OMA's order.
+pub fn validate_block_at(block: &ContentBlock, i: usize, j: usize) -> Result<(), Error> {
+    validate_block(block).map_err(|fault| fault.into_error(i, j))
 }
 
 /// Where inside a block a rule was broken, and which; turned into a message only on failure.

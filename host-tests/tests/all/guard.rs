@@ -119,7 +119,7 @@ async fn the_component_and_the_native_library_agree_on_every_case() {
                     .expect("valid");
                 assert_eq!(
                     written,
-                    oma_component::json::messages_to_json(&native),
+                    oma_component::json::messages_to_json(&native).unwrap(),
                     "{}",
                     case.name
                 );

@@ -181,3 +181,38 @@ async fn empty_lists_are_valid() {
         Ok(())
     );
 }
+
+/// The first broken rule wins in message order, whether it is a media rule or tool-use input
+/// that is not JSON text (both are found while converting WIT values).
+#[tokio::test]
+async fn the_first_broken_rule_wins_across_conversion_and_validation() {
+    let mut guest = guest().await;
+    let bad_input = tool_use("{not json");
+    let bad_video = video(url("video/mp4", "ftp://example.com/v.mp4"));
+    let messages = vec![
+        user(vec![bad_video.clone()]),
+        assistant(vec![bad_input.clone()]),
+    ];
+    let error = guest
+        .validate_messages(&messages)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        error.message,
+        "messages[0].content[0].source.url must use HTTP or HTTPS"
+    );
+    let messages = vec![assistant(vec![bad_input]), user(vec![bad_video])];
+    let error = guest
+        .validate_messages(&messages)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        error
+            .message
+            .starts_with("messages[0].content[0].input must be JSON text"),
+        "{}",
+        error.message
+    );
+}

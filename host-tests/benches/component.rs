@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use oma_harness::{ChatRequest, Endpoint, Guest, Harness, Sampling};
+use oma_harness::{Endpoint, Guest, Harness};
 use tokio::runtime::Runtime;
 
 const WORKLOADS: &[&str] = &[
@@ -208,27 +208,9 @@ fn format_requests(c: &mut Criterion) {
             .block_on(guest.messages_from_json(text))
             .expect("no trap")
             .expect("the workload is valid");
-        let request = ChatRequest {
-            model: "bench-model".into(),
-            system_prompt: Some("You are a benchmark.".into()),
-            messages,
-            tools: Vec::new(),
-            sampling: Sampling {
-                max_tokens: Some(1024),
-                temperature: None,
-                top_p: None,
-                top_k: None,
-                frequency_penalty: None,
-                presence_penalty: None,
-                min_p: None,
-                parallel_tool_calls: None,
-                reasoning_effort: None,
-            },
-            thinking_budget: None,
-            extra_body: None,
-            preserve_reasoning_as_text: false,
-            stream: false,
-        };
+        let mut request = oma_harness::chat_request("bench-model", messages);
+        request.system_prompt = Some("You are a benchmark.".into());
+        request.sampling.max_tokens = Some(1024);
         let endpoint = Endpoint {
             provider: provider.into(),
             base_url: None,

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use oma_harness::{
-    error_json, AwsCredentials, ChatRequest, ContentBlock, Endpoint, Guest, Harness,
-    HarnessOptions, HttpRequest, LlmMessage, Role, Sampling, WitError,
+    error_json, AwsCredentials, ContentBlock, Endpoint, Guest, Harness, HarnessOptions,
+    HttpRequest, LlmMessage, Role, WitError,
 };
 use serde_json::{json, Map, Value};
 
@@ -463,36 +463,11 @@ async fn read_messages(guest: &mut Guest, input: &Input) -> Result<Vec<LlmMessag
         .map_err(Failure::Component)
 }
 
-/// A chat request with nothing but the model and these messages.
-fn chat_request(model: String, messages: Vec<LlmMessage>) -> ChatRequest {
-    ChatRequest {
-        model,
-        system_prompt: None,
-        messages,
-        tools: Vec::new(),
-        sampling: Sampling {
-            max_tokens: None,
-            temperature: None,
-            top_p: None,
-            top_k: None,
-            frequency_penalty: None,
-            presence_penalty: None,
-            min_p: None,
-            parallel_tool_calls: None,
-            reasoning_effort: None,
-        },
-        thinking_budget: None,
-        extra_body: None,
-        preserve_reasoning_as_text: false,
-        stream: false,
-    }
-}
-
 /// `format`: the request the component would send, redacted; returns the JSON text to print.
 async fn format(args: FormatArgs) -> Result<String, Failure> {
     let mut guest = guest().await?;
     let messages = read_messages(&mut guest, &args.input).await?;
-    let mut request = chat_request(args.model, messages);
+    let mut request = oma_harness::chat_request(&args.model, messages);
     request.system_prompt = args.system;
     request.sampling.max_tokens = args.max_tokens;
     request.sampling.temperature = args.temperature;
@@ -509,7 +484,7 @@ async fn format(args: FormatArgs) -> Result<String, Failure> {
 async fn parse_response(args: ParseArgs) -> Result<String, Failure> {
     let body = read_input(&args.input)?;
     let mut guest = guest().await?;
-    let request = chat_request(args.model.unwrap_or_default(), Vec::new());
+    let request = oma_harness::chat_request(&args.model.unwrap_or_default(), Vec::new());
     let (endpoint, _) = endpoint_from(&args.provider, args.base_url, |_| None);
     let response = guest
         .parse_response(&request, &endpoint, &body)

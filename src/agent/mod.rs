@@ -1,5 +1,9 @@
-//! The agent runtime's pure parts: how calls are retried and how a `beforeRun` hook's result
-//! is merged into the run.
+//! The agent runtime's pure parts: how calls are retried, how a `beforeRun` hook's result is
+//! merged into the run, what progress events and online evaluation carry, and how a failure
+//! becomes a run outcome.
 
 pub mod before_run;
+pub mod evaluation;
+pub mod outcome;
+pub mod progress;
 pub mod retry;

@@ -1,0 +1,352 @@
+//! How a failed run is reported (`behaviour.md` §1.4 and §6.4, OMA's `classifyRunFailure`):
+//! the `status` and `errorInfo` of an `AgentRunResult`, built from an [`Error`].
+//!
+//! Messages are redacted with [`redact_secrets`] before they are cut, so no secret and no
+//! half of one reaches a result: `errorInfo.message` keeps at most 1024 characters and
+//! `status.message` at most 256 (UTF-16 code units, as OMA counts them).
+
+use serde::Serialize;
+
+use crate::agent::evaluation::redact_secrets;
+use crate::error::{Error, ErrorKind};
+
+/// The most characters `errorInfo.message` keeps.
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 1024;
+
+/// The most characters `status.message` keeps.
+pub const MAX_STATUS_MESSAGE_CHARS: usize = 256;
+
+/// How a run ended (`status.code`), for the failures an [`Error`] can describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StatusCode {
+    /// Any failure not listed below.
+    Error,
+    /// The provider did not answer in time ([`Error::Timeout`]).
+    Timeout,
+    /// A policy refused the request before it was sent ([`Error::EgressDenied`]).
+    Rejected,
+}
+
+/// Where a failure came from (`errorInfo.kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// A policy check refused the request (egress denials).
+    Validation,
+    /// A hook (`beforeRun`, `afterRun`) failed.
+    Callback,
+    /// The provider failed, or the agent has a configured provider.
+    Provider,
+    /// None of the above.
+    Unknown,
+}
+
+/// `AgentRunResult.status` for a failed run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Status {
+    /// How the run ended.
+    pub code: StatusCode,
+    /// The redacted message, at most [`MAX_STATUS_MESSAGE_CHARS`] characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `AgentRunResult.errorInfo`: a failure described without the error object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorInfo {
+    /// Where the failure came from.
+    pub kind: FailureKind,
+    /// OMA's error code, e.g. `LLM_CALL_TIMEOUT`, when the class has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// OMA's class name, e.g. `InvalidMessageError`.
+    pub name: String,
+    /// The redacted message, at most [`MAX_ERROR_MESSAGE_CHARS`] characters.
+    pub message: String,
+    /// Whether trying again could succeed ([`Error::retryable`]).
+    pub retryable: bool,
+    /// The provider's HTTP status, when a response arrived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The provider involved: the error's own, else the agent's configured one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+}
+
+/// The outcome fields of a failed run: `{"status": ..., "errorInfo": ...}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Failure {
+    /// `AgentRunResult.status`.
+    pub status: Status,
+    /// `AgentRunResult.errorInfo`.
+    pub error_info: ErrorInfo,
+}
+
+/// `text` cut to at most `max` UTF-16 code units, never splitting a character.
+fn truncate_units(text: &str, max: usize) -> String {
+    let mut used = 0;
+    let mut end = 0;
+    for (at, c) in text.char_indices() {
+        if used + c.len_utf16() > max {
+            break;
+        }
+        used += c.len_utf16();
+        end = at + c.len_utf8();
+    }
+    text[..end].to_owned()
+}
+
+/// Classifies a run's failure as OMA's `classifyRunFailure` does (§6.4), in OMA's order:
+///
+/// 1. [`Error::Timeout`]: status `timeout`;
+/// 2. [`Error::EgressDenied`]: status `rejected`, kind `validation`;
+/// 3. anything else: status `error`.
+///
+/// Except for egress denials, the kind is `callback` when `from_hook` (the error came from
+/// `beforeRun` or `afterRun`), else `provider` when the error has an HTTP status or the agent
+/// has a `configured_provider`, else `unknown`.
+pub fn classify(error: &Error, from_hook: bool, configured_provider: Option<&str>) -> Failure {
+    let status_code = match error.kind() {
+        ErrorKind::Timeout => StatusCode::Timeout,
+        ErrorKind::EgressDenied => StatusCode::Rejected,
+        _ => StatusCode::Error,
+    };
+    let kind = if status_code == StatusCode::Rejected {
+        FailureKind::Validation
+    } else if from_hook {
+        FailureKind::Callback
+    } else if error.http_status().is_some() || configured_provider.is_some() {
+        FailureKind::Provider
+    } else {
+        FailureKind::Unknown
+    };
+    let message = redact_secrets(&error.to_string());
+    Failure {
+        status: Status {
+            code: status_code,
+            message: Some(truncate_units(&message, MAX_STATUS_MESSAGE_CHARS)),
+        },
+        error_info: ErrorInfo {
+            kind,
+            code: error.code().map(str::to_owned),
+            name: error.name().to_owned(),
+            message: truncate_units(&message, MAX_ERROR_MESSAGE_CHARS),
+            retryable: error.retryable(),
+            http_status: error.http_status(),
+            provider: error.provider().or(configured_provider).map(str::to_owned),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::agent::evaluation::js_len;
+
+    fn provider(status: Option<u16>, message: &str) -> Error {
+        Error::Provider {
+            provider: "openai".into(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// (error, from_hook, configured provider) -> (status code, kind).
+    #[test]
+    fn classification_table() {
+        let timeout = Error::Timeout {
+            provider: "anthropic".into(),
+            timeout_ms: 5,
+        };
+        let egress = Error::EgressDenied {
+            message: "egress to https://x.test denied".into(),
+        };
+        let invalid = Error::invalid("messages must be an array, got string");
+        let cases = [
+            (
+                &timeout,
+                false,
+                None,
+                StatusCode::Timeout,
+                FailureKind::Unknown,
+            ),
+            (
+                &timeout,
+                false,
+                Some("anthropic"),
+                StatusCode::Timeout,
+                FailureKind::Provider,
+            ),
+            (
+                &timeout,
+                true,
+                None,
+                StatusCode::Timeout,
+                FailureKind::Callback,
+            ),
+            (
+                &egress,
+                false,
+                None,
+                StatusCode::Rejected,
+                FailureKind::Validation,
+            ),
+            (
+                &egress,
+                true,
+                Some("openai"),
+                StatusCode::Rejected,
+                FailureKind::Validation,
+            ),
+            (
+                &invalid,
+                false,
+                None,
+                StatusCode::Error,
+                FailureKind::Unknown,
+            ),
+            (
+                &invalid,
+                true,
+                None,
+                StatusCode::Error,
+                FailureKind::Callback,
+            ),
+            (
+                &invalid,
+                false,
+                Some("openai"),
+                StatusCode::Error,
+                FailureKind::Provider,
+            ),
+        ];
+        for (error, hook, configured, code, kind) in cases {
+            let failure = classify(error, hook, configured);
+            assert_eq!(failure.status.code, code, "{error:?} {hook} {configured:?}");
+            assert_eq!(
+                failure.error_info.kind, kind,
+                "{error:?} {hook} {configured:?}"
+            );
+        }
+        let with_status = provider(Some(503), "down");
+        assert_eq!(
+            classify(&with_status, false, None).error_info.kind,
+            FailureKind::Provider
+        );
+        let network = provider(None, "connection refused");
+        assert_eq!(
+            classify(&network, false, None).error_info.kind,
+            FailureKind::Unknown
+        );
+        assert_eq!(
+            classify(&with_status, true, None).error_info.kind,
+            FailureKind::Callback
+        );
+    }
+
+    #[test]
+    fn serialises_in_omas_camel_case() {
+        let failure = classify(&provider(Some(429), "slow down"), false, None);
+        assert_eq!(
+            serde_json::to_value(&failure).unwrap(),
+            json!({
+                "status": {"code": "error", "message": "429 slow down"},
+                "errorInfo": {"kind": "provider", "name": "ProviderError",
+                    "message": "429 slow down", "retryable": true, "httpStatus": 429,
+                    "provider": "openai"},
+            })
+        );
+        let failure = classify(
+            &Error::Timeout {
+                provider: "anthropic".into(),
+                timeout_ms: 30,
+            },
+            false,
+            None,
+        );
+        assert_eq!(
+            serde_json::to_value(&failure).unwrap(),
+            json!({
+                "status": {"code": "timeout",
+                    "message": "LLM call exceeded per-call timeout of 30ms"},
+                "errorInfo": {"kind": "unknown", "code": "LLM_CALL_TIMEOUT",
+                    "name": "LLMCallTimeoutError",
+                    "message": "LLM call exceeded per-call timeout of 30ms",
+                    "retryable": true, "provider": "anthropic"},
+            })
+        );
+        let failure = classify(&Error::invalid("bad"), true, Some("gemini"));
+        assert_eq!(
+            serde_json::to_value(&failure).unwrap(),
+            json!({
+                "status": {"code": "error", "message": "bad"},
+                "errorInfo": {"kind": "callback", "code": "INVALID_MESSAGE",
+                    "name": "InvalidMessageError", "message": "bad", "retryable": false,
+                    "provider": "gemini"},
+            })
+        );
+        let failure = classify(
+            &Error::EgressDenied {
+                message: "no".into(),
+            },
+            false,
+            None,
+        );
+        assert_eq!(
+            serde_json::to_value(&failure).unwrap()["status"]["code"],
+            json!("rejected")
+        );
+        assert_eq!(
+            serde_json::to_value(&failure).unwrap()["errorInfo"]["kind"],
+            json!("validation")
+        );
+    }
+
+    #[test]
+    fn messages_are_redacted_and_cut() {
+        let failure = classify(
+            &provider(
+                Some(401),
+                "Incorrect API key provided: sk-abcdefghijklmnop1234",
+            ),
+            false,
+            None,
+        );
+        assert_eq!(
+            failure.error_info.message,
+            "401 Incorrect API key provided: [redacted]"
+        );
+        assert_eq!(
+            failure.status.message.as_deref(),
+            Some(failure.error_info.message.as_str())
+        );
+
+        let long = format!("{}api_key=secretvalue", "😀".repeat(600));
+        let failure = classify(&provider(None, &long), false, None);
+        assert!(js_len(&failure.error_info.message) <= MAX_ERROR_MESSAGE_CHARS);
+        assert_eq!(failure.error_info.message, "😀".repeat(512));
+        let status = failure.status.message.unwrap();
+        assert_eq!(status, "😀".repeat(128));
+        // The secret straddling the cut is redacted first, so no part of it survives.
+        let long = format!("{}password=hunter2hunter2", "a".repeat(1010));
+        let failure = classify(&provider(None, &long), false, None);
+        assert!(!failure.error_info.message.contains("hunter"));
+        assert_eq!(js_len(&failure.error_info.message), MAX_ERROR_MESSAGE_CHARS);
+    }
+
+    #[test]
+    fn truncation_keeps_whole_chars() {
+        assert_eq!(truncate_units("", 3), "");
+        assert_eq!(truncate_units("abc", 3), "abc");
+        assert_eq!(truncate_units("abcd", 3), "abc");
+        assert_eq!(truncate_units("a😀b", 2), "a");
+        assert_eq!(truncate_units("a😀b", 3), "a😀");
+    }
+}

@@ -335,6 +335,22 @@ pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
     }
 }
 
+/// The message of the common error body `{"error": {"message": ...}}` (Google, the AI SDK
+/// bridge, and others).
+pub fn error_object_message(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Body {
+        error: Inner,
+    }
+    #[derive(Deserialize)]
+    struct Inner {
+        message: String,
+    }
+    serde_json::from_slice::<Body>(body)
+        .ok()
+        .map(|b| b.error.message)
+}
+
 /// Joins a base URL and a path with exactly one `/`.
 pub fn join_url(base: &str, path: &str) -> String {
     format!(

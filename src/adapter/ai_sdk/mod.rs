@@ -59,8 +59,6 @@ mod response;
 #[cfg(test)]
 mod tests;
 
-use serde::Deserialize;
-
 use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
 use crate::error::Error;
 use crate::message::LlmResponse;
@@ -106,15 +104,5 @@ impl Adapter for AiSdk {
 
 /// The message of the host's error body, `{"error": {"message"}}`.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Inner,
-    }
-    #[derive(Deserialize)]
-    struct Inner {
-        message: String,
-    }
-    serde_json::from_slice::<Body>(body)
-        .ok()
-        .map(|b| b.error.message)
+    super::error_object_message(body)
 }

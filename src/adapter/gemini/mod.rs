@@ -21,8 +21,6 @@ mod response;
 #[cfg(test)]
 mod tests;
 
-use serde::Deserialize;
-
 use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
 use crate::error::Error;
 use crate::message::LlmResponse;
@@ -85,17 +83,7 @@ impl Adapter for Gemini {
 
 /// The message of a Gemini error body, `{"error": {"code", "message", "status"}}`.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Inner,
-    }
-    #[derive(Deserialize)]
-    struct Inner {
-        message: String,
-    }
-    serde_json::from_slice::<Body>(body)
-        .ok()
-        .map(|b| b.error.message)
+    super::error_object_message(body)
 }
 
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -111,10 +111,7 @@ impl p::GuestChatStream for Stream {
         Ok(event.map(|event| match event {
             a::StreamEvent::Text(text) => p::StreamEvent::Text(text),
             a::StreamEvent::Reasoning(text) => p::StreamEvent::Reasoning(text),
-            a::StreamEvent::ToolUse(call) => match to_wit_block(m::ContentBlock::ToolUse(call)) {
-                wit::ContentBlock::ToolUse(call) => p::StreamEvent::ToolUse(call),
-                _ => p::StreamEvent::Text(String::new()),
-            },
+            a::StreamEvent::ToolUse(call) => p::StreamEvent::ToolUse(to_wit_tool_use(call)),
             a::StreamEvent::Done(response) => p::StreamEvent::Done(to_wit_response(response)),
         }))
     }
@@ -393,12 +390,7 @@ fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
         m::ContentBlock::Video(video) => wit::ContentBlock::Video(wit::VideoBlock {
             source: to_wit_source(video.source),
         }),
-        m::ContentBlock::ToolUse(call) => wit::ContentBlock::ToolUse(wit::ToolUseBlock {
-            input: call.input.to_string(),
-            id: call.id,
-            name: call.name,
-            signature: call.signature,
-        }),
+        m::ContentBlock::ToolUse(call) => wit::ContentBlock::ToolUse(to_wit_tool_use(call)),
         m::ContentBlock::ToolResult(result) => {
             wit::ContentBlock::ToolResult(wit::ToolResultBlock {
                 tool_use_id: result.tool_use_id,
@@ -417,6 +409,15 @@ fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
             redacted_data: r.redacted_data,
             provenance: r.provenance,
         }),
+    }
+}
+
+fn to_wit_tool_use(call: m::ToolUseBlock) -> wit::ToolUseBlock {
+    wit::ToolUseBlock {
+        input: call.input.to_string(),
+        id: call.id,
+        name: call.name,
+        signature: call.signature,
     }
 }
 

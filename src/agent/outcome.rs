@@ -27,6 +27,8 @@ pub enum StatusCode {
     Timeout,
     /// A policy refused the request before it was sent ([`Error::EgressDenied`]).
     Rejected,
+    /// The run used more tokens than its budget ([`classify_budget`]).
+    BudgetExhausted,
 }
 
 /// Where a failure came from (`errorInfo.kind`).
@@ -36,6 +38,8 @@ pub enum StatusCode {
 pub enum FailureKind {
     /// A policy check refused the request (egress denials).
     Validation,
+    /// A budget ran out (`TokenBudgetExceededError`).
+    Budget,
     /// A hook (`beforeRun`, `afterRun`) failed.
     Callback,
     /// The provider failed, or the agent has a configured provider.
@@ -139,6 +143,28 @@ pub fn classify(error: &Error, from_hook: bool, configured_provider: Option<&str
             retryable: error.retryable(),
             http_status: error.http_status(),
             provider: error.provider().or(configured_provider).map(str::to_owned),
+        },
+    }
+}
+
+/// Classifies OMA's `TokenBudgetExceededError` (§6.1, §6.4): status `budget_exhausted`, kind
+/// `budget`, code `TOKEN_BUDGET_EXCEEDED`, not retryable. `message` is the error's message,
+/// redacted and cut like any other.
+pub fn classify_budget(message: &str) -> Failure {
+    let message = redact_secrets(message);
+    Failure {
+        status: Status {
+            code: StatusCode::BudgetExhausted,
+            message: Some(truncate_units(&message, MAX_STATUS_MESSAGE_CHARS)),
+        },
+        error_info: ErrorInfo {
+            kind: FailureKind::Budget,
+            code: Some("TOKEN_BUDGET_EXCEEDED".to_owned()),
+            name: "TokenBudgetExceededError".to_owned(),
+            message: truncate_units(&message, MAX_ERROR_MESSAGE_CHARS),
+            retryable: false,
+            http_status: None,
+            provider: None,
         },
     }
 }

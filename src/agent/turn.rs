@@ -1,0 +1,931 @@
+//! The agent turn loop (OMA's `AgentRunner`), as a state machine with no I/O: it says which chat
+//! request to send and which tools to call, and is told what came back. The driver (the
+//! transport, or a test with scripted responses) does the sending and the calling.
+//!
+//! Behaviour follows `behaviour.md` §1.4 and §3.5 and OMA's `runner.ts`/`agent.ts`:
+//!
+//! * a turn is one chat request; the response becomes one assistant message;
+//! * the turn's text (its text blocks joined with `''`) is emitted when not empty;
+//! * the summed usage is checked against the token budget right after each response;
+//! * when the response has `tool_use` blocks, each is announced, called, and answered; all the
+//!   `tool_result` blocks go back in **one** user message, in call order, and the next turn
+//!   starts; otherwise the run is over;
+//! * `max_turns` caps the number of chat requests (OMA's default is 10).
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use crate::adapter::ChatRequest;
+use crate::agent::outcome::{classify, classify_budget, Failure};
+use crate::error::Error;
+use crate::message::{
+    ContentBlock, LlmMessage, LlmResponse, Role, TokenUsage, ToolResultBlock, ToolResultContent,
+    ToolUseBlock,
+};
+
+/// OMA's default `maxTurns` (`runner.ts`: `options.maxTurns ?? 10`).
+pub const DEFAULT_MAX_TURNS: u32 = 10;
+
+/// The limits and names a run is configured with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnOptions {
+    /// The agent's name, used in the `TokenBudgetExceededError` message.
+    pub agent_name: String,
+    /// The most chat requests the run sends (OMA's `maxTurns`).
+    pub max_turns: u32,
+    /// The most input plus output tokens the run may use, summed over its turns (OMA's
+    /// `maxTokenBudget`); `None` for no budget.
+    pub token_budget: Option<u64>,
+    /// The agent's configured provider, used to classify failures (`errorInfo.kind`).
+    pub provider: Option<String>,
+}
+
+impl Default for TurnOptions {
+    fn default() -> Self {
+        TurnOptions {
+            agent_name: "unknown".to_owned(),
+            max_turns: DEFAULT_MAX_TURNS,
+            token_budget: None,
+            provider: None,
+        }
+    }
+}
+
+/// OMA's `TokenBudgetExceededError`: the run used more tokens than its budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenBudgetExceeded {
+    /// The agent's name.
+    pub agent: String,
+    /// Input plus output tokens used so far.
+    pub used: u64,
+    /// The budget.
+    pub budget: u64,
+}
+
+impl fmt::Display for TokenBudgetExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Agent \"{}\" exceeded token budget: {} tokens used (budget: {})",
+            self.agent, self.used, self.budget
+        )
+    }
+}
+
+/// An agent-level stream event (§3.5), other than `done` and `error` (those are
+/// [`Action::Done`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The whole text of a turn that has text.
+    Text(String),
+    /// A tool call the model asked for, announced before it is called.
+    ToolUse(ToolUseBlock),
+    /// A tool's answer, announced once every call of the turn has answered.
+    ToolResult(ToolResultBlock),
+    /// The token budget was exceeded; the run ends next.
+    BudgetExceeded(TokenBudgetExceeded),
+}
+
+/// One tool call of the run (OMA's `ToolCallRecord`, without the duration: the loop has no
+/// clock).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallRecord {
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's arguments.
+    pub input: serde_json::Value,
+    /// What the tool returned.
+    pub output: ToolResultContent,
+    /// Whether the tool failed.
+    pub is_error: bool,
+}
+
+/// How a run ended: the fields of OMA's `AgentRunResult` the loop knows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    /// Whether the run succeeded: false after a failure or an exceeded budget.
+    pub success: bool,
+    /// The text of the last assistant turn (its text blocks joined with `''`); the error's
+    /// message after a failure.
+    pub output: String,
+    /// Only the messages this run produced (assistant turns and tool-result user turns), never
+    /// the input; empty after a failure.
+    pub messages: Vec<LlmMessage>,
+    /// Tokens used, summed over the turns; zero after a failure (as OMA reports).
+    pub token_usage: TokenUsage,
+    /// The tool calls, in call order; empty after a failure.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// How many chat requests were sent.
+    pub turns: u32,
+    /// Whether the run ended because the token budget was exceeded (`budgetExceeded`).
+    pub budget_exceeded: bool,
+    /// `status` and `errorInfo` of a failed run; `None` on success.
+    pub failure: Option<Failure>,
+    /// The error that ended the run, kept for retry classification; `None` unless
+    /// [`TurnLoop::handle_failure`] ended it.
+    pub error: Option<Error>,
+}
+
+/// What the driver should do next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Send this chat request (the whole conversation so far), then call
+    /// [`TurnLoop::handle_response`] or [`TurnLoop::handle_failure`].
+    SendRequest(ChatRequest),
+    /// Call this tool, then call [`TurnLoop::handle_tool_result`] with its id.
+    CallTool(ToolUseBlock),
+    /// Deliver this stream event.
+    Emit(Event),
+    /// The run is over; nothing follows.
+    Done(RunOutcome),
+}
+
+/// Where the loop stands.
+#[derive(Debug)]
+enum State {
+    /// A request was handed out; a response is due.
+    AwaitingResponse,
+    /// The turn's tool calls were handed out; their results are due, in any order.
+    AwaitingTools {
+        calls: Vec<ToolUseBlock>,
+        results: Vec<Option<ToolResultBlock>>,
+    },
+    /// `Done` was queued.
+    Finished,
+}
+
+/// The agent turn loop.
+///
+/// Call order:
+///
+/// 1. [`TurnLoop::new`] queues the first [`Action::SendRequest`] (or, with `max_turns` 0, an
+///    immediate [`Action::Done`]).
+/// 2. Drain [`poll`](TurnLoop::poll) until it returns `None`, acting on each action:
+///    * [`Action::SendRequest`]: send it; answer with [`handle_response`](TurnLoop::handle_response)
+///      or [`handle_failure`](TurnLoop::handle_failure);
+///    * [`Action::CallTool`]: call the tool; answer with
+///      [`handle_tool_result`](TurnLoop::handle_tool_result) (tools of one turn may run at once
+///      and answer in any order);
+///    * [`Action::Emit`]: deliver the event;
+///    * [`Action::Done`]: the run is over.
+/// 3. Feed the answer, and go back to 2.
+///
+/// Per response the actions come in this order: `Emit(Text)` when the turn has text;
+/// `Emit(BudgetExceeded)` then `Done` when the summed usage exceeds the budget; otherwise, with
+/// tool calls, one `Emit(ToolUse)` per call then one `CallTool` per call, in block order; once
+/// all have answered, one `Emit(ToolResult)` per call in call order, then the next
+/// `SendRequest` (or `Done` when `max_turns` requests have been sent); without tool calls,
+/// `Done`.
+///
+/// Like OMA, the loop goes on whenever the response holds `tool_use` blocks, whatever its
+/// `stop_reason`. An input that is not due (a response while tools are pending, an unknown
+/// tool id, anything after `Done`) is ignored and the handler returns `false`. Never panics.
+#[derive(Debug)]
+pub struct TurnLoop {
+    template: ChatRequest,
+    options: TurnOptions,
+    conversation: Vec<LlmMessage>,
+    produced: Vec<LlmMessage>,
+    usage: TokenUsage,
+    tool_calls: Vec<ToolCallRecord>,
+    turns: u32,
+    state: State,
+    actions: VecDeque<Action>,
+}
+
+impl TurnLoop {
+    /// A loop over `messages` (the effective messages, after `beforeRun`). Every request is
+    /// `template` with its `messages` replaced by the conversation so far; the template's own
+    /// messages are ignored.
+    pub fn new(messages: Vec<LlmMessage>, template: ChatRequest, options: TurnOptions) -> Self {
+        let mut turn_loop = TurnLoop {
+            template,
+            options,
+            conversation: messages,
+            produced: Vec::new(),
+            usage: TokenUsage::default(),
+            tool_calls: Vec::new(),
+            turns: 0,
+            state: State::AwaitingResponse,
+            actions: VecDeque::new(),
+        };
+        turn_loop.template.messages = Vec::new();
+        turn_loop.next_turn();
+        turn_loop
+    }
+
+    /// The next thing to do, or `None` when nothing is due (waiting for an answer, or done and
+    /// drained).
+    pub fn poll(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Whether `Done` has been queued.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Finished)
+    }
+
+    /// Feeds the provider's response to the pending request. Returns `false`, and changes
+    /// nothing, when no response is due.
+    pub fn handle_response(&mut self, response: LlmResponse) -> bool {
+        if !matches!(self.state, State::AwaitingResponse) {
+            return false;
+        }
+        self.usage.input_tokens = self
+            .usage
+            .input_tokens
+            .saturating_add(response.usage.input_tokens);
+        self.usage.output_tokens = self
+            .usage
+            .output_tokens
+            .saturating_add(response.usage.output_tokens);
+        let message = LlmMessage {
+            role: Role::Assistant,
+            content: response.content,
+        };
+        let text = text_of(&message);
+        let calls: Vec<ToolUseBlock> = message
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::ToolUse(call) => Some(call.clone()),
+                _ => None,
+            })
+            .collect();
+        self.conversation.push(message.clone());
+        self.produced.push(message);
+        if !text.is_empty() {
+            self.emit(Event::Text(text.clone()));
+        }
+        let used = self
+            .usage
+            .input_tokens
+            .saturating_add(self.usage.output_tokens);
+        if let Some(budget) = self.options.token_budget {
+            if used > budget {
+                let exceeded = TokenBudgetExceeded {
+                    agent: self.options.agent_name.clone(),
+                    used,
+                    budget,
+                };
+                let failure = classify_budget(&exceeded.to_string());
+                self.emit(Event::BudgetExceeded(exceeded));
+                self.finish(text, false, true, Some(failure));
+                return true;
+            }
+        }
+        if calls.is_empty() {
+            self.finish(text, true, false, None);
+            return true;
+        }
+        for call in &calls {
+            self.emit(Event::ToolUse(call.clone()));
+        }
+        for call in &calls {
+            self.actions.push_back(Action::CallTool(call.clone()));
+        }
+        self.state = State::AwaitingTools {
+            results: vec![None; calls.len()],
+            calls,
+        };
+        true
+    }
+
+    /// Feeds the answer of the tool call `tool_use_id`. `is_error` marks a failed tool (the
+    /// block then carries `is_error: true`; otherwise the field is left out). Returns `false`,
+    /// and changes nothing, when no call with that id is waiting.
+    pub fn handle_tool_result(
+        &mut self,
+        tool_use_id: &str,
+        content: ToolResultContent,
+        is_error: bool,
+    ) -> bool {
+        let State::AwaitingTools { calls, results } = &mut self.state else {
+            return false;
+        };
+        let Some(slot) = calls
+            .iter()
+            .zip(results.iter_mut())
+            .find(|(call, result)| call.id == tool_use_id && result.is_none())
+            .map(|(_, result)| result)
+        else {
+            return false;
+        };
+        *slot = Some(ToolResultBlock {
+            tool_use_id: tool_use_id.to_owned(),
+            content,
+            is_error: is_error.then_some(true),
+        });
+        if results.iter().any(Option::is_none) {
+            return true;
+        }
+        let calls = std::mem::take(calls);
+        let results: Vec<ToolResultBlock> = std::mem::take(results).into_iter().flatten().collect();
+        for (call, result) in calls.into_iter().zip(&results) {
+            self.tool_calls.push(ToolCallRecord {
+                tool_name: call.name,
+                input: call.input,
+                output: result.content.clone(),
+                is_error: result.is_error == Some(true),
+            });
+            self.emit(Event::ToolResult(result.clone()));
+        }
+        let message = LlmMessage {
+            role: Role::User,
+            content: results.into_iter().map(ContentBlock::ToolResult).collect(),
+        };
+        self.conversation.push(message.clone());
+        self.produced.push(message);
+        self.next_turn();
+        true
+    }
+
+    /// Ends the run with `error` (a failed request, or anything else the driver cannot get
+    /// past): `Done` with `success: false`, the error's message as output, no messages, zero
+    /// usage, and `status`/`errorInfo` from [`classify`]. Events already queued are still
+    /// delivered; queued requests and tool calls are dropped. Returns `false` when the run is
+    /// already done.
+    pub fn handle_failure(&mut self, error: Error) -> bool {
+        if self.is_finished() {
+            return false;
+        }
+        self.actions
+            .retain(|action| matches!(action, Action::Emit(_)));
+        let failure = classify(&error, false, self.options.provider.as_deref());
+        self.state = State::Finished;
+        self.actions.push_back(Action::Done(RunOutcome {
+            success: false,
+            output: error.to_string(),
+            messages: Vec::new(),
+            token_usage: TokenUsage::default(),
+            tool_calls: Vec::new(),
+            turns: self.turns,
+            budget_exceeded: false,
+            failure: Some(failure),
+            error: Some(error),
+        }));
+        true
+    }
+
+    /// Starts the next turn, or ends the run when `max_turns` requests have been sent.
+    fn next_turn(&mut self) {
+        if self.turns >= self.options.max_turns {
+            // OMA leaves its loop with no final output, then falls back to the text of the
+            // last assistant message of the conversation.
+            let output = self
+                .conversation
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::Assistant)
+                .map(text_of)
+                .unwrap_or_default();
+            self.finish(output, true, false, None);
+            return;
+        }
+        self.turns += 1;
+        let mut request = self.template.clone();
+        request.messages = self.conversation.clone();
+        self.state = State::AwaitingResponse;
+        self.actions.push_back(Action::SendRequest(request));
+    }
+
+    fn emit(&mut self, event: Event) {
+        self.actions.push_back(Action::Emit(event));
+    }
+
+    fn finish(
+        &mut self,
+        output: String,
+        success: bool,
+        budget_exceeded: bool,
+        failure: Option<Failure>,
+    ) {
+        self.state = State::Finished;
+        let outcome = RunOutcome {
+            success,
+            output,
+            messages: std::mem::take(&mut self.produced),
+            token_usage: self.usage,
+            tool_calls: std::mem::take(&mut self.tool_calls),
+            turns: self.turns,
+            budget_exceeded,
+            failure,
+            error: None,
+        };
+        self.actions.push_back(Action::Done(outcome));
+    }
+}
+
+/// The text blocks of a message joined with `''` (OMA's `extractText`).
+fn text_of(message: &LlmMessage) -> String {
+    message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::TextBlock;
+
+    fn text(t: &str) -> ContentBlock {
+        ContentBlock::Text(TextBlock { text: t.into() })
+    }
+
+    fn call(id: &str, name: &str) -> ToolUseBlock {
+        ToolUseBlock {
+            id: id.into(),
+            name: name.into(),
+            input: json!({"q": id}),
+            signature: None,
+        }
+    }
+
+    fn response(content: Vec<ContentBlock>, stop: &str, input: u64, output: u64) -> LlmResponse {
+        LlmResponse {
+            id: "r".into(),
+            content,
+            model: "m".into(),
+            stop_reason: stop.into(),
+            usage: TokenUsage {
+                input_tokens: input,
+                output_tokens: output,
+            },
+        }
+    }
+
+    fn template() -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            system_prompt: Some("be brief".into()),
+            ..ChatRequest::default()
+        }
+    }
+
+    fn input() -> Vec<LlmMessage> {
+        vec![LlmMessage::user_text("question")]
+    }
+
+    fn drain(turn: &mut TurnLoop) -> Vec<Action> {
+        std::iter::from_fn(|| turn.poll()).collect()
+    }
+
+    fn request(action: &Action) -> &ChatRequest {
+        match action {
+            Action::SendRequest(r) => r,
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+
+    fn done(actions: &[Action]) -> &RunOutcome {
+        match actions.last() {
+            Some(Action::Done(outcome)) => outcome,
+            other => panic!("expected done, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn single_text_turn() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        let first = drain(&mut turn);
+        assert_eq!(first.len(), 1);
+        let sent = request(&first[0]);
+        assert_eq!(sent.messages, input());
+        assert_eq!(sent.model, "m");
+        assert_eq!(sent.system_prompt.as_deref(), Some("be brief"));
+        assert!(turn.poll().is_none());
+
+        assert!(turn.handle_response(response(vec![text("hi")], "end_turn", 3, 2)));
+        let actions = drain(&mut turn);
+        assert_eq!(actions[0], Action::Emit(Event::Text("hi".into())));
+        let outcome = done(&actions);
+        assert!(outcome.success);
+        assert_eq!(outcome.output, "hi");
+        assert_eq!(
+            outcome.messages,
+            vec![LlmMessage {
+                role: Role::Assistant,
+                content: vec![text("hi")]
+            }]
+        );
+        assert_eq!(
+            outcome.token_usage,
+            TokenUsage {
+                input_tokens: 3,
+                output_tokens: 2
+            }
+        );
+        assert_eq!(outcome.turns, 1);
+        assert!(outcome.failure.is_none() && !outcome.budget_exceeded);
+        assert!(turn.is_finished());
+        assert!(turn.poll().is_none());
+        assert!(!turn.handle_response(response(vec![text("late")], "end_turn", 1, 1)));
+        assert!(turn.poll().is_none());
+    }
+
+    #[test]
+    fn output_joins_the_last_turns_text_blocks_with_nothing() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        let reasoning = ContentBlock::Reasoning(crate::message::ReasoningBlock {
+            text: "think".into(),
+            signature: None,
+            redacted_data: None,
+            provenance: None,
+        });
+        turn.handle_response(response(
+            vec![text("a"), reasoning, text("b"), text(" c")],
+            "end_turn",
+            1,
+            1,
+        ));
+        let actions = drain(&mut turn);
+        assert_eq!(actions[0], Action::Emit(Event::Text("ab c".into())));
+        assert_eq!(done(&actions).output, "ab c");
+    }
+
+    #[test]
+    fn a_turn_without_text_emits_no_text_event() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        turn.handle_response(response(vec![], "end_turn", 1, 0));
+        let actions = drain(&mut turn);
+        assert_eq!(actions.len(), 1);
+        assert_eq!(done(&actions).output, "");
+    }
+
+    #[test]
+    fn two_turn_tool_loop() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        let c = call("t1", "search");
+        assert!(turn.handle_response(response(
+            vec![text("looking"), ContentBlock::ToolUse(c.clone())],
+            "tool_use",
+            10,
+            5,
+        )));
+        let actions = drain(&mut turn);
+        assert_eq!(
+            actions,
+            vec![
+                Action::Emit(Event::Text("looking".into())),
+                Action::Emit(Event::ToolUse(c.clone())),
+                Action::CallTool(c.clone()),
+            ]
+        );
+        assert!(!turn.handle_response(response(vec![text("early")], "end_turn", 1, 1)));
+        assert!(!turn.handle_tool_result("nope", ToolResultContent::Text("x".into()), false));
+        assert!(turn.handle_tool_result("t1", ToolResultContent::Text("found".into()), false));
+        let actions = drain(&mut turn);
+        let result = ToolResultBlock {
+            tool_use_id: "t1".into(),
+            content: ToolResultContent::Text("found".into()),
+            is_error: None,
+        };
+        assert_eq!(actions.len(), 2);
+        assert_eq!(actions[0], Action::Emit(Event::ToolResult(result.clone())));
+        let assistant = LlmMessage {
+            role: Role::Assistant,
+            content: vec![text("looking"), ContentBlock::ToolUse(c.clone())],
+        };
+        let tool_turn = LlmMessage {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult(result)],
+        };
+        let second = request(&actions[1]);
+        assert_eq!(
+            second.messages,
+            vec![input()[0].clone(), assistant.clone(), tool_turn.clone()]
+        );
+        assert_eq!(second.system_prompt.as_deref(), Some("be brief"));
+
+        turn.handle_response(response(vec![text("done")], "end_turn", 20, 3));
+        let actions = drain(&mut turn);
+        let outcome = done(&actions);
+        assert!(outcome.success);
+        assert_eq!(outcome.output, "done");
+        assert_eq!(
+            outcome.messages,
+            vec![
+                assistant,
+                tool_turn,
+                LlmMessage {
+                    role: Role::Assistant,
+                    content: vec![text("done")]
+                }
+            ]
+        );
+        assert_eq!(
+            outcome.token_usage,
+            TokenUsage {
+                input_tokens: 30,
+                output_tokens: 8
+            }
+        );
+        assert_eq!(outcome.turns, 2);
+        assert_eq!(
+            outcome.tool_calls,
+            vec![ToolCallRecord {
+                tool_name: "search".into(),
+                input: json!({"q": "t1"}),
+                output: ToolResultContent::Text("found".into()),
+                is_error: false,
+            }]
+        );
+    }
+
+    #[test]
+    fn several_tool_calls_answer_in_any_order_and_return_in_call_order() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        let (a, b, c) = (call("a", "one"), call("b", "two"), call("c", "three"));
+        turn.handle_response(response(
+            vec![
+                ContentBlock::ToolUse(a.clone()),
+                ContentBlock::ToolUse(b.clone()),
+                ContentBlock::ToolUse(c.clone()),
+            ],
+            "tool_use",
+            1,
+            1,
+        ));
+        let actions = drain(&mut turn);
+        assert_eq!(
+            actions,
+            vec![
+                Action::Emit(Event::ToolUse(a.clone())),
+                Action::Emit(Event::ToolUse(b.clone())),
+                Action::Emit(Event::ToolUse(c.clone())),
+                Action::CallTool(a),
+                Action::CallTool(b),
+                Action::CallTool(c),
+            ]
+        );
+        assert!(turn.handle_tool_result("c", ToolResultContent::Text("C".into()), false));
+        assert!(turn.poll().is_none());
+        assert!(turn.handle_tool_result("a", ToolResultContent::Text("A".into()), true));
+        assert!(!turn.handle_tool_result("a", ToolResultContent::Text("again".into()), false));
+        assert!(turn.poll().is_none());
+        assert!(turn.handle_tool_result("b", ToolResultContent::Text("B".into()), false));
+        let actions = drain(&mut turn);
+        let ids: Vec<_> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Emit(Event::ToolResult(r)) => Some(r.tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        let sent = request(actions.last().unwrap_or_else(|| panic!("no actions")));
+        let last = sent
+            .messages
+            .last()
+            .unwrap_or_else(|| panic!("no messages"));
+        assert_eq!(last.role, Role::User);
+        let blocks: Vec<_> = last
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult(r) => (r.tool_use_id.as_str(), r.is_error),
+                other => panic!("unexpected block {other:?}"),
+            })
+            .collect();
+        assert_eq!(blocks, [("a", Some(true)), ("b", None), ("c", None)]);
+        assert_eq!(sent.messages.len(), 3);
+
+        turn.handle_response(response(vec![text("ok")], "end_turn", 1, 1));
+        let actions = drain(&mut turn);
+        let outcome = done(&actions);
+        let names: Vec<_> = outcome
+            .tool_calls
+            .iter()
+            .map(|r| r.tool_name.as_str())
+            .collect();
+        assert_eq!(names, ["one", "two", "three"]);
+        assert!(outcome.tool_calls[0].is_error);
+    }
+
+    #[test]
+    fn tool_use_blocks_drive_the_loop_whatever_the_stop_reason() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        let c = call("x", "t");
+        turn.handle_response(response(
+            vec![ContentBlock::ToolUse(c.clone())],
+            "max_tokens",
+            1,
+            1,
+        ));
+        assert_eq!(drain(&mut turn).last(), Some(&Action::CallTool(c)));
+        // And `tool_use` without blocks ends the run.
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        turn.handle_response(response(vec![text("t")], "tool_use", 1, 1));
+        assert!(done(&drain(&mut turn)).success);
+    }
+
+    #[test]
+    fn max_turns_stops_after_the_last_tool_results() {
+        let options = TurnOptions {
+            max_turns: 2,
+            ..TurnOptions::default()
+        };
+        let mut turn = TurnLoop::new(input(), template(), options);
+        let mut requests = 0;
+        for i in 0..2 {
+            let actions = drain(&mut turn);
+            assert!(matches!(actions.last(), Some(Action::SendRequest(_))));
+            requests += 1;
+            let id = format!("t{i}");
+            turn.handle_response(response(
+                vec![
+                    text(&format!("turn {i}")),
+                    ContentBlock::ToolUse(call(&id, "t")),
+                ],
+                "tool_use",
+                1,
+                1,
+            ));
+            drain(&mut turn);
+            turn.handle_tool_result(&id, ToolResultContent::Text("r".into()), false);
+        }
+        let actions = drain(&mut turn);
+        assert_eq!(requests, 2);
+        assert!(!actions.iter().any(|a| matches!(a, Action::SendRequest(_))));
+        let outcome = done(&actions);
+        assert!(outcome.success);
+        assert_eq!(outcome.turns, 2);
+        assert_eq!(outcome.output, "turn 1");
+        assert_eq!(outcome.messages.len(), 4);
+        assert_eq!(outcome.messages[3].role, Role::User);
+        assert_eq!(outcome.tool_calls.len(), 2);
+    }
+
+    #[test]
+    fn zero_max_turns_sends_nothing() {
+        let options = TurnOptions {
+            max_turns: 0,
+            ..TurnOptions::default()
+        };
+        let mut turn = TurnLoop::new(input(), template(), options);
+        let actions = drain(&mut turn);
+        assert_eq!(actions.len(), 1);
+        let outcome = done(&actions);
+        assert!(outcome.success && outcome.messages.is_empty() && outcome.turns == 0);
+    }
+
+    #[test]
+    fn token_budget_ends_the_run_after_the_turn_that_exceeds_it() {
+        let options = TurnOptions {
+            agent_name: "writer".into(),
+            token_budget: Some(100),
+            ..TurnOptions::default()
+        };
+        let mut turn = TurnLoop::new(input(), template(), options);
+        drain(&mut turn);
+        // 60 tokens: within the budget, so the tools run.
+        turn.handle_response(response(
+            vec![ContentBlock::ToolUse(call("a", "t"))],
+            "tool_use",
+            50,
+            10,
+        ));
+        drain(&mut turn);
+        turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false);
+        drain(&mut turn);
+        // 60 + 41 = 101 > 100.
+        let c = call("b", "t");
+        turn.handle_response(response(
+            vec![text("partial"), ContentBlock::ToolUse(c)],
+            "tool_use",
+            40,
+            1,
+        ));
+        let actions = drain(&mut turn);
+        let exceeded = TokenBudgetExceeded {
+            agent: "writer".into(),
+            used: 101,
+            budget: 100,
+        };
+        assert_eq!(
+            exceeded.to_string(),
+            "Agent \"writer\" exceeded token budget: 101 tokens used (budget: 100)"
+        );
+        assert_eq!(actions[0], Action::Emit(Event::Text("partial".into())));
+        assert_eq!(
+            actions[1],
+            Action::Emit(Event::BudgetExceeded(exceeded.clone()))
+        );
+        assert!(!actions.iter().any(|a| matches!(a, Action::CallTool(_))));
+        let outcome = done(&actions);
+        assert!(!outcome.success && outcome.budget_exceeded);
+        assert_eq!(outcome.output, "partial");
+        assert_eq!(outcome.messages.len(), 3);
+        assert_eq!(
+            outcome.token_usage,
+            TokenUsage {
+                input_tokens: 90,
+                output_tokens: 11
+            }
+        );
+        let failure = outcome
+            .failure
+            .as_ref()
+            .unwrap_or_else(|| panic!("no failure"));
+        assert_eq!(
+            serde_json::to_value(failure).unwrap_or_default(),
+            json!({
+                "status": {"code": "budget_exhausted", "message": exceeded.to_string()},
+                "errorInfo": {
+                    "kind": "budget",
+                    "code": "TOKEN_BUDGET_EXCEEDED",
+                    "name": "TokenBudgetExceededError",
+                    "message": exceeded.to_string(),
+                    "retryable": false
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn usage_equal_to_the_budget_is_within_it() {
+        let options = TurnOptions {
+            token_budget: Some(10),
+            ..TurnOptions::default()
+        };
+        let mut turn = TurnLoop::new(input(), template(), options);
+        drain(&mut turn);
+        turn.handle_response(response(vec![text("x")], "end_turn", 5, 5));
+        let outcome = done(&drain(&mut turn)).clone();
+        assert!(outcome.success && !outcome.budget_exceeded);
+    }
+
+    #[test]
+    fn a_failure_mid_run_reports_no_messages() {
+        let options = TurnOptions {
+            provider: Some("anthropic".into()),
+            ..TurnOptions::default()
+        };
+        let mut turn = TurnLoop::new(input(), template(), options);
+        drain(&mut turn);
+        turn.handle_response(response(
+            vec![ContentBlock::ToolUse(call("a", "t"))],
+            "tool_use",
+            5,
+            5,
+        ));
+        drain(&mut turn);
+        turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false);
+        drain(&mut turn);
+        let error = Error::Provider {
+            provider: "anthropic".into(),
+            status: Some(529),
+            message: "overloaded".into(),
+        };
+        assert!(turn.handle_failure(error.clone()));
+        let actions = drain(&mut turn);
+        assert_eq!(actions.len(), 1);
+        let outcome = done(&actions);
+        assert!(!outcome.success);
+        assert_eq!(outcome.output, error.to_string());
+        assert!(outcome.messages.is_empty() && outcome.tool_calls.is_empty());
+        assert_eq!(outcome.token_usage, TokenUsage::default());
+        assert_eq!(outcome.turns, 2);
+        assert_eq!(outcome.error.as_ref(), Some(&error));
+        let failure = outcome
+            .failure
+            .as_ref()
+            .unwrap_or_else(|| panic!("no failure"));
+        assert_eq!(failure, &classify(&error, false, Some("anthropic")));
+        assert!(!turn.handle_failure(error));
+        assert!(turn.poll().is_none());
+    }
+
+    #[test]
+    fn a_failure_drops_pending_tool_calls_but_keeps_events() {
+        let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
+        drain(&mut turn);
+        let c = call("a", "t");
+        turn.handle_response(response(
+            vec![text("hm"), ContentBlock::ToolUse(c.clone())],
+            "tool_use",
+            1,
+            1,
+        ));
+        turn.handle_failure(Error::invalid("bad"));
+        let actions = drain(&mut turn);
+        assert_eq!(actions[0], Action::Emit(Event::Text("hm".into())));
+        assert_eq!(actions[1], Action::Emit(Event::ToolUse(c)));
+        assert_eq!(actions.len(), 3);
+        assert!(!done(&actions).success);
+        assert!(!turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
+    }
+}

@@ -46,16 +46,15 @@ pub fn chat(
 }
 
 /// Starts a streamed chat turn; retries happen only before the response head is accepted.
+/// Takes the request by value: it is only flagged as streamed, never copied (its media may be
+/// many megabytes).
 pub fn chat_stream(
     adapter: &dyn Adapter,
-    request: &ChatRequest,
+    mut request: ChatRequest,
     endpoint: &Endpoint,
     options: &CallOptions,
 ) -> Result<ChatStream, Error> {
-    let request = ChatRequest {
-        stream: true,
-        ..request.clone()
-    };
+    request.stream = true;
     let http = adapter.format(&request, endpoint)?;
     check_egress(&http.url, &options.egress)?;
     let incoming = with_retry(&options.retry, || {

@@ -94,7 +94,7 @@ impl p::Guest for Component {
         let request = from_wit_request(request)?;
         let stream = call::chat_stream(
             adapter.as_ref(),
-            &request,
+            request,
             &from_wit_endpoint(endpoint),
             &from_wit_options(options),
         )?;

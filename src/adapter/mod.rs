@@ -20,6 +20,8 @@ pub mod gemini;
 pub mod openai;
 pub mod reasoning;
 pub mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -4,29 +4,12 @@
 use serde_json::{json, Value};
 
 use super::{error_message, Gemini};
+use crate::adapter::test_support::{assistant, text, user};
 use crate::adapter::{
     Adapter, ChatRequest, Credentials, Endpoint, StreamEvent, Thinking, ToolDefinition,
 };
 use crate::error::Error;
 use crate::message::*;
-
-fn user(content: Vec<ContentBlock>) -> LlmMessage {
-    LlmMessage {
-        role: Role::User,
-        content,
-    }
-}
-
-fn assistant(content: Vec<ContentBlock>) -> LlmMessage {
-    LlmMessage {
-        role: Role::Assistant,
-        content,
-    }
-}
-
-fn text(t: &str) -> ContentBlock {
-    ContentBlock::Text(TextBlock { text: t.into() })
-}
 
 fn tool_use(id: &str, name: &str, signature: Option<&str>) -> ContentBlock {
     ContentBlock::ToolUse(ToolUseBlock {

@@ -70,6 +70,12 @@ pub enum Error {
         /// The message, OMA's where OMA has one.
         message: String,
     },
+    /// A failure the host reported: a `beforeRun` hook that threw, or an external backend that
+    /// failed. OMA sees a plain `Error` here: no code, and retryable (it has no HTTP status).
+    Host {
+        /// The host's message.
+        message: String,
+    },
 }
 
 /// The family of an error, mirroring the WIT `error-kind`.
@@ -89,7 +95,7 @@ pub enum ErrorKind {
     Timeout,
     /// See [`Error::EgressDenied`].
     EgressDenied,
-    /// See [`Error::InvalidRequest`].
+    /// See [`Error::InvalidRequest`] and [`Error::Host`].
     Other,
 }
 
@@ -111,7 +117,7 @@ impl Error {
             Error::Provider { .. } => ErrorKind::Provider,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::EgressDenied { .. } => ErrorKind::EgressDenied,
-            Error::InvalidRequest { .. } => ErrorKind::Other,
+            Error::InvalidRequest { .. } | Error::Host { .. } => ErrorKind::Other,
         }
     }
 
@@ -125,7 +131,7 @@ impl Error {
             Error::Provider { .. } => "ProviderError",
             Error::Timeout { .. } => "LLMCallTimeoutError",
             Error::EgressDenied { .. } => "EgressPolicyError",
-            Error::InvalidRequest { .. } => "Error",
+            Error::InvalidRequest { .. } | Error::Host { .. } => "Error",
         }
     }
 
@@ -138,7 +144,7 @@ impl Error {
             Error::UnsupportedToolCall { .. } => Some("UNSUPPORTED_TOOL_CALL"),
             Error::Timeout { .. } => Some("LLM_CALL_TIMEOUT"),
             Error::EgressDenied { .. } => Some("EGRESS_POLICY_DENIED"),
-            Error::Provider { .. } | Error::InvalidRequest { .. } => None,
+            Error::Provider { .. } | Error::InvalidRequest { .. } | Error::Host { .. } => None,
         }
     }
 
@@ -154,7 +160,7 @@ impl Error {
             | Error::UnsupportedToolCall { .. }
             | Error::InvalidRequest { .. }
             | Error::EgressDenied { .. } => false,
-            Error::Timeout { .. } => true,
+            Error::Timeout { .. } | Error::Host { .. } => true,
             Error::Provider { status, .. } => match status {
                 None => true,
                 Some(408 | 409 | 429) => true,
@@ -206,6 +212,9 @@ impl Error {
                 message: scrub(message),
             },
             Error::InvalidRequest { message } => Error::InvalidRequest {
+                message: scrub(message),
+            },
+            Error::Host { message } => Error::Host {
                 message: scrub(message),
             },
             other => other,
@@ -272,6 +281,7 @@ impl fmt::Display for Error {
             }
             Error::Provider { message, .. }
             | Error::InvalidRequest { message }
+            | Error::Host { message }
             | Error::EgressDenied { message } => f.write_str(message),
         }
     }

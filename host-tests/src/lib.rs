@@ -53,6 +53,8 @@
 
 #![deny(missing_docs)]
 
+mod agent;
+mod agent_host;
 mod canned;
 mod engine;
 mod error_json;
@@ -77,7 +79,20 @@ mod bindings {
     });
 }
 
+pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
+pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
+pub use bindings::exports::oma::agent::agent::{
+    AgentConfig, AgentEvent, EvaluationOptions, PromptInput, RunAgentOptions, StorePayloads,
+};
 pub use bindings::exports::oma::agent::provider::{CallOptions, EgressPolicy, StreamEvent};
+pub use bindings::oma::agent::host::{
+    BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, ProgressEvent,
+    ToolOutcome,
+};
+pub use bindings::oma::agent::outcome::{
+    ErrorInfo, ExternalKind, FailureKind, RunFailure, RunInput, RunResult, RunStatus, StatusCode,
+    ToolCallRecord,
+};
 pub use bindings::oma::agent::types::{
     Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,
     MediaSource, ReasoningBlock, Role, ToolResultBlock, ToolResultContent, ToolResultPart,

@@ -4,6 +4,13 @@
 use std::future::Future;
 
 use wasmtime::component::ResourceTable;
+
+use crate::agent_host::{AgentHost, NoHost};
+use crate::bindings::oma::agent::host::{
+    self as host, BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
+};
+use crate::bindings::oma::agent::outcome::ExternalKind;
+use crate::bindings::oma::agent::types::ToolUseBlock;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{
     RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
@@ -17,6 +24,8 @@ pub struct GuestOptions {
     pub hooks: Option<Box<dyn WasiHttpHooks>>,
     /// Let the guest write to the host's standard error (useful when debugging the guest).
     pub inherit_stderr: bool,
+    /// The host's answers to the component's `host` imports; `None` installs [`NoHost`].
+    pub host: Option<Box<dyn AgentHost>>,
 }
 
 impl std::fmt::Debug for GuestOptions {
@@ -24,6 +33,7 @@ impl std::fmt::Debug for GuestOptions {
         f.debug_struct("GuestOptions")
             .field("hooks", &self.hooks.as_ref().map(|_| "custom"))
             .field("inherit_stderr", &self.inherit_stderr)
+            .field("host", &self.host.as_ref().map(|_| "custom"))
             .finish()
     }
 }
@@ -34,6 +44,7 @@ pub struct HostState {
     http: WasiHttpCtx,
     table: ResourceTable,
     hooks: Box<dyn WasiHttpHooks>,
+    host: Box<dyn AgentHost>,
 }
 
 impl HostState {
@@ -48,6 +59,7 @@ impl HostState {
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
             hooks: options.hooks.unwrap_or_else(|| Box::new(DenyOutbound)),
+            host: options.host.unwrap_or_else(|| Box::new(NoHost)),
         }
     }
 
@@ -100,3 +112,36 @@ impl WasiHttpHooks for DenyOutbound {
         Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
     }
 }
+
+// The component's `host` imports go to the installed [`AgentHost`]; the type-only interfaces
+// need no functions.
+impl host::Host for HostState {
+    fn before_run(&mut self, context: BeforeRunContext) -> BeforeRunAnswer {
+        self.host.before_run(context)
+    }
+
+    fn call_tool(&mut self, agent: String, call: ToolUseBlock) -> ToolOutcome {
+        self.host.call_tool(&agent, call)
+    }
+
+    fn progress(&mut self, event: ProgressEvent) {
+        self.host.progress(event)
+    }
+
+    fn evaluation(&mut self, record: EvaluationRecord) {
+        self.host.evaluation(record)
+    }
+
+    fn external_send(
+        &mut self,
+        agent: String,
+        kind: ExternalKind,
+        text: String,
+    ) -> Result<String, String> {
+        self.host.external_send(&agent, kind, text)
+    }
+}
+
+impl crate::bindings::oma::agent::types::Host for HostState {}
+impl crate::bindings::oma::agent::wire::Host for HostState {}
+impl crate::bindings::oma::agent::outcome::Host for HostState {}

@@ -4,7 +4,9 @@
 
 pub mod before_run;
 pub mod evaluation;
+pub mod input;
 pub mod outcome;
 pub mod progress;
 pub mod retry;
+pub mod session;
 pub mod turn;

@@ -225,6 +225,16 @@ impl TurnLoop {
         matches!(self.state, State::Finished)
     }
 
+    /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
+    /// `(message, block)`; `None` when no such call is waiting.
+    pub fn result_position(&self, tool_use_id: &str) -> Option<(usize, usize)> {
+        let State::AwaitingTools { calls, .. } = &self.state else {
+            return None;
+        };
+        let block = calls.iter().position(|call| call.id == tool_use_id)?;
+        Some((self.conversation.len(), block))
+    }
+
     /// Feeds the provider's response to the pending request. Returns `false`, and changes
     /// nothing, when no response is due.
     pub fn handle_response(&mut self, response: LlmResponse) -> bool {

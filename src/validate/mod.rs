@@ -29,6 +29,12 @@ pub fn validate_block_at(block: &ContentBlock, i: usize, j: usize) -> Result<(),
     validate_block(block).map_err(|fault| fault.into_error(i, j))
 }
 
+/// Checks a tool result that will be block `j` of message `i`: a host tool's answer is checked
+/// like any other input before it travels in a request.
+pub fn validate_tool_result_at(result: &ToolResultBlock, i: usize, j: usize) -> Result<(), Error> {
+    validate_tool_result(result).map_err(|fault| fault.into_error(i, j))
+}
+
 /// Where inside a block a rule was broken, and which; turned into a message only on failure.
 pub(crate) enum BlockFault {
     /// A video's source broke a media rule.

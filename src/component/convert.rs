@@ -1,124 +1,20 @@
-//! The wit-bindgen glue: WIT values to and from the model, and the exports. Nothing else.
-
-use std::cell::RefCell;
+//! WIT values to and from the model. Conversions only: no decisions, no I/O beyond reading
+//! the clock and a random seed for the adapters.
 
 use crate::adapter::{self as a, Adapter};
 use crate::agent::retry::RetryPolicy;
-use crate::call::{self, CallOptions};
+use crate::call::CallOptions;
 use crate::error::{Error, ErrorKind};
 use crate::message as m;
 use crate::transport::{EgressPolicy, Limits};
-use crate::{json, validate};
+use crate::validate;
 
-wit_bindgen::generate!({
-    world: "component",
-    path: "wit",
-});
-
-use exports::oma::agent::codec::Guest as Codec;
-use exports::oma::agent::provider as p;
-use oma::agent::types as wit;
-use oma::agent::wire;
-
-struct Component;
-
-export!(Component);
-
-impl Codec for Component {
-    fn messages_from_json(json: String) -> Result<Vec<wit::LlmMessage>, wit::Error> {
-        let messages = json::messages_from_json(&json)?;
-        Ok(messages.into_iter().map(to_wit_message).collect())
-    }
-
-    fn messages_to_json(messages: Vec<wit::LlmMessage>) -> Result<String, wit::Error> {
-        let messages = from_wit_messages_validated(messages)?;
-        Ok(json::messages_to_json(&messages)?)
-    }
-
-    fn validate_messages(messages: Vec<wit::LlmMessage>) -> Result<(), wit::Error> {
-        from_wit_messages_validated(messages)?;
-        Ok(())
-    }
-
-    fn format_request(
-        request: wire::ChatRequest,
-        endpoint: wire::Endpoint,
-    ) -> Result<wire::HttpRequest, wit::Error> {
-        let adapter = adapter_for(&endpoint)?;
-        let request = from_wit_request(request)?;
-        let http = adapter.format(&request, &from_wit_endpoint(endpoint))?;
-        Ok(wire::HttpRequest {
-            method: http.method,
-            url: http.url,
-            headers: http.headers,
-            body: http.body,
-        })
-    }
-
-    fn parse_response(
-        request: wire::ChatRequest,
-        endpoint: wire::Endpoint,
-        body: Vec<u8>,
-    ) -> Result<wire::LlmResponse, wit::Error> {
-        let adapter = adapter_for(&endpoint)?;
-        let request = from_wit_request(request)?;
-        Ok(to_wit_response(adapter.parse(&request, &body)?))
-    }
-}
-
-impl p::Guest for Component {
-    type ChatStream = Stream;
-
-    fn chat(
-        request: wire::ChatRequest,
-        endpoint: wire::Endpoint,
-        options: p::CallOptions,
-    ) -> Result<wire::LlmResponse, wit::Error> {
-        let adapter = adapter_for(&endpoint)?;
-        let request = from_wit_request(request)?;
-        let response = call::chat(
-            adapter.as_ref(),
-            &request,
-            &from_wit_endpoint(endpoint),
-            &from_wit_options(options),
-        )?;
-        Ok(to_wit_response(response))
-    }
-
-    fn stream_chat(
-        request: wire::ChatRequest,
-        endpoint: wire::Endpoint,
-        options: p::CallOptions,
-    ) -> Result<p::ChatStream, wit::Error> {
-        let adapter = adapter_for(&endpoint)?;
-        let request = from_wit_request(request)?;
-        let stream = call::chat_stream(
-            adapter.as_ref(),
-            request,
-            &from_wit_endpoint(endpoint),
-            &from_wit_options(options),
-        )?;
-        Ok(p::ChatStream::new(Stream(RefCell::new(stream))))
-    }
-}
-
-/// A streamed turn, held by the host as a `chat-stream` resource.
-struct Stream(RefCell<call::ChatStream>);
-
-impl p::GuestChatStream for Stream {
-    fn next(&self) -> Result<Option<p::StreamEvent>, wit::Error> {
-        let event = self.0.borrow_mut().next_event()?;
-        Ok(event.map(|event| match event {
-            a::StreamEvent::Text(text) => p::StreamEvent::Text(text),
-            a::StreamEvent::Reasoning(text) => p::StreamEvent::Reasoning(text),
-            a::StreamEvent::ToolUse(call) => p::StreamEvent::ToolUse(to_wit_tool_use(call)),
-            a::StreamEvent::Done(response) => p::StreamEvent::Done(to_wit_response(response)),
-        }))
-    }
-}
+use super::exports::oma::agent::provider as p;
+use super::oma::agent::types as wit;
+use super::oma::agent::wire;
 
 /// The endpoint's adapter, with the clock and a random seed for ids the provider does not send.
-fn adapter_for(endpoint: &wire::Endpoint) -> Result<Box<dyn Adapter>, Error> {
+pub(super) fn adapter_for(endpoint: &wire::Endpoint) -> Result<Box<dyn Adapter>, Error> {
     let now = wasip2::clocks::wall_clock::now();
     let ids = a::IdSource {
         epoch_ms: now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000),
@@ -127,9 +23,36 @@ fn adapter_for(endpoint: &wire::Endpoint) -> Result<Box<dyn Adapter>, Error> {
     a::for_provider(&endpoint.provider, endpoint.base_url.as_deref(), ids)
 }
 
-fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
-    let tools = request
-        .tools
+pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
+    let extra_body = match request.extra_body.as_deref() {
+        None => Default::default(),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => {
+                return Err(Error::InvalidRequest {
+                    message: "extra-body must be the text of a JSON object".into(),
+                })
+            }
+        },
+    };
+    Ok(a::ChatRequest {
+        model: request.model,
+        system_prompt: request.system_prompt,
+        messages: from_wit_messages(request.messages)?,
+        tools: from_wit_tools(request.tools)?,
+        sampling: from_wit_sampling(request.sampling),
+        thinking: from_wit_thinking(request.thinking_budget),
+        extra_body,
+        preserve_reasoning_as_text: request.preserve_reasoning_as_text,
+        stream: request.stream,
+    })
+}
+
+/// Tool definitions; fails when an input schema is not JSON text.
+pub(super) fn from_wit_tools(
+    tools: Vec<wire::ToolDefinition>,
+) -> Result<Vec<a::ToolDefinition>, Error> {
+    tools
         .into_iter()
         .map(|tool| {
             let input_schema =
@@ -142,46 +65,31 @@ fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error>
                 input_schema,
             })
         })
-        .collect::<Result<_, Error>>()?;
-    let extra_body = match request.extra_body.as_deref() {
-        None => Default::default(),
-        Some(text) => match serde_json::from_str(text) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => {
-                return Err(Error::InvalidRequest {
-                    message: "extra-body must be the text of a JSON object".into(),
-                })
-            }
-        },
-    };
-    let s = request.sampling;
-    Ok(a::ChatRequest {
-        model: request.model,
-        system_prompt: request.system_prompt,
-        messages: from_wit_messages(request.messages)?,
-        tools,
-        sampling: a::Sampling {
-            max_tokens: s.max_tokens,
-            temperature: s.temperature,
-            top_p: s.top_p,
-            top_k: s.top_k,
-            frequency_penalty: s.frequency_penalty,
-            presence_penalty: s.presence_penalty,
-            min_p: s.min_p,
-            parallel_tool_calls: s.parallel_tool_calls,
-            reasoning_effort: s.reasoning_effort,
-        },
-        thinking: request.thinking_budget.map(|budget| a::Thinking {
-            enabled: true,
-            budget_tokens: Some(budget),
-        }),
-        extra_body,
-        preserve_reasoning_as_text: request.preserve_reasoning_as_text,
-        stream: request.stream,
+        .collect()
+}
+
+pub(super) fn from_wit_sampling(s: wire::Sampling) -> a::Sampling {
+    a::Sampling {
+        max_tokens: s.max_tokens,
+        temperature: s.temperature,
+        top_p: s.top_p,
+        top_k: s.top_k,
+        frequency_penalty: s.frequency_penalty,
+        presence_penalty: s.presence_penalty,
+        min_p: s.min_p,
+        parallel_tool_calls: s.parallel_tool_calls,
+        reasoning_effort: s.reasoning_effort,
+    }
+}
+
+pub(super) fn from_wit_thinking(budget: Option<u32>) -> Option<a::Thinking> {
+    budget.map(|budget| a::Thinking {
+        enabled: true,
+        budget_tokens: Some(budget),
     })
 }
 
-fn from_wit_endpoint(endpoint: wire::Endpoint) -> a::Endpoint {
+pub(super) fn from_wit_endpoint(endpoint: wire::Endpoint) -> a::Endpoint {
     let credentials = match (endpoint.aws, endpoint.api_key) {
         (Some(aws), _) => a::Credentials::Aws {
             access_key_id: aws.access_key_id,
@@ -200,7 +108,7 @@ fn from_wit_endpoint(endpoint: wire::Endpoint) -> a::Endpoint {
     }
 }
 
-fn from_wit_options(options: p::CallOptions) -> CallOptions {
+pub(super) fn from_wit_options(options: p::CallOptions) -> CallOptions {
     CallOptions {
         retry: RetryPolicy {
             max_attempts: options.max_attempts.max(1),
@@ -219,7 +127,7 @@ fn from_wit_options(options: p::CallOptions) -> CallOptions {
     }
 }
 
-fn to_wit_response(response: m::LlmResponse) -> wire::LlmResponse {
+pub(super) fn to_wit_response(response: m::LlmResponse) -> wire::LlmResponse {
     wire::LlmResponse {
         id: response.id,
         content: response.content.into_iter().map(to_wit_block).collect(),
@@ -258,19 +166,19 @@ impl From<Error> for wit::Error {
 }
 
 /// WIT messages to the model; fails only on tool-use input that is not JSON text.
-fn from_wit_messages(messages: Vec<wit::LlmMessage>) -> Result<Vec<m::LlmMessage>, Error> {
+pub(super) fn from_wit_messages(messages: Vec<wit::LlmMessage>) -> Result<Vec<m::LlmMessage>, Error> {
     convert_messages(messages, false)
 }
 
 /// WIT messages to the model, each block validated as it is converted, so the first broken
 /// rule (a media rule or tool-use input that is not JSON) is reported in message order.
-fn from_wit_messages_validated(
+pub(super) fn from_wit_messages_validated(
     messages: Vec<wit::LlmMessage>,
 ) -> Result<Vec<m::LlmMessage>, Error> {
     convert_messages(messages, true)
 }
 
-fn convert_messages(
+pub(super) fn convert_messages(
     messages: Vec<wit::LlmMessage>,
     validate_each: bool,
 ) -> Result<Vec<m::LlmMessage>, Error> {
@@ -301,7 +209,7 @@ fn convert_messages(
         .collect()
 }
 
-fn from_wit_block(block: wit::ContentBlock, i: usize, j: usize) -> Result<m::ContentBlock, Error> {
+pub(super) fn from_wit_block(block: wit::ContentBlock, i: usize, j: usize) -> Result<m::ContentBlock, Error> {
     Ok(match block {
         wit::ContentBlock::Text(text) => m::ContentBlock::Text(m::TextBlock { text }),
         wit::ContentBlock::Image(image) => m::ContentBlock::Image(m::ImageBlock {
@@ -325,12 +233,7 @@ fn from_wit_block(block: wit::ContentBlock, i: usize, j: usize) -> Result<m::Con
         }),
         wit::ContentBlock::ToolResult(result) => m::ContentBlock::ToolResult(m::ToolResultBlock {
             tool_use_id: result.tool_use_id,
-            content: match result.content {
-                wit::ToolResultContent::Text(text) => m::ToolResultContent::Text(text),
-                wit::ToolResultContent::Parts(parts) => {
-                    m::ToolResultContent::Parts(parts.into_iter().map(from_wit_part).collect())
-                }
-            },
+            content: from_wit_content(result.content),
             is_error: result.is_error,
         }),
         wit::ContentBlock::Reasoning(r) => m::ContentBlock::Reasoning(m::ReasoningBlock {
@@ -342,7 +245,25 @@ fn from_wit_block(block: wit::ContentBlock, i: usize, j: usize) -> Result<m::Con
     })
 }
 
-fn from_wit_part(part: wit::ToolResultPart) -> m::ToolResultPart {
+pub(super) fn from_wit_content(content: wit::ToolResultContent) -> m::ToolResultContent {
+    match content {
+        wit::ToolResultContent::Text(text) => m::ToolResultContent::Text(text),
+        wit::ToolResultContent::Parts(parts) => {
+            m::ToolResultContent::Parts(parts.into_iter().map(from_wit_part).collect())
+        }
+    }
+}
+
+pub(super) fn to_wit_content(content: m::ToolResultContent) -> wit::ToolResultContent {
+    match content {
+        m::ToolResultContent::Text(text) => wit::ToolResultContent::Text(text),
+        m::ToolResultContent::Parts(parts) => {
+            wit::ToolResultContent::Parts(parts.into_iter().map(to_wit_part).collect())
+        }
+    }
+}
+
+pub(super) fn from_wit_part(part: wit::ToolResultPart) -> m::ToolResultPart {
     match part {
         wit::ToolResultPart::Text(text) => m::ToolResultPart::Text { text },
         wit::ToolResultPart::Image(source) => m::ToolResultPart::Image {
@@ -355,7 +276,7 @@ fn from_wit_part(part: wit::ToolResultPart) -> m::ToolResultPart {
     }
 }
 
-fn from_wit_source(source: wit::MediaSource) -> m::MediaSource {
+pub(super) fn from_wit_source(source: wit::MediaSource) -> m::MediaSource {
     match source {
         wit::MediaSource::Base64(s) => m::MediaSource::Base64 {
             media_type: s.media_type,
@@ -368,7 +289,7 @@ fn from_wit_source(source: wit::MediaSource) -> m::MediaSource {
     }
 }
 
-fn to_wit_message(message: m::LlmMessage) -> wit::LlmMessage {
+pub(super) fn to_wit_message(message: m::LlmMessage) -> wit::LlmMessage {
     wit::LlmMessage {
         role: match message.role {
             m::Role::User => wit::Role::User,
@@ -378,7 +299,7 @@ fn to_wit_message(message: m::LlmMessage) -> wit::LlmMessage {
     }
 }
 
-fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
+pub(super) fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
     match block {
         m::ContentBlock::Text(t) => wit::ContentBlock::Text(t.text),
         m::ContentBlock::Image(image) => wit::ContentBlock::Image(wit::ImageBlock {
@@ -394,12 +315,7 @@ fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
         m::ContentBlock::ToolResult(result) => {
             wit::ContentBlock::ToolResult(wit::ToolResultBlock {
                 tool_use_id: result.tool_use_id,
-                content: match result.content {
-                    m::ToolResultContent::Text(text) => wit::ToolResultContent::Text(text),
-                    m::ToolResultContent::Parts(parts) => {
-                        wit::ToolResultContent::Parts(parts.into_iter().map(to_wit_part).collect())
-                    }
-                },
+                content: to_wit_content(result.content),
                 is_error: result.is_error,
             })
         }
@@ -412,7 +328,7 @@ fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
     }
 }
 
-fn to_wit_tool_use(call: m::ToolUseBlock) -> wit::ToolUseBlock {
+pub(super) fn to_wit_tool_use(call: m::ToolUseBlock) -> wit::ToolUseBlock {
     wit::ToolUseBlock {
         input: call.input.to_string(),
         id: call.id,
@@ -421,7 +337,7 @@ fn to_wit_tool_use(call: m::ToolUseBlock) -> wit::ToolUseBlock {
     }
 }
 
-fn to_wit_part(part: m::ToolResultPart) -> wit::ToolResultPart {
+pub(super) fn to_wit_part(part: m::ToolResultPart) -> wit::ToolResultPart {
     match part {
         m::ToolResultPart::Text { text } => wit::ToolResultPart::Text(text),
         m::ToolResultPart::Image { source } => wit::ToolResultPart::Image(to_wit_source(source)),
@@ -432,7 +348,7 @@ fn to_wit_part(part: m::ToolResultPart) -> wit::ToolResultPart {
     }
 }
 
-fn to_wit_source(source: m::MediaSource) -> wit::MediaSource {
+pub(super) fn to_wit_source(source: m::MediaSource) -> wit::MediaSource {
     match source {
         m::MediaSource::Base64 { media_type, data } => {
             wit::MediaSource::Base64(wit::Base64Source { media_type, data })

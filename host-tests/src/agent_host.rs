@@ -1,0 +1,199 @@
+//! The host side of the component's `host` imports: the `beforeRun` hook, tool calls, progress
+//! events, evaluation records and external backends.
+//!
+//! A guest instance holds one [`AgentHost`]; [`ScriptedHost`] is the one tests and the CLI use.
+//! It answers as it is told (a hook, a tool, a backend, each a closure) and records everything
+//! the component handed over in a [`HostLog`] that stays readable from outside the store.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::bindings::oma::agent::host::{
+    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
+};
+use crate::bindings::oma::agent::outcome::ExternalKind;
+use crate::bindings::oma::agent::types::{ToolResultContent, ToolUseBlock};
+
+/// What the component may ask of its host during a run. Every method has the answer of a host
+/// that offers nothing: no hook (the hook fails), no tools (an error result), no backend.
+pub trait AgentHost: Send {
+    /// Runs the `beforeRun` hook.
+    fn before_run(&mut self, context: BeforeRunContext) -> BeforeRunAnswer {
+        let _ = context;
+        BeforeRunAnswer::Failed("this host has no beforeRun hook".into())
+    }
+
+    /// Calls a tool.
+    fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome {
+        let _ = agent;
+        ToolOutcome {
+            content: ToolResultContent::Text(format!("Tool \"{}\" is not available", call.name)),
+            is_error: true,
+        }
+    }
+
+    /// Receives a progress event.
+    fn progress(&mut self, event: ProgressEvent) {
+        let _ = event;
+    }
+
+    /// Receives an evaluation record.
+    fn evaluation(&mut self, record: EvaluationRecord) {
+        let _ = record;
+    }
+
+    /// Sends text through an external backend.
+    fn external_send(
+        &mut self,
+        agent: &str,
+        kind: ExternalKind,
+        text: String,
+    ) -> Result<String, String> {
+        let _ = (agent, kind, text);
+        Err("this host has no external backend".into())
+    }
+}
+
+/// The host of a guest created without one: it offers nothing.
+#[derive(Debug, Default)]
+pub struct NoHost;
+
+impl AgentHost for NoHost {}
+
+/// Everything the component handed to a [`ScriptedHost`], in order.
+#[derive(Debug, Default)]
+pub struct HostLog {
+    /// The contexts the hook received.
+    pub before_run: Vec<BeforeRunContext>,
+    /// The tool calls, with the agent's name.
+    pub tool_calls: Vec<(String, ToolUseBlock)>,
+    /// The progress events.
+    pub progress: Vec<ProgressEvent>,
+    /// The evaluation records.
+    pub evaluations: Vec<EvaluationRecord>,
+    /// The texts sent through external backends, with the backend's kind.
+    pub external: Vec<(ExternalKind, String)>,
+}
+
+type Hook = Box<dyn FnMut(&BeforeRunContext) -> BeforeRunAnswer + Send>;
+type Tool = Box<dyn FnMut(&ToolUseBlock) -> ToolOutcome + Send>;
+type Backend = Box<dyn FnMut(&str) -> Result<String, String> + Send>;
+type ProgressSink = Box<dyn FnMut(&ProgressEvent) + Send>;
+
+/// A host that answers with closures and records what it was given.
+#[derive(Default)]
+pub struct ScriptedHost {
+    log: Arc<Mutex<HostLog>>,
+    hook: Option<Hook>,
+    tool: Option<Tool>,
+    backend: Option<Backend>,
+    progress_sink: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for ScriptedHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedHost").finish_non_exhaustive()
+    }
+}
+
+/// A shared view of a [`ScriptedHost`]'s log, kept by the test while the host lives in the
+/// guest's store.
+#[derive(Clone, Debug, Default)]
+pub struct LogHandle(Arc<Mutex<HostLog>>);
+
+impl LogHandle {
+    /// The log. A poisoned lock (a panicking closure) still yields what was recorded.
+    pub fn lock(&self) -> MutexGuard<'_, HostLog> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl ScriptedHost {
+    /// A host with no hook, no tools and no backend, recording everything.
+    pub fn new() -> Self {
+        ScriptedHost::default()
+    }
+
+    /// A handle on the log.
+    pub fn log(&self) -> LogHandle {
+        LogHandle(self.log.clone())
+    }
+
+    /// Answers `beforeRun` with `hook`.
+    pub fn with_hook(
+        mut self,
+        hook: impl FnMut(&BeforeRunContext) -> BeforeRunAnswer + Send + 'static,
+    ) -> Self {
+        self.hook = Some(Box::new(hook));
+        self
+    }
+
+    /// Answers every tool call with `tool`.
+    pub fn with_tool(mut self, tool: impl FnMut(&ToolUseBlock) -> ToolOutcome + Send + 'static) -> Self {
+        self.tool = Some(Box::new(tool));
+        self
+    }
+
+    /// Answers external-backend sends with `backend`.
+    pub fn with_backend(
+        mut self,
+        backend: impl FnMut(&str) -> Result<String, String> + Send + 'static,
+    ) -> Self {
+        self.backend = Some(Box::new(backend));
+        self
+    }
+
+    /// Also passes each progress event to `sink` as it arrives (e.g. to print it).
+    pub fn with_progress_sink(mut self, sink: impl FnMut(&ProgressEvent) + Send + 'static) -> Self {
+        self.progress_sink = Some(Box::new(sink));
+        self
+    }
+
+    fn record(&self) -> MutexGuard<'_, HostLog> {
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl AgentHost for ScriptedHost {
+    fn before_run(&mut self, context: BeforeRunContext) -> BeforeRunAnswer {
+        let answer = match &mut self.hook {
+            Some(hook) => hook(&context),
+            None => NoHost.before_run(context.clone()),
+        };
+        self.record().before_run.push(context);
+        answer
+    }
+
+    fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome {
+        let outcome = match &mut self.tool {
+            Some(tool) => tool(&call),
+            None => NoHost.call_tool(agent, call.clone()),
+        };
+        self.record().tool_calls.push((agent.to_owned(), call));
+        outcome
+    }
+
+    fn progress(&mut self, event: ProgressEvent) {
+        if let Some(sink) = &mut self.progress_sink {
+            sink(&event);
+        }
+        self.record().progress.push(event);
+    }
+
+    fn evaluation(&mut self, record: EvaluationRecord) {
+        self.record().evaluations.push(record);
+    }
+
+    fn external_send(
+        &mut self,
+        agent: &str,
+        kind: ExternalKind,
+        text: String,
+    ) -> Result<String, String> {
+        let answer = match &mut self.backend {
+            Some(backend) => backend(&text),
+            None => NoHost.external_send(agent, kind, text.clone()),
+        };
+        self.record().external.push((kind, text));
+        answer
+    }
+}

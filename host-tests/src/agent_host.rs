@@ -103,7 +103,9 @@ pub struct LogHandle(Arc<Mutex<HostLog>>);
 impl LogHandle {
     /// The log. A poisoned lock (a panicking closure) still yields what was recorded.
     pub fn lock(&self) -> MutexGuard<'_, HostLog> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -128,7 +130,10 @@ impl ScriptedHost {
     }
 
     /// Answers every tool call with `tool`.
-    pub fn with_tool(mut self, tool: impl FnMut(&ToolUseBlock) -> ToolOutcome + Send + 'static) -> Self {
+    pub fn with_tool(
+        mut self,
+        tool: impl FnMut(&ToolUseBlock) -> ToolOutcome + Send + 'static,
+    ) -> Self {
         self.tool = Some(Box::new(tool));
         self
     }
@@ -149,7 +154,9 @@ impl ScriptedHost {
     }
 
     fn record(&self) -> MutexGuard<'_, HostLog> {
-        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

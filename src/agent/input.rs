@@ -23,7 +23,10 @@ pub enum PromptInput {
 /// A text becomes one user text message (not validated: `""` is allowed). A message list is
 /// validated with the shared guard, then refused for an external backend (OMA's order), and is
 /// the caller's own copy from then on.
-pub fn prepare_run(input: RunInput, external: Option<ExternalKind>) -> Result<Vec<LlmMessage>, Error> {
+pub fn prepare_run(
+    input: RunInput,
+    external: Option<ExternalKind>,
+) -> Result<Vec<LlmMessage>, Error> {
     match input {
         RunInput::Text(text) => Ok(vec![LlmMessage::user_text(text)]),
         RunInput::Messages(messages) => {
@@ -40,7 +43,10 @@ pub fn prepare_run(input: RunInput, external: Option<ExternalKind>) -> Result<Ve
 ///
 /// Blocks are validated as `[{role: user, content: blocks}]` (so paths read `messages[0]...`,
 /// as OMA's do), then refused for an external backend. An empty block list is accepted.
-pub fn prepare_prompt(input: PromptInput, external: Option<ExternalKind>) -> Result<LlmMessage, Error> {
+pub fn prepare_prompt(
+    input: PromptInput,
+    external: Option<ExternalKind>,
+) -> Result<LlmMessage, Error> {
     match input {
         PromptInput::Text(text) => Ok(LlmMessage::user_text(text)),
         PromptInput::Blocks(content) => {
@@ -91,10 +97,11 @@ mod tests {
             role: Role::User,
             content: vec![bad_video()],
         }];
-        let err = prepare_run(RunInput::Messages(invalid), Some(ExternalKind::Process)).unwrap_err();
+        let err =
+            prepare_run(RunInput::Messages(invalid), Some(ExternalKind::Process)).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "messages[0].content[0].source.url must be an HTTP or HTTPS URL"
+            "messages[0].content[0].source.url must use HTTP or HTTPS"
         );
         let err = prepare_run(
             RunInput::Messages(vec![LlmMessage::user_text("hi")]),
@@ -124,7 +131,9 @@ mod tests {
             blocks
         );
         let err = prepare_prompt(PromptInput::Blocks(vec![bad_video()]), None).unwrap_err();
-        assert!(err.to_string().starts_with("messages[0].content[0].source.url"));
+        assert!(err
+            .to_string()
+            .starts_with("messages[0].content[0].source.url"));
         let err = prepare_prompt(PromptInput::Blocks(blocks), Some(ExternalKind::Acp)).unwrap_err();
         assert!(err.to_string().starts_with("The acp external backend"));
         assert_eq!(

@@ -123,8 +123,12 @@ pub trait Io {
     /// Calls a tool.
     fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome;
     /// Sends text through an external backend; `Err` is its failure message.
-    fn external_send(&mut self, agent: &str, kind: ExternalKind, text: String)
-        -> Result<String, String>;
+    fn external_send(
+        &mut self,
+        agent: &str,
+        kind: ExternalKind,
+        text: String,
+    ) -> Result<String, String>;
     /// Delivers a progress event.
     fn progress(&mut self, event: ProgressEvent);
     /// Delivers an evaluation case.
@@ -205,9 +209,15 @@ impl<S: TurnStream> Run<S> {
             }
         }
         // `next_event` always ends with `Done`; should that ever break, say so in the result.
-        last.unwrap_or_else(|| failed(&self.spec, Error::Host {
-            message: "the run ended without a result".into(),
-        }, false))
+        last.unwrap_or_else(|| {
+            failed(
+                &self.spec,
+                Error::Host {
+                    message: "the run ended without a result".into(),
+                },
+                false,
+            )
+        })
     }
 
     /// Runs the hook and starts the backend.
@@ -239,14 +249,12 @@ impl<S: TurnStream> Run<S> {
     /// Acts on the loop's next action.
     fn step<I: Io<Stream = S>>(&mut self, mut turn_loop: Box<TurnLoop>, io: &mut I) -> Phase<S> {
         match turn_loop.poll() {
-            Some(Action::SendRequest(request)) if self.streaming => {
-                match io.open_stream(request) {
-                    Ok(stream) => return Phase::Streaming(turn_loop, stream),
-                    Err(error) => {
-                        turn_loop.handle_failure(error);
-                    }
+            Some(Action::SendRequest(request)) if self.streaming => match io.open_stream(request) {
+                Ok(stream) => return Phase::Streaming(turn_loop, stream),
+                Err(error) => {
+                    turn_loop.handle_failure(error);
                 }
-            }
+            },
             Some(Action::SendRequest(request)) => match io.chat(request) {
                 Ok(response) => {
                     turn_loop.handle_response(response);

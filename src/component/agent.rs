@@ -11,8 +11,8 @@ use crate::agent::evaluation::{RunInput, StorePayloads};
 use crate::agent::input::PromptInput;
 use crate::agent::outcome::{FailureKind, StatusCode};
 use crate::agent::session::{
-    self, AgentEvent, EvaluationRecord, HookAnswer, Io, ProgressEvent, Run, RunSpec,
-    ToolOutcome, TurnStream,
+    self, AgentEvent, EvaluationRecord, HookAnswer, Io, ProgressEvent, Run, RunSpec, ToolOutcome,
+    TurnStream,
 };
 use crate::agent::turn::{Event, RunOutcome, TurnOptions, DEFAULT_MAX_TURNS};
 use crate::call::{self, CallOptions};
@@ -74,7 +74,8 @@ impl ag::GuestAgent for AgentResource {
     }
 
     fn run(&self, input: oc::RunInput) -> Result<oc::RunResult, wit::Error> {
-        let run: Run<call::ChatStream> = self.agent.borrow().start(from_wit_input(input)?, false)?;
+        let run: Run<call::ChatStream> =
+            self.agent.borrow().start(from_wit_input(input)?, false)?;
         Ok(to_wit_result(run.finish(&mut self.io.clone())))
     }
 
@@ -102,7 +103,12 @@ impl ag::GuestAgent for AgentResource {
 
     fn get_history(&self) -> Vec<wit::LlmMessage> {
         let agent = self.agent.borrow();
-        agent.history().iter().cloned().map(to_wit_message).collect()
+        agent
+            .history()
+            .iter()
+            .cloned()
+            .map(to_wit_message)
+            .collect()
     }
 
     fn reset(&self) {

@@ -166,7 +166,9 @@ impl From<Error> for wit::Error {
 }
 
 /// WIT messages to the model; fails only on tool-use input that is not JSON text.
-pub(super) fn from_wit_messages(messages: Vec<wit::LlmMessage>) -> Result<Vec<m::LlmMessage>, Error> {
+pub(super) fn from_wit_messages(
+    messages: Vec<wit::LlmMessage>,
+) -> Result<Vec<m::LlmMessage>, Error> {
     convert_messages(messages, false)
 }
 
@@ -209,7 +211,11 @@ pub(super) fn convert_messages(
         .collect()
 }
 
-pub(super) fn from_wit_block(block: wit::ContentBlock, i: usize, j: usize) -> Result<m::ContentBlock, Error> {
+pub(super) fn from_wit_block(
+    block: wit::ContentBlock,
+    i: usize,
+    j: usize,
+) -> Result<m::ContentBlock, Error> {
     Ok(match block {
         wit::ContentBlock::Text(text) => m::ContentBlock::Text(m::TextBlock { text }),
         wit::ContentBlock::Image(image) => m::ContentBlock::Image(m::ImageBlock {

@@ -117,4 +117,3 @@ impl p::GuestChatStream for Stream {
         }))
     }
 }
-

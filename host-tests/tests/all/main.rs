@@ -5,6 +5,7 @@
 //! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, the harness
 //! itself, and provider calls through wasi-http against the loopback simulator (`provider`).
 
+mod agent;
 mod common;
 mod guard;
 mod harness;

@@ -525,3 +525,394 @@ pub fn outcome_json(outcome: &RunOutcome) -> Value {
     }
     value
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::Sampling;
+    use crate::agent::turn::DEFAULT_MAX_TURNS;
+    use crate::message::ImageBlock;
+
+    /// A provider and host played from scripts, recording what they were given.
+    #[derive(Default)]
+    struct Script {
+        responses: VecDeque<Result<LlmResponse, Error>>,
+        streams: VecDeque<Vec<Result<StreamEvent, Error>>>,
+        hook: Option<HookAnswer>,
+        backend: Option<Result<String, String>>,
+        sent: Vec<ChatRequest>,
+        contexts: Vec<BeforeRunContext>,
+        tools: Vec<ToolUseBlock>,
+        progress: Vec<ProgressEvent>,
+        evaluations: Vec<EvaluationRecord>,
+        external: Vec<String>,
+    }
+
+    struct Scripted(VecDeque<Result<StreamEvent, Error>>);
+
+    impl TurnStream for Scripted {
+        fn next_event(&mut self) -> Result<Option<StreamEvent>, Error> {
+            self.0.pop_front().transpose()
+        }
+    }
+
+    impl Io for Script {
+        type Stream = Scripted;
+        fn chat(&mut self, request: ChatRequest) -> Result<LlmResponse, Error> {
+            self.sent.push(request);
+            self.responses
+                .pop_front()
+                .unwrap_or_else(|| Ok(reply("end")))
+        }
+        fn open_stream(&mut self, request: ChatRequest) -> Result<Scripted, Error> {
+            self.sent.push(request);
+            Ok(Scripted(
+                self.streams.pop_front().unwrap_or_default().into(),
+            ))
+        }
+        fn before_run(&mut self, _: &str, context: BeforeRunContext, _: &str) -> HookAnswer {
+            self.contexts.push(context.clone());
+            self.hook
+                .clone()
+                .unwrap_or(HookAnswer::Result(BeforeRunResult {
+                    prompt: Value::String(context.prompt),
+                    messages: None,
+                }))
+        }
+        fn call_tool(&mut self, _: &str, call: ToolUseBlock) -> ToolOutcome {
+            self.tools.push(call);
+            ToolOutcome {
+                content: ToolResultContent::Text("tool says hi".into()),
+                is_error: false,
+            }
+        }
+        fn external_send(
+            &mut self,
+            _: &str,
+            _: ExternalKind,
+            text: String,
+        ) -> Result<String, String> {
+            self.external.push(text);
+            self.backend.clone().unwrap_or(Ok("external".into()))
+        }
+        fn progress(&mut self, event: ProgressEvent) {
+            self.progress.push(event);
+        }
+        fn evaluation(&mut self, record: EvaluationRecord) {
+            self.evaluations.push(record);
+        }
+        fn now_ms(&mut self) -> u64 {
+            1_000 + 5 * self.sent.len() as u64
+        }
+        fn random_unit(&mut self) -> f64 {
+            0.5
+        }
+    }
+
+    fn reply(text: &str) -> LlmResponse {
+        LlmResponse {
+            id: "r".into(),
+            content: vec![ContentBlock::Text(TextBlock { text: text.into() })],
+            model: "m".into(),
+            stop_reason: "end_turn".into(),
+            usage: TokenUsage {
+                input_tokens: 4,
+                output_tokens: 2,
+            },
+        }
+    }
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            template: ChatRequest {
+                model: "m".into(),
+                system_prompt: Some("sys".into()),
+                messages: Vec::new(),
+                tools: Vec::new(),
+                sampling: Sampling::default(),
+                thinking: None,
+                extra_body: Default::default(),
+                preserve_reasoning_as_text: false,
+                stream: false,
+            },
+            turn: TurnOptions {
+                agent_name: "a".into(),
+                max_turns: DEFAULT_MAX_TURNS,
+                token_budget: None,
+                provider: Some("anthropic".into()),
+            },
+            before_run: false,
+            external: None,
+            config_json: "{}".into(),
+        }
+    }
+
+    fn image() -> ContentBlock {
+        ContentBlock::Image(ImageBlock {
+            source: crate::message::ImageSource {
+                media_type: "image/png".into(),
+                data: "aQ==".into(),
+            },
+        })
+    }
+
+    #[test]
+    fn prompt_appends_the_turn_and_the_reply() {
+        let mut agent = Agent::new(spec(), vec![LlmMessage::user_text("old")]).unwrap();
+        let mut io = Script::default();
+        let outcome = agent
+            .prompt(PromptInput::Text("new".into()), &mut io)
+            .unwrap();
+        assert!(outcome.success);
+        assert_eq!(io.sent[0].messages.len(), 2);
+        assert_eq!(agent.history().len(), 3);
+        assert_eq!(agent.history()[2].role, Role::Assistant);
+        agent.reset();
+        assert!(agent.history().is_empty());
+    }
+
+    #[test]
+    fn a_failed_prompt_keeps_only_the_user_turn() {
+        let mut agent = Agent::new(spec(), vec![]).unwrap();
+        let mut io = Script::default();
+        io.responses.push_back(Err(Error::Provider {
+            provider: "anthropic".into(),
+            status: Some(500),
+            message: "down".into(),
+        }));
+        let outcome = agent
+            .prompt(PromptInput::Text("q".into()), &mut io)
+            .unwrap();
+        assert!(!outcome.success);
+        assert_eq!(agent.history(), &[LlmMessage::user_text("q")]);
+    }
+
+    #[test]
+    fn the_hook_rewrites_the_execution_copy_only() {
+        let mut s = spec();
+        s.before_run = true;
+        let mut agent = Agent::new(s, vec![]).unwrap();
+        let mut io = Script {
+            hook: Some(HookAnswer::Result(BeforeRunResult {
+                prompt: Value::String("NEW".into()),
+                messages: None,
+            })),
+            ..Script::default()
+        };
+        let turn = vec![
+            image(),
+            ContentBlock::Text(TextBlock { text: "old".into() }),
+        ];
+        agent
+            .prompt(PromptInput::Blocks(turn.clone()), &mut io)
+            .unwrap();
+        assert_eq!(io.contexts[0].prompt, "old");
+        assert_eq!(
+            io.sent[0].messages[0].content[1],
+            ContentBlock::Text(TextBlock { text: "NEW".into() })
+        );
+        assert_eq!(agent.history()[0].content, turn);
+    }
+
+    #[test]
+    fn hook_failures_are_callback_failures_and_nothing_is_sent() {
+        for answer in [
+            HookAnswer::Failed("boom".into()),
+            HookAnswer::Rejected(Error::invalid("bad answer")),
+            HookAnswer::Result(BeforeRunResult {
+                prompt: Value::Null,
+                messages: None,
+            }),
+        ] {
+            let mut s = spec();
+            s.before_run = true;
+            let agent = Agent::new(s, vec![]).unwrap();
+            let mut io = Script {
+                hook: Some(answer),
+                ..Script::default()
+            };
+            let run: Run<Scripted> = agent.start(RunInput::Text("q".into()), false).unwrap();
+            let outcome = run.finish(&mut io);
+            let failure = outcome.failure.unwrap();
+            assert_eq!(
+                failure.error_info.kind,
+                crate::agent::outcome::FailureKind::Callback
+            );
+            assert!(io.sent.is_empty());
+        }
+    }
+
+    #[test]
+    fn external_runs_send_text_and_fail_as_results() {
+        let mut s = spec();
+        s.external = Some(ExternalKind::Process);
+        s.turn.provider = None;
+        let agent = Agent::new(s, vec![]).unwrap();
+        let mut io = Script::default();
+        let run: Run<Scripted> = agent.start(RunInput::Text(" q ".into()), false).unwrap();
+        let outcome = run.finish(&mut io);
+        assert_eq!(outcome.output, "external");
+        assert_eq!(io.external, ["sys\n\nq"]);
+        io.backend = Some(Err("process exited with 1".into()));
+        let run: Run<Scripted> = agent.start(RunInput::Text("q".into()), false).unwrap();
+        let outcome = run.finish(&mut io);
+        assert_eq!(outcome.output, "process exited with 1");
+        assert_eq!(
+            outcome.failure.unwrap().error_info.kind,
+            crate::agent::outcome::FailureKind::Unknown
+        );
+        assert!(io.sent.is_empty());
+    }
+
+    #[test]
+    fn streaming_yields_pieces_then_the_turn_then_done() {
+        let agent = Agent::new(spec(), vec![]).unwrap();
+        let mut io = Script::default();
+        io.streams.push_back(vec![
+            Ok(StreamEvent::Reasoning("hm".into())),
+            Ok(StreamEvent::Text("he".into())),
+            Ok(StreamEvent::Text("llo".into())),
+            Ok(StreamEvent::Done(reply("hello"))),
+        ]);
+        let mut run: Run<Scripted> = agent.start(RunInput::Text("q".into()), true).unwrap();
+        let mut events = Vec::new();
+        while let Some(event) = run.next_event(&mut io) {
+            events.push(event);
+        }
+        assert_eq!(events[0], AgentEvent::ReasoningDelta("hm".into()));
+        assert_eq!(events[1], AgentEvent::TextDelta("he".into()));
+        assert_eq!(events[3], AgentEvent::Turn(Event::Text("hello".into())));
+        assert!(matches!(&events[4], AgentEvent::Done(o) if o.success));
+        assert_eq!(events.len(), 5);
+        assert!(run.next_event(&mut io).is_none());
+    }
+
+    #[test]
+    fn a_stream_that_ends_early_fails_the_run() {
+        let agent = Agent::new(spec(), vec![]).unwrap();
+        let mut io = Script::default();
+        io.streams
+            .push_back(vec![Ok(StreamEvent::Text("he".into()))]);
+        let run: Run<Scripted> = agent.start(RunInput::Text("q".into()), true).unwrap();
+        let outcome = run.finish(&mut io);
+        assert!(!outcome.success);
+        assert_eq!(
+            outcome.output,
+            "the stream ended without a complete response"
+        );
+    }
+
+    #[test]
+    fn run_agent_orders_progress_and_evaluation() {
+        let mut io = Script::default();
+        let evaluation = Evaluation {
+            store_payloads: StorePayloads::Full,
+            sample_rate: 1.0,
+        };
+        let outcome = run_agent(
+            spec(),
+            RunInput::Text("q".into()),
+            true,
+            Some(evaluation),
+            &mut io,
+        )
+        .unwrap();
+        let kinds: Vec<&str> = io.progress.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["agent_start", "agent_complete"]);
+        assert_eq!(io.progress[0].data, json!({"prompt": "q"}));
+        assert_eq!(io.progress[1].data, outcome_json(&outcome));
+        assert_eq!(io.evaluations[0].input, "q");
+        assert_eq!(io.evaluations[0].duration_ms, 5);
+        // A sample rate below the draw (0.5) skips evaluation.
+        let mut io = Script::default();
+        let evaluation = Evaluation {
+            sample_rate: 0.4,
+            ..evaluation
+        };
+        run_agent(
+            spec(),
+            RunInput::Text("q".into()),
+            false,
+            Some(evaluation),
+            &mut io,
+        )
+        .unwrap();
+        assert!(io.evaluations.is_empty() && io.progress.is_empty());
+    }
+
+    #[test]
+    fn invalid_tool_answers_end_the_run() {
+        struct BadTool(Script);
+        impl Io for BadTool {
+            type Stream = Scripted;
+            fn chat(&mut self, r: ChatRequest) -> Result<LlmResponse, Error> {
+                self.0.chat(r)
+            }
+            fn open_stream(&mut self, r: ChatRequest) -> Result<Scripted, Error> {
+                self.0.open_stream(r)
+            }
+            fn before_run(&mut self, a: &str, c: BeforeRunContext, j: &str) -> HookAnswer {
+                self.0.before_run(a, c, j)
+            }
+            fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
+                ToolOutcome {
+                    content: ToolResultContent::Parts(vec![]),
+                    is_error: false,
+                }
+            }
+            fn external_send(
+                &mut self,
+                a: &str,
+                k: ExternalKind,
+                t: String,
+            ) -> Result<String, String> {
+                self.0.external_send(a, k, t)
+            }
+            fn progress(&mut self, e: ProgressEvent) {
+                self.0.progress(e)
+            }
+            fn evaluation(&mut self, r: EvaluationRecord) {
+                self.0.evaluation(r)
+            }
+            fn now_ms(&mut self) -> u64 {
+                0
+            }
+            fn random_unit(&mut self) -> f64 {
+                0.0
+            }
+        }
+        let mut script = Script::default();
+        let mut call = reply("");
+        call.content = vec![ContentBlock::ToolUse(ToolUseBlock {
+            id: "t1".into(),
+            name: "x".into(),
+            input: json!({}),
+            signature: None,
+        })];
+        script.responses.push_back(Ok(call));
+        let mut io = BadTool(script);
+        let agent = Agent::new(spec(), vec![]).unwrap();
+        let run: Run<Scripted> = agent.start(RunInput::Text("q".into()), false).unwrap();
+        let outcome = run.finish(&mut io);
+        assert_eq!(
+            outcome.output,
+            "messages[2].content[0].content must not be an empty content-part array"
+        );
+        assert_eq!(io.0.sent.len(), 1);
+    }
+
+    #[test]
+    fn outcome_json_has_oma_field_names() {
+        let agent = Agent::new(spec(), vec![]).unwrap();
+        let run: Run<Scripted> = agent.start(RunInput::Text("q".into()), false).unwrap();
+        let value = outcome_json(&run.finish(&mut Script::default()));
+        assert_eq!(value["success"], true);
+        assert_eq!(value["output"], "end");
+        assert_eq!(
+            value["tokenUsage"],
+            json!({"input_tokens": 4, "output_tokens": 2})
+        );
+        assert_eq!(value["toolCalls"], json!([]));
+        assert!(value.get("status").is_none() && value.get("errorInfo").is_none());
+    }
+}

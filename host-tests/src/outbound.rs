@@ -129,6 +129,13 @@ impl WasiHttpHooks for CaptureOutbound {
     }
 }
 
+/// Sends every request for real: the host puts no limit on the guest's outbound HTTP (the
+/// component's own egress policy still applies). For `oma-host run`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AllowOutbound;
+
+impl WasiHttpHooks for AllowOutbound {}
+
 /// Sends requests for real, to loopback hosts only (`127.0.0.0/8`, `[::1]`, `localhost`);
 /// every other request fails with `HTTP-request-denied` before any connection, and is counted.
 /// Clones share the count.

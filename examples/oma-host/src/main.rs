@@ -14,13 +14,16 @@
 //! `OMA_COMPONENT=path/to/oma_component.wasm` runs another build of the guest than the one this
 //! binary was built with.
 
+mod demo;
+mod run;
+
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use oma_harness::{
-    error_json, AwsCredentials, ContentBlock, Endpoint, Guest, Harness, HarnessOptions,
-    HttpRequest, LlmMessage, Role, WitError,
+    error_json, AwsCredentials, ContentBlock, Endpoint, Guest, GuestOptions, Harness,
+    HarnessOptions, HttpRequest, LlmMessage, Role, WitError,
 };
 use serde_json::{json, Map, Value};
 
@@ -71,6 +74,10 @@ enum Command {
     Format(FormatArgs),
     /// `parse --provider P [--model M] [--base-url URL] FILE`.
     Parse(ParseArgs),
+    /// `run --provider P --model M [...] (FILE | --text TEXT)`.
+    Run(run::RunArgs),
+    /// `demo`.
+    Demo,
 }
 
 /// The operands of `format`.
@@ -111,6 +118,8 @@ enum Failure {
     Host(anyhow::Error),
     /// The input is not UTF-8 text, so it cannot be JSON: exit 1, an error JSON on stdout.
     NotText(std::str::Utf8Error),
+    /// A run that ended with `success: false`: exit 1, its result (this text) on stdout.
+    RunFailed(String),
 }
 
 fn parse(args: &[String]) -> Result<Command, String> {
@@ -137,19 +146,7 @@ fn parse(args: &[String]) -> Result<Command, String> {
                     "base-url",
                 ],
             )?;
-            let max_tokens = match options.take("max-tokens") {
-                None => None,
-                Some(n) => Some(n.parse::<u32>().map_err(|_| {
-                    format!("--max-tokens must be a whole number of tokens, got `{n}`")
-                })?),
-            };
-            let temperature = match options.take("temperature") {
-                None => None,
-                Some(t) => match t.parse::<f64>() {
-                    Ok(t) if t.is_finite() => Some(t),
-                    _ => return Err(format!("--temperature must be a number, got `{t}`")),
-                },
-            };
+            let (max_tokens, temperature) = sampling_options(&mut options)?;
             Ok(Command::Format(FormatArgs {
                 provider: options.required("format", "provider")?,
                 model: options.required("format", "model")?,
@@ -160,6 +157,11 @@ fn parse(args: &[String]) -> Result<Command, String> {
                 input,
             }))
         }
+        "run" => run::parse_args(rest).map(Command::Run),
+        "demo" => match rest {
+            [] => Ok(Command::Demo),
+            _ => Err("`demo` takes no arguments".into()),
+        },
         "parse" => {
             let (mut options, input) =
                 with_options("parse", rest, &["provider", "model", "base-url"])?;
@@ -173,6 +175,25 @@ fn parse(args: &[String]) -> Result<Command, String> {
         other if other.starts_with('-') => Err(format!("unknown option `{other}`")),
         other => Err(format!("unknown command `{other}`")),
     }
+}
+
+/// `--max-tokens` and `--temperature`, checked.
+fn sampling_options(options: &mut Options) -> Result<(Option<u32>, Option<f64>), String> {
+    let max_tokens = match options.take("max-tokens") {
+        None => None,
+        Some(n) => Some(
+            n.parse::<u32>()
+                .map_err(|_| format!("--max-tokens must be a whole number of tokens, got `{n}`"))?,
+        ),
+    };
+    let temperature = match options.take("temperature") {
+        None => None,
+        Some(t) => match t.parse::<f64>() {
+            Ok(t) if t.is_finite() => Some(t),
+            _ => return Err(format!("--temperature must be a number, got `{t}`")),
+        },
+    };
+    Ok((max_tokens, temperature))
 }
 
 /// The single FILE operand of a subcommand; `-` is standard input, `--` ends the options.
@@ -223,6 +244,34 @@ fn with_options(
     args: &[String],
     known: &[&'static str],
 ) -> Result<(Options, Input), String> {
+    let (options, operands) = options_and_operands(command, args, known, &[])?;
+    Ok((options, single_input(command, &operands)?))
+}
+
+/// The one FILE operand of a subcommand; `-` is standard input.
+fn single_input(command: &str, operands: &[String]) -> Result<Input, String> {
+    match operands {
+        [one] if one == "-" => Ok(Input::Stdin),
+        [one] => Ok(Input::File(PathBuf::from(one))),
+        [] => Err(format!(
+            "`{command}` needs a FILE (or - for standard input)"
+        )),
+        _ => Err(format!(
+            "`{command}` takes one FILE, got {}",
+            operands.len()
+        )),
+    }
+}
+
+/// The options of a subcommand: `--name value` (or `--name=value`) for the names in `known`,
+/// each at most once; bare `--name` for the names in `switches` (recorded with the value
+/// `"true"`); and the operands, in order.
+fn options_and_operands(
+    command: &str,
+    args: &[String],
+    known: &[&'static str],
+    switches: &[&'static str],
+) -> Result<(Options, Vec<String>), String> {
     let mut options = Vec::new();
     let mut operands = Vec::new();
     let mut args = args.iter();
@@ -242,37 +291,30 @@ fn with_options(
             Some((name, value)) => (name, Some(value.to_string())),
             None => (flag, None),
         };
-        let Some(name) = known.iter().copied().find(|k| *k == name) else {
-            return Err(format!("`{command}` has no option `--{name}`"));
-        };
-        let value = match inline {
-            Some(value) => value,
-            None => args
-                .next()
-                .cloned()
-                .ok_or_else(|| format!("--{name} needs a value"))?,
+        let (name, value) = if let Some(switch) = switches.iter().copied().find(|k| *k == name) {
+            if inline.is_some() {
+                return Err(format!("--{switch} takes no value"));
+            }
+            (switch, "true".to_owned())
+        } else {
+            let Some(name) = known.iter().copied().find(|k| *k == name) else {
+                return Err(format!("`{command}` has no option `--{name}`"));
+            };
+            let value = match inline {
+                Some(value) => value,
+                None => args
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("--{name} needs a value"))?,
+            };
+            (name, value)
         };
         if options.iter().any(|(n, _)| *n == name) {
             return Err(format!("--{name} is given twice"));
         }
         options.push((name, value));
     }
-    let input = match operands.as_slice() {
-        [one] if one == "-" => Input::Stdin,
-        [one] => Input::File(PathBuf::from(one)),
-        [] => {
-            return Err(format!(
-                "`{command}` needs a FILE (or - for standard input)"
-            ))
-        }
-        _ => {
-            return Err(format!(
-                "`{command}` takes one FILE, got {}",
-                operands.len()
-            ))
-        }
-    };
-    Ok((Options(options), input))
+    Ok((Options(options), operands))
 }
 
 fn read_input(input: &Input) -> Result<Vec<u8>, Failure> {
@@ -288,6 +330,11 @@ fn read_input(input: &Input) -> Result<Vec<u8>, Failure> {
 }
 
 async fn guest() -> Result<Guest, Failure> {
+    guest_with(GuestOptions::default()).await
+}
+
+/// A guest set up as `options` says (outbound HTTP, the host's hooks).
+async fn guest_with(options: GuestOptions) -> Result<Guest, Failure> {
     let harness = match std::env::var_os("OMA_COMPONENT") {
         Some(wasm) => Harness::new(HarnessOptions {
             wasm: wasm.into(),
@@ -298,7 +345,10 @@ async fn guest() -> Result<Guest, Failure> {
         None => Harness::shared(),
     }
     .map_err(Failure::Host)?;
-    harness.instantiate().await.map_err(Failure::Host)
+    harness
+        .instantiate_with(options)
+        .await
+        .map_err(Failure::Host)
 }
 
 /// `validate FILE`: messages-from-json, then messages-to-json; returns the JSON text to print.
@@ -535,7 +585,7 @@ async fn blocks_to_json(guest: &mut Guest, content: Vec<ContentBlock>) -> Result
 
 fn error_value(failure: &Failure) -> Option<Value> {
     match failure {
-        Failure::Usage(_) => None,
+        Failure::Usage(_) | Failure::RunFailed(_) => None,
         Failure::Component(error) => Some(error_json(error)),
         Failure::Host(error) => Some(json!({"error": {
             "name": "HostError",
@@ -577,11 +627,17 @@ async fn main() -> ExitCode {
         Command::Validate { input } => validate(&input).await,
         Command::Format(args) => format(args).await,
         Command::Parse(args) => parse_response(args).await,
+        Command::Run(args) => run::run(args).await,
+        Command::Demo => demo::demo().await,
     };
     match result {
         Ok(output) => {
             print_stdout(&output);
             ExitCode::SUCCESS
+        }
+        Err(Failure::RunFailed(text)) => {
+            print_stdout(&text);
+            ExitCode::from(1)
         }
         Err(failure) => match error_value(&failure) {
             Some(value) => {

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use oma_harness::{Reply, Simulator, CANNED_TEXT};
 use serde_json::{json, Value};
 
 fn conversations() -> PathBuf {
@@ -438,4 +439,238 @@ fn parse_of_a_malformed_body_prints_the_error_json() {
     assert!(stdout_json(&output)["error"]["message"]
         .as_str()
         .is_some_and(|m| m.contains("unknown provider")));
+}
+
+// ---------------------------------------------------------------- demo and run
+
+#[test]
+fn demo_runs_the_whole_pipeline_offline() {
+    let output = oma_host(&["demo"], None);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for needle in [
+        "== 1. validate",
+        "must be an absolute HTTP(S) URL",
+        "UnsupportedContentBlockError",
+        "\"type\": \"video_url\"",
+        "beforeRun got prompt",
+        "called a tool: {\"type\":\"tool_use\",\"id\":\"call_frame_1\"",
+        "request 2: POST /chat/completions over wasi-http",
+        "Answer in one sentence.",
+        "\"success\": true",
+        "\"toolName\": \"describe_frame\"",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    assert!(
+        !stdout.contains("sk-demo-not-a-key"),
+        "the demo key was printed"
+    );
+}
+
+/// `oma-host run` against the loopback simulator, with `OPENAI_API_KEY` set to `KEY`.
+fn run_against(simulator: &Simulator, extra: &[&str], stdin: Option<&str>) -> Output {
+    let base = simulator.base_url();
+    let mut args = vec![
+        "run",
+        "--provider",
+        "openai",
+        "--model",
+        "gpt-4o",
+        "--base-url",
+        &base,
+    ];
+    args.extend_from_slice(extra);
+    oma_host_env(&args, stdin, &[("OPENAI_API_KEY", RUN_KEY)])
+}
+
+const RUN_KEY: &str = "sk-run-SECRET-5e1f";
+
+#[test]
+fn run_sends_the_conversation_and_prints_the_result() {
+    let simulator = Simulator::start().unwrap();
+    let output = run_against(
+        &simulator,
+        &[&path_str(conversations().join("media.json"))],
+        None,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let result = stdout_json(&output);
+    assert_eq!(result["success"], true);
+    assert_eq!(result["output"], CANNED_TEXT);
+    assert_eq!(result["messages"][0]["role"], "assistant");
+    assert_eq!(result["tokenUsage"]["input_tokens"], 12);
+    let request = &simulator.requests()[0];
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {RUN_KEY}").as_str())
+    );
+    let body = request.json().unwrap();
+    assert_eq!(body["messages"][0]["content"][2]["type"], "video_url");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(RUN_KEY));
+}
+
+#[test]
+fn run_with_a_before_run_command_rewrites_the_prompt() {
+    let simulator = Simulator::start().unwrap();
+    let hook = r#"cat >/dev/null; echo '{"prompt": "rewritten by the hook"}'"#;
+    let output = run_against(
+        &simulator,
+        &["--text", "original", "--before-run", hook],
+        None,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let body = simulator.requests()[0].json().unwrap();
+    assert_eq!(body["messages"][0]["content"], "rewritten by the hook");
+
+    // The hook sees OMA's context on its standard input.
+    let simulator = Simulator::start().unwrap();
+    let check = r#"input=$(cat); case "$input" in *'"prompt":"hi","messages":[{"role":"user"'*'"model":"gpt-4o"'*) echo '{"prompt":"context seen"}';; *) echo '{"prompt":"context missing"}';; esac"#;
+    let output = run_against(&simulator, &["--text", "hi", "--before-run", check], None);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let body = simulator.requests()[0].json().unwrap();
+    assert_eq!(body["messages"][0]["content"], "context seen");
+}
+
+#[test]
+fn a_failing_hook_command_is_a_failed_run() {
+    let simulator = Simulator::start().unwrap();
+    let output = run_against(
+        &simulator,
+        &["--text", "hi", "--before-run", "echo nope >&2; exit 3"],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let result = stdout_json(&output);
+    assert_eq!(result["success"], false);
+    assert_eq!(result["errorInfo"]["kind"], "callback");
+    assert!(
+        result["output"].as_str().unwrap().contains("nope"),
+        "{result}"
+    );
+    assert_eq!(simulator.request_count(), 0);
+    // A hook that answers with a non-string prompt fails as OMA's InvalidMessageError.
+    let output = run_against(
+        &simulator,
+        &["--text", "hi", "--before-run", "echo '{\"prompt\": 1}'"],
+        None,
+    );
+    let result = stdout_json(&output);
+    assert_eq!(result["output"], "beforeRun.prompt must be a string");
+    assert_eq!(result["errorInfo"]["code"], "INVALID_MESSAGE");
+}
+
+#[test]
+fn run_streams_events_as_json_lines() {
+    let simulator = Simulator::start().unwrap();
+    let output = run_against(&simulator, &["--text", "hi", "--stream"], None);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    let deltas: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "text_delta")
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas.concat(), CANNED_TEXT);
+    assert!(deltas.len() > 1, "pieces arrive one by one: {deltas:?}");
+    let last = lines.last().unwrap();
+    assert_eq!(last["success"], true);
+}
+
+#[test]
+fn run_prompt_appends_to_the_given_history() {
+    let simulator = Simulator::start().unwrap();
+    let history = r#"[{"role":"user","content":[{"type":"text","text":"earlier"}]},{"role":"assistant","content":[{"type":"text","text":"noted"}]}]"#;
+    let blocks = r#"[{"type":"text","text":"and now?"}]"#;
+    let output = run_against(
+        &simulator,
+        &["--prompt", "--history", "-", "--text", "and now?"],
+        Some(history),
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let body = simulator.requests()[0].json().unwrap();
+    assert_eq!(body["messages"].as_array().unwrap().len(), 3);
+    // Blocks from a file (here stdin) are one user turn.
+    let output = run_against(&simulator, &["--prompt", "-"], Some(blocks));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    // Invalid blocks are the error JSON, nothing sent.
+    let count = simulator.request_count();
+    let output = run_against(
+        &simulator,
+        &["--prompt", "-"],
+        Some(
+            r#"[{"type":"video","source":{"type":"url","media_type":"video/mp4","url":"ftp://x/y"}}]"#,
+        ),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout_json(&output)["error"]["name"], "InvalidMessageError");
+    assert_eq!(simulator.request_count(), count);
+}
+
+#[test]
+fn run_progress_prints_events_on_stderr() {
+    let simulator = Simulator::start().unwrap();
+    let output = run_against(&simulator, &["--text", "hi", "--progress"], None);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let events: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(events[0]["type"], "agent_start");
+    assert_eq!(events[0]["data"], json!({"prompt": "hi"}));
+    assert_eq!(events[1]["type"], "agent_complete");
+    assert_eq!(events[1]["data"]["success"], true);
+}
+
+#[test]
+fn a_provider_failure_is_a_failed_result_without_the_key() {
+    let simulator = Simulator::start().unwrap();
+    simulator.script([Reply::json(
+        401,
+        &format!(r#"{{"error": {{"message": "Incorrect API key provided: {RUN_KEY}"}}}}"#),
+    )]);
+    let output = run_against(&simulator, &["--text", "hi"], None);
+    assert_eq!(output.status.code(), Some(1));
+    let result = stdout_json(&output);
+    assert_eq!(result["success"], false);
+    assert_eq!(result["errorInfo"]["httpStatus"], 401);
+    assert_eq!(result["status"]["code"], "error");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(RUN_KEY));
 }

@@ -1229,3 +1229,19 @@ async fn one_instance_runs_many_agents_and_drops_them() {
     }
     assert_eq!(bench.requests.len(), 40);
 }
+
+#[tokio::test]
+async fn the_hosts_oma_json_writer_agrees_with_the_components() {
+    let mut guest = crate::common::guest().await;
+    let messages = guest
+        .messages_from_json(crate::common::CONVERSATION)
+        .await
+        .unwrap()
+        .unwrap();
+    let from_component: Value =
+        serde_json::from_str(&guest.messages_to_json(&messages).await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        oma_harness::oma_json::messages_json(&messages),
+        from_component
+    );
+}

@@ -1,0 +1,211 @@
+//! WIT values in OMA's JSON shape, written on the host side: what `oma-host` prints for run
+//! results, events and hook contexts, while the component is busy running (a host import cannot
+//! call back into the component for `messages-to-json`).
+//!
+//! The shapes are the component's own (`src/message.rs`); a test checks both writers agree.
+
+use serde_json::{json, Map, Value};
+
+use crate::bindings::exports::oma::agent::agent::AgentEvent;
+use crate::bindings::oma::agent::outcome::{FailureKind, RunResult, StatusCode};
+use crate::bindings::oma::agent::types::{
+    ContentBlock, LlmMessage, MediaSource, Role, ToolResultContent, ToolResultPart, ToolUseBlock,
+};
+
+/// A message list as OMA JSON.
+pub fn messages_json(messages: &[LlmMessage]) -> Value {
+    Value::Array(messages.iter().map(message_json).collect())
+}
+
+/// One message as OMA JSON: `{"role", "content"}`.
+pub fn message_json(message: &LlmMessage) -> Value {
+    json!({
+        "role": match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        },
+        "content": message.content.iter().map(block_json).collect::<Vec<_>>(),
+    })
+}
+
+/// Tool-use input as JSON; text that is not JSON stays a string.
+fn input_json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// A tool call as OMA's `tool_use` block.
+pub fn tool_use_json(call: &ToolUseBlock) -> Value {
+    let mut value = json!({
+        "type": "tool_use", "id": call.id, "name": call.name, "input": input_json(&call.input),
+    });
+    if let Some(signature) = &call.signature {
+        value["signature"] = json!(signature);
+    }
+    value
+}
+
+/// One content block as OMA JSON, with its `type` tag.
+pub fn block_json(block: &ContentBlock) -> Value {
+    match block {
+        ContentBlock::Text(text) => json!({"type": "text", "text": text}),
+        ContentBlock::Image(image) => json!({
+            "type": "image",
+            "source": {"type": "base64", "media_type": image.source.media_type, "data": image.source.data},
+        }),
+        ContentBlock::Video(video) => {
+            json!({"type": "video", "source": source_json(&video.source)})
+        }
+        ContentBlock::ToolUse(call) => tool_use_json(call),
+        ContentBlock::ToolResult(result) => {
+            let mut value = json!({
+                "type": "tool_result",
+                "tool_use_id": result.tool_use_id,
+                "content": content_json(&result.content),
+            });
+            if let Some(is_error) = result.is_error {
+                value["is_error"] = json!(is_error);
+            }
+            value
+        }
+        ContentBlock::Reasoning(reasoning) => {
+            let mut value = json!({"type": "reasoning", "text": reasoning.text});
+            let fields = [
+                ("signature", &reasoning.signature),
+                ("redactedData", &reasoning.redacted_data),
+                ("provenance", &reasoning.provenance),
+            ];
+            for (name, field) in fields {
+                if let Some(text) = field {
+                    value[name] = json!(text);
+                }
+            }
+            value
+        }
+    }
+}
+
+/// A media source as OMA JSON.
+pub fn source_json(source: &MediaSource) -> Value {
+    match source {
+        MediaSource::Base64(s) => {
+            json!({"type": "base64", "media_type": s.media_type, "data": s.data})
+        }
+        MediaSource::Url(s) => json!({"type": "url", "media_type": s.media_type, "url": s.url}),
+    }
+}
+
+/// Tool-result content as OMA JSON: a string, or a list of parts.
+pub fn content_json(content: &ToolResultContent) -> Value {
+    match content {
+        ToolResultContent::Text(text) => json!(text),
+        ToolResultContent::Parts(parts) => Value::Array(
+            parts
+                .iter()
+                .map(|part| match part {
+                    ToolResultPart::Text(text) => json!({"type": "text", "text": text}),
+                    ToolResultPart::Image(source) => {
+                        json!({"type": "image", "source": source_json(source)})
+                    }
+                    ToolResultPart::File(file) => json!({
+                        "type": "file", "filename": file.filename, "source": source_json(&file.source),
+                    }),
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// A run result in OMA's `AgentRunResult` shape: `success`, `output`, `messages`,
+/// `tokenUsage`, `toolCalls`, `turns`, and `budgetExceeded`, `status`, `errorInfo` when they
+/// apply.
+pub fn run_result_json(result: &RunResult) -> Value {
+    let tool_calls: Vec<Value> = result
+        .tool_calls
+        .iter()
+        .map(|call| {
+            let mut record = json!({
+                "toolName": call.tool_name,
+                "input": input_json(&call.input),
+                "output": content_json(&call.output),
+            });
+            if call.is_error {
+                record["isError"] = json!(true);
+            }
+            record
+        })
+        .collect();
+    let mut value = json!({
+        "success": result.success,
+        "output": result.output,
+        "messages": messages_json(&result.messages),
+        "tokenUsage": {
+            "input_tokens": result.token_usage.input_tokens,
+            "output_tokens": result.token_usage.output_tokens,
+        },
+        "toolCalls": tool_calls,
+        "turns": result.turns,
+    });
+    if result.budget_exceeded {
+        value["budgetExceeded"] = json!(true);
+    }
+    if let Some(failure) = &result.failure {
+        let mut status = Map::new();
+        status.insert(
+            "code".into(),
+            json!(match failure.status.code {
+                StatusCode::Error => "error",
+                StatusCode::Timeout => "timeout",
+                StatusCode::Rejected => "rejected",
+                StatusCode::BudgetExhausted => "budget_exhausted",
+            }),
+        );
+        if let Some(message) = &failure.status.message {
+            status.insert("message".into(), json!(message));
+        }
+        value["status"] = Value::Object(status);
+        let info = &failure.error_info;
+        let mut error_info = Map::new();
+        error_info.insert(
+            "kind".into(),
+            json!(match info.kind {
+                FailureKind::Validation => "validation",
+                FailureKind::Budget => "budget",
+                FailureKind::Callback => "callback",
+                FailureKind::Provider => "provider",
+                FailureKind::Unknown => "unknown",
+            }),
+        );
+        if let Some(code) = &info.code {
+            error_info.insert("code".into(), json!(code));
+        }
+        error_info.insert("name".into(), json!(info.name));
+        error_info.insert("message".into(), json!(info.message));
+        error_info.insert("retryable".into(), json!(info.retryable));
+        if let Some(status) = info.http_status {
+            error_info.insert("httpStatus".into(), json!(status));
+        }
+        if let Some(provider) = &info.provider {
+            error_info.insert("provider".into(), json!(provider));
+        }
+        value["errorInfo"] = Value::Object(error_info);
+    }
+    value
+}
+
+/// A stream event as a JSON line: `{"type": "text_delta" | "reasoning_delta" | "text" |
+/// "tool_use" | "tool_result" | "budget_exceeded" | "done" | "error", ...}`.
+pub fn event_json(event: &AgentEvent) -> Value {
+    match event {
+        AgentEvent::TextDelta(text) => json!({"type": "text_delta", "text": text}),
+        AgentEvent::ReasoningDelta(text) => json!({"type": "reasoning_delta", "text": text}),
+        AgentEvent::Text(text) => json!({"type": "text", "data": text}),
+        AgentEvent::ToolUse(call) => json!({"type": "tool_use", "data": tool_use_json(call)}),
+        AgentEvent::ToolResult(result) => json!({
+            "type": "tool_result",
+            "data": block_json(&ContentBlock::ToolResult(result.clone())),
+        }),
+        AgentEvent::BudgetExceeded(message) => json!({"type": "budget_exceeded", "data": message}),
+        AgentEvent::Done(result) => json!({"type": "done", "data": run_result_json(result)}),
+        AgentEvent::Error(result) => json!({"type": "error", "data": run_result_json(result)}),
+    }
+}

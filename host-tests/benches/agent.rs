@@ -1,0 +1,115 @@
+//! `run/<workload>`: one full `agent.run` through the component against the loopback simulator,
+//! on every workload of `bench/gen_workloads.py`, on one warm instance and one agent.
+//!
+//! A run is everything a host pays for one call: lowering the messages into the guest (the
+//! defensive copy), validation, the turn loop, formatting, the egress check, the wasi-http
+//! request over a real loopback socket, parsing, and lifting the result back. The simulator
+//! answers each request with the canned text (no tool calls: one turn). Text and image
+//! workloads go to the Anthropic format; the video workloads to MiniMax (OpenAI-compatible,
+//! `video_url`), since Anthropic has no video mapping.
+//!
+//! `bench/oma-node/run-bench.mjs` measures the same thing for OMA on Node; the README sets the
+//! two side by side. Workloads come from `$OMA_WORKLOADS` (default `target/workloads`); a
+//! missing one is skipped with a message.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use oma_harness::{
+    agent_config, endpoint, offline_options, GuestOptions, Harness, LoopbackOnly, RunInput,
+    Simulator,
+};
+
+const WORKLOADS: &[&str] = &[
+    "chat-small",
+    "chat-history-51",
+    "vision-1mib",
+    "tools-rich-20",
+    "video-url",
+    "video-16mib",
+];
+
+fn workloads_dir() -> PathBuf {
+    match std::env::var_os("OMA_WORKLOADS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/workloads")),
+    }
+}
+
+fn run(c: &mut Criterion) {
+    let dir = workloads_dir();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let harness = Harness::shared().expect("the guest loads");
+    let simulator = Simulator::start().expect("the simulator starts");
+    let mut group = c.benchmark_group("run");
+    for name in WORKLOADS {
+        let path = dir.join(format!("{name}.json"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            eprintln!(
+                "run/{name}: skipped, {} is missing (generate the workloads with \
+                 `python3 ../shared/bench/gen_workloads.py target/workloads` from the workspace \
+                 root, or set OMA_WORKLOADS)",
+                path.display()
+            );
+            continue;
+        };
+        let hooks = GuestOptions {
+            hooks: Some(Box::new(LoopbackOnly::new())),
+            ..GuestOptions::default()
+        };
+        let mut guest = rt
+            .block_on(harness.instantiate_with(hooks))
+            .expect("instantiates");
+        let messages = rt
+            .block_on(guest.messages_from_json(&text))
+            .expect("no trap")
+            .expect("the workload is valid");
+        let (provider, model) = if name.starts_with("video") {
+            ("minimax", "MiniMax-M1")
+        } else {
+            ("anthropic", "claude-sonnet-4-6")
+        };
+        let mut config = agent_config(
+            "bench",
+            model,
+            endpoint(provider, Some(&simulator.base_url()), Some("sk-bench")),
+        );
+        config.call = offline_options();
+        let agent = rt
+            .block_on(guest.create_agent(&config))
+            .expect("no trap")
+            .expect("the agent is valid");
+        let input = RunInput::Messages(messages);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        if name == &"video-16mib" {
+            group.sample_size(20);
+        } else {
+            group.sample_size(100);
+        }
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let result = guest
+                            .run(&agent, &input)
+                            .await
+                            .expect("no trap")
+                            .expect("the input is valid");
+                        assert!(result.success, "{:?}", result.failure);
+                        black_box(result);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, run);
+criterion_main!(benches);

@@ -8,6 +8,9 @@
 //! workloads go to the Anthropic format; the video workloads to MiniMax (OpenAI-compatible,
 //! `video_url`), since Anthropic has no video mapping.
 //!
+//! `run_in_process/<workload>`: the same with the provider answered in-process by the
+//! `CaptureOutbound` hook (no socket): what the component and the WIT boundary cost alone.
+//!
 //! `bench/oma-node/run-bench.mjs` measures the same thing for OMA on Node; the README sets the
 //! two side by side. Workloads come from `$OMA_WORKLOADS` (default `target/workloads`); a
 //! missing one is skipped with a message.
@@ -17,8 +20,8 @@ use std::time::Instant;
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use oma_harness::{
-    agent_config, endpoint, offline_options, GuestOptions, Harness, LoopbackOnly, RunInput,
-    Simulator,
+    agent_config, endpoint, offline_options, CannedResponse, CaptureOutbound, GuestOptions,
+    Harness, LoopbackOnly, RunInput, Simulator, WasiHttpHooks,
 };
 
 const WORKLOADS: &[&str] = &[
@@ -38,6 +41,15 @@ fn workloads_dir() -> PathBuf {
 }
 
 fn run(c: &mut Criterion) {
+    bench_runs(c, "run", false);
+}
+
+fn run_in_process(c: &mut Criterion) {
+    bench_runs(c, "run_in_process", true);
+}
+
+/// One group of runs; `in_process` answers in-process instead of over the loopback socket.
+fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
     let dir = workloads_dir();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -45,20 +57,25 @@ fn run(c: &mut Criterion) {
         .expect("a tokio runtime");
     let harness = Harness::shared().expect("the guest loads");
     let simulator = Simulator::start().expect("the simulator starts");
-    let mut group = c.benchmark_group("run");
+    let mut group = c.benchmark_group(group_name);
     for name in WORKLOADS {
         let path = dir.join(format!("{name}.json"));
         let Ok(text) = std::fs::read_to_string(&path) else {
             eprintln!(
-                "run/{name}: skipped, {} is missing (generate the workloads with \
+                "{group_name}/{name}: skipped, {} is missing (generate the workloads with \
                  `python3 ../shared/bench/gen_workloads.py target/workloads` from the workspace \
                  root, or set OMA_WORKLOADS)",
                 path.display()
             );
             continue;
         };
+        let hooks: Box<dyn WasiHttpHooks> = if in_process {
+            Box::new(CaptureOutbound::answering(CannedResponse::success_for))
+        } else {
+            Box::new(LoopbackOnly::new())
+        };
         let hooks = GuestOptions {
-            hooks: Some(Box::new(LoopbackOnly::new())),
+            hooks: Some(hooks),
             ..GuestOptions::default()
         };
         let mut guest = rt
@@ -111,5 +128,5 @@ fn run(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, run);
+criterion_group!(benches, run, run_in_process);
 criterion_main!(benches);

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::canned::Ask;
+use crate::pool::Pool;
 use crate::simulator::{RecordedRequest, RequestLog};
 
 type IoFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>;
@@ -59,6 +60,7 @@ type Answer = dyn Fn(&RecordedRequest) -> CannedResponse + Send + Sync;
 pub struct CaptureOutbound {
     log: RequestLog,
     answer: Arc<Answer>,
+    record: bool,
 }
 
 impl std::fmt::Debug for CaptureOutbound {
@@ -84,6 +86,18 @@ impl CaptureOutbound {
         CaptureOutbound {
             log: RequestLog::default(),
             answer: Arc::new(answer),
+            record: true,
+        }
+    }
+
+    /// A hook that answers like [`CaptureOutbound::new`] but records nothing (its log stays
+    /// empty): for benchmarks, whose many large requests should not pile up.
+    pub fn answering(
+        answer: impl Fn(&RecordedRequest) -> CannedResponse + Send + Sync + 'static,
+    ) -> Self {
+        CaptureOutbound {
+            record: false,
+            ..CaptureOutbound::new(answer)
         }
     }
 
@@ -103,12 +117,15 @@ impl WasiHttpHooks for CaptureOutbound {
     ) -> ResponseFuture {
         let log = self.log.clone();
         let answer = Arc::clone(&self.answer);
+        let record = self.record;
         Box::new(async move {
             let (parts, body) = request.into_parts();
             let body = body.collect().await?.to_bytes().to_vec();
             let recorded = RecordedRequest::from_parts(&parts, body);
             let canned = answer(&recorded);
-            log.push(recorded);
+            if record {
+                log.push(recorded);
+            }
             let mut response = http::Response::new(
                 Full::new(Bytes::from(canned.body))
                     .map_err(|never| match never {})
@@ -139,9 +156,20 @@ impl WasiHttpHooks for AllowOutbound {}
 /// Sends requests for real, to loopback hosts only (`127.0.0.0/8`, `[::1]`, `localhost`);
 /// every other request fails with `HTTP-request-denied` before any connection, and is counted.
 /// Clones share the count.
-#[derive(Clone, Debug, Default)]
+///
+/// Connections are kept alive and reused (see `pool.rs`), as a production HTTP client does.
+#[derive(Clone, Default)]
 pub struct LoopbackOnly {
     denied: Arc<AtomicUsize>,
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for LoopbackOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopbackOnly")
+            .field("denied", &self.denied())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LoopbackOnly {
@@ -179,10 +207,12 @@ impl WasiHttpHooks for LoopbackOnly {
             self.denied.fetch_add(1, Ordering::SeqCst);
             return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
         }
+        let pool = Arc::clone(&self.pool);
         Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            let io: IoFuture = Box::new(io);
-            Ok((response.map(BodyExt::boxed_unsync), io))
+            let response = crate::pool::send(pool, request, options).await?;
+            // The connection's I/O runs in a task of its own.
+            let io: IoFuture = Box::new(async { Ok(()) });
+            Ok((response, io))
         })
     }
 }

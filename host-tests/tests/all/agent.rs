@@ -1245,3 +1245,41 @@ async fn the_hosts_oma_json_writer_agrees_with_the_components() {
         from_component
     );
 }
+
+#[tokio::test]
+async fn the_input_is_copied_when_stream_is_called_and_history_is_handed_out_by_copy() {
+    let outbound = CaptureOutbound::default();
+    let requests = outbound.log();
+    let mut guest = guest_with(outbound, ScriptedHost::new()).await;
+    let agent = guest
+        .create_agent(&config("anthropic"))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut input = vec![user(vec![text("before"), image("aQ==")])];
+    let stream = guest
+        .stream(&agent, &RunInput::Messages(input.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    // The caller changes its messages after the call, before the stream is read.
+    input[0].content[0] = text("after");
+    input[0].content.push(image("Yg=="));
+    guest.collect_agent_stream(stream).await.unwrap();
+    let sent = requests.all()[0].json().unwrap();
+    assert_eq!(sent["messages"][0]["content"][0]["text"], "before");
+    assert_eq!(sent["messages"][0]["content"].as_array().unwrap().len(), 2);
+
+    // A result's messages and a history copy are the caller's to change.
+    let mut result = guest
+        .prompt(&agent, &PromptInput::Text("q".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    result.messages[0].content.clear();
+    let mut history = guest.get_history(&agent).await.unwrap();
+    history.clear();
+    let history = guest.get_history(&agent).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1], assistant_text(CANNED_TEXT));
+}

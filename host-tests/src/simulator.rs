@@ -191,7 +191,6 @@ impl Reply {
 
 struct Shared {
     log: RequestLog,
-    connections: std::sync::atomic::AtomicUsize,
     script: Mutex<VecDeque<Reply>>,
     chunk_delay: Duration,
 }
@@ -248,7 +247,6 @@ impl Simulator {
             .context("the simulator could not build its runtime")?;
         let shared = Arc::new(Shared {
             log: RequestLog::default(),
-            connections: Default::default(),
             script: Mutex::new(VecDeque::new()),
             chunk_delay,
         });
@@ -299,14 +297,6 @@ impl Simulator {
         self.shared.log.len()
     }
 
-    /// How many connections were accepted so far (clients that keep connections alive make
-    /// fewer than requests).
-    pub fn connection_count(&self) -> usize {
-        self.shared
-            .connections
-            .load(std::sync::atomic::Ordering::SeqCst)
-    }
-
     /// The shared request log (clones see later requests too).
     pub fn log(&self) -> RequestLog {
         self.shared.log.clone()
@@ -342,7 +332,6 @@ async fn serve(
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
-                shared.connections.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
                     let service = service_fn(move |request| answer(Arc::clone(&shared), request));

@@ -49,28 +49,37 @@ impl Ask {
         let path = path_and_query
             .split_once('?')
             .map_or(path_and_query, |(path, _)| path);
-        let body_json = || serde_json::from_slice::<Value>(body).ok();
-        let body_model = || {
-            body_json()
-                .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
-                .unwrap_or_default()
-        };
-        let body_stream = || {
-            body_json()
-                .and_then(|v| v.get("stream").and_then(Value::as_bool))
-                .unwrap_or(false)
+        /// The two fields of a JSON body the simulator answers by; the body is parsed once
+        /// (and checked to be JSON), the rest skipped.
+        #[derive(Default, serde::Deserialize)]
+        struct Head {
+            #[serde(default)]
+            model: Option<Value>,
+            #[serde(default)]
+            stream: Option<Value>,
+        }
+        let json_head = || {
+            let head: Head = serde_json::from_slice(body).unwrap_or_default();
+            (
+                head.stream.and_then(|v| v.as_bool()).unwrap_or(false),
+                head.model
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            )
         };
         if path.ends_with("/v1/messages") {
+            let (stream, model) = json_head();
             Ask {
                 route: Route::Anthropic,
-                stream: body_stream(),
-                model: body_model(),
+                stream,
+                model,
             }
         } else if path.ends_with("/chat/completions") {
+            let (stream, model) = json_head();
             Ask {
                 route: Route::OpenAi,
-                stream: body_stream(),
-                model: body_model(),
+                stream,
+                model,
             }
         } else if let Some(rest) = path.strip_prefix("/model/") {
             match rest.rsplit_once('/') {

@@ -15,7 +15,7 @@ use oma_harness::{
     FailureKind, Guest, GuestOptions, Harness, ImageBlock, LlmMessage, LogHandle, PromptInput,
     RecordedRequest, RequestLog, Role, RunAgentOptions, RunInput, RunResult, ScriptedHost,
     StatusCode, StorePayloads, ToolDefinition, ToolOutcome, ToolResultContent, ToolResultPart,
-    ToolUseBlock, CANNED_PIECES, CANNED_TEXT,
+    ToolUseBlock, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE,
 };
 use serde_json::{json, Value};
 
@@ -1282,4 +1282,105 @@ async fn the_input_is_copied_when_stream_is_called_and_history_is_handed_out_by_
     let history = guest.get_history(&agent).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1], assistant_text(CANNED_TEXT));
+}
+
+/// An Anthropic SSE stream whose turn calls `screenshot`.
+fn tool_call_stream() -> Vec<u8> {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    [
+        event("message_start", json!({"type": "message_start", "message": {
+            "id": "msg_s1", "type": "message", "role": "assistant", "content": [],
+            "model": "claude-sonnet-4-6", "stop_reason": null,
+            "usage": {"input_tokens": 9, "output_tokens": 1}}})),
+        event("content_block_start", json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "tool_use", "id": "call_s1", "name": "screenshot", "input": {}}})),
+        event("content_block_delta", json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": "{\"url\": \"https://"}})),
+        event("content_block_delta", json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": "example.com\"}"}})),
+        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        event("message_delta", json!({"type": "message_delta",
+            "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 7}})),
+        event("message_stop", json!({"type": "message_stop"})),
+    ]
+    .concat()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_streamed_run_calls_tools_between_streamed_turns() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let outbound = CaptureOutbound::new(move |request: &RecordedRequest| {
+        if count.fetch_add(1, Ordering::SeqCst) == 0 {
+            CannedResponse {
+                status: 200,
+                headers: vec![("content-type".into(), "text/event-stream".into())],
+                body: tool_call_stream(),
+            }
+        } else {
+            CannedResponse::success_for(request)
+        }
+    });
+    let requests = outbound.log();
+    let host = ScriptedHost::new().with_tool(|call| ToolOutcome {
+        content: ToolResultContent::Text(format!("saw {}", call.input)),
+        is_error: false,
+    });
+    let log = host.log();
+    let mut guest = guest_with(outbound, host).await;
+    let mut cfg = config("anthropic");
+    cfg.tools = vec![lookup_tool()];
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let stream = guest
+        .stream(&agent, &RunInput::Text("Look".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    let events = guest.collect_agent_stream(stream).await.unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            AgentEvent::TextDelta(_) => "delta",
+            AgentEvent::ReasoningDelta(_) => "reasoning",
+            AgentEvent::Text(_) => "text",
+            AgentEvent::ToolUse(_) => "tool_use",
+            AgentEvent::ToolResult(_) => "tool_result",
+            AgentEvent::BudgetExceeded(_) => "budget",
+            AgentEvent::Done(_) => "done",
+            AgentEvent::Error(_) => "error",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool_use",
+            "tool_result",
+            "delta",
+            "delta",
+            "delta",
+            "text",
+            "done"
+        ]
+    );
+    let AgentEvent::ToolUse(call) = &events[0] else {
+        unreachable!()
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(&call.input).unwrap(),
+        json!({"url": "https://example.com"})
+    );
+    assert_eq!(log.lock().tool_calls.len(), 1);
+    let sent = requests.all();
+    assert_eq!(sent.len(), 2);
+    let second = sent[1].json().unwrap();
+    assert_eq!(second["stream"], true);
+    assert_eq!(
+        second["messages"][2]["content"][0]["content"],
+        "saw {\"url\":\"https://example.com\"}"
+    );
+    let AgentEvent::Done(result) = events.last().unwrap() else {
+        unreachable!()
+    };
+    assert_eq!(result.turns, 2);
+    assert_eq!(result.token_usage.output_tokens, 7 + CANNED_USAGE.1);
 }

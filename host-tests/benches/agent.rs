@@ -15,30 +15,14 @@
 //! two side by side. Workloads come from `$OMA_WORKLOADS` (default `target/workloads`); a
 //! missing one is skipped with a message.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use oma_harness::workloads::{read_workload, WORKLOADS};
 use oma_harness::{
     agent_config, endpoint, offline_options, CannedResponse, CaptureOutbound, GuestOptions,
     Harness, LoopbackOnly, RunInput, Simulator, WasiHttpHooks,
 };
-
-const WORKLOADS: &[&str] = &[
-    "chat-small",
-    "chat-history-51",
-    "vision-1mib",
-    "tools-rich-20",
-    "video-url",
-    "video-16mib",
-];
-
-fn workloads_dir() -> PathBuf {
-    match std::env::var_os("OMA_WORKLOADS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/workloads")),
-    }
-}
 
 fn run(c: &mut Criterion) {
     bench_runs(c, "run", false);
@@ -50,7 +34,6 @@ fn run_in_process(c: &mut Criterion) {
 
 /// One group of runs; `in_process` answers in-process instead of over the loopback socket.
 fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
-    let dir = workloads_dir();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -59,14 +42,7 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
     let simulator = Simulator::start().expect("the simulator starts");
     let mut group = c.benchmark_group(group_name);
     for name in WORKLOADS {
-        let path = dir.join(format!("{name}.json"));
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            eprintln!(
-                "{group_name}/{name}: skipped, {} is missing (generate the workloads with \
-                 `python3 ../shared/bench/gen_workloads.py target/workloads` from the workspace \
-                 root, or set OMA_WORKLOADS)",
-                path.display()
-            );
+        let Some(text) = read_workload(&format!("{group_name}/{name}"), name) else {
             continue;
         };
         let hooks: Box<dyn WasiHttpHooks> = if in_process {

@@ -18,33 +18,17 @@
 //! workspace root. `cargo bench` builds the guest with the `wasm-release` profile.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use oma_harness::workloads::WORKLOADS;
 use oma_harness::{Endpoint, Guest, Harness};
 use tokio::runtime::Runtime;
-
-const WORKLOADS: &[&str] = &[
-    "chat-small",
-    "chat-history-51",
-    "vision-1mib",
-    "tools-rich-20",
-    "video-url",
-    "video-16mib",
-];
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a tokio runtime")
-}
-
-fn workloads_dir() -> PathBuf {
-    match std::env::var_os("OMA_WORKLOADS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/workloads")),
-    }
 }
 
 /// Runs `iters` iterations of `f` inside one `block_on` and times them.
@@ -97,7 +81,7 @@ async fn from_json_and_validate(guest: &mut Guest, text: &str) {
 
 /// The workloads of `$OMA_WORKLOADS` that exist, by name, with a note when some are missing.
 fn load_workloads() -> Vec<(&'static str, String)> {
-    let dir = workloads_dir();
+    let dir = oma_harness::workloads::workloads_dir();
     let loaded: Vec<(&'static str, String)> = WORKLOADS
         .iter()
         .filter_map(|name| {

@@ -6,10 +6,10 @@
 //! generate them with `python3 ../shared/bench/gen_workloads.py target/workloads` from the
 //! workspace root. A missing workload is skipped with a message.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use oma_harness::workloads::read_workload;
 use oma_harness::{
     call_options, chat_request, endpoint, EgressPolicy, GuestOptions, Harness, LoopbackOnly,
     Simulator,
@@ -17,15 +17,7 @@ use oma_harness::{
 
 const WORKLOADS: &[&str] = &["chat-small", "vision-1mib"];
 
-fn workloads_dir() -> PathBuf {
-    match std::env::var_os("OMA_WORKLOADS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/workloads")),
-    }
-}
-
 fn round_trip(c: &mut Criterion) {
-    let dir = workloads_dir();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -39,14 +31,7 @@ fn round_trip(c: &mut Criterion) {
     };
     let mut group = c.benchmark_group("round_trip");
     for name in WORKLOADS {
-        let path = dir.join(format!("{name}.json"));
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            eprintln!(
-                "round_trip/{name}: skipped, {} is missing (generate the workloads with \
-                 `python3 ../shared/bench/gen_workloads.py target/workloads` from the workspace \
-                 root, or set OMA_WORKLOADS)",
-                path.display()
-            );
+        let Some(text) = read_workload(&format!("round_trip/{name}"), name) else {
             continue;
         };
         let hooks = GuestOptions {

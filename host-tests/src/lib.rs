@@ -64,6 +64,7 @@ mod outbound;
 mod provider;
 mod simulator;
 mod state;
+pub mod workloads;
 
 /// Where `build.rs` put the guest component.
 pub mod artifact {

@@ -196,31 +196,11 @@ fn sampling_options(options: &mut Options) -> Result<(Option<u32>, Option<f64>),
     Ok((max_tokens, temperature))
 }
 
-/// The single FILE operand of a subcommand; `-` is standard input, `--` ends the options.
+/// The single FILE operand of a subcommand that has no options; `-` is standard input, `--`
+/// ends the options.
 fn one_input(command: &str, args: &[String]) -> Result<Input, String> {
-    let mut operands = Vec::new();
-    let mut options_done = false;
-    for arg in args {
-        match arg.as_str() {
-            "--" if !options_done => options_done = true,
-            "-" => operands.push(arg),
-            flag if flag.starts_with('-') && !options_done => {
-                return Err(format!("`{command}` has no option `{flag}`"));
-            }
-            _ => operands.push(arg),
-        }
-    }
-    match operands.as_slice() {
-        [one] if one.as_str() == "-" => Ok(Input::Stdin),
-        [one] => Ok(Input::File(PathBuf::from(one))),
-        [] => Err(format!(
-            "`{command}` needs a FILE (or - for standard input)"
-        )),
-        _ => Err(format!(
-            "`{command}` takes one FILE, got {}",
-            operands.len()
-        )),
-    }
+    let (_, operands) = options_and_operands(command, args, &[], &[])?;
+    single_input(command, &operands)
 }
 
 /// The `--name value` (or `--name=value`) options of a subcommand, by name.
@@ -658,7 +638,8 @@ async fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn args(list: &[&str]) -> Vec<String> {
+    /// A command line as `parse` gets it.
+    pub(crate) fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }
 

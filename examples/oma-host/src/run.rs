@@ -288,10 +288,7 @@ fn scrub(text: &str, secrets: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::tests::args;
 
     #[test]
     fn run_command_lines() {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use oma_harness::{
-    agent_config, endpoint, AgentConfig, AgentEvent, BeforeRunAnswer, BeforeRunResult,
+    agent_config, endpoint, AgentConfig, AgentEvent, AgentHandle, BeforeRunAnswer, BeforeRunResult,
     CannedResponse, CaptureOutbound, ContentBlock, ErrorKind, EvaluationOptions, ExternalKind,
     FailureKind, Guest, GuestOptions, Harness, ImageBlock, LlmMessage, LogHandle, PromptInput,
     RecordedRequest, RequestLog, Role, RunAgentOptions, RunInput, RunResult, ScriptedHost,
@@ -100,6 +100,21 @@ impl Bench {
         Bench::new(vec![(200, text_reply(reply, 7, 3))], host).await
     }
 
+    /// `create-agent`, which must succeed.
+    async fn agent(&mut self, config: &AgentConfig) -> AgentHandle {
+        self.guest.create_agent(config).await.unwrap().unwrap()
+    }
+
+    /// `run`, which must return a result (successful or not).
+    async fn run_ok(&mut self, agent: &AgentHandle, input: &RunInput) -> RunResult {
+        self.guest.run(agent, input).await.unwrap().unwrap()
+    }
+
+    /// `prompt`, which must return a result (successful or not).
+    async fn prompt_ok(&mut self, agent: &AgentHandle, input: &PromptInput) -> RunResult {
+        self.guest.prompt(agent, input).await.unwrap().unwrap()
+    }
+
     /// The `messages` of each request body, in order.
     fn sent_messages(&self) -> Vec<Value> {
         self.requests
@@ -168,13 +183,10 @@ async fn run_with_a_string_sends_one_user_text_message_and_leaves_history_alone(
     let mut bench = Bench::text("Paris.", ScriptedHost::new()).await;
     let mut cfg = config("anthropic");
     cfg.history = vec![user(vec![text("seeded")]), assistant_text("seeded reply")];
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("Capital of France?".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .run_ok(&agent, &RunInput::Text("Capital of France?".into()))
+        .await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.output, "Paris.");
     assert_eq!(result.messages, vec![assistant_text("Paris.")]);
@@ -195,23 +207,15 @@ async fn run_with_a_string_sends_one_user_text_message_and_leaves_history_alone(
 #[tokio::test]
 async fn run_with_messages_sends_the_whole_conversation_with_media() {
     let mut bench = Bench::text("A cat.", ScriptedHost::new()).await;
-    let agent = bench
-        .guest
-        .create_agent(&config("anthropic"))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&config("anthropic")).await;
     let conversation = vec![
         user(vec![text("Look:")]),
         assistant_text("Go on."),
         user(vec![image("aGVsbG8="), text("What is it?")]),
     ];
     let result = bench
-        .guest
-        .run(&agent, &RunInput::Messages(conversation))
-        .await
-        .unwrap()
-        .unwrap();
+        .run_ok(&agent, &RunInput::Messages(conversation))
+        .await;
     assert!(result.success, "{result:?}");
     let sent = &bench.sent_messages()[0];
     assert_eq!(sent.as_array().unwrap().len(), 3);
@@ -228,7 +232,7 @@ async fn invalid_input_fails_the_call_before_anything_happens() {
     let mut bench = Bench::text("never", host).await;
     let mut cfg = config("anthropic");
     cfg.before_run = true;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let bad = vec![user(vec![video(url(
         "video/mp4",
         "ftp://example.com/a.mp4",
@@ -276,12 +280,12 @@ async fn video_for_a_format_without_a_mapping_fails_once_with_nothing_sent() {
     let mut bench = Bench::text("never", ScriptedHost::new()).await;
     let mut cfg = config("anthropic");
     cfg.call.max_attempts = 5;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let input = RunInput::Messages(vec![user(vec![
         text("Describe."),
         video(url("video/mp4", "https://example.com/clip.mp4")),
     ])]);
-    let result = bench.guest.run(&agent, &input).await.unwrap().unwrap();
+    let result = bench.run_ok(&agent, &input).await;
     let failure = failure_of(&result);
     assert_eq!(failure.error_info.name, "UnsupportedContentBlockError");
     assert_eq!(
@@ -336,23 +340,17 @@ async fn prompt_appends_the_turn_and_the_reply_and_runs_on_the_whole_history() {
     let mut bench = Bench::text("ok", ScriptedHost::new()).await;
     let mut cfg = config("anthropic");
     cfg.history = vec![user(vec![text("earlier")]), assistant_text("noted")];
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let first = bench
-        .guest
-        .prompt(&agent, &PromptInput::Text("one".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .prompt_ok(&agent, &PromptInput::Text("one".into()))
+        .await;
     assert!(first.success);
     let second = bench
-        .guest
-        .prompt(
+        .prompt_ok(
             &agent,
             &PromptInput::Blocks(vec![image("aGk="), text("two")]),
         )
-        .await
-        .unwrap()
-        .unwrap();
+        .await;
     assert_eq!(second.messages, vec![assistant_text("ok")]);
     let history = bench.guest.get_history(&agent).await.unwrap();
     assert_eq!(
@@ -370,12 +368,7 @@ async fn prompt_appends_the_turn_and_the_reply_and_runs_on_the_whole_history() {
     assert_eq!(sent[0].as_array().unwrap().len(), 3);
     assert_eq!(sent[1].as_array().unwrap().len(), 5);
     // An empty block list is accepted and appended.
-    bench
-        .guest
-        .prompt(&agent, &PromptInput::Blocks(vec![]))
-        .await
-        .unwrap()
-        .unwrap();
+    bench.prompt_ok(&agent, &PromptInput::Blocks(vec![])).await;
     assert_eq!(
         bench.guest.get_history(&agent).await.unwrap()[6],
         user(vec![])
@@ -387,12 +380,7 @@ async fn prompt_appends_the_turn_and_the_reply_and_runs_on_the_whole_history() {
 #[tokio::test]
 async fn invalid_prompt_input_is_not_appended() {
     let mut bench = Bench::text("ok", ScriptedHost::new()).await;
-    let agent = bench
-        .guest
-        .create_agent(&config("anthropic"))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&config("anthropic")).await;
     let err = bench
         .guest
         .prompt(
@@ -426,18 +414,10 @@ async fn a_failed_prompt_keeps_the_user_turn_without_a_reply() {
         ScriptedHost::new(),
     )
     .await;
-    let agent = bench
-        .guest
-        .create_agent(&config("anthropic"))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&config("anthropic")).await;
     let result = bench
-        .guest
-        .prompt(&agent, &PromptInput::Text("hi".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .prompt_ok(&agent, &PromptInput::Text("hi".into()))
+        .await;
     let failure = failure_of(&result);
     assert_eq!(failure.status.code, StatusCode::Error);
     assert_eq!(failure.error_info.kind, FailureKind::Provider);
@@ -457,14 +437,11 @@ async fn history_keeps_the_original_turn_when_the_hook_rewrites_the_prompt() {
     let mut bench = Bench::text("ok", host).await;
     let mut cfg = config("anthropic");
     cfg.before_run = true;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let turn = vec![image("aW1n"), text("Continue…")];
     bench
-        .guest
-        .prompt(&agent, &PromptInput::Blocks(turn.clone()))
-        .await
-        .unwrap()
-        .unwrap();
+        .prompt_ok(&agent, &PromptInput::Blocks(turn.clone()))
+        .await;
     assert_eq!(
         bench.sent_messages()[0][0]["content"],
         json!([
@@ -486,14 +463,11 @@ async fn the_hook_sees_the_joined_prompt_and_a_copy_of_the_messages() {
     let mut bench = Bench::text("ok", host).await;
     let mut cfg = config("anthropic");
     cfg.before_run = true;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let input = vec![user(vec![text("first"), image("aQ=="), text("second")])];
     bench
-        .guest
-        .run(&agent, &RunInput::Messages(input.clone()))
-        .await
-        .unwrap()
-        .unwrap();
+        .run_ok(&agent, &RunInput::Messages(input.clone()))
+        .await;
     let log = bench.host.lock();
     let ctx = &log.before_run[0];
     assert_eq!(ctx.prompt, "firstsecond");
@@ -530,13 +504,10 @@ async fn hook_messages_replace_the_input_then_the_prompt_rewrites_the_latest_use
     let mut bench = Bench::text("ok", host).await;
     let mut cfg = config("anthropic");
     cfg.before_run = true;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     bench
-        .guest
-        .run(&agent, &RunInput::Text("original".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .run_ok(&agent, &RunInput::Text("original".into()))
+        .await;
     let sent = &bench.sent_messages()[0];
     assert_eq!(
         sent[0]["content"],
@@ -570,13 +541,8 @@ async fn a_json_answer_is_checked_as_oma_checks_a_hook_result() {
         let mut bench = Bench::text("never", host).await;
         let mut cfg = config("anthropic");
         cfg.before_run = true;
-        let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
-        let result = bench
-            .guest
-            .run(&agent, &RunInput::Text("hi".into()))
-            .await
-            .unwrap()
-            .unwrap();
+        let agent = bench.agent(&cfg).await;
+        let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
         let failure = failure_of(&result);
         assert_eq!(result.output, message);
         assert_eq!(failure.status.code, StatusCode::Error);
@@ -597,13 +563,10 @@ async fn a_hook_that_fails_ends_the_run_as_a_callback_failure() {
     let mut bench = Bench::text("never", host).await;
     let mut cfg = config("anthropic");
     cfg.before_run = true;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let result = bench
-        .guest
-        .prompt(&agent, &PromptInput::Text("hi".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .prompt_ok(&agent, &PromptInput::Text("hi".into()))
+        .await;
     let failure = failure_of(&result);
     assert_eq!(result.output, "hook exploded");
     assert_eq!(failure.error_info.kind, FailureKind::Callback);
@@ -648,7 +611,7 @@ async fn external_backends_refuse_structured_input_before_the_hook() {
     ] {
         let mut cfg = external_config(kind);
         cfg.before_run = true;
-        let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+        let agent = bench.agent(&cfg).await;
         let expected = format!("The {word} external backend accepts string prompts only; structured messages or content blocks cannot be forwarded without loss.");
         let input = RunInput::Messages(vec![user(vec![text("hi")])]);
         let err = bench.guest.run(&agent, &input).await.unwrap().unwrap_err();
@@ -699,13 +662,10 @@ async fn external_backends_send_the_rewritten_prompt_text() {
     let mut cfg = external_config(ExternalKind::Process);
     cfg.before_run = true;
     cfg.history = vec![user(vec![text("history never seeds a transport")])];
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+    let agent = bench.agent(&cfg).await;
     let result = bench
-        .guest
-        .prompt(&agent, &PromptInput::Text("  original  ".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .prompt_ok(&agent, &PromptInput::Text(" original ".into()))
+        .await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.output, "ran: console.log(\"rewritten\")");
     assert_eq!(
@@ -721,18 +681,10 @@ async fn external_backends_send_the_rewritten_prompt_text() {
         )]
     );
     // ACP gets the trimmed text alone.
-    let acp = bench
-        .guest
-        .create_agent(&external_config(ExternalKind::Acp))
-        .await
-        .unwrap()
-        .unwrap();
+    let acp = bench.agent(&external_config(ExternalKind::Acp)).await;
     bench
-        .guest
-        .run(&acp, &RunInput::Text("  hello \n".into()))
-        .await
-        .unwrap()
-        .unwrap();
+        .run_ok(&acp, &RunInput::Text(" hello \n".into()))
+        .await;
     assert_eq!(
         bench.host.lock().external[1],
         (ExternalKind::Acp, "hello".to_owned())
@@ -748,13 +700,8 @@ async fn an_external_hook_may_not_change_messages() {
     let mut bench = Bench::text("never", host).await;
     let mut cfg = external_config(ExternalKind::Process);
     cfg.before_run = true;
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("hi".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
     assert!(!result.success);
     assert!(
         result
@@ -802,13 +749,8 @@ async fn tool_calls_go_to_the_host_and_rich_results_go_back_to_the_model() {
     .await;
     let mut cfg = config("anthropic");
     cfg.tools = vec![lookup_tool()];
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("Look".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("Look".into())).await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.output, "It is a page.");
     assert_eq!(result.turns, 2);
@@ -843,18 +785,8 @@ async fn a_tool_answer_that_breaks_the_media_rules_fails_the_run() {
         is_error: false,
     });
     let mut bench = Bench::new(vec![(200, tool_reply("c", "screenshot", json!({})))], host).await;
-    let agent = bench
-        .guest
-        .create_agent(&config("anthropic"))
-        .await
-        .unwrap()
-        .unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("Look".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&config("anthropic")).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("Look".into())).await;
     let failure = failure_of(&result);
     assert_eq!(failure.error_info.name, "InvalidMessageError");
     assert!(
@@ -876,13 +808,8 @@ async fn unknown_tools_answer_with_an_error_and_max_turns_stops_the_loop() {
     .await;
     let mut cfg = config("anthropic");
     cfg.max_turns = Some(3);
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("go".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("go".into())).await;
     assert!(result.success, "{result:?}");
     assert_eq!(result.turns, 3);
     assert_eq!(bench.requests.len(), 3);
@@ -901,13 +828,8 @@ async fn the_token_budget_ends_the_run() {
     .await;
     let mut cfg = config("anthropic");
     cfg.token_budget = Some(12);
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("go".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("go".into())).await;
     assert!(result.budget_exceeded);
     let failure = failure_of(&result);
     assert_eq!(failure.status.code, StatusCode::BudgetExhausted);
@@ -988,12 +910,7 @@ async fn a_provider_failure_while_streaming_is_an_error_event() {
         ScriptedHost::new(),
     )
     .await;
-    let agent = bench
-        .guest
-        .create_agent(&config("anthropic"))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&config("anthropic")).await;
     let stream = bench
         .guest
         .stream(&agent, &RunInput::Text("hi".into()))
@@ -1157,13 +1074,8 @@ async fn an_egress_denial_is_a_rejected_run_with_nothing_sent() {
     let mut bench = Bench::text("never", ScriptedHost::new()).await;
     let mut cfg = config("anthropic");
     cfg.call.egress = oma_harness::EgressPolicy::Allowlist(vec!["https://api.openai.com".into()]);
-    let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("hi".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
     let failure = failure_of(&result);
     assert_eq!(failure.status.code, StatusCode::Rejected);
     assert_eq!(failure.error_info.kind, FailureKind::Validation);
@@ -1178,18 +1090,8 @@ async fn an_egress_denial_is_a_rejected_run_with_nothing_sent() {
 async fn a_key_echoed_by_the_provider_never_reaches_the_result() {
     let echo = json!({"type": "error", "error": {"type": "authentication_error", "message": format!("invalid x-api-key: {KEY}")}});
     let mut bench = Bench::new(vec![(401, echo)], ScriptedHost::new()).await;
-    let agent = bench
-        .guest
-        .create_agent(&config("anthropic"))
-        .await
-        .unwrap()
-        .unwrap();
-    let result = bench
-        .guest
-        .run(&agent, &RunInput::Text("hi".into()))
-        .await
-        .unwrap()
-        .unwrap();
+    let agent = bench.agent(&config("anthropic")).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
     let failure = failure_of(&result);
     assert_eq!(failure.error_info.http_status, Some(401));
     assert_no_secret(&result);
@@ -1209,13 +1111,10 @@ async fn one_instance_runs_many_agents_and_drops_them() {
     for i in 0..20 {
         let mut cfg = config("anthropic");
         cfg.name = format!("agent-{i}");
-        let agent = bench.guest.create_agent(&cfg).await.unwrap().unwrap();
+        let agent = bench.agent(&cfg).await;
         bench
-            .guest
-            .prompt(&agent, &PromptInput::Text("hi".into()))
-            .await
-            .unwrap()
-            .unwrap();
+            .prompt_ok(&agent, &PromptInput::Text("hi".into()))
+            .await;
         let stream = bench
             .guest
             .stream(&agent, &RunInput::Text("hi".into()))

@@ -1283,3 +1283,155 @@ async fn a_streamed_run_calls_tools_between_streamed_turns() {
     assert_eq!(result.turns, 2);
     assert_eq!(result.token_usage.output_tokens, 7 + CANNED_USAGE.1);
 }
+
+#[tokio::test]
+async fn the_worked_examples_of_the_merge_hold_through_the_component() {
+    let img = || image("aQ==");
+    let result_block = || crate::common::tool_result(vec![ToolResultPart::Text("r".into())], None);
+    // (input, hook prompt, hook messages, what the provider receives)
+    let cases: Vec<(
+        Vec<LlmMessage>,
+        &str,
+        Option<Vec<LlmMessage>>,
+        Vec<LlmMessage>,
+    )> = vec![
+        (
+            vec![user(vec![
+                img(),
+                text("A"),
+                img(),
+                text("B"),
+                result_block(),
+            ])],
+            "NEW",
+            None,
+            vec![user(vec![img(), text("NEW"), img(), result_block()])],
+        ),
+        (
+            vec![user(vec![img(), img()])],
+            "NEW",
+            None,
+            vec![user(vec![text("NEW"), img(), img()])],
+        ),
+        (
+            vec![assistant_text("a")],
+            "NEW",
+            None,
+            vec![assistant_text("a")],
+        ),
+        (
+            vec![user(vec![text("A"), img()])],
+            "",
+            None,
+            vec![user(vec![text(""), img()])],
+        ),
+        (
+            vec![user(vec![text("A")]), assistant_text("b")],
+            "NEW",
+            None,
+            vec![user(vec![text("NEW")]), assistant_text("b")],
+        ),
+        // An unchanged prompt rewrites nothing, even after a replacement.
+        (
+            vec![user(vec![text("A")])],
+            "A",
+            Some(vec![user(vec![text("x"), text("y")])]),
+            vec![user(vec![text("x"), text("y")])],
+        ),
+    ];
+    for (input, prompt, messages, expected) in cases {
+        let answer = typed(prompt, messages);
+        let host = ScriptedHost::new().with_hook(move |_| answer.clone());
+        let (outbound, requests) = scripted(vec![(200, text_reply("ok", 1, 1))]);
+        let mut guest = guest_with(outbound, host).await;
+        let mut cfg = config("anthropic");
+        cfg.before_run = true;
+        let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+        let result = guest
+            .run(&agent, &RunInput::Messages(input.clone()))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(result.success, "{input:?}: {result:?}");
+        // Compare through the codec: what the provider got is what the merged list formats to.
+        let mut codec = crate::common::guest().await;
+        let request = oma_harness::chat_request("claude-sonnet-4-6", expected.clone());
+        let http = codec
+            .format_request(&request, &cfg.endpoint)
+            .await
+            .unwrap()
+            .unwrap();
+        let want: Value = serde_json::from_slice(&http.body).unwrap();
+        let got = requests.all()[0].json().unwrap();
+        assert_eq!(
+            got["messages"], want["messages"],
+            "{input:?} with prompt {prompt:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn evaluation_payloads_are_bounded_to_8192_characters() {
+    let mut bench = Bench::text("done", ScriptedHost::new()).await;
+    let long = "x".repeat(10_000);
+    bench
+        .guest
+        .run_agent(
+            &config("anthropic"),
+            &RunInput::Text(long.clone()),
+            &evaluate(StorePayloads::Full),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let log = bench.host.lock();
+    let input = &log.evaluations[0].input;
+    assert_eq!(input.chars().count(), 8192);
+    assert!(input.ends_with("\n[truncated at 8192 characters]"));
+    assert!(input.starts_with("xxxx"));
+    let payload: Value =
+        serde_json::from_str(log.evaluations[0].payload.as_deref().unwrap()).unwrap();
+    assert_eq!(payload["input"].as_str().unwrap(), input);
+    assert_eq!(payload["output"], "done");
+    // The progress event still carries the whole prompt.
+    let start: Value = serde_json::from_str(&log.progress[0].data).unwrap();
+    assert_eq!(start["prompt"].as_str().unwrap().len(), 10_000);
+}
+
+#[tokio::test]
+async fn redacted_evaluation_of_messages_hides_secrets() {
+    let mut bench = Bench::text(
+        "the key is sk-abcdefghijklmnopqrstuvwx",
+        ScriptedHost::new(),
+    )
+    .await;
+    let messages = vec![user(vec![text("my token: Bearer abcdefghijklmnop1234")])];
+    bench
+        .guest
+        .run_agent(
+            &config("anthropic"),
+            &RunInput::Messages(messages),
+            &evaluate(StorePayloads::Redacted),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let log = bench.host.lock();
+    let record = &log.evaluations[0];
+    assert!(
+        !record.input.contains("abcdefghijklmnop1234"),
+        "{}",
+        record.input
+    );
+    assert!(record.input.contains("[redacted]"), "{}", record.input);
+    let payload = record.payload.as_deref().unwrap();
+    assert!(
+        !payload.contains("sk-abcdefghijklmnopqrstuvwx"),
+        "{payload}"
+    );
+    // Scorers get the full in-memory result all the same.
+    assert_eq!(
+        record.result.output,
+        "the key is sk-abcdefghijklmnopqrstuvwx"
+    );
+}

@@ -1288,13 +1288,14 @@ async fn a_streamed_run_calls_tools_between_streamed_turns() {
 async fn the_worked_examples_of_the_merge_hold_through_the_component() {
     let img = || image("aQ==");
     let result_block = || crate::common::tool_result(vec![ToolResultPart::Text("r".into())], None);
-    // (input, hook prompt, hook messages, what the provider receives)
-    let cases: Vec<(
+    /// The input, the hook's prompt and messages, and what the provider receives.
+    type Case = (
         Vec<LlmMessage>,
-        &str,
+        &'static str,
         Option<Vec<LlmMessage>>,
         Vec<LlmMessage>,
-    )> = vec![
+    );
+    let cases: Vec<Case> = vec![
         (
             vec![user(vec![
                 img(),

@@ -50,6 +50,43 @@
 //! assert_eq!(simulator.request_count(), 1);
 //! # Ok(()) }
 //! ```
+//!
+//! Agents: the component's `host` imports (the `beforeRun` hook, tools, progress, evaluation,
+//! external backends) go to the [`AgentHost`] in [`GuestOptions::host`]; [`ScriptedHost`]
+//! answers with closures and records what it was handed.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use oma_harness::{agent_config, endpoint, offline_options, BeforeRunAnswer, BeforeRunResult,
+//!                   GuestOptions, Harness, LoopbackOnly, RunInput, ScriptedHost, Simulator};
+//!
+//! let simulator = Simulator::start()?;
+//! let host = ScriptedHost::new().with_hook(|context| {
+//!     BeforeRunAnswer::Typed(BeforeRunResult {
+//!         prompt: format!("{} (be brief)", context.prompt),
+//!         messages: None,
+//!     })
+//! });
+//! let log = host.log();
+//! let options = GuestOptions {
+//!     hooks: Some(Box::new(LoopbackOnly::new())),
+//!     host: Some(Box::new(host)),
+//!     ..Default::default()
+//! };
+//! let mut guest = Harness::shared()?.instantiate_with(options).await?;
+//! let mut config = agent_config(
+//!     "helper",
+//!     "claude-sonnet-4-6",
+//!     endpoint("anthropic", Some(&simulator.base_url()), Some("sk-test")),
+//! );
+//! config.before_run = true;
+//! config.call = offline_options();
+//! let agent = guest.create_agent(&config).await??;
+//! let result = guest.run(&agent, &RunInput::Text("Hello?".into())).await??;
+//! assert!(result.success);
+//! assert_eq!(log.lock().before_run[0].prompt, "Hello?");
+//! # Ok(()) }
+//! ```
 
 #![deny(missing_docs)]
 

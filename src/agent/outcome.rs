@@ -91,6 +91,21 @@ pub struct Failure {
     pub error_info: ErrorInfo,
 }
 
+/// How far past the longest kept message redaction looks, in characters: a secret that starts
+/// in the kept part and is shorter than this (PEM keys are a few thousand) is still matched whole.
+const REDACTION_MARGIN: usize = 16 * 1024;
+
+/// `text` with secrets redacted, as far as any message keeps it: the first
+/// [`MAX_ERROR_MESSAGE_CHARS`] plus [`REDACTION_MARGIN`] characters. A provider's error body
+/// can be megabytes, and redacting all of it only to keep 1024 characters cost OMA seconds.
+fn redactable_prefix(text: &str) -> String {
+    let end = text
+        .char_indices()
+        .nth(MAX_ERROR_MESSAGE_CHARS + REDACTION_MARGIN)
+        .map_or(text.len(), |(at, _)| at);
+    redact_secrets(&text[..end])
+}
+
 /// `text` cut to at most `max` UTF-16 code units, never splitting a character.
 fn truncate_units(text: &str, max: usize) -> String {
     let mut used = 0;
@@ -129,7 +144,7 @@ pub fn classify(error: &Error, from_hook: bool, configured_provider: Option<&str
     } else {
         FailureKind::Unknown
     };
-    let message = redact_secrets(&error.to_string());
+    let message = redactable_prefix(&error.to_string());
     Failure {
         status: Status {
             code: status_code,
@@ -374,5 +389,24 @@ mod tests {
         assert_eq!(truncate_units("abcd", 3), "abc");
         assert_eq!(truncate_units("a😀b", 2), "a");
         assert_eq!(truncate_units("a😀b", 3), "a😀");
+    }
+
+    #[test]
+    fn a_huge_message_is_redacted_where_it_is_kept() {
+        let key = "sk-abcdefghijklmnopqrstuvwxyz123456";
+        // A secret straddling the 1024-character cut, then a megabyte of body.
+        let message = format!("{} {key} {}", "e".repeat(1000), "x".repeat(1 << 20));
+        let error = Error::Provider {
+            provider: "openai".into(),
+            status: Some(502),
+            message,
+        };
+        let failure = classify(&error, false, None);
+        let info = &failure.error_info.message;
+        assert!(!info.contains("sk-abc"), "half a key leaked");
+        assert!(info.contains("[redacted]"));
+        assert_eq!(info.chars().count(), MAX_ERROR_MESSAGE_CHARS);
+        // Text shifted into the kept part by the redaction comes from the redacted prefix.
+        assert!(info.ends_with('x'));
     }
 }

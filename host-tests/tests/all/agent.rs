@@ -1436,3 +1436,86 @@ async fn redacted_evaluation_of_messages_hides_secrets() {
         "the key is sk-abcdefghijklmnopqrstuvwx"
     );
 }
+
+#[tokio::test]
+async fn odd_configurations_and_answers_never_trap() {
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let answers = [
+        BeforeRunAnswer::Json(deep),
+        BeforeRunAnswer::Json("42".into()),
+        BeforeRunAnswer::Json("{\"prompt\": \"x\", \"messages\": [[]]}".into()),
+        BeforeRunAnswer::Failed("x".repeat(1 << 20)),
+    ];
+    for answer in answers {
+        let host = ScriptedHost::new().with_hook(move |_| answer.clone());
+        let mut bench = Bench::text("ok", host).await;
+        let mut cfg = config("anthropic");
+        cfg.before_run = true;
+        let agent = bench.agent(&cfg).await;
+        let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
+        let failure = failure_of(&result);
+        assert_eq!(failure.error_info.kind, FailureKind::Callback);
+        assert!(failure.error_info.message.chars().count() <= 1024);
+        assert!(bench.requests.is_empty());
+    }
+
+    // No turns at all, and a budget of zero tokens.
+    let mut bench = Bench::text("ok", ScriptedHost::new()).await;
+    let mut cfg = config("anthropic");
+    cfg.max_turns = Some(0);
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
+    assert!(result.success && result.turns == 0, "{result:?}");
+    assert!(bench.requests.is_empty());
+    cfg.max_turns = None;
+    cfg.token_budget = Some(0);
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
+    assert!(result.budget_exceeded);
+
+    // Sample rates outside [0, 1] and NaN.
+    for rate in [f64::NAN, -1.0, 2.0, f64::INFINITY] {
+        let options = RunAgentOptions {
+            progress: false,
+            evaluation: Some(EvaluationOptions {
+                store_payloads: StorePayloads::None,
+                sample_rate: rate,
+            }),
+        };
+        bench
+            .guest
+            .run_agent(&config("anthropic"), &RunInput::Text("hi".into()), &options)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let sampled = bench.host.lock().evaluations.len();
+    assert_eq!(
+        sampled, 2,
+        "2.0 and infinity sample every run; NaN and -1 none"
+    );
+
+    // A large tool answer and a large backend failure.
+    let host = ScriptedHost::new()
+        .with_tool(|_| ToolOutcome {
+            content: ToolResultContent::Text("y".repeat(1 << 20)),
+            is_error: false,
+        })
+        .with_backend(|_| Err("z".repeat(1 << 20)));
+    let mut bench = Bench::new(
+        vec![
+            (200, tool_reply("c", "screenshot", json!({}))),
+            (200, text_reply("done", 1, 1)),
+        ],
+        host,
+    )
+    .await;
+    let agent = bench.agent(&config("anthropic")).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("go".into())).await;
+    assert!(result.success, "{result:?}");
+    assert!(bench.requests.all()[1].body.len() > 1 << 20);
+    let external = bench.agent(&external_config(ExternalKind::Acp)).await;
+    let result = bench.run_ok(&external, &RunInput::Text("go".into())).await;
+    let failure = failure_of(&result);
+    assert!(failure.status.message.as_ref().unwrap().chars().count() <= 256);
+}

@@ -43,11 +43,25 @@ commands:
                   read a provider's successful response body (FILE) and print OMA's response,
                   {"id", "model", "content", "stop_reason", "usage"}; --model is the model of
                   the request it answers (Gemini and Bedrock bodies do not name it)
+  run --provider P --model M [--system TEXT] [--max-tokens N] [--temperature T]
+      [--base-url URL] (FILE | --text TEXT) [--before-run CMD] [--prompt [--history FILE]]
+      [--stream] [--progress]
+                  run an agent for real and print OMA's run result ({"success", "output",
+                  "messages", "tokenUsage", "toolCalls", "turns", "status"?, "errorInfo"?});
+                  a failed run exits 1 with its result. --before-run runs `sh -c CMD` as the
+                  beforeRun hook ({"prompt", "messages", "agent"} on its stdin, {"prompt",
+                  "messages"?} expected on its stdout); --prompt uses prompt() (FILE is then a
+                  content-block list) on the history of --history FILE; --stream prints events
+                  as JSON lines as they arrive; --progress runs through run-agent and prints
+                  progress events as JSON lines on stderr
+  demo            the whole pipeline on a bundled conversation with an image and a video, with
+                  no network and no key: validation, two wire formats, the hook, wasi-http to a
+                  loopback provider, a tool call, the result
 
 providers: anthropic, openai, minimax, deepseek, grok, gemini, bedrock, ai-sdk, mimo, doubao,
   hunyuan, qiniu, or any other name with --base-url for an OpenAI-compatible server
 
-keys (format): read from ANTHROPIC_API_KEY, OPENAI_API_KEY, MINIMAX_API_KEY, DEEPSEEK_API_KEY,
+keys (format, run): read from ANTHROPIC_API_KEY, OPENAI_API_KEY, MINIMAX_API_KEY, DEEPSEEK_API_KEY,
   XAI_API_KEY (grok), GEMINI_API_KEY, and <PROVIDER>_API_KEY for any other name (upper-cased,
   '-' as '_'); Bedrock uses AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID,
   AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, with AWS_REGION (or AWS_DEFAULT_REGION).

@@ -46,16 +46,20 @@ pub fn chat(
 }
 
 /// Starts a streamed chat turn; retries happen only before the response head is accepted.
-/// Takes the request by value: it is only flagged as streamed, never copied (its media may be
-/// many megabytes).
+/// The request must have its `stream` flag set (the caller owns it, and copying it to set the
+/// flag here would copy its media, which may be many megabytes).
 pub fn chat_stream(
     adapter: &dyn Adapter,
-    mut request: ChatRequest,
+    request: &ChatRequest,
     endpoint: &Endpoint,
     options: &CallOptions,
 ) -> Result<ChatStream, Error> {
-    request.stream = true;
-    let http = adapter.format(&request, endpoint)?;
+    if !request.stream {
+        return Err(Error::InvalidRequest {
+            message: "a streamed call needs a request with `stream` set".into(),
+        });
+    }
+    let http = adapter.format(request, endpoint)?;
     check_egress(&http.url, &options.egress)?;
     let incoming = with_retry(&options.retry, || {
         let incoming = transport::start(adapter.name(), &http, &options.limits)?;
@@ -75,7 +79,7 @@ pub fn chat_stream(
     .map_err(|error| error.redact(&endpoint.secrets()))?;
     Ok(ChatStream {
         incoming,
-        decoder: adapter.stream_decoder(&request),
+        decoder: adapter.stream_decoder(request),
         pending: VecDeque::new(),
         finished: false,
         secrets: endpoint.secrets().into_iter().map(str::to_owned).collect(),

@@ -115,9 +115,9 @@ pub trait Io {
     /// A streamed turn of this provider.
     type Stream: TurnStream;
     /// Sends one chat turn (retries, egress and timeouts are the implementation's).
-    fn chat(&mut self, request: ChatRequest) -> Result<LlmResponse, Error>;
-    /// Starts one streamed chat turn.
-    fn open_stream(&mut self, request: ChatRequest) -> Result<Self::Stream, Error>;
+    fn chat(&mut self, request: &ChatRequest) -> Result<LlmResponse, Error>;
+    /// Starts one streamed chat turn (the request has its `stream` flag set).
+    fn open_stream(&mut self, request: &ChatRequest) -> Result<Self::Stream, Error>;
     /// Runs the `beforeRun` hook of agent `agent` with its agent configuration `config`.
     fn before_run(&mut self, agent: &str, context: BeforeRunContext, config: &str) -> HookAnswer;
     /// Calls a tool.
@@ -242,20 +242,24 @@ impl<S: TurnStream> Run<S> {
         if let Some(kind) = self.spec.external {
             return self.end(external_run(&self.spec, kind, &messages, io));
         }
-        let turn_loop = TurnLoop::new(messages, self.spec.template.clone(), self.spec.turn.clone());
+        let mut template = self.spec.template.clone();
+        template.stream = self.streaming;
+        let turn_loop = TurnLoop::new(messages, template, self.spec.turn.clone());
         Phase::Looping(Box::new(turn_loop))
     }
 
     /// Acts on the loop's next action.
     fn step<I: Io<Stream = S>>(&mut self, mut turn_loop: Box<TurnLoop>, io: &mut I) -> Phase<S> {
         match turn_loop.poll() {
-            Some(Action::SendRequest(request)) if self.streaming => match io.open_stream(request) {
-                Ok(stream) => return Phase::Streaming(turn_loop, stream),
-                Err(error) => {
-                    turn_loop.handle_failure(error);
+            Some(Action::SendRequest) if self.streaming => {
+                match io.open_stream(turn_loop.request()) {
+                    Ok(stream) => return Phase::Streaming(turn_loop, stream),
+                    Err(error) => {
+                        turn_loop.handle_failure(error);
+                    }
                 }
-            },
-            Some(Action::SendRequest(request)) => match io.chat(request) {
+            }
+            Some(Action::SendRequest) => match io.chat(turn_loop.request()) {
                 Ok(response) => {
                     turn_loop.handle_response(response);
                 }
@@ -558,14 +562,14 @@ mod tests {
 
     impl Io for Script {
         type Stream = Scripted;
-        fn chat(&mut self, request: ChatRequest) -> Result<LlmResponse, Error> {
-            self.sent.push(request);
+        fn chat(&mut self, request: &ChatRequest) -> Result<LlmResponse, Error> {
+            self.sent.push(request.clone());
             self.responses
                 .pop_front()
                 .unwrap_or_else(|| Ok(reply("end")))
         }
-        fn open_stream(&mut self, request: ChatRequest) -> Result<Scripted, Error> {
-            self.sent.push(request);
+        fn open_stream(&mut self, request: &ChatRequest) -> Result<Scripted, Error> {
+            self.sent.push(request.clone());
             Ok(Scripted(
                 self.streams.pop_front().unwrap_or_default().into(),
             ))
@@ -845,10 +849,10 @@ mod tests {
         struct BadTool(Script);
         impl Io for BadTool {
             type Stream = Scripted;
-            fn chat(&mut self, r: ChatRequest) -> Result<LlmResponse, Error> {
+            fn chat(&mut self, r: &ChatRequest) -> Result<LlmResponse, Error> {
                 self.0.chat(r)
             }
-            fn open_stream(&mut self, r: ChatRequest) -> Result<Scripted, Error> {
+            fn open_stream(&mut self, r: &ChatRequest) -> Result<Scripted, Error> {
                 self.0.open_stream(r)
             }
             fn before_run(&mut self, a: &str, c: BeforeRunContext, j: &str) -> HookAnswer {

@@ -129,9 +129,10 @@ pub struct RunOutcome {
 /// What the driver should do next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Send this chat request (the whole conversation so far), then call
-    /// [`TurnLoop::handle_response`] or [`TurnLoop::handle_failure`].
-    SendRequest(ChatRequest),
+    /// Send [`TurnLoop::request`] (the whole conversation so far), then call
+    /// [`TurnLoop::handle_response`] or [`TurnLoop::handle_failure`]. The request is lent, not
+    /// handed out, so its media is never copied from turn to turn.
+    SendRequest,
     /// Call this tool, then call [`TurnLoop::handle_tool_result`] with its id.
     CallTool(ToolUseBlock),
     /// Deliver this stream event.
@@ -161,7 +162,7 @@ enum State {
 /// 1. [`TurnLoop::new`] queues the first [`Action::SendRequest`] (or, with `max_turns` 0, an
 ///    immediate [`Action::Done`]).
 /// 2. Drain [`poll`](TurnLoop::poll) until it returns `None`, acting on each action:
-///    * [`Action::SendRequest`]: send it; answer with [`handle_response`](TurnLoop::handle_response)
+///    * [`Action::SendRequest`]: send [`request`](TurnLoop::request); answer with [`handle_response`](TurnLoop::handle_response)
 ///      or [`handle_failure`](TurnLoop::handle_failure);
 ///    * [`Action::CallTool`]: call the tool; answer with
 ///      [`handle_tool_result`](TurnLoop::handle_tool_result) (tools of one turn may run at once
@@ -182,9 +183,9 @@ enum State {
 /// tool id, anything after `Done`) is ignored and the handler returns `false`. Never panics.
 #[derive(Debug)]
 pub struct TurnLoop {
-    template: ChatRequest,
+    /// The template with the conversation so far as its messages: the request of every turn.
+    request: ChatRequest,
     options: TurnOptions,
-    conversation: Vec<LlmMessage>,
     produced: Vec<LlmMessage>,
     usage: TokenUsage,
     tool_calls: Vec<ToolCallRecord>,
@@ -199,9 +200,11 @@ impl TurnLoop {
     /// messages are ignored.
     pub fn new(messages: Vec<LlmMessage>, template: ChatRequest, options: TurnOptions) -> Self {
         let mut turn_loop = TurnLoop {
-            template,
+            request: ChatRequest {
+                messages,
+                ..template
+            },
             options,
-            conversation: messages,
             produced: Vec::new(),
             usage: TokenUsage::default(),
             tool_calls: Vec::new(),
@@ -209,7 +212,6 @@ impl TurnLoop {
             state: State::AwaitingResponse,
             actions: VecDeque::new(),
         };
-        turn_loop.template.messages = Vec::new();
         turn_loop.next_turn();
         turn_loop
     }
@@ -225,6 +227,11 @@ impl TurnLoop {
         matches!(self.state, State::Finished)
     }
 
+    /// The chat request of the current turn: the template with the whole conversation so far.
+    pub fn request(&self) -> &ChatRequest {
+        &self.request
+    }
+
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
     /// `(message, block)`; `None` when no such call is waiting.
     pub fn result_position(&self, tool_use_id: &str) -> Option<(usize, usize)> {
@@ -232,7 +239,7 @@ impl TurnLoop {
             return None;
         };
         let block = calls.iter().position(|call| call.id == tool_use_id)?;
-        Some((self.conversation.len(), block))
+        Some((self.request.messages.len(), block))
     }
 
     /// Feeds the provider's response to the pending request. Returns `false`, and changes
@@ -262,7 +269,7 @@ impl TurnLoop {
                 _ => None,
             })
             .collect();
-        self.conversation.push(message.clone());
+        self.request.messages.push(message.clone());
         self.produced.push(message);
         if !text.is_empty() {
             self.emit(Event::Text(text.clone()));
@@ -344,7 +351,7 @@ impl TurnLoop {
             role: Role::User,
             content: results.into_iter().map(ContentBlock::ToolResult).collect(),
         };
-        self.conversation.push(message.clone());
+        self.request.messages.push(message.clone());
         self.produced.push(message);
         self.next_turn();
         true
@@ -383,7 +390,8 @@ impl TurnLoop {
             // OMA leaves its loop with no final output, then falls back to the text of the
             // last assistant message of the conversation.
             let output = self
-                .conversation
+                .request
+                .messages
                 .iter()
                 .rev()
                 .find(|m| m.role == Role::Assistant)
@@ -393,10 +401,8 @@ impl TurnLoop {
             return;
         }
         self.turns += 1;
-        let mut request = self.template.clone();
-        request.messages = self.conversation.clone();
         self.state = State::AwaitingResponse;
-        self.actions.push_back(Action::SendRequest(request));
+        self.actions.push_back(Action::SendRequest);
     }
 
     fn emit(&mut self, event: Event) {
@@ -487,9 +493,9 @@ mod tests {
         std::iter::from_fn(|| turn.poll()).collect()
     }
 
-    fn request(action: &Action) -> &ChatRequest {
+    fn request<'a>(turn: &'a TurnLoop, action: &Action) -> &'a ChatRequest {
         match action {
-            Action::SendRequest(r) => r,
+            Action::SendRequest => turn.request(),
             other => panic!("expected a request, got {other:?}"),
         }
     }
@@ -506,7 +512,7 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         let first = drain(&mut turn);
         assert_eq!(first.len(), 1);
-        let sent = request(&first[0]);
+        let sent = request(&turn, &first[0]);
         assert_eq!(sent.messages, input());
         assert_eq!(sent.model, "m");
         assert_eq!(sent.system_prompt.as_deref(), Some("be brief"));
@@ -610,7 +616,7 @@ mod tests {
             role: Role::User,
             content: vec![ContentBlock::ToolResult(result)],
         };
-        let second = request(&actions[1]);
+        let second = request(&turn, &actions[1]);
         assert_eq!(
             second.messages,
             vec![input()[0].clone(), assistant.clone(), tool_turn.clone()]
@@ -694,7 +700,10 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, ["a", "b", "c"]);
-        let sent = request(actions.last().unwrap_or_else(|| panic!("no actions")));
+        let sent = request(
+            &turn,
+            actions.last().unwrap_or_else(|| panic!("no actions")),
+        );
         let last = sent
             .messages
             .last()
@@ -752,7 +761,7 @@ mod tests {
         let mut requests = 0;
         for i in 0..2 {
             let actions = drain(&mut turn);
-            assert!(matches!(actions.last(), Some(Action::SendRequest(_))));
+            assert!(matches!(actions.last(), Some(Action::SendRequest)));
             requests += 1;
             let id = format!("t{i}");
             turn.handle_response(response(
@@ -769,7 +778,7 @@ mod tests {
         }
         let actions = drain(&mut turn);
         assert_eq!(requests, 2);
-        assert!(!actions.iter().any(|a| matches!(a, Action::SendRequest(_))));
+        assert!(!actions.iter().any(|a| matches!(a, Action::SendRequest)));
         let outcome = done(&actions);
         assert!(outcome.success);
         assert_eq!(outcome.turns, 2);

@@ -229,13 +229,13 @@ impl TurnStream for call::ChatStream {
 impl Io for WasmIo {
     type Stream = call::ChatStream;
 
-    fn chat(&mut self, request: a::ChatRequest) -> Result<m::LlmResponse, Error> {
+    fn chat(&mut self, request: &a::ChatRequest) -> Result<m::LlmResponse, Error> {
         let adapter = adapter_for(&self.endpoint)?;
         let endpoint = from_wit_endpoint(self.endpoint.clone());
-        call::chat(adapter.as_ref(), &request, &endpoint, &self.options)
+        call::chat(adapter.as_ref(), request, &endpoint, &self.options)
     }
 
-    fn open_stream(&mut self, request: a::ChatRequest) -> Result<call::ChatStream, Error> {
+    fn open_stream(&mut self, request: &a::ChatRequest) -> Result<call::ChatStream, Error> {
         let adapter = adapter_for(&self.endpoint)?;
         let endpoint = from_wit_endpoint(self.endpoint.clone());
         call::chat_stream(adapter.as_ref(), request, &endpoint, &self.options)

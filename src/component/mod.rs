@@ -92,10 +92,11 @@ impl p::Guest for Component {
         options: p::CallOptions,
     ) -> Result<p::ChatStream, wit::Error> {
         let adapter = adapter_for(&endpoint)?;
-        let request = from_wit_request(request)?;
+        let mut request = from_wit_request(request)?;
+        request.stream = true;
         let stream = call::chat_stream(
             adapter.as_ref(),
-            request,
+            &request,
             &from_wit_endpoint(endpoint),
             &from_wit_options(options),
         )?;

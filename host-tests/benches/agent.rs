@@ -39,7 +39,7 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
         .build()
         .expect("a tokio runtime");
     let harness = Harness::shared().expect("the guest loads");
-    let simulator = Simulator::start().expect("the simulator starts");
+    let simulator = Simulator::start_unrecorded().expect("the simulator starts");
     let mut group = c.benchmark_group(group_name);
     for name in WORKLOADS {
         let Some(text) = read_workload(&format!("{group_name}/{name}"), name) else {

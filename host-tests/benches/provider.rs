@@ -23,7 +23,7 @@ fn round_trip(c: &mut Criterion) {
         .build()
         .expect("a tokio runtime");
     let harness = Harness::shared().expect("the guest loads");
-    let simulator = Simulator::start().expect("the simulator starts");
+    let simulator = Simulator::start_unrecorded().expect("the simulator starts");
     let endpoint = endpoint("anthropic", Some(&simulator.base_url()), Some("sk-bench"));
     let options = oma_harness::CallOptions {
         egress: EgressPolicy::Offline,

@@ -191,6 +191,8 @@ impl Reply {
 
 struct Shared {
     log: RequestLog,
+    /// Whether requests are kept in `log` (benchmarks turn it off).
+    record: bool,
     script: Mutex<VecDeque<Reply>>,
     chunk_delay: Duration,
 }
@@ -237,6 +239,19 @@ impl Simulator {
     ///
     /// Fails if no port can be bound or no thread started.
     pub fn start_with(chunk_delay: Duration) -> anyhow::Result<Simulator> {
+        Self::launch(chunk_delay, true)
+    }
+
+    /// Starts a simulator that keeps no requests (its log stays empty): for benchmarks, where
+    /// thousands of large bodies would pile up in memory and the page faults of a growing heap
+    /// would be measured with every request. A real provider keeps nothing either.
+    ///
+    /// Fails if no port can be bound or no thread started.
+    pub fn start_unrecorded() -> anyhow::Result<Simulator> {
+        Self::launch(Self::CHUNK_DELAY, false)
+    }
+
+    fn launch(chunk_delay: Duration, record: bool) -> anyhow::Result<Simulator> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
             .context("the simulator could not bind a loopback port")?;
         listener.set_nonblocking(true)?;
@@ -247,6 +262,7 @@ impl Simulator {
             .context("the simulator could not build its runtime")?;
         let shared = Arc::new(Shared {
             log: RequestLog::default(),
+            record,
             script: Mutex::new(VecDeque::new()),
             chunk_delay,
         });
@@ -355,7 +371,9 @@ async fn answer(
     };
     let recorded = RecordedRequest::from_parts(&parts, body);
     let ask = Ask::of(&recorded.path, &recorded.body);
-    shared.log.push(recorded);
+    if shared.record {
+        shared.log.push(recorded);
+    }
     let reply = shared.next_reply();
     Ok(respond(&ask, reply, shared.chunk_delay).await)
 }

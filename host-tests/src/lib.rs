@@ -98,6 +98,7 @@ mod error_json;
 mod guest;
 pub mod oma_json;
 mod outbound;
+mod pool;
 mod provider;
 mod simulator;
 mod state;

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::canned::Ask;
+use crate::pool::Pool;
 use crate::simulator::{RecordedRequest, RequestLog};
 
 type IoFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>;
@@ -155,9 +156,20 @@ impl WasiHttpHooks for AllowOutbound {}
 /// Sends requests for real, to loopback hosts only (`127.0.0.0/8`, `[::1]`, `localhost`);
 /// every other request fails with `HTTP-request-denied` before any connection, and is counted.
 /// Clones share the count.
-#[derive(Clone, Debug, Default)]
+///
+/// Connections are kept alive and reused (see `pool.rs`), as a production HTTP client does.
+#[derive(Clone, Default)]
 pub struct LoopbackOnly {
     denied: Arc<AtomicUsize>,
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for LoopbackOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopbackOnly")
+            .field("denied", &self.denied())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LoopbackOnly {
@@ -195,10 +207,12 @@ impl WasiHttpHooks for LoopbackOnly {
             self.denied.fetch_add(1, Ordering::SeqCst);
             return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
         }
+        let pool = Arc::clone(&self.pool);
         Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            let io: IoFuture = Box::new(io);
-            Ok((response.map(BodyExt::boxed_unsync), io))
+            let response = crate::pool::send(pool, request, options).await?;
+            // The connection's I/O runs in a task of its own.
+            let io: IoFuture = Box::new(async { Ok(()) });
+            Ok((response, io))
         })
     }
 }

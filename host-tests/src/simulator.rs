@@ -193,6 +193,8 @@ struct Shared {
     log: RequestLog,
     /// Whether requests are kept in `log` (benchmarks turn it off).
     record: bool,
+    /// Connections accepted so far.
+    connections: std::sync::atomic::AtomicUsize,
     script: Mutex<VecDeque<Reply>>,
     chunk_delay: Duration,
 }
@@ -263,6 +265,7 @@ impl Simulator {
         let shared = Arc::new(Shared {
             log: RequestLog::default(),
             record,
+            connections: Default::default(),
             script: Mutex::new(VecDeque::new()),
             chunk_delay,
         });
@@ -313,6 +316,14 @@ impl Simulator {
         self.shared.log.len()
     }
 
+    /// How many connections were accepted so far (a client that keeps connections alive makes
+    /// fewer than it sends requests).
+    pub fn connection_count(&self) -> usize {
+        self.shared
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The shared request log (clones see later requests too).
     pub fn log(&self) -> RequestLog {
         self.shared.log.clone()
@@ -348,6 +359,7 @@ async fn serve(
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
+                shared.connections.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let shared = Arc::clone(&shared);
                 tokio::spawn(async move {
                     let service = service_fn(move |request| answer(Arc::clone(&shared), request));

@@ -787,3 +787,29 @@ async fn a_stream_can_be_abandoned() {
         "claude-sonnet-4-6",
     );
 }
+
+#[tokio::test]
+async fn connections_are_kept_alive_and_a_broken_one_is_not_reused() {
+    let sim = simulator();
+    let mut guest = guest_with(LoopbackOnly::new()).await;
+    let call = Call::default();
+    for _ in 0..3 {
+        call.chat_in(&mut guest, &sim.base_url())
+            .await
+            .expect("answered");
+    }
+    assert_eq!(sim.request_count(), 3);
+    assert_eq!(
+        sim.connection_count(),
+        1,
+        "one connection for three requests"
+    );
+    sim.script([Reply::Truncated]);
+    call.chat_in(&mut guest, &sim.base_url())
+        .await
+        .expect_err("truncated");
+    call.chat_in(&mut guest, &sim.base_url())
+        .await
+        .expect("answered on a new connection");
+    assert_eq!(sim.connection_count(), 2);
+}

@@ -1,0 +1,181 @@
+//! Keep-alive for the loopback hook: HTTP/1.1 connections are kept after a response has been
+//! read to its end and reused by the next request to the same authority, as Node's fetch
+//! (undici) and every production HTTP client do. wasmtime's `default_send_request` opens a
+//! fresh connection per request.
+//!
+//! A connection goes back to the pool only after its response body ended cleanly; a body that
+//! fails, times out or is dropped half-read takes its connection with it. The request
+//! options' timeouts apply as in `default_send_request`: connect, first byte, between bytes.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use tokio::net::TcpStream;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
+
+/// The timeout used when the request options set none (as `default_send_request`).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Idle connections by authority (`host:port`).
+#[derive(Default)]
+pub(crate) struct Pool {
+    idle: Mutex<HashMap<String, Vec<SendRequest<WasiBody>>>>,
+}
+
+impl Pool {
+    /// An idle connection to `authority` that is still open.
+    fn take(&self, authority: &str) -> Option<SendRequest<WasiBody>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let senders = idle.get_mut(authority)?;
+        while let Some(sender) = senders.pop() {
+            if sender.is_ready() && !sender.is_closed() {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn put(&self, authority: String, sender: SendRequest<WasiBody>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.entry(authority).or_default().push(sender);
+    }
+}
+
+/// Sends `request` over a pooled (or new) HTTP/1.1 connection; plain HTTP only.
+pub(crate) async fn send(
+    pool: Arc<Pool>,
+    mut request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+) -> Result<http::Response<WasiBody>, Error> {
+    let uri = request.uri();
+    if uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
+        // Loopback providers speak plain HTTP; TLS is the default sender's business.
+        return Err(Error::HttpProtocolError);
+    }
+    let authority = uri.authority().ok_or(Error::HttpRequestUriInvalid)?;
+    let authority = match authority.port() {
+        Some(_) => authority.to_string(),
+        None => format!("{authority}:80"),
+    };
+    let connect_timeout = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let first_byte_timeout = options
+        .and_then(|o| o.first_byte_timeout)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let between_bytes_timeout = options
+        .and_then(|o| o.between_bytes_timeout)
+        .unwrap_or(DEFAULT_TIMEOUT)
+        .max(Duration::from_nanos(1));
+    // On the wire, HTTP/1.1 names only the path; the authority travels as `Host`.
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+
+    let mut sender = match pool.take(&authority) {
+        Some(sender) => sender,
+        None => connect(&authority, connect_timeout).await?,
+    };
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)?
+        .map_err(Error::from)?;
+    let mut timeout = tokio::time::interval(between_bytes_timeout);
+    timeout.reset();
+    Ok(response.map(|incoming| {
+        PooledBody {
+            incoming,
+            timeout,
+            release: Some((pool, authority, sender)),
+        }
+        .boxed_unsync()
+    }))
+}
+
+/// A new connection, its I/O driven by a task of its own.
+async fn connect(authority: &str, timeout: Duration) -> Result<SendRequest<WasiBody>, Error> {
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(authority))
+        .await
+        .map_err(|_| Error::ConnectionTimeout)?
+        .map_err(Error::Connect)?;
+    let _ = stream.set_nodelay(true);
+    let (sender, connection) = tokio::time::timeout(
+        timeout,
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
+    )
+    .await
+    .map_err(|_| Error::ConnectionTimeout)?
+    .map_err(Error::from)?;
+    tokio::spawn(async move {
+        // The connection ends when the server closes it or its sender is dropped.
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// A response body that returns its connection to the pool once it has ended cleanly, and
+/// fails when the provider falls silent for longer than the between-bytes timeout.
+struct PooledBody {
+    incoming: Incoming,
+    timeout: tokio::time::Interval,
+    release: Option<(Arc<Pool>, String, SendRequest<WasiBody>)>,
+}
+
+impl Body for PooledBody {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        match Pin::new(&mut self.incoming).poll_frame(cx) {
+            Poll::Ready(None) => {
+                if let Some((pool, authority, sender)) = self.release.take() {
+                    pool.put(authority, sender);
+                }
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(err))) => {
+                self.release = None;
+                let err = if err.is_timeout() {
+                    Error::HttpResponseTimeout
+                } else {
+                    Error::from(err)
+                };
+                Poll::Ready(Some(Err(err)))
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                self.timeout.reset();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => {
+                ready!(self.timeout.poll_tick(cx));
+                self.release = None;
+                Poll::Ready(Some(Err(Error::ConnectionReadTimeout)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.incoming.size_hint()
+    }
+}

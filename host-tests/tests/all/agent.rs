@@ -1087,13 +1087,13 @@ async fn an_egress_denial_is_a_rejected_run_with_nothing_sent() {
 
 #[tokio::test]
 async fn a_key_echoed_by_the_provider_never_reaches_the_result() {
-    let echo = json!({"type": "error", "error": {"type": "authentication_error", "message": format!("invalid x-api-key: {KEY}")}});
+    let echo = anthropic_error("authentication_error", &format!("invalid x-api-key: {KEY}"));
     let mut bench = Bench::new(vec![(401, echo)], ScriptedHost::new()).await;
     let agent = bench.agent(&config("anthropic")).await;
     let result = bench.run_ok(&agent, &RunInput::Text("hi".into())).await;
     let failure = failure_of(&result);
     assert_eq!(failure.error_info.http_status, Some(401));
-    let echo = anthropic_error("authentication_error", &format!("invalid x-api-key: {KEY}"));
+    assert_no_secret(&result);
 }
 
 #[tokio::test]

@@ -48,9 +48,15 @@ impl BeforeRunContext {
     /// The context for a run over `messages`; the list is copied, so changing the context
     /// never changes the caller's messages.
     pub fn new(messages: &[LlmMessage]) -> Self {
+        BeforeRunContext::from_messages(messages.to_vec())
+    }
+
+    /// The context for a run over `messages`, which it takes over: for a run that already holds
+    /// its own copy, so large media is not copied again.
+    pub fn from_messages(messages: Vec<LlmMessage>) -> Self {
         BeforeRunContext {
-            prompt: prompt_of(messages),
-            messages: messages.to_vec(),
+            prompt: prompt_of(&messages),
+            messages,
         }
     }
 }
@@ -145,7 +151,7 @@ pub fn reject_structured_for_external(kind: ExternalKind) -> Error {
 /// - `messages` is present and fails the shared guard (its usual message; `null` gives
 ///   `messages must be an array, got null`).
 pub fn merge(
-    ctx: &BeforeRunContext,
+    ctx: BeforeRunContext,
     result: BeforeRunResult,
     external: Option<ExternalKind>,
 ) -> Result<Vec<LlmMessage>, Error> {
@@ -168,7 +174,7 @@ pub fn merge(
     // 3. Returned messages are validated and replace the whole list.
     let mut messages = match result.messages {
         Some(value) => messages_from_value(value)?,
-        None => ctx.messages.clone(),
+        None => ctx.messages,
     };
     // 4. An unchanged prompt rewrites nothing, even after a replacement.
     if prompt == ctx.prompt {
@@ -256,7 +262,7 @@ mod tests {
     }
 
     fn run(input: Value, result: BeforeRunResult) -> Result<Vec<LlmMessage>, Error> {
-        merge(&BeforeRunContext::new(&msgs(input)), result, None)
+        merge(BeforeRunContext::new(&msgs(input)), result, None)
     }
 
     fn message_of(result: Result<Vec<LlmMessage>, Error>) -> String {
@@ -494,7 +500,7 @@ mod tests {
         ];
         for (result, external, expected) in cases {
             let ctx = BeforeRunContext::new(&msgs(input()));
-            assert_eq!(message_of(merge(&ctx, result, external)), expected);
+            assert_eq!(message_of(merge(ctx.clone(), result, external)), expected);
         }
         assert_eq!(
             reject_structured_for_external(ExternalKind::Process).to_string(),
@@ -515,7 +521,7 @@ mod tests {
     fn external_backend_takes_prompt_rewrites() {
         let ctx = BeforeRunContext::new(&[LlmMessage::user_text("plain text")]);
         let merged = merge(
-            &ctx,
+            ctx,
             prompt_only("console.log(\"rewritten\")"),
             Some(ExternalKind::Process),
         )
@@ -539,7 +545,8 @@ mod tests {
             prompt: json!("NEW"),
             messages: Some(echoed),
         };
-        let merged = merge(&ctx, result, Some(ExternalKind::Acp)).expect("unchanged messages");
+        let merged =
+            merge(ctx.clone(), result, Some(ExternalKind::Acp)).expect("unchanged messages");
         assert_eq!(prompt_of(&merged), "NEW");
         // An extra key is a change.
         let extra = json!([{"role": "user", "content": [
@@ -550,7 +557,7 @@ mod tests {
             prompt: json!("A"),
             messages: Some(extra),
         };
-        assert!(merge(&ctx, result, Some(ExternalKind::Acp)).is_err());
+        assert!(merge(ctx.clone(), result, Some(ExternalKind::Acp)).is_err());
     }
 
     /// No input panics: odd results only ever give errors or a list.
@@ -567,7 +574,7 @@ mod tests {
             ] {
                 for external in [None, Some(ExternalKind::Process)] {
                     let _ = merge(
-                        &ctx,
+                        ctx.clone(),
                         BeforeRunResult {
                             prompt: prompt.clone(),
                             messages: messages.clone(),

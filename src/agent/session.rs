@@ -118,8 +118,9 @@ pub trait Io {
     fn chat(&mut self, request: &ChatRequest) -> Result<LlmResponse, Error>;
     /// Starts one streamed chat turn (the request has its `stream` flag set).
     fn open_stream(&mut self, request: &ChatRequest) -> Result<Self::Stream, Error>;
-    /// Runs the `beforeRun` hook of agent `agent` with its agent configuration `config`.
-    fn before_run(&mut self, agent: &str, context: BeforeRunContext, config: &str) -> HookAnswer;
+    /// Runs the `beforeRun` hook of agent `agent` with its agent configuration `config`; the
+    /// hook gets its own copy of `context`.
+    fn before_run(&mut self, agent: &str, context: &BeforeRunContext, config: &str) -> HookAnswer;
     /// Calls a tool.
     fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome;
     /// Sends text through an external backend; `Err` is its failure message.
@@ -223,13 +224,15 @@ impl<S: TurnStream> Run<S> {
     /// Runs the hook and starts the backend.
     fn start<I: Io<Stream = S>>(&mut self, messages: Vec<LlmMessage>, io: &mut I) -> Phase<S> {
         let messages = if self.spec.before_run {
-            let context = BeforeRunContext::new(&messages);
-            let answer = io.before_run(self.spec.name(), context.clone(), &self.spec.config_json);
+            // The run's own copy becomes the context; the hook gets a copy of that, and an
+            // unchanged list comes back out of the merge without another.
+            let context = BeforeRunContext::from_messages(messages);
+            let answer = io.before_run(self.spec.name(), &context, &self.spec.config_json);
             let merged = match answer {
                 HookAnswer::Failed(message) => Err(Error::Host { message }),
                 HookAnswer::Rejected(error) => Err(error),
                 HookAnswer::Result(result) => {
-                    before_run::merge(&context, result, self.spec.external)
+                    before_run::merge(context, result, self.spec.external)
                 }
             };
             match merged {
@@ -574,12 +577,12 @@ mod tests {
                 self.streams.pop_front().unwrap_or_default().into(),
             ))
         }
-        fn before_run(&mut self, _: &str, context: BeforeRunContext, _: &str) -> HookAnswer {
+        fn before_run(&mut self, _: &str, context: &BeforeRunContext, _: &str) -> HookAnswer {
             self.contexts.push(context.clone());
             self.hook
                 .clone()
                 .unwrap_or(HookAnswer::Result(BeforeRunResult {
-                    prompt: Value::String(context.prompt),
+                    prompt: Value::String(context.prompt.clone()),
                     messages: None,
                 }))
         }
@@ -855,7 +858,7 @@ mod tests {
             fn open_stream(&mut self, r: &ChatRequest) -> Result<Scripted, Error> {
                 self.0.open_stream(r)
             }
-            fn before_run(&mut self, a: &str, c: BeforeRunContext, j: &str) -> HookAnswer {
+            fn before_run(&mut self, a: &str, c: &BeforeRunContext, j: &str) -> HookAnswer {
                 self.0.before_run(a, c, j)
             }
             fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {

@@ -241,11 +241,16 @@ impl Io for WasmIo {
         call::chat_stream(adapter.as_ref(), request, &endpoint, &self.options)
     }
 
-    fn before_run(&mut self, agent: &str, context: BeforeRunContext, config: &str) -> HookAnswer {
+    fn before_run(&mut self, agent: &str, context: &BeforeRunContext, config: &str) -> HookAnswer {
         let answer = host::before_run(&host::BeforeRunContext {
             agent: agent.to_owned(),
-            prompt: context.prompt,
-            messages: context.messages.into_iter().map(to_wit_message).collect(),
+            prompt: context.prompt.clone(),
+            messages: context
+                .messages
+                .iter()
+                .cloned()
+                .map(to_wit_message)
+                .collect(),
             config: config.to_owned(),
         });
         match answer {

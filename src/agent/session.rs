@@ -455,18 +455,21 @@ pub fn run_agent<I: Io>(
     evaluation: Option<Evaluation>,
     io: &mut I,
 ) -> Result<RunOutcome, Error> {
-    let messages = prepare_run(input.clone(), spec.external)?;
-    let agent = spec.turn.agent_name.clone();
+    // Whether this run is evaluated is drawn up front; the draw has no effect of its own.
     let sampled = evaluation.filter(|e| {
         e.sample_rate >= 1.0 || (e.sample_rate > 0.0 && io.random_unit() < e.sample_rate)
     });
-    // Evaluation holds its own copy of the input from the start (the `input` binding).
+    // Progress and evaluation see the input as it was given: a copy of its own, taken only
+    // when one of them is on (the run takes the original).
+    let given = (progress || sampled.is_some()).then(|| input.clone());
+    let messages = prepare_run(input, spec.external)?;
+    let agent = spec.turn.agent_name.clone();
     let started = io.now_ms();
-    if progress {
+    if let (true, Some(input)) = (progress, &given) {
         io.progress(ProgressEvent {
             kind: "agent_start",
             agent: agent.clone(),
-            data: agent_start_data(&input),
+            data: agent_start_data(input),
         });
     }
     let outcome = Run::<I::Stream>::new(spec, messages, false).finish(io);
@@ -484,12 +487,12 @@ pub fn run_agent<I: Io>(
             data: outcome_json(&outcome),
         });
     }
-    if let Some(evaluation) = sampled {
+    if let (Some(evaluation), Some(input)) = (sampled, &given) {
         let duration_ms = io.now_ms().saturating_sub(started);
         io.evaluation(EvaluationRecord {
             agent,
-            input: scorer_input(&input, evaluation.store_payloads),
-            payload: stored_payload(&input, &outcome.output, evaluation.store_payloads),
+            input: scorer_input(input, evaluation.store_payloads),
+            payload: stored_payload(input, &outcome.output, evaluation.store_payloads),
             result: outcome.clone(),
             duration_ms,
         });

@@ -1518,3 +1518,47 @@ async fn odd_configurations_and_answers_never_trap() {
     let failure = failure_of(&result);
     assert!(failure.status.message.as_ref().unwrap().chars().count() <= 256);
 }
+
+#[tokio::test]
+async fn the_hosts_run_result_json_matches_the_components() {
+    let host = ScriptedHost::new().with_tool(|_| ToolOutcome {
+        content: ToolResultContent::Parts(vec![
+            ToolResultPart::Text("seen".into()),
+            ToolResultPart::Image(url("image/png", "https://example.com/a.png")),
+        ]),
+        is_error: false,
+    });
+    let mut bench = Bench::new(
+        vec![
+            (
+                200,
+                tool_reply("c1", "screenshot", json!({"url": "https://example.com"})),
+            ),
+            (200, text_reply("done", 3, 2)),
+        ],
+        host,
+    )
+    .await;
+    let options = RunAgentOptions {
+        progress: true,
+        evaluation: None,
+    };
+    let mut budgeted = config("anthropic");
+    budgeted.token_budget = Some(1);
+    for cfg in [config("anthropic"), budgeted] {
+        let result = bench
+            .guest
+            .run_agent(&cfg, &RunInput::Text("go".into()), &options)
+            .await
+            .unwrap()
+            .unwrap();
+        let log = bench.host.lock();
+        let complete = log.progress.last().unwrap();
+        assert_eq!(complete.type_, "agent_complete");
+        let from_component: Value = serde_json::from_str(&complete.data).unwrap();
+        assert_eq!(
+            oma_harness::oma_json::run_result_json(&result),
+            from_component
+        );
+    }
+}

@@ -97,13 +97,51 @@ enum Command {
 /// The operands of `format`.
 #[derive(Debug, PartialEq)]
 struct FormatArgs {
+    request: RequestArgs,
+    input: Input,
+}
+
+/// What `format` and `run` share: the provider, the model and the request options.
+#[derive(Debug, PartialEq)]
+struct RequestArgs {
     provider: String,
     model: String,
     system: Option<String>,
     max_tokens: Option<u32>,
     temperature: Option<f64>,
     base_url: Option<String>,
-    input: Input,
+}
+
+/// The option names of [`RequestArgs`].
+const REQUEST_OPTIONS: [&str; 6] = [
+    "provider",
+    "model",
+    "system",
+    "max-tokens",
+    "temperature",
+    "base-url",
+];
+
+impl RequestArgs {
+    /// Takes the request options out of `options`; `--provider` and `--model` are required.
+    fn take(command: &str, options: &mut Options) -> Result<RequestArgs, String> {
+        let (max_tokens, temperature) = sampling_options(options)?;
+        Ok(RequestArgs {
+            provider: options.required(command, "provider")?,
+            model: options.required(command, "model")?,
+            system: options.take("system"),
+            max_tokens,
+            temperature,
+            base_url: options.take("base-url"),
+        })
+    }
+
+    /// Sets the system prompt and the sampling options given on the command line.
+    fn apply(&self, system_prompt: &mut Option<String>, sampling: &mut oma_harness::Sampling) {
+        system_prompt.clone_from(&self.system);
+        sampling.max_tokens = self.max_tokens;
+        sampling.temperature = self.temperature;
+    }
 }
 
 /// The operands of `parse`.
@@ -148,26 +186,9 @@ fn parse(args: &[String]) -> Result<Command, String> {
             input: one_input("validate", rest)?,
         }),
         "format" => {
-            let (mut options, input) = with_options(
-                "format",
-                rest,
-                &[
-                    "provider",
-                    "model",
-                    "system",
-                    "max-tokens",
-                    "temperature",
-                    "base-url",
-                ],
-            )?;
-            let (max_tokens, temperature) = sampling_options(&mut options)?;
+            let (mut options, input) = with_options("format", rest, &REQUEST_OPTIONS)?;
             Ok(Command::Format(FormatArgs {
-                provider: options.required("format", "provider")?,
-                model: options.required("format", "model")?,
-                system: options.take("system"),
-                max_tokens,
-                temperature,
-                base_url: options.take("base-url"),
+                request: RequestArgs::take("format", &mut options)?,
                 input,
             }))
         }
@@ -511,11 +532,10 @@ async fn read_messages(guest: &mut Guest, input: &Input) -> Result<Vec<LlmMessag
 async fn format(args: FormatArgs) -> Result<String, Failure> {
     let mut guest = guest().await?;
     let messages = read_messages(&mut guest, &args.input).await?;
-    let mut request = oma_harness::chat_request(&args.model, messages);
-    request.system_prompt = args.system;
-    request.sampling.max_tokens = args.max_tokens;
-    request.sampling.temperature = args.temperature;
-    let (endpoint, secrets) = endpoint_from(&args.provider, args.base_url, env_var);
+    let options = args.request;
+    let mut request = oma_harness::chat_request(&options.model, messages);
+    options.apply(&mut request.system_prompt, &mut request.sampling);
+    let (endpoint, secrets) = endpoint_from(&options.provider, options.base_url, env_var);
     let http = guest
         .format_request(&request, &endpoint)
         .await
@@ -706,12 +726,14 @@ mod tests {
                     "a.json",
                 ],
                 Ok(Command::Format(FormatArgs {
-                    provider: "openai".into(),
-                    model: "gpt-4o".into(),
-                    system: Some("be brief".into()),
-                    max_tokens: Some(64),
-                    temperature: Some(0.5),
-                    base_url: Some("http://localhost:8080/v1".into()),
+                    request: RequestArgs {
+                        provider: "openai".into(),
+                        model: "gpt-4o".into(),
+                        system: Some("be brief".into()),
+                        max_tokens: Some(64),
+                        temperature: Some(0.5),
+                        base_url: Some("http://localhost:8080/v1".into()),
+                    },
                     input: Input::File(PathBuf::from("a.json")),
                 })),
             ),

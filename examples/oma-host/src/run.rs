@@ -20,18 +20,13 @@ use serde_json::{json, Value};
 
 use crate::{
     endpoint_from, env_var, guest_with, options_and_operands, read_input, read_messages,
-    sampling_options, single_input, Failure, Input, REDACTED,
+    single_input, Failure, Input, RequestArgs, REDACTED, REQUEST_OPTIONS,
 };
 
 /// The operands of `run`.
 #[derive(Debug, PartialEq)]
 pub struct RunArgs {
-    provider: String,
-    model: String,
-    system: Option<String>,
-    max_tokens: Option<u32>,
-    temperature: Option<f64>,
-    base_url: Option<String>,
+    request: RequestArgs,
     source: Source,
     before_run: Option<String>,
     history: Option<Input>,
@@ -54,32 +49,16 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
     let (mut options, operands) = options_and_operands(
         "run",
         args,
-        &[
-            "provider",
-            "model",
-            "system",
-            "max-tokens",
-            "temperature",
-            "base-url",
-            "text",
-            "before-run",
-            "history",
-        ],
+        &[&REQUEST_OPTIONS[..], &["text", "before-run", "history"]].concat(),
         &["prompt", "stream", "progress"],
     )?;
-    let (max_tokens, temperature) = sampling_options(&mut options)?;
     let source = match (options.take("text"), operands.is_empty()) {
         (Some(text), true) => Source::Text(text),
         (Some(_), false) => return Err("`run` takes a FILE or --text, not both".into()),
         (None, _) => Source::File(single_input("run", &operands)?),
     };
     let args = RunArgs {
-        provider: options.required("run", "provider")?,
-        model: options.required("run", "model")?,
-        system: options.take("system"),
-        max_tokens,
-        temperature,
-        base_url: options.take("base-url"),
+        request: RequestArgs::take("run", &mut options)?,
         source,
         before_run: options.take("before-run"),
         history: options.take("history").map(|path| match path.as_str() {
@@ -110,7 +89,8 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
 
 /// Runs the agent; returns the result JSON to print, or `RunFailed` with it.
 pub async fn run(args: RunArgs) -> Result<String, Failure> {
-    let (endpoint, secrets) = endpoint_from(&args.provider, args.base_url.clone(), env_var);
+    let request = &args.request;
+    let (endpoint, secrets) = endpoint_from(&request.provider, request.base_url.clone(), env_var);
     let mut host = ScriptedHost::new();
     if let Some(command) = args.before_run.clone() {
         host = host.with_hook(move |context| run_hook(&command, context));
@@ -130,10 +110,8 @@ pub async fn run(args: RunArgs) -> Result<String, Failure> {
     })
     .await?;
 
-    let mut config = agent_config("oma-host", &args.model, endpoint);
-    config.system_prompt = args.system.clone();
-    config.sampling.max_tokens = args.max_tokens;
-    config.sampling.temperature = args.temperature;
+    let mut config = agent_config("oma-host", &request.model, endpoint);
+    request.apply(&mut config.system_prompt, &mut config.sampling);
     config.before_run = args.before_run.is_some();
     config.call.max_attempts = 3;
     config.call.base_delay_ms = 1_000;

@@ -1,7 +1,8 @@
 //! The one error type: every failure a host can see, with OMA's class name, code and message.
 //!
 //! The message of each OMA class is built here and nowhere else, so it stays byte-identical to
-//! OMA's (`spec/behaviour.md` §2 and §6). Retryability follows OMA's `isRetryableError`.
+//! OMA's (`docs/errors.md#error-classes`, `docs/messages.md#the-shape-guard`). Retryability follows
+//! OMA's `isRetryableError` (`docs/errors.md#retryability`).
 
 use std::fmt;
 
@@ -148,10 +149,10 @@ impl Error {
         }
     }
 
-    /// Whether trying again could succeed (OMA's `isRetryableError`, §6.3): the content and
-    /// input classes are terminal, since retrying cannot fix the input or add a wire-format
-    /// capability; a provider failure is retryable unless its status is a 4xx other than 408,
-    /// 409 and 429.
+    /// Whether trying again could succeed (OMA's `isRetryableError`,
+    /// `docs/errors.md#retryability`): the content and input classes are terminal, since retrying
+    /// cannot fix the input or add a wire-format capability; a provider failure is retryable unless
+    /// its status is a 4xx other than 408, 409 and 429.
     pub fn retryable(&self) -> bool {
         match self {
             Error::InvalidMessage { .. }

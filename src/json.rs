@@ -4,8 +4,9 @@
 //! Two passes, so each stays faithful to its contract:
 //!
 //! 1. [`assert_valid_messages`] is OMA's guard, check for check: the same order, the first
-//!    failure wins, and byte-identical messages (`behaviour.md` §2.1-2.4). Anything OMA rejects is
-//!    rejected here with OMA's message.
+//!    failure wins, and byte-identical messages (`docs/messages.md#checks-in-order`,
+//!    `docs/media.md#media-source-rules`). Anything OMA rejects is rejected here with OMA's
+//!    message.
 //! 2. The conversion then applies this component's stricter typing, which OMA does not have:
 //!    roles must be `user` or `assistant`, block types must be one of the six, and the fields a
 //!    typed value needs (text, ids, names, image sources) must be strings. These messages are our
@@ -66,8 +67,9 @@ pub fn type_word(value: Option<&Value>) -> &'static str {
     }
 }
 
-/// OMA's shape guard, `assertValidMessages`, on untyped JSON (`behaviour.md` §2.1, with the
-/// seed's video rule): messages M1-M4, tool results T1-T4, and the media rules of §2.4.
+/// OMA's shape guard, `assertValidMessages`, on untyped JSON (`docs/messages.md#checks-in-order`,
+/// with the video rule): messages M1-M4, tool results T1-T4, and the media rules of
+/// `docs/media.md#media-source-rules`.
 pub fn assert_valid_messages(messages: &Value) -> Result<(), Error> {
     let Value::Array(messages) = messages else {
         return Err(Error::invalid(format!(
@@ -393,8 +395,9 @@ fn tool_result_part(part: Value) -> Option<ToolResultPart> {
 mod tests {
     use super::*;
 
-    /// The table shared with the through-the-component tests: every rule of `behaviour.md` §2
-    /// and this component's strictness, each with its exact message (or none when accepted).
+    /// The table shared with the through-the-component tests: every rule of
+    /// `docs/messages.md#the-shape-guard` and this component's strictness, each with its exact
+    /// message (or none when accepted).
     const CASES: &str = include_str!("../host-tests/fixtures/guard_cases.json");
 
     #[test]

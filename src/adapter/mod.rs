@@ -6,8 +6,8 @@
 //! signing time, generated ids) comes in through [`Endpoint`] and [`ChatRequest`]. So every wire
 //! format is tested by value, natively.
 //!
-//! Shared promises, from `behaviour.md` §5: the messages are validated first; conversion runs
-//! before any request exists, so `UnsupportedContentBlockError` and
+//! Shared promises (`docs/wire-formats.md#common-rules`): the messages are validated first;
+//! conversion runs before any request exists, so `UnsupportedContentBlockError` and
 //! `UnsupportedToolResultContentError` leave nothing to send; block order is kept; large base64
 //! payloads are written into the body without being decoded, re-encoded or escape-scanned, except
 //! where a format needs bytes.

@@ -1,5 +1,5 @@
-//! The media rules of OMA (`behaviour.md` §2.4): a parameterless MIME type, raw canonical base64,
-//! and an absolute http/https URL.
+//! The media rules of OMA (`docs/media.md#media-source-rules`): a parameterless MIME type, raw
+//! canonical base64, and an absolute http/https URL.
 //!
 //! Each check reads its string once and allocates nothing, so a 16 MiB video costs one pass. The
 //! checks answer with a [`Fault`]; the caller joins it to the path it is checking.
@@ -126,7 +126,7 @@ fn check_url(url: &str) -> Result<(), Fault> {
 }
 
 /// `type "/" subtype`, each token a letter or digit followed by letters, digits and
-/// `!#$&^_.+-` (§2.4.1). The whole string is checked; nothing is trimmed.
+/// `!#$&^_.+-` (`docs/media.md#mime-types`). The whole string is checked; nothing is trimmed.
 pub fn is_parameterless_mime(s: &str) -> bool {
     fn token(t: &[u8]) -> bool {
         match t.split_first() {
@@ -162,9 +162,9 @@ const DECODE: [u8; 256] = {
     table
 };
 
-/// Raw canonical base64 (§2.4.2): the standard alphabet, then at most two `=`; a non-empty body;
-/// neither the whole nor the body of length 1 mod 4; and zero unused bits in the last symbol.
-/// Padding is optional, as in OMA.
+/// Raw canonical base64 (`docs/media.md#base64`): the standard alphabet, then at most two `=`; a
+/// non-empty body; neither the whole nor the body of length 1 mod 4; and zero unused bits in the
+/// last symbol. Padding is optional, as in OMA.
 pub fn is_canonical_base64(data: &[u8]) -> bool {
     let padding = data.iter().rev().take_while(|&&b| b == b'=').count();
     if padding > 2 {

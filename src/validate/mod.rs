@@ -1,10 +1,11 @@
 //! OMA's validation of typed messages: the rules a typed value can still break.
 //!
 //! A typed [`LlmMessage`] already has OMA's shape (roles, block types, string fields), so what is
-//! left of the shape guard of `behaviour.md` §2 is the tool-result content rules (§2.3), the
-//! error-result rule (T4), and the media rules (§2.4) on video blocks and tool-result parts.
-//! They run in OMA's order and the first failure wins, with OMA's exact message and path.
-//! Images are not inspected (§2.6).
+//! left of the shape guard (`docs/messages.md#the-shape-guard`) is the tool-result content rules
+//! (`docs/messages.md#tool-result-rules`), the error-result rule (T4), and the media rules
+//! (`docs/media.md#media-source-rules`) on video blocks and tool-result parts. They run in OMA's
+//! order and the first failure wins, with OMA's exact message and path. Images are not inspected
+//! (`docs/messages.md#what-passes-unchecked`).
 
 pub mod media;
 

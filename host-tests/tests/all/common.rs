@@ -13,7 +13,7 @@ pub const ACCEPT: &str = include_str!("../../fixtures/accept.json");
 /// `fixtures/guard_cases.json`: the native unit tests' table of the guard (`{name, input, error}`,
 /// `error: null` when accepted).
 pub const GUARD_CASES: &str = include_str!("../../fixtures/guard_cases.json");
-/// `fixtures/media-rules.json`: the MIME, base64 and URL tables of behaviour.md §2.4.
+/// `fixtures/media-rules.json`: the MIME, base64 and URL tables of `docs/media.md`.
 pub const MEDIA_RULES: &str = include_str!("../../fixtures/media-rules.json");
 /// `fixtures/conversation.json`: one conversation with every kind of block.
 pub const CONVERSATION: &str = include_str!("../../fixtures/conversation.json");

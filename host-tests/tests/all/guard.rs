@@ -1,7 +1,8 @@
-//! `messages-from-json` against OMA's shape guard (behaviour.md §2.1-2.5) and the component's
-//! own typing. The fixture tables (`reject.json`, `accept.json`, and the native unit tests'
-//! `guard_cases.json`) are read into one list of cases; one loop pins every verdict and exact
-//! message, another checks that the component and the native library agree on every case.
+//! `messages-from-json` against OMA's shape guard (`docs/messages.md#the-shape-guard`, with
+//! `docs/media.md` and `docs/messages.md#prompt-input`) and the component's own typing. The fixture
+//! tables (`reject.json`, `accept.json`, and the native unit tests' `guard_cases.json`) are read
+//! into one list of cases; one loop pins every verdict and exact message, another checks that the
+//! component and the native library agree on every case.
 
 use oma_harness::{error_json, Guest};
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The media tables of behaviour.md §2.4 (`fixtures/media-rules.json`): every MIME, base64 and
+//! The media tables of `docs/media.md` (`fixtures/media-rules.json`): every MIME, base64 and
 //! URL row, in a video block (any role) and in tool-result image and file parts, through
 //! `messages-from-json` (OMA JSON) and through `validate-messages` and `messages-to-json` (WIT
 //! values). All three must give the same verdict and the same message.

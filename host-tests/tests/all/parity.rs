@@ -1,6 +1,6 @@
 //! The component formats and parses exactly as the native library does, for every provider and
 //! every sample conversation: one table of cases, two runners. The native unit tests in
-//! `src/adapter/` pin each wire format to `behaviour.md` §5; this pins the component to them.
+//! `src/adapter/` pin each wire format to `docs/wire-formats.md`; this pins the component to them.
 
 use oma_component::adapter::{self, Adapter, ChatRequest, Credentials, Endpoint, IdSource};
 use oma_harness::Guest;

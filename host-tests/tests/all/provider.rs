@@ -1,7 +1,7 @@
-//! `provider.chat` and `provider.stream-chat` through the component: requests reach the
-//! loopback simulator through wasi-http (behind the `LoopbackOnly` hook) and come back parsed,
-//! for every wire format; refused input sends nothing; retries, timeouts, transport failures,
-//! malformed, oversized and truncated answers, and egress policies (`behaviour.md` §5, §6).
+//! `provider.chat` and `provider.stream-chat` through the component: requests reach the loopback
+//! simulator through wasi-http (behind the `LoopbackOnly` hook) and come back parsed, for every
+//! wire format; refused input sends nothing; retries, timeouts, transport failures, malformed,
+//! oversized and truncated answers, and egress policies (`docs/wire-formats.md`, `docs/errors.md`).
 //!
 //! Every error a helper sees is checked for the API key and for host debug dumps
 //! (`assert_clean_error`).

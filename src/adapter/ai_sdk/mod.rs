@@ -1,5 +1,5 @@
-//! The AI SDK bridge (`behaviour.md` §5.5, OMA's `AISdkAdapter`, name `ai-sdk`): OMA messages
-//! as the Vercel AI SDK's `ModelMessage[]`, handed to a JavaScript host that calls
+//! The AI SDK bridge (`docs/wire-formats.md#ai-sdk-bridge`, OMA's `AISdkAdapter`, name `ai-sdk`):
+//! OMA messages as the Vercel AI SDK's `ModelMessage[]`, handed to a JavaScript host that calls
 //! `generateText` or `streamText`, and the host's answer read back as OMA's response.
 //!
 //! The component cannot call JavaScript itself, so the "HTTP request" this adapter formats is a

@@ -1,7 +1,7 @@
-//! Anthropic Messages (`POST {base}/v1/messages`), `behaviour.md` §5.1: the request body in OMA's
-//! key order, the block mapping (rich tool results with PDF documents, own-issued thinking, the
-//! `<thinking>` fallback, video refused), the response and SSE stream readers, and the reader of
-//! Anthropic's error bodies.
+//! Anthropic Messages (`POST {base}/v1/messages`), `docs/wire-formats.md#anthropic-messages`: the
+//! request body in OMA's key order, the block mapping (rich tool results with PDF documents,
+//! own-issued thinking, the `<thinking>` fallback, video refused), the response and SSE stream
+//! readers, and the reader of Anthropic's error bodies.
 //!
 //! - [`request`]: `ChatRequest` -> `HttpRequest` (conversion, thinking checks, body writing);
 //! - [`response`]: a 2xx body -> `LlmResponse`, and [`error_message`] for error bodies;

@@ -23,7 +23,7 @@ pub fn node_round_trip(data: &str) -> Cow<'_, str> {
     }
 }
 
-/// Canonical base64 (§2.4.2) whose padding is exactly what the encoder writes.
+/// Canonical base64 (`docs/media.md#base64`) whose padding is exactly what the encoder writes.
 fn is_canonical_padded(data: &[u8]) -> bool {
     if !data.len().is_multiple_of(4) || !is_canonical_base64(data) {
         return false;

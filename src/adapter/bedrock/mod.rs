@@ -1,6 +1,6 @@
-//! Amazon Bedrock Converse over its REST JSON API (`behaviour.md` §5.4): the request of
-//! `POST /model/{modelId}/converse` (or `/converse-stream`), its JSON answer, and the AWS event
-//! stream of the streamed answer.
+//! Amazon Bedrock Converse over its REST JSON API (`docs/wire-formats.md#bedrock-converse`): the
+//! request of `POST /model/{modelId}/converse` (or `/converse-stream`), its JSON answer, and the
+//! AWS event stream of the streamed answer.
 //!
 //! OMA reaches Bedrock through the AWS SDK's `ConverseCommand`; this adapter writes the same
 //! request on the wire itself. The model id is a path label, URI-encoded as the SDK does (so

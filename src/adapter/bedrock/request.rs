@@ -1,5 +1,5 @@
-//! The Converse request body (`behaviour.md` §5.4), as borrowed serde structs: message data is
-//! never copied into a `serde_json::Value`, and base64 payloads are written raw.
+//! The Converse request body (`docs/wire-formats.md#bedrock-request`), as borrowed serde structs:
+//! message data is never copied into a `serde_json::Value`, and base64 payloads are written raw.
 //!
 //! Keys follow the AWS SDK's serialiser, which writes members in alphabetical order.
 

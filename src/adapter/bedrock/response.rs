@@ -1,5 +1,5 @@
-//! Reading Converse answers (`behaviour.md` §5.4): the JSON body of `/converse`, and the AWS
-//! event stream of `/converse-stream` turned into OMA's stream events.
+//! Reading Converse answers (`docs/wire-formats.md#bedrock-response`): the JSON body of
+//! `/converse`, and the AWS event stream of `/converse-stream` turned into OMA's stream events.
 
 use serde_json::{Map, Value};
 

@@ -1,4 +1,4 @@
-//! Gemini `generateContent` on its REST JSON route (`behaviour.md` §5.3): the request for
+//! Gemini `generateContent` on its REST JSON route (`docs/wire-formats.md#gemini`): the request for
 //! `POST {base}/v1beta/models/{model}:generateContent` (streamed:
 //! `:streamGenerateContent?alt=sse`, authenticated with `x-goog-api-key`), the reading of its
 //! response, and the incremental decoder of its SSE stream.

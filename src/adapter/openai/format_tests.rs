@@ -1,5 +1,6 @@
-//! Request formatting: golden bodies for every row of the §5.2 message mapping, the body keys,
-//! presets, endpoints and the unsupported-content error.
+//! Request formatting: golden bodies for every row of the message mapping
+//! (`docs/wire-formats.md#openai-messages`), the body keys, presets, endpoints and the
+//! unsupported-content error.
 
 use serde_json::{json, Value};
 

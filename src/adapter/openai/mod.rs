@@ -1,14 +1,15 @@
-//! OpenAI Chat Completions and the OpenAI-compatible providers (`behaviour.md` §5.2):
-//! `POST {base}/chat/completions` with `authorization: Bearer <key>`.
+//! OpenAI Chat Completions and the OpenAI-compatible providers
+//! (`docs/wire-formats.md#openai-chat-completions`): `POST {base}/chat/completions` with
+//! `authorization: Bearer <key>`.
 //!
 //! One adapter, [`OpenAi`], configured by a preset: the name (used as `provenance` and as the
 //! provider in errors), the default base URL, and the provider's [`Quirks`]. [`preset`] knows
 //! OMA's providers (`openai`, `grok`, `minimax`, `deepseek`, `mimo`, `doubao`, `hunyuan`,
 //! `qiniu`); [`OpenAi::compatible`] serves any other base URL.
 //!
-//! **[seed]** A `video` block becomes a `video_url` part on every preset (a URL as given, base64
-//! as a data URL): MiniMax accepts it, other providers reject it with an HTTP error that takes
-//! the normal failure path.
+//! A `video` block becomes a `video_url` part on every preset (a URL as given, base64 as a data
+//! URL): MiniMax accepts it, other providers reject it with an HTTP error that takes the normal
+//! failure path (`docs/wire-formats.md#video-on-openai-compatible-routes`).
 //!
 //! Not ported: OMA's text-embedded tool-call extractor (tool calls some local models write as
 //! JSON text when they should use `tool_calls`); such text stays text.

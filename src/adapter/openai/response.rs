@@ -1,5 +1,5 @@
-//! Reading a Chat Completions response (`behaviour.md` §5.2): `choices[0]` into OMA's
-//! `LLMResponse`, plus the pieces the stream decoder shares: reasoning text, tool-call
+//! Reading a Chat Completions response (`docs/wire-formats.md#openai-response`): `choices[0]` into
+//! OMA's `LLMResponse`, plus the pieces the stream decoder shares: reasoning text, tool-call
 //! arguments (with OMA's single-parameter repair) and the stop-reason rule.
 
 use serde_json::{Map, Value};

@@ -1,6 +1,7 @@
-//! Decoding a streamed Chat Completions body (`behaviour.md` §5.2): SSE `data:` chunks until
-//! `[DONE]`. Text and reasoning deltas become events at once; tool calls are accumulated by
-//! `index` and emitted when the stream ends, followed by the accumulated `done` response.
+//! Decoding a streamed Chat Completions body (`docs/wire-formats.md#openai-streaming`): SSE `data:`
+//! chunks until `[DONE]`. Text and reasoning deltas become events at once; tool calls are
+//! accumulated by `index` and emitted when the stream ends, followed by the accumulated `done`
+//! response.
 
 use serde_json::Value;
 

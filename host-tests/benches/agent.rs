@@ -1,5 +1,5 @@
 //! `run/<workload>`: one full `agent.run` through the component against the loopback simulator,
-//! on every workload of `bench/gen_workloads.py`, on one warm instance and one agent.
+//! on every workload of `oma_harness::workloads`, on one warm instance and one agent.
 //!
 //! A run is everything a host pays for one call: lowering the messages into the guest (the
 //! defensive copy), validation, the turn loop, formatting, the egress check, the wasi-http
@@ -12,8 +12,8 @@
 //! `CaptureOutbound` hook (no socket): what the component and the WIT boundary cost alone.
 //!
 //! `bench/oma-node/run-bench.mjs` measures the same thing for OMA on Node; the README sets the
-//! two side by side. Workloads come from `$OMA_WORKLOADS` (default `target/workloads`); a
-//! missing one is skipped with a message.
+//! two side by side. Workloads are generated in memory by `oma_harness::workloads`
+//! (or read from `$OMA_WORKLOADS/NAME.json` when that is set; a missing file is skipped).
 
 use std::time::Instant;
 

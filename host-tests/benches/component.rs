@@ -2,7 +2,7 @@
 //!
 //! - `instantiate`: a fresh instance from the `InstancePre` (pooling allocator), dropped again.
 //! - `from_json+validate/<workload>`: `messages-from-json` then `validate-messages` on every
-//!   workload of `bench/gen_workloads.py`, through the component (one warm instance) and natively
+//!   workload of `oma_harness::workloads`, through the component (one warm instance) and natively
 //!   (`oma_component::json::messages_from_json` + `oma_component::validate::validate_messages`).
 //! - `validate/<workload>`: `validate-messages` alone on already-typed messages (through the
 //!   component this includes lowering the messages into the guest).
@@ -10,18 +10,18 @@
 //! - `format-request/<workload>`: `codec.format-request` on the typed messages of every workload
 //!   (lowering the request, validation, conversion, and lifting the HTTP request back), through
 //!   the component and natively (`adapter::for_provider(..).format(..)`). Video workloads go to
-//!   `openai` (DESIGN's "video-16mib to an OpenAI-compatible body"), the others to `anthropic`
-//!   (DESIGN's vision-1mib case); see [`format_provider`].
+//!   `openai` (the README's "video-16mib, OpenAI-compatible" figure), the others to `anthropic`
+//!   (its "vision-1mib, Anthropic" figure); see [`format_provider`].
 //!
-//! Workloads are read from `$OMA_WORKLOADS` (default `target/workloads` in the workspace);
-//! generate them with `python3 ../shared/bench/gen_workloads.py target/workloads` from the
-//! workspace root. `cargo bench` builds the guest with the `wasm-release` profile.
+//! Workloads are generated in memory by `oma_harness::workloads` (or read from
+//! `$OMA_WORKLOADS/NAME.json` when that is set). `cargo bench` builds the guest with the
+//! `wasm-release` profile.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use oma_harness::workloads::WORKLOADS;
+use oma_harness::workloads::{read_workload, WORKLOADS};
 use oma_harness::{Endpoint, Guest, Harness};
 use tokio::runtime::Runtime;
 
@@ -79,28 +79,14 @@ async fn from_json_and_validate(guest: &mut Guest, text: &str) {
     black_box(messages);
 }
 
-/// The workloads of `$OMA_WORKLOADS` that exist, by name, with a note when some are missing.
+/// Every workload that could be had, by name (a missing one is reported by `read_workload`).
 fn load_workloads() -> Vec<(&'static str, String)> {
-    let dir = oma_harness::workloads::workloads_dir();
-    let loaded: Vec<(&'static str, String)> = WORKLOADS
+    WORKLOADS
         .iter()
         .filter_map(|name| {
-            let path = dir.join(format!("{name}.json"));
-            std::fs::read_to_string(&path)
-                .ok()
-                .map(|text| (*name, text))
+            read_workload(&format!("workloads/{name}"), name).map(|text| (*name, text))
         })
-        .collect();
-    if loaded.len() < WORKLOADS.len() {
-        eprintln!(
-            "workloads missing in {}: generate them with \
-             `python3 ../shared/bench/gen_workloads.py target/workloads` from the workspace root \
-             (or set OMA_WORKLOADS); benchmarking the {} found",
-            dir.display(),
-            loaded.len()
-        );
-    }
-    loaded
+        .collect()
 }
 
 fn workloads(c: &mut Criterion) {

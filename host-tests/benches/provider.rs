@@ -2,9 +2,8 @@
 //! simulator (format, egress check, wasi-http send over a real socket, parse), for the
 //! `chat-small` and `vision-1mib` workloads, on one warm instance.
 //!
-//! Workloads are read from `$OMA_WORKLOADS` (default `target/workloads` in the workspace);
-//! generate them with `python3 ../shared/bench/gen_workloads.py target/workloads` from the
-//! workspace root. A missing workload is skipped with a message.
+//! Workloads are generated in memory by `oma_harness::workloads` (or read from
+//! `$OMA_WORKLOADS/NAME.json` when that is set; a missing file is skipped with a message).
 
 use std::time::Instant;
 

@@ -1,5 +1,5 @@
-//! Large inputs and long-lived instances: the video-16mib workload of
-//! `bench/gen_workloads.py` (generated here, deterministically) passes through
+//! Large inputs and long-lived instances: a video-16mib workload like the benchmarks' (generated
+//! here, deterministically) passes through
 //! `messages-from-json` and `validate-messages` without a trap, a bad byte in the middle of it is
 //! found, and one instance keeps working across hundreds of calls, failed ones included.
 

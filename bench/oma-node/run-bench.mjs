@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 // Node.js side of the benchmark "one Agent.run() of OMA against a loopback provider, on each
-// shared workload".
+// benchmark workload".
 //
 // OMA (open-multi-agent, the TypeScript framework this project reproduces) is NOT vendored: it is
 // loaded from the built package directory named by $OMA_DIR (the directory holding
 // `dist/index.js`, i.e. `<checkout>/packages/core`). See README.md for how to build it.
 //
 // Usage:
-//   OMA_DIR=/tmp/oma-src/packages/core node run-bench.mjs [WORKLOAD_DIR]
+//   OMA_DIR=<OMA checkout>/packages/core node run-bench.mjs [WORKLOAD_DIR]
 // WORKLOAD_DIR defaults to $OMA_WORKLOADS, then ../../target/workloads relative to this file
-// (written by `python3 /work/shared/bench/gen_workloads.py <dir>`).
+// (written by `cargo run -p oma-harness --bin gen-workloads -- <dir>` from the repository root).
 //
 // Optional env: OMA_BENCH_MIN_ITERS (default 20), OMA_BENCH_MIN_MS (default 2000),
 // OMA_BENCH_WARMUP (default 5 runs), OMA_BENCH_WARMUP_MS (default 500), OMA_BENCH_ONLY
@@ -156,9 +156,12 @@ async function main() {
   }
   const baseURL = `http://127.0.0.1:${port}`;
 
-  const files = (await readdir(workloadDir)).filter((f) => f.endsWith('.json')).sort();
+  const files = (await readdir(workloadDir).catch(() => [])).filter((f) => f.endsWith('.json')).sort();
   if (files.length === 0) {
-    console.error(`no workloads (*.json) in ${workloadDir}`);
+    console.error(
+      `no workloads (*.json) in ${workloadDir}; write them with ` +
+        `\`cargo run -p oma-harness --bin gen-workloads -- ${workloadDir}\` from the repository root`,
+    );
     process.exit(2);
   }
 

@@ -1,4 +1,4 @@
-//! The error contract of `DESIGN.md` in JSON: what `oma-host` prints and what hosts compare.
+//! The error contract (`docs/errors.md`) in JSON: what `oma-host` prints and what hosts compare.
 
 use serde_json::{json, Map, Value};
 

@@ -2,8 +2,8 @@
 //!
 //! Every subcommand reads a file (or `-` for standard input): OMA JSON for `validate` and
 //! `format`, a provider's response body for `parse`. It runs the input through the component in
-//! wasmtime and follows the contract of `DESIGN.md`: success exits 0 and prints
-//! JSON on standard output; a failure exits 1 and prints the error JSON
+//! wasmtime and follows the contract the README gives (errors as in `docs/errors.md`): success
+//! exits 0 and prints JSON on standard output; a failure exits 1 and prints the error JSON
 //! (`{"error": {"name", "code", "message", "retryable"}}`) on standard output; a usage error
 //! exits 2 with a message on standard error.
 //!

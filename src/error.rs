@@ -77,6 +77,13 @@ pub enum Error {
         /// The host's message.
         message: String,
     },
+    /// A host-driven session was given an answer it did not ask for (a tool outcome while it
+    /// waits for HTTP, anything after the result, a second answer to one step). Nothing
+    /// changed: give the answer the current step asks for.
+    Session {
+        /// What was expected and what came.
+        message: String,
+    },
 }
 
 /// The family of an error, mirroring the WIT `error-kind`.
@@ -118,7 +125,9 @@ impl Error {
             Error::Provider { .. } => ErrorKind::Provider,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::EgressDenied { .. } => ErrorKind::EgressDenied,
-            Error::InvalidRequest { .. } | Error::Host { .. } => ErrorKind::Other,
+            Error::InvalidRequest { .. } | Error::Host { .. } | Error::Session { .. } => {
+                ErrorKind::Other
+            }
         }
     }
 
@@ -133,6 +142,7 @@ impl Error {
             Error::Timeout { .. } => "LLMCallTimeoutError",
             Error::EgressDenied { .. } => "EgressPolicyError",
             Error::InvalidRequest { .. } | Error::Host { .. } => "Error",
+            Error::Session { .. } => "SessionStateError",
         }
     }
 
@@ -145,6 +155,7 @@ impl Error {
             Error::UnsupportedToolCall { .. } => Some("UNSUPPORTED_TOOL_CALL"),
             Error::Timeout { .. } => Some("LLM_CALL_TIMEOUT"),
             Error::EgressDenied { .. } => Some("EGRESS_POLICY_DENIED"),
+            Error::Session { .. } => Some("SESSION_STATE"),
             Error::Provider { .. } | Error::InvalidRequest { .. } | Error::Host { .. } => None,
         }
     }
@@ -160,6 +171,7 @@ impl Error {
             | Error::UnsupportedToolResultContent { .. }
             | Error::UnsupportedToolCall { .. }
             | Error::InvalidRequest { .. }
+            | Error::Session { .. }
             | Error::EgressDenied { .. } => false,
             Error::Timeout { .. } | Error::Host { .. } => true,
             Error::Provider { status, .. } => match status {
@@ -283,6 +295,7 @@ impl fmt::Display for Error {
             Error::Provider { message, .. }
             | Error::InvalidRequest { message }
             | Error::Host { message }
+            | Error::Session { message }
             | Error::EgressDenied { message } => f.write_str(message),
         }
     }

@@ -30,16 +30,24 @@
 
 pub mod adapter;
 pub mod agent;
-#[cfg(target_arch = "wasm32")]
-pub mod call;
 pub mod error;
+pub mod http;
 pub mod json;
 pub mod message;
-pub mod transport;
+pub mod rng;
 pub mod validate;
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "component", feature = "portable"))]
+compile_error!("the `component` and `portable` worlds are built separately: enable one of them");
+
+#[cfg(all(target_arch = "wasm32", feature = "component"))]
 mod component;
+#[cfg(all(
+    target_arch = "wasm32",
+    feature = "portable",
+    not(feature = "component")
+))]
+mod portable;
 
 pub use error::Error;
 pub use message::*;

@@ -7,13 +7,10 @@
 
 use wasmtime::component::ResourceAny;
 
-use crate::bindings::exports::oma::agent::agent::{
-    AgentConfig, AgentEvent, PromptInput, RunAgentOptions,
-};
-use crate::bindings::exports::oma::agent::provider::CallOptions;
+use crate::bindings::oma::agent::outcome::{AgentConfig, AgentEvent, PromptInput, RunAgentOptions};
 use crate::bindings::oma::agent::outcome::{RunInput, RunResult};
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
-use crate::bindings::oma::agent::wire::Endpoint;
+use crate::bindings::oma::agent::wire::{CallOptions, Endpoint};
 use crate::guest::Guest;
 use crate::provider::{call_options, chat_request};
 
@@ -21,16 +18,34 @@ use crate::provider::{call_options, chat_request};
 /// does not end.
 pub const MAX_AGENT_EVENTS: usize = 100_000;
 
-/// An `agent` resource in a guest's store.
+/// An `agent` resource in a guest's store (of either world), and the agent's name.
 #[derive(Debug)]
 pub struct AgentHandle {
-    resource: ResourceAny,
+    pub(crate) resource: ResourceAny,
+    pub(crate) name: String,
 }
 
-/// An `agent-stream` resource in a guest's store.
+impl AgentHandle {
+    pub(crate) fn new(resource: ResourceAny, name: &str) -> Self {
+        AgentHandle {
+            resource,
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// A streamed run in a guest's store: an `agent-stream` resource, or a `driver` session and
+/// the HTTP it has in flight.
 #[derive(Debug)]
 pub struct AgentStreamHandle {
-    resource: ResourceAny,
+    pub(crate) resource: ResourceAny,
+    pub(crate) flight: u64,
+}
+
+impl AgentStreamHandle {
+    pub(crate) fn with_flight(resource: ResourceAny, flight: u64) -> Self {
+        AgentStreamHandle { resource, flight }
+    }
 }
 
 /// An agent configuration with OMA's defaults: no system prompt, no tools, 10 turns, no
@@ -65,7 +80,7 @@ impl Guest {
             .agent()
             .call_create(store, config)
             .await?
-            .map(|resource| AgentHandle { resource }))
+            .map(|resource| AgentHandle::new(resource, &config.name)))
     }
 
     /// `agent.run`: a fresh conversation; a failed run is an `Ok` result with `success: false`.
@@ -94,7 +109,7 @@ impl Guest {
             .agent()
             .call_stream(store, agent.resource, input)
             .await?
-            .map(|resource| AgentStreamHandle { resource }))
+            .map(|resource| AgentStreamHandle::with_flight(resource, 0)))
     }
 
     /// `agent-stream.next`: the next event, `None` after the last.
@@ -202,7 +217,7 @@ impl Guest {
 /// Call options that keep requests on the loopback interface.
 pub fn offline_options() -> CallOptions {
     CallOptions {
-        egress: crate::bindings::exports::oma::agent::provider::EgressPolicy::Offline,
+        egress: crate::bindings::oma::agent::wire::EgressPolicy::Offline,
         ..call_options()
     }
 }

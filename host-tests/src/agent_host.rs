@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::bindings::oma::agent::host::{
+use crate::bindings::oma::agent::exchange::{
     BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
 };
 use crate::bindings::oma::agent::outcome::ExternalKind;

@@ -155,7 +155,7 @@ impl Harness {
     }
 }
 
-fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
+pub(crate) fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
     let mut pool = PoolingAllocationConfig::new();
     let instances = options.max_instances.max(1);
     pool.total_component_instances(instances)
@@ -176,7 +176,7 @@ fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
         .map_err(|e| anyhow::Error::from(e).context("could not create the wasmtime engine"))
 }
 
-fn load_component(
+pub(crate) fn load_component(
     engine: &Engine,
     options: &HarnessOptions,
     bytes: &[u8],

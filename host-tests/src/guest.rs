@@ -91,7 +91,7 @@ impl Guest {
         &mut self,
         request: &ChatRequest,
         endpoint: &Endpoint,
-        body: &[u8],
+        body: &str,
     ) -> anyhow::Result<Result<LlmResponse, WitError>> {
         Ok(self
             .bindings

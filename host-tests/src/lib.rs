@@ -93,6 +93,7 @@
 mod agent;
 mod agent_host;
 mod canned;
+mod driver;
 mod engine;
 mod error_json;
 mod guest;
@@ -119,18 +120,51 @@ mod bindings {
     });
 }
 
+/// The `portable` world as a Rust host sees it: the data interfaces as imports, so that their
+/// Rust types are the ones of [`bindings`] (the component exports them; structurally they are
+/// the same types), and the codec and the driver as exports.
+#[allow(missing_docs)]
+mod portable_bindings {
+    wasmtime::component::bindgen!({
+        inline: "
+            package oma:harness;
+
+            world portable-host {
+                import oma:agent/types@0.1.0;
+                import oma:agent/wire@0.1.0;
+                import oma:agent/outcome@0.1.0;
+                import oma:agent/exchange@0.1.0;
+                export oma:agent/codec@0.1.0;
+                export oma:agent/driver@0.1.0;
+            }
+        ",
+        path: "../wit",
+        world: "oma:harness/portable-host",
+        with: {
+            "oma:agent/types": crate::bindings::oma::agent::types,
+            "oma:agent/wire": crate::bindings::oma::agent::wire,
+            "oma:agent/outcome": crate::bindings::oma::agent::outcome,
+            "oma:agent/exchange": crate::bindings::oma::agent::exchange,
+        },
+        exports: { default: async },
+        additional_derives: [PartialEq],
+    });
+}
+
+/// The `driver` interface's own types (steps, answers, session options), for tests of the
+/// session protocol.
+pub use portable_bindings::exports::oma::agent::driver as driver_types;
+
 pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
 pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
-pub use bindings::exports::oma::agent::agent::{
-    AgentConfig, AgentEvent, EvaluationOptions, PromptInput, RunAgentOptions, StorePayloads,
-};
-pub use bindings::exports::oma::agent::provider::{CallOptions, EgressPolicy, StreamEvent};
-pub use bindings::oma::agent::host::{
+pub use bindings::exports::oma::agent::provider::StreamEvent;
+pub use bindings::oma::agent::exchange::{
     BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, ProgressEvent,
     ToolOutcome,
 };
 pub use bindings::oma::agent::outcome::{
-    ErrorInfo, ExternalKind, FailureKind, RunFailure, RunInput, RunResult, RunStatus, StatusCode,
+    AgentConfig, AgentEvent, ErrorInfo, EvaluationOptions, ExternalKind, FailureKind, PromptInput,
+    RunAgentOptions, RunFailure, RunInput, RunResult, RunStatus, StatusCode, StorePayloads,
     ToolCallRecord,
 };
 pub use bindings::oma::agent::types::{
@@ -139,10 +173,11 @@ pub use bindings::oma::agent::types::{
     ToolUseBlock, UrlSource, VideoBlock,
 };
 pub use bindings::oma::agent::wire::{
-    AwsCredentials, ChatRequest, Endpoint, HttpRequest, LlmResponse, Sampling, TokenUsage,
-    ToolDefinition,
+    AwsCredentials, CallOptions, ChatRequest, EgressPolicy, Endpoint, HttpRequest, LlmResponse,
+    Sampling, TokenUsage, ToolDefinition,
 };
 pub use canned::{Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
+pub use driver::{empty_linker, instantiate_empty, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
 pub use engine::{ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::error_json;
 pub use guest::Guest;

@@ -6,8 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::bindings::exports::oma::agent::agent::AgentEvent;
-use crate::bindings::oma::agent::outcome::{FailureKind, RunResult, StatusCode};
+use crate::bindings::oma::agent::outcome::{AgentEvent, FailureKind, RunResult, StatusCode};
 use crate::bindings::oma::agent::types::{
     ContentBlock, LlmMessage, MediaSource, Role, ToolResultContent, ToolResultPart, ToolUseBlock,
 };

@@ -8,9 +8,11 @@
 
 use wasmtime::component::ResourceAny;
 
-use crate::bindings::exports::oma::agent::provider::{CallOptions, EgressPolicy, StreamEvent};
+use crate::bindings::exports::oma::agent::provider::StreamEvent;
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
-use crate::bindings::oma::agent::wire::{ChatRequest, Endpoint, LlmResponse, Sampling};
+use crate::bindings::oma::agent::wire::{
+    CallOptions, ChatRequest, EgressPolicy, Endpoint, LlmResponse, Sampling,
+};
 use crate::guest::Guest;
 
 /// The most events [`Guest::collect_stream`] reads before it gives up on a stream that never
@@ -59,6 +61,7 @@ pub fn endpoint(provider: &str, base_url: Option<&str>, api_key: Option<&str>) -
         api_key: api_key.map(str::to_owned),
         region: None,
         aws: None,
+        now_ms: None,
     }
 }
 

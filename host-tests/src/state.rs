@@ -6,8 +6,8 @@ use std::future::Future;
 use wasmtime::component::ResourceTable;
 
 use crate::agent_host::{AgentHost, NoHost};
-use crate::bindings::oma::agent::host::{
-    self as host, BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
+use crate::bindings::oma::agent::exchange::{
+    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
 };
 use crate::bindings::oma::agent::outcome::ExternalKind;
 use crate::bindings::oma::agent::types::ToolUseBlock;
@@ -63,6 +63,12 @@ impl HostState {
         }
     }
 
+    /// The installed answers to the run's hooks, tools, progress, evaluation and external
+    /// backends.
+    pub fn agent_host(&mut self) -> &mut dyn AgentHost {
+        &mut *self.host
+    }
+
     /// The installed outbound-HTTP hooks, e.g. to inspect what a recording hook captured.
     pub fn hooks_mut(&mut self) -> &mut dyn WasiHttpHooks {
         &mut *self.hooks
@@ -115,7 +121,7 @@ impl WasiHttpHooks for DenyOutbound {
 
 // The component's `host` imports go to the installed [`AgentHost`]; the type-only interfaces
 // need no functions.
-impl host::Host for HostState {
+impl crate::bindings::oma::agent::host::Host for HostState {
     fn before_run(&mut self, context: BeforeRunContext) -> BeforeRunAnswer {
         self.host.before_run(context)
     }
@@ -145,3 +151,4 @@ impl host::Host for HostState {
 impl crate::bindings::oma::agent::types::Host for HostState {}
 impl crate::bindings::oma::agent::wire::Host for HostState {}
 impl crate::bindings::oma::agent::outcome::Host for HostState {}
+impl crate::bindings::oma::agent::exchange::Host for HostState {}

@@ -103,8 +103,6 @@ pub struct ToolCallRecord {
 /// How a run ended: the fields of OMA's `AgentRunResult` the loop knows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunOutcome {
-    /// Whether the run succeeded: false after a failure or an exceeded budget.
-    pub success: bool,
     /// The text of the last assistant turn (its text blocks joined with `''`); the error's
     /// message after a failure.
     pub output: String,
@@ -117,13 +115,53 @@ pub struct RunOutcome {
     pub tool_calls: Vec<ToolCallRecord>,
     /// How many chat requests were sent.
     pub turns: u32,
-    /// Whether the run ended because the token budget was exceeded (`budgetExceeded`).
-    pub budget_exceeded: bool,
-    /// `status` and `errorInfo` of a failed run; `None` on success.
-    pub failure: Option<Failure>,
-    /// The error that ended the run, kept for retry classification; `None` unless
-    /// [`TurnLoop::handle_failure`] ended it.
-    pub error: Option<Error>,
+    /// Whether the run completed, ran out of budget, or failed.
+    pub ending: Ending,
+}
+
+/// How a run ended; each case holds exactly what that ending has.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// The run completed (`success: true`).
+    Completed,
+    /// The token budget ran out (`success: false`, `budgetExceeded: true`): the run's messages
+    /// and usage are kept, and the failure is OMA's `TokenBudgetExceededError`.
+    BudgetExceeded(Failure),
+    /// An error ended the run (`success: false`): no messages, zero usage, the error's message
+    /// as output, and its classification.
+    Failed(Failure),
+}
+
+impl RunOutcome {
+    /// A failed outcome for `error` after `turns` requests, classified with `classify`.
+    pub fn failed(error: &Error, turns: u32, failure: Failure) -> Self {
+        RunOutcome {
+            output: error.to_string(),
+            messages: Vec::new(),
+            token_usage: TokenUsage::default(),
+            tool_calls: Vec::new(),
+            turns,
+            ending: Ending::Failed(failure),
+        }
+    }
+
+    /// Whether the run succeeded (OMA's `success`).
+    pub fn success(&self) -> bool {
+        matches!(self.ending, Ending::Completed)
+    }
+
+    /// Whether the run ended because the token budget ran out (OMA's `budgetExceeded`).
+    pub fn budget_exceeded(&self) -> bool {
+        matches!(self.ending, Ending::BudgetExceeded(_))
+    }
+
+    /// `status` and `errorInfo` of a run that did not succeed.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.ending {
+            Ending::Completed => None,
+            Ending::BudgetExceeded(failure) | Ending::Failed(failure) => Some(failure),
+        }
+    }
 }
 
 /// What the driver should do next.
@@ -244,6 +282,7 @@ impl TurnLoop {
 
     /// Feeds the provider's response to the pending request. Returns `false`, and changes
     /// nothing, when no response is due.
+    #[must_use = "false means the response was not due and nothing changed"]
     pub fn handle_response(&mut self, response: LlmResponse) -> bool {
         if !matches!(self.state, State::AwaitingResponse) {
             return false;
@@ -287,12 +326,12 @@ impl TurnLoop {
                 };
                 let failure = classify_budget(&exceeded.to_string());
                 self.emit(Event::BudgetExceeded(exceeded));
-                self.finish(text, false, true, Some(failure));
+                self.finish(text, Ending::BudgetExceeded(failure));
                 return true;
             }
         }
         if calls.is_empty() {
-            self.finish(text, true, false, None);
+            self.finish(text, Ending::Completed);
             return true;
         }
         for call in &calls {
@@ -311,6 +350,7 @@ impl TurnLoop {
     /// Feeds the answer of the tool call `tool_use_id`. `is_error` marks a failed tool (the
     /// block then carries `is_error: true`; otherwise the field is left out). Returns `false`,
     /// and changes nothing, when no call with that id is waiting.
+    #[must_use = "false means no such call was waiting and nothing changed"]
     pub fn handle_tool_result(
         &mut self,
         tool_use_id: &str,
@@ -362,6 +402,7 @@ impl TurnLoop {
     /// usage, and `status`/`errorInfo` from [`classify`]. Events already queued are still
     /// delivered; queued requests and tool calls are dropped. Returns `false` when the run is
     /// already done.
+    #[must_use = "false means the run was already over"]
     pub fn handle_failure(&mut self, error: Error) -> bool {
         if self.is_finished() {
             return false;
@@ -370,17 +411,9 @@ impl TurnLoop {
             .retain(|action| matches!(action, Action::Emit(_)));
         let failure = classify(&error, false, self.options.provider.as_deref());
         self.state = State::Finished;
-        self.actions.push_back(Action::Done(RunOutcome {
-            success: false,
-            output: error.to_string(),
-            messages: Vec::new(),
-            token_usage: TokenUsage::default(),
-            tool_calls: Vec::new(),
-            turns: self.turns,
-            budget_exceeded: false,
-            failure: Some(failure),
-            error: Some(error),
-        }));
+        self.actions.push_back(Action::Done(RunOutcome::failed(
+            &error, self.turns, failure,
+        )));
         true
     }
 
@@ -397,7 +430,7 @@ impl TurnLoop {
                 .find(|m| m.role == Role::Assistant)
                 .map(text_of)
                 .unwrap_or_default();
-            self.finish(output, true, false, None);
+            self.finish(output, Ending::Completed);
             return;
         }
         self.turns += 1;
@@ -409,24 +442,15 @@ impl TurnLoop {
         self.actions.push_back(Action::Emit(event));
     }
 
-    fn finish(
-        &mut self,
-        output: String,
-        success: bool,
-        budget_exceeded: bool,
-        failure: Option<Failure>,
-    ) {
+    fn finish(&mut self, output: String, ending: Ending) {
         self.state = State::Finished;
         let outcome = RunOutcome {
-            success,
             output,
             messages: std::mem::take(&mut self.produced),
             token_usage: self.usage,
             tool_calls: std::mem::take(&mut self.tool_calls),
             turns: self.turns,
-            budget_exceeded,
-            failure,
-            error: None,
+            ending,
         };
         self.actions.push_back(Action::Done(outcome));
     }
@@ -522,7 +546,7 @@ mod tests {
         let actions = drain(&mut turn);
         assert_eq!(actions[0], Action::Emit(Event::Text("hi".into())));
         let outcome = done(&actions);
-        assert!(outcome.success);
+        assert!(outcome.success());
         assert_eq!(outcome.output, "hi");
         assert_eq!(
             outcome.messages,
@@ -539,7 +563,7 @@ mod tests {
             }
         );
         assert_eq!(outcome.turns, 1);
-        assert!(outcome.failure.is_none() && !outcome.budget_exceeded);
+        assert!(outcome.failure().is_none() && !outcome.budget_exceeded());
         assert!(turn.is_finished());
         assert!(turn.poll().is_none());
         assert!(!turn.handle_response(response(vec![text("late")], "end_turn", 1, 1)));
@@ -556,12 +580,12 @@ mod tests {
             redacted_data: None,
             provenance: None,
         });
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![text("a"), reasoning, text("b"), text(" c")],
             "end_turn",
             1,
             1,
-        ));
+        )));
         let actions = drain(&mut turn);
         assert_eq!(actions[0], Action::Emit(Event::Text("ab c".into())));
         assert_eq!(done(&actions).output, "ab c");
@@ -571,7 +595,7 @@ mod tests {
     fn a_turn_without_text_emits_no_text_event() {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
-        turn.handle_response(response(vec![], "end_turn", 1, 0));
+        assert!(turn.handle_response(response(vec![], "end_turn", 1, 0)));
         let actions = drain(&mut turn);
         assert_eq!(actions.len(), 1);
         assert_eq!(done(&actions).output, "");
@@ -623,10 +647,10 @@ mod tests {
         );
         assert_eq!(second.system_prompt.as_deref(), Some("be brief"));
 
-        turn.handle_response(response(vec![text("done")], "end_turn", 20, 3));
+        assert!(turn.handle_response(response(vec![text("done")], "end_turn", 20, 3)));
         let actions = drain(&mut turn);
         let outcome = done(&actions);
-        assert!(outcome.success);
+        assert!(outcome.success());
         assert_eq!(outcome.output, "done");
         assert_eq!(
             outcome.messages,
@@ -663,7 +687,7 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let (a, b, c) = (call("a", "one"), call("b", "two"), call("c", "three"));
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![
                 ContentBlock::ToolUse(a.clone()),
                 ContentBlock::ToolUse(b.clone()),
@@ -672,7 +696,7 @@ mod tests {
             "tool_use",
             1,
             1,
-        ));
+        )));
         let actions = drain(&mut turn);
         assert_eq!(
             actions,
@@ -720,7 +744,7 @@ mod tests {
         assert_eq!(blocks, [("a", Some(true)), ("b", None), ("c", None)]);
         assert_eq!(sent.messages.len(), 3);
 
-        turn.handle_response(response(vec![text("ok")], "end_turn", 1, 1));
+        assert!(turn.handle_response(response(vec![text("ok")], "end_turn", 1, 1)));
         let actions = drain(&mut turn);
         let outcome = done(&actions);
         let names: Vec<_> = outcome
@@ -737,18 +761,18 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let c = call("x", "t");
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![ContentBlock::ToolUse(c.clone())],
             "max_tokens",
             1,
             1,
-        ));
+        )));
         assert_eq!(drain(&mut turn).last(), Some(&Action::CallTool(c)));
         // And `tool_use` without blocks ends the run.
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
-        turn.handle_response(response(vec![text("t")], "tool_use", 1, 1));
-        assert!(done(&drain(&mut turn)).success);
+        assert!(turn.handle_response(response(vec![text("t")], "tool_use", 1, 1)));
+        assert!(done(&drain(&mut turn)).success());
     }
 
     #[test]
@@ -764,7 +788,7 @@ mod tests {
             assert!(matches!(actions.last(), Some(Action::SendRequest)));
             requests += 1;
             let id = format!("t{i}");
-            turn.handle_response(response(
+            assert!(turn.handle_response(response(
                 vec![
                     text(&format!("turn {i}")),
                     ContentBlock::ToolUse(call(&id, "t")),
@@ -772,15 +796,15 @@ mod tests {
                 "tool_use",
                 1,
                 1,
-            ));
+            )));
             drain(&mut turn);
-            turn.handle_tool_result(&id, ToolResultContent::Text("r".into()), false);
+            assert!(turn.handle_tool_result(&id, ToolResultContent::Text("r".into()), false));
         }
         let actions = drain(&mut turn);
         assert_eq!(requests, 2);
         assert!(!actions.iter().any(|a| matches!(a, Action::SendRequest)));
         let outcome = done(&actions);
-        assert!(outcome.success);
+        assert!(outcome.success());
         assert_eq!(outcome.turns, 2);
         assert_eq!(outcome.output, "turn 1");
         assert_eq!(outcome.messages.len(), 4);
@@ -798,7 +822,7 @@ mod tests {
         let actions = drain(&mut turn);
         assert_eq!(actions.len(), 1);
         let outcome = done(&actions);
-        assert!(outcome.success && outcome.messages.is_empty() && outcome.turns == 0);
+        assert!(outcome.success() && outcome.messages.is_empty() && outcome.turns == 0);
     }
 
     #[test]
@@ -811,23 +835,23 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), options);
         drain(&mut turn);
         // 60 tokens: within the budget, so the tools run.
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![ContentBlock::ToolUse(call("a", "t"))],
             "tool_use",
             50,
             10,
-        ));
+        )));
         drain(&mut turn);
-        turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false);
+        assert!(turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
         drain(&mut turn);
         // 60 + 41 = 101 > 100.
         let c = call("b", "t");
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![text("partial"), ContentBlock::ToolUse(c)],
             "tool_use",
             40,
             1,
-        ));
+        )));
         let actions = drain(&mut turn);
         let exceeded = TokenBudgetExceeded {
             agent: "writer".into(),
@@ -845,7 +869,7 @@ mod tests {
         );
         assert!(!actions.iter().any(|a| matches!(a, Action::CallTool(_))));
         let outcome = done(&actions);
-        assert!(!outcome.success && outcome.budget_exceeded);
+        assert!(!outcome.success() && outcome.budget_exceeded());
         assert_eq!(outcome.output, "partial");
         assert_eq!(outcome.messages.len(), 3);
         assert_eq!(
@@ -855,10 +879,7 @@ mod tests {
                 output_tokens: 11
             }
         );
-        let failure = outcome
-            .failure
-            .as_ref()
-            .unwrap_or_else(|| panic!("no failure"));
+        let failure = outcome.failure().unwrap_or_else(|| panic!("no failure"));
         assert_eq!(
             serde_json::to_value(failure).unwrap_or_default(),
             json!({
@@ -882,9 +903,9 @@ mod tests {
         };
         let mut turn = TurnLoop::new(input(), template(), options);
         drain(&mut turn);
-        turn.handle_response(response(vec![text("x")], "end_turn", 5, 5));
+        assert!(turn.handle_response(response(vec![text("x")], "end_turn", 5, 5)));
         let outcome = done(&drain(&mut turn)).clone();
-        assert!(outcome.success && !outcome.budget_exceeded);
+        assert!(outcome.success() && !outcome.budget_exceeded());
     }
 
     #[test]
@@ -895,14 +916,14 @@ mod tests {
         };
         let mut turn = TurnLoop::new(input(), template(), options);
         drain(&mut turn);
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![ContentBlock::ToolUse(call("a", "t"))],
             "tool_use",
             5,
             5,
-        ));
+        )));
         drain(&mut turn);
-        turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false);
+        assert!(turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
         drain(&mut turn);
         let error = Error::Provider {
             provider: "anthropic".into(),
@@ -913,16 +934,12 @@ mod tests {
         let actions = drain(&mut turn);
         assert_eq!(actions.len(), 1);
         let outcome = done(&actions);
-        assert!(!outcome.success);
+        assert!(!outcome.success());
         assert_eq!(outcome.output, error.to_string());
         assert!(outcome.messages.is_empty() && outcome.tool_calls.is_empty());
         assert_eq!(outcome.token_usage, TokenUsage::default());
         assert_eq!(outcome.turns, 2);
-        assert_eq!(outcome.error.as_ref(), Some(&error));
-        let failure = outcome
-            .failure
-            .as_ref()
-            .unwrap_or_else(|| panic!("no failure"));
+        let failure = outcome.failure().unwrap_or_else(|| panic!("no failure"));
         assert_eq!(failure, &classify(&error, false, Some("anthropic")));
         assert!(!turn.handle_failure(error));
         assert!(turn.poll().is_none());
@@ -933,18 +950,18 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let c = call("a", "t");
-        turn.handle_response(response(
+        assert!(turn.handle_response(response(
             vec![text("hm"), ContentBlock::ToolUse(c.clone())],
             "tool_use",
             1,
             1,
-        ));
-        turn.handle_failure(Error::invalid("bad"));
+        )));
+        assert!(turn.handle_failure(Error::invalid("bad")));
         let actions = drain(&mut turn);
         assert_eq!(actions[0], Action::Emit(Event::Text("hm".into())));
         assert_eq!(actions[1], Action::Emit(Event::ToolUse(c)));
         assert_eq!(actions.len(), 3);
-        assert!(!done(&actions).success);
+        assert!(!done(&actions).success());
         assert!(!turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
     }
 }

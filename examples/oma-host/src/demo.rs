@@ -127,7 +127,7 @@ pub async fn demo() -> Result<String, Failure> {
         .await
         .map_err(Failure::Host)?
         .map_err(Failure::Component)?;
-    let body: Value = serde_json::from_slice(&http.body).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_str(&http.body).unwrap_or(Value::Null);
     out.push_str(&format!(
         "minimax: POST {} with the user turn as\n{}\n",
         http.url,

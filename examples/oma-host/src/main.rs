@@ -430,6 +430,7 @@ fn endpoint_from(
         api_key: None,
         region: None,
         aws: None,
+        now_ms: None,
     };
     if provider == "bedrock" {
         endpoint.region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION"));
@@ -500,8 +501,8 @@ fn render_request(http: &HttpRequest, secrets: &[String]) -> Result<String, Fail
     let url = long.iter().fold(http.url.clone(), |url, secret| {
         url.replace(secret, REDACTED)
     });
-    let body = serde_json::from_slice::<Value>(&http.body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&http.body).into_owned()));
+    let body = serde_json::from_str::<Value>(&http.body)
+        .unwrap_or_else(|_| Value::String(http.body.clone()));
     let text = json!({
         "method": http.method,
         "url": url,
@@ -551,7 +552,7 @@ async fn parse_response(args: ParseArgs) -> Result<String, Failure> {
     let request = oma_harness::chat_request(&args.model.unwrap_or_default(), Vec::new());
     let (endpoint, _) = endpoint_from(&args.provider, args.base_url, |_| None);
     let response = guest
-        .parse_response(&request, &endpoint, &body)
+        .parse_response(&request, &endpoint, &String::from_utf8_lossy(&body))
         .await
         .map_err(Failure::Host)?
         .map_err(Failure::Component)?;
@@ -869,7 +870,7 @@ mod tests {
                 ("accept".into(), "a".into()),
                 ("accept".into(), "b".into()),
             ],
-            body: br#"{"model": "m"}"#.to_vec(),
+            body: r#"{"model": "m"}"#.to_owned(),
         };
         let text = render_request(&http, &["sk-very-secret".into(), "k".into()])
             .unwrap_or_else(|_| panic!("renders"));
@@ -891,13 +892,13 @@ mod tests {
         );
 
         let leaky = HttpRequest {
-            body: br#"{"note": "sk-very-secret"}"#.to_vec(),
+            body: r#"{"note": "sk-very-secret"}"#.to_owned(),
             ..http
         };
         assert!(render_request(&leaky, &["sk-very-secret".into()]).is_err());
         let text = render_request(
             &HttpRequest {
-                body: b"not json".to_vec(),
+                body: "not json".to_owned(),
                 ..leaky
             },
             &[],

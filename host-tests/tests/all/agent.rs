@@ -1361,7 +1361,7 @@ async fn the_worked_examples_of_the_merge_hold_through_the_component() {
             .await
             .unwrap()
             .unwrap();
-        let want: Value = serde_json::from_slice(&http.body).unwrap();
+        let want: Value = serde_json::from_str(&http.body).unwrap();
         let got = requests.all()[0].json().unwrap();
         assert_eq!(
             got["messages"], want["messages"],

@@ -87,7 +87,7 @@ async fn component_format(guest: &mut Guest, provider: &str, messages: &str) -> 
     {
         Ok(http) => serde_json::json!({
             "method": http.method, "url": http.url, "headers": http.headers,
-            "body": String::from_utf8(http.body).expect("JSON bodies are UTF-8"),
+            "body": http.body,
         }),
         Err(error) => serde_json::json!({"error": error.name, "message": error.message}),
     }
@@ -128,7 +128,7 @@ async fn parse_response_matches_the_native_adapters() {
     for (provider, body) in RESPONSES {
         let request = chat_request("m-1", Vec::new());
         let parsed = guest
-            .parse_response(&request, &endpoint(provider, None, None), body.as_bytes())
+            .parse_response(&request, &endpoint(provider, None, None), body)
             .await
             .expect("no trap")
             .expect("the sample parses");

@@ -1,25 +1,25 @@
-//! WIT values to and from the model. Conversions only: no decisions, no I/O beyond reading
-//! the clock and a random seed for the adapters.
+//! WIT values to and from the model. Conversions only: no decisions and no I/O.
+//!
+//! Shared by every world: each world's glue includes this file, with `super::wit` naming the
+//! modules wit-bindgen generated for that world's data interfaces (imported in one world,
+//! exported in another, but the same WIT and so the same Rust shapes).
 
 use crate::adapter::{self as a, Adapter};
-use crate::agent::retry::RetryPolicy;
-use crate::call::CallOptions;
 use crate::error::{Error, ErrorKind};
+use crate::http::call::CallOptions;
+use crate::http::retry::RetryPolicy;
+use crate::http::{EgressPolicy, Limits};
 use crate::message as m;
-use crate::transport::{EgressPolicy, Limits};
 use crate::validate;
 
-use super::exports::oma::agent::provider as p;
-use super::oma::agent::types as wit;
-use super::oma::agent::wire;
+use super::wit::types as wit;
+use super::wit::wire;
 
-/// The endpoint's adapter, with the clock and a random seed for ids the provider does not send.
-pub(super) fn adapter_for(endpoint: &wire::Endpoint) -> Result<Box<dyn Adapter>, Error> {
-    let now = wasip2::clocks::wall_clock::now();
-    let ids = a::IdSource {
-        epoch_ms: now.seconds * 1000 + u64::from(now.nanoseconds / 1_000_000),
-        seed: wasip2::random::random::get_random_u64(),
-    };
+/// The endpoint's adapter; `ids` feeds the ids a format makes up (Gemini).
+pub(super) fn adapter_for(
+    endpoint: &wire::Endpoint,
+    ids: a::IdSource,
+) -> Result<Box<dyn Adapter>, Error> {
     a::for_provider(&endpoint.provider, endpoint.base_url.as_deref(), ids)
 }
 
@@ -89,7 +89,8 @@ pub(super) fn from_wit_thinking(budget: Option<u32>) -> Option<a::Thinking> {
     })
 }
 
-pub(super) fn from_wit_endpoint(endpoint: wire::Endpoint) -> a::Endpoint {
+/// The endpoint as the adapters take it, signing at `now_ms` (SigV4).
+pub(super) fn from_wit_endpoint(endpoint: wire::Endpoint, now_ms: u64) -> a::Endpoint {
     let credentials = match (endpoint.aws, endpoint.api_key) {
         (Some(aws), _) => a::Credentials::Aws {
             access_key_id: aws.access_key_id,
@@ -99,16 +100,15 @@ pub(super) fn from_wit_endpoint(endpoint: wire::Endpoint) -> a::Endpoint {
         (None, Some(key)) => a::Credentials::ApiKey(key),
         (None, None) => a::Credentials::None,
     };
-    let now = wasip2::clocks::wall_clock::now();
     a::Endpoint {
         base_url: endpoint.base_url,
         credentials,
         region: endpoint.region,
-        timestamp: Some(a::amz_timestamp(now.seconds)),
+        timestamp: Some(a::amz_timestamp(now_ms / 1000)),
     }
 }
 
-pub(super) fn from_wit_options(options: p::CallOptions) -> CallOptions {
+pub(super) fn from_wit_options(options: wire::CallOptions) -> CallOptions {
     CallOptions {
         retry: RetryPolicy {
             max_attempts: options.max_attempts.max(1),
@@ -120,9 +120,9 @@ pub(super) fn from_wit_options(options: p::CallOptions) -> CallOptions {
             max_response_bytes: usize::try_from(options.max_response_bytes).unwrap_or(usize::MAX),
         },
         egress: match options.egress {
-            p::EgressPolicy::Open => EgressPolicy::Open,
-            p::EgressPolicy::Offline => EgressPolicy::Offline,
-            p::EgressPolicy::Allowlist(origins) => EgressPolicy::Allowlist(origins),
+            wire::EgressPolicy::Open => EgressPolicy::Open,
+            wire::EgressPolicy::Offline => EgressPolicy::Offline,
+            wire::EgressPolicy::Allowlist(origins) => EgressPolicy::Allowlist(origins),
         },
     }
 }
@@ -363,4 +363,11 @@ pub(super) fn to_wit_source(source: m::MediaSource) -> wit::MediaSource {
             wit::MediaSource::Url(wit::UrlSource { media_type, url })
         }
     }
+}
+
+/// A formatted body as text: adapters write JSON, which is UTF-8.
+pub(super) fn body_text(body: Vec<u8>) -> Result<String, Error> {
+    String::from_utf8(body).map_err(|_| Error::InvalidRequest {
+        message: "the formatted body is not UTF-8".into(),
+    })
 }

@@ -1,0 +1,585 @@
+//! The `portable` world (`oma_portable.wasm`) through wasmtime: instantiated from an empty
+//! linker, its runs stepped by a host loop that performs each step of a `driver` session with
+//! the same hooks the `component` world's imports reach.
+//!
+//! A [`DriverGuest`] offers the agent calls of a [`Guest`](crate::Guest) (`create_agent`, `run`,
+//! `stream`, `prompt`, `get_history`, `reset`, `run_agent`), so one test runs against both
+//! worlds. Each run is a session: `send` steps go to the [`GuestOptions::hooks`] (the
+//! [`CaptureOutbound`](crate::CaptureOutbound), [`LoopbackOnly`](crate::LoopbackOnly), ...
+//! that would see the other world's wasi:http requests), the hook, tool, progress, evaluation
+//! and external steps to the [`GuestOptions::host`], and `wait` steps to the tokio timer.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use wasmtime::component::{Component, Linker, ResourceAny};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi_http::{RequestOptions, WasiBody};
+
+use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
+use crate::bindings::oma::agent::outcome::{
+    AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
+};
+use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
+use crate::engine::{engine, load_component, HarnessOptions};
+use crate::portable_bindings::exports::oma::agent::driver::{
+    Answer, EvaluationCase, HookContext, OutgoingRequest, Payloads, ResponseHead, RunReport,
+    SessionOptions, Step, ToolAnswer, TransportFailure, TransportFailureKind,
+};
+use crate::portable_bindings::{PortableHost, PortableHostPre};
+use crate::state::{GuestOptions, HostState};
+
+/// The most steps one run may take before the host loop gives up on it.
+pub const MAX_SESSION_STEPS: usize = 1_000_000;
+
+/// An engine with the portable guest compiled and pre-instantiated from an empty linker.
+pub struct DriverHarness {
+    engine: Engine,
+    pre: PortableHostPre<HostState>,
+}
+
+impl std::fmt::Debug for DriverHarness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverHarness").finish_non_exhaustive()
+    }
+}
+
+impl DriverHarness {
+    /// The process-wide harness for the portable guest `build.rs` built.
+    pub fn shared() -> anyhow::Result<&'static DriverHarness> {
+        static SHARED: OnceLock<Result<DriverHarness, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                let options = HarnessOptions {
+                    wasm: crate::artifact::PORTABLE_WASM.into(),
+                    ..HarnessOptions::default()
+                };
+                DriverHarness::new(options).map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
+    /// A harness of its own for the portable component at `options.wasm`.
+    pub fn new(options: HarnessOptions) -> anyhow::Result<DriverHarness> {
+        let engine = engine(&options)?;
+        let bytes = std::fs::read(&options.wasm).with_context(|| {
+            format!("could not read the portable guest {}", options.wasm.display())
+        })?;
+        let (component, _) = load_component(&engine, &options, &bytes)?;
+        let pre = PortableHostPre::new(empty_linker(&engine).instantiate_pre(&component)?)?;
+        Ok(DriverHarness { engine, pre })
+    }
+
+    /// A fresh instance whose steps go to `options`' hooks and host.
+    pub async fn instantiate_with(&self, options: GuestOptions) -> anyhow::Result<DriverGuest> {
+        let mut store = Store::new(&self.engine, HostState::new(options));
+        let bindings = self.pre.instantiate_async(&mut store).await?;
+        Ok(DriverGuest {
+            store,
+            bindings,
+            flights: HashMap::new(),
+            next_flight: 1,
+        })
+    }
+}
+
+/// A linker with nothing in it: the portable world imports nothing.
+pub fn empty_linker(engine: &Engine) -> Linker<HostState> {
+    Linker::new(engine)
+}
+
+/// Compiles `wasm` and instantiates it with an empty linker; fails if the component imports
+/// anything at all.
+pub async fn instantiate_empty(wasm: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let engine = Engine::default();
+    let component = Component::from_file(&engine, wasm)?;
+    let imports: Vec<String> = component
+        .component_type()
+        .imports(&engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let mut store = Store::new(&engine, ());
+    Linker::<()>::new(&engine)
+        .instantiate_async(&mut store, &component)
+        .await?;
+    Ok(imports)
+}
+
+/// The HTTP of one session in flight: the response body being read, and the run's agent.
+struct Flight {
+    agent: String,
+    body: Option<WasiBody>,
+    between_bytes: Duration,
+}
+
+/// A live portable instance.
+pub struct DriverGuest {
+    store: Store<HostState>,
+    bindings: PortableHost,
+    flights: HashMap<u64, Flight>,
+    next_flight: u64,
+}
+
+impl std::fmt::Debug for DriverGuest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverGuest").finish_non_exhaustive()
+    }
+}
+
+/// What one step of the host loop came to.
+enum Driven {
+    Event(AgentEvent),
+    Done(RunResult),
+    Continue,
+}
+
+fn typed(seed: u64) -> SessionOptions {
+    SessionOptions {
+        payloads: Payloads::Typed,
+        seed,
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl DriverGuest {
+    /// The host state of this instance.
+    pub fn state_mut(&mut self) -> &mut HostState {
+        self.store.data_mut()
+    }
+
+    /// `codec.messages-to-json` of the portable world.
+    pub async fn messages_to_json(
+        &mut self,
+        messages: &[LlmMessage],
+    ) -> anyhow::Result<Result<String, WitError>> {
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_messages_to_json(&mut self.store, messages)
+            .await?)
+    }
+
+    /// `driver.agent.create`.
+    pub async fn create_agent(
+        &mut self,
+        config: &AgentConfig,
+    ) -> anyhow::Result<Result<AgentHandle, WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        Ok(driver
+            .agent()
+            .call_create(&mut self.store, config)
+            .await?
+            .map(|resource| AgentHandle::new(resource, &config.name)))
+    }
+
+    /// `driver.agent.create-json`.
+    pub async fn create_agent_json(
+        &mut self,
+        config: &str,
+    ) -> anyhow::Result<Result<AgentHandle, WitError>> {
+        let name = serde_json::from_str::<serde_json::Value>(config)
+            .ok()
+            .and_then(|v| v["name"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "agent".into());
+        let driver = self.bindings.oma_agent_driver();
+        Ok(driver
+            .agent()
+            .call_create_json(&mut self.store, config)
+            .await?
+            .map(|resource| AgentHandle::new(resource, &name)))
+    }
+
+    /// `driver.agent.run`, with the session driven to its result.
+    pub async fn run(
+        &mut self,
+        agent: &AgentHandle,
+        input: &RunInput,
+    ) -> anyhow::Result<Result<RunResult, WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        let session = driver
+            .agent()
+            .call_run(&mut self.store, agent.resource, input, typed(7))
+            .await?;
+        match session {
+            Ok(session) => Ok(Ok(self.finish(session, &agent.name).await?)),
+            Err(error) => Ok(Err(error)),
+        }
+    }
+
+    /// `driver.agent.prompt`, with the session driven to its result.
+    pub async fn prompt(
+        &mut self,
+        agent: &AgentHandle,
+        input: &PromptInput,
+    ) -> anyhow::Result<Result<RunResult, WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        let session = driver
+            .agent()
+            .call_prompt(&mut self.store, agent.resource, input, typed(7))
+            .await?;
+        match session {
+            Ok(session) => Ok(Ok(self.finish(session, &agent.name).await?)),
+            Err(error) => Ok(Err(error)),
+        }
+    }
+
+    /// `driver.agent.stream`: the session; its events come from
+    /// [`DriverGuest::next_agent_event`].
+    pub async fn stream(
+        &mut self,
+        agent: &AgentHandle,
+        input: &RunInput,
+    ) -> anyhow::Result<Result<AgentStreamHandle, WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        let session = driver
+            .agent()
+            .call_stream(&mut self.store, agent.resource, input, typed(7))
+            .await?;
+        Ok(session.map(|resource| {
+            let id = self.track(&agent.name);
+            AgentStreamHandle::with_flight(resource, id)
+        }))
+    }
+
+    /// The next event of a streamed session (its result as the last, `done` or `error`), `None`
+    /// after that.
+    pub async fn next_agent_event(
+        &mut self,
+        stream: &AgentStreamHandle,
+    ) -> anyhow::Result<Option<AgentEvent>> {
+        let id = stream.flight;
+        let Some(mut flight) = self.flights.remove(&id) else {
+            return Ok(None);
+        };
+        for _ in 0..MAX_SESSION_STEPS {
+            match self.step(stream.resource, &mut flight).await? {
+                Driven::Event(event) => {
+                    self.flights.insert(id, flight);
+                    return Ok(Some(event));
+                }
+                Driven::Done(result) => {
+                    let event = if result.success {
+                        AgentEvent::Done(result)
+                    } else {
+                        AgentEvent::Error(result)
+                    };
+                    return Ok(Some(event));
+                }
+                Driven::Continue => {}
+            }
+        }
+        Err(anyhow!("the session did not end within {MAX_SESSION_STEPS} steps"))
+    }
+
+    /// Drops a session, abandoning its run.
+    pub async fn close_agent_stream(&mut self, stream: AgentStreamHandle) -> anyhow::Result<()> {
+        self.flights.remove(&stream.flight);
+        stream.resource.resource_drop_async(&mut self.store).await?;
+        Ok(())
+    }
+
+    /// Reads a streamed session to its end and drops it.
+    pub async fn collect_agent_stream(
+        &mut self,
+        stream: AgentStreamHandle,
+    ) -> anyhow::Result<Vec<AgentEvent>> {
+        let mut events = Vec::new();
+        for _ in 0..MAX_AGENT_EVENTS {
+            match self.next_agent_event(&stream).await {
+                Ok(Some(event)) => events.push(event),
+                Ok(None) => {
+                    self.close_agent_stream(stream).await?;
+                    return Ok(events);
+                }
+                Err(error) => {
+                    let _ = self.close_agent_stream(stream).await;
+                    return Err(error);
+                }
+            }
+        }
+        self.close_agent_stream(stream).await?;
+        Err(anyhow!("the stream did not end within {MAX_AGENT_EVENTS} events"))
+    }
+
+    /// `driver.agent.get-history`.
+    pub async fn get_history(&mut self, agent: &AgentHandle) -> anyhow::Result<Vec<LlmMessage>> {
+        let driver = self.bindings.oma_agent_driver();
+        Ok(driver
+            .agent()
+            .call_get_history(&mut self.store, agent.resource)
+            .await?)
+    }
+
+    /// `driver.agent.reset`.
+    pub async fn reset(&mut self, agent: &AgentHandle) -> anyhow::Result<()> {
+        let driver = self.bindings.oma_agent_driver();
+        driver
+            .agent()
+            .call_reset(&mut self.store, agent.resource)
+            .await?;
+        Ok(())
+    }
+
+    /// Drops an agent (its sessions live on).
+    pub async fn drop_agent(&mut self, agent: AgentHandle) -> anyhow::Result<()> {
+        agent.resource.resource_drop_async(&mut self.store).await?;
+        Ok(())
+    }
+
+    /// `driver.run-agent`, with the session driven to its result.
+    pub async fn run_agent(
+        &mut self,
+        config: &AgentConfig,
+        input: &RunInput,
+        options: &RunAgentOptions,
+    ) -> anyhow::Result<Result<RunResult, WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        let session = driver
+            .call_run_agent(&mut self.store, config, input, *options, typed(7))
+            .await?;
+        match session {
+            Ok(session) => Ok(Ok(self.finish(session, &config.name).await?)),
+            Err(error) => Ok(Err(error)),
+        }
+    }
+
+    /// `session.next`, unperformed: the raw step (for tests of the protocol itself).
+    pub async fn next_step(
+        &mut self,
+        session: ResourceAny,
+    ) -> anyhow::Result<Result<Step, WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        Ok(driver
+            .session()
+            .call_next(&mut self.store, session, now_ms())
+            .await?)
+    }
+
+    /// `session.answer`, as given (for tests of the protocol itself).
+    pub async fn answer(
+        &mut self,
+        session: ResourceAny,
+        answer: &Answer,
+    ) -> anyhow::Result<Result<(), WitError>> {
+        let driver = self.bindings.oma_agent_driver();
+        Ok(driver
+            .session()
+            .call_answer(&mut self.store, session, answer)
+            .await?)
+    }
+
+    /// The typed bindings of this instance, for calls the wrappers above do not cover.
+    pub fn parts(&mut self) -> (&mut Store<HostState>, &PortableHost) {
+        (&mut self.store, &self.bindings)
+    }
+
+    fn track(&mut self, agent: &str) -> u64 {
+        let id = self.next_flight;
+        self.next_flight += 1;
+        self.flights.insert(
+            id,
+            Flight {
+                agent: agent.to_owned(),
+                body: None,
+                between_bytes: Duration::from_secs(30),
+            },
+        );
+        id
+    }
+
+    /// Drives `session` to its result and drops it.
+    async fn finish(&mut self, session: ResourceAny, agent: &str) -> anyhow::Result<RunResult> {
+        let mut flight = Flight {
+            agent: agent.to_owned(),
+            body: None,
+            between_bytes: Duration::from_secs(30),
+        };
+        let mut outcome = Err(anyhow!(
+            "the session did not end within {MAX_SESSION_STEPS} steps"
+        ));
+        for _ in 0..MAX_SESSION_STEPS {
+            match self.step(session, &mut flight).await {
+                Ok(Driven::Done(result)) => {
+                    outcome = Ok(result);
+                    break;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        session.resource_drop_async(&mut self.store).await?;
+        outcome
+    }
+
+    /// Asks for one step and performs it.
+    async fn step(&mut self, session: ResourceAny, flight: &mut Flight) -> anyhow::Result<Driven> {
+        let step = match self.next_step(session).await? {
+            Ok(step) => step,
+            Err(error) => return Err(anyhow!("session.next failed: {}", error.message)),
+        };
+        let answer = match step {
+            Step::Event(event) => return Ok(Driven::Event(event)),
+            Step::Done(RunReport::Typed(result)) => return Ok(Driven::Done(result)),
+            Step::Done(RunReport::Json(_)) => return Err(anyhow!("a typed session gave JSON")),
+            Step::Progress(event) => {
+                self.store.data_mut().agent_host().progress(event);
+                return Ok(Driven::Continue);
+            }
+            Step::Evaluation(EvaluationCase::Typed(record)) => {
+                self.store.data_mut().agent_host().evaluation(record);
+                return Ok(Driven::Continue);
+            }
+            Step::Evaluation(EvaluationCase::Json(_)) | Step::BeforeRun(HookContext::Json(_)) => {
+                return Err(anyhow!("a typed session gave JSON"))
+            }
+            Step::BeforeRun(HookContext::Typed(context)) => {
+                Answer::Hook(self.store.data_mut().agent_host().before_run(context))
+            }
+            Step::CallTool(call) => {
+                let id = call.id.clone();
+                let outcome = self
+                    .store
+                    .data_mut()
+                    .agent_host()
+                    .call_tool(&flight.agent, call);
+                Answer::Tool(ToolAnswer { id, outcome })
+            }
+            Step::ExternalSend(request) => Answer::External(
+                self.store
+                    .data_mut()
+                    .agent_host()
+                    .external_send(&flight.agent, request.kind, request.text),
+            ),
+            Step::Send(request) => self.send(request, flight).await,
+            Step::Receive => receive(flight).await,
+            Step::Wait(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Answer::Waited
+            }
+        };
+        match self.answer(session, &answer).await? {
+            Ok(()) => Ok(Driven::Continue),
+            Err(error) => Err(anyhow!("session.answer refused: {}", error.message)),
+        }
+    }
+
+    /// Sends a request through the installed hooks; answers with its head or the failure.
+    async fn send(&mut self, request: OutgoingRequest, flight: &mut Flight) -> Answer {
+        flight.body = None;
+        let timeout = Duration::from_millis(request.timeout_ms);
+        flight.between_bytes = timeout;
+        let mut builder = http::Request::builder()
+            .method(request.method.as_str())
+            .uri(request.url.as_str());
+        for (name, value) in &request.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        builder = builder.header("content-length", request.body.len().to_string());
+        let body: WasiBody = Full::new(Bytes::from(request.body.into_bytes()))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let http_request = match builder.body(body) {
+            Ok(r) => r,
+            Err(e) => return failure(TransportFailureKind::Other, &e.to_string()),
+        };
+        let options = RequestOptions {
+            connect_timeout: Some(timeout),
+            first_byte_timeout: Some(timeout),
+            between_bytes_timeout: Some(timeout),
+        };
+        let future = self.store.data_mut().hooks_mut().send_request(
+            http_request,
+            Some(options),
+            Box::new(async { Ok(()) }),
+        );
+        let sent = tokio::time::timeout(timeout, Box::into_pin(future)).await;
+        let (response, io) = match sent {
+            Err(_) => return failure(TransportFailureKind::TimedOut, "no response in time"),
+            Ok(Err(error)) => return transport_failure(&error),
+            Ok(Ok(parts)) => parts,
+        };
+        // The connection's I/O runs beside the body; its errors surface in the body.
+        tokio::spawn(async move {
+            let _ = Box::into_pin(io).await;
+        });
+        let (parts, body) = response.into_parts();
+        flight.body = Some(body);
+        Answer::Head(ResponseHead {
+            status: parts.status.as_u16(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Reads the next data of the body in flight.
+async fn receive(flight: &mut Flight) -> Answer {
+    let Some(body) = flight.body.as_mut() else {
+        return Answer::End;
+    };
+    loop {
+        match tokio::time::timeout(flight.between_bytes, body.frame()).await {
+            Err(_) => {
+                flight.body = None;
+                return failure(TransportFailureKind::TimedOut, "connection read timeout");
+            }
+            Ok(None) => {
+                flight.body = None;
+                return Answer::End;
+            }
+            Ok(Some(Err(error))) => {
+                flight.body = None;
+                return transport_failure(&error);
+            }
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) if !data.is_empty() => return Answer::Chunk(data.to_vec()),
+                // Empty data and trailers carry nothing for the run.
+                _ => {}
+            },
+        }
+    }
+}
+
+fn failure(kind: TransportFailureKind, message: &str) -> Answer {
+    Answer::Failure(TransportFailure {
+        kind,
+        message: message.to_owned(),
+    })
+}
+
+/// A wasi-http error as the driver's transport failure.
+fn transport_failure(error: &wasmtime_wasi_http::Error) -> Answer {
+    use wasmtime_wasi_http::Error as E;
+    let kind = match error {
+        E::ConnectionTimeout
+        | E::ConnectionReadTimeout
+        | E::ConnectionWriteTimeout
+        | E::HttpResponseTimeout => TransportFailureKind::TimedOut,
+        E::HttpRequestDenied => TransportFailureKind::Denied,
+        E::ConnectionRefused => TransportFailureKind::Refused,
+        E::ConnectionTerminated | E::HttpResponseIncomplete => TransportFailureKind::Reset,
+        _ => TransportFailureKind::Other,
+    };
+    failure(kind, &format!("{error:?}"))
+}

@@ -1,0 +1,589 @@
+//! One run as a state machine with no I/O (OMA's `Agent.run`/`stream`/`prompt` and `runAgent`;
+//! see `docs/agent.md`): it owns the whole run, from the `beforeRun` hook to the result, and says
+//! at each point what it needs from the world.
+//!
+//! In the manner of rustls's `Connection` and quinn-proto's `poll`/`handle`: [`RunMachine::poll`]
+//! gives the next [`Step`] (call the hook, send this request, read more of the body, wait, call
+//! this tool, send this text to an external backend, deliver an event, a progress event or an
+//! evaluation case, and finally the result), and [`RunMachine::handle`] takes the [`Answer`] to
+//! a step that needs one. Time comes in with each `poll` and randomness from the seed the run
+//! was made with, so the machine reads no clock and no random source.
+//!
+//! Call order:
+//!
+//! 1. Make a machine ([`RunMachine::run`] or [`RunMachine::run_agent`]) over prepared input
+//!    ([`crate::agent::input`]): invalid input has already failed, before anything happened.
+//! 2. `poll(now)` until it returns `None`; each step either needs an answer (`BeforeRun`,
+//!    `Send`, `Receive`, `Wait`, `CallTool`, `External`) or only delivery (`Event`,
+//!    `Progress`, `Evaluation`); `Done` is the last step.
+//! 3. `handle` the answer of each step that needs one (tool calls of one turn may be answered in
+//!    any order), and go back to 2.
+//!
+//! An answer the machine did not ask for (a tool outcome while it waits for HTTP, an unknown
+//! tool id, a second answer to one step, anything after the result) fails with
+//! [`Error::Session`] and changes nothing. Everything that goes wrong in the run itself (a hook
+//! that failed, a provider error, unsupported content, a broken tool answer, an exceeded budget)
+//! ends it with a failed [`RunOutcome`], never with an error. Never panics.
+
+use std::collections::VecDeque;
+
+use serde_json::json;
+
+use crate::adapter::{self, Adapter, ChatRequest, Endpoint, IdSource, StreamEvent};
+use crate::agent::before_run::{self, transport_prompt, BeforeRunContext, ExternalKind};
+use crate::agent::evaluation::{scorer_input, stored_payload, RunInput, StorePayloads};
+use crate::agent::outcome::classify;
+use crate::agent::progress::agent_start_data;
+use crate::agent::session::{
+    outcome_json, AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
+use crate::agent::turn::{Action, Ending, RunOutcome, TurnLoop, TurnOptions};
+use crate::error::Error;
+use crate::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
+use crate::message::{ContentBlock, LlmMessage, Role, TextBlock, TokenUsage, ToolResultBlock};
+use crate::rng::Rng;
+use crate::validate::validate_tool_result_at;
+
+/// Everything a run needs to know about its agent.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// The request every turn starts from: model, system prompt, tools, sampling; its messages
+    /// are ignored.
+    pub template: ChatRequest,
+    /// The agent's name, turn limit, token budget and provider.
+    pub turn: TurnOptions,
+    /// Whether to call the `beforeRun` hook.
+    pub before_run: bool,
+    /// An external text-only backend instead of a provider.
+    pub external: Option<ExternalKind>,
+    /// The agent's configuration as OMA JSON for the hook's context, without secrets.
+    pub config_json: String,
+    /// The provider (`anthropic`, `openai`, `gemini`, ...), which picks the wire format.
+    pub provider: String,
+    /// Where requests go and the credentials; its `timestamp` is set per request.
+    pub endpoint: Endpoint,
+    /// Retries, timeouts, size limit and egress policy of each provider call.
+    pub call: CallOptions,
+}
+
+impl RunSpec {
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.turn.agent_name
+    }
+
+    /// The wire format of this spec's provider; fails for an unknown provider without a base
+    /// URL. `ids` feeds the ids a format makes up (Gemini).
+    pub fn adapter(&self, ids: IdSource) -> Result<Box<dyn Adapter>, Error> {
+        adapter::for_provider(&self.provider, self.endpoint.base_url.as_deref(), ids)
+    }
+}
+
+/// What the machine needs next, or has to deliver.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Run the `beforeRun` hook on this context (a copy of its own); answer with
+    /// [`Answer::Hook`].
+    BeforeRun {
+        /// The agent's name.
+        agent: String,
+        /// The hook's context: the prompt and the effective messages.
+        context: BeforeRunContext,
+        /// The agent's configuration as OMA JSON, without secrets.
+        config: String,
+    },
+    /// Send this HTTP request; answer with a response, a head then chunks, or a failure
+    /// ([`Answer::Http`]).
+    Send(Outgoing),
+    /// Read more of the response body; answer with a chunk, the end, or a failure.
+    Receive,
+    /// Wait this many milliseconds before retrying; answer with [`CallAnswer::Waited`].
+    Wait(u64),
+    /// Call this tool; answer with [`Answer::Tool`] under the call's id.
+    CallTool(crate::message::ToolUseBlock),
+    /// Send this text through an external text-only backend; answer with [`Answer::External`].
+    External {
+        /// Which backend.
+        kind: ExternalKind,
+        /// The text to send.
+        text: String,
+    },
+    /// An event of the run (deltas when streaming, turn texts, tool calls and results, an
+    /// exceeded budget); no answer.
+    Event(AgentEvent),
+    /// A progress event of `run-agent`; no answer.
+    Progress(ProgressEvent),
+    /// An online-evaluation case of `run-agent`; no answer.
+    Evaluation(Box<EvaluationRecord>),
+    /// The run is over; nothing follows.
+    Done(RunOutcome),
+}
+
+/// The answer to a step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// How the `beforeRun` hook answered.
+    Hook(HookAnswer),
+    /// What happened to a `Send`, `Receive` or `Wait`.
+    Http(CallAnswer),
+    /// What the tool call `id` returned.
+    Tool {
+        /// The id of the tool-use block answered.
+        id: String,
+        /// The tool's answer.
+        outcome: ToolOutcome,
+    },
+    /// An external backend's output, or its failure message.
+    External(Result<String, String>),
+}
+
+/// What `run-agent` adds around a run.
+#[derive(Debug)]
+struct Reporting {
+    agent: String,
+    progress: bool,
+    /// The input as given, for progress and evaluation; `None` when neither needs it.
+    given: Option<RunInput>,
+    /// The evaluation policy, when this run was sampled.
+    evaluation: Option<StorePayloads>,
+    /// The time of the first poll.
+    started_ms: Option<u64>,
+}
+
+/// Where the run stands.
+enum Phase {
+    /// Prepared; nothing has happened yet.
+    Start(Vec<LlmMessage>),
+    /// The hook was handed out; its answer is due.
+    Hook(BeforeRunContext),
+    /// The text was handed to the external backend; its answer is due.
+    External,
+    /// The turn loop is running, with the provider call of the current turn when one is in
+    /// flight.
+    Turns(Box<Turns>),
+    /// `Done` was queued.
+    Over,
+}
+
+struct Turns {
+    turn: TurnLoop,
+    call: Option<(Call, Box<dyn Adapter>)>,
+}
+
+/// One run. See the module documentation for the call order.
+pub struct RunMachine {
+    spec: RunSpec,
+    streaming: bool,
+    phase: Phase,
+    queue: VecDeque<Step>,
+    rng: Rng,
+    now_ms: u64,
+    reporting: Option<Reporting>,
+}
+
+impl std::fmt::Debug for RunMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunMachine")
+            .field("agent", &self.spec.name())
+            .field("streaming", &self.streaming)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunMachine {
+    /// A run of `spec` over prepared `messages` (`run`, `stream`, `prompt`). With `streaming`,
+    /// each turn is a streamed request whose pieces come out as
+    /// [`AgentEvent::TextDelta`]/[`AgentEvent::ReasoningDelta`] events. `seed` seeds every
+    /// random draw of the run.
+    pub fn run(spec: RunSpec, messages: Vec<LlmMessage>, streaming: bool, seed: u64) -> Self {
+        RunMachine {
+            spec,
+            streaming,
+            phase: Phase::Start(messages),
+            queue: VecDeque::new(),
+            rng: Rng::new(seed),
+            now_ms: 0,
+            reporting: None,
+        }
+    }
+
+    /// OMA's `runAgent` over prepared `messages`, `given` being the input as the caller gave it:
+    /// progress `agent_start` first, then the run, `budget_exceeded` when it applies,
+    /// `agent_complete`, and the evaluation case when the run is sampled (drawn now).
+    pub fn run_agent(
+        spec: RunSpec,
+        messages: Vec<LlmMessage>,
+        given: RunInput,
+        progress: bool,
+        evaluation: Option<(StorePayloads, f64)>,
+        seed: u64,
+    ) -> Self {
+        let mut machine = RunMachine::run(spec, messages, false, seed);
+        let sampled = evaluation
+            .filter(|(_, rate)| *rate >= 1.0 || (*rate > 0.0 && machine.rng.next_unit() < *rate))
+            .map(|(policy, _)| policy);
+        machine.reporting = Some(Reporting {
+            agent: machine.spec.name().to_owned(),
+            progress,
+            given: (progress || sampled.is_some()).then_some(given),
+            evaluation: sampled,
+            started_ms: None,
+        });
+        machine
+    }
+
+    /// The name of the agent this run belongs to.
+    pub fn agent_name(&self) -> &str {
+        self.spec.name()
+    }
+
+    /// Whether the machine waits for an answer (a step that needs one was handed out).
+    pub fn awaits_answer(&self) -> bool {
+        if !self.queue.is_empty() {
+            return false;
+        }
+        match &self.phase {
+            Phase::Hook(_) | Phase::External => true,
+            Phase::Turns(turns) => match &turns.call {
+                Some((call, _)) => call.awaits_answer(),
+                None => !turns.turn.is_finished(),
+            },
+            Phase::Start(_) | Phase::Over => false,
+        }
+    }
+
+    /// The next step at time `now_ms` (milliseconds since the Unix epoch), or `None` while an
+    /// answer is due, and after `Done`.
+    pub fn poll(&mut self, now_ms: u64) -> Option<Step> {
+        self.now_ms = now_ms;
+        self.report_start();
+        loop {
+            if let Some(step) = self.queue.pop_front() {
+                return Some(step);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Over) {
+                Phase::Start(messages) => self.start(messages),
+                phase @ (Phase::Hook(_) | Phase::External | Phase::Over) => {
+                    self.phase = phase;
+                    return None;
+                }
+                Phase::Turns(turns) => {
+                    if let Some(step) = self.step_turns(turns) {
+                        return Some(step);
+                    }
+                    if !matches!(self.phase, Phase::Over) && self.queue.is_empty() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Feeds the answer to a step. Fails with [`Error::Session`], changing nothing, when the
+    /// machine did not ask for it.
+    #[must_use = "an answer the run did not ask for is refused with an error"]
+    pub fn handle(&mut self, answer: Answer) -> Result<(), Error> {
+        if !self.queue.is_empty() {
+            return Err(self.refuse(&answer));
+        }
+        match (std::mem::replace(&mut self.phase, Phase::Over), answer) {
+            (Phase::Hook(context), Answer::Hook(answer)) => {
+                let merged = match answer {
+                    HookAnswer::Failed(message) => Err(Error::Host { message }),
+                    HookAnswer::Rejected(error) => Err(error),
+                    HookAnswer::Result(result) => {
+                        before_run::merge(context, result, self.spec.external)
+                    }
+                };
+                match merged {
+                    Ok(messages) => self.begin(messages),
+                    Err(error) => self.fail(&error, true),
+                }
+                Ok(())
+            }
+            (Phase::External, Answer::External(reply)) => {
+                match reply {
+                    Ok(output) => self.end(RunOutcome {
+                        messages: vec![LlmMessage {
+                            role: Role::Assistant,
+                            content: vec![ContentBlock::Text(TextBlock {
+                                text: output.clone(),
+                            })],
+                        }],
+                        output,
+                        token_usage: TokenUsage::default(),
+                        tool_calls: Vec::new(),
+                        turns: 1,
+                        ending: Ending::Completed,
+                    }),
+                    Err(message) => self.fail(&Error::Host { message }, false),
+                }
+                Ok(())
+            }
+            (Phase::Turns(mut turns), Answer::Http(answer)) => {
+                let result = match &mut turns.call {
+                    Some((call, adapter)) => {
+                        call.handle(answer, adapter.as_ref(), turns.turn.request())
+                    }
+                    None => Err(self.refuse(&Answer::Http(answer))),
+                };
+                self.phase = Phase::Turns(turns);
+                result
+            }
+            (Phase::Turns(mut turns), Answer::Tool { id, outcome }) => {
+                let position = match &turns.call {
+                    None => turns.turn.result_position(&id),
+                    Some(_) => None,
+                };
+                let Some((message, block)) = position else {
+                    self.phase = Phase::Turns(turns);
+                    return Err(Error::Session {
+                        message: format!(
+                            "unexpected answer: no tool call with id {:?} is waiting for its result",
+                            shorten(&id)
+                        ),
+                    });
+                };
+                // A tool's answer is input too: it must pass OMA's rules (media, error
+                // results) before it can travel in the next request.
+                let result = ToolResultBlock {
+                    tool_use_id: id,
+                    content: outcome.content,
+                    is_error: outcome.is_error.then_some(true),
+                };
+                let taken = match validate_tool_result_at(&result, message, block) {
+                    Ok(()) => turns.turn.handle_tool_result(
+                        &result.tool_use_id,
+                        result.content,
+                        outcome.is_error,
+                    ),
+                    Err(error) => turns.turn.handle_failure(error),
+                };
+                debug_assert!(taken, "the position was checked");
+                self.phase = Phase::Turns(turns);
+                Ok(())
+            }
+            (phase, answer) => {
+                self.phase = phase;
+                Err(self.refuse(&answer))
+            }
+        }
+    }
+
+    /// The hook, or straight to the backend.
+    fn start(&mut self, messages: Vec<LlmMessage>) {
+        if !self.spec.before_run {
+            return self.begin(messages);
+        }
+        // The run's own copy becomes the context; the hook gets a copy of that, and an
+        // unchanged list comes back out of the merge without another.
+        let context = BeforeRunContext::from_messages(messages);
+        self.queue.push_back(Step::BeforeRun {
+            agent: self.spec.name().to_owned(),
+            context: context.clone(),
+            config: self.spec.config_json.clone(),
+        });
+        self.phase = Phase::Hook(context);
+    }
+
+    /// The external backend gets the latest user text; otherwise the turn loop starts.
+    fn begin(&mut self, messages: Vec<LlmMessage>) {
+        if let Some(kind) = self.spec.external {
+            let prompt = transport_prompt(&messages);
+            let text = match (kind, self.spec.template.system_prompt.as_deref()) {
+                (ExternalKind::Process, Some(system)) if !system.is_empty() => {
+                    format!("{system}\n\n{prompt}")
+                }
+                _ => prompt,
+            };
+            self.queue.push_back(Step::External { kind, text });
+            self.phase = Phase::External;
+            return;
+        }
+        let mut template = self.spec.template.clone();
+        template.stream = self.streaming;
+        let turn = TurnLoop::new(messages, template, self.spec.turn.clone());
+        self.phase = Phase::Turns(Box::new(Turns { turn, call: None }));
+    }
+
+    /// Advances the turns until a step is ready or an answer is due; sets the phase back.
+    fn step_turns(&mut self, mut turns: Box<Turns>) -> Option<Step> {
+        loop {
+            if let Some((call, _)) = &mut turns.call {
+                match call.poll() {
+                    Some(CallStep::Send(outgoing)) => {
+                        self.phase = Phase::Turns(turns);
+                        return Some(Step::Send(outgoing));
+                    }
+                    Some(CallStep::Receive) => {
+                        self.phase = Phase::Turns(turns);
+                        return Some(Step::Receive);
+                    }
+                    Some(CallStep::Wait(ms)) => {
+                        self.phase = Phase::Turns(turns);
+                        return Some(Step::Wait(ms));
+                    }
+                    Some(CallStep::Event(event)) => {
+                        let event = match event {
+                            StreamEvent::Text(text) => AgentEvent::TextDelta(text),
+                            StreamEvent::Reasoning(text) => AgentEvent::ReasoningDelta(text),
+                            // Tool calls are announced by the loop once the turn is complete.
+                            StreamEvent::ToolUse(_) | StreamEvent::Done(_) => continue,
+                        };
+                        self.phase = Phase::Turns(turns);
+                        return Some(Step::Event(event));
+                    }
+                    Some(CallStep::Done(result)) => {
+                        turns.call = None;
+                        let taken = match result {
+                            Ok(response) => turns.turn.handle_response(response),
+                            Err(error) => turns.turn.handle_failure(error),
+                        };
+                        debug_assert!(taken, "a response is due while a call is in flight");
+                    }
+                    None => {
+                        self.phase = Phase::Turns(turns);
+                        return None;
+                    }
+                }
+                continue;
+            }
+            match turns.turn.poll() {
+                Some(Action::SendRequest) => {
+                    let seed = self.rng.next_u64();
+                    let ids = IdSource {
+                        epoch_ms: self.now_ms,
+                        seed: self.rng.next_u64(),
+                    };
+                    match self.spec.adapter(ids) {
+                        Ok(adapter) => {
+                            let endpoint = Endpoint {
+                                timestamp: Some(adapter::amz_timestamp(self.now_ms / 1000)),
+                                ..self.spec.endpoint.clone()
+                            };
+                            let call = Call::new(
+                                adapter.as_ref(),
+                                turns.turn.request(),
+                                &endpoint,
+                                self.spec.call.clone(),
+                                seed,
+                            );
+                            turns.call = Some((call, adapter));
+                        }
+                        Err(error) => {
+                            let taken = turns.turn.handle_failure(error);
+                            debug_assert!(taken);
+                        }
+                    }
+                }
+                Some(Action::CallTool(call)) => {
+                    self.phase = Phase::Turns(turns);
+                    return Some(Step::CallTool(call));
+                }
+                Some(Action::Emit(event)) => {
+                    self.phase = Phase::Turns(turns);
+                    return Some(Step::Event(AgentEvent::Turn(event)));
+                }
+                Some(Action::Done(outcome)) => {
+                    self.end(outcome);
+                    return None;
+                }
+                None => {
+                    self.phase = Phase::Turns(turns);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Ends the run with `error` (kind `callback` when it came from the hook).
+    fn fail(&mut self, error: &Error, from_hook: bool) {
+        let failure = classify(error, from_hook, self.spec.turn.provider.as_deref());
+        self.end(RunOutcome::failed(error, 0, failure));
+    }
+
+    /// Queues what follows a run: `run-agent`'s progress and evaluation, then `Done`.
+    fn end(&mut self, outcome: RunOutcome) {
+        self.phase = Phase::Over;
+        if let Some(reporting) = self.reporting.take() {
+            if reporting.progress {
+                if outcome.budget_exceeded() {
+                    self.queue.push_back(Step::Progress(ProgressEvent {
+                        kind: "budget_exceeded",
+                        agent: reporting.agent.clone(),
+                        data: json!({ "message": outcome.output }),
+                    }));
+                }
+                self.queue.push_back(Step::Progress(ProgressEvent {
+                    kind: "agent_complete",
+                    agent: reporting.agent.clone(),
+                    data: outcome_json(&outcome),
+                }));
+            }
+            if let (Some(policy), Some(input)) = (reporting.evaluation, &reporting.given) {
+                let started = reporting.started_ms.unwrap_or(self.now_ms);
+                self.queue
+                    .push_back(Step::Evaluation(Box::new(EvaluationRecord {
+                        agent: reporting.agent,
+                        input: scorer_input(input, policy),
+                        payload: stored_payload(input, &outcome.output, policy),
+                        result: outcome.clone(),
+                        duration_ms: self.now_ms.saturating_sub(started),
+                    })));
+            }
+        }
+        self.queue.push_back(Step::Done(outcome));
+    }
+
+    /// `run-agent`'s `agent_start`, at the first poll.
+    fn report_start(&mut self) {
+        let Some(reporting) = self.reporting.as_mut() else {
+            return;
+        };
+        if reporting.started_ms.is_some() {
+            return;
+        }
+        reporting.started_ms = Some(self.now_ms);
+        if let (true, Some(input)) = (reporting.progress, &reporting.given) {
+            self.queue.push_back(Step::Progress(ProgressEvent {
+                kind: "agent_start",
+                agent: reporting.agent.clone(),
+                data: agent_start_data(input),
+            }));
+        }
+    }
+
+    fn refuse(&self, answer: &Answer) -> Error {
+        let given = match answer {
+            Answer::Hook(_) => "a beforeRun answer",
+            Answer::Http(_) => "an HTTP answer",
+            Answer::Tool { .. } => "a tool outcome",
+            Answer::External(_) => "an external backend's reply",
+        };
+        let expected = if !self.queue.is_empty() {
+            "no answer until the queued steps are polled"
+        } else {
+            match &self.phase {
+                Phase::Start(_) => "no answer (poll for the first step)",
+                Phase::Hook(_) => "the beforeRun answer",
+                Phase::External => "the external backend's reply",
+                Phase::Turns(turns) => match &turns.call {
+                    Some((call, _)) => call.expected(),
+                    None => "tool outcomes",
+                },
+                Phase::Over => "nothing: the run is over",
+            }
+        };
+        Error::Session {
+            message: format!("unexpected answer: got {given}, the run waits for {expected}"),
+        }
+    }
+}
+
+/// At most 64 characters of an id, for a message.
+fn shorten(id: &str) -> String {
+    id.chars().take(64).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,428 @@
+//! One provider call as a state machine with no I/O: format, check egress, send, classify,
+//! parse or decode, and retry what may be retried (see `docs/errors.md`).
+//!
+//! The call says what it needs ([`Call::poll`]: send this request, read more of the body, wait
+//! this long) and is told what happened ([`Call::handle`]). Whoever holds the network performs
+//! the step: the wasi:http driver of the `component` world, or the host itself through the
+//! `driver` interface. Either way the decisions (what is retried, after how long, what an
+//! answer means) are made here once.
+//!
+//! Call order: [`Call::new`], then repeatedly [`Call::poll`] and, for `Send`, `Receive` and
+//! `Wait`, one [`Call::handle`] with the matching answer, until `poll` returns
+//! [`CallStep::Done`]. Answers that do not fit the step fail with [`Error::Session`] and change
+//! nothing. Never panics.
+
+use std::collections::VecDeque;
+
+use super::retry::RetryPolicy;
+use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
+use crate::adapter::{Adapter, ChatRequest, Endpoint, StreamDecoder, StreamEvent};
+use crate::error::Error;
+use crate::message::LlmResponse;
+use crate::rng::Rng;
+
+/// How a call is bounded and retried.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallOptions {
+    /// When to try again.
+    pub retry: RetryPolicy,
+    /// Timeouts and size limits.
+    pub limits: Limits,
+    /// Where requests may go.
+    pub egress: EgressPolicy,
+}
+
+/// A request to send, with how to send it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The method, e.g. `POST`.
+    pub method: String,
+    /// The absolute URL.
+    pub url: String,
+    /// Header names (lowercase) and values, in order. They carry the key: show them to nobody.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: String,
+    /// The timeout to apply to connecting, the first byte and between bytes, in milliseconds.
+    pub timeout_ms: u64,
+    /// Whether the response is a stream to be delivered as it arrives.
+    pub stream: bool,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+}
+
+/// What the call needs next.
+#[derive(Debug, PartialEq)]
+pub enum CallStep {
+    /// Send this request; answer with [`CallAnswer::Response`], or [`CallAnswer::Head`] followed
+    /// by chunks, or [`CallAnswer::Failure`].
+    Send(Outgoing),
+    /// Read more of the response body; answer with [`CallAnswer::Chunk`], [`CallAnswer::End`] or
+    /// [`CallAnswer::Failure`].
+    Receive,
+    /// Wait this many milliseconds before the next attempt; answer with [`CallAnswer::Waited`].
+    Wait(u64),
+    /// A piece of a streamed answer (text, reasoning, a tool call); no answer.
+    Event(StreamEvent),
+    /// The call is over.
+    Done(Result<LlmResponse, Error>),
+}
+
+/// What happened to the step the call asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallAnswer {
+    /// The whole response.
+    Response(HttpResponse),
+    /// The response head; its body follows as chunks.
+    Head {
+        /// The status code.
+        status: u16,
+        /// Header names and values (names are compared without case).
+        headers: Vec<(String, String)>,
+    },
+    /// The next bytes of the body.
+    Chunk(Vec<u8>),
+    /// The body ended.
+    End,
+    /// The request failed before a whole answer arrived.
+    Failure(TransportFailure),
+    /// The wait is over.
+    Waited,
+}
+
+/// Where the call stands.
+enum State {
+    /// The next attempt is to be handed out.
+    SendDue,
+    /// A request was handed out; its response is due.
+    Sent,
+    /// The head arrived; body chunks are due.
+    Receiving(Receiving),
+    /// A wait is to be handed out.
+    WaitDue(u64),
+    /// A wait was handed out; `Waited` is due.
+    Waiting,
+    /// `Done` was queued.
+    Over,
+}
+
+struct Receiving {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    received: usize,
+    /// Set for an accepted (2xx) streamed response: its bytes go to the decoder as they come.
+    decoder: Option<Box<dyn StreamDecoder>>,
+}
+
+/// One provider call. See the module documentation for the call order.
+pub struct Call {
+    provider: String,
+    outgoing: Outgoing,
+    options: CallOptions,
+    secrets: Vec<String>,
+    rng: Rng,
+    state: State,
+    queue: VecDeque<CallStep>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("provider", &self.provider)
+            .field("url", &self.outgoing.url)
+            .field("attempt", &self.outgoing.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Call {
+    /// A call of `request` to `endpoint` in `adapter`'s format. Formatting and the egress check
+    /// happen now: when either fails, the first step is `Done` with the error and nothing is
+    /// ever sent. `seed` seeds the retry jitter.
+    pub fn new(
+        adapter: &dyn Adapter,
+        request: &ChatRequest,
+        endpoint: &Endpoint,
+        options: CallOptions,
+        seed: u64,
+    ) -> Call {
+        let secrets: Vec<String> = endpoint.secrets().into_iter().map(str::to_owned).collect();
+        let mut call = Call {
+            provider: adapter.name().to_owned(),
+            outgoing: Outgoing {
+                method: String::new(),
+                url: String::new(),
+                headers: Vec::new(),
+                body: String::new(),
+                timeout_ms: options.limits.timeout_ms,
+                stream: request.stream,
+                attempt: 1,
+            },
+            options,
+            secrets,
+            rng: Rng::new(seed),
+            state: State::SendDue,
+            queue: VecDeque::new(),
+        };
+        let formatted = adapter.format(request, endpoint).and_then(|http| {
+            check_egress(&http.url, &call.options.egress)?;
+            let body = String::from_utf8(http.body).map_err(|_| Error::InvalidRequest {
+                message: "the formatted body is not UTF-8".into(),
+            })?;
+            Ok((http.method, http.url, http.headers, body))
+        });
+        match formatted {
+            Ok((method, url, headers, body)) => {
+                call.outgoing.method = method;
+                call.outgoing.url = url;
+                call.outgoing.headers = headers;
+                call.outgoing.body = body;
+            }
+            Err(error) => call.finish(Err(error)),
+        }
+        call
+    }
+
+    /// The next step, or `None` while an answer is due (or after `Done`).
+    pub fn poll(&mut self) -> Option<CallStep> {
+        if let Some(step) = self.queue.pop_front() {
+            return Some(step);
+        }
+        match &self.state {
+            State::SendDue => {
+                self.state = State::Sent;
+                Some(CallStep::Send(self.outgoing.clone()))
+            }
+            State::Receiving(_) => Some(CallStep::Receive),
+            State::WaitDue(ms) => {
+                let ms = *ms;
+                self.state = State::Waiting;
+                Some(CallStep::Wait(ms))
+            }
+            State::Sent | State::Waiting | State::Over => None,
+        }
+    }
+
+    /// Whether the call is waiting for an answer (a step was handed out and not answered).
+    pub fn awaits_answer(&self) -> bool {
+        self.queue.is_empty() && matches!(self.state, State::Sent | State::Waiting)
+    }
+
+    /// Whether a streamed response was accepted: its head was a 2xx, and from now on its body
+    /// is decoded as it arrives and never sent again.
+    pub fn accepted(&self) -> bool {
+        matches!(&self.state, State::Receiving(receiving) if receiving.decoder.is_some())
+    }
+
+    /// The name of the answer the call waits for, for error messages.
+    pub fn expected(&self) -> &'static str {
+        match self.state {
+            State::Sent => "an HTTP response, a response head or a transport failure",
+            State::Receiving(_) => "a body chunk, the end of the body or a transport failure",
+            State::Waiting => "the end of the wait",
+            _ => "no answer (poll for the next step)",
+        }
+    }
+
+    /// Feeds the answer to the step handed out last. `adapter` and `request` must be the ones
+    /// the call was made with (they parse and decode the answer). Fails with
+    /// [`Error::Session`], changing nothing, when the answer does not fit the step.
+    #[must_use = "an answer the call did not ask for is refused with an error"]
+    pub fn handle(
+        &mut self,
+        answer: CallAnswer,
+        adapter: &dyn Adapter,
+        request: &ChatRequest,
+    ) -> Result<(), Error> {
+        if !self.queue.is_empty() {
+            return Err(self.refuse(&answer));
+        }
+        match (std::mem::replace(&mut self.state, State::Over), answer) {
+            (State::Sent, CallAnswer::Response(response)) => {
+                // A whole response is a head, one chunk and the end.
+                let receiving = self.receiving(response.status, response.headers, adapter, request);
+                if let Some(receiving) = self.on_chunk(receiving, response.body) {
+                    self.end_body(receiving, adapter, request);
+                }
+            }
+            (State::Sent, CallAnswer::Head { status, headers }) => {
+                let receiving = self.receiving(status, headers, adapter, request);
+                self.state = State::Receiving(receiving);
+            }
+            (State::Receiving(receiving), CallAnswer::Chunk(bytes)) => {
+                if let Some(receiving) = self.on_chunk(receiving, bytes) {
+                    self.state = State::Receiving(receiving);
+                }
+            }
+            (State::Receiving(receiving), CallAnswer::End) => {
+                self.end_body(receiving, adapter, request)
+            }
+            (State::Sent, CallAnswer::Failure(failure)) => {
+                let error = failure.into_error(&self.provider, self.options.limits.timeout_ms);
+                self.fail(error, None);
+            }
+            (State::Receiving(receiving), CallAnswer::Failure(failure)) => {
+                let error = failure.into_error(&self.provider, self.options.limits.timeout_ms);
+                if receiving.decoder.is_some() {
+                    // A stream that was accepted is not sent again: its pieces are out.
+                    self.finish(Err(error));
+                } else {
+                    self.fail(error, None);
+                }
+            }
+            (State::Waiting, CallAnswer::Waited) => {
+                self.outgoing.attempt += 1;
+                self.state = State::SendDue;
+            }
+            (state, answer) => {
+                self.state = state;
+                return Err(self.refuse(&answer));
+            }
+        }
+        Ok(())
+    }
+
+    fn refuse(&self, answer: &CallAnswer) -> Error {
+        let given = match answer {
+            CallAnswer::Response(_) => "an HTTP response",
+            CallAnswer::Head { .. } => "a response head",
+            CallAnswer::Chunk(_) => "a body chunk",
+            CallAnswer::End => "the end of a body",
+            CallAnswer::Failure(_) => "a transport failure",
+            CallAnswer::Waited => "the end of a wait",
+        };
+        Error::Session {
+            message: format!(
+                "unexpected answer: got {given}, the call waits for {}",
+                self.expected()
+            ),
+        }
+    }
+
+    fn receiving(
+        &self,
+        status: u16,
+        headers: Vec<(String, String)>,
+        adapter: &dyn Adapter,
+        request: &ChatRequest,
+    ) -> Receiving {
+        let headers = headers
+            .into_iter()
+            .map(|(name, value)| (name.to_ascii_lowercase(), value))
+            .collect();
+        let accepted = (200..300).contains(&status);
+        Receiving {
+            status,
+            headers,
+            body: Vec::new(),
+            received: 0,
+            decoder: (accepted && self.outgoing.stream).then(|| adapter.stream_decoder(request)),
+        }
+    }
+
+    /// Takes the next bytes of the body: counts them against the limit, and decodes them when
+    /// the response is an accepted stream. `None` when they ended the call (or its attempt).
+    fn on_chunk(&mut self, mut receiving: Receiving, bytes: Vec<u8>) -> Option<Receiving> {
+        receiving.received = receiving.received.saturating_add(bytes.len());
+        let outcome = if receiving.received > self.options.limits.max_response_bytes {
+            Err(Error::Provider {
+                provider: self.provider.clone(),
+                status: None,
+                message: format!(
+                    "response body exceeds the limit of {} bytes",
+                    self.options.limits.max_response_bytes
+                ),
+            })
+        } else {
+            match &mut receiving.decoder {
+                Some(decoder) => decoder.feed(&bytes).map(|events| self.emit(events)),
+                None => {
+                    receiving.body.extend_from_slice(&bytes);
+                    Ok(())
+                }
+            }
+        };
+        match outcome {
+            // The stream's last event arrived with these bytes: the call is over.
+            Ok(()) if matches!(self.queue.back(), Some(CallStep::Done(_))) => None,
+            Ok(()) => Some(receiving),
+            // A stream that was accepted is not sent again: its pieces are out.
+            Err(error) if receiving.decoder.is_some() => {
+                self.finish(Err(error));
+                None
+            }
+            Err(error) => {
+                self.fail(error, None);
+                None
+            }
+        }
+    }
+
+    /// The body is complete: finish the stream, or classify and parse the whole response.
+    fn end_body(&mut self, receiving: Receiving, adapter: &dyn Adapter, request: &ChatRequest) {
+        if let Some(mut decoder) = receiving.decoder {
+            match decoder.finish() {
+                Ok(events) => self.emit(events),
+                Err(error) => return self.finish(Err(error)),
+            }
+            if !matches!(self.queue.back(), Some(CallStep::Done(_))) {
+                self.finish(Err(Error::Provider {
+                    provider: self.provider.clone(),
+                    status: None,
+                    message: "the stream ended without a complete response".into(),
+                }));
+            }
+            return;
+        }
+        let response = HttpResponse {
+            status: receiving.status,
+            headers: receiving.headers,
+            body: receiving.body,
+        };
+        if let Err(failure) = classify_status(&self.provider, &response, &|body| {
+            adapter.error_message(body)
+        }) {
+            return self.fail(failure.error, failure.retry_after_ms);
+        }
+        match adapter.parse(request, &response.body) {
+            Ok(parsed) => self.finish(Ok(parsed)),
+            Err(error) => self.fail(error, None),
+        }
+    }
+
+    /// Queues the events of a stream; its `Done` ends the call.
+    fn emit(&mut self, events: Vec<StreamEvent>) {
+        for event in events {
+            match event {
+                StreamEvent::Done(response) => self.finish(Ok(response)),
+                other => self.queue.push_back(CallStep::Event(other)),
+            }
+        }
+    }
+
+    /// A failed attempt: wait and try again when the policy says so, else end with the error.
+    fn fail(&mut self, error: Error, retry_after_ms: Option<u64>) {
+        let delay = self.options.retry.next_delay_ms(
+            self.outgoing.attempt,
+            &error,
+            self.rng.next_unit(),
+            retry_after_ms,
+        );
+        match delay {
+            Some(ms) => self.state = State::WaitDue(ms),
+            None => self.finish(Err(error)),
+        }
+    }
+
+    fn finish(&mut self, result: Result<LlmResponse, Error>) {
+        let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+        self.state = State::Over;
+        self.queue.push_back(CallStep::Done(
+            result.map_err(|error| error.redact(&secrets)),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests;

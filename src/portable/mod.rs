@@ -1,0 +1,38 @@
+//! The `portable` world (`oma_portable.wasm`): the codec and the host-driven `driver`, with no
+//! imports at all. wit-bindgen glue; nothing else.
+//!
+//! Built for `wasm32-unknown-unknown` (whose standard library imports nothing) and made a
+//! component by the build; the world has no clock and no random source, so a codec call takes
+//! its time from the endpoint's `now-ms` and a session from its host.
+
+#[path = "../glue/codec.rs"]
+mod codec;
+#[path = "../glue/convert.rs"]
+mod convert;
+mod driver;
+#[path = "../glue/run.rs"]
+mod run;
+
+wit_bindgen::generate!({
+    world: "portable",
+    path: "wit",
+});
+
+/// The data interfaces as this world sees them (exports), for the shared glue.
+mod wit {
+    pub use super::exports::oma::agent::{exchange, outcome, types, wire};
+}
+
+struct Component;
+
+export!(Component);
+
+/// This world has no clock: a codec call without `now-ms` happens at the epoch.
+fn now_ms() -> u64 {
+    0
+}
+
+/// This world has no random source: ids a format makes up derive from the request's time.
+fn random_seed(now_ms: u64) -> u64 {
+    crate::rng::Rng::new(now_ms).next_u64()
+}

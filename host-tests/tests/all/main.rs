@@ -15,3 +15,4 @@ mod parity;
 mod provider;
 mod roundtrip;
 mod wit_validate;
+mod worlds;

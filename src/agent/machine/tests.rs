@@ -1,1 +1,550 @@
+//! The run machine by value, with real wire formats: a scripted host answers each step, and
+//! the requests it was asked to send are read back.
+
+use std::collections::VecDeque;
+
+use serde_json::{json, Value};
+
 use super::*;
+use crate::adapter::Credentials;
+use crate::agent::before_run::BeforeRunResult;
+use crate::agent::config::AgentSettings;
+use crate::agent::input::PromptInput;
+use crate::agent::session::{outcome_json, start_run_agent, Agent};
+use crate::agent::turn::Event;
+use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
+use crate::message::{ImageBlock, ImageSource, ToolResultContent};
+
+const KEY: &str = "sk-machine-SECRET-7fa1";
+const NOW: u64 = 1_796_036_400_000;
+
+fn settings(provider: &str) -> AgentSettings {
+    AgentSettings {
+        name: "helper".into(),
+        model: "claude-x".into(),
+        provider: provider.into(),
+        endpoint: Endpoint {
+            credentials: Credentials::ApiKey(KEY.into()),
+            ..Endpoint::default()
+        },
+        ..AgentSettings::default()
+    }
+}
+
+fn spec() -> RunSpec {
+    settings("anthropic")
+        .into_spec()
+        .expect("a known provider")
+        .0
+}
+
+fn reply(text: &str, input: u64, output: u64) -> String {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn", "usage": {"input_tokens": input, "output_tokens": output}
+    })
+    .to_string()
+}
+
+fn tool_reply(id: &str) -> String {
+    json!({
+        "id": "msg_t", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "tool_use", "id": id, "name": "lookup", "input": {"q": 1}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 5}
+    })
+    .to_string()
+}
+
+/// A host played from scripts, recording every step it was given.
+#[derive(Default)]
+struct Host {
+    replies: VecDeque<(u16, String)>,
+    hook: Option<HookAnswer>,
+    tool: Option<ToolOutcome>,
+    backend: Option<Result<String, String>>,
+    sent: Vec<Outgoing>,
+    hooks: Vec<BeforeRunContext>,
+    tools: Vec<String>,
+    external: Vec<String>,
+    events: Vec<AgentEvent>,
+    progress: Vec<ProgressEvent>,
+    evaluations: Vec<EvaluationRecord>,
+    waits: Vec<u64>,
+}
+
+impl Host {
+    fn replying(replies: &[(u16, &str)]) -> Self {
+        Host {
+            replies: replies.iter().map(|(s, b)| (*s, (*b).to_owned())).collect(),
+            ..Host::default()
+        }
+    }
+
+    /// Steps `machine` to its end; the clock advances a millisecond per step.
+    fn drive(&mut self, machine: &mut RunMachine) -> RunOutcome {
+        let mut now = NOW;
+        for _ in 0..10_000 {
+            now += 1;
+            let step = machine.poll(now).expect("a step while nothing is due");
+            let answer = match step {
+                Step::Done(outcome) => {
+                    assert!(machine.poll(now).is_none(), "nothing after Done");
+                    return outcome;
+                }
+                Step::Event(event) => {
+                    self.events.push(event);
+                    continue;
+                }
+                Step::Progress(event) => {
+                    self.progress.push(event);
+                    continue;
+                }
+                Step::Evaluation(record) => {
+                    self.evaluations.push(*record);
+                    continue;
+                }
+                Step::BeforeRun { context, .. } => {
+                    self.hooks.push(context);
+                    Answer::Hook(self.hook.clone().expect("a scripted hook"))
+                }
+                Step::Send(outgoing) => {
+                    self.sent.push(outgoing);
+                    let (status, body) = self.replies.pop_front().expect("a scripted reply");
+                    Answer::Http(CallAnswer::Response(HttpResponse {
+                        status,
+                        headers: vec![],
+                        body: body.into_bytes(),
+                    }))
+                }
+                Step::Receive => panic!("whole responses need no reading"),
+                Step::Wait(ms) => {
+                    self.waits.push(ms);
+                    Answer::Http(CallAnswer::Waited)
+                }
+                Step::CallTool(call) => {
+                    self.tools.push(call.name.clone());
+                    Answer::Tool {
+                        id: call.id,
+                        outcome: self.tool.clone().expect("a scripted tool"),
+                    }
+                }
+                Step::External { text, .. } => {
+                    self.external.push(text);
+                    Answer::External(self.backend.clone().expect("a scripted backend"))
+                }
+            };
+            assert!(machine.poll(now).is_none(), "an answer is due");
+            machine.handle(answer).expect("the answer was asked for");
+        }
+        panic!("the run did not end");
+    }
+
+    fn sent_bodies(&self) -> Vec<Value> {
+        self.sent
+            .iter()
+            .map(|o| serde_json::from_str(&o.body).expect("JSON"))
+            .collect()
+    }
+}
+
+fn text(input: &str) -> RunInput {
+    RunInput::Text(input.into())
+}
+
+#[test]
+fn a_run_sends_the_input_and_returns_the_reply() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let mut machine = agent.start(text("hi"), false, 1).expect("valid input");
+    let mut host = Host::replying(&[(200, &reply("hello", 3, 2))]);
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.success());
+    assert_eq!(outcome.output, "hello");
+    assert_eq!(outcome.turns, 1);
+    assert_eq!(host.sent.len(), 1);
+    assert_eq!(
+        host.sent_bodies()[0]["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    );
+    assert!(host.sent[0]
+        .headers
+        .iter()
+        .any(|(n, v)| n == "x-api-key" && v == KEY));
+    assert_eq!(
+        host.events,
+        vec![AgentEvent::Turn(Event::Text("hello".into()))]
+    );
+    let value = outcome_json(&outcome);
+    assert_eq!(value["success"], true);
+    assert_eq!(
+        value["tokenUsage"],
+        json!({"input_tokens": 3, "output_tokens": 2})
+    );
+    assert!(value.get("status").is_none());
+}
+
+#[test]
+fn a_prompt_commits_its_turn_and_reply_only_when_it_completes() {
+    let mut agent = Agent::new(spec(), vec![]).expect("valid");
+    let (turn, mut machine) = agent
+        .start_prompt(PromptInput::Text("q".into()), 1)
+        .expect("valid");
+    assert!(
+        agent.history().is_empty(),
+        "nothing changes before the result"
+    );
+    let outcome = Host::replying(&[(200, &reply("a", 1, 1))]).drive(&mut machine);
+    agent.commit(turn, &outcome);
+    assert_eq!(agent.history().len(), 2);
+
+    // A failed prompt keeps the user turn without a reply, as OMA does.
+    let (turn, mut machine) = agent
+        .start_prompt(PromptInput::Text("again".into()), 2)
+        .expect("valid");
+    let outcome = Host::replying(&[(400, "bad")]).drive(&mut machine);
+    assert!(!outcome.success());
+    agent.commit(turn, &outcome);
+    assert_eq!(agent.history().len(), 3);
+    assert_eq!(agent.history()[2], LlmMessage::user_text("again"));
+}
+
+#[test]
+fn the_hook_rewrites_the_run_and_a_failing_hook_sends_nothing() {
+    let mut spec = spec();
+    spec.before_run = true;
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut machine = agent.start(text("hi"), false, 1).expect("valid");
+    let mut host = Host::replying(&[(200, &reply("ok", 1, 1))]);
+    host.hook = Some(HookAnswer::Result(BeforeRunResult {
+        prompt: json!("hi (be brief)"),
+        messages: None,
+    }));
+    assert!(host.drive(&mut machine).success());
+    assert_eq!(host.hooks[0].prompt, "hi");
+    assert_eq!(
+        host.sent_bodies()[0]["messages"][0]["content"][0]["text"],
+        "hi (be brief)"
+    );
+
+    let mut machine = agent.start(text("hi"), false, 1).expect("valid");
+    let mut host = Host::default();
+    host.hook = Some(HookAnswer::Failed("hook exploded".into()));
+    let outcome = host.drive(&mut machine);
+    assert_eq!(outcome.output, "hook exploded");
+    let failure = outcome.failure().expect("failed");
+    assert_eq!(
+        failure.error_info.kind,
+        crate::agent::outcome::FailureKind::Callback
+    );
+    assert!(host.sent.is_empty());
+}
+
+#[test]
+fn external_backends_get_text_and_fail_as_results() {
+    let mut settings = settings("anthropic");
+    settings.external = Some(ExternalKind::Process);
+    settings.system_prompt = Some("be brief".into());
+    let (spec, _) = settings.into_spec().expect("valid");
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut host = Host {
+        backend: Some(Ok("done".into())),
+        ..Host::default()
+    };
+    let outcome = host.drive(&mut agent.start(text("task"), false, 1).expect("valid"));
+    assert_eq!(outcome.output, "done");
+    assert_eq!(host.external, ["be brief\n\ntask"]);
+    let mut host = Host {
+        backend: Some(Err("process exited with 1".into())),
+        ..Host::default()
+    };
+    let outcome = host.drive(&mut agent.start(text("task"), false, 1).expect("valid"));
+    assert!(!outcome.success());
+    assert_eq!(outcome.output, "process exited with 1");
+}
+
+#[test]
+fn tool_loops_and_broken_tool_answers() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: false,
+    });
+    let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(outcome.success());
+    assert_eq!(outcome.turns, 2);
+    assert_eq!(host.tools, ["lookup"]);
+    assert_eq!(
+        host.sent_bodies()[1]["messages"][2]["content"][0]["content"],
+        "42"
+    );
+
+    // An answer that breaks OMA's rules ends the run before the next request.
+    let mut host = Host::replying(&[(200, &tool_reply("t1"))]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Parts(vec![]),
+        is_error: false,
+    });
+    let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert_eq!(
+        outcome.output,
+        "messages[2].content[0].content must not be an empty content-part array"
+    );
+    assert_eq!(host.sent.len(), 1);
+}
+
+#[test]
+fn retries_are_waits_the_host_performs() {
+    let mut settings = settings("anthropic");
+    settings.call.retry = crate::http::retry::RetryPolicy {
+        max_attempts: 3,
+        base_delay_ms: 10,
+        backoff: 2.0,
+    };
+    let (spec, _) = settings.into_spec().expect("valid");
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut host = Host::replying(&[(503, "busy"), (529, "busy"), (200, &reply("ok", 1, 1))]);
+    let outcome = host.drive(&mut agent.start(text("q"), false, 9).expect("valid"));
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(host.waits.len(), 2);
+    assert!((5..=10).contains(&host.waits[0]) && (10..=20).contains(&host.waits[1]));
+    let attempts: Vec<u32> = host.sent.iter().map(|o| o.attempt).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    // The same seed draws the same jitter.
+    let mut again = Host::replying(&[(503, "busy"), (529, "busy"), (200, &reply("ok", 1, 1))]);
+    again.drive(&mut agent.start(text("q"), false, 9).expect("valid"));
+    assert_eq!(again.waits, host.waits);
+}
+
+#[test]
+fn run_agent_reports_progress_and_evaluation_in_order() {
+    let input = RunInput::Text("q".into());
+    let mut machine = start_run_agent(
+        spec(),
+        input,
+        true,
+        Some((crate::agent::evaluation::StorePayloads::Full, 1.0)),
+        1,
+    )
+    .expect("valid");
+    let mut host = Host::replying(&[(200, &reply("a", 1, 1))]);
+    let outcome = host.drive(&mut machine);
+    let kinds: Vec<&str> = host.progress.iter().map(|p| p.kind).collect();
+    assert_eq!(kinds, ["agent_start", "agent_complete"]);
+    assert_eq!(host.progress[1].data, outcome_json(&outcome));
+    assert_eq!(host.evaluations.len(), 1);
+    assert!(
+        host.evaluations[0].duration_ms > 0,
+        "the host's clock moved"
+    );
+    assert_eq!(host.evaluations[0].input, "q");
+}
+
+#[test]
+fn time_comes_from_the_host() {
+    // Gemini makes up ids from the time; the machine's only clock is the one it is given.
+    let agent =
+        Agent::new(settings("gemini").into_spec().expect("valid").0, vec![]).expect("valid");
+    let body = json!({
+        "candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": {}}}]},
+                        "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}
+    })
+    .to_string();
+    let mut host = Host::replying(&[(200, &body), (200, &body)]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("x".into()),
+        is_error: false,
+    });
+    let mut machine = agent.start(text("q"), false, 1).expect("valid");
+    machine.spec.turn.max_turns = 1;
+    let outcome = host.drive(&mut machine);
+    let id = match &outcome.messages[0].content[0] {
+        ContentBlock::ToolUse(call) => call.id.clone(),
+        other => panic!("expected a tool call, got {other:?}"),
+    };
+    assert!(
+        id.starts_with(&format!("gemini-{}", NOW / 1_000_000)),
+        "{id}"
+    );
+}
+
+#[test]
+fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let mut machine = agent.start(text("q"), false, 1).expect("valid");
+    let tool = Answer::Tool {
+        id: "t1".into(),
+        outcome: ToolOutcome {
+            content: ToolResultContent::Text("x".into()),
+            is_error: false,
+        },
+    };
+    // Before the first step.
+    assert_eq!(
+        machine
+            .handle(tool.clone())
+            .expect_err("nothing asked")
+            .name(),
+        "SessionStateError"
+    );
+    let Some(Step::Send(_)) = machine.poll(NOW) else {
+        panic!("expected a send");
+    };
+    assert!(machine.awaits_answer());
+    assert!(machine.poll(NOW).is_none());
+    for wrong in [
+        tool.clone(),
+        Answer::Hook(HookAnswer::Failed("x".into())),
+        Answer::External(Ok("x".into())),
+        Answer::Http(CallAnswer::Waited),
+    ] {
+        let error = machine.handle(wrong).expect_err("not due");
+        assert_eq!(error.code(), Some("SESSION_STATE"), "{error}");
+    }
+    machine
+        .handle(Answer::Http(CallAnswer::Response(HttpResponse {
+            status: 200,
+            headers: vec![],
+            body: tool_reply("t1").into_bytes(),
+        })))
+        .expect("the right answer still works");
+    // The turn's events, then the tool call.
+    let mut steps = Vec::new();
+    while let Some(step) = machine.poll(NOW) {
+        steps.push(step);
+    }
+    assert!(matches!(steps.last(), Some(Step::CallTool(_))), "{steps:?}");
+    let unknown = Answer::Tool {
+        id: "nope".into(),
+        outcome: ToolOutcome {
+            content: ToolResultContent::Text("x".into()),
+            is_error: false,
+        },
+    };
+    let error = machine.handle(unknown).expect_err("unknown id");
+    assert!(error.to_string().contains("\"nope\""), "{error}");
+    machine.handle(tool.clone()).expect("the call's answer");
+    assert_eq!(
+        machine.handle(tool).expect_err("a second answer").name(),
+        "SessionStateError"
+    );
+    machine
+        .handle(Answer::Http(CallAnswer::Failure(TransportFailure::new(
+            TransportFailureKind::Reset,
+            "gone",
+        ))))
+        .expect_err("the next request was not handed out yet");
+    let second = loop {
+        match machine.poll(NOW) {
+            Some(Step::Send(outgoing)) => break outgoing,
+            Some(Step::Event(_)) => {}
+            other => panic!("expected the second request, got {other:?}"),
+        }
+    };
+    assert_eq!(second.attempt, 1);
+    machine
+        .handle(Answer::Http(CallAnswer::Failure(TransportFailure::new(
+            TransportFailureKind::Reset,
+            "gone",
+        ))))
+        .expect("due");
+    let outcome = loop {
+        match machine.poll(NOW) {
+            Some(Step::Done(outcome)) => break outcome,
+            Some(_) => {}
+            None => panic!("the run must end"),
+        }
+    };
+    assert_eq!(outcome.output, "transport error: gone");
+    assert!(machine.poll(NOW).is_none());
+    assert!(machine
+        .handle(Answer::Http(CallAnswer::End))
+        .expect_err("after the result")
+        .to_string()
+        .contains("over"));
+}
+
+#[test]
+fn streaming_turns_deliver_deltas_before_the_turn() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let mut machine = agent.start(text("q"), true, 1).expect("valid");
+    let Some(Step::Send(outgoing)) = machine.poll(NOW) else {
+        panic!("expected a send");
+    };
+    assert!(outgoing.stream);
+    let body: String = [
+        r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"he"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"llo"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]
+    .iter()
+    .map(|event| format!("data: {event}\n\n"))
+    .collect();
+    machine
+        .handle(Answer::Http(CallAnswer::Head {
+            status: 200,
+            headers: vec![],
+        }))
+        .expect("due");
+    let mut chunks = body.as_bytes().chunks(10);
+    let mut events = Vec::new();
+    let outcome = loop {
+        match machine.poll(NOW).expect("a step") {
+            Step::Receive => {
+                let answer = chunks
+                    .next()
+                    .map_or(CallAnswer::End, |c| CallAnswer::Chunk(c.to_vec()));
+                machine.handle(Answer::Http(answer)).expect("due");
+            }
+            Step::Event(event) => events.push(event),
+            Step::Done(outcome) => break outcome,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(
+        events,
+        vec![
+            AgentEvent::TextDelta("he".into()),
+            AgentEvent::TextDelta("llo".into()),
+            AgentEvent::Turn(Event::Text("hello".into())),
+        ]
+    );
+    assert_eq!(outcome.output, "hello");
+}
+
+#[test]
+fn invalid_input_fails_before_any_step_and_images_pass_unchanged() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let bad = RunInput::Messages(vec![LlmMessage {
+        role: Role::User,
+        content: vec![ContentBlock::ToolResult(ToolResultBlock {
+            tool_use_id: "t".into(),
+            content: ToolResultContent::Parts(vec![]),
+            is_error: None,
+        })],
+    }]);
+    assert_eq!(
+        agent.start(bad, false, 1).expect_err("invalid").name(),
+        "InvalidMessageError"
+    );
+    let image = RunInput::Messages(vec![LlmMessage {
+        role: Role::User,
+        content: vec![ContentBlock::Image(ImageBlock {
+            source: ImageSource {
+                media_type: "image/png".into(),
+                data: "aGk=".into(),
+            },
+        })],
+    }]);
+    let mut host = Host::replying(&[(200, &reply("an image", 1, 1))]);
+    host.drive(&mut agent.start(image, false, 1).expect("valid"));
+    assert_eq!(
+        host.sent_bodies()[0]["messages"][0]["content"][0]["source"]["data"],
+        "aGk="
+    );
+}

@@ -1,1 +1,369 @@
+//! The call machine by value: what it asks for, how it takes each answer, and how it refuses
+//! answers it did not ask for.
+
 use super::*;
+use crate::adapter::anthropic::Anthropic;
+use crate::adapter::{Credentials, Endpoint};
+use crate::http::TransportFailureKind;
+use crate::message::{ContentBlock, LlmMessage, MediaSource, VideoBlock};
+
+const KEY: &str = "sk-call-SECRET-4411";
+
+fn request(stream: bool) -> ChatRequest {
+    ChatRequest {
+        model: "claude-x".into(),
+        messages: vec![LlmMessage::user_text("hi")],
+        stream,
+        ..ChatRequest::default()
+    }
+}
+
+fn endpoint() -> Endpoint {
+    Endpoint {
+        credentials: Credentials::ApiKey(KEY.into()),
+        ..Endpoint::default()
+    }
+}
+
+fn options(max_attempts: u32) -> CallOptions {
+    CallOptions {
+        retry: RetryPolicy {
+            max_attempts,
+            base_delay_ms: 100,
+            backoff: 2.0,
+        },
+        ..CallOptions::default()
+    }
+}
+
+fn reply(text: &str) -> String {
+    format!(
+        r#"{{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+            "content":[{{"type":"text","text":"{text}"}}],"stop_reason":"end_turn",
+            "usage":{{"input_tokens":3,"output_tokens":2}}}}"#
+    )
+}
+
+fn response(status: u16, body: &str) -> CallAnswer {
+    CallAnswer::Response(HttpResponse {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.as_bytes().to_vec(),
+    })
+}
+
+fn call(request: &ChatRequest, options: CallOptions) -> Call {
+    Call::new(&Anthropic, request, &endpoint(), options, 1)
+}
+
+fn expect_send(call: &mut Call) -> Outgoing {
+    match call.poll() {
+        Some(CallStep::Send(outgoing)) => outgoing,
+        other => panic!("expected a send, got {other:?}"),
+    }
+}
+
+fn expect_done(call: &mut Call) -> Result<LlmResponse, Error> {
+    match call.poll() {
+        Some(CallStep::Done(result)) => result,
+        other => panic!("expected the result, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_whole_response_is_parsed() {
+    let request = request(false);
+    let mut call = call(&request, options(1));
+    let outgoing = expect_send(&mut call);
+    assert_eq!(outgoing.url, "https://api.anthropic.com/v1/messages");
+    assert_eq!(outgoing.attempt, 1);
+    assert!(!outgoing.stream);
+    let body: serde_json::Value = serde_json::from_str(&outgoing.body).expect("JSON body");
+    assert_eq!(body["model"], "claude-x");
+    assert!(call.poll().is_none(), "nothing more until the answer");
+    assert!(call.awaits_answer());
+    call.handle(response(200, &reply("hello")), &Anthropic, &request)
+        .expect("the answer was due");
+    let parsed = expect_done(&mut call).expect("a response");
+    assert_eq!(parsed.content.len(), 1);
+    assert!(call.poll().is_none());
+}
+
+#[test]
+fn retryable_failures_wait_then_send_the_same_request_again() {
+    let request = request(false);
+    let mut call = call(&request, options(3));
+    let first = expect_send(&mut call);
+    call.handle(response(503, "busy"), &Anthropic, &request)
+        .expect("due");
+    let Some(CallStep::Wait(ms)) = call.poll() else {
+        panic!("expected a wait");
+    };
+    assert!((50..=100).contains(&ms), "equal jitter of 100 ms: {ms}");
+    assert!(call.poll().is_none(), "the wait must be answered");
+    call.handle(CallAnswer::Waited, &Anthropic, &request)
+        .expect("due");
+    let second = expect_send(&mut call);
+    assert_eq!(second.attempt, 2);
+    assert_eq!(second.body, first.body);
+    call.handle(
+        CallAnswer::Failure(TransportFailure::new(
+            TransportFailureKind::TimedOut,
+            "slow",
+        )),
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    let Some(CallStep::Wait(ms)) = call.poll() else {
+        panic!("a timeout is retried");
+    };
+    assert!((100..=200).contains(&ms), "{ms}");
+    call.handle(CallAnswer::Waited, &Anthropic, &request)
+        .expect("due");
+    assert_eq!(expect_send(&mut call).attempt, 3);
+    call.handle(response(200, &reply("ok")), &Anthropic, &request)
+        .expect("due");
+    assert!(expect_done(&mut call).is_ok());
+}
+
+#[test]
+fn retry_after_raises_the_wait() {
+    let request = request(false);
+    let mut call = call(&request, options(2));
+    expect_send(&mut call);
+    let limited = CallAnswer::Response(HttpResponse {
+        status: 429,
+        headers: vec![("Retry-After".into(), "2".into())],
+        body: br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#.to_vec(),
+    });
+    call.handle(limited, &Anthropic, &request).expect("due");
+    assert_eq!(call.poll(), Some(CallStep::Wait(2000)));
+}
+
+#[test]
+fn terminal_errors_and_exhausted_attempts_end_the_call() {
+    let request = request(false);
+    let mut call = call(&request, options(5));
+    expect_send(&mut call);
+    call.handle(response(400, "bad request"), &Anthropic, &request)
+        .expect("due");
+    let error = expect_done(&mut call).expect_err("a 400 is terminal");
+    assert_eq!(error.http_status(), Some(400));
+    assert!(!error.retryable());
+
+    let mut call = call_with_one_attempt(&request);
+    expect_send(&mut call);
+    call.handle(
+        CallAnswer::Failure(TransportFailure::new(TransportFailureKind::Denied, "")),
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    assert_eq!(
+        expect_done(&mut call).expect_err("denied").name(),
+        "EgressPolicyError"
+    );
+}
+
+fn call_with_one_attempt(request: &ChatRequest) -> Call {
+    call(request, options(1))
+}
+
+#[test]
+fn nothing_is_sent_when_formatting_or_egress_fails() {
+    let mut video = request(false);
+    video.messages = vec![LlmMessage {
+        role: crate::message::Role::User,
+        content: vec![ContentBlock::Video(VideoBlock {
+            source: MediaSource::Url {
+                media_type: "video/mp4".into(),
+                url: "https://example.com/a.mp4".into(),
+            },
+        })],
+    }];
+    let mut call = call(&video, options(3));
+    let error = expect_done(&mut call).expect_err("video on Anthropic");
+    assert_eq!(error.name(), "UnsupportedContentBlockError");
+    assert!(call.poll().is_none());
+
+    let request = request(false);
+    let offline = CallOptions {
+        egress: EgressPolicy::Offline,
+        ..options(3)
+    };
+    let mut call = call_of(&request, offline);
+    assert_eq!(
+        expect_done(&mut call).expect_err("not loopback").name(),
+        "EgressPolicyError"
+    );
+}
+
+fn call_of(request: &ChatRequest, options: CallOptions) -> Call {
+    call(request, options)
+}
+
+/// An Anthropic stream of one text turn, `hello world`.
+fn stream_body() -> String {
+    [
+        r#"{"type":"message_start","message":{"id":"m","model":"claude-x","usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello "}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"world"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]
+    .iter()
+    .map(|event| format!("data: {event}\n\n"))
+    .collect()
+}
+
+#[test]
+fn a_stream_delivers_its_pieces_whatever_the_chunking() {
+    let request = request(true);
+    let body = stream_body();
+    for size in [1, 7, 64, body.len()] {
+        let mut call = call(&request, options(1));
+        assert!(expect_send(&mut call).stream);
+        call.handle(
+            CallAnswer::Head {
+                status: 200,
+                headers: vec![],
+            },
+            &Anthropic,
+            &request,
+        )
+        .expect("due");
+        assert!(call.accepted());
+        let mut texts = String::new();
+        let mut chunks = body.as_bytes().chunks(size);
+        let result = loop {
+            match call.poll() {
+                Some(CallStep::Receive) => {
+                    let answer = match chunks.next() {
+                        Some(chunk) => CallAnswer::Chunk(chunk.to_vec()),
+                        None => CallAnswer::End,
+                    };
+                    call.handle(answer, &Anthropic, &request).expect("due");
+                }
+                Some(CallStep::Event(StreamEvent::Text(text))) => texts.push_str(&text),
+                Some(CallStep::Done(result)) => break result,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        assert_eq!(texts, "hello world", "chunks of {size}");
+        assert_eq!(result.expect("complete").usage.output_tokens, 2);
+    }
+}
+
+#[test]
+fn a_stream_cut_short_fails_and_is_not_sent_again() {
+    let request = request(true);
+    let mut call = call(&request, options(3));
+    expect_send(&mut call);
+    let head = CallAnswer::Head {
+        status: 200,
+        headers: vec![],
+    };
+    call.handle(head, &Anthropic, &request).expect("due");
+    let body = stream_body();
+    call.handle(
+        CallAnswer::Chunk(body.as_bytes()[..body.len() / 2].to_vec()),
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    while let Some(CallStep::Event(_)) = call.poll() {}
+    call.handle(CallAnswer::End, &Anthropic, &request)
+        .expect("due");
+    let error = loop {
+        match call.poll() {
+            Some(CallStep::Done(result)) => break result.expect_err("cut short"),
+            Some(CallStep::Event(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(error.name(), "ProviderError");
+    assert!(
+        call.poll().is_none(),
+        "no second attempt after an accepted stream"
+    );
+}
+
+#[test]
+fn an_error_head_on_a_stream_is_read_and_retried() {
+    let request = request(true);
+    let mut call = call(&request, options(2));
+    expect_send(&mut call);
+    let head = CallAnswer::Head {
+        status: 500,
+        headers: vec![],
+    };
+    call.handle(head, &Anthropic, &request).expect("due");
+    assert!(!call.accepted());
+    assert_eq!(call.poll(), Some(CallStep::Receive));
+    call.handle(CallAnswer::Chunk(b"oops".to_vec()), &Anthropic, &request)
+        .expect("due");
+    call.handle(CallAnswer::End, &Anthropic, &request)
+        .expect("due");
+    assert!(matches!(call.poll(), Some(CallStep::Wait(_))));
+}
+
+#[test]
+fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
+    let request = request(false);
+    let mut call = call(&request, options(1));
+    // Before anything was handed out: the send is due, not an answer.
+    let refused = call
+        .handle(CallAnswer::Chunk(b"x".to_vec()), &Anthropic, &request)
+        .expect_err("nothing asked yet");
+    assert_eq!(refused.name(), "SessionStateError");
+    expect_send(&mut call);
+    for wrong in [
+        CallAnswer::Chunk(b"x".to_vec()),
+        CallAnswer::End,
+        CallAnswer::Waited,
+    ] {
+        let error = call
+            .handle(wrong, &Anthropic, &request)
+            .expect_err("not due");
+        assert_eq!(error.code(), Some("SESSION_STATE"));
+        assert!(error.to_string().contains("HTTP response"), "{error}");
+    }
+    call.handle(response(200, &reply("fine")), &Anthropic, &request)
+        .expect("the right answer still works");
+    let late = call
+        .handle(response(200, &reply("again")), &Anthropic, &request)
+        .expect_err("a second answer");
+    assert_eq!(late.name(), "SessionStateError");
+    assert!(expect_done(&mut call).is_ok());
+    assert!(call.handle(CallAnswer::End, &Anthropic, &request).is_err());
+}
+
+#[test]
+fn bodies_past_the_limit_fail_and_echoed_keys_are_redacted() {
+    let request = request(false);
+    let small = CallOptions {
+        limits: Limits {
+            timeout_ms: 1000,
+            max_response_bytes: 16,
+        },
+        ..options(1)
+    };
+    let mut call = call(&request, small);
+    assert_eq!(expect_send(&mut call).timeout_ms, 1000);
+    call.handle(response(200, &reply("far too long")), &Anthropic, &request)
+        .expect("due");
+    let error = expect_done(&mut call).expect_err("over the limit");
+    assert!(error.to_string().contains("exceeds the limit"), "{error}");
+
+    let mut call = call_with_one_attempt(&request);
+    expect_send(&mut call);
+    let echo = format!(r#"{{"type":"error","error":{{"type":"x","message":"bad key {KEY}"}}}}"#);
+    call.handle(response(401, &echo), &Anthropic, &request)
+        .expect("due");
+    let error = expect_done(&mut call).expect_err("401");
+    assert!(!error.to_string().contains(KEY), "{error}");
+    assert!(error.to_string().contains("[redacted]"), "{error}");
+}

@@ -940,3 +940,120 @@ fn corrupted_input_never_panics() {
         let _ = error_message(&body);
     }
 }
+
+// ----- stream limits: linear decoding and caps ------------------------------------------------
+
+fn start_event(index: usize, block: Value) -> String {
+    let event = json!({"type": "content_block_start", "index": index, "content_block": block});
+    format!("data: {event}\n\n")
+}
+
+fn text_delta_event(index: usize, text: &str) -> String {
+    let event = json!({"type": "content_block_delta", "index": index,
+        "delta": {"type": "text_delta", "text": text}});
+    format!("data: {event}\n\n")
+}
+
+const MESSAGE_START: &str = "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":1}}}\n\n";
+const MESSAGE_STOP: &str = "data: {\"type\":\"message_stop\"}\n\n";
+
+/// 1,024 blocks, then 20,000 deltas to the first one: each delta finds its block at once
+/// (a search from the newest block would walk all 1,024 for each of them).
+#[test]
+fn many_deltas_to_an_early_block_decode_in_linear_time() {
+    let mut stream = String::from(MESSAGE_START);
+    for index in 0..1024 {
+        stream.push_str(&start_event(index, json!({"type": "text", "text": ""})));
+    }
+    for _ in 0..20_000 {
+        stream.push_str(&text_delta_event(0, "a"));
+    }
+    stream.push_str(MESSAGE_STOP);
+    let events = decode(stream.as_bytes(), 4096).expect("a stream within the caps decodes");
+    assert_eq!(events.len(), 20_001);
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(done.content.len(), 1024);
+    assert_eq!(
+        done.content[0],
+        ContentBlock::Text(TextBlock {
+            text: "a".repeat(20_000)
+        })
+    );
+    assert_eq!(
+        done.content[1023],
+        ContentBlock::Text(TextBlock {
+            text: String::new()
+        })
+    );
+}
+
+/// A block index used twice means the newer block; deltas go to it.
+#[test]
+fn a_reused_index_addresses_the_newest_block() {
+    let stream = [
+        MESSAGE_START.to_string(),
+        start_event(0, json!({"type": "text", "text": "x"})),
+        start_event(0, json!({"type": "text", "text": "y"})),
+        text_delta_event(0, "z"),
+        MESSAGE_STOP.to_string(),
+    ]
+    .concat();
+    let events = decode(stream.as_bytes(), 7).unwrap();
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(
+        done.content,
+        [
+            ContentBlock::Text(TextBlock { text: "x".into() }),
+            ContentBlock::Text(TextBlock { text: "yz".into() }),
+        ]
+    );
+}
+
+#[test]
+fn more_than_1024_blocks_is_a_malformed_response() {
+    let mut stream = String::from(MESSAGE_START);
+    for index in 0..1025 {
+        stream.push_str(&start_event(index, json!({"type": "text", "text": ""})));
+    }
+    stream.push_str(MESSAGE_STOP);
+    let error = decode(stream.as_bytes(), 1 << 16).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        error.to_string(),
+        "malformed anthropic response: the stream has more than 1024 content blocks"
+    );
+}
+
+#[test]
+fn more_than_256_tool_calls_is_a_malformed_response() {
+    let tool = |index: usize| {
+        start_event(
+            index,
+            json!({"type": "tool_use", "id": format!("t{index}"), "name": "n", "input": {}}),
+        )
+    };
+    let within: String = std::iter::once(MESSAGE_START.to_string())
+        .chain((0..256).map(tool))
+        .chain([MESSAGE_STOP.to_string()])
+        .collect();
+    let events = decode(within.as_bytes(), 1 << 16).expect("256 tool calls are allowed");
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(done.content.len(), 256);
+
+    let over: String = std::iter::once(MESSAGE_START.to_string())
+        .chain((0..257).map(tool))
+        .chain([MESSAGE_STOP.to_string()])
+        .collect();
+    let error = decode(over.as_bytes(), 1 << 16).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        error.to_string(),
+        "malformed anthropic response: the stream has more than 256 tool calls"
+    );
+}

@@ -926,6 +926,7 @@ fn corrupted_input_never_panics() {
         seed
     };
     let response = br#"{"id":"m","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"n","input":{"a":[1]}}],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":2}}"#;
+    let (mut stream_ok, mut stream_err, mut parse_ok, mut parse_err) = (0, 0, 0, 0);
     for _ in 0..2000 {
         let mut stream = STREAM.as_bytes().to_vec();
         let mut body = response.to_vec();
@@ -935,9 +936,49 @@ fn corrupted_input_never_panics() {
             let at = (next() as usize) % body.len();
             body[at] = (next() % 256) as u8;
         }
-        let _ = decode(&stream, 1 + (next() as usize) % 64);
-        let _ = Anthropic.parse(&ChatRequest::default(), &body);
-        let _ = error_message(&body);
+        // A stream decodes to a list ending in its one `Done`, or to a provider error, and to
+        // the same outcome whatever the chunking.
+        let chunked = decode(&stream, 1 + (next() as usize) % 64);
+        match &chunked {
+            Ok(events) => {
+                stream_ok += 1;
+                assert!(matches!(events.last(), Some(StreamEvent::Done(_))));
+                let dones = events
+                    .iter()
+                    .filter(|e| matches!(e, StreamEvent::Done(_)))
+                    .count();
+                assert_eq!(dones, 1);
+            }
+            Err(error) => {
+                stream_err += 1;
+                assert_eq!(error.kind(), ErrorKind::Provider, "{error}");
+            }
+        }
+        assert_eq!(chunked, decode(&stream, stream.len()));
+        // A body parses, or fails as a provider error.
+        match Anthropic.parse(&ChatRequest::default(), &body) {
+            Ok(response) => {
+                parse_ok += 1;
+                assert!(response.content.len() <= 2);
+            }
+            Err(error) => {
+                parse_err += 1;
+                assert_eq!(error.kind(), ErrorKind::Provider, "{error}");
+            }
+        }
+        // An error message is only ever read from a JSON body.
+        if error_message(&body).is_some() {
+            assert!(serde_json::from_slice::<Value>(&body).is_ok());
+        }
+    }
+    // The corruption reaches both outcomes of both readers, so the checks above ran on each.
+    for (what, count) in [
+        ("stream ok", stream_ok),
+        ("stream error", stream_err),
+        ("parse ok", parse_ok),
+        ("parse error", parse_err),
+    ] {
+        assert!(count > 0, "{what}: {count} of 2000");
     }
 }
 

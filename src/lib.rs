@@ -38,6 +38,9 @@ pub mod message;
 pub mod transport;
 pub mod validate;
 
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod proptests;
+
 #[cfg(target_arch = "wasm32")]
 mod component;
 

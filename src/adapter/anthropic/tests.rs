@@ -683,7 +683,7 @@ fn error_bodies() {
 
 // ----- streaming --------------------------------------------------------------------------
 
-const STREAM: &str = concat!(
+pub(crate) const STREAM: &str = concat!(
     "event: message_start\n",
     "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-x\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n",
     "event: ping\ndata: {\"type\": \"ping\"}\n\n",

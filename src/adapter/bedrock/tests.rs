@@ -763,7 +763,7 @@ fn exception(kind: &str, message: &str) -> Vec<u8> {
 /// A recorded-shape stream: reasoning with a signature, two text deltas, a tool call whose
 /// input arrives in pieces, then messageStop and metadata (each payload padded with `p`, as
 /// Bedrock does).
-fn recorded_stream() -> Vec<u8> {
+pub(crate) fn recorded_stream() -> Vec<u8> {
     [
         event("messageStart", json!({"role": "assistant", "p": "abc"})),
         event(

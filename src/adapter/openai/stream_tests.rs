@@ -10,7 +10,7 @@ use crate::message::{ContentBlock, ReasoningBlock, TextBlock, TokenUsage, ToolUs
 
 /// A recorded stream: reasoning, text with multi-byte characters, two interleaved tool calls
 /// split over chunks, a usage-only final chunk, CRLF lines and a comment.
-const RECORDED: &str = concat!(
+pub(crate) const RECORDED: &str = concat!(
     ": keep-alive\n\n",
     "data: {\"id\":\"c1\",\"model\":\"deepseek-v4\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"Think \"}}]}\n\n",
     "data: {\"id\":\"c1\",\"model\":\"deepseek-v4\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"héré\"}}]}\n\n",

@@ -327,14 +327,16 @@ impl Decoder {
 }
 
 /// The JSON of one SSE event; an `error` event whose data is not JSON is still the provider's
-/// error, reported with (the start of) its text.
+/// error, reported with its text. The text is kept whole: the caller redacts the key from it and
+/// then bounds it ([`Error::redact`]); cutting it here first could cut a key in two and leave its
+/// prefix, which redaction no longer finds.
 fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
     serde_json::from_str(&event.data).map_err(|e| {
         if event.event.as_deref() == Some("error") {
             return Error::Provider {
                 provider: NAME.into(),
                 status: None,
-                message: event.data.chars().take(200).collect(),
+                message: event.data.clone(),
             };
         }
         malformed(

@@ -1098,3 +1098,22 @@ fn more_than_256_tool_calls_is_a_malformed_response() {
         "malformed anthropic response: the stream has more than 256 tool calls"
     );
 }
+
+/// An `error` event whose data is not JSON used to be cut to 200 chars before the caller
+/// redacted the key, so a key across char 200 left its prefix behind. The text is now kept
+/// whole until `Error::redact`, which redacts first and bounds after.
+#[test]
+fn a_key_in_a_non_json_error_event_is_redacted_whole() {
+    let key = "sk-ant-api03-0123456789abcdef";
+    for at in [190, 195, 199] {
+        let data = format!("{}{key}{}", "x".repeat(at), "y".repeat(5000));
+        let stream = format!("event: error\ndata: {data}\n\n");
+        let error = decode(stream.as_bytes(), 64).unwrap_err().redact(&[key]);
+        let message = error.to_string();
+        for n in 4..=key.len() {
+            assert!(!message.contains(&key[..n]), "{at}: {message}");
+        }
+        assert!(message.contains("[redacted]"));
+        assert!(message.chars().count() <= crate::error::MAX_MESSAGE_CHARS);
+    }
+}

@@ -8,6 +8,45 @@ use std::fmt;
 
 use serde_json::{json, Value};
 
+/// The longest free-text part of an error after [`Error::redact`], in chars (the ellipsis of a
+/// shortened message included).
+pub const MAX_MESSAGE_CHARS: usize = 2048;
+
+/// Secrets shorter than this are never redacted: they would match ordinary words.
+const MIN_SECRET_LEN: usize = 4;
+
+/// `text` with every occurrence of each secret replaced by `[redacted]`, then shortened to at
+/// most `max_chars` chars: cut on a char boundary and ended with `…` (which counts as one of
+/// the `max_chars`). Secrets shorter than 4 bytes are left alone.
+///
+/// Redaction comes first, so a secret that straddles the cut is still found and replaced whole;
+/// shortening first would cut the secret and leave its prefix, which no longer matches, in the
+/// text. This is the one place where error text is both redacted and bounded.
+pub fn redact_and_bound(text: &str, secrets: &[&str], max_chars: usize) -> String {
+    let mut text = std::borrow::Cow::Borrowed(text);
+    for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
+        if text.contains(secret) {
+            text = std::borrow::Cow::Owned(text.replace(secret, "[redacted]"));
+        }
+    }
+    // The byte offset of char number `max_chars`: the text is longer than the bound only if
+    // such a char exists.
+    if text.char_indices().nth(max_chars).is_none() {
+        return text.into_owned();
+    }
+    let Some(keep) = max_chars.checked_sub(1) else {
+        return String::new();
+    };
+    let cut = text
+        .char_indices()
+        .nth(keep)
+        .map_or(text.len(), |(at, _)| at);
+    let mut bounded = String::with_capacity(cut + '…'.len_utf8());
+    bounded.push_str(&text[..cut]);
+    bounded.push('…');
+    bounded
+}
+
 /// A failure, in OMA's terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -199,19 +238,47 @@ impl Error {
         }
     }
 
-    /// The error with every occurrence of each secret in its free-text message replaced by
-    /// `[redacted]`: a provider may echo a key in its error body, and no error may carry one.
-    /// Secrets shorter than 4 bytes are left alone (they would match ordinary words).
+    /// The error with every occurrence of each secret in its free-text parts replaced by
+    /// `[redacted]` (a provider may echo a key in its error body, and no error may carry one),
+    /// then each of those parts bounded to [`MAX_MESSAGE_CHARS`] chars: see
+    /// [`redact_and_bound`]. Secrets shorter than 4 bytes are left alone (they would match
+    /// ordinary words).
     pub fn redact(self, secrets: &[&str]) -> Self {
-        let scrub = |mut message: String| {
-            for secret in secrets.iter().filter(|s| s.len() >= 4) {
-                if message.contains(secret) {
-                    message = message.replace(secret, "[redacted]");
-                }
+        self.redact_and_bound(secrets, MAX_MESSAGE_CHARS)
+    }
+
+    /// [`Error::redact`] with another bound than [`MAX_MESSAGE_CHARS`], e.g. for a provider's
+    /// error body quoted in a message.
+    pub fn redact_and_bound(self, secrets: &[&str], max_chars: usize) -> Self {
+        let scrub = |message: String| {
+            let clean = redact_and_bound(&message, secrets, max_chars);
+            // Nothing to redact or shorten: keep the original allocation.
+            if clean == message {
+                message
+            } else {
+                clean
             }
-            message
         };
         match self {
+            Error::InvalidMessage { message } => Error::InvalidMessage {
+                message: scrub(message),
+            },
+            Error::UnsupportedToolResultContent {
+                provider,
+                content_type,
+                detail,
+            } => Error::UnsupportedToolResultContent {
+                provider,
+                content_type: scrub(content_type),
+                detail: detail.map(scrub),
+            },
+            Error::UnsupportedToolCall {
+                provider,
+                tool_type,
+            } => Error::UnsupportedToolCall {
+                provider,
+                tool_type: scrub(tool_type),
+            },
             Error::Provider {
                 provider,
                 status,
@@ -398,5 +465,115 @@ mod tests {
             timeout_ms: 5,
         };
         assert_eq!(timeout.clone().redact(&["openai"]), timeout);
+    }
+
+    /// No prefix of `key` of 4 or more bytes is left in `text`.
+    fn no_key_prefix(text: &str, key: &str) -> bool {
+        (MIN_SECRET_LEN..=key.len()).all(|n| !text.contains(&key[..n]))
+    }
+
+    /// A key that straddles the cut is redacted whole before the text is shortened, wherever
+    /// the cut falls in it. Shortening first (as a provider message shortened before its error
+    /// is redacted) leaves the key's prefix behind, which this test shows too.
+    #[test]
+    fn a_key_straddling_the_cut_leaves_no_prefix() {
+        let key = "sk-live-0123456789abcdef";
+        let max = 512;
+        for inside in 1..key.len() {
+            let text = format!("{}{key}{}", "é".repeat(max - inside), "y".repeat(max));
+            let bounded = redact_and_bound(&text, &[key], max);
+            assert!(no_key_prefix(&bounded, key), "{inside}: {bounded}");
+            assert_eq!(bounded.chars().count(), max);
+            assert!(bounded.ends_with('…'));
+            // The other order: shorten, then redact.
+            let shortened: String = text.chars().take(max - 1).collect();
+            let late = shortened.replace(key, "[redacted]");
+            if inside > MIN_SECRET_LEN {
+                assert!(!no_key_prefix(&late, key), "{inside}");
+            }
+        }
+        // Through `Error::redact` with its own bound.
+        let error = Error::Provider {
+            provider: "openai".into(),
+            status: Some(401),
+            message: format!(
+                "{}{key}{}",
+                "x".repeat(MAX_MESSAGE_CHARS - 10),
+                "y".repeat(100)
+            ),
+        }
+        .redact(&[key]);
+        let message = error.to_string();
+        assert!(no_key_prefix(&message, key), "{message}");
+        assert!(message.starts_with("401 xxx"));
+    }
+
+    #[test]
+    fn bounding_counts_chars_and_cuts_on_a_boundary() {
+        assert_eq!(redact_and_bound("", &[], 0), "");
+        assert_eq!(redact_and_bound("abc", &[], 3), "abc");
+        assert_eq!(redact_and_bound("abcd", &[], 3), "ab…");
+        assert_eq!(redact_and_bound("abcd", &[], 1), "…");
+        assert_eq!(redact_and_bound("abcd", &[], 0), "");
+        assert_eq!(redact_and_bound("😀😀😀😀", &[], 3), "😀😀…");
+        assert_eq!(redact_and_bound("  padded  ", &[], 64), "  padded  ");
+        // Redaction can make a text short enough not to be cut at all.
+        let key = "k".repeat(100);
+        assert_eq!(
+            redact_and_bound(&format!("key={key}"), &[&key], 20),
+            "key=[redacted]"
+        );
+        // Short secrets are not redacted: they would match ordinary words.
+        assert_eq!(redact_and_bound("a key", &["a", "key"], 64), "a key");
+    }
+
+    /// Every free-text part of every error is bounded once redacted.
+    #[test]
+    fn redaction_bounds_every_free_text_part() {
+        let long = "z".repeat(10 * MAX_MESSAGE_CHARS);
+        let errors = [
+            Error::invalid(long.clone()),
+            Error::Provider {
+                provider: "anthropic".into(),
+                status: None,
+                message: long.clone(),
+            },
+            Error::Provider {
+                provider: "anthropic".into(),
+                status: Some(500),
+                message: long.clone(),
+            },
+            Error::EgressDenied {
+                message: long.clone(),
+            },
+            Error::InvalidRequest {
+                message: long.clone(),
+            },
+            Error::Host {
+                message: long.clone(),
+            },
+            Error::UnsupportedToolCall {
+                provider: "openai".into(),
+                tool_type: long.clone(),
+            },
+            Error::UnsupportedToolResultContent {
+                provider: "p".into(),
+                content_type: long.clone(),
+                detail: Some(long.clone()),
+            },
+        ];
+        for error in errors {
+            let name = error.name();
+            let message = error.redact(&[]).to_string();
+            // The longest fixed text around a part is under 100 chars; two parts at most.
+            assert!(
+                message.chars().count() <= 2 * MAX_MESSAGE_CHARS + 100,
+                "{name}: {} chars",
+                message.chars().count()
+            );
+        }
+        // Short messages are unchanged.
+        let error = Error::invalid("messages must be an array, got string");
+        assert_eq!(error.clone().redact(&["secret-key"]), error);
     }
 }

@@ -438,4 +438,31 @@ mod tests {
         let err = messages_from_json("[{").unwrap_err();
         assert!(err.to_string().starts_with("messages must be valid JSON: "));
     }
+
+    /// Found by the property tests and by the `validate` fuzz target: serde_json's default
+    /// number parser can be one unit in the last place off, so a tool input's float changed on
+    /// a round trip through OMA JSON (`-2.0237268418735433e-158` came back as
+    /// `-2.023726841873543e-158`, `1.4826765265342648e-304` as `1.4826765265342646e-304`).
+    /// With `float_roundtrip` numbers parse exactly, as `JSON.parse` does.
+    #[test]
+    fn tool_input_floats_round_trip_exactly() {
+        for number in [
+            -2.0237268418735433e-158,
+            -1.4431880247608167e258,
+            0.1,
+            5e-324,
+        ] {
+            let text = format!(
+                r#"[{{"role": "user", "content": [{{"type": "tool_use", "id": "t", "name": "n",
+                    "input": {{"x": {number:e}}}}}]}}]"#
+            );
+            let messages = messages_from_json(&text).unwrap();
+            let ContentBlock::ToolUse(call) = &messages[0].content[0] else {
+                panic!("a tool_use block")
+            };
+            assert_eq!(call.input["x"].as_f64(), Some(number));
+            let written = messages_to_json(&messages).unwrap();
+            assert_eq!(messages_from_json(&written).unwrap(), messages);
+        }
+    }
 }

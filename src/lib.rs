@@ -37,6 +37,9 @@ pub mod message;
 pub mod rng;
 pub mod validate;
 
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod proptests;
+
 #[cfg(all(target_arch = "wasm32", feature = "component", feature = "portable"))]
 compile_error!("the `component` and `portable` worlds are built separately: enable one of them");
 

@@ -68,7 +68,10 @@ impl DriverHarness {
     pub fn new(options: HarnessOptions) -> anyhow::Result<DriverHarness> {
         let engine = engine(&options)?;
         let bytes = std::fs::read(&options.wasm).with_context(|| {
-            format!("could not read the portable guest {}", options.wasm.display())
+            format!(
+                "could not read the portable guest {}",
+                options.wasm.display()
+            )
         })?;
         let (component, _) = load_component(&engine, &options, &bytes)?;
         let pre = PortableHostPre::new(empty_linker(&engine).instantiate_pre(&component)?)?;
@@ -278,7 +281,9 @@ impl DriverGuest {
                 Driven::Continue => {}
             }
         }
-        Err(anyhow!("the session did not end within {MAX_SESSION_STEPS} steps"))
+        Err(anyhow!(
+            "the session did not end within {MAX_SESSION_STEPS} steps"
+        ))
     }
 
     /// Drops a session, abandoning its run.
@@ -308,7 +313,9 @@ impl DriverGuest {
             }
         }
         self.close_agent_stream(stream).await?;
-        Err(anyhow!("the stream did not end within {MAX_AGENT_EVENTS} events"))
+        Err(anyhow!(
+            "the stream did not end within {MAX_AGENT_EVENTS} events"
+        ))
     }
 
     /// `driver.agent.get-history`.
@@ -457,12 +464,13 @@ impl DriverGuest {
                     .call_tool(&flight.agent, call);
                 Answer::Tool(ToolAnswer { id, outcome })
             }
-            Step::ExternalSend(request) => Answer::External(
-                self.store
-                    .data_mut()
-                    .agent_host()
-                    .external_send(&flight.agent, request.kind, request.text),
-            ),
+            Step::ExternalSend(request) => {
+                Answer::External(self.store.data_mut().agent_host().external_send(
+                    &flight.agent,
+                    request.kind,
+                    request.text,
+                ))
+            }
             Step::Send(request) => self.send(request, flight).await,
             Step::Receive => receive(flight).await,
             Step::Wait(ms) => {

@@ -328,6 +328,30 @@ pub fn for_provider(
     })
 }
 
+/// The most content blocks one streamed turn may open. A stream decoder refuses a turn with more
+/// as a malformed response, so a crafted stream cannot make the accumulated state grow without
+/// bound in the number of blocks.
+pub const MAX_STREAM_BLOCKS: usize = 1024;
+
+/// The most tool calls one streamed turn may carry; more is a malformed response.
+pub const MAX_STREAM_TOOL_CALLS: usize = 256;
+
+/// The error for a streamed turn with more than [`MAX_STREAM_BLOCKS`] content blocks.
+pub fn too_many_blocks(provider: &str) -> Error {
+    malformed(
+        provider,
+        format_args!("the stream has more than {MAX_STREAM_BLOCKS} content blocks"),
+    )
+}
+
+/// The error for a streamed turn with more than [`MAX_STREAM_TOOL_CALLS`] tool calls.
+pub fn too_many_tool_calls(provider: &str) -> Error {
+    malformed(
+        provider,
+        format_args!("the stream has more than {MAX_STREAM_TOOL_CALLS} tool calls"),
+    )
+}
+
 /// A provider response body that is not what the wire format promises.
 pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
     Error::Provider {

@@ -152,6 +152,38 @@ mod tests {
         }
     }
 
+    /// 20,000 events fed one byte at a time: each byte is looked at once, so this is linear.
+    #[test]
+    fn many_tiny_chunks_give_every_event() {
+        let stream = "event: e\ndata: 0123456789\n\n".repeat(20_000);
+        let mut parser = SseParser::new();
+        let mut events = 0;
+        for byte in stream.as_bytes().chunks(1) {
+            for event in parser.feed(byte) {
+                assert_eq!(event.event.as_deref(), Some("e"));
+                assert_eq!(event.data, "0123456789");
+                events += 1;
+            }
+        }
+        assert_eq!(parser.finish(), None);
+        assert_eq!(events, 20_000);
+    }
+
+    /// A 4 MiB line with no line break, in 1-byte then 64 KiB chunks: the unfinished line is
+    /// only appended to, never searched again.
+    #[test]
+    fn a_huge_line_without_a_break_is_not_rescanned() {
+        let line = format!("data: {}", "x".repeat(4 << 20));
+        for size in [1, 1 << 16] {
+            let mut parser = SseParser::new();
+            for chunk in line.as_bytes().chunks(size) {
+                assert!(parser.feed(chunk).is_empty());
+            }
+            let event = parser.finish().expect("the line is dispatched at the end");
+            assert_eq!(event.data.len(), 4 << 20);
+        }
+    }
+
     #[test]
     fn a_missing_final_blank_line_still_dispatches() {
         let mut parser = SseParser::new();

@@ -560,10 +560,15 @@ mod tests {
         assert!(merge(ctx.clone(), result, Some(ExternalKind::Acp)).is_err());
     }
 
-    /// No input panics: odd results only ever give errors or a list.
+    /// No input panics: odd results only ever give errors or a list, and each combination gives
+    /// the outcome OMA's merge order (external check, prompt type, the guard, the rewrite)
+    /// prescribes.
     #[test]
     fn odd_results_do_not_panic() {
-        let ctx = BeforeRunContext::new(&msgs(json!([user(json!([img("I")]))])));
+        let original = msgs(json!([user(json!([img("I")]))]));
+        let ctx = BeforeRunContext::new(&original);
+        assert_eq!(ctx.prompt, "");
+        let mut outcomes = 0;
         for prompt in [json!(null), json!(true), json!({}), json!(""), json!("x")] {
             for messages in [
                 None,
@@ -573,7 +578,7 @@ mod tests {
                 Some(json!({})),
             ] {
                 for external in [None, Some(ExternalKind::Process)] {
-                    let _ = merge(
+                    let result = merge(
                         ctx.clone(),
                         BeforeRunResult {
                             prompt: prompt.clone(),
@@ -581,8 +586,66 @@ mod tests {
                         },
                         external,
                     );
+                    outcomes += 1;
+                    let case = format!("{prompt} {messages:?} {external:?}");
+                    // 1. An external backend refuses any message list other than its own.
+                    if external.is_some() && messages.is_some() {
+                        let error = result.expect_err(&case);
+                        assert_eq!(
+                            error.to_string(),
+                            "The process external backend accepts beforeRun.prompt rewrites only; beforeRun.messages cannot be forwarded without loss.",
+                            "{case}"
+                        );
+                        continue;
+                    }
+                    // 2. The prompt must be a string.
+                    let Some(prompt) = prompt.as_str() else {
+                        let error = result.expect_err(&case);
+                        assert_eq!(error.kind(), ErrorKind::InvalidMessage, "{case}");
+                        assert_eq!(error.to_string(), "beforeRun.prompt must be a string");
+                        continue;
+                    };
+                    // 3. Returned messages pass the guard, or fail with its message.
+                    let replaced = match &messages {
+                        None => original.clone(),
+                        Some(value) => match messages_from_value(value.clone()) {
+                            Ok(list) => list,
+                            Err(expected) => {
+                                assert_eq!(result.expect_err(&case), expected, "{case}");
+                                continue;
+                            }
+                        },
+                    };
+                    let merged = result.expect(&case);
+                    // 4. and 5. An unchanged prompt keeps the list; a new one is written into
+                    // the latest user message, if there is one.
+                    let mut expected = replaced.clone();
+                    if prompt != ctx.prompt {
+                        if let Some(last) = expected.iter_mut().rev().find(|m| m.role == Role::User)
+                        {
+                            last.content.insert(
+                                0,
+                                ContentBlock::Text(TextBlock {
+                                    text: prompt.to_string(),
+                                }),
+                            );
+                        }
+                    }
+                    assert_eq!(merged, expected, "{case}");
                 }
             }
         }
+        assert_eq!(outcomes, 50);
+        // The guard's own messages for the odd lists above.
+        assert_eq!(
+            messages_from_value(json!(null)).unwrap_err().to_string(),
+            "messages must be an array, got null"
+        );
+        assert_eq!(
+            messages_from_value(json!({})).unwrap_err().to_string(),
+            "messages must be an array, got object"
+        );
+        assert!(messages_from_value(json!([[]])).is_err());
+        assert_eq!(messages_from_value(json!([])).unwrap(), []);
     }
 }

@@ -464,24 +464,35 @@ mod tests {
         }
     }
 
+    /// Odd input never panics, and gives exactly this: only a sensitive name with a value is
+    /// redacted; a marker or a separator alone is left as it is.
     #[test]
     fn redaction_never_panics_on_odd_input() {
-        for input in [
-            "=",
-            ":",
-            "\"",
-            "'='",
-            "a=",
-            "=b",
-            "-----BEGIN PRIVATE KEY-----",
-            "Bearer ",
-            "Authorization:",
-            "😀=😀",
-            "api_key=😀",
-            "\u{0}\u{FEFF}",
+        for (input, expected) in [
+            ("=", "="),
+            (":", ":"),
+            ("\"", "\""),
+            ("'='", "'='"),
+            ("a=", "a="),
+            ("=b", "=b"),
+            ("-----BEGIN PRIVATE KEY-----", "-----BEGIN PRIVATE KEY-----"),
+            ("Bearer ", "Bearer "),
+            ("Authorization:", "Authorization:"),
+            ("😀=😀", "😀=😀"),
+            ("api_key=😀", "api_key=[redacted]"),
+            ("\u{0}\u{FEFF}", "\u{0}\u{FEFF}"),
         ] {
-            let _ = redact_secrets(input);
-            let _ = bound(input);
+            let redacted = redact_secrets(input);
+            assert_eq!(redacted, expected, "{input:?}");
+            // Redacting again changes nothing, and short text is not bounded.
+            assert_eq!(redact_secrets(&redacted), redacted, "{input:?}");
+            assert_eq!(bound(input), input);
+            // Repeated past the bound, it is cut to exactly the bound or one unit under it.
+            let long = input.repeat(MAX_PAYLOAD_CHARS / js_len(input) + 2);
+            let bounded = bound(&long);
+            assert!(js_len(&bounded) <= MAX_PAYLOAD_CHARS, "{input:?}");
+            assert!(js_len(&bounded) >= MAX_PAYLOAD_CHARS - 1, "{input:?}");
+            assert!(bounded.ends_with(TRUNCATION_MARKER), "{input:?}");
         }
     }
 }

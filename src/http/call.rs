@@ -380,9 +380,14 @@ impl Call {
             headers: receiving.headers,
             body: receiving.body,
         };
-        if let Err(failure) = classify_status(&self.provider, &response, &|body| {
-            adapter.error_message(body)
-        }) {
+        let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+        let classified = classify_status(
+            &self.provider,
+            &response,
+            &|body| adapter.error_message(body),
+            &secrets,
+        );
+        if let Err(failure) = classified {
             return self.fail(failure.error, failure.retry_after_ms);
         }
         match adapter.parse(request, &response.body) {

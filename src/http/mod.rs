@@ -120,11 +120,13 @@ pub fn check_egress(url: &str, policy: &EgressPolicy) -> Result<(), Error> {
 
 /// Classifies a response: `Ok` for 2xx, otherwise a provider error with the status, the
 /// provider's own message when `error_message` finds one in the body (else the start of the
-/// body), and the `retry-after` delay.
+/// body), and the `retry-after` delay. The message has `secrets` redacted before it is cut to
+/// 512 characters, so a key across the cut leaves no prefix behind.
 pub fn classify_status(
     provider: &str,
     response: &HttpResponse,
     error_message: &dyn Fn(&[u8]) -> Option<String>,
+    secrets: &[&str],
 ) -> Result<(), Failure> {
     if (200..300).contains(&response.status) {
         return Ok(());
@@ -135,7 +137,16 @@ pub fn classify_status(
         error: Error::Provider {
             provider: provider.to_string(),
             status: Some(response.status),
-            message: shorten(&message, 512),
+            message: crate::error::redact_and_bound(
+                // A body can be megabytes; redaction only needs what could reach the cut.
+                message
+                    .trim()
+                    .char_indices()
+                    .nth(512 + 4096)
+                    .map_or(message.trim(), |(end, _)| &message.trim()[..end]),
+                secrets,
+                512,
+            ),
         },
         retry_after_ms: response.header("retry-after").and_then(parse_retry_after),
     })
@@ -306,26 +317,51 @@ mod tests {
             Some(v["error"]["message"].as_str()?.to_string())
         }
         assert_eq!(
-            classify_status("openai", &response(200, "{}", None), &message),
+            classify_status("openai", &response(200, "{}", None), &message, &[]),
             Ok(())
         );
         let failure = classify_status(
             "openai",
             &response(429, r#"{"error":{"message":"slow down"}}"#, Some("3")),
             &message,
+            &[],
         )
         .unwrap_err();
         assert_eq!(failure.retry_after_ms, Some(3000));
         assert_eq!(failure.error.to_string(), "429 slow down");
         assert!(failure.error.retryable());
-        let failure =
-            classify_status("openai", &response(400, "bad video_url", None), &message).unwrap_err();
+        let failure = classify_status(
+            "openai",
+            &response(400, "bad video_url", None),
+            &message,
+            &[],
+        )
+        .unwrap_err();
         assert_eq!(failure.error.to_string(), "400 bad video_url");
         assert!(!failure.error.retryable());
         assert_eq!(failure.error.http_status(), Some(400));
         let long = "x".repeat(2000);
-        let failure = classify_status("openai", &response(500, &long, None), &message).unwrap_err();
+        let failure =
+            classify_status("openai", &response(500, &long, None), &message, &[]).unwrap_err();
         assert!(failure.error.to_string().chars().count() < 600);
         assert!(failure.error.retryable());
+    }
+
+    /// A key that straddles the 512-character cut must not leave its prefix behind: redaction
+    /// comes before the cut.
+    #[test]
+    fn a_key_across_the_cut_leaves_no_prefix() {
+        let key = "sk-straddle-SECRET-0042";
+        for offset in 500..512 {
+            let body = format!("{}{key} and more", "x".repeat(offset));
+            let response = HttpResponse {
+                status: 401,
+                headers: vec![],
+                body: body.into_bytes(),
+            };
+            let failure = classify_status("openai", &response, &|_| None, &[key]).unwrap_err();
+            let message = failure.error.to_string();
+            assert!(!message.contains(&key[..4]), "offset {offset}: {message}");
+        }
     }
 }

@@ -33,10 +33,13 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The policy OMA derives from `maxRetries`, `retryDelayMs` and `retryBackoff`:
-    /// `maxRetries + 1` attempts, negative delays as 0, backoff at least 1.
+    /// `maxRetries + 1` attempts (at most `u32::MAX`: any larger count saturates, it never
+    /// overflows), negative delays as 0, backoff at least 1.
     pub fn from_oma(max_retries: i64, retry_delay_ms: Option<f64>, backoff: Option<f64>) -> Self {
         RetryPolicy {
-            max_attempts: u32::try_from(max_retries.max(0)).unwrap_or(u32::MAX - 1) + 1,
+            max_attempts: u32::try_from(max_retries.max(0))
+                .unwrap_or(u32::MAX)
+                .saturating_add(1),
             base_delay_ms: retry_delay_ms.unwrap_or(1000.0).max(0.0) as u64,
             backoff: backoff.unwrap_or(2.0).max(1.0),
         }
@@ -165,6 +168,47 @@ mod tests {
         assert_eq!(parse_retry_after("0.5"), Some(500));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+    }
+
+    /// `u32::MAX` retries used to overflow `maxRetries + 1` (a panic in debug builds, a wrap to
+    /// zero attempts in release builds); every huge count now saturates at `u32::MAX` attempts.
+    #[test]
+    fn huge_retry_counts_saturate() {
+        for max_retries in [
+            i64::from(u32::MAX),
+            i64::from(u32::MAX) - 1,
+            i64::from(u32::MAX) + 1,
+            i64::MAX,
+        ] {
+            let policy = RetryPolicy::from_oma(max_retries, None, None);
+            assert_eq!(policy.max_attempts, u32::MAX, "{max_retries}");
+            let err = provider(Some(503));
+            assert_eq!(
+                policy.next_delay_ms(u32::MAX - 1, &err, 1.0, None),
+                Some(MAX_DELAY_MS)
+            );
+            assert_eq!(policy.next_delay_ms(u32::MAX, &err, 1.0, None), None);
+        }
+        assert_eq!(
+            RetryPolicy::from_oma(i64::from(u32::MAX) - 2, None, None).max_attempts,
+            u32::MAX - 1
+        );
+        assert_eq!(RetryPolicy::from_oma(i64::MIN, None, None).max_attempts, 1);
+    }
+
+    /// Odd delays and factors never panic and stay within the cap.
+    #[test]
+    fn odd_delays_and_factors_stay_in_range() {
+        let odd = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, 1e308];
+        for delay in odd {
+            for backoff in odd {
+                let policy = RetryPolicy::from_oma(i64::MAX, Some(delay), Some(backoff));
+                assert!(policy.backoff >= 1.0, "{delay} {backoff}");
+                for attempt in [0, 1, 2, 64, 1025, u32::MAX] {
+                    assert!(policy.nominal_delay_ms(attempt) <= MAX_DELAY_MS);
+                }
+            }
+        }
     }
 
     #[test]

@@ -57,7 +57,7 @@
 mod request;
 mod response;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
 use crate::error::Error;

@@ -501,7 +501,7 @@ fn error_message_reads_the_host_error() {
     assert_eq!(error_message(b"oops"), None);
 }
 
-const STREAM: &str = concat!(
+pub(crate) const STREAM: &str = concat!(
     "{\"type\":\"start\"}\n",
     "{\"type\":\"start-step\",\"request\":{},\"warnings\":[]}\n",
     "{\"type\":\"reasoning-start\",\"id\":\"r\"}\n",

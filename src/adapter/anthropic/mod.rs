@@ -12,7 +12,7 @@ mod response;
 mod stream;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use response::error_message;
 

@@ -6,6 +6,13 @@
 //! started, as the SDK's `finalMessage()` does, and [`Decoder::finish`] turns them into the
 //! closing `Done`. An `error` event, a body that is not the promised JSON, or a stream that ends
 //! before `message_stop` is an error.
+//!
+//! Each event costs the same whatever came before it: a block is found through a map from its
+//! `index` to its place, never by a search, and a turn may open at most
+//! [`MAX_STREAM_BLOCKS`] blocks and [`MAX_STREAM_TOOL_CALLS`] tool calls (more is a malformed
+//! response).
+
+use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -13,7 +20,10 @@ use serde_json::{Map, Value};
 use super::response::{reasoning, unsupported_block, WireError, WireUsage};
 use super::NAME;
 use crate::adapter::sse::{SseEvent, SseParser};
-use crate::adapter::{malformed, StreamDecoder, StreamEvent};
+use crate::adapter::{
+    malformed, too_many_blocks, too_many_tool_calls, StreamDecoder, StreamEvent, MAX_STREAM_BLOCKS,
+    MAX_STREAM_TOOL_CALLS,
+};
 use crate::error::Error;
 use crate::message::{ContentBlock, LlmResponse, TextBlock, TokenUsage, ToolUseBlock};
 
@@ -93,7 +103,12 @@ enum Block {
 pub(super) struct Decoder {
     sse: SseParser,
     start: Option<(String, String)>,
-    blocks: Vec<(u64, Block)>,
+    /// The blocks in the order they started.
+    blocks: Vec<Block>,
+    /// Where in `blocks` the latest block started at each `index` is.
+    positions: HashMap<u64, usize>,
+    /// How many of `blocks` are tool calls.
+    tool_calls: usize,
     stop_reason: Option<String>,
     usage: TokenUsage,
     stopped: bool,
@@ -135,8 +150,9 @@ impl StreamDecoder for Decoder {
         };
         let content = std::mem::take(&mut self.blocks)
             .into_iter()
-            .map(|(_, block)| final_block(block))
+            .map(final_block)
             .collect();
+        self.positions.clear();
         out.push(StreamEvent::Done(LlmResponse {
             id,
             content,
@@ -200,7 +216,18 @@ impl Decoder {
                 let block = wire
                     .content_block
                     .ok_or_else(|| malformed(NAME, "content_block_start has no content_block"))?;
-                self.blocks.push((index, start_block(block)));
+                if self.blocks.len() >= MAX_STREAM_BLOCKS {
+                    return Err(too_many_blocks(NAME));
+                }
+                let block = start_block(block);
+                if matches!(block, Block::ToolUse { .. }) {
+                    if self.tool_calls >= MAX_STREAM_TOOL_CALLS {
+                        return Err(too_many_tool_calls(NAME));
+                    }
+                    self.tool_calls += 1;
+                }
+                self.positions.insert(index, self.blocks.len());
+                self.blocks.push(block);
             }
             "content_block_delta" => {
                 let index = index_of(wire.index, &wire.kind)?;
@@ -292,25 +319,24 @@ impl Decoder {
         Ok(())
     }
 
-    /// The latest block started at `index`.
+    /// The latest block started at `index`, found in constant time.
     fn block_mut(&mut self, index: u64) -> Option<&mut Block> {
-        self.blocks
-            .iter_mut()
-            .rev()
-            .find(|(at, _)| *at == index)
-            .map(|(_, block)| block)
+        let at = *self.positions.get(&index)?;
+        self.blocks.get_mut(at)
     }
 }
 
 /// The JSON of one SSE event; an `error` event whose data is not JSON is still the provider's
-/// error, reported with (the start of) its text.
+/// error, reported with its text. The text is kept whole: the caller redacts the key from it and
+/// then bounds it ([`Error::redact`]); cutting it here first could cut a key in two and leave its
+/// prefix, which redaction no longer finds.
 fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
     serde_json::from_str(&event.data).map_err(|e| {
         if event.event.as_deref() == Some("error") {
             return Error::Provider {
                 provider: NAME.into(),
                 status: None,
-                message: event.data.chars().take(200).collect(),
+                message: event.data.clone(),
             };
         }
         malformed(

@@ -683,7 +683,7 @@ fn error_bodies() {
 
 // ----- streaming --------------------------------------------------------------------------
 
-const STREAM: &str = concat!(
+pub(crate) const STREAM: &str = concat!(
     "event: message_start\n",
     "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-x\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n",
     "event: ping\ndata: {\"type\": \"ping\"}\n\n",
@@ -926,6 +926,7 @@ fn corrupted_input_never_panics() {
         seed
     };
     let response = br#"{"id":"m","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"n","input":{"a":[1]}}],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":2}}"#;
+    let (mut stream_ok, mut stream_err, mut parse_ok, mut parse_err) = (0, 0, 0, 0);
     for _ in 0..2000 {
         let mut stream = STREAM.as_bytes().to_vec();
         let mut body = response.to_vec();
@@ -935,8 +936,184 @@ fn corrupted_input_never_panics() {
             let at = (next() as usize) % body.len();
             body[at] = (next() % 256) as u8;
         }
-        let _ = decode(&stream, 1 + (next() as usize) % 64);
-        let _ = Anthropic.parse(&ChatRequest::default(), &body);
-        let _ = error_message(&body);
+        // A stream decodes to a list ending in its one `Done`, or to a provider error, and to
+        // the same outcome whatever the chunking.
+        let chunked = decode(&stream, 1 + (next() as usize) % 64);
+        match &chunked {
+            Ok(events) => {
+                stream_ok += 1;
+                assert!(matches!(events.last(), Some(StreamEvent::Done(_))));
+                let dones = events
+                    .iter()
+                    .filter(|e| matches!(e, StreamEvent::Done(_)))
+                    .count();
+                assert_eq!(dones, 1);
+            }
+            Err(error) => {
+                stream_err += 1;
+                assert_eq!(error.kind(), ErrorKind::Provider, "{error}");
+            }
+        }
+        assert_eq!(chunked, decode(&stream, stream.len()));
+        // A body parses, or fails as a provider error.
+        match Anthropic.parse(&ChatRequest::default(), &body) {
+            Ok(response) => {
+                parse_ok += 1;
+                assert!(response.content.len() <= 2);
+            }
+            Err(error) => {
+                parse_err += 1;
+                assert_eq!(error.kind(), ErrorKind::Provider, "{error}");
+            }
+        }
+        // An error message is only ever read from a JSON body.
+        if error_message(&body).is_some() {
+            assert!(serde_json::from_slice::<Value>(&body).is_ok());
+        }
+    }
+    // The corruption reaches both outcomes of both readers, so the checks above ran on each.
+    for (what, count) in [
+        ("stream ok", stream_ok),
+        ("stream error", stream_err),
+        ("parse ok", parse_ok),
+        ("parse error", parse_err),
+    ] {
+        assert!(count > 0, "{what}: {count} of 2000");
+    }
+}
+
+// ----- stream limits: linear decoding and caps ------------------------------------------------
+
+fn start_event(index: usize, block: Value) -> String {
+    let event = json!({"type": "content_block_start", "index": index, "content_block": block});
+    format!("data: {event}\n\n")
+}
+
+fn text_delta_event(index: usize, text: &str) -> String {
+    let event = json!({"type": "content_block_delta", "index": index,
+        "delta": {"type": "text_delta", "text": text}});
+    format!("data: {event}\n\n")
+}
+
+const MESSAGE_START: &str = "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":1}}}\n\n";
+const MESSAGE_STOP: &str = "data: {\"type\":\"message_stop\"}\n\n";
+
+/// 1,024 blocks, then 20,000 deltas to the first one: each delta finds its block at once
+/// (a search from the newest block would walk all 1,024 for each of them).
+#[test]
+fn many_deltas_to_an_early_block_decode_in_linear_time() {
+    let mut stream = String::from(MESSAGE_START);
+    for index in 0..1024 {
+        stream.push_str(&start_event(index, json!({"type": "text", "text": ""})));
+    }
+    for _ in 0..20_000 {
+        stream.push_str(&text_delta_event(0, "a"));
+    }
+    stream.push_str(MESSAGE_STOP);
+    let events = decode(stream.as_bytes(), 4096).expect("a stream within the caps decodes");
+    assert_eq!(events.len(), 20_001);
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(done.content.len(), 1024);
+    assert_eq!(
+        done.content[0],
+        ContentBlock::Text(TextBlock {
+            text: "a".repeat(20_000)
+        })
+    );
+    assert_eq!(
+        done.content[1023],
+        ContentBlock::Text(TextBlock {
+            text: String::new()
+        })
+    );
+}
+
+/// A block index used twice means the newer block; deltas go to it.
+#[test]
+fn a_reused_index_addresses_the_newest_block() {
+    let stream = [
+        MESSAGE_START.to_string(),
+        start_event(0, json!({"type": "text", "text": "x"})),
+        start_event(0, json!({"type": "text", "text": "y"})),
+        text_delta_event(0, "z"),
+        MESSAGE_STOP.to_string(),
+    ]
+    .concat();
+    let events = decode(stream.as_bytes(), 7).unwrap();
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(
+        done.content,
+        [
+            ContentBlock::Text(TextBlock { text: "x".into() }),
+            ContentBlock::Text(TextBlock { text: "yz".into() }),
+        ]
+    );
+}
+
+#[test]
+fn more_than_1024_blocks_is_a_malformed_response() {
+    let mut stream = String::from(MESSAGE_START);
+    for index in 0..1025 {
+        stream.push_str(&start_event(index, json!({"type": "text", "text": ""})));
+    }
+    stream.push_str(MESSAGE_STOP);
+    let error = decode(stream.as_bytes(), 1 << 16).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        error.to_string(),
+        "malformed anthropic response: the stream has more than 1024 content blocks"
+    );
+}
+
+#[test]
+fn more_than_256_tool_calls_is_a_malformed_response() {
+    let tool = |index: usize| {
+        start_event(
+            index,
+            json!({"type": "tool_use", "id": format!("t{index}"), "name": "n", "input": {}}),
+        )
+    };
+    let within: String = std::iter::once(MESSAGE_START.to_string())
+        .chain((0..256).map(tool))
+        .chain([MESSAGE_STOP.to_string()])
+        .collect();
+    let events = decode(within.as_bytes(), 1 << 16).expect("256 tool calls are allowed");
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(done.content.len(), 256);
+
+    let over: String = std::iter::once(MESSAGE_START.to_string())
+        .chain((0..257).map(tool))
+        .chain([MESSAGE_STOP.to_string()])
+        .collect();
+    let error = decode(over.as_bytes(), 1 << 16).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        error.to_string(),
+        "malformed anthropic response: the stream has more than 256 tool calls"
+    );
+}
+
+/// An `error` event whose data is not JSON used to be cut to 200 chars before the caller
+/// redacted the key, so a key across char 200 left its prefix behind. The text is now kept
+/// whole until `Error::redact`, which redacts first and bounds after.
+#[test]
+fn a_key_in_a_non_json_error_event_is_redacted_whole() {
+    let key = "sk-ant-api03-0123456789abcdef";
+    for at in [190, 195, 199] {
+        let data = format!("{}{key}{}", "x".repeat(at), "y".repeat(5000));
+        let stream = format!("event: error\ndata: {data}\n\n");
+        let error = decode(stream.as_bytes(), 64).unwrap_err().redact(&[key]);
+        let message = error.to_string();
+        for n in 4..=key.len() {
+            assert!(!message.contains(&key[..n]), "{at}: {message}");
+        }
+        assert!(message.contains("[redacted]"));
+        assert!(message.chars().count() <= crate::error::MAX_MESSAGE_CHARS);
     }
 }

@@ -19,7 +19,7 @@ mod response;
 pub mod sigv4;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use serde_json::Value;
 

@@ -1,12 +1,23 @@
 //! Reading Converse answers (`docs/wire-formats.md#bedrock-response`): the JSON body of
 //! `/converse`, and the AWS event stream of `/converse-stream` turned into OMA's stream events.
+//!
+//! The stream's open tool and reasoning buffers are kept in maps by content block index, so an
+//! event costs the same whatever came before it. A turn may use at most [`MAX_STREAM_BLOCKS`]
+//! distinct content block indexes and start at most [`MAX_STREAM_TOOL_CALLS`] tool calls (more
+//! is a malformed response). Each text delta still becomes a text block of its own, as in OMA,
+//! so the number of text blocks grows with the deltas, not with the indexes.
+
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
 use super::b64::node_round_trip;
 use super::eventstream::{EventStreamDecoder, Message};
 use super::NAME;
-use crate::adapter::{malformed, StreamDecoder, StreamEvent};
+use crate::adapter::{
+    malformed, too_many_blocks, too_many_tool_calls, StreamDecoder, StreamEvent, MAX_STREAM_BLOCKS,
+    MAX_STREAM_TOOL_CALLS,
+};
 use crate::error::Error;
 use crate::message::{
     ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
@@ -151,9 +162,16 @@ struct ToolBuffer {
 pub(super) struct ConverseStream {
     model: String,
     frames: EventStreamDecoder,
-    /// Buffers keyed by content block index, in the order they were opened.
-    tools: Vec<(i64, ToolBuffer)>,
-    reasoning: Vec<(i64, ReasoningBuffer)>,
+    /// Open tool calls by content block index.
+    tools: HashMap<i64, ToolBuffer>,
+    /// Open reasoning blocks by content block index, with the order they were opened in.
+    reasoning: HashMap<i64, (usize, ReasoningBuffer)>,
+    /// How many reasoning buffers were opened so far (the next one's order).
+    reasoning_opened: usize,
+    /// Every content block index the stream used.
+    indexes: HashSet<i64>,
+    /// How many tool calls were started.
+    tool_calls: usize,
     content: Vec<ContentBlock>,
     stop_reason: String,
     usage: TokenUsage,
@@ -167,8 +185,11 @@ impl ConverseStream {
         ConverseStream {
             model: model.to_string(),
             frames: EventStreamDecoder::new(),
-            tools: Vec::new(),
-            reasoning: Vec::new(),
+            tools: HashMap::new(),
+            reasoning: HashMap::new(),
+            reasoning_opened: 0,
+            indexes: HashSet::new(),
+            tool_calls: 0,
             content: Vec::new(),
             stop_reason: "end_turn".into(),
             usage: TokenUsage::default(),
@@ -215,6 +236,15 @@ impl ConverseStream {
             .get("contentBlockIndex")
             .and_then(Value::as_i64)
             .unwrap_or(0);
+        if kind.starts_with("contentBlock")
+            && self.indexes.len() >= MAX_STREAM_BLOCKS
+            && !self.indexes.contains(&index)
+        {
+            return Err(too_many_blocks(NAME));
+        }
+        if kind.starts_with("contentBlock") {
+            self.indexes.insert(index);
+        }
         match kind {
             "contentBlockStart" => {
                 if let Some(call) = payload.get("start").and_then(|s| s.get("toolUse")) {
@@ -223,10 +253,11 @@ impl ConverseStream {
                         name: str_or_empty(call.get("name")),
                         json: String::new(),
                     };
-                    match self.tools.iter_mut().find(|(i, _)| *i == index) {
-                        Some(slot) => slot.1 = buffer,
-                        None => self.tools.push((index, buffer)),
+                    if self.tool_calls >= MAX_STREAM_TOOL_CALLS {
+                        return Err(too_many_tool_calls(NAME));
                     }
+                    self.tool_calls += 1;
+                    self.tools.insert(index, buffer);
                 }
             }
             "contentBlockDelta" => {
@@ -250,14 +281,15 @@ impl ConverseStream {
     }
 
     fn reasoning_buffer(&mut self, index: i64) -> &mut ReasoningBuffer {
-        let at = match self.reasoning.iter().position(|(i, _)| *i == index) {
-            Some(at) => at,
-            None => {
-                self.reasoning.push((index, ReasoningBuffer::default()));
-                self.reasoning.len() - 1
-            }
-        };
-        &mut self.reasoning[at].1
+        let opened = &mut self.reasoning_opened;
+        &mut self
+            .reasoning
+            .entry(index)
+            .or_insert_with(|| {
+                *opened += 1;
+                (*opened, ReasoningBuffer::default())
+            })
+            .1
     }
 
     fn delta(&mut self, index: i64, delta: &Value, events: &mut Vec<StreamEvent>) {
@@ -270,7 +302,7 @@ impl ConverseStream {
             .and_then(|t| t.get("input"))
             .and_then(Value::as_str)
         {
-            if let Some((_, buffer)) = self.tools.iter_mut().find(|(i, _)| *i == index) {
+            if let Some(buffer) = self.tools.get_mut(&index) {
                 buffer.json.push_str(input);
             }
         } else if let Some(reasoning) = delta.get("reasoningContent") {
@@ -287,13 +319,11 @@ impl ConverseStream {
     }
 
     fn block_stop(&mut self, index: i64, events: &mut Vec<StreamEvent>) {
-        if let Some(at) = self.reasoning.iter().position(|(i, _)| *i == index) {
-            let (_, buffer) = self.reasoning.remove(at);
+        if let Some((_, buffer)) = self.reasoning.remove(&index) {
             self.content
                 .push(ContentBlock::Reasoning(buffer.into_block()));
         }
-        if let Some(at) = self.tools.iter().position(|(i, _)| *i == index) {
-            let (_, buffer) = self.tools.remove(at);
+        if let Some(buffer) = self.tools.remove(&index) {
             let json = if buffer.json.is_empty() {
                 "{}"
             } else {
@@ -360,7 +390,10 @@ impl StreamDecoder for ConverseStream {
             return Err(malformed(NAME, "stream ended before messageStop"));
         }
         self.finished = true;
-        for (_, buffer) in std::mem::take(&mut self.reasoning) {
+        // Unterminated reasoning is flushed in the order it was opened.
+        let mut open: Vec<_> = std::mem::take(&mut self.reasoning).into_values().collect();
+        open.sort_unstable_by_key(|(opened, _)| *opened);
+        for (_, buffer) in open {
             self.content
                 .push(ContentBlock::Reasoning(buffer.into_block()));
         }

@@ -763,7 +763,7 @@ fn exception(kind: &str, message: &str) -> Vec<u8> {
 /// A recorded-shape stream: reasoning with a signature, two text deltas, a tool call whose
 /// input arrives in pieces, then messageStop and metadata (each payload padded with `p`, as
 /// Bedrock does).
-fn recorded_stream() -> Vec<u8> {
+pub(crate) fn recorded_stream() -> Vec<u8> {
     [
         event("messageStart", json!({"role": "assistant", "p": "abc"})),
         event(
@@ -1072,4 +1072,107 @@ fn truncated_and_malformed_streams_fail() {
     // Truncation at the stop still yields every event seen so far.
     let (events, _) = run(&stream[..before_stop], 1);
     assert_eq!(events.len(), 5);
+}
+
+fn reasoning_delta(index: usize, text: &str) -> Vec<u8> {
+    event(
+        "contentBlockDelta",
+        json!({"contentBlockIndex": index, "delta": {"reasoningContent": {"text": text}}}),
+    )
+}
+
+fn stopped(mut stream: Vec<u8>) -> Vec<u8> {
+    stream.extend(event("messageStop", json!({"stopReason": "end_turn"})));
+    stream
+}
+
+/// 1,024 reasoning blocks opened from the highest index down and never closed, then 20,000
+/// deltas to the last one opened: each delta finds its buffer at once (a search from the first
+/// buffer would walk all 1,024 for each of them), and the blocks still end in opening order.
+#[test]
+fn many_deltas_to_a_late_block_decode_in_linear_time() {
+    let mut stream = event("messageStart", json!({"role": "assistant"}));
+    for index in (0..1024).rev() {
+        stream.extend(reasoning_delta(index, &index.to_string()));
+    }
+    for _ in 0..20_000 {
+        stream.extend(reasoning_delta(0, "a"));
+    }
+    let (events, error) = run(&stopped(stream), 1 << 16);
+    assert_eq!(error, None);
+    assert_eq!(events.len(), 1024 + 20_000 + 1);
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    let texts: Vec<String> = done
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Reasoning(r) => r.text.clone(),
+            other => panic!("only reasoning was streamed, got {other:?}"),
+        })
+        .collect();
+    let expected: Vec<String> = (1..1024)
+        .rev()
+        .map(|index| index.to_string())
+        .chain([format!("0{}", "a".repeat(20_000))])
+        .collect();
+    assert_eq!(texts, expected);
+}
+
+#[test]
+fn more_than_1024_block_indexes_is_a_malformed_response() {
+    let text = |index: usize| {
+        event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": index, "delta": {"text": "t"}}),
+        )
+    };
+    // Many text deltas at one index are many text blocks, as in OMA, and within the cap.
+    let stream: Vec<u8> = (0..5000).flat_map(|_| text(0)).collect();
+    let (events, error) = run(&stopped(stream), 1 << 16);
+    assert_eq!(error, None);
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("the stream ends with Done")
+    };
+    assert_eq!(done.content.len(), 5000);
+    // 1,024 indexes are allowed, the 1,025th is not.
+    let stream: Vec<u8> = (0..1024).flat_map(text).collect();
+    assert_eq!(run(&stopped(stream), 1 << 16).1, None);
+    let stream: Vec<u8> = (0..1025).flat_map(text).collect();
+    let (events, error) = run(&stopped(stream), 1 << 16);
+    let error = error.expect("the 1,025th index fails the stream");
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        error.to_string(),
+        "malformed bedrock response: the stream has more than 1024 content blocks"
+    );
+    // The text before the failure was delivered first.
+    assert_eq!(events.len(), 1024);
+}
+
+#[test]
+fn more_than_256_tool_calls_is_a_malformed_response() {
+    let tool = |index: usize| {
+        [
+            event(
+                "contentBlockStart",
+                json!({"contentBlockIndex": index,
+                    "start": {"toolUse": {"toolUseId": format!("t{index}"), "name": "n"}}}),
+            ),
+            event("contentBlockStop", json!({"contentBlockIndex": index})),
+        ]
+        .concat()
+    };
+    let stream: Vec<u8> = (0..256).flat_map(tool).collect();
+    let (events, error) = run(&stopped(stream), 1 << 16);
+    assert_eq!(error, None);
+    assert_eq!(events.len(), 257);
+    let stream: Vec<u8> = (0..257).flat_map(tool).collect();
+    let (_, error) = run(&stopped(stream), 1 << 16);
+    let error = error.expect("the 257th tool call fails the stream");
+    assert_eq!(
+        error.to_string(),
+        "malformed bedrock response: the stream has more than 256 tool calls"
+    );
 }

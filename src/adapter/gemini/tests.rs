@@ -591,7 +591,7 @@ fn error_message_reads_google_errors() {
     assert_eq!(error_message(br#"{"error":"x"}"#), None);
 }
 
-const STREAM: &str = concat!(
+pub(crate) const STREAM: &str = concat!(
     "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Let me \", \"thought\": true}],\"role\": \"model\"}}],",
     "\"usageMetadata\": {\"promptTokenCount\": 9}}\r\n\r\n",
     "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hél\"}, {\"text\": \"lo ✓\"}],\"role\": \"model\"}}]}\r\n\r\n",

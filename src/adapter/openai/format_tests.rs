@@ -469,7 +469,6 @@ fn assistant_messages() {
             {"role": "assistant", "content": [{"type": "reasoning", "text": "private", "provenance": "openai"}]},
             {"role": "assistant", "content": [
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
-                {"type": "video", "source": {"type": "url", "media_type": "video/mp4", "url": "https://x.example/v.mp4"}},
                 {"type": "tool_result", "tool_use_id": "call_1", "content": "r"},
             ]},
             {"role": "assistant", "content": []},
@@ -485,6 +484,35 @@ fn assistant_messages() {
             ]},
         ])
     );
+}
+
+/// A video in an assistant turn is refused, as the formats without video refuse it, before any
+/// request exists; it used to be dropped without a word. Images and tool results in an
+/// assistant turn are still dropped.
+#[test]
+fn video_in_an_assistant_turn_is_an_unsupported_content_block() {
+    for source in [
+        json!({"type": "url", "media_type": "video/mp4", "url": "https://x.example/v.mp4"}),
+        json!({"type": "base64", "media_type": "video/mp4", "data": "AAAA"}),
+    ] {
+        let req = request(json!([
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "here"},
+                {"type": "video", "source": source},
+            ]},
+        ]));
+        for name in PRESETS {
+            let err = preset(name).unwrap().format(&req, &key()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::UnsupportedContentBlock, "{name}");
+            assert_eq!(
+                err.to_string(),
+                "OpenAI-compatible Chat Completions cannot represent content block type \"video\""
+            );
+            assert_eq!(err.code(), Some("UNSUPPORTED_CONTENT_BLOCK"));
+            assert!(!err.retryable());
+        }
+    }
 }
 
 #[test]

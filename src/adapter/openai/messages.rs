@@ -12,7 +12,8 @@ use crate::adapter::ChatRequest;
 use crate::error::Error;
 use crate::message::{ContentBlock, MediaSource, Role, ToolResultContent, ToolResultPart};
 
-/// The wire-format label in OMA's `UnsupportedToolResultContentError`.
+/// The wire-format label in OMA's `UnsupportedToolResultContentError` and
+/// `UnsupportedContentBlockError`.
 const LABEL: &str = "OpenAI-compatible Chat Completions";
 
 /// One entry of `messages`.
@@ -116,7 +117,7 @@ pub(super) fn wire_messages<'a>(
                     has_tool_use,
                     preserve: request.preserve_reasoning_as_text,
                 };
-                if let Some(wire) = assistant_message(&message.content, &options) {
+                if let Some(wire) = assistant_message(&message.content, &options)? {
                     out.push(wire);
                 }
             }
@@ -271,11 +272,13 @@ struct AssistantOptions<'o> {
     preserve: bool,
 }
 
-/// An assistant message, or `None` when it has neither text nor tool calls.
+/// An assistant message, or `None` when it has neither text nor tool calls. Images and tool
+/// results in an assistant turn are dropped, as in OMA; a video is refused with
+/// `UnsupportedContentBlockError` rather than dropped without a word.
 fn assistant_message<'a>(
     blocks: &'a [ContentBlock],
     options: &AssistantOptions<'_>,
-) -> Option<WireMessage<'a>> {
+) -> Result<Option<WireMessage<'a>>, Error> {
     let mut tool_calls = Vec::new();
     let mut texts: Vec<Cow<'a, str>> = Vec::new();
     let mut pending = String::new();
@@ -313,14 +316,20 @@ fn assistant_message<'a>(
                     texts.push(Cow::Owned(std::mem::take(&mut pending)));
                 }
             }
-            _ => {}
+            ContentBlock::Video(_) => {
+                return Err(Error::UnsupportedContentBlock {
+                    provider: LABEL.into(),
+                    block_type: "video".into(),
+                })
+            }
+            ContentBlock::Image(_) | ContentBlock::ToolResult(_) => {}
         }
     }
     if !pending.is_empty() {
         texts.push(Cow::Owned(pending));
     }
     if tool_calls.is_empty() && texts.is_empty() {
-        return None;
+        return Ok(None);
     }
     let content = match texts.len() {
         0 => None,
@@ -335,9 +344,9 @@ fn assistant_message<'a>(
     } else {
         None
     };
-    Some(WireMessage::Assistant {
+    Ok(Some(WireMessage::Assistant {
         content,
         tool_calls,
         reasoning_content,
-    })
+    }))
 }

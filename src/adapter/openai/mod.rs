@@ -23,7 +23,7 @@ mod format_tests;
 #[cfg(test)]
 mod parse_tests;
 #[cfg(test)]
-mod stream_tests;
+pub(crate) mod stream_tests;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Value};

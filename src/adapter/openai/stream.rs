@@ -2,6 +2,12 @@
 //! chunks until `[DONE]`. Text and reasoning deltas become events at once; tool calls are
 //! accumulated by `index` and emitted when the stream ends, followed by the accumulated `done`
 //! response.
+//!
+//! A tool-call delta finds its buffer through a map from its `index`, never by a search, so each
+//! chunk costs the same whatever came before it; a turn may carry at most
+//! [`MAX_STREAM_TOOL_CALLS`] tool calls (more is a malformed response).
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -9,15 +15,15 @@ use super::response::{
     has_tool_use, reasoning_block, reasoning_text, stop_reason, token_count, tool_input,
 };
 use crate::adapter::sse::{SseEvent, SseParser};
-use crate::adapter::{malformed, StreamDecoder, StreamEvent};
+use crate::adapter::{
+    malformed, too_many_tool_calls, StreamDecoder, StreamEvent, MAX_STREAM_TOOL_CALLS,
+};
 use crate::error::Error;
 use crate::message::{ContentBlock, LlmResponse, TextBlock, TokenUsage, ToolUseBlock};
 
 /// A tool call being assembled from deltas.
 #[derive(Debug, Default)]
 struct CallBuffer {
-    /// The delta's `index`; `None` when the provider sent none (such deltas share a buffer).
-    index: Option<i64>,
     id: String,
     name: String,
     arguments: String,
@@ -40,6 +46,9 @@ pub(super) struct Decoder {
     text: String,
     reasoning: String,
     calls: Vec<CallBuffer>,
+    /// Where in `calls` the buffer of each delta `index` is; deltas without an `index` share
+    /// the buffer of `None`.
+    positions: HashMap<Option<i64>, usize>,
     done: bool,
     failed: Option<Error>,
 }
@@ -56,6 +65,7 @@ impl Decoder {
             text: String::new(),
             reasoning: String::new(),
             calls: Vec::new(),
+            positions: HashMap::new(),
             done: false,
             failed: None,
         }
@@ -117,7 +127,7 @@ impl Decoder {
             }
             if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
                 for call in calls {
-                    self.tool_call_delta(call);
+                    self.tool_call_delta(call)?;
                 }
             }
         }
@@ -127,20 +137,21 @@ impl Decoder {
         Ok(())
     }
 
-    fn tool_call_delta(&mut self, call: &Value) {
+    fn tool_call_delta(&mut self, call: &Value) -> Result<(), Error> {
         let index = call.get("index").and_then(Value::as_i64);
-        let position = match self.calls.iter().position(|c| c.index == index) {
-            Some(position) => position,
+        let position = match self.positions.get(&index) {
+            Some(&position) => position,
             None => {
-                self.calls.push(CallBuffer {
-                    index,
-                    ..CallBuffer::default()
-                });
+                if self.calls.len() >= MAX_STREAM_TOOL_CALLS {
+                    return Err(too_many_tool_calls(&self.provider));
+                }
+                self.calls.push(CallBuffer::default());
+                self.positions.insert(index, self.calls.len() - 1);
                 self.calls.len() - 1
             }
         };
         let Some(buffer) = self.calls.get_mut(position) else {
-            return;
+            return Ok(());
         };
         let function = call.get("function");
         if let Some(id) = non_empty(call.get("id")) {
@@ -152,6 +163,7 @@ impl Decoder {
         if let Some(arguments) = non_empty(function.and_then(|f| f.get("arguments"))) {
             buffer.arguments.push_str(arguments);
         }
+        Ok(())
     }
 
     fn feed_events(&mut self, events: Vec<SseEvent>) -> Result<Vec<StreamEvent>, Error> {
@@ -202,6 +214,7 @@ impl StreamDecoder for Decoder {
                 text: std::mem::take(&mut self.text),
             }));
         }
+        self.positions.clear();
         for call in std::mem::take(&mut self.calls) {
             let block = ToolUseBlock {
                 id: call.id,

@@ -10,7 +10,7 @@ use crate::message::{ContentBlock, ReasoningBlock, TextBlock, TokenUsage, ToolUs
 
 /// A recorded stream: reasoning, text with multi-byte characters, two interleaved tool calls
 /// split over chunks, a usage-only final chunk, CRLF lines and a comment.
-const RECORDED: &str = concat!(
+pub(crate) const RECORDED: &str = concat!(
     ": keep-alive\n\n",
     "data: {\"id\":\"c1\",\"model\":\"deepseek-v4\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"Think \"}}]}\n\n",
     "data: {\"id\":\"c1\",\"model\":\"deepseek-v4\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"héré\"}}]}\n\n",
@@ -217,4 +217,63 @@ fn error_and_malformed_chunks() {
     assert!(err
         .to_string()
         .starts_with("malformed openai response: a stream chunk is not JSON"));
+}
+
+fn tool_delta(index: usize, id: &str, arguments: &str) -> String {
+    let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": index, "id": id, "function": {"name": if id.is_empty() { "" } else { "f" },
+            "arguments": arguments}}
+    ]}}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// 256 tool calls, then 20,000 argument deltas to the last one: each delta finds its buffer at
+/// once (a search from the first buffer would walk all 256 for each of them).
+#[test]
+fn many_deltas_to_the_last_tool_call_decode_in_linear_time() {
+    let mut stream = String::new();
+    for index in 0..256 {
+        stream.push_str(&tool_delta(index, &format!("call_{index}"), ""));
+    }
+    stream.push_str(&tool_delta(255, "", "{\"a\":\""));
+    for _ in 0..20_000 {
+        stream.push_str(&tool_delta(255, "", "x"));
+    }
+    stream.push_str(&tool_delta(255, "", "\"}"));
+    stream.push_str("data: [DONE]\n\n");
+    let events = decode(&stream).expect("a stream within the caps decodes");
+    assert_eq!(events.len(), 257);
+    assert_eq!(
+        events[255],
+        StreamEvent::ToolUse(call("call_255", "f", json!({"a": "x".repeat(20_000)})))
+    );
+    assert_eq!(
+        events[0],
+        StreamEvent::ToolUse(call("call_0", "f", json!({})))
+    );
+}
+
+#[test]
+fn more_than_256_tool_calls_is_a_malformed_response() {
+    let mut stream = String::new();
+    for index in 0..257 {
+        stream.push_str(&tool_delta(index, &format!("call_{index}"), "{}"));
+    }
+    stream.push_str("data: [DONE]\n\n");
+    let error = decode(&stream).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Provider);
+    assert_eq!(
+        error.to_string(),
+        "malformed openai response: the stream has more than 256 tool calls"
+    );
+    // Deltas without an index share one buffer, so they never reach the cap.
+    let mut stream = String::new();
+    for _ in 0..1000 {
+        let chunk =
+            json!({"choices": [{"delta": {"tool_calls": [{"function": {"arguments": "1"}}]}}]});
+        stream.push_str(&format!("data: {chunk}\n\n"));
+    }
+    stream.push_str("data: [DONE]\n\n");
+    let events = decode(&stream).unwrap();
+    assert_eq!(events.len(), 2);
 }

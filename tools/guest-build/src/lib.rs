@@ -1,0 +1,202 @@
+//! Builds the `oma-component` guest in its two worlds, for the harness's build script, the
+//! language packages and anyone who wants the artifacts:
+//!
+//! - `oma_component.wasm`: world `component`, built for `wasm32-wasip2`;
+//! - `oma_portable.wasm`: world `portable`, built for `wasm32-unknown-unknown` (whose standard
+//!   library imports nothing), then made a component with `wit-component` and written beside
+//!   the first.
+//!
+//! A missing wasm target is added with `rustup target add` where rustup exists; where it does
+//! not, the error says what to install. Each world is a nested `cargo build` of the guest
+//! package in `target_dir`, with the variables an outer cargo gives a build script removed so
+//! that they cannot leak into the guest build.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Variables starting with `CARGO_` that the nested cargo may keep: where cargo lives, how it
+/// reaches registries, how it prints, and the jobserver shared with the outer build.
+const KEEP_CARGO_VARS: &[&str] = &[
+    "CARGO_HOME",
+    "CARGO_MAKEFLAGS",
+    "CARGO_NET_",
+    "CARGO_HTTP_",
+    "CARGO_REGISTRY_",
+    "CARGO_REGISTRIES_",
+    "CARGO_TERM_",
+];
+
+/// Other variables that would change the nested build behind its back.
+const REMOVE_VARS: &[&str] = &[
+    "RUSTFLAGS",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CLIPPY_ARGS",
+    "CLIPPY_CONF_DIR",
+    "__CARGO_FIX_PLZ",
+];
+
+/// The guest package.
+pub const GUEST_PACKAGE: &str = "oma-component";
+/// The target of the `component` world.
+pub const GUEST_TARGET: &str = "wasm32-wasip2";
+/// The artifact of the `component` world.
+pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
+/// The target the `portable` world is compiled for.
+pub const PORTABLE_TARGET: &str = "wasm32-unknown-unknown";
+/// The artifact of the `portable` world.
+pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
+
+/// Where the two components landed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifacts {
+    /// `oma_component.wasm`.
+    pub component: PathBuf,
+    /// `oma_portable.wasm`, in the same directory.
+    pub portable: PathBuf,
+}
+
+/// Builds both worlds of the guest in `workspace` with cargo profile `profile` into
+/// `target_dir`; `note` is told of anything installed on the way.
+pub fn build_all(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    note: &dyn Fn(&str),
+) -> Result<Artifacts, String> {
+    let component =
+        build_guest(workspace, target_dir, profile, GUEST_TARGET, &[], note)?.join(GUEST_ARTIFACT);
+    if !component.is_file() {
+        return Err(format!(
+            "the guest built, but its component is missing at {}",
+            component.display()
+        ));
+    }
+    let core = build_guest(
+        workspace,
+        target_dir,
+        profile,
+        PORTABLE_TARGET,
+        &["--no-default-features", "--features", "portable"],
+        note,
+    )?
+    .join(GUEST_ARTIFACT);
+    let portable = component.with_file_name(PORTABLE_ARTIFACT);
+    componentize(&core, &portable)?;
+    Ok(Artifacts {
+        component,
+        portable,
+    })
+}
+
+/// Builds the guest library for `target` with `extra` cargo arguments; returns the directory
+/// its artifact lands in.
+fn build_guest(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    target: &str,
+    extra: &[&str],
+    note: &dyn Fn(&str),
+) -> Result<PathBuf, String> {
+    ensure_target(target, note)?;
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .arg("build")
+        .arg("--manifest-path")
+        .arg(workspace.join("Cargo.toml"))
+        .args(["--package", GUEST_PACKAGE, "--lib", "--target", target])
+        .args(extra)
+        .args(["--profile", profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (key, _) in env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let cargo_var =
+            key.starts_with("CARGO_") && !KEEP_CARGO_VARS.iter().any(|keep| key.starts_with(keep));
+        if cargo_var || REMOVE_VARS.contains(&key) {
+            command.env_remove(key);
+        }
+    }
+    let status = command
+        .status()
+        .map_err(|e| format!("could not run cargo to build the guest `{GUEST_PACKAGE}`: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "the guest `{GUEST_PACKAGE}` failed to build for {target} (profile `{profile}`, \
+             target dir {}; {status}); its compiler output is above",
+            target_dir.display()
+        ));
+    }
+    let profile_dir = match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        other => other,
+    };
+    Ok(target_dir.join(target).join(profile_dir))
+}
+
+/// Makes sure the standard library for `target` is installed: adds it with rustup where it is
+/// missing and rustup exists, else says what to do.
+pub fn ensure_target(target: &str, note: &dyn Fn(&str)) -> Result<(), String> {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    if let Some(sysroot) = &sysroot {
+        if Path::new(sysroot)
+            .join("lib/rustlib")
+            .join(target)
+            .join("lib")
+            .is_dir()
+        {
+            return Ok(());
+        }
+    }
+    note(&format!(
+        "installing the {target} standard library with `rustup target add {target}`"
+    ));
+    let added = Command::new("rustup")
+        .args(["target", "add", target])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status();
+    match added {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!(
+            "`rustup target add {target}` failed ({status}); the guest needs the {target} \
+             standard library: install it, then build again"
+        )),
+        Err(_) => Err(format!(
+            "the guest needs the {target} standard library and rustup is not on PATH to add \
+             it: install the target with your Rust distribution (e.g. `rustup target add \
+             {target}`), then build again"
+        )),
+    }
+}
+
+/// Makes the core module at `core` (built for `wasm32-unknown-unknown`, with the world its
+/// bindings embedded) a component at `out`.
+pub fn componentize(core: &Path, out: &Path) -> Result<(), String> {
+    let bytes =
+        std::fs::read(core).map_err(|e| format!("could not read {}: {e}", core.display()))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(&bytes)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| format!("could not make {} a component: {e:#}", core.display()))?;
+    let unchanged = std::fs::read(out).is_ok_and(|old| old == component);
+    if !unchanged {
+        std::fs::write(out, component)
+            .map_err(|e| format!("could not write {}: {e}", out.display()))?;
+    }
+    Ok(())
+}

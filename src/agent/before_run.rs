@@ -1,4 +1,4 @@
-//! OMA's `beforeRun` hook semantics (`behaviour.md` §3.4 and §3.6), as plain functions over
+//! OMA's `beforeRun` hook semantics (`docs/agent.md#the-beforerun-hook`, `docs/agent.md#external-backends`), as plain functions over
 //! owned values with no I/O: the prompt a hook sees, the context handed to it, how its result is
 //! merged back into the execution list, and the text an external transport sends.
 //!
@@ -132,7 +132,7 @@ fn is_js_whitespace(c: char) -> bool {
 }
 
 /// The error for structured input (`LLMMessage[]` to run/stream/runAgent, `ContentBlock[]` to
-/// prompt) on an external backend; raised after validation and before the copy (§2.2).
+/// prompt) on an external backend; raised after validation and before the copy (`docs/messages.md#copying`).
 pub fn reject_structured_for_external(kind: ExternalKind) -> Error {
     Error::invalid(format!(
         "The {} external backend accepts string prompts only; structured messages or content blocks cannot be forwarded without loss.",
@@ -140,7 +140,7 @@ pub fn reject_structured_for_external(kind: ExternalKind) -> Error {
     ))
 }
 
-/// Merges a hook's result into the execution list (OMA's algorithm, §3.4 steps 1-5) and
+/// Merges a hook's result into the execution list (OMA's algorithm, `docs/agent.md#beforerun-merge`) and
 /// returns the list the run uses. `ctx` is the context given to the hook; its messages are the
 /// execution list before the hook.
 ///
@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(transport_prompt(&[]), "");
     }
 
-    /// §3.4: the context's messages are a copy; changing them leaves the input alone.
+    /// `docs/agent.md#the-beforerun-hook`: the context's messages are a copy; changing them leaves the input alone.
     #[test]
     fn context_messages_are_a_copy() {
         let input = msgs(json!([user(json!([text("A"), img("AAAA"), text("B")]))]));
@@ -319,7 +319,7 @@ mod tests {
         assert_eq!(input[0].content.len(), 3);
     }
 
-    /// The worked examples of §3.4, one per line.
+    /// The worked examples of `docs/agent.md#beforerun-worked-examples`, one per line.
     #[test]
     fn worked_examples() {
         let tool_result = json!({"type": "tool_result", "tool_use_id": "t1", "content": "ok"});
@@ -516,7 +516,7 @@ mod tests {
         );
     }
 
-    /// §3.6: a process backend applies a prompt rewrite to the text it sends.
+    /// `docs/agent.md#external-backends`: a process backend applies a prompt rewrite to the text it sends.
     #[test]
     fn external_backend_takes_prompt_rewrites() {
         let ctx = BeforeRunContext::new(&[LlmMessage::user_text("plain text")]);

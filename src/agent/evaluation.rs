@@ -1,4 +1,4 @@
-//! What online evaluation hands to scorers and stores (`behaviour.md` §4): the input described,
+//! What online evaluation hands to scorers and stores (`docs/agent.md#evaluation-payloads`): the input described,
 //! copied in full, or copied with secrets redacted, and every copy bounded to 8192 characters.
 //!
 //! Pure: no clock, no I/O. Lengths are counted as OMA counts them, in UTF-16 code units (JS
@@ -200,7 +200,7 @@ fn treat(text: &str, policy: StorePayloads) -> String {
     }
 }
 
-/// What OMA passes to scorers as `evalCase.input`, per the §4 table:
+/// What OMA passes to scorers as `evalCase.input`, per the table of `docs/agent.md#evaluation-payloads`:
 ///
 /// * [`StorePayloads::None`]: `[string input omitted; <N> characters]` (N in UTF-16 units) or
 ///   `[array input omitted; <N> items]` (N messages);

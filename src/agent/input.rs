@@ -1,4 +1,4 @@
-//! Input preparation (`behaviour.md` §3.1-§3.3, §3.6): what a call's input becomes before
+//! Input preparation (`docs/agent.md#entry-points`, `#validation-and-copies`, `#prompt-and-history`): what a call's input becomes before
 //! anything else happens. Validation, the external-backend check and the copy all happen here,
 //! at call time, so a failure leaves no trace: no hook call, no request, no progress event, no
 //! evaluation, no change to history.

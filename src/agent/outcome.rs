@@ -1,4 +1,4 @@
-//! How a failed run is reported (`behaviour.md` §1.4 and §6.4, OMA's `classifyRunFailure`):
+//! How a failed run is reported (`docs/agent.md#failure-classification`, OMA's `classifyRunFailure`):
 //! the `status` and `errorInfo` of an `AgentRunResult`, built from an [`Error`].
 //!
 //! Messages are redacted with [`redact_secrets`] before they are cut, so no secret and no
@@ -120,7 +120,7 @@ fn truncate_units(text: &str, max: usize) -> String {
     text[..end].to_owned()
 }
 
-/// Classifies a run's failure as OMA's `classifyRunFailure` does (§6.4), in OMA's order:
+/// Classifies a run's failure as OMA's `classifyRunFailure` does (`docs/agent.md#failure-classification`), in OMA's order:
 ///
 /// 1. [`Error::Timeout`]: status `timeout`;
 /// 2. [`Error::EgressDenied`]: status `rejected`, kind `validation`;
@@ -162,7 +162,7 @@ pub fn classify(error: &Error, from_hook: bool, configured_provider: Option<&str
     }
 }
 
-/// Classifies OMA's `TokenBudgetExceededError` (§6.1, §6.4): status `budget_exhausted`, kind
+/// Classifies OMA's `TokenBudgetExceededError` (`docs/errors.md#error-classes`): status `budget_exhausted`, kind
 /// `budget`, code `TOKEN_BUDGET_EXCEEDED`, not retryable. `message` is the error's message,
 /// redacted and cut like any other.
 pub fn classify_budget(message: &str) -> Failure {

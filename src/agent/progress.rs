@@ -1,4 +1,4 @@
-//! The payloads of progress events (`behaviour.md` §4): what `agent_start` carries.
+//! The payloads of progress events (`docs/agent.md#progress-payloads`): what `agent_start` carries.
 //!
 //! Each event gets its own copy of the input, so a consumer that changes it changes neither the
 //! provider call nor what scorers see.

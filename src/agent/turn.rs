@@ -2,7 +2,7 @@
 //! request to send and which tools to call, and is told what came back. The driver (the
 //! transport, or a test with scripted responses) does the sending and the calling.
 //!
-//! Behaviour follows `behaviour.md` §1.4 and §3.5 and OMA's `runner.ts`/`agent.ts`:
+//! Behaviour follows `docs/agent.md#the-turn-loop` (OMA's runner):
 //!
 //! * a turn is one chat request; the response becomes one assistant message;
 //! * the turn's text (its text blocks joined with `''`) is emitted when not empty;
@@ -72,7 +72,7 @@ impl fmt::Display for TokenBudgetExceeded {
     }
 }
 
-/// An agent-level stream event (§3.5), other than `done` and `error` (those are
+/// An agent-level stream event (`docs/agent.md#streaming`), other than `done` and `error` (those are
 /// [`Action::Done`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {

@@ -1,4 +1,4 @@
-//! When and how long to wait before trying a failed provider call again (`behaviour.md` §6.5).
+//! When and how long to wait before trying a failed provider call again (`docs/errors.md#retry-schedule`).
 //!
 //! Pure: the random draw and the provider's `retry-after` come in as arguments, so the schedule
 //! is tested by value. Terminal errors are never retried: `InvalidMessageError`,

@@ -26,6 +26,11 @@ pub struct AgentHandle {
 }
 
 impl AgentHandle {
+    /// The resource, for calls the harness does not wrap.
+    pub fn resource(&self) -> ResourceAny {
+        self.resource
+    }
+
     pub(crate) fn new(resource: ResourceAny, name: &str) -> Self {
         AgentHandle {
             resource,

@@ -7,6 +7,7 @@
 
 mod agent;
 mod common;
+mod driver;
 mod guard;
 mod harness;
 mod large;

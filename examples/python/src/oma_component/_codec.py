@@ -1,0 +1,139 @@
+"""The stateless codec: validation and provider wire formats, nothing sent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from ._agent import Tool, _content_json, _source_json, _tool_use_json
+from ._runtime import Runtime, default_runtime, record
+
+Messages = Union[str, Sequence[Dict[str, Any]]]
+
+
+def _text(messages: Messages) -> str:
+    return messages if isinstance(messages, str) else json.dumps(list(messages))
+
+
+def validate(messages: Messages, *, runtime: Optional[Runtime] = None) -> List[Dict[str, Any]]:
+    """Checks an OMA message list (dicts, or its JSON text) with OMA's shape guard and media rules.
+
+    Returns the validated list in OMA's JSON shape; raises :class:`InvalidMessageError` with OMA's
+    message (e.g. ``messages[0].content[1].source.url must use HTTP or HTTPS``)."""
+    rt = runtime or default_runtime()
+    with rt.lock():
+        typed = rt.call("messages-from-json", _text(messages))
+        return json.loads(rt.call("messages-to-json", typed))
+
+
+def _endpoint(provider: str, base_url: Optional[str], api_key: Optional[str], region: Optional[str],
+              aws: Optional[Dict[str, str]], now_ms: Optional[int]) -> Any:
+    aws_record = None
+    if aws is not None:
+        aws_record = record(access_key_id=aws["access_key_id"], secret_access_key=aws["secret_access_key"],
+                            session_token=aws.get("session_token"))
+    return record(provider=provider, base_url=base_url, api_key=api_key, region=region, aws=aws_record, now_ms=now_ms)
+
+
+def _chat_request(typed_messages: Any, model: str, system_prompt: Optional[str], tools: Sequence[Any],
+                  sampling: Dict[str, Any], thinking_budget: Optional[int], extra_body: Optional[Dict[str, Any]],
+                  preserve_reasoning_as_text: bool, stream: bool) -> Any:
+    definitions = []
+    for t in tools:
+        d = t.definition() if isinstance(t, Tool) else t
+        definitions.append(record(name=d["name"], description=d.get("description", ""),
+                                  input_schema=json.dumps(d.get("inputSchema", d.get("input_schema", {})))))
+    names = ("max_tokens", "temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "min_p",
+             "parallel_tool_calls", "reasoning_effort")
+    unknown = set(sampling) - set(names)
+    if unknown:
+        raise TypeError(f"unknown sampling options: {', '.join(sorted(unknown))}")
+    floats = {"temperature", "top_p", "frequency_penalty", "presence_penalty", "min_p"}
+    values = {k: (float(sampling[k]) if k in floats and sampling.get(k) is not None else sampling.get(k)) for k in names}
+    return record(model=model, system_prompt=system_prompt, messages=typed_messages, tools=definitions,
+                  sampling=record(**values), thinking_budget=thinking_budget,
+                  extra_body=json.dumps(extra_body) if extra_body is not None else None,
+                  preserve_reasoning_as_text=preserve_reasoning_as_text, stream=stream)
+
+
+def format_request(
+    messages: Messages,
+    *,
+    provider: str,
+    model: str,
+    base_url: Optional[str] = None,
+    api_key: Optional[str] = None,
+    region: Optional[str] = None,
+    aws: Optional[Dict[str, str]] = None,
+    system_prompt: Optional[str] = None,
+    tools: Sequence[Any] = (),
+    thinking_budget: Optional[int] = None,
+    extra_body: Optional[Dict[str, Any]] = None,
+    preserve_reasoning_as_text: bool = False,
+    stream: bool = False,
+    now_ms: Optional[int] = None,
+    runtime: Optional[Runtime] = None,
+    **sampling: Any,
+) -> Dict[str, Any]:
+    """The HTTP request a provider call would send: ``{"method", "url", "headers", "body"}``.
+
+    Nothing is sent. ``headers`` carry the API key: show them to nobody. Sampling options
+    (``max_tokens``, ``temperature``, ``top_p``, ``top_k``, ...) are keyword arguments. Raises
+    :class:`InvalidMessageError`, :class:`UnsupportedContentBlockError` (video on Anthropic, ...),
+    :class:`UnsupportedToolResultContentError`, or :class:`OmaError` for options a format refuses.
+    """
+    rt = runtime or default_runtime()
+    with rt.lock():
+        typed = rt.call("messages-from-json", _text(messages))
+        request = _chat_request(typed, model, system_prompt, tools, sampling, thinking_budget, extra_body,
+                                preserve_reasoning_as_text, stream)
+        out = rt.call("format-request", request, _endpoint(provider, base_url, api_key, region, aws, now_ms))
+    return {"method": out.method, "url": out.url, "headers": dict(out.headers), "body": out.body}
+
+
+def _block_json(block: Any) -> Dict[str, Any]:
+    tag, p = block.tag, block.payload
+    if tag == "text":
+        return {"type": "text", "text": p}
+    if tag == "image":
+        return {"type": "image", "source": {"type": "base64", "media_type": getattr(p.source, "media-type"),
+                                            "data": p.source.data}}
+    if tag == "video":
+        return {"type": "video", "source": _source_json(p.source)}
+    if tag == "tool-use":
+        return _tool_use_json(p)
+    if tag == "tool-result":
+        out = {"type": "tool_result", "tool_use_id": getattr(p, "tool-use-id"), "content": _content_json(p.content)}
+        if getattr(p, "is-error") is not None:
+            out["is_error"] = getattr(p, "is-error")
+        return out
+    out = {"type": "reasoning", "text": p.text}
+    for key, attr in (("signature", "signature"), ("redactedData", "redacted-data"), ("provenance", "provenance")):
+        if getattr(p, attr) is not None:
+            out[key] = getattr(p, attr)
+    return out
+
+
+def parse_response(
+    body: str,
+    *,
+    provider: str,
+    model: str,
+    base_url: Optional[str] = None,
+    messages: Messages = (),
+    runtime: Optional[Runtime] = None,
+) -> Dict[str, Any]:
+    """Reads a provider's successful response body into OMA's ``LLMResponse`` dict:
+    ``{"id", "content", "model", "stop_reason", "usage": {"input_tokens", "output_tokens"}}``."""
+    rt = runtime or default_runtime()
+    with rt.lock():
+        typed = rt.call("messages-from-json", _text(messages))
+        request = _chat_request(typed, model, None, (), {}, None, None, False, False)
+        out = rt.call("parse-response", request, _endpoint(provider, base_url, None, None, None, None), body)
+    return {
+        "id": out.id,
+        "content": [_block_json(b) for b in out.content],
+        "model": out.model,
+        "stop_reason": getattr(out, "stop-reason"),
+        "usage": {"input_tokens": getattr(out.usage, "input-tokens"), "output_tokens": getattr(out.usage, "output-tokens")},
+    }

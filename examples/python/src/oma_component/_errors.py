@@ -1,0 +1,163 @@
+"""OMA's error classes as Python exceptions.
+
+Every failure the component reports carries OMA's class name (``.name``), OMA's code where OMA
+has one (``.code``), the message (byte-identical to OMA's where OMA defines it), whether trying
+again could help (``.retryable``) and, for provider failures, the HTTP status and provider.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Type
+
+
+class OmaError(Exception):
+    """Base class of every error this package raises for the component."""
+
+    #: The OMA class name a subclass stands for (instances may carry another ``name``).
+    oma_name = "Error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: Optional[str] = None,
+        code: Optional[str] = None,
+        retryable: bool = False,
+        http_status: Optional[int] = None,
+        provider: Optional[str] = None,
+        kind: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.name = name or type(self).oma_name
+        self.code = code
+        self.retryable = retryable
+        self.http_status = http_status
+        self.provider = provider
+        self.kind = kind
+
+    def to_dict(self) -> Dict[str, Any]:
+        """``{"name", "code", "message", "retryable"}`` as the ``oma-host`` CLI prints it."""
+        out: Dict[str, Any] = {"name": self.name, "message": self.message, "retryable": self.retryable}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.http_status is not None:
+            out["httpStatus"] = self.http_status
+        if self.provider is not None:
+            out["provider"] = self.provider
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, code={self.code!r}, message={self.message!r})"
+
+
+class InvalidMessageError(OmaError):
+    """The input breaks OMA's shape guard or a media rule (``INVALID_MESSAGE``)."""
+
+    oma_name = "InvalidMessageError"
+
+
+class UnsupportedContentBlockError(OmaError):
+    """A wire format has no mapping for a block, e.g. video on Anthropic."""
+
+    oma_name = "UnsupportedContentBlockError"
+
+
+class UnsupportedToolResultContentError(OmaError):
+    """A wire format cannot carry a tool-result part."""
+
+    oma_name = "UnsupportedToolResultContentError"
+
+
+class UnsupportedToolCallError(OmaError):
+    """The provider answered with a tool-call type OMA does not know."""
+
+    oma_name = "UnsupportedToolCallError"
+
+
+class TokenBudgetExceededError(OmaError):
+    """The token budget ran out (only ever seen in run results)."""
+
+    oma_name = "TokenBudgetExceededError"
+
+
+class LLMCallTimeoutError(OmaError):
+    """The provider did not answer within the per-call timeout."""
+
+    oma_name = "LLMCallTimeoutError"
+
+
+class EgressPolicyError(OmaError):
+    """The egress policy forbids the destination; nothing was sent."""
+
+    oma_name = "EgressPolicyError"
+
+
+class ProviderError(OmaError):
+    """The provider answered with an error or could not be reached."""
+
+    oma_name = "ProviderError"
+
+
+class SessionStateError(OmaError):
+    """A session was asked for a step or given an answer out of turn (a bug in the host loop)."""
+
+    oma_name = "SessionStateError"
+
+
+class ComponentTrapError(OmaError):
+    """The WebAssembly instance trapped.
+
+    The instance was thrown away and a fresh one built before this was raised, so the next call
+    works; agents are re-created from their configuration and last committed history. The run
+    that trapped is lost.
+    """
+
+    oma_name = "ComponentTrapError"
+
+    def __init__(self, message: str, **kw: Any) -> None:
+        kw.setdefault("code", "COMPONENT_TRAP")
+        kw.setdefault("retryable", True)
+        super().__init__(message, **kw)
+
+
+_BY_NAME: Dict[str, Type[OmaError]] = {
+    cls.oma_name: cls
+    for cls in (
+        InvalidMessageError,
+        UnsupportedContentBlockError,
+        UnsupportedToolResultContentError,
+        UnsupportedToolCallError,
+        TokenBudgetExceededError,
+        LLMCallTimeoutError,
+        EgressPolicyError,
+        ProviderError,
+        SessionStateError,
+    )
+}
+
+_BY_KIND: Dict[str, Type[OmaError]] = {
+    "invalid-message": InvalidMessageError,
+    "unsupported-content-block": UnsupportedContentBlockError,
+    "unsupported-tool-result-content": UnsupportedToolResultContentError,
+    "unsupported-tool-call": UnsupportedToolCallError,
+    "provider": ProviderError,
+    "timeout": LLMCallTimeoutError,
+    "egress-denied": EgressPolicyError,
+}
+
+
+def error_from_wit(record: Any) -> OmaError:
+    """Converts the component's ``error`` record into the matching exception."""
+    name = getattr(record, "name")
+    kind = getattr(record, "kind")
+    cls = _BY_NAME.get(name) or _BY_KIND.get(kind) or OmaError
+    return cls(
+        getattr(record, "message"),
+        name=name,
+        code=getattr(record, "code"),
+        retryable=bool(getattr(record, "retryable")),
+        http_status=getattr(record, "http-status"),
+        provider=getattr(record, "provider"),
+        kind=kind,
+    )

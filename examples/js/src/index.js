@@ -1,0 +1,647 @@
+// oma-component: OMA's Agent / runAgent over the `portable` world of oma_portable.wasm.
+//
+// The component never does I/O. Every run is a driver session that this module steps: it asks
+// for the next step, performs it with the platform's means (fetch, timers, the caller's hook and
+// tools, a child process), answers, and asks again until the `done` step.
+
+import { driver } from '../gen/oma_portable.js'
+import {
+  OMAError,
+  InvalidMessageError,
+  UnsupportedContentBlockError,
+  UnsupportedToolResultContentError,
+  UnsupportedToolCallError,
+  TokenBudgetExceededError,
+  LLMCallTimeoutError,
+  EgressPolicyError,
+  ProviderError,
+  SessionStateError,
+  errorFrom,
+  fromComponent,
+} from './errors.js'
+import { preflightMessages, preflightBlocks } from './guard.js'
+
+export {
+  OMAError,
+  InvalidMessageError,
+  UnsupportedContentBlockError,
+  UnsupportedToolResultContentError,
+  UnsupportedToolCallError,
+  TokenBudgetExceededError,
+  LLMCallTimeoutError,
+  EgressPolicyError,
+  ProviderError,
+  SessionStateError,
+}
+
+const CALL_KEYS = ['maxRetries', 'retryDelayMs', 'retryBackoff', 'timeoutMs', 'maxResponseBytes', 'egress']
+const PLAIN_KEYS = [
+  'name', 'model', 'provider', 'baseURL', 'apiKey', 'region', 'systemPrompt', 'maxTurns',
+  'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK', 'thinkingBudget',
+]
+
+function callComponent(fn) {
+  try {
+    return fn()
+  } catch (e) {
+    throw fromComponent(e)
+  }
+}
+
+function seed() {
+  return globalThis.crypto.getRandomValues(new BigUint64Array(1))[0]
+}
+
+function sessionOptions() {
+  return { payloads: 'json', seed: seed() }
+}
+
+function toolSchema(tool, index) {
+  if (tool === null || typeof tool !== 'object' || typeof tool.name !== 'string') {
+    throw new TypeError(
+      `tools[${index}] must be a tool object {name, description, inputSchema, execute}`,
+    )
+  }
+  const schema = tool.inputSchema ?? tool.input_schema ?? tool.parameters ?? {
+    type: 'object',
+    properties: {},
+  }
+  return { name: tool.name, description: tool.description ?? '', inputSchema: schema }
+}
+
+/** The component's JSON configuration (`agent.create-json`) and the host-side parts. */
+function prepareConfig(config) {
+  if (config === null || typeof config !== 'object') {
+    throw new TypeError('the agent configuration must be an object')
+  }
+  const json = {}
+  for (const key of PLAIN_KEYS) {
+    if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
+  }
+  // Both SDKs and the component's adapters append their path to baseURL the same way
+  // (Anthropic: `{baseURL}/v1/messages`, OpenAI-compatible: `{baseURL}/chat/completions`).
+  const tools = new Map()
+  if (config.tools !== undefined) {
+    if (!Array.isArray(config.tools)) throw new TypeError('tools must be an array of tool objects')
+    json.tools = config.tools.map((tool, i) => {
+      const schema = toolSchema(tool, i)
+      tools.set(tool.name, tool)
+      return schema
+    })
+  }
+  if (config.beforeRun !== undefined && config.beforeRun !== null) {
+    if (typeof config.beforeRun !== 'function') throw new TypeError('beforeRun must be a function')
+    json.beforeRun = true
+  }
+  let backend = null
+  if (config.backend !== undefined && config.backend !== null) {
+    backend = config.backend
+    json.backend = { kind: backend.kind }
+  }
+  if (config.history !== undefined) {
+    preflightMessages(config.history)
+    json.history = config.history
+  }
+  if (config.call !== undefined && config.call !== null) {
+    json.call = {}
+    for (const key of CALL_KEYS) {
+      if (config.call[key] !== undefined) json.call[key] = config.call[key]
+    }
+  }
+  return {
+    json: JSON.stringify(json),
+    host: {
+      name: typeof config.name === 'string' ? config.name : 'agent',
+      model: config.model,
+      beforeRun: config.beforeRun ?? null,
+      tools,
+      backend,
+    },
+  }
+}
+
+function runInputJson(input) {
+  if (typeof input === 'string') return JSON.stringify(input)
+  preflightMessages(input)
+  return JSON.stringify(input) ?? 'null'
+}
+
+function promptInputJson(input) {
+  if (typeof input === 'string') return JSON.stringify(input)
+  preflightBlocks(input)
+  return JSON.stringify(input) ?? 'null'
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host loop
+
+function failureKind(error, timedOut) {
+  if (timedOut) return 'timed-out'
+  const cause = error?.cause ?? {}
+  const code = cause.code ?? error?.code ?? ''
+  const name = error?.name ?? ''
+  if (name === 'TimeoutError' || /TIMEOUT/.test(code)) return 'timed-out'
+  if (code === 'ECONNREFUSED') return 'refused'
+  if (
+    code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' ||
+    code === 'UND_ERR_CLOSED' || /terminated|other side closed/i.test(String(error?.message))
+  ) {
+    return 'reset'
+  }
+  return 'other'
+}
+
+function failureMessage(error) {
+  const cause = error?.cause
+  const parts = [String(error?.message ?? error)]
+  if (cause && typeof cause === 'object') {
+    if (cause.code) parts.push(String(cause.code))
+    else if (cause.message) parts.push(String(cause.message))
+  }
+  return parts.join(': ').slice(0, 300)
+}
+
+/** An in-flight HTTP exchange with a resettable timeout (connect, first byte, between bytes). */
+class Exchange {
+  constructor(timeoutMs) {
+    this.controller = new AbortController()
+    this.timeoutMs = timeoutMs
+    this.timedOut = false
+    this.timer = null
+    this.reader = null
+    this.arm()
+  }
+  arm() {
+    this.disarm()
+    this.timer = setTimeout(() => {
+      this.timedOut = true
+      this.controller.abort()
+    }, this.timeoutMs)
+  }
+  disarm() {
+    if (this.timer !== null) clearTimeout(this.timer)
+    this.timer = null
+  }
+  close() {
+    this.disarm()
+    if (this.reader) this.reader.cancel().catch(() => {})
+    this.reader = null
+    this.controller.abort()
+  }
+  failure(error) {
+    return {
+      tag: 'failure',
+      val: { kind: failureKind(error, this.timedOut), message: failureMessage(error) },
+    }
+  }
+}
+
+async function send(request) {
+  const exchange = new Exchange(Number(request.timeoutMs))
+  try {
+    const res = await fetch(request.url, {
+      method: request.method,
+      headers: request.headers,
+      body: request.body,
+      signal: exchange.controller.signal,
+    })
+    const headers = [...res.headers]
+    if (!request.stream) {
+      const body = await res.text()
+      exchange.disarm()
+      return { exchange: null, answer: { tag: 'response', val: { status: res.status, headers, body } } }
+    }
+    exchange.disarm()
+    exchange.reader = res.body ? res.body.getReader() : null
+    return { exchange, answer: { tag: 'head', val: { status: res.status, headers } } }
+  } catch (error) {
+    const answer = exchange.failure(error)
+    exchange.close()
+    return { exchange: null, answer }
+  }
+}
+
+async function receive(exchange) {
+  if (!exchange || !exchange.reader) return { tag: 'end' }
+  exchange.arm()
+  try {
+    const { done, value } = await exchange.reader.read()
+    exchange.disarm()
+    return done ? { tag: 'end' } : { tag: 'chunk', val: value }
+  } catch (error) {
+    exchange.disarm()
+    return exchange.failure(error)
+  }
+}
+
+function errorMessage(error) {
+  if (error instanceof Error) return error.message
+  return String(error)
+}
+
+function toolContent(value) {
+  // A tool returns a string, OMA tool-result content parts, or OMA's ToolResult {data, isError}.
+  if (typeof value === 'string') return { content: value, isError: false }
+  if (Array.isArray(value)) return { content: value, isError: false }
+  if (value && typeof value === 'object' && ('data' in value || 'content' in value)) {
+    const inner = 'data' in value ? value.data : value.content
+    const content = typeof inner === 'string' || Array.isArray(inner) ? inner : JSON.stringify(inner) ?? ''
+    return { content, isError: Boolean(value.isError ?? value.is_error) }
+  }
+  if (value === undefined || value === null) return { content: '', isError: false }
+  return { content: JSON.stringify(value) ?? String(value), isError: false }
+}
+
+async function callTool(host, call) {
+  const tool = host.tools.get(call.name)
+  if (!tool || typeof tool.execute !== 'function') {
+    return { content: `Tool "${call.name}" is not registered`, isError: true }
+  }
+  try {
+    const input = call.input ? JSON.parse(call.input) : {}
+    const context = {
+      agent: { name: host.name, role: 'assistant', model: host.model },
+      toolUseId: call.id,
+    }
+    if (call.signature !== undefined) context.signature = call.signature
+    return toolContent(await tool.execute(input, context))
+  } catch (error) {
+    return { content: errorMessage(error), isError: true }
+  }
+}
+
+function answerTool(session, id, outcome) {
+  let content
+  try {
+    content = JSON.stringify(outcome.content)
+  } catch (error) {
+    content = JSON.stringify(`tool result is not JSON data: ${errorMessage(error)}`)
+    outcome = { ...outcome, isError: true }
+  }
+  try {
+    session.answer({ tag: 'tool-json', val: { id, content, isError: outcome.isError } })
+  } catch (e) {
+    const error = fromComponent(e)
+    if (!(error instanceof InvalidMessageError)) throw error
+    // Content the component cannot read as OMA JSON: report it to the model as a failure.
+    session.answer({
+      tag: 'tool-json',
+      val: { id, content: JSON.stringify(error.message), isError: true },
+    })
+  }
+}
+
+async function runProcess(backend, text) {
+  const { spawn } = await import('node:child_process')
+  return new Promise((resolve) => {
+    let child
+    try {
+      child = spawn(backend.command, backend.args ?? [], {
+        cwd: backend.cwd,
+        env: backend.env ? { ...process.env, ...backend.env } : process.env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      })
+    } catch (error) {
+      resolve({ tag: 'err', val: errorMessage(error) })
+      return
+    }
+    const out = []
+    const err = []
+    let timer = null
+    if (backend.timeoutMs) {
+      timer = setTimeout(() => child.kill('SIGKILL'), backend.timeoutMs)
+    }
+    child.stdout.on('data', (d) => out.push(d))
+    child.stderr.on('data', (d) => err.push(d))
+    child.on('error', (error) => {
+      if (timer) clearTimeout(timer)
+      resolve({ tag: 'err', val: errorMessage(error) })
+    })
+    child.on('close', (code, signal) => {
+      if (timer) clearTimeout(timer)
+      const stdout = Buffer.concat(out).toString('utf8')
+      if (code === 0) resolve({ tag: 'ok', val: stdout })
+      else {
+        const stderr = Buffer.concat(err).toString('utf8').trim().slice(0, 500)
+        const how = signal ? `signal ${signal}` : `code ${code}`
+        resolve({
+          tag: 'err',
+          val: `process backend exited with ${how}${stderr ? `: ${stderr}` : ''}`,
+        })
+      }
+    })
+    child.stdin.on('error', () => {})
+    child.stdin.end(text)
+  })
+}
+
+async function external(host, request) {
+  const backend = host.backend ?? {}
+  try {
+    if (typeof backend.send === 'function') {
+      return { tag: 'ok', val: String(await backend.send(request.text, { kind: request.kind })) }
+    }
+    if (request.kind === 'process' && typeof backend.command === 'string') {
+      return await runProcess(backend, request.text)
+    }
+    return {
+      tag: 'err',
+      val: `the ${request.kind} backend needs ${
+        request.kind === 'process' ? 'backend.command or ' : ''
+      }backend.send(text)`,
+    }
+  } catch (error) {
+    return { tag: 'err', val: errorMessage(error) }
+  }
+}
+
+async function safely(fn, value) {
+  if (typeof fn !== 'function') return
+  try {
+    await fn(value)
+  } catch {
+    // A throwing observer does not change the run.
+  }
+}
+
+/**
+ * Steps a session to its end. Yields each `event` step's agent event; returns the parsed
+ * AgentRunResult.
+ */
+async function* drive(session, host) {
+  let exchange = null
+  const pending = new Map()
+  try {
+    for (;;) {
+      let step
+      try {
+        step = session.next(BigInt(Date.now()))
+      } catch (e) {
+        const error = fromComponent(e)
+        if (error instanceof SessionStateError && pending.size > 0) {
+          // Tool calls of one turn run concurrently; answer the first one that finishes.
+          const [id, outcome] = await Promise.race(pending.values())
+          pending.delete(id)
+          answerTool(session, id, outcome)
+          continue
+        }
+        throw error
+      }
+      switch (step.tag) {
+        case 'before-run': {
+          const context = JSON.parse(step.val.val)
+          let hook
+          try {
+            const result = await host.beforeRun(context)
+            hook = { tag: 'json', val: JSON.stringify(result) ?? 'null' }
+          } catch (error) {
+            hook = { tag: 'failed', val: errorMessage(error) }
+          }
+          session.answer({ tag: 'hook', val: hook })
+          break
+        }
+        case 'send': {
+          if (exchange) exchange.close()
+          const sent = await send(step.val)
+          exchange = sent.exchange
+          session.answer(sent.answer)
+          break
+        }
+        case 'receive': {
+          const answer = await receive(exchange)
+          if (answer.tag !== 'chunk') {
+            if (exchange) exchange.close()
+            exchange = null
+          }
+          session.answer(answer)
+          break
+        }
+        case 'wait':
+          await new Promise((resolve) => setTimeout(resolve, Number(step.val)))
+          session.answer({ tag: 'waited' })
+          break
+        case 'call-tool': {
+          const call = step.val
+          pending.set(
+            call.id,
+            callTool(host, call).then((outcome) => [call.id, outcome]),
+          )
+          break
+        }
+        case 'external-send':
+          session.answer({ tag: 'external', val: await external(host, step.val) })
+          break
+        case 'event':
+          yield step.val
+          break
+        case 'progress':
+          await safely(host.onProgress, {
+            type: step.val.type,
+            agent: step.val.agent,
+            data: JSON.parse(step.val.data),
+          })
+          break
+        case 'evaluation':
+          await safely(host.onCase, JSON.parse(step.val.val))
+          break
+        case 'done':
+          return JSON.parse(step.val.val)
+        default:
+          throw new Error(`unknown step ${step.tag}`)
+      }
+    }
+  } finally {
+    if (exchange) exchange.close()
+    session[Symbol.dispose]?.()
+  }
+}
+
+function internalFailure(error) {
+  const message = errorMessage(error)
+  return {
+    success: false,
+    output: message,
+    messages: [],
+    tokenUsage: { input_tokens: 0, output_tokens: 0 },
+    toolCalls: [],
+    turns: 0,
+    status: { code: 'error', message: message.slice(0, 256) },
+    errorInfo: {
+      kind: 'unknown',
+      ...(error?.code ? { code: error.code } : {}),
+      name: error?.name ?? 'Error',
+      message: message.slice(0, 1024),
+      retryable: false,
+    },
+  }
+}
+
+async function complete(session, host) {
+  const steps = drive(session, host)
+  try {
+    for (;;) {
+      const { done, value } = await steps.next()
+      if (done) return value
+    }
+  } catch (error) {
+    return internalFailure(error)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OMA StreamEvents
+
+function mediaSource(source) {
+  if (source.tag === 'base64') {
+    return { type: 'base64', media_type: source.val.mediaType, data: source.val.data }
+  }
+  return { type: 'url', media_type: source.val.mediaType, url: source.val.url }
+}
+
+function resultContent(content) {
+  if (content.tag === 'text') return content.val
+  return content.val.map((part) => {
+    if (part.tag === 'text') return { type: 'text', text: part.val }
+    if (part.tag === 'image') return { type: 'image', source: mediaSource(part.val) }
+    return { type: 'file', filename: part.val.filename, source: mediaSource(part.val.source) }
+  })
+}
+
+function toolUseBlock(block) {
+  const out = { type: 'tool_use', id: block.id, name: block.name, input: JSON.parse(block.input || '{}') }
+  if (block.signature !== undefined) out.signature = block.signature
+  return out
+}
+
+function errorOfResult(result) {
+  const info = result.errorInfo ?? { name: 'Error', message: result.output }
+  const error = errorFrom(info)
+  error.result = result
+  return error
+}
+
+function streamEvent(event) {
+  switch (event.tag) {
+    case 'text-delta':
+      return { type: 'text_delta', data: event.val }
+    case 'reasoning-delta':
+      return { type: 'reasoning', data: event.val }
+    case 'text':
+      return { type: 'text', data: event.val }
+    case 'tool-use':
+      return { type: 'tool_use', data: toolUseBlock(event.val) }
+    case 'tool-result': {
+      const block = {
+        type: 'tool_result',
+        tool_use_id: event.val.toolUseId,
+        content: resultContent(event.val.content),
+      }
+      if (event.val.isError !== undefined) block.is_error = event.val.isError
+      return { type: 'tool_result', data: block }
+    }
+    case 'budget-exceeded':
+      return { type: 'budget_exceeded', data: new TokenBudgetExceededError(event.val) }
+    default:
+      return null
+  }
+}
+
+async function* streamEvents(session, host) {
+  const steps = drive(session, host)
+  let result
+  try {
+    for (;;) {
+      const { done, value } = await steps.next()
+      if (done) {
+        result = value
+        break
+      }
+      const event = streamEvent(value)
+      if (event) yield event
+    }
+  } catch (error) {
+    result = internalFailure(error)
+  } finally {
+    await steps.return?.()
+  }
+  if (result.success) yield { type: 'done', data: result }
+  else yield { type: 'error', data: errorOfResult(result) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API
+
+export class Agent {
+  #agent
+  #host
+
+  /** Creates an agent; an invalid configuration or history throws here. */
+  constructor(config) {
+    const { json, host } = prepareConfig(config)
+    this.#agent = callComponent(() => driver.Agent.createJson(json))
+    this.#host = host
+    this.name = host.name
+  }
+
+  /** A fresh run (history neither read nor written): OMA's AgentRunResult. */
+  async run(input) {
+    const text = runInputJson(input)
+    const session = callComponent(() => this.#agent.runJson(text, sessionOptions()))
+    return complete(session, this.#host)
+  }
+
+  /** As `run`, as OMA StreamEvents; invalid input throws here, at the call. */
+  stream(input) {
+    const text = runInputJson(input)
+    const session = callComponent(() => this.#agent.streamJson(text, sessionOptions()))
+    return streamEvents(session, this.#host)
+  }
+
+  /** One user turn (a string or content blocks) on the persistent history. */
+  async prompt(input) {
+    const text = promptInputJson(input)
+    const session = callComponent(() => this.#agent.promptJson(text, sessionOptions()))
+    return complete(session, this.#host)
+  }
+
+  /** A copy of the persistent history (OMA LLMMessage[]). */
+  getHistory() {
+    return JSON.parse(this.#agent.getHistoryJson())
+  }
+
+  /** Clears the persistent history. */
+  reset() {
+    this.#agent.reset()
+  }
+}
+
+function storePayloads(value) {
+  if (value === true) return 'full'
+  if (value === undefined || value === null || value === false) return 'none'
+  if (value === 'none' || value === 'redacted' || value === 'full') return value
+  throw new TypeError('evaluation.storePayloads must be "none", "redacted" or "full"')
+}
+
+/** OMA's runAgent: a one-off agent, with progress events and online evaluation. */
+export async function runAgent(config, input, options = {}) {
+  const { json, host } = prepareConfig(config)
+  const text = runInputJson(input)
+  const evaluation = options.evaluation
+  const runOptions = {
+    progress: typeof options.onProgress === 'function',
+    evaluation: evaluation
+      ? {
+          storePayloads: storePayloads(evaluation.storePayloads),
+          sampleRate: evaluation.sampleRate ?? 1,
+        }
+      : undefined,
+  }
+  const session = callComponent(() =>
+    driver.runAgentJson(json, text, runOptions, sessionOptions()),
+  )
+  return complete(session, {
+    ...host,
+    onProgress: options.onProgress,
+    onCase: evaluation?.onCase,
+  })
+}

@@ -187,6 +187,7 @@ fn format_requests(c: &mut Criterion) {
             api_key: Some(BENCH_KEY.into()),
             region: None,
             aws: None,
+            now_ms: None,
         };
         let native_request = oma_component::adapter::ChatRequest {
             model: "bench-model".into(),
@@ -217,7 +218,11 @@ fn format_requests(c: &mut Criterion) {
         let native = adapter
             .format(&native_request, &native_endpoint)
             .expect("the workload formats");
-        assert_eq!(through.body, native.body, "{name}: the bodies differ");
+        assert_eq!(
+            through.body.as_bytes(),
+            native.body,
+            "{name}: the bodies differ"
+        );
         eprintln!(
             "format-request/{name}: {provider}, {} -> {} body bytes",
             text.len(),

@@ -44,7 +44,7 @@ impl dr::Guest for Component {
             from_wit_evaluation(&options),
             session.seed,
         )?;
-        Ok(SessionResource::new(machine, session.payloads, None))
+        Ok(SessionResource::wrap(machine, session.payloads, None))
     }
 
     fn run_agent_json(
@@ -61,7 +61,7 @@ impl dr::Guest for Component {
             from_wit_evaluation(&options),
             session.seed,
         )?;
-        Ok(SessionResource::new(machine, session.payloads, None))
+        Ok(SessionResource::wrap(machine, session.payloads, None))
     }
 }
 
@@ -85,7 +85,7 @@ impl AgentResource {
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let machine = self.agent.borrow().start(input, streaming, options.seed)?;
-        Ok(SessionResource::new(machine, options.payloads, None))
+        Ok(SessionResource::wrap(machine, options.payloads, None))
     }
 
     fn prompt_session(
@@ -95,7 +95,7 @@ impl AgentResource {
     ) -> Result<dr::Session, wit::Error> {
         let (turn, machine) = self.agent.borrow().start_prompt(input, options.seed)?;
         let commit = Some((Rc::downgrade(&self.agent), turn));
-        Ok(SessionResource::new(machine, options.payloads, commit))
+        Ok(SessionResource::wrap(machine, options.payloads, commit))
     }
 }
 
@@ -219,7 +219,7 @@ struct SessionState {
 }
 
 impl SessionResource {
-    fn new(
+    fn wrap(
         machine: RunMachine,
         payloads: dr::Payloads,
         commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,

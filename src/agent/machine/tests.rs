@@ -227,8 +227,10 @@ fn the_hook_rewrites_the_run_and_a_failing_hook_sends_nothing() {
     );
 
     let mut machine = agent.start(text("hi"), false, 1).expect("valid");
-    let mut host = Host::default();
-    host.hook = Some(HookAnswer::Failed("hook exploded".into()));
+    let mut host = Host {
+        hook: Some(HookAnswer::Failed("hook exploded".into())),
+        ..Host::default()
+    };
     let outcome = host.drive(&mut machine);
     assert_eq!(outcome.output, "hook exploded");
     let failure = outcome.failure().expect("failed");

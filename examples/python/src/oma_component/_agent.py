@@ -75,8 +75,8 @@ class Backend:
 class ProcessBackend(Backend):
     """Runs ``command`` with the text on standard input; its standard output is the answer.
 
-    The component sends the latest user text; OMA's process backend puts the system prompt and a
-    blank line before it, which this backend does (``system_prompt`` of the agent)."""
+    The component hands over the text to send: the agent's system prompt and a blank line, then the
+    latest user text (as OMA's process backend sends it)."""
 
     kind = "process"
 
@@ -86,12 +86,10 @@ class ProcessBackend(Backend):
         self.timeout = timeout
         self.cwd = cwd
         self.env = env
-        self.system_prompt: Optional[str] = None
 
     def send(self, text: str) -> str:
-        stdin = f"{self.system_prompt}\n\n{text}" if self.system_prompt else text
         try:
-            done = subprocess.run(self.command, input=stdin, capture_output=True, text=True,
+            done = subprocess.run(self.command, input=text, capture_output=True, text=True,
                                   timeout=self.timeout, cwd=self.cwd, env=self.env, check=False)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"process backend timed out after {self.timeout}s") from None
@@ -125,16 +123,25 @@ def _source_json(source: Any) -> Dict[str, Any]:
 
 
 def _content_json(content: Any) -> Any:
-    if content.tag == "text":
-        return content.payload
+    """Typed ``tool-result-content`` as OMA JSON. wasmtime-py lifts this variant untagged: the
+    text case is a ``str``, the parts case a ``list`` whose items are a ``str`` (text), a
+    ``media-source`` variant (image) or a ``file-part`` record (file)."""
+    if isinstance(content, Variant):  # defensive: a tagged lift
+        content = content.payload
+    if isinstance(content, str):
+        return content
     parts = []
-    for part in content.payload:
-        if part.tag == "text":
-            parts.append({"type": "text", "text": part.payload})
-        elif part.tag == "image":
-            parts.append({"type": "image", "source": _source_json(part.payload)})
+    for part in content:
+        if isinstance(part, Variant) and part.tag in ("text", "file"):  # defensive: a tagged lift
+            part = part.payload
+        elif isinstance(part, Variant) and part.tag == "image":
+            part = part.payload
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        elif isinstance(part, Variant):
+            parts.append({"type": "image", "source": _source_json(part)})
         else:
-            parts.append({"type": "file", "filename": part.payload.filename, "source": _source_json(part.payload.source)})
+            parts.append({"type": "file", "filename": part.filename, "source": _source_json(part.source)})
     return parts
 
 
@@ -229,9 +236,13 @@ def _tool_answer(host: _Host, call: Any) -> Variant:
 def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[Dict[str, Any]]:
     """Steps ``session`` to its end; yields stream events; returns the result dict."""
     response = None
+
+    def reply(answer: Any) -> None:
+        rt.call("[method]session.answer", session, answer, generation=generation)
+
     try:
         while True:
-            step = rt.call("[method]session.next", session, _now_ms())
+            step = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             tag, p = step.tag, step.payload
             if tag == "send":
                 if response is not None:
@@ -246,7 +257,7 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
                         answer = Variant("response", record(status=status, headers=headers, body=body))
                 except TransportFailure as f:
                     answer = Variant("failure", record(kind=f.kind, message=f.message))
-                rt.call("[method]session.answer", session, answer)
+                reply(answer)
             elif tag == "receive":
                 try:
                     data = response.read() if response is not None else b""
@@ -256,23 +267,23 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
                         response = None
                 except TransportFailure as f:
                     answer = Variant("failure", record(kind=f.kind, message=f.message))
-                rt.call("[method]session.answer", session, answer)
+                reply(answer)
             elif tag == "wait":
                 host.sleep(p / 1000.0)
-                rt.call("[method]session.answer", session, Variant("waited"))
+                reply(Variant("waited"))
             elif tag == "before-run":
-                rt.call("[method]session.answer", session, _hook_answer(host, _text_of(p)))
+                reply(_hook_answer(host, _text_of(p)))
             elif tag == "call-tool":
-                rt.call("[method]session.answer", session, _tool_answer(host, p))
+                reply(_tool_answer(host, p))
             elif tag == "external-send":
                 backend = host.backend
                 try:
                     if backend is None:
                         raise RuntimeError("no external backend is configured")
-                    reply = Variant("ok", backend.send(p.text))
+                    outcome = Variant("ok", backend.send(p.text))
                 except Exception as e:  # noqa: BLE001 - a failing backend fails the run
-                    reply = Variant("err", str(e) or type(e).__name__)
-                rt.call("[method]session.answer", session, Variant("external", reply))
+                    outcome = Variant("err", str(e) or type(e).__name__)
+                reply(Variant("external", outcome))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:
@@ -387,8 +398,6 @@ class Agent:
             thinking_budget=thinking_budget, tools=tools, before_run=before_run is not None,
             backend=backend, history=None, call=call,
         )
-        if isinstance(backend, ProcessBackend) and backend.system_prompt is None:
-            backend.system_prompt = system_prompt
         self._host = _Host(client=http_client or default_client(), tools={t.name: t for t in tools},
                            before_run=before_run, backend=backend)
         self._seed = seed
@@ -491,9 +500,9 @@ class Agent:
 def _input(value: Any) -> Any:
     if isinstance(value, str):
         return value
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):
         return list(value)
-    raise TypeError("input must be a string or a list")
+    return value  # anything else goes to OMA's shape guard, which names what is wrong
 
 
 def run_agent(
@@ -532,8 +541,6 @@ def run_agent(
     )
     if config:
         raise TypeError(f"unknown configuration: {', '.join(sorted(config))}")
-    if isinstance(backend, ProcessBackend) and backend.system_prompt is None:
-        backend.system_prompt = cfg.get("systemPrompt")
     evaluation_record = None
     if evaluation is not None:
         evaluation_record = record(

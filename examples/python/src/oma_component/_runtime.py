@@ -151,9 +151,15 @@ class Runtime:
                 except WasmtimeError:
                     pass
 
-    def call(self, name: str, *args: Any) -> Any:
-        """Calls an export; returns the ok value, raises the ``error`` as an OmaError."""
+    def call(self, name: str, *args: Any, generation: Optional[int] = None) -> Any:
+        """Calls an export; returns the ok value, raises the ``error`` as an OmaError.
+
+        ``generation`` is the instance that made the resource handles among ``args``; a handle of
+        a replaced instance is never passed to the new one (wasmtime aborts the process on a
+        handle from another store), the call fails with ComponentTrapError instead."""
         with self._lock:
+            if generation is not None and generation != self.generation:
+                raise ComponentTrapError(f"the instance of this session was replaced after a trap ({name})")
             if self._pending_drops:
                 self._drain_drops()
             fn = self._fns[name]

@@ -1,0 +1,429 @@
+import json
+import sys
+import time
+
+import pytest
+
+import oma_component as oma
+from conftest import KEY
+from loopback import Reply, anthropic_sse, anthropic_text, anthropic_tool_use, openai_sse, openai_text
+
+USER = [{"role": "user", "content": [{"type": "text", "text": "Describe."},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": "iVBORw0KGgo="}}]}]
+
+
+def no_key(value):
+    assert KEY not in json.dumps(value)
+
+
+def test_run_text(loop, anthropic):
+    agent = oma.Agent(name="writer", system_prompt="Be brief.", max_tokens=64, **anthropic)
+    result = agent.run("Hello")
+    assert result["success"] is True
+    assert result["output"] == "Hello from the loopback."
+    assert result["tokenUsage"] == {"input_tokens": 12, "output_tokens": 7}
+    assert result["turns"] == 1
+    assert result["messages"] == [{"role": "assistant", "content": [{"type": "text", "text": "Hello from the loopback."}]}]
+    req = loop.requests[-1]
+    assert req["path"] == "/v1/messages"
+    assert req["headers"]["x-api-key"] == KEY
+    assert req["body"]["system"] == "Be brief."
+    assert req["body"]["messages"] == [{"role": "user", "content": "Hello"}] or \
+        req["body"]["messages"][0]["content"][0]["text"] == "Hello"
+    no_key(result)
+
+
+def test_run_messages_openai(loop, openai):
+    agent = oma.Agent(**openai)
+    result = agent.run(USER)
+    assert result["success"] and result["output"] == "Hello from OpenAI loopback."
+    sent = loop.requests[-1]["body"]["messages"][0]["content"]
+    assert sent[1]["type"] == "image_url"
+    assert sent[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert loop.requests[-1]["headers"]["authorization"] == f"Bearer {KEY}"
+    no_key(result)
+
+
+def test_invalid_input_raises_with_omas_message(loop, anthropic):
+    agent = oma.Agent(before_run=lambda ctx: pytest.fail("hook called"), **anthropic)
+    bad = [{"role": "user", "content": [{"type": "video", "source": {"type": "url", "media_type": "video/mp4",
+                                                                      "url": "ftp://example.com/a.mp4"}}]}]
+    with pytest.raises(oma.InvalidMessageError) as info:
+        agent.run(bad)
+    e = info.value
+    assert e.name == "InvalidMessageError" and e.code == "INVALID_MESSAGE" and e.retryable is False
+    assert e.message == "messages[0].content[0].source.url must use HTTP or HTTPS"
+    with pytest.raises(oma.InvalidMessageError, match="messages must be an array, got null"):
+        agent.run(None)  # type: ignore[arg-type]
+    with pytest.raises(oma.InvalidMessageError):
+        agent.stream(bad)
+    assert loop.requests == []
+
+
+def test_invalid_json_shape_message(loop, anthropic):
+    agent = oma.Agent(**anthropic)
+    with pytest.raises(oma.InvalidMessageError) as info:
+        agent.run([{"role": "user", "content": "not a list"}])
+    assert "messages[0].content" in info.value.message
+
+
+def test_stream_events_with_deltas(loop, anthropic):
+    loop.script(Reply(sse=anthropic_sse(["The ", "answer ", "is 42."]), delay=0.01))
+    agent = oma.Agent(**anthropic)
+    events = list(agent.stream("q"))
+    deltas = [e["text"] for e in events if e["type"] == "text_delta"]
+    assert deltas == ["The ", "answer ", "is 42."]
+    assert {"type": "text", "data": "The answer is 42."} in events
+    assert events[-1]["type"] == "done" and events[-1]["data"]["output"] == "The answer is 42."
+    assert loop.requests[-1]["body"]["stream"] is True
+    no_key(events)
+
+
+def test_stream_openai(loop, openai):
+    loop.script(Reply(sse=openai_sse(["a", "b", "c"])))
+    events = list(oma.Agent(**openai).stream("q"))
+    assert [e["text"] for e in events if e["type"] == "text_delta" and e["text"]] == ["a", "b", "c"]
+    assert events[-1]["data"]["output"] == "abc"
+    assert events[-1]["data"]["tokenUsage"] == {"input_tokens": 5, "output_tokens": 3}
+
+
+def test_stream_error_event(loop, anthropic):
+    loop.script(Reply(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}))
+    events = list(oma.Agent(**anthropic).stream("q"))
+    assert events[-1]["type"] == "error" and events[-1]["data"]["success"] is False
+
+
+def test_prompt_history_reset(loop, anthropic):
+    seed = [{"role": "user", "content": [{"type": "text", "text": "earlier"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "noted"}]}]
+    agent = oma.Agent(history=seed, **anthropic)
+    assert agent.get_history() == seed
+    result = agent.prompt("next")
+    assert result["success"]
+    history = agent.get_history()
+    assert len(history) == 4
+    assert history[2] == {"role": "user", "content": [{"type": "text", "text": "next"}]}
+    assert history[3]["role"] == "assistant"
+    assert len(loop.requests[-1]["body"]["messages"]) == 3
+    copy = agent.get_history()
+    copy.clear()
+    assert len(agent.get_history()) == 4
+    agent.prompt([{"type": "text", "text": "blocks"}])
+    assert len(agent.get_history()) == 6
+    agent.reset()
+    assert agent.get_history() == []
+    # run ignores the history
+    agent.run("fresh")
+    assert len(loop.requests[-1]["body"]["messages"]) == 1
+    assert agent.get_history() == []
+
+
+def test_failed_prompt_keeps_user_turn_only(loop, anthropic):
+    loop.script(Reply(401, {"type": "error", "error": {"type": "authentication_error", "message": "no"}}))
+    agent = oma.Agent(**anthropic)
+    result = agent.prompt("hi")
+    assert result["success"] is False
+    assert agent.get_history() == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+
+
+def test_invalid_history_fails_creation(anthropic):
+    with pytest.raises(oma.InvalidMessageError):
+        oma.Agent(history=[{"role": "user", "content": [{"type": "video", "source": {"type": "url",
+                  "media_type": "video/mp4", "url": "file:///etc/passwd"}}]}], **anthropic)
+
+
+def test_before_run_hook_rewrites(loop, anthropic):
+    seen = []
+
+    def hook(ctx):
+        seen.append(ctx)
+        return {"prompt": "rewritten by hook"}
+
+    agent = oma.Agent(name="hooked", before_run=hook, **anthropic)
+    result = agent.run(USER)
+    assert result["success"]
+    ctx = seen[0]
+    assert ctx["agent"] == "hooked" or ctx["agent"].get("name") == "hooked"
+    assert ctx["prompt"] == "Describe."
+    assert ctx["messages"] == USER
+    no_key(ctx)
+    sent = loop.requests[-1]["body"]["messages"][0]["content"]
+    assert sent[0] == {"type": "text", "text": "rewritten by hook"}
+    assert sent[1]["type"] == "image"
+
+
+def test_before_run_hook_replaces_messages(loop, anthropic):
+    replacement = [{"role": "user", "content": [{"type": "text", "text": "replaced"}]}]
+    agent = oma.Agent(before_run=lambda ctx: {"prompt": ctx["prompt"], "messages": replacement}, **anthropic)
+    assert agent.run("original")["success"]
+    assert loop.requests[-1]["body"]["messages"][0]["content"][0]["text"] == "replaced"
+
+
+def test_before_run_hook_raises(loop, anthropic):
+    def hook(ctx):
+        raise ValueError("hook exploded")
+
+    result = oma.Agent(before_run=hook, **anthropic).run("x")
+    assert result["success"] is False
+    assert result["output"] == "hook exploded"
+    assert result["errorInfo"]["kind"] == "callback"
+    assert loop.requests == []
+
+
+def test_before_run_bad_answer(loop, anthropic):
+    result = oma.Agent(before_run=lambda ctx: {"prompt": 3}, **anthropic).run("x")
+    assert result["success"] is False
+    assert result["errorInfo"]["message"] == "beforeRun.prompt must be a string"
+    result = oma.Agent(before_run=lambda ctx: {"prompt": "p", "messages": None}, **anthropic).run("x")
+    assert result["errorInfo"]["message"] == "messages must be an array, got null"
+
+
+def add_tool():
+    return oma.Tool("add", "Adds two numbers", {"type": "object", "properties": {"a": {"type": "number"},
+                                                                              "b": {"type": "number"}}},
+                    lambda args: str(args["a"] + args["b"]))
+
+
+def test_tool_loop(loop, anthropic):
+    loop.script(
+        Reply(body=anthropic_tool_use([{"id": "toolu_1", "name": "add", "input": {"a": 2, "b": 3}},
+                                       {"id": "toolu_2", "name": "add", "input": {"a": 10, "b": 1}}])),
+        Reply(body=anthropic_tool_use([{"id": "toolu_3", "name": "add", "input": {"a": 5, "b": 11}}])),
+        Reply(body=anthropic_text("The sums are 5, 11 and 16.")),
+    )
+    agent = oma.Agent(tools=[add_tool()], **anthropic)
+    result = agent.run("add things")
+    assert result["success"] and result["turns"] == 3
+    assert result["output"] == "The sums are 5, 11 and 16."
+    assert [c["output"] for c in result["toolCalls"]] == ["5", "11", "16"]
+    assert result["toolCalls"][0]["toolName"] == "add"
+    assert loop.requests[0]["body"]["tools"][0]["name"] == "add"
+    second = loop.requests[1]["body"]["messages"]
+    assert second[-1]["content"][0]["type"] == "tool_result"
+    assert second[-1]["content"][0]["tool_use_id"] == "toolu_1"
+    assert [b["tool_use_id"] for b in second[-1]["content"]] == ["toolu_1", "toolu_2"]
+
+
+def test_tool_events_in_stream(loop, anthropic):
+    loop.script(Reply(sse=_tool_sse()), Reply(sse=anthropic_sse(["two"])))
+    events = list(oma.Agent(tools=[add_tool()], **anthropic).stream("go"))
+    types = [e["type"] for e in events]
+    assert "tool_use" in types and "tool_result" in types
+    use = next(e for e in events if e["type"] == "tool_use")["data"]
+    assert use["name"] == "add" and use["input"] == {"a": 1, "b": 1}
+    res = next(e for e in events if e["type"] == "tool_result")["data"]
+    assert res["tool_use_id"] == use["id"] and res["content"] == "2"
+    assert events[-1]["type"] == "done" and events[-1]["data"]["output"] == "two"
+
+
+def _tool_sse():
+    import json as j
+
+    def ev(name, data):
+        return f"event: {name}\ndata: {j.dumps(data)}\n\n".encode()
+    return [
+        ev("message_start", {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
+           "content": [], "model": "claude-test", "stop_reason": None, "usage": {"input_tokens": 3, "output_tokens": 1}}}),
+        ev("content_block_start", {"type": "content_block_start", "index": 0,
+           "content_block": {"type": "tool_use", "id": "tu_1", "name": "add", "input": {}}}),
+        ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+           "delta": {"type": "input_json_delta", "partial_json": "{\"a\": 1, "}}),
+        ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+           "delta": {"type": "input_json_delta", "partial_json": "\"b\": 1}"}}),
+        ev("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}),
+        ev("message_stop", {"type": "message_stop"}),
+    ]
+
+
+def test_failing_and_unknown_tool(loop, anthropic):
+    def broken(args):
+        raise RuntimeError("disk on fire")
+
+    loop.script(
+        Reply(body=anthropic_tool_use([{"id": "a", "name": "broken", "input": {}},
+                                       {"id": "b", "name": "missing", "input": {}}])),
+        Reply(body=anthropic_text("recovered")),
+    )
+    agent = oma.Agent(tools=[oma.Tool("broken", "fails", {"type": "object"}, broken)], **anthropic)
+    result = agent.run("x")
+    assert result["success"] and result["output"] == "recovered"
+    calls = result["toolCalls"]
+    assert calls[0]["isError"] is True and "disk on fire" in calls[0]["output"]
+    assert calls[1]["isError"] is True
+    sent = loop.requests[1]["body"]["messages"][-1]["content"]
+    assert sent[0]["is_error"] is True and sent[1]["is_error"] is True
+
+
+def test_rich_tool_result(loop, anthropic):
+    parts = [{"type": "text", "text": "see image"},
+             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]
+    loop.script(Reply(body=anthropic_tool_use([{"id": "a", "name": "shot", "input": {}}])),
+                Reply(body=anthropic_text("ok")))
+    agent = oma.Agent(tools=[oma.Tool("shot", "screenshot", {"type": "object"}, lambda a: parts)], **anthropic)
+    result = agent.run("x")
+    assert result["success"], result
+    assert result["toolCalls"][0]["output"] == parts
+    content = loop.requests[1]["body"]["messages"][-1]["content"][0]["content"]
+    assert content[1]["type"] == "image"
+
+
+def test_broken_tool_answer_fails_run(loop, anthropic):
+    bad = [{"type": "image", "source": {"type": "url", "media_type": "image/png", "url": "ftp://x/y.png"}}]
+    loop.script(Reply(body=anthropic_tool_use([{"id": "a", "name": "shot", "input": {}}])))
+    agent = oma.Agent(tools=[oma.Tool("shot", "s", {"type": "object"}, lambda a: bad)], **anthropic)
+    result = agent.run("x")
+    assert result["success"] is False
+    assert "HTTP or HTTPS" in result["output"]
+
+
+def test_process_backend(loop, anthropic):
+    script = "import sys; data = sys.stdin.read(); print('echo:' + data.upper(), end='')"
+    backend = oma.ProcessBackend([sys.executable, "-c", script], timeout=30)
+    agent = oma.Agent(model="local", provider="anthropic", system_prompt="sys", backend=backend)
+    result = agent.run("hello there")
+    assert result["success"], result
+    assert result["output"] == "echo:SYS\n\nHELLO THERE"
+    assert result["tokenUsage"] == {"input_tokens": 0, "output_tokens": 0}
+    with pytest.raises(oma.InvalidMessageError, match="accepts string prompts only"):
+        agent.run(USER)
+    failing = oma.Agent(model="local", provider="anthropic",
+                        backend=oma.ProcessBackend([sys.executable, "-c", "import sys; sys.exit(3)"]))
+    result = failing.run("x")
+    assert result["success"] is False and "status 3" in result["output"]
+    assert loop.requests == []
+
+
+def test_callable_acp_backend():
+    agent = oma.Agent(model="m", provider="anthropic", backend=oma.CallableBackend(lambda t: f"[{t}]", kind="acp"))
+    assert agent.run("ping")["output"] == "[ping]"
+
+
+def test_run_agent_progress_and_evaluation(loop, anthropic):
+    progress, cases = [], []
+    result = oma.run_agent("summarise", name="ra", on_progress=progress.append,
+                           evaluation={"store_payloads": "full", "sample_rate": 1.0}, on_case=cases.append, **anthropic)
+    assert result["success"]
+    assert [p["type"] for p in progress] == ["agent_start", "agent_complete"]
+    assert progress[0]["agent"] == "ra" and progress[0]["data"] == {"prompt": "summarise"}
+    assert progress[1]["data"]["output"] == result["output"]
+    assert len(cases) == 1
+    case = cases[0]
+    assert case["agent"] == "ra" and case["input"] == "summarise"
+    assert case["result"]["output"] == result["output"]
+    assert isinstance(case["durationMs"], int)
+    no_key([progress, cases, result])
+
+
+def test_run_agent_evaluation_none_policy(loop, anthropic):
+    cases = []
+    oma.run_agent(USER, evaluation={"store_payloads": "none"}, on_case=cases.append, **anthropic)
+    assert cases[0]["input"] == "[array input omitted; 1 items]"
+    assert cases[0]["payload"] is None
+
+
+def test_run_agent_budget(loop, anthropic):
+    progress = []
+    result = oma.run_agent("x", name="b", max_token_budget=5, on_progress=progress.append, **anthropic)
+    assert result["success"] is False and result["budgetExceeded"] is True
+    assert result["status"]["code"] == "budget_exhausted"
+    assert result["errorInfo"]["name"] == "TokenBudgetExceededError"
+    assert [p["type"] for p in progress] == ["agent_start", "budget_exceeded", "agent_complete"]
+
+
+def test_run_agent_invalid_input_raises_before_progress(loop, anthropic):
+    progress = []
+    with pytest.raises(oma.InvalidMessageError):
+        oma.run_agent([{"role": "robot", "content": []}], on_progress=progress.append, **anthropic)
+    assert progress == []
+
+
+def test_provider_error_is_a_failed_result(loop, anthropic):
+    loop.script(Reply(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                       "message": f"bad key {KEY} given"}}))
+    result = oma.Agent(**anthropic).run("x")
+    assert result["success"] is False
+    info = result["errorInfo"]
+    assert info["kind"] == "provider" and info["httpStatus"] == 400 and info["retryable"] is False
+    assert info["name"] == "ProviderError" and info["provider"] == "anthropic"
+    assert result["status"]["code"] == "error"
+    no_key(result)
+    assert len(loop.requests) == 1
+
+
+def test_retries_429_then_200(loop, anthropic):
+    loop.script(Reply(429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+                Reply(503, {"error": "busy"}),
+                Reply(body=anthropic_text("third time")))
+    cfg = dict(anthropic, call={"egress": "offline", "max_retries": 3, "retry_delay_ms": 20, "timeout_ms": 5000})
+    t0 = time.monotonic()
+    result = oma.Agent(**cfg).run("x")
+    assert result["success"] and result["output"] == "third time"
+    assert len(loop.requests) == 3
+    assert time.monotonic() - t0 < 5
+
+
+def test_terminal_error_not_retried(loop, anthropic):
+    loop.script(Reply(400, {"error": {"message": "no"}}))
+    cfg = dict(anthropic, call={"egress": "offline", "max_retries": 3, "retry_delay_ms": 10})
+    assert oma.Agent(**cfg).run("x")["success"] is False
+    assert len(loop.requests) == 1
+
+
+def test_timeout(loop, anthropic):
+    loop.script(Reply(hang=2.0))
+    cfg = dict(anthropic, call={"egress": "offline", "timeout_ms": 200})
+    t0 = time.monotonic()
+    result = oma.Agent(**cfg).run("x")
+    assert time.monotonic() - t0 < 1.8
+    assert result["success"] is False
+    assert result["status"]["code"] == "timeout"
+    assert result["errorInfo"]["name"] == "LLMCallTimeoutError"
+    assert result["errorInfo"]["message"] == "LLM call exceeded per-call timeout of 200ms"
+
+
+def test_timeout_then_retry_succeeds(loop, anthropic):
+    loop.script(Reply(hang=1.0), Reply(body=anthropic_text("after timeout")))
+    cfg = dict(anthropic, call={"egress": "offline", "timeout_ms": 200, "max_retries": 1, "retry_delay_ms": 10})
+    assert oma.Agent(**cfg).run("x")["output"] == "after timeout"
+
+
+def test_connection_refused(anthropic):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cfg = dict(anthropic, base_url=f"http://127.0.0.1:{port}")
+    result = oma.Agent(**cfg).run("x")
+    assert result["success"] is False and result["errorInfo"]["kind"] == "provider"
+    no_key(result)
+
+
+def test_egress_offline_refuses_remote(loop):
+    agent = oma.Agent(model="m", provider="anthropic", api_key=KEY, call={"egress": "offline"})
+    result = agent.run("x")
+    assert result["success"] is False
+    assert result["status"]["code"] == "rejected"
+    assert result["errorInfo"]["name"] == "EgressPolicyError"
+    assert loop.requests == []
+
+
+def test_unsupported_video_on_anthropic_fails_run(loop, anthropic):
+    video = [{"role": "user", "content": [{"type": "video", "source": {"type": "url", "media_type": "video/mp4",
+                                                                        "url": "https://example.com/v.mp4"}}]}]
+    result = oma.Agent(**anthropic).run(video)
+    assert result["success"] is False
+    assert result["errorInfo"]["name"] == "UnsupportedContentBlockError"
+    assert loop.requests == []
+
+
+def test_seeded_runs_are_deterministic(loop, anthropic):
+    a = oma.Agent(**anthropic)
+    assert a.run("x", seed=7) == a.run("x", seed=7)
+
+
+def test_agent_context_manager(loop, anthropic):
+    with oma.Agent(**anthropic) as agent:
+        assert agent.run("x")["success"]

@@ -44,6 +44,24 @@ export function anthropicSse(pieces, { delayMs = 0 } = {}) {
   return { status: 200, sse: events.map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`), delayMs }
 }
 
+/** The SSE form of a non-streaming Anthropic message (for requests with `stream: true`). */
+export function anthropicMessageSse(message) {
+  const events = [['message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, usage: { input_tokens: message.usage.input_tokens, output_tokens: 0 } } }]]
+  message.content.forEach((block, index) => {
+    if (block.type === 'text') {
+      events.push(['content_block_start', { type: 'content_block_start', index, content_block: { type: 'text', text: '' } }])
+      events.push(['content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text: block.text } }])
+    } else if (block.type === 'tool_use') {
+      events.push(['content_block_start', { type: 'content_block_start', index, content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} } }])
+      events.push(['content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } }])
+    }
+    events.push(['content_block_stop', { type: 'content_block_stop', index }])
+  })
+  events.push(['message_delta', { type: 'message_delta', delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: message.usage.output_tokens } }])
+  events.push(['message_stop', { type: 'message_stop' }])
+  return events.map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
+}
+
 export async function startServer() {
   const queue = []
   const requests = []
@@ -61,6 +79,9 @@ export async function startServer() {
       if (typeof spec === 'function') spec = await spec({ url: req.url, body, headers: req.headers })
       if (spec.hang) return // never answers (timeouts)
       if (spec.delayFirstMs) await new Promise((r) => setTimeout(r, spec.delayFirstMs))
+      if (body?.stream === true && spec.json?.type === 'message' && (spec.status ?? 200) === 200) {
+        spec = { ...spec, sse: anthropicMessageSse(spec.json) }
+      }
       if (spec.sse) {
         res.writeHead(spec.status ?? 200, { 'content-type': 'text/event-stream', ...(spec.headers ?? {}) })
         for (const piece of spec.sse) {

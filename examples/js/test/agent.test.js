@@ -1,0 +1,478 @@
+import { test, before, after, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import {
+  Agent, runAgent, OMAError, InvalidMessageError, ProviderError, LLMCallTimeoutError,
+  TokenBudgetExceededError, UnsupportedContentBlockError,
+} from '../src/index.js'
+import { startServer, anthropicMessage, anthropicToolUse, anthropicSse, openaiMessage } from './helpers/server.js'
+
+let server
+before(async () => { server = await startServer() })
+after(async () => { await server.close() })
+beforeEach(() => server.reset())
+
+const KEY = 'sk-ant-test-SECRETKEY0123456789'
+
+function agent(extra = {}) {
+  return new Agent({ name: 'tester', model: 'claude-test', provider: 'anthropic', baseURL: server.url, apiKey: KEY, ...extra })
+}
+
+function noBigInt(value, path = '$') {
+  if (typeof value === 'bigint') assert.fail(`BigInt at ${path}`)
+  if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) noBigInt(v, `${path}.${k}`)
+  }
+}
+
+async function collect(iterable) {
+  const out = []
+  for await (const e of iterable) out.push(e)
+  return out
+}
+
+test('run with text: OMA AgentRunResult, Anthropic request at {baseURL}/v1/messages', async () => {
+  server.queue(anthropicMessage('Hello from the loopback.'))
+  const result = await agent({ systemPrompt: 'be brief', maxTokens: 100, temperature: 0.5 }).run('hi')
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'Hello from the loopback.')
+  assert.deepEqual(result.messages, [{ role: 'assistant', content: [{ type: 'text', text: 'Hello from the loopback.' }] }])
+  assert.deepEqual(result.tokenUsage, { input_tokens: 12, output_tokens: 6 })
+  assert.equal(result.turns, 1)
+  assert.deepEqual(result.toolCalls, [])
+  const [req] = server.requests
+  assert.equal(req.method, 'POST')
+  assert.equal(req.url, '/v1/messages')
+  assert.equal(req.headers['x-api-key'], KEY)
+  assert.equal(req.body.model, 'claude-test')
+  assert.equal(req.body.max_tokens, 100)
+  assert.equal(req.body.temperature, 0.5)
+  assert.equal(req.body.system, 'be brief')
+  assert.deepEqual(req.body.messages, [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }])
+  noBigInt(result)
+})
+
+test('run with OMA messages (image, history) sends them as given', async () => {
+  server.queue(anthropicMessage('seen'))
+  const messages = [
+    { role: 'user', content: [{ type: 'text', text: 'first' }] },
+    { role: 'assistant', content: [{ type: 'text', text: 'ok' }] },
+    { role: 'user', content: [
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'aW1hZ2U=' } },
+      { type: 'text', text: 'what is this?' },
+    ] },
+  ]
+  const result = await agent().run(messages)
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'seen')
+  const sent = server.requests[0].body.messages
+  assert.equal(sent.length, 3)
+  assert.equal(sent[2].content[0].type, 'image')
+  assert.equal(sent[2].content[0].source.data, 'aW1hZ2U=')
+  // The input is copied: the result carries only what the run produced.
+  assert.equal(result.messages.length, 1)
+})
+
+test('OpenAI-compatible provider posts to {baseURL}/chat/completions', async () => {
+  server.queue(openaiMessage('from openai'))
+  const a = new Agent({ name: 'o', model: 'gpt-test', provider: 'openai', baseURL: `${server.url}/v1`, apiKey: 'sk-openai-XYZ' })
+  const result = await a.run('hello')
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'from openai')
+  assert.deepEqual(result.tokenUsage, { input_tokens: 7, output_tokens: 3 })
+  assert.equal(server.requests[0].url, '/v1/chat/completions')
+  assert.equal(server.requests[0].headers.authorization, 'Bearer sk-openai-XYZ')
+})
+
+test('invalid input rejects with OMA InvalidMessageError messages; nothing is sent', async () => {
+  const a = agent()
+  const cases = [
+    [[{ role: 'user', content: 'hi' }], 'messages[0].content must be a ContentBlock[], got string'],
+    [null, 'messages must be an array, got null'],
+    [undefined, 'messages must be an array, got undefined'],
+    [42, 'messages must be an array, got number'],
+    [() => 1, 'messages must be an array, got function'],
+    [[undefined], 'messages[0] must be an object, got undefined'],
+    [[null], 'messages[0] must be an object, got null'],
+    [[() => 1], 'messages[0] must be an object, got function'],
+    [[{ role: 'user' }], 'messages[0].content must be a ContentBlock[], got undefined'],
+    [[{ role: 'user', content: () => [] }], 'messages[0].content must be a ContentBlock[], got function'],
+    [[{ role: 'user', content: [undefined] }], 'messages[0].content[0] must be a content block with a string "type"'],
+    [[{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: () => 'x' }] }],
+      'messages[0].content[0].content must be a string or a non-empty content-part array, got function'],
+    [[{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: undefined }] }],
+      'messages[0].content[0].content must be a string or a non-empty content-part array, got undefined'],
+    [[{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x', is_error: () => true }] }],
+      'messages[0].content[0].is_error must be a boolean when provided'],
+    [[{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a', content: 'x', is_error: null }] }],
+      'messages[0].content[0].is_error must be a boolean when provided'],
+    [[{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'video', source: { type: 'url', media_type: 'video/mp4', url: 'file:///tmp/x.mp4' } }] }],
+      'messages[0].content[1].source.url must use HTTP or HTTPS'],
+    [[{ role: 'user', content: [{ type: 'text', text: () => 'x' }] }],
+      'messages must contain cloneable structured data (strings, arrays, and plain data objects)'],
+    // Checks run in OMA's order: an earlier JSON-visible failure wins over a later function.
+    [[{ role: 'user', content: 'x' }, { role: 'user', content: () => [] }], 'messages[0].content must be a ContentBlock[], got string'],
+  ]
+  for (const [input, message] of cases) {
+    await assert.rejects(a.run(input), (e) => {
+      assert.ok(e instanceof InvalidMessageError, `${message}: ${e}`)
+      assert.ok(e instanceof Error)
+      assert.equal(e.name, 'InvalidMessageError')
+      assert.equal(e.code, 'INVALID_MESSAGE')
+      assert.equal(e.retryable, false)
+      assert.equal(e.message, message)
+      return true
+    })
+  }
+  assert.equal(server.requests.length, 0)
+})
+
+test('a cyclic tool_use.input is an InvalidMessageError, not a TypeError', async () => {
+  const input = { a: 1 }
+  input.self = input
+  const messages = [{ role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'x', input }] }]
+  await assert.rejects(agent().run(messages), (e) => {
+    assert.ok(e instanceof InvalidMessageError)
+    assert.match(e.message, /^messages\[0\]\.content\[0\]\.input\.self .*circular/)
+    return true
+  })
+  assert.throws(() => agent().stream(messages), InvalidMessageError)
+  assert.equal(server.requests.length, 0)
+})
+
+test('run, prompt and runAgent return rejecting promises; stream and the constructor throw synchronously', async () => {
+  const a = agent()
+  const p = a.run([{ role: 'user', content: 1 }])
+  assert.ok(p instanceof Promise)
+  await assert.rejects(p, InvalidMessageError)
+  const q = a.prompt(null)
+  assert.ok(q instanceof Promise)
+  await assert.rejects(q, { name: 'InvalidMessageError', message: 'messages[0].content must be a ContentBlock[], got null' })
+  const r = runAgent({ name: 'r', model: 'm', provider: 'anthropic', baseURL: server.url }, [1])
+  assert.ok(r instanceof Promise)
+  await assert.rejects(r, { message: 'messages[0] must be an object, got number' })
+  assert.throws(() => a.stream([{ role: 'user', content: 'x' }]), {
+    name: 'InvalidMessageError', message: 'messages[0].content must be a ContentBlock[], got string',
+  })
+  assert.throws(() => a.stream(undefined), { message: 'messages must be an array, got undefined' })
+  assert.throws(() => agent({ history: [{ role: 'user', content: {} }] }), {
+    name: 'InvalidMessageError', message: 'messages[0].content must be a ContentBlock[], got object',
+  })
+  assert.throws(() => agent({ history: [{ role: 'user', content: undefined }] }), {
+    message: 'messages[0].content must be a ContentBlock[], got undefined',
+  })
+  // A configuration the component cannot use: a plain Error with OMA's fields.
+  assert.throws(() => new Agent({ name: 'x', model: 'm', provider: 'no-such-provider' }), (e) => {
+    assert.ok(e instanceof OMAError && e instanceof Error)
+    assert.match(e.message, /unknown provider "no-such-provider"/)
+    return true
+  })
+  assert.equal(server.requests.length, 0)
+})
+
+test('stream: text deltas as they arrive, the turn text, then done', async () => {
+  server.queue(anthropicSse(['Hel', 'lo ', 'world'], { delayMs: 20 }))
+  const a = agent()
+  const events = []
+  const times = []
+  const t0 = Date.now()
+  for await (const e of a.stream('hi')) { events.push(e); times.push(Date.now() - t0) }
+  assert.deepEqual(events.map((e) => e.type), ['text_delta', 'text_delta', 'text_delta', 'text', 'done'])
+  assert.deepEqual(events.slice(0, 3).map((e) => e.data), ['Hel', 'lo ', 'world'])
+  assert.equal(events[3].data, 'Hello world')
+  const result = events[4].data
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'Hello world')
+  assert.equal(server.requests[0].body.stream, true)
+  // Streamed: the first delta arrives before the last piece was written.
+  assert.ok(times[0] < times[2], `deltas were not incremental: ${times}`)
+  noBigInt(events)
+})
+
+test('stream: a provider failure is an error event; iteration does not throw', async () => {
+  server.queue({ status: 500, json: { type: 'error', error: { type: 'api_error', message: 'boom' } } })
+  const events = await collect(agent().stream('hi'))
+  assert.equal(events.length, 1)
+  assert.equal(events[0].type, 'error')
+  const error = events[0].data
+  assert.ok(error instanceof ProviderError && error instanceof Error)
+  assert.equal(error.name, 'ProviderError')
+  assert.equal(error.httpStatus, 500)
+  assert.equal(error.result.success, false)
+})
+
+test('prompt appends to history; getHistory copies; reset clears', async () => {
+  server.queue(anthropicMessage('one'), anthropicMessage('two'))
+  const seed = [{ role: 'user', content: [{ type: 'text', text: 'seed' }] }, { role: 'assistant', content: [{ type: 'text', text: 'seeded' }] }]
+  const a = agent({ history: seed })
+  const r1 = await a.prompt('first')
+  assert.equal(r1.output, 'one')
+  assert.equal(server.requests[0].body.messages.length, 3)
+  const r2 = await a.prompt([{ type: 'text', text: 'second' }])
+  assert.equal(r2.output, 'two')
+  assert.equal(server.requests[1].body.messages.length, 5)
+  const history = a.getHistory()
+  assert.deepEqual(history.map((m) => m.content[0].text), ['seed', 'seeded', 'first', 'one', 'second', 'two'])
+  history.pop()
+  assert.equal(a.getHistory().length, 6)
+  // run ignores history
+  server.queue(anthropicMessage('fresh'))
+  await a.run('alone')
+  assert.equal(server.requests[2].body.messages.length, 1)
+  assert.equal(a.getHistory().length, 6)
+  a.reset()
+  assert.deepEqual(a.getHistory(), [])
+  // invalid prompt input leaves history unchanged
+  await assert.rejects(a.prompt([null]), { message: 'messages[0].content[0] must be a content block with a string "type"' })
+  assert.deepEqual(a.getHistory(), [])
+})
+
+test('async beforeRun: context {agent, prompt, messages, config}; the rewrite is sent', async () => {
+  server.queue(anthropicMessage('hooked'))
+  let seen
+  const a = agent({
+    systemPrompt: 'sys',
+    beforeRun: async (ctx) => {
+      seen = ctx
+      await new Promise((r) => setTimeout(r, 10))
+      return { prompt: `${ctx.prompt} (rewritten)` }
+    },
+  })
+  const result = await a.run([{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }])
+  assert.equal(result.success, true)
+  assert.equal(seen.prompt, 'ab')
+  assert.equal(seen.agent, 'tester')
+  assert.equal(seen.messages.length, 1)
+  assert.equal(seen.config.model, 'claude-test')
+  assert.ok(!JSON.stringify(seen).includes(KEY))
+  assert.deepEqual(server.requests[0].body.messages[0].content, [{ type: 'text', text: 'ab (rewritten)' }])
+})
+
+test('beforeRun may replace messages; a throwing hook fails the run (callback), nothing sent', async () => {
+  server.queue(anthropicMessage('ok'))
+  const replaced = agent({ beforeRun: (ctx) => ({ prompt: ctx.prompt, messages: [{ role: 'user', content: [{ type: 'text', text: 'other' }] }] }) })
+  await replaced.run('orig')
+  assert.deepEqual(server.requests[0].body.messages, [{ role: 'user', content: [{ type: 'text', text: 'other' }] }])
+
+  server.reset()
+  const failing = agent({ beforeRun: async () => { throw new Error('hook said no') } })
+  const result = await failing.run('x')
+  assert.equal(result.success, false)
+  assert.equal(result.output, 'hook said no')
+  assert.equal(result.status.code, 'error')
+  assert.equal(result.errorInfo.kind, 'callback')
+  assert.equal(server.requests.length, 0)
+
+  const bad = agent({ beforeRun: () => ({ prompt: 5 }) })
+  const r2 = await bad.run('x')
+  assert.equal(r2.success, false)
+  assert.equal(r2.output, 'beforeRun.prompt must be a string')
+  const nullMessages = agent({ beforeRun: (ctx) => ({ prompt: ctx.prompt, messages: null }) })
+  const r3 = await nullMessages.run('x')
+  assert.equal(r3.errorInfo.name, 'InvalidMessageError')
+  assert.equal(r3.output, 'messages must be an array, got null')
+})
+
+test('async tools and the tool loop; tool calls of one turn run concurrently', async () => {
+  server.queue(
+    anthropicToolUse([['t1', 'add', { a: 2, b: 3 }], ['t2', 'slow_echo', { text: 'hey' }]], 'calling'),
+    anthropicToolUse([['t3', 'add', { a: 10, b: 1 }]]),
+    anthropicMessage('the answers are 5, hey and 11'),
+  )
+  const log = []
+  const tools = [
+    { name: 'add', description: 'adds', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } },
+      execute: async ({ a, b }, ctx) => { log.push(`add:${ctx.toolUseId}:${ctx.agent.name}`); return String(a + b) } },
+    { name: 'slow_echo', description: 'echoes slowly', inputSchema: { type: 'object' },
+      execute: async ({ text }) => { log.push('slow:start'); await new Promise((r) => setTimeout(r, 50)); log.push('slow:end'); return [{ type: 'text', text }] } },
+  ]
+  const a = agent({ tools })
+  const events = await collect(a.stream('compute'))
+  const result = events.at(-1).data
+  assert.equal(result.success, true, JSON.stringify(result))
+  assert.equal(result.output, 'the answers are 5, hey and 11')
+  assert.equal(result.turns, 3)
+  assert.deepEqual(result.toolCalls.map((c) => c.toolName), ['add', 'slow_echo', 'add'])
+  assert.equal(server.requests[0].body.tools[0].name, 'add')
+  assert.deepEqual(server.requests[0].body.tools[0].input_schema.properties.a, { type: 'number' })
+  const second = server.requests[1].body.messages.at(-1)
+  assert.equal(second.role, 'user')
+  assert.deepEqual(second.content.map((b) => [b.type, b.tool_use_id]), [['tool_result', 't1'], ['tool_result', 't2']])
+  assert.equal(second.content[0].content, '5')
+  const types = events.map((e) => e.type)
+  assert.deepEqual(types.filter((t) => t === 'tool_use' || t === 'tool_result'), ['tool_use', 'tool_use', 'tool_result', 'tool_result', 'tool_use', 'tool_result'])
+  const use = events.find((e) => e.type === 'tool_use').data
+  assert.deepEqual(use, { type: 'tool_use', id: 't1', name: 'add', input: { a: 2, b: 3 } })
+  const res = events.find((e) => e.type === 'tool_result' && e.data.tool_use_id === 't2').data
+  assert.deepEqual(res.content, [{ type: 'text', text: 'hey' }])
+  assert.ok(log.indexOf('slow:start') >= 0)
+})
+
+test('a failing tool and an unknown tool answer is_error: true; the run goes on', async () => {
+  server.queue(
+    anthropicToolUse([['t1', 'broken', {}], ['t2', 'missing', {}]]),
+    anthropicMessage('recovered'),
+  )
+  const a = agent({ tools: [{ name: 'broken', description: 'fails', inputSchema: { type: 'object' }, execute: async () => { throw new Error('disk on fire') } }] })
+  const result = await a.run('go')
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'recovered')
+  const results = server.requests[1].body.messages.at(-1).content
+  assert.equal(results[0].is_error, true)
+  assert.match(JSON.stringify(results[0].content), /disk on fire/)
+  assert.equal(results[1].is_error, true)
+  assert.match(JSON.stringify(results[1].content), /missing/)
+  assert.deepEqual(result.toolCalls.map((c) => c.isError), [true, true])
+})
+
+test('process backend: the prompt on stdin, stdout is the output', async () => {
+  const echo = { kind: 'process', command: process.execPath, args: ['-e', 'process.stdin.pipe(process.stdout)'] }
+  const a = new Agent({ name: 'proc', model: 'none', provider: 'anthropic', backend: echo, systemPrompt: 'SYSTEM' })
+  const result = await a.run('echo me')
+  assert.equal(result.success, true, JSON.stringify(result))
+  assert.match(result.output, /echo me/)
+  assert.match(result.output, /^SYSTEM\n\n/)
+  assert.deepEqual(result.tokenUsage, { input_tokens: 0, output_tokens: 0 })
+  // structured input is refused at the call
+  await assert.rejects(a.run([{ role: 'user', content: [{ type: 'text', text: 'x' }] }]), {
+    name: 'InvalidMessageError',
+    message: 'The process external backend accepts string prompts only; structured messages or content blocks cannot be forwarded without loss.',
+  })
+  const failing = new Agent({ name: 'p', model: 'none', provider: 'anthropic', backend: { kind: 'process', command: process.execPath, args: ['-e', 'process.exit(3)'] } })
+  const r2 = await failing.run('x')
+  assert.equal(r2.success, false)
+  assert.match(r2.output, /code 3/)
+  assert.equal(server.requests.length, 0)
+})
+
+test('runAgent: progress events and online evaluation', async () => {
+  server.queue(anthropicMessage('evaluated'))
+  const progress = []
+  const cases = []
+  const result = await runAgent(
+    { name: 'ra', model: 'claude-test', provider: 'anthropic', baseURL: server.url, apiKey: KEY },
+    'question api_key=abc123',
+    { onProgress: (e) => progress.push(e), evaluation: { sampleRate: 1, storePayloads: 'redacted', onCase: async (c) => { cases.push(c) } } },
+  )
+  assert.equal(result.success, true)
+  assert.deepEqual(progress.map((e) => e.type), ['agent_start', 'agent_complete'])
+  assert.deepEqual(progress[0], { type: 'agent_start', agent: 'ra', data: { prompt: 'question api_key=abc123' } })
+  assert.equal(progress[1].data.output, 'evaluated')
+  assert.equal(cases.length, 1)
+  assert.equal(cases[0].agent, 'ra')
+  assert.equal(cases[0].input, 'question api_key=[redacted]')
+  assert.equal(cases[0].result.output, 'evaluated')
+  assert.equal(typeof cases[0].durationMs, 'number')
+  noBigInt({ progress, cases })
+
+  server.queue(anthropicMessage('unsampled'))
+  const none = []
+  await runAgent({ name: 'ra', model: 'claude-test', provider: 'anthropic', baseURL: server.url }, [{ role: 'user', content: [{ type: 'text', text: 'q' }] }],
+    { evaluation: { sampleRate: 0, onCase: (c) => none.push(c) } })
+  assert.equal(none.length, 0)
+})
+
+test('provider error: success false with errorInfo; no key anywhere', async () => {
+  server.queue({ status: 400, json: { type: 'error', error: { type: 'invalid_request_error', message: `bad key ${KEY}` } } })
+  const result = await agent().run('hi')
+  assert.equal(result.success, false)
+  assert.equal(result.status.code, 'error')
+  assert.equal(result.errorInfo.kind, 'provider')
+  assert.equal(result.errorInfo.name, 'ProviderError')
+  assert.equal(result.errorInfo.httpStatus, 400)
+  assert.equal(result.errorInfo.provider, 'anthropic')
+  assert.equal(result.errorInfo.retryable, false)
+  assert.deepEqual(result.messages, [])
+  assert.ok(!JSON.stringify(result).includes(KEY), JSON.stringify(result))
+  assert.ok(!JSON.stringify(result).includes('SECRETKEY'))
+})
+
+test('retries: 429 then 200 with call.maxRetries', async () => {
+  server.queue(
+    { status: 429, headers: { 'retry-after': '0' }, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } },
+    anthropicMessage('after retry'),
+  )
+  const a = agent({ call: { maxRetries: 2, retryDelayMs: 20 } })
+  const t0 = Date.now()
+  const result = await a.run('hi')
+  assert.equal(result.success, true, JSON.stringify(result))
+  assert.equal(result.output, 'after retry')
+  assert.equal(server.requests.length, 2)
+  assert.ok(Date.now() - t0 >= 10)
+  // without retries, the 429 is the result
+  server.reset()
+  server.queue({ status: 429, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } })
+  const r2 = await agent().run('hi')
+  assert.equal(r2.success, false)
+  assert.equal(r2.errorInfo.retryable, true)
+  assert.equal(server.requests.length, 1)
+})
+
+test('timeout: status timeout, LLMCallTimeoutError', async () => {
+  server.queue({ hang: true })
+  const t0 = Date.now()
+  const result = await agent({ call: { timeoutMs: 200 } }).run('hi')
+  assert.ok(Date.now() - t0 < 5000)
+  assert.equal(result.success, false)
+  assert.equal(result.status.code, 'timeout')
+  assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
+  assert.equal(result.errorInfo.code, 'LLM_CALL_TIMEOUT')
+  assert.equal(result.errorInfo.retryable, true)
+})
+
+test('a refused connection is a failed result, not a rejection', async () => {
+  const a = new Agent({ name: 'r', model: 'm', provider: 'anthropic', baseURL: 'http://127.0.0.1:1', apiKey: KEY })
+  const result = await a.run('hi')
+  assert.equal(result.success, false)
+  assert.equal(result.errorInfo.kind, 'provider')
+  assert.ok(!JSON.stringify(result).includes(KEY))
+})
+
+test('token budget: budget_exceeded event and a failed result', async () => {
+  server.queue(anthropicMessage('expensive', { usage: { input_tokens: 50, output_tokens: 60 } }))
+  const events = await collect(agent({ maxTokenBudget: 100 }).stream('hi'))
+  const budget = events.find((e) => e.type === 'budget_exceeded')
+  assert.ok(budget.data instanceof TokenBudgetExceededError)
+  assert.equal(budget.data.message, 'Agent "tester" exceeded token budget: 110 tokens used (budget: 100)')
+  const last = events.at(-1)
+  assert.equal(last.type, 'error')
+  assert.equal(last.data.result.budgetExceeded, true)
+  assert.equal(last.data.result.status.code, 'budget_exhausted')
+})
+
+test('unsupported content: video on Anthropic fails the run, nothing sent', async () => {
+  const messages = [{ role: 'user', content: [{ type: 'video', source: { type: 'url', media_type: 'video/mp4', url: 'https://example.com/v.mp4' } }] }]
+  const result = await agent().run(messages)
+  assert.equal(result.success, false)
+  assert.equal(result.errorInfo.name, 'UnsupportedContentBlockError')
+  assert.equal(result.errorInfo.code, 'UNSUPPORTED_CONTENT_BLOCK')
+  assert.equal(server.requests.length, 0)
+  const events = await collect(agent().stream(messages))
+  assert.ok(events.at(-1).data instanceof UnsupportedContentBlockError)
+})
+
+test('error classes carry OMA name and code', () => {
+  const e = new InvalidMessageError('x')
+  assert.ok(e instanceof OMAError && e instanceof Error)
+  assert.equal(e.name, 'InvalidMessageError')
+  assert.equal(e.code, 'INVALID_MESSAGE')
+  assert.equal(new LLMCallTimeoutError('t').retryable, true)
+  assert.equal(new ProviderError('p').code, undefined)
+  assert.equal(String(new TokenBudgetExceededError('b')), 'TokenBudgetExceededError: b')
+})
+
+test('tool calls of one turn are executed concurrently', async () => {
+  server.queue(anthropicToolUse([['a', 'wait', {}], ['b', 'wait', {}]]), anthropicMessage('done'))
+  let started = 0
+  let release
+  const both = new Promise((r) => { release = r })
+  const tools = [{
+    name: 'wait', description: 'waits for its sibling', inputSchema: { type: 'object' },
+    execute: async (_input, ctx) => {
+      if (++started === 2) release()
+      const how = await Promise.race([both.then(() => 'together'), new Promise((r) => setTimeout(() => r('alone'), 1000))])
+      return `${how}:${ctx.toolUseId}`
+    },
+  }]
+  const result = await agent({ tools }).run('x')
+  assert.deepEqual(result.toolCalls.map((c) => c.output), ['together:a', 'together:b'])
+})

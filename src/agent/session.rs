@@ -16,7 +16,7 @@ use crate::agent::input::{prepare_prompt, prepare_run, PromptInput};
 use crate::agent::machine::{RunMachine, RunSpec};
 use crate::agent::turn::{Event, RunOutcome};
 use crate::error::Error;
-use crate::message::{LlmMessage, ToolResultContent};
+use crate::message::{ContentBlock, LlmMessage, Role, ToolResultContent};
 use crate::validate::validate_messages;
 
 /// How a `beforeRun` hook answered.
@@ -130,9 +130,24 @@ impl Agent {
 
     /// Appends a completed `prompt`: its user turn, then the messages its run produced (none
     /// after a failure, so the turn stays without a reply, as in OMA).
+    ///
+    /// A run stopped by its token budget right after the model asked for tools produced an
+    /// assistant turn whose `tool_use` blocks were never answered; every provider refuses a
+    /// conversation like that, so that last turn stays in the result but not in the history.
     pub fn commit(&mut self, turn: LlmMessage, outcome: &RunOutcome) {
         self.history.push(turn);
-        self.history.extend(outcome.messages.iter().cloned());
+        let mut produced = outcome.messages.as_slice();
+        if let Some((last, before)) = produced.split_last() {
+            let unanswered = last.role == Role::Assistant
+                && last
+                    .content
+                    .iter()
+                    .any(|block| matches!(block, ContentBlock::ToolUse(_)));
+            if unanswered {
+                produced = before;
+            }
+        }
+        self.history.extend(produced.iter().cloned());
     }
 
     /// The persistent history.

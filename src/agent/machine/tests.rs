@@ -209,6 +209,23 @@ fn a_prompt_commits_its_turn_and_reply_only_when_it_completes() {
 }
 
 #[test]
+fn a_budget_stop_after_a_tool_call_leaves_history_valid() {
+    let mut settings = settings("anthropic");
+    settings.token_budget = Some(5);
+    let (spec, _) = settings.into_spec().expect("valid");
+    let mut agent = Agent::new(spec, vec![]).expect("valid");
+    let (turn, mut machine) = agent
+        .start_prompt(PromptInput::Text("q".into()), 1)
+        .expect("valid");
+    let outcome = Host::replying(&[(200, &tool_reply("t1"))]).drive(&mut machine);
+    assert!(outcome.budget_exceeded());
+    assert_eq!(outcome.messages.len(), 1, "the result keeps the turn");
+    agent.commit(turn, &outcome);
+    // The unanswered tool call is not kept: the next prompt would be refused by any provider.
+    assert_eq!(agent.history(), [LlmMessage::user_text("q")]);
+}
+
+#[test]
 fn the_hook_rewrites_the_run_and_a_failing_hook_sends_nothing() {
     let mut spec = spec();
     spec.before_run = true;

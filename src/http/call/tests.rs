@@ -367,3 +367,36 @@ fn bodies_past_the_limit_fail_and_echoed_keys_are_redacted() {
     assert!(!error.to_string().contains(KEY), "{error}");
     assert!(error.to_string().contains("[redacted]"), "{error}");
 }
+
+#[test]
+fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
+    let request = request(false);
+    for status in [0, 1, 99, 101, 304, 999, 1000, u16::MAX] {
+        let mut call = call_with_one_attempt(&request);
+        expect_send(&mut call);
+        let answer = CallAnswer::Response(HttpResponse {
+            status,
+            headers: vec![
+                ("retry-after".into(), "1e308".into()),
+                ("\u{0}weird".into(), "\u{7f}".into()),
+            ],
+            body: vec![0xff, 0xfe, 0x00],
+        });
+        call.handle(answer, &Anthropic, &request).expect("due");
+        let error = expect_done(&mut call).expect_err("not a 2xx");
+        assert_eq!(error.http_status(), Some(status));
+    }
+    // A retry-after of absurd size waits at most the cap.
+    let mut call = call(&request, options(2));
+    expect_send(&mut call);
+    let answer = CallAnswer::Response(HttpResponse {
+        status: 429,
+        headers: vec![("retry-after".into(), "1e308".into())],
+        body: Vec::new(),
+    });
+    call.handle(answer, &Anthropic, &request).expect("due");
+    assert_eq!(
+        call.poll(),
+        Some(CallStep::Wait(crate::http::retry::MAX_DELAY_MS))
+    );
+}

@@ -297,6 +297,87 @@ async fn video_for_a_format_without_a_mapping_fails_once_with_nothing_sent() {
     assert!(bench.requests.is_empty());
 }
 
+/// Every format without a video mapping refuses it before a request exists, in `run` and in
+/// `stream`, and never retries.
+#[tokio::test]
+async fn video_is_refused_by_bedrock_gemini_and_the_ai_sdk_in_run_and_stream() {
+    for provider in ["bedrock", "gemini", "ai-sdk"] {
+        let mut bench = Bench::text("never", ScriptedHost::new()).await;
+        let mut cfg = agent_config(
+            "viewer",
+            "some-model",
+            endpoint(provider, Some("https://provider.example"), Some(KEY)),
+        );
+        cfg.call.max_attempts = 3;
+        if provider == "bedrock" {
+            cfg.endpoint.region = Some("us-east-1".into());
+        }
+        let agent = bench.agent(&cfg).await;
+        let input = RunInput::Messages(vec![user(vec![
+            text("Describe."),
+            video(url("video/mp4", "https://example.com/clip.mp4")),
+        ])]);
+        let result = bench.run_ok(&agent, &input).await;
+        let failure = failure_of(&result);
+        assert_eq!(failure.error_info.name, "UnsupportedContentBlockError", "{provider}");
+        assert!(!failure.error_info.retryable);
+        assert!(result.output.contains("\"video\""), "{provider}: {}", result.output);
+        let stream = bench.guest.stream(&agent, &input).await.unwrap().unwrap();
+        let events = bench.guest.collect_agent_stream(stream).await.unwrap();
+        assert!(
+            matches!(events.last(), Some(AgentEvent::Error(r))
+                if r.failure.as_ref().is_some_and(|f| f.error_info.name == "UnsupportedContentBlockError")),
+            "{provider}: {events:?}"
+        );
+        assert!(bench.requests.is_empty(), "{provider}: nothing is sent");
+    }
+}
+
+/// An OpenAI-compatible provider that has no video support answers `video_url` with a 400: the
+/// run fails as a provider failure with that status, not retried.
+#[tokio::test]
+async fn a_provider_that_refuses_video_ends_the_run_as_a_terminal_failure() {
+    let mut bench = Bench::new(
+        vec![(400, json!({"error": {"message": "video_url is not supported", "type": "invalid_request_error"}}))],
+        ScriptedHost::new(),
+    )
+    .await;
+    let mut cfg = config("openai");
+    cfg.call.max_attempts = 4;
+    let agent = bench.agent(&cfg).await;
+    let input = RunInput::Messages(vec![user(vec![
+        text("Describe."),
+        video(url("video/mp4", "https://example.com/clip.mp4")),
+    ])]);
+    let result = bench.run_ok(&agent, &input).await;
+    let failure = failure_of(&result);
+    assert_eq!(failure.error_info.kind, FailureKind::Provider);
+    assert_eq!(failure.error_info.http_status, Some(400));
+    assert!(!failure.error_info.retryable);
+    assert_eq!(bench.requests.len(), 1, "a 400 is not sent again");
+}
+
+/// The context of an image-only turn has an empty prompt.
+#[tokio::test]
+async fn an_image_only_turn_gives_the_hook_an_empty_prompt() {
+    let host = ScriptedHost::new().with_hook(|context| {
+        BeforeRunAnswer::Typed(BeforeRunResult {
+            prompt: context.prompt.clone(),
+            messages: None,
+        })
+    });
+    let mut bench = Bench::text("A picture.", host).await;
+    let mut cfg = config("anthropic");
+    cfg.before_run = true;
+    let agent = bench.agent(&cfg).await;
+    let input = RunInput::Messages(vec![user(vec![image("aGk=")])]);
+    let result = bench.run_ok(&agent, &input).await;
+    assert!(result.success, "{result:?}");
+    let log = bench.host.lock();
+    assert_eq!(log.before_run[0].prompt, "");
+    assert_eq!(log.before_run[0].messages, vec![user(vec![image("aGk=")])]);
+}
+
 #[tokio::test]
 async fn video_goes_to_minimax_as_video_url() {
     let (outbound, requests) = scripted(vec![(

@@ -15,6 +15,7 @@ from wasmtime.component import Variant
 
 from ._errors import OmaError
 from ._http import HttpClient, TransportFailure, default_client
+from ._runtime import dumps as _dumps
 from ._runtime import ChunkAnswer, Runtime, default_runtime, record
 
 Json = Any
@@ -206,7 +207,7 @@ def _hook_answer(host: _Host, context_json: str) -> Variant:
         return Variant("hook", Variant("failed", "no beforeRun hook is registered"))
     try:
         returned = host.before_run(json.loads(context_json))
-        text = json.dumps(returned)
+        text = _dumps(returned)
     except Exception as e:  # noqa: BLE001 - OMA: a throwing hook fails the run
         return Variant("hook", Variant("failed", str(e) or type(e).__name__))
     return Variant("hook", Variant("json", text))
@@ -227,10 +228,10 @@ def _tool_answer(host: _Host, call: Any) -> Variant:
             elif isinstance(value, (str, list)):
                 content = value
             else:
-                content = json.dumps(value)
+                content = _dumps(value)
         except Exception as e:  # noqa: BLE001 - the model sees the failure
             content, is_error = f"{type(e).__name__}: {e}", True
-    return Variant("tool-json", record(id=call.id, content=json.dumps(content), is_error=is_error))
+    return Variant("tool-json", record(id=call.id, content=_dumps(content), is_error=is_error))
 
 
 def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[Dict[str, Any]]:
@@ -403,7 +404,7 @@ class Agent:
         self._seed = seed
         self._lock = threading.Lock()
         # The committed history as OMA JSON text, kept so a replaced instance can re-create us.
-        self._history_json = json.dumps(list(history or []))
+        self._history_json = _dumps(list(history or []))
         self._handle: Any = None
         self._generation = -1
         self._finalizer: Optional[weakref.finalize] = None
@@ -419,7 +420,7 @@ class Agent:
                 history = json.loads(self._history_json)
                 if history:
                     cfg["history"] = history
-                handle = rt.call("[static]agent.create-json", json.dumps(cfg))
+                handle = rt.call("[static]agent.create-json", _dumps(cfg))
                 if self._finalizer is not None:
                     self._finalizer.detach()
                 self._handle, self._generation = handle, rt.generation
@@ -435,7 +436,7 @@ class Agent:
         rt = self._rt
         with rt.lock():
             handle = self._ensure()
-            session = rt.call(method, handle, json.dumps(input), self._session_options(seed))
+            session = rt.call(method, handle, _dumps(input), self._session_options(seed))
             return rt.generation, session
 
     # -- OMA's API ----------------------------------------------------------------------------
@@ -552,6 +553,6 @@ def run_agent(
     host = _Host(client=http_client or default_client(), tools={t.name: t for t in tools}, before_run=before_run,
                  backend=backend, on_progress=on_progress, on_case=on_case)
     with rt.lock():
-        session = rt.call("run-agent-json", json.dumps(cfg), json.dumps(_input(input)), options, session_options)
+        session = rt.call("run-agent-json", _dumps(cfg), _dumps(_input(input)), options, session_options)
         generation = rt.generation
     return _collect(drive(rt, generation, session, host))

@@ -6,13 +6,14 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ._agent import Tool, _content_json, _source_json, _tool_use_json
+from ._runtime import dumps as _dumps
 from ._runtime import Runtime, default_runtime, record
 
 Messages = Union[str, Sequence[Dict[str, Any]]]
 
 
 def _text(messages: Messages) -> str:
-    return messages if isinstance(messages, str) else json.dumps(list(messages))
+    return messages if isinstance(messages, str) else _dumps(list(messages))
 
 
 def validate(messages: Messages, *, runtime: Optional[Runtime] = None) -> List[Dict[str, Any]]:
@@ -42,7 +43,7 @@ def _chat_request(typed_messages: Any, model: str, system_prompt: Optional[str],
     for t in tools:
         d = t.definition() if isinstance(t, Tool) else t
         definitions.append(record(name=d["name"], description=d.get("description", ""),
-                                  input_schema=json.dumps(d.get("inputSchema", d.get("input_schema", {})))))
+                                  input_schema=_dumps(d.get("inputSchema", d.get("input_schema", {})))))
     names = ("max_tokens", "temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "min_p",
              "parallel_tool_calls", "reasoning_effort")
     unknown = set(sampling) - set(names)
@@ -52,7 +53,7 @@ def _chat_request(typed_messages: Any, model: str, system_prompt: Optional[str],
     values = {k: (float(sampling[k]) if k in floats and sampling.get(k) is not None else sampling.get(k)) for k in names}
     return record(model=model, system_prompt=system_prompt, messages=typed_messages, tools=definitions,
                   sampling=record(**values), thinking_budget=thinking_budget,
-                  extra_body=json.dumps(extra_body) if extra_body is not None else None,
+                  extra_body=_dumps(extra_body) if extra_body is not None else None,
                   preserve_reasoning_as_text=preserve_reasoning_as_text, stream=stream)
 
 

@@ -174,3 +174,13 @@ def test_cache_key_names_component_and_wasmtime():
 
 def test_bundled_component_exists():
     assert os.path.getsize(bundled_wasm_path()) > 100_000
+
+
+def test_session_of_a_replaced_instance_fails_cleanly(loop, anthropic, small):
+    agent = oma.Agent(runtime=small, **anthropic)
+    events = agent.stream("x")  # the session exists; no step taken yet
+    with pytest.raises(oma.ComponentTrapError):
+        oma.validate('"' + BIG + '"', runtime=small)
+    with pytest.raises(oma.ComponentTrapError, match="replaced"):
+        next(events)
+    assert agent.run("x")["success"]

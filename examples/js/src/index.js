@@ -452,7 +452,7 @@ async function* drive(session, host) {
     }
   } finally {
     if (exchange) exchange.close()
-    session[Symbol.dispose]?.()
+    session[Symbol.dispose ?? Symbol.for('dispose')]?.()
   }
 }
 

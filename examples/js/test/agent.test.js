@@ -476,3 +476,37 @@ test('tool calls of one turn are executed concurrently', async () => {
   const result = await agent({ tools }).run('x')
   assert.deepEqual(result.toolCalls.map((c) => c.output), ['together:a', 'together:b'])
 })
+
+test('breaking out of a stream abandons the run cleanly', async () => {
+  server.queue(anthropicSse(['a', 'b', 'c', 'd', 'e'], { delayMs: 30 }))
+  const a = agent()
+  const seen = []
+  for await (const e of a.stream('hi')) {
+    seen.push(e.type)
+    if (e.type === 'text_delta') break
+  }
+  assert.deepEqual(seen, ['text_delta'])
+  // the agent is still usable
+  server.queue(anthropicMessage('after break'))
+  assert.equal((await a.run('again')).output, 'after break')
+})
+
+test('egress allowlist: another origin is rejected before anything is sent', async () => {
+  const result = await agent({ call: { egress: ['https://api.anthropic.com'] } }).run('hi')
+  assert.equal(result.success, false)
+  assert.equal(result.status.code, 'rejected')
+  assert.equal(result.errorInfo.name, 'EgressPolicyError')
+  assert.equal(result.errorInfo.kind, 'validation')
+  assert.equal(server.requests.length, 0)
+  // offline allows loopback only, which this server is
+  server.queue(anthropicMessage('loopback ok'))
+  assert.equal((await agent({ call: { egress: 'offline' } }).run('hi')).output, 'loopback ok')
+})
+
+test('a prompt with a failing run keeps the user turn and no reply', async () => {
+  server.queue({ status: 500, json: { type: 'error', error: { type: 'api_error', message: 'down' } } })
+  const a = agent()
+  const r = await a.prompt('hello?')
+  assert.equal(r.success, false)
+  assert.deepEqual(a.getHistory(), [{ role: 'user', content: [{ type: 'text', text: 'hello?' }] }])
+})

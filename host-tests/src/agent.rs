@@ -66,6 +66,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         tools: Vec::new(),
         max_turns: None,
         token_budget: None,
+        deadline_ms: None,
         call: call_options(),
         history: Vec::new(),
         before_run: false,

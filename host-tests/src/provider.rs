@@ -73,6 +73,7 @@ pub fn call_options() -> CallOptions {
         base_delay_ms: 10,
         backoff: 2.0,
         timeout_ms: 30_000,
+        deadline_ms: None,
         max_response_bytes: 32 << 20,
         egress: EgressPolicy::Open,
     }

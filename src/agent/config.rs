@@ -39,6 +39,8 @@ pub struct AgentSettings {
     pub max_turns: Option<u32>,
     /// The token budget per run.
     pub token_budget: Option<u64>,
+    /// The most one run may take, in milliseconds.
+    pub deadline_ms: Option<u64>,
     /// Retries, timeouts, size limit, egress.
     pub call: CallOptions,
     /// The seed of the persistent history.
@@ -103,6 +105,7 @@ impl AgentSettings {
             before_run: self.before_run,
             external: self.external,
             config_json: config.to_string(),
+            deadline_ms: self.deadline_ms,
             provider: self.provider,
             endpoint: self.endpoint,
             call: self.call,
@@ -176,6 +179,7 @@ impl AgentSettings {
             tools: config.tools.unwrap_or_default(),
             max_turns: config.max_turns,
             token_budget: config.max_token_budget,
+            deadline_ms: config.deadline_ms,
             call: CallOptions {
                 retry: RetryPolicy::from_oma(
                     call.max_retries.unwrap_or(0),
@@ -189,6 +193,7 @@ impl AgentSettings {
                         .map_or(defaults.max_response_bytes, |n| {
                             usize::try_from(n).unwrap_or(usize::MAX)
                         }),
+                    deadline_ms: call.deadline_ms.unwrap_or(defaults.deadline_ms),
                 },
                 egress,
             },
@@ -226,6 +231,7 @@ struct JsonConfig {
     system_prompt: Option<String>,
     max_turns: Option<u32>,
     max_token_budget: Option<u64>,
+    deadline_ms: Option<u64>,
     max_tokens: Option<u32>,
     temperature: Option<f64>,
     top_p: Option<f64>,
@@ -260,6 +266,7 @@ struct CallJson {
     retry_backoff: Option<f64>,
     timeout_ms: Option<u64>,
     max_response_bytes: Option<u64>,
+    deadline_ms: Option<u64>,
     egress: Option<Value>,
 }
 

@@ -58,6 +58,8 @@ pub struct RunSpec {
     pub external: Option<ExternalKind>,
     /// The agent's configuration as OMA JSON for the hook's context, without secrets.
     pub config_json: String,
+    /// The most the run may take, in milliseconds from its first step; `None` for no limit.
+    pub deadline_ms: Option<u64>,
     /// The provider (`anthropic`, `openai`, `gemini`, ...), which picks the wire format.
     pub provider: String,
     /// Where requests go and the credentials; its `timestamp` is set per request.
@@ -178,6 +180,8 @@ pub struct RunMachine {
     queue: VecDeque<Step>,
     rng: Rng,
     now_ms: u64,
+    /// The time of the first poll.
+    started_ms: Option<u64>,
     reporting: Option<Reporting>,
 }
 
@@ -203,6 +207,7 @@ impl RunMachine {
             queue: VecDeque::new(),
             rng: Rng::new(seed),
             now_ms: 0,
+            started_ms: None,
             reporting: None,
         }
     }
@@ -256,7 +261,17 @@ impl RunMachine {
     /// answer is due, and after `Done`.
     pub fn poll(&mut self, now_ms: u64) -> Option<Step> {
         self.now_ms = now_ms;
+        self.started_ms.get_or_insert(now_ms);
         self.report_start();
+        if self.remaining_ms() == Some(0) && !matches!(self.phase, Phase::Over) {
+            // Past the run's deadline: whatever was in flight is abandoned.
+            let deadline = self.spec.deadline_ms.unwrap_or_default();
+            let error = Error::Timeout {
+                provider: self.spec.provider.clone(),
+                timeout_ms: deadline,
+            };
+            self.fail(&error, false);
+        }
         loop {
             if let Some(step) = self.queue.pop_front() {
                 return Some(step);
@@ -410,8 +425,12 @@ impl RunMachine {
     fn step_turns(&mut self, mut turns: Box<Turns>) -> Option<Step> {
         loop {
             if let Some((call, _)) = &mut turns.call {
-                match call.poll() {
-                    Some(CallStep::Send(outgoing)) => {
+                match call.poll(self.now_ms) {
+                    Some(CallStep::Send(mut outgoing)) => {
+                        // No request may outlive the run.
+                        if let Some(remaining) = self.remaining_ms() {
+                            outgoing.timeout_ms = outgoing.timeout_ms.min(remaining.max(1));
+                        }
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Send(outgoing));
                     }
@@ -533,6 +552,15 @@ impl RunMachine {
             }
         }
         self.queue.push_back(Step::Done(outcome));
+    }
+
+    /// What is left of the run's deadline, if it has one.
+    fn remaining_ms(&self) -> Option<u64> {
+        let deadline = self.spec.deadline_ms?;
+        let elapsed = self
+            .now_ms
+            .saturating_sub(self.started_ms.unwrap_or(self.now_ms));
+        Some(deadline.saturating_sub(elapsed))
     }
 
     /// `run-agent`'s `agent_start`, at the first poll.

@@ -118,6 +118,7 @@ pub(super) fn from_wit_options(options: wire::CallOptions) -> CallOptions {
         limits: Limits {
             timeout_ms: options.timeout_ms,
             max_response_bytes: usize::try_from(options.max_response_bytes).unwrap_or(usize::MAX),
+            deadline_ms: options.deadline_ms.unwrap_or(Limits::default().deadline_ms),
         },
         egress: match options.egress {
             wire::EgressPolicy::Open => EgressPolicy::Open,

@@ -43,6 +43,7 @@ pub(super) fn from_wit_config(
         tools: from_wit_tools(config.tools)?,
         max_turns: config.max_turns,
         token_budget: config.token_budget,
+        deadline_ms: config.deadline_ms,
         call: from_wit_options(config.call),
         history: from_wit_messages(config.history)?,
         before_run: config.before_run,

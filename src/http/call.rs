@@ -11,6 +11,11 @@
 //! `Wait`, one [`Call::handle`] with the matching answer, until `poll` returns
 //! [`CallStep::Done`]. Answers that do not fit the step fail with [`Error::Session`] and change
 //! nothing. Never panics.
+//!
+//! Time comes in with each `poll`: a call past its deadline ([`Limits::deadline_ms`], counted
+//! from the first send) ends with `LLMCallTimeoutError` at the next poll, however its bytes
+//! trickle in; no step's timeout reaches past the deadline, and no wait is handed out that
+//! would end after it.
 
 use std::collections::VecDeque;
 
@@ -124,6 +129,10 @@ pub struct Call {
     rng: Rng,
     state: State,
     queue: VecDeque<CallStep>,
+    /// When the first attempt was handed out (ms since the epoch).
+    started_ms: Option<u64>,
+    /// The error of the failed attempt a wait follows, for when the wait cannot happen.
+    last_error: Option<Error>,
 }
 
 impl std::fmt::Debug for Call {
@@ -164,6 +173,8 @@ impl Call {
             rng: Rng::new(seed),
             state: State::SendDue,
             queue: VecDeque::new(),
+            started_ms: None,
+            last_error: None,
         };
         let formatted = adapter.format(request, endpoint).and_then(|http| {
             check_egress(&http.url, &call.options.egress)?;
@@ -184,17 +195,49 @@ impl Call {
         call
     }
 
-    /// The next step, or `None` while an answer is due (or after `Done`).
-    pub fn poll(&mut self) -> Option<CallStep> {
+    /// The next step at `now_ms` (milliseconds since the Unix epoch), or `None` while an answer
+    /// is due (or after `Done`).
+    pub fn poll(&mut self, now_ms: u64) -> Option<CallStep> {
         if let Some(step) = self.queue.pop_front() {
             return Some(step);
         }
+        let deadline = self.options.limits.deadline_ms;
+        let remaining = match self.started_ms {
+            None => deadline,
+            Some(started) => deadline.saturating_sub(now_ms.saturating_sub(started)),
+        };
+        let due = matches!(
+            self.state,
+            State::SendDue | State::Receiving(_) | State::WaitDue(_)
+        );
+        if due && remaining == 0 {
+            self.finish(Err(Error::Timeout {
+                provider: self.provider.clone(),
+                timeout_ms: deadline,
+            }));
+            return self.queue.pop_front();
+        }
         match &self.state {
             State::SendDue => {
+                self.started_ms.get_or_insert(now_ms);
                 self.state = State::Sent;
-                Some(CallStep::Send(self.outgoing.clone()))
+                let mut outgoing = self.outgoing.clone();
+                outgoing.timeout_ms = outgoing.timeout_ms.min(remaining);
+                Some(CallStep::Send(outgoing))
             }
             State::Receiving(_) => Some(CallStep::Receive),
+            State::WaitDue(ms) if *ms >= remaining => {
+                // The wait would end past the deadline: give up now, with the last error.
+                let error = match std::mem::replace(&mut self.state, State::Over) {
+                    State::WaitDue(_) => self.last_error.take(),
+                    _ => None,
+                };
+                self.finish(Err(error.unwrap_or(Error::Timeout {
+                    provider: self.provider.clone(),
+                    timeout_ms: deadline,
+                })));
+                self.queue.pop_front()
+            }
             State::WaitDue(ms) => {
                 let ms = *ms;
                 self.state = State::Waiting;
@@ -415,7 +458,10 @@ impl Call {
             retry_after_ms,
         );
         match delay {
-            Some(ms) => self.state = State::WaitDue(ms),
+            Some(ms) => {
+                self.state = State::WaitDue(ms);
+                self.last_error = Some(error);
+            }
             None => self.finish(Err(error)),
         }
     }

@@ -36,6 +36,8 @@ pub struct Limits {
     pub timeout_ms: u64,
     /// The largest response body accepted, in bytes.
     pub max_response_bytes: usize,
+    /// The most one call may take in all, first attempt to result, retries and waits included.
+    pub deadline_ms: u64,
 }
 
 impl Default for Limits {
@@ -43,6 +45,7 @@ impl Default for Limits {
         Limits {
             timeout_ms: 120_000,
             max_response_bytes: 32 << 20,
+            deadline_ms: 600_000,
         }
     }
 }

@@ -10,6 +10,10 @@ use crate::error::Error;
 /// The cap on any one delay, in milliseconds.
 pub const MAX_DELAY_MS: u64 = 30_000;
 
+/// The cap on attempts per call, whatever the policy says: with the 30 s cap on delays, a call
+/// gives up within an hour at most (and its deadline usually ends it much sooner).
+pub const MAX_ATTEMPTS: u32 = 100;
+
 /// How a failed call is retried. The default makes one attempt, as OMA's retry is off by default.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RetryPolicy {
@@ -68,7 +72,7 @@ impl RetryPolicy {
         rng: f64,
         retry_after_ms: Option<u64>,
     ) -> Option<u64> {
-        if !error.retryable() || attempt >= self.max_attempts.max(1) {
+        if !error.retryable() || attempt >= self.max_attempts.clamp(1, MAX_ATTEMPTS) {
             return None;
         }
         let nominal = self.nominal_delay_ms(attempt) as f64;
@@ -183,10 +187,12 @@ mod tests {
             let policy = RetryPolicy::from_oma(max_retries, None, None);
             assert_eq!(policy.max_attempts, u32::MAX, "{max_retries}");
             let err = provider(Some(503));
+            // Whatever the policy says, a call makes at most MAX_ATTEMPTS attempts.
             assert_eq!(
-                policy.next_delay_ms(u32::MAX - 1, &err, 1.0, None),
+                policy.next_delay_ms(MAX_ATTEMPTS - 1, &err, 1.0, None),
                 Some(MAX_DELAY_MS)
             );
+            assert_eq!(policy.next_delay_ms(MAX_ATTEMPTS, &err, 1.0, None), None);
             assert_eq!(policy.next_delay_ms(u32::MAX, &err, 1.0, None), None);
         }
         assert_eq!(

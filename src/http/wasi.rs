@@ -262,7 +262,7 @@ impl HttpIo {
         adapter: &dyn Adapter,
         request: &ChatRequest,
     ) -> Option<CallEvent> {
-        let answer = match call.poll() {
+        let answer = match call.poll(now_ms()) {
             Some(CallStep::Send(outgoing)) => self.send(&outgoing),
             Some(CallStep::Receive) => self.receive(),
             Some(CallStep::Wait(ms)) => HttpIo::wait(ms),

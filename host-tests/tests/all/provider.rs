@@ -61,6 +61,7 @@ impl Call {
             max_attempts: self.max_attempts,
             base_delay_ms: 2,
             timeout_ms: self.timeout_ms,
+            deadline_ms: None,
             max_response_bytes: self.max_response_bytes,
             egress: self.egress.clone(),
             ..call_options()

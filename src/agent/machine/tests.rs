@@ -226,6 +226,39 @@ fn a_budget_stop_after_a_tool_call_leaves_history_valid() {
 }
 
 #[test]
+fn a_run_past_its_deadline_ends_as_a_timeout() {
+    let mut settings = settings("anthropic");
+    settings.deadline_ms = Some(6);
+    let (spec, _) = settings.into_spec().expect("valid");
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    // A model that keeps calling tools; the host's clock moves a millisecond per step.
+    let replies: Vec<(u16, String)> = (0..10)
+        .map(|i| (200, tool_reply(&format!("t{i}"))))
+        .collect();
+    let mut host = Host {
+        replies: replies.into_iter().collect(),
+        tool: Some(ToolOutcome {
+            content: ToolResultContent::Text("more".into()),
+            is_error: false,
+        }),
+        ..Host::default()
+    };
+    let mut machine = agent.start(text("q"), false, 1).expect("valid");
+    let outcome = host.drive(&mut machine);
+    let failure = outcome.failure().expect("failed");
+    assert_eq!(
+        failure.status.code,
+        crate::agent::outcome::StatusCode::Timeout
+    );
+    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert!(host.sent.len() < 10, "the deadline stopped the loop");
+    assert!(
+        host.sent.iter().all(|o| o.timeout_ms <= 6),
+        "no request outlives the run"
+    );
+}
+
+#[test]
 fn the_hook_rewrites_the_run_and_a_failing_hook_sends_nothing() {
     let mut spec = spec();
     spec.before_run = true;

@@ -8,6 +8,7 @@ use crate::http::TransportFailureKind;
 use crate::message::{ContentBlock, LlmMessage, MediaSource, VideoBlock};
 
 const KEY: &str = "sk-call-SECRET-4411";
+const NOW: u64 = 1_796_036_400_000;
 
 fn request(stream: bool) -> ChatRequest {
     ChatRequest {
@@ -57,14 +58,14 @@ fn call(request: &ChatRequest, options: CallOptions) -> Call {
 }
 
 fn expect_send(call: &mut Call) -> Outgoing {
-    match call.poll() {
+    match call.poll(NOW) {
         Some(CallStep::Send(outgoing)) => outgoing,
         other => panic!("expected a send, got {other:?}"),
     }
 }
 
 fn expect_done(call: &mut Call) -> Result<LlmResponse, Error> {
-    match call.poll() {
+    match call.poll(NOW) {
         Some(CallStep::Done(result)) => result,
         other => panic!("expected the result, got {other:?}"),
     }
@@ -80,13 +81,13 @@ fn a_whole_response_is_parsed() {
     assert!(!outgoing.stream);
     let body: serde_json::Value = serde_json::from_str(&outgoing.body).expect("JSON body");
     assert_eq!(body["model"], "claude-x");
-    assert!(call.poll().is_none(), "nothing more until the answer");
+    assert!(call.poll(NOW).is_none(), "nothing more until the answer");
     assert!(call.awaits_answer());
     call.handle(response(200, &reply("hello")), &Anthropic, &request)
         .expect("the answer was due");
     let parsed = expect_done(&mut call).expect("a response");
     assert_eq!(parsed.content.len(), 1);
-    assert!(call.poll().is_none());
+    assert!(call.poll(NOW).is_none());
 }
 
 #[test]
@@ -96,11 +97,11 @@ fn retryable_failures_wait_then_send_the_same_request_again() {
     let first = expect_send(&mut call);
     call.handle(response(503, "busy"), &Anthropic, &request)
         .expect("due");
-    let Some(CallStep::Wait(ms)) = call.poll() else {
+    let Some(CallStep::Wait(ms)) = call.poll(NOW) else {
         panic!("expected a wait");
     };
     assert!((50..=100).contains(&ms), "equal jitter of 100 ms: {ms}");
-    assert!(call.poll().is_none(), "the wait must be answered");
+    assert!(call.poll(NOW).is_none(), "the wait must be answered");
     call.handle(CallAnswer::Waited, &Anthropic, &request)
         .expect("due");
     let second = expect_send(&mut call);
@@ -115,7 +116,7 @@ fn retryable_failures_wait_then_send_the_same_request_again() {
         &request,
     )
     .expect("due");
-    let Some(CallStep::Wait(ms)) = call.poll() else {
+    let Some(CallStep::Wait(ms)) = call.poll(NOW) else {
         panic!("a timeout is retried");
     };
     assert!((100..=200).contains(&ms), "{ms}");
@@ -138,7 +139,7 @@ fn retry_after_raises_the_wait() {
         body: br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#.to_vec(),
     });
     call.handle(limited, &Anthropic, &request).expect("due");
-    assert_eq!(call.poll(), Some(CallStep::Wait(2000)));
+    assert_eq!(call.poll(NOW), Some(CallStep::Wait(2000)));
 }
 
 #[test]
@@ -185,7 +186,7 @@ fn nothing_is_sent_when_formatting_or_egress_fails() {
     let mut call = call(&video, options(3));
     let error = expect_done(&mut call).expect_err("video on Anthropic");
     assert_eq!(error.name(), "UnsupportedContentBlockError");
-    assert!(call.poll().is_none());
+    assert!(call.poll(NOW).is_none());
 
     let request = request(false);
     let offline = CallOptions {
@@ -239,7 +240,7 @@ fn a_stream_delivers_its_pieces_whatever_the_chunking() {
         let mut texts = String::new();
         let mut chunks = body.as_bytes().chunks(size);
         let result = loop {
-            match call.poll() {
+            match call.poll(NOW) {
                 Some(CallStep::Receive) => {
                     let answer = match chunks.next() {
                         Some(chunk) => CallAnswer::Chunk(chunk.to_vec()),
@@ -274,11 +275,11 @@ fn a_stream_cut_short_fails_and_is_not_sent_again() {
         &request,
     )
     .expect("due");
-    while let Some(CallStep::Event(_)) = call.poll() {}
+    while let Some(CallStep::Event(_)) = call.poll(NOW) {}
     call.handle(CallAnswer::End, &Anthropic, &request)
         .expect("due");
     let error = loop {
-        match call.poll() {
+        match call.poll(NOW) {
             Some(CallStep::Done(result)) => break result.expect_err("cut short"),
             Some(CallStep::Event(_)) => {}
             other => panic!("unexpected {other:?}"),
@@ -286,7 +287,7 @@ fn a_stream_cut_short_fails_and_is_not_sent_again() {
     };
     assert_eq!(error.name(), "ProviderError");
     assert!(
-        call.poll().is_none(),
+        call.poll(NOW).is_none(),
         "no second attempt after an accepted stream"
     );
 }
@@ -302,12 +303,12 @@ fn an_error_head_on_a_stream_is_read_and_retried() {
     };
     call.handle(head, &Anthropic, &request).expect("due");
     assert!(!call.accepted());
-    assert_eq!(call.poll(), Some(CallStep::Receive));
+    assert_eq!(call.poll(NOW), Some(CallStep::Receive));
     call.handle(CallAnswer::Chunk(b"oops".to_vec()), &Anthropic, &request)
         .expect("due");
     call.handle(CallAnswer::End, &Anthropic, &request)
         .expect("due");
-    assert!(matches!(call.poll(), Some(CallStep::Wait(_))));
+    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
 }
 
 #[test]
@@ -348,6 +349,7 @@ fn bodies_past_the_limit_fail_and_echoed_keys_are_redacted() {
         limits: Limits {
             timeout_ms: 1000,
             max_response_bytes: 16,
+            deadline_ms: 60_000,
         },
         ..options(1)
     };
@@ -396,7 +398,81 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
     });
     call.handle(answer, &Anthropic, &request).expect("due");
     assert_eq!(
-        call.poll(),
+        call.poll(NOW),
         Some(CallStep::Wait(crate::http::retry::MAX_DELAY_MS))
     );
+}
+
+#[test]
+fn a_call_past_its_deadline_ends_however_its_bytes_trickle() {
+    let request = request(true);
+    let short = CallOptions {
+        limits: Limits {
+            timeout_ms: 5_000,
+            deadline_ms: 1_000,
+            ..Limits::default()
+        },
+        ..options(1)
+    };
+    let mut call = call_of(&request, short.clone());
+    let Some(CallStep::Send(outgoing)) = call.poll(NOW) else {
+        panic!("expected a send");
+    };
+    assert_eq!(outgoing.timeout_ms, 1_000, "no step outlives the deadline");
+    call.handle(
+        CallAnswer::Head {
+            status: 200,
+            headers: vec![],
+        },
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    // A keep-alive comment a second, forever.
+    let mut now = NOW;
+    let error = loop {
+        now += 400;
+        match call.poll(now) {
+            Some(CallStep::Receive) => call
+                .handle(
+                    CallAnswer::Chunk(b": keep-alive\n\n".to_vec()),
+                    &Anthropic,
+                    &request,
+                )
+                .expect("due"),
+            Some(CallStep::Done(result)) => break result.expect_err("past the deadline"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(now < NOW + 10_000, "the deadline did not end the call");
+    };
+    assert_eq!(error.name(), "LLMCallTimeoutError");
+    assert_eq!(
+        error.to_string(),
+        "LLM call exceeded per-call timeout of 1000ms"
+    );
+
+    // A retry whose wait would end past the deadline is not waited for.
+    let mut call = call_of(
+        &request_plain(),
+        CallOptions {
+            retry: RetryPolicy {
+                max_attempts: 5,
+                base_delay_ms: 5_000,
+                backoff: 2.0,
+            },
+            ..short
+        },
+    );
+    call.poll(NOW);
+    call.handle(response(503, "busy"), &Anthropic, &request_plain())
+        .expect("due");
+    let error = match call.poll(NOW + 10) {
+        Some(CallStep::Done(result)) => result.expect_err("no time left to wait"),
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(error.http_status(), Some(503), "the last attempt's error");
+}
+
+fn request_plain() -> ChatRequest {
+    request(false)
 }

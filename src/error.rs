@@ -217,6 +217,9 @@ impl Error {
                 None => true,
                 Some(408 | 409 | 429) => true,
                 Some(400..=499) => false,
+                // A 2xx that could not be read, an informational answer or a redirect (never
+                // followed): asking again would pay for the same answer.
+                Some(100..=399) => false,
                 Some(_) => true,
             },
         }

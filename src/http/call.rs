@@ -177,6 +177,11 @@ impl Call {
             last_error: None,
         };
         let formatted = adapter.format(request, endpoint).and_then(|http| {
+            if !(http.url.starts_with("https://") || http.url.starts_with("http://")) {
+                return Err(Error::InvalidRequest {
+                    message: "the request URL must be http or https".into(),
+                });
+            }
             check_egress(&http.url, &call.options.egress)?;
             let body = String::from_utf8(http.body).map_err(|_| Error::InvalidRequest {
                 message: "the formatted body is not UTF-8".into(),
@@ -369,14 +374,20 @@ impl Call {
     fn on_chunk(&mut self, mut receiving: Receiving, bytes: Vec<u8>) -> Option<Receiving> {
         receiving.received = receiving.received.saturating_add(bytes.len());
         let outcome = if receiving.received > self.options.limits.max_response_bytes {
-            Err(Error::Provider {
+            let error = Error::Provider {
                 provider: self.provider.clone(),
-                status: None,
+                status: Some(receiving.status),
                 message: format!(
                     "response body exceeds the limit of {} bytes",
                     self.options.limits.max_response_bytes
                 ),
-            })
+            };
+            if (200..300).contains(&receiving.status) {
+                // A completion too large to take would be as large the next time.
+                self.finish(Err(error));
+                return None;
+            }
+            Err(error)
         } else {
             match &mut receiving.decoder {
                 Some(decoder) => decoder.feed(&bytes).map(|events| self.emit(events)),
@@ -433,10 +444,9 @@ impl Call {
         if let Err(failure) = classified {
             return self.fail(failure.error, failure.retry_after_ms);
         }
-        match adapter.parse(request, &response.body) {
-            Ok(parsed) => self.finish(Ok(parsed)),
-            Err(error) => self.fail(error, None),
-        }
+        // A 2xx body that does not parse is an answer that was paid for: not asked again.
+        let parsed = adapter.parse(request, &response.body);
+        self.finish(parsed);
     }
 
     /// Queues the events of a stream; its `Done` ends the call.

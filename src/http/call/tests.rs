@@ -476,3 +476,42 @@ fn a_call_past_its_deadline_ends_however_its_bytes_trickle() {
 fn request_plain() -> ChatRequest {
     request(false)
 }
+
+#[test]
+fn answers_that_arrived_but_cannot_be_used_are_not_asked_again() {
+    let request = request(false);
+    // A 2xx that does not parse, a redirect, and a body over the limit: one attempt each.
+    for (status, body, limit) in [
+        (200, "{not json".to_owned(), 1 << 20),
+        (302, String::new(), 1 << 20),
+        (200, reply("far too long for the limit"), 16),
+    ] {
+        let options = CallOptions {
+            limits: Limits {
+                max_response_bytes: limit,
+                ..Limits::default()
+            },
+            ..options(5)
+        };
+        let mut call = call_of(&request, options);
+        expect_send(&mut call);
+        call.handle(response(status, &body), &Anthropic, &request)
+            .expect("due");
+        let error = expect_done(&mut call).expect_err("unusable");
+        assert!(
+            !matches!(call.poll(NOW), Some(CallStep::Wait(_))),
+            "{status}: {error}"
+        );
+        if status == 302 {
+            assert!(!error.retryable());
+        }
+    }
+    // A URL that is not http(s) is refused before anything is sent.
+    let odd = Endpoint {
+        base_url: Some("ftp://example.com".into()),
+        ..endpoint()
+    };
+    let mut call = Call::new(&Anthropic, &request, &odd, options(3), 1);
+    let error = expect_done(&mut call).expect_err("refused");
+    assert_eq!(error.to_string(), "the request URL must be http or https");
+}

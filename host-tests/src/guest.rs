@@ -9,6 +9,11 @@ use crate::state::HostState;
 
 /// A live guest instance. Calls run one at a time (`&mut self`); an instance survives any number
 /// of calls, failed ones included, until it traps.
+///
+/// Each call runs under the instance's [`Limits`](crate::Limits): a call that spends longer than
+/// its deadline in the guest, or a guest that grows its memory past the cap, ends with an error
+/// whose source is a [`LimitExceeded`](crate::LimitExceeded); the instance is then unusable (as
+/// after any trap) and every other instance goes on.
 pub struct Guest {
     store: Store<HostState>,
     bindings: Component,
@@ -32,6 +37,7 @@ impl Guest {
         &mut self,
         json: &str,
     ) -> anyhow::Result<Result<Vec<LlmMessage>, WitError>> {
+        self.start_call();
         Ok(self
             .bindings
             .oma_agent_codec()
@@ -46,6 +52,7 @@ impl Guest {
         &mut self,
         messages: &[LlmMessage],
     ) -> anyhow::Result<Result<String, WitError>> {
+        self.start_call();
         Ok(self
             .bindings
             .oma_agent_codec()
@@ -60,6 +67,7 @@ impl Guest {
         &mut self,
         messages: &[LlmMessage],
     ) -> anyhow::Result<Result<(), WitError>> {
+        self.start_call();
         Ok(self
             .bindings
             .oma_agent_codec()
@@ -76,6 +84,7 @@ impl Guest {
         request: &ChatRequest,
         endpoint: &Endpoint,
     ) -> anyhow::Result<Result<HttpRequest, WitError>> {
+        self.start_call();
         Ok(self
             .bindings
             .oma_agent_codec()
@@ -93,6 +102,7 @@ impl Guest {
         endpoint: &Endpoint,
         body: &str,
     ) -> anyhow::Result<Result<LlmResponse, WitError>> {
+        self.start_call();
         Ok(self
             .bindings
             .oma_agent_codec()
@@ -100,9 +110,27 @@ impl Guest {
             .await?)
     }
 
-    /// The store and the bindings, for the calls of other modules of the harness.
+    /// The store and the bindings, for the calls of other modules of the harness: each use is
+    /// one exported call, so this starts the call's clock (its deadline) too.
     pub(crate) fn parts(&mut self) -> (&mut Store<HostState>, &Component) {
+        self.start_call();
         (&mut self.store, &self.bindings)
+    }
+
+    /// Starts the clock of the next exported call.
+    fn start_call(&mut self) {
+        crate::engine::start_call(&mut self.store);
+    }
+
+    /// The limits of this instance's calls.
+    pub fn limits(&self) -> crate::Limits {
+        self.store.data().limits()
+    }
+
+    /// Other limits for this instance's next calls, e.g. a tighter deadline for input from an
+    /// untrusted source. The memory the instance already holds counts against the new cap.
+    pub fn set_limits(&mut self, limits: crate::Limits) {
+        self.store.data_mut().guard_mut().set_limits(limits);
     }
 
     /// The host state of this instance, e.g. to reach the hooks a test installed.

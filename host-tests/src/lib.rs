@@ -96,7 +96,9 @@ mod canned;
 mod driver;
 mod engine;
 mod error_json;
+mod guard;
 mod guest;
+mod limits;
 pub mod oma_json;
 mod outbound;
 mod pool;
@@ -178,9 +180,14 @@ pub use bindings::oma::agent::wire::{
 };
 pub use canned::{Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
 pub use driver::{empty_linker, instantiate_empty, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
-pub use engine::{ComponentOrigin, Harness, HarnessOptions};
+pub use engine::{default_cache_dir, ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::error_json;
+pub use guard::{
+    classify, AddressClass, AddressPolicy, GuardedOutbound, Refusal, Resolve, ResolveFuture,
+    StaticResolver, SystemResolver,
+};
 pub use guest::Guest;
+pub use limits::{LimitExceeded, Limits};
 pub use outbound::{is_loopback, AllowOutbound, CannedResponse, CaptureOutbound, LoopbackOnly};
 pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use simulator::{RecordedRequest, Reply, RequestLog, Simulator};

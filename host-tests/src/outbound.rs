@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::canned::Ask;
+use crate::guard::GuardedOutbound;
 use crate::pool::Pool;
 use crate::simulator::{RecordedRequest, RequestLog};
 
@@ -146,16 +147,30 @@ impl WasiHttpHooks for CaptureOutbound {
     }
 }
 
-/// Sends every request for real: the host puts no limit on the guest's outbound HTTP (the
-/// component's own egress policy still applies). For `oma-host run`.
+/// Sends requests for real, through the default [`GuardedOutbound`]: to public addresses
+/// only, checked after DNS resolution (loopback, private, link-local, shared, unspecified and
+/// cloud-metadata addresses are `HTTP-request-denied`, before any socket opens). The
+/// component's own egress policy applies first. An embedder that must reach more installs a
+/// [`GuardedOutbound`] with another [`AddressPolicy`](crate::AddressPolicy), as `oma-host run`
+/// does.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AllowOutbound;
 
-impl WasiHttpHooks for AllowOutbound {}
+impl WasiHttpHooks for AllowOutbound {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        fut: IoFuture,
+    ) -> ResponseFuture {
+        GuardedOutbound::default().send_request(request, options, fut)
+    }
+}
 
 /// Sends requests for real, to loopback hosts only (`127.0.0.0/8`, `[::1]`, `localhost`);
 /// every other request fails with `HTTP-request-denied` before any connection, and is counted.
-/// Clones share the count.
+/// The name is resolved once and only loopback addresses are connected to, whatever
+/// `localhost` resolves to. Clones share the count.
 ///
 /// Connections are kept alive and reused (see `pool.rs`), as a production HTTP client does.
 #[derive(Clone, Default)]

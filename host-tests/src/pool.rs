@@ -101,14 +101,49 @@ pub(crate) async fn send(
             incoming,
             timeout,
             release: Some((pool, authority, sender)),
+            _hold: None,
         }
         .boxed_unsync()
     }))
 }
 
-/// A new connection, its I/O driven by a task of its own.
+/// A body that fails when the server falls silent for longer than `between_bytes`, keeping
+/// `sender` (its connection, which is not pooled) alive until the body is dropped.
+pub(crate) fn timed(
+    incoming: Incoming,
+    between_bytes: Duration,
+    sender: SendRequest<WasiBody>,
+) -> impl Body<Data = Bytes, Error = Error> + Send {
+    let mut timeout = tokio::time::interval(between_bytes.max(Duration::from_nanos(1)));
+    timeout.reset();
+    PooledBody {
+        incoming,
+        timeout,
+        release: None,
+        _hold: Some(sender),
+    }
+}
+
+/// A new connection, its I/O driven by a task of its own. The name is resolved here and only
+/// its loopback addresses are connected to (`localhost` could be mapped elsewhere); none is
+/// `HTTP-request-denied`.
 async fn connect(authority: &str, timeout: Duration) -> Result<SendRequest<WasiBody>, Error> {
-    let stream = tokio::time::timeout(timeout, TcpStream::connect(authority))
+    let addresses: Vec<std::net::SocketAddr> =
+        tokio::time::timeout(timeout, tokio::net::lookup_host(authority))
+            .await
+            .map_err(|_| Error::DnsTimeout)?
+            .map_err(|e| Error::DnsError {
+                rcode: Some(e.to_string()),
+                info_code: None,
+            })?
+            .collect();
+    let loopback = |address: &std::net::SocketAddr| {
+        crate::guard::classify(address.ip()) == crate::guard::AddressClass::Loopback
+    };
+    if addresses.is_empty() || !addresses.iter().all(loopback) {
+        return Err(Error::HttpRequestDenied);
+    }
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(&addresses[..]))
         .await
         .map_err(|_| Error::ConnectionTimeout)?
         .map_err(Error::Connect)?;
@@ -133,6 +168,8 @@ struct PooledBody {
     incoming: Incoming,
     timeout: tokio::time::Interval,
     release: Option<(Arc<Pool>, String, SendRequest<WasiBody>)>,
+    /// The sender of a connection that is not pooled, dropped with the body.
+    _hold: Option<SendRequest<WasiBody>>,
 }
 
 impl Body for PooledBody {

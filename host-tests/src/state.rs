@@ -11,6 +11,7 @@ use crate::bindings::oma::agent::exchange::{
 };
 use crate::bindings::oma::agent::outcome::ExternalKind;
 use crate::bindings::oma::agent::types::ToolUseBlock;
+use crate::limits::{Limits, StoreGuard};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{
     RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
@@ -26,6 +27,10 @@ pub struct GuestOptions {
     pub inherit_stderr: bool,
     /// The host's answers to the component's `host` imports; `None` installs [`NoHost`].
     pub host: Option<Box<dyn AgentHost>>,
+    /// This guest's deadline per call and memory cap; `None` takes the harness's
+    /// ([`HarnessOptions::limits`](crate::HarnessOptions::limits), by default 30 s of guest
+    /// time per call and 512 MiB per store).
+    pub limits: Option<Limits>,
 }
 
 impl std::fmt::Debug for GuestOptions {
@@ -34,6 +39,7 @@ impl std::fmt::Debug for GuestOptions {
             .field("hooks", &self.hooks.as_ref().map(|_| "custom"))
             .field("inherit_stderr", &self.inherit_stderr)
             .field("host", &self.host.as_ref().map(|_| "custom"))
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -45,6 +51,7 @@ pub struct HostState {
     table: ResourceTable,
     hooks: Box<dyn WasiHttpHooks>,
     host: Box<dyn AgentHost>,
+    guard: StoreGuard,
 }
 
 impl HostState {
@@ -60,7 +67,22 @@ impl HostState {
             table: ResourceTable::new(),
             hooks: options.hooks.unwrap_or_else(|| Box::new(DenyOutbound)),
             host: options.host.unwrap_or_else(|| Box::new(NoHost)),
+            guard: StoreGuard::new(options.limits.unwrap_or_default()),
         }
+    }
+
+    /// The limits this guest runs under (they apply in stores of a [`Harness`](crate::Harness)).
+    pub fn limits(&self) -> Limits {
+        self.guard.limits()
+    }
+
+    pub(crate) fn set_limits(&mut self, limits: Limits, tick: std::time::Duration) {
+        self.guard = StoreGuard::new(limits);
+        self.guard.set_tick(tick);
+    }
+
+    pub(crate) fn guard_mut(&mut self) -> &mut StoreGuard {
+        &mut self.guard
     }
 
     /// The installed answers to the run's hooks, tools, progress, evaluation and external

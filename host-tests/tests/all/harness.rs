@@ -27,21 +27,24 @@ fn the_shared_harness_is_built_once() {
 }
 
 #[test]
-fn compiled_code_is_cached_beside_the_guest() {
+fn compiled_code_is_cached_in_a_private_directory_not_beside_the_guest() {
     let shared = Harness::shared().expect("loads");
     let guest_dir = shared.wasm_path().parent().expect("a directory");
-    let cached = cwasm_files(guest_dir);
-    assert!(!cached.is_empty(), "the shared harness wrote its .cwasm");
+    let Some(cached) = shared.cache_file() else {
+        // No private per-user directory here (no HOME, or not Unix): the cache is off.
+        return;
+    };
+    assert!(cached.is_file());
+    assert!(!cached.starts_with(guest_dir));
+    assert!(oma_harness::default_cache_dir().is_some_and(|dir| cached.starts_with(dir)));
 
-    // A copy of the guest and its cache in a fresh directory loads from the cache, with another
-    // pool size (the pool is not part of the key). Misses and corrupt files: `src/engine.rs`.
+    // A copy of the guest elsewhere loads from the same cache (the key is the engine and the
+    // bytes, not the path), with another pool size (the pool is not part of the key). Misses,
+    // corrupt files and unsafe directories: `src/engine.rs`.
     let dir = std::env::temp_dir().join(format!("oma-harness-cache-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let wasm = dir.join(shared.wasm_path().file_name().expect("a file name"));
     std::fs::copy(shared.wasm_path(), &wasm).expect("copy the guest");
-    for file in &cached {
-        std::fs::copy(file, dir.join(file.file_name().expect("a name"))).expect("copy the cache");
-    }
     let harness = Harness::new(HarnessOptions {
         wasm,
         max_instances: 2,
@@ -49,6 +52,8 @@ fn compiled_code_is_cached_beside_the_guest() {
     })
     .expect("loads");
     assert_eq!(harness.origin(), ComponentOrigin::Cached);
+    assert_eq!(harness.cache_file(), Some(cached));
+    assert!(cwasm_files(&dir).is_empty());
     drop(harness);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,6 +9,7 @@ mod agent;
 mod common;
 mod driver;
 mod guard;
+mod hardening;
 mod harness;
 mod large;
 mod media;

@@ -44,16 +44,19 @@ commands:
                   {"id", "model", "content", "stop_reason", "usage"}; --model is the model of
                   the request it answers (Gemini and Bedrock bodies do not name it)
   run --provider P --model M [--system TEXT] [--max-tokens N] [--temperature T]
-      [--base-url URL] (FILE | --text TEXT) [--before-run CMD] [--prompt [--history FILE]]
-      [--stream] [--progress]
+      [--base-url URL] (FILE | --text TEXT) [--before-run CMD [--hook-timeout SECONDS]]
+      [--prompt [--history FILE]] [--stream] [--progress]
                   run an agent for real and print OMA's run result ({"success", "output",
                   "messages", "tokenUsage", "toolCalls", "turns", "status"?, "errorInfo"?});
                   a failed run exits 1 with its result. --before-run runs `sh -c CMD` as the
                   beforeRun hook ({"prompt", "messages", "agent"} on its stdin, {"prompt",
-                  "messages"?} expected on its stdout); --prompt uses prompt() (FILE is then a
+                  "messages"?} expected on its stdout, at most 64 MiB, within --hook-timeout
+                  seconds, 60 by default); --prompt uses prompt() (FILE is then a
                   content-block list) on the history of --history FILE; --stream prints events
                   as JSON lines as they arrive; --progress runs through run-agent and prints
-                  progress events as JSON lines on stderr
+                  progress events as JSON lines on stderr. Requests go to public, loopback
+                  and private (LAN) addresses only, checked after DNS resolution: never to
+                  link-local, cloud-metadata or unspecified ones
   demo            the whole pipeline on a bundled conversation with an image and a video, with
                   no network and no key: validation, two wire formats, the hook, wasi-http to a
                   loopback provider, a tool call, the result
@@ -73,7 +76,10 @@ options:
 
 Exit status: 0 on success (JSON on stdout), 1 on a failure (the error JSON on stdout),
 2 on a usage error (a message on stderr).
-Environment: OMA_COMPONENT overrides the path of the guest component."#;
+Environment: OMA_COMPONENT overrides the path of the guest component.
+Limits: each call into the component may spend 30 s in the guest (waiting for a provider, a hook
+or a tool does not count) and the component may use 512 MiB of memory; past either the command
+fails with an error JSON."#;
 
 /// A parsed command line.
 #[derive(Debug, PartialEq)]

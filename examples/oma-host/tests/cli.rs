@@ -674,3 +674,163 @@ fn a_provider_failure_is_a_failed_result_without_the_key() {
     assert_eq!(result["status"]["code"], "error");
     assert!(!String::from_utf8_lossy(&output.stdout).contains(RUN_KEY));
 }
+
+/// `oma-host run` against the simulator that must end within `limit`: a hang fails the test
+/// instead of stalling it.
+fn run_within(
+    simulator: &Simulator,
+    base_url: Option<&str>,
+    extra: &[&str],
+    stdin: &str,
+    limit: std::time::Duration,
+) -> Output {
+    let base = base_url.map_or_else(|| simulator.base_url(), str::to_owned);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_oma-host"));
+    for name in KEY_VARIABLES {
+        command.env_remove(name);
+    }
+    let mut child = command
+        .env("OPENAI_API_KEY", RUN_KEY)
+        .args(["run", "--provider", "openai", "--model", "gpt-4o"])
+        .args(["--base-url", &base])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("oma-host starts");
+    let mut pipe = child.stdin.take().expect("stdin");
+    let stdin = stdin.to_owned();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(stdin.as_bytes());
+    });
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("waits").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("oma-host did not finish within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    writer.join().expect("the writer ends");
+    child.wait_with_output().expect("oma-host exits")
+}
+
+/// A conversation with a 1 MiB image (base64), as OMA JSON.
+fn one_mib_image_conversation() -> String {
+    json!([{"role": "user", "content": [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "A".repeat(1 << 20)}}
+    ]}])
+    .to_string()
+}
+
+/// `cat` echoes the context while it is still being written: with the context written from a
+/// thread of its own this finishes (it used to deadlock once the pipes filled).
+#[test]
+fn a_hook_that_echoes_a_large_context_does_not_deadlock() {
+    let simulator = Simulator::start().unwrap();
+    let output = run_within(
+        &simulator,
+        None,
+        &["--before-run", "cat", "-"],
+        &one_mib_image_conversation(),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout_json(&output)["success"], true);
+    let body = simulator.requests()[0].json().unwrap();
+    let sent = body.to_string();
+    assert!(sent.contains(&"A".repeat(1 << 20)), "the image went out");
+}
+
+#[test]
+fn a_hook_past_its_timeout_fails_the_run() {
+    let simulator = Simulator::start().unwrap();
+    let started = std::time::Instant::now();
+    let output = run_within(
+        &simulator,
+        None,
+        &[
+            "--text",
+            "hi",
+            "--before-run",
+            "exec sleep 30",
+            "--hook-timeout",
+            "0.5",
+        ],
+        "",
+        std::time::Duration::from_secs(60),
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(1));
+    let result = stdout_json(&output);
+    assert_eq!(result["success"], false);
+    assert_eq!(result["errorInfo"]["kind"], "callback");
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 0.5 s"),
+        "{result}"
+    );
+    assert_eq!(simulator.request_count(), 0);
+}
+
+#[test]
+fn a_hook_that_writes_too_much_fails_the_run() {
+    let simulator = Simulator::start().unwrap();
+    let output = run_within(
+        &simulator,
+        None,
+        &["--text", "hi", "--before-run", "head -c 70000000 /dev/zero"],
+        "",
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let result = stdout_json(&output);
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("wrote more than 64 MiB"),
+        "{result}"
+    );
+    assert_eq!(simulator.request_count(), 0);
+}
+
+/// `run` reaches loopback (the simulator, above) but never a metadata or link-local address,
+/// in any form: refused before any socket opens (nothing is sent anywhere), noted on stderr.
+#[test]
+fn run_never_reaches_metadata_or_link_local_addresses() {
+    let simulator = Simulator::start().unwrap();
+    for base in [
+        "http://169.254.169.254/v1",
+        "http://[::ffff:169.254.169.254]/v1",
+        "http://[fd00:ec2::254]/v1",
+        "http://169.254.10.1:8080/v1",
+        "http://[fe80::1]:8080/v1",
+        "http://0.0.0.0:8080/v1",
+    ] {
+        let output = run_within(
+            &simulator,
+            Some(base),
+            &["--text", "hi"],
+            "",
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(output.status.code(), Some(1), "{base}");
+        let result = stdout_json(&output);
+        assert_eq!(result["success"], false, "{base}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("refused to connect to"), "{base}: {stderr}");
+        assert!(!stderr.contains(RUN_KEY) && !result.to_string().contains(RUN_KEY));
+    }
+    assert_eq!(simulator.request_count(), 0);
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run build: builds oma_portable.wasm with cargo (the repository's oma-guest-build command),
-// copies it to wasm/, and transpiles it with jco into gen/.
+// copies it to wasm/, transpiles it with jco into gen/, and applies scripts/patch-gen.mjs.
 //
 // Environment:
 //   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;
@@ -8,10 +8,11 @@
 //   OMA_PORTABLE_WASM  use this oma_portable.wasm instead of building one (no Rust needed)
 
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { patchGenerated } from './patch-gen.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -58,8 +59,17 @@ const transpile = spawnSync(
 )
 if (transpile.status !== 0) fail(`jco transpile exited with ${transpile.status}`)
 
+// Speed patches to jco's output (see scripts/patch-gen.mjs); each fails the build when jco's
+// code is not what it expects.
+let js = readFileSync(join(pkg, 'gen', 'oma_portable.js'), 'utf8')
+try {
+  js = patchGenerated(js)
+} catch (e) {
+  fail(e.message)
+}
+writeFileSync(join(pkg, 'gen', 'oma_portable.js'), js)
+
 // The portable world imports nothing: the generated module must import no shim at all.
-const js = readFileSync(join(pkg, 'gen', 'oma_portable.js'), 'utf8')
 const imports = [...js.matchAll(/^\s*import\s[^;]*?from\s+['"]([^'"]+)['"]/gm)].map((m) => m[1])
 const dynamic = [...js.matchAll(/import\(['"]([^'"]+)['"]\)/g)].map((m) => m[1])
 const foreign = [...imports, ...dynamic].filter((spec) => !/^node:(fs\/promises)$/.test(spec))

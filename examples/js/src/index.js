@@ -48,8 +48,17 @@ function callComponent(fn) {
   }
 }
 
+// Session seeds come from the platform's CSPRNG, drawn 64 at a time (one draw per run costs
+// more than a small run's own JavaScript).
+const seeds = new BigUint64Array(64)
+let seedsLeft = 0
+
 function seed() {
-  return globalThis.crypto.getRandomValues(new BigUint64Array(1))[0]
+  if (seedsLeft === 0) {
+    globalThis.crypto.getRandomValues(seeds)
+    seedsLeft = seeds.length
+  }
+  return seeds[--seedsLeft]
 }
 
 function sessionOptions() {
@@ -196,12 +205,26 @@ class Exchange {
   }
 }
 
+/**
+ * The request's headers for fetch. The body comes as bytes (scripts/patch-gen.mjs), for which
+ * fetch sets no `content-type`; where the component sets none, this adds the one fetch gives a
+ * string body, so the wire is what it was with a string.
+ */
+function requestHeaders(request) {
+  const headers = request.headers
+  if (typeof request.body === 'string') return headers
+  for (let i = 0; i < headers.length; i++) {
+    if (headers[i][0].toLowerCase() === 'content-type') return headers
+  }
+  return [...headers, ['content-type', 'text/plain;charset=UTF-8']]
+}
+
 async function send(request) {
   const exchange = new Exchange(Number(request.timeoutMs))
   try {
     const res = await fetch(request.url, {
       method: request.method,
-      headers: request.headers,
+      headers: requestHeaders(request),
       body: request.body,
       signal: exchange.controller.signal,
     })

@@ -51,6 +51,24 @@ test('run with text: OMA AgentRunResult, Anthropic request at {baseURL}/v1/messa
   noBigInt(result)
 })
 
+test('non-ASCII text crosses both ways intact (strings in, request bytes out, answer in)', async () => {
+  // ASCII first, then non-ASCII (the string lowering keeps an ASCII prefix and encodes the rest),
+  // non-ASCII first, and astral characters.
+  const long = `${'a'.repeat(5000)}é${'ü'.repeat(3000)}`
+  const texts = ['é', 'naïve café ☕', '日本語のテキスト', 'emoji 🌍🚀 end', long]
+  server.queue(anthropicMessage('réponse: 你好 🌍'))
+  const result = await agent({ systemPrompt: 'sé brief 🙂' }).run([
+    { role: 'user', content: texts.map((text) => ({ type: 'text', text })) },
+  ])
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'réponse: 你好 🌍')
+  const [req] = server.requests
+  assert.equal(req.headers['content-type'], 'application/json')
+  assert.equal(Number(req.headers['content-length']), Buffer.byteLength(req.text))
+  assert.equal(req.body.system, 'sé brief 🙂')
+  assert.deepEqual(req.body.messages[0].content.map((b) => b.text), texts)
+})
+
 test('run with OMA messages (image, history) sends them as given', async () => {
   server.queue(anthropicMessage('seen'))
   const messages = [

@@ -69,7 +69,7 @@ function mediaOk(source) {
   return false
 }
 
-function toolResultContent(content, path) {
+function toolResultContent(content, path, precise) {
   if (typeof content === 'string') return
   if (!Array.isArray(content)) {
     if (nonJson(content)) {
@@ -85,17 +85,21 @@ function toolResultContent(content, path) {
     if (part.type === 'text') {
       if (typeof part.text !== 'string') throw STOP
     } else if (part.type === 'image') {
-      if (!mediaOk(part.source)) throw STOP
+      if (precise && !mediaOk(part.source)) throw STOP
     } else if (part.type === 'file') {
       if (typeof part.filename !== 'string' || blank(part.filename)) throw STOP
-      if (!mediaOk(part.source)) throw STOP
+      if (precise && !mediaOk(part.source)) throw STOP
     } else {
       throw STOP
     }
   }
 }
 
-function guard(messages, prefix) {
+/**
+ * The guard's walk. With `precise` false the media rules are assumed to pass (they are the
+ * costly part: a base64 scan per image); see preflightMessages for why that is enough first.
+ */
+function guard(messages, prefix, precise) {
   if (!Array.isArray(messages)) {
     if (nonJson(messages)) {
       throw new InvalidMessageError(`${prefix} must be an array, got ${word(messages)}`)
@@ -122,8 +126,8 @@ function guard(messages, prefix) {
     for (let j = 0; j < content.length; j++) {
       const block = content[j]
       if (!isObject(block) || typeof block.type !== 'string') throw STOP
-      const at = `${prefix}[${i}].content[${j}]`
       if (block.type === 'tool_result') {
+        const at = `${prefix}[${i}].content[${j}]`
         if (typeof block.tool_use_id !== 'string') throw STOP
         if (block.is_error !== undefined && typeof block.is_error !== 'boolean') {
           if (nonJson(block.is_error)) {
@@ -131,10 +135,10 @@ function guard(messages, prefix) {
           }
           throw STOP
         }
-        toolResultContent(block.content, `${at}.content`)
+        toolResultContent(block.content, `${at}.content`, precise)
         if (block.is_error === true && typeof block.content !== 'string') throw STOP
       } else if (block.type === 'video') {
-        if (!mediaOk(block.source)) throw STOP
+        if (precise && !mediaOk(block.source)) throw STOP
       }
     }
   }
@@ -168,13 +172,67 @@ function copyable(value, path, seen) {
   seen.delete(value)
 }
 
+// Deeper than this, `plain` hands over to `copyable` (a cycle, or data that deep, is rare).
+const PLAIN_DEPTH = 256
+
+/**
+ * Whether `value` holds only what JSON carries (no function, symbol or BigInt) within
+ * PLAIN_DEPTH levels, visiting what `copyable` visits in the same order. A fast pass with no
+ * path strings and no visited set: `copyable` runs only when this says no, and reports the
+ * first problem with its path exactly as before (a cycle makes this pass reach the depth limit).
+ */
+function plain(value, depth) {
+  if (value === null || typeof value !== 'object') {
+    const t = typeof value
+    return t !== 'function' && t !== 'symbol' && t !== 'bigint'
+  }
+  if (typeof value.toJSON === 'function') return true
+  if (depth >= PLAIN_DEPTH) return false
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const v = value[i]
+      if ((v !== null && typeof v === 'object') || typeof v === 'function' || typeof v === 'symbol' || typeof v === 'bigint') {
+        if (!plain(v, depth + 1)) return false
+      }
+    }
+    return true
+  }
+  const keys = Object.keys(value)
+  for (let i = 0; i < keys.length; i++) {
+    const v = value[keys[i]]
+    if (v === undefined || v === null) continue
+    const t = typeof v
+    if (t === 'object' || t === 'function' || t === 'symbol' || t === 'bigint') {
+      if (!plain(v, depth + 1)) return false
+    }
+  }
+  return true
+}
+
 /**
  * Throws OMA's InvalidMessageError where JSON would change the guard's verdict on `messages`;
  * returns otherwise (the component checks the rest).
  */
 export function preflightMessages(messages, prefix = 'messages') {
+  // A quick pass first: the guard without the media rules, then `plain`. The precise walk can
+  // only stop earlier than the quick one (at media the rules reject), never throw where the
+  // quick one does not, so: a quick stop is a precise stop (return), and a quick pass followed
+  // by a clean `plain` means nothing to throw either way. Anything else runs the precise walk.
   try {
-    guard(messages, prefix)
+    guard(messages, prefix, false)
+  } catch (e) {
+    if (e === STOP) return
+    precisely(messages, prefix)
+    return
+  }
+  if (plain(messages, 0)) return
+  precisely(messages, prefix)
+}
+
+/** The exact walk: the guard with the media rules, then `copyable` with paths. */
+function precisely(messages, prefix) {
+  try {
+    guard(messages, prefix, true)
   } catch (e) {
     if (e === STOP) return
     throw e

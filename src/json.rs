@@ -189,15 +189,20 @@ fn guard_part(part: &Value) -> Result<(), String> {
     }
 }
 
-/// The fields of one block, taken apart by move, with the block's path for our own messages.
+/// The fields of one block, taken apart by move, with the block's place for our own messages
+/// (the path is written only for an error: a message's blocks cost no formatting).
 struct Fields {
     map: Map<String, Value>,
-    path: String,
+    message: usize,
+    block: usize,
 }
 
 impl Fields {
     fn error(&self, rest: &str) -> Error {
-        Error::invalid(format!("{}{rest}", self.path))
+        Error::invalid(format!(
+            "messages[{}].content[{}]{rest}",
+            self.message, self.block
+        ))
     }
 
     fn string(&mut self, key: &str) -> Result<String, Error> {
@@ -250,13 +255,16 @@ fn convert_message(i: usize, message: Value) -> Result<LlmMessage, Error> {
 }
 
 fn convert_block(i: usize, j: usize, block: Value) -> Result<ContentBlock, Error> {
-    let path = format!("messages[{i}].content[{j}]");
     let Value::Object(map) = block else {
         return Err(Error::invalid(format!(
-            "{path} must be a content block with a string \"type\""
+            "messages[{i}].content[{j}] must be a content block with a string \"type\""
         )));
     };
-    let mut f = Fields { map, path };
+    let mut f = Fields {
+        map,
+        message: i,
+        block: j,
+    };
     let kind = f.string("type")?;
     Ok(match kind.as_str() {
         "text" => ContentBlock::Text(TextBlock {

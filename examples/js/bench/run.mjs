@@ -8,7 +8,8 @@
 //
 // WORKLOAD_DIR defaults to $OMA_WORKLOADS, then ../../target/workloads. OMA is loaded from
 // $OMA_DIR/dist/index.js (see bench/oma-node/README.md for building it) and skipped when absent.
-// Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ONLY=a,b.
+// Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ROUNDS (6),
+// BENCH_ONLY=a,b. The two sides are warmed together and then alternate in rounds (see measure).
 // Output: a table on stderr and one JSON object on stdout.
 
 import { createServer } from 'node:http'
@@ -50,32 +51,67 @@ function percentile(sorted, p) {
 const minIters = Number(process.env.BENCH_MIN_ITERS ?? 20)
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1500)
 const warmup = Number(process.env.BENCH_WARMUP ?? 5)
+const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 6))
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : null
 
-async function measure(run, messages, big) {
-  const probe = await run(messages)
-  if (!probe.success) {
-    const msg = String(probe.output ?? 'run failed')
-    return { unsupported: msg.length > 200 ? `${msg.slice(0, 200)}… (${msg.length} chars)` : msg }
+/** One side: `run(messages)` and its samples; `unsupported` once a run fails. */
+function side(run) {
+  return { run, samples: [], unsupported: null }
+}
+
+async function probe(s, messages) {
+  const r = await s.run(messages)
+  if (!r.success) {
+    const msg = String(r.output ?? 'run failed')
+    s.unsupported = msg.length > 200 ? `${msg.slice(0, 200)}… (${msg.length} chars)` : msg
+  } else if (r.output !== CANNED) {
+    s.unsupported = `unexpected output ${JSON.stringify(r.output)}`
   }
-  if (probe.output !== CANNED) return { unsupported: `unexpected output ${JSON.stringify(probe.output)}` }
-  for (let i = 1; i < (big ? 2 : warmup); i++) await run(messages)
-  const need = big ? 5 : minIters
-  const samples = []
+}
+
+/** A timed block of at least `iters` runs and `ms` milliseconds. */
+async function block(s, messages, iters, ms) {
   const t0 = performance.now()
-  while (samples.length < need || (!big && performance.now() - t0 < minMs)) {
-    const s = performance.now()
-    const r = await run(messages)
-    const e = performance.now()
-    if (!r.success) return { unsupported: `a timed run failed: ${r.output}` }
-    samples.push((e - s) * 1000)
+  for (let n = 0; n < iters || performance.now() - t0 < ms; n++) {
+    const start = performance.now()
+    const r = await s.run(messages)
+    const end = performance.now()
+    if (!r.success) {
+      s.unsupported = `a timed run failed: ${r.output}`
+      return
+    }
+    s.samples.push((end - start) * 1000)
   }
-  samples.sort((a, b) => a - b)
-  const round = (x) => Math.round(x)
-  return { median_us: round(percentile(samples, 0.5)), p10_us: round(percentile(samples, 0.1)), p90_us: round(percentile(samples, 0.9)), iterations: samples.length }
+}
+
+/**
+ * Times the sides on one workload. Both are probed and warmed first; then they alternate in
+ * `rounds` rounds (the first side of a round alternates too), each round a block per side of at
+ * least minIters/rounds runs and minMs/rounds ms. Whichever side runs first on a workload is
+ * otherwise the slower one (Node's shared fetch machinery, the loopback server and the heap warm
+ * up with it), and a load that changes over the seconds of a run reaches both sides alike.
+ */
+async function measure(sides, messages, big) {
+  for (const s of sides) await probe(s, messages)
+  const live = () => sides.filter((s) => !s.unsupported)
+  for (let i = 1; i < (big ? 2 : warmup); i++) for (const s of live()) await s.run(messages)
+  const r = big ? 5 : rounds
+  const iters = big ? 1 : Math.ceil(minIters / r)
+  const ms = big ? 0 : minMs / r
+  for (let k = 0; k < r; k++) {
+    const order = k % 2 === 0 ? live() : live().reverse()
+    for (const s of order) await block(s, messages, iters, ms)
+  }
+  return sides.map((s) => {
+    if (s.unsupported) return { unsupported: s.unsupported }
+    const samples = s.samples.sort((a, b) => a - b)
+    const round = (x) => Math.round(x)
+    return { median_us: round(percentile(samples, 0.5)), p10_us: round(percentile(samples, 0.1)), p90_us: round(percentile(samples, 0.9)), iterations: samples.length }
+  })
 }
 
 async function main() {
+  const loadBefore = readFileSync('/proc/loadavg', 'utf8').trim()
   const dir = resolve(process.argv[2] ?? process.env.OMA_WORKLOADS ?? join(here, '..', '..', '..', 'target', 'workloads'))
   if (!existsSync(dir)) {
     console.error(`no workloads in ${dir}; run \`cargo run -q -p oma-harness --bin gen-workloads -- ${dir}\` at the repository root`)
@@ -99,11 +135,16 @@ async function main() {
     const messages = JSON.parse(await readFile(join(dir, file), 'utf8'))
     const big = name.includes('16mib')
     const ours = new Agent(config)
-    const entry = { component: await measure((m) => ours.run(m), messages, big) }
+    const sides = [side((m) => ours.run(m))]
     if (oma) {
       const registry = new oma.ToolRegistry()
       const theirs = new oma.Agent(config, registry, new oma.ToolExecutor(registry))
-      entry.oma = await measure((m) => theirs.run(m), messages, big)
+      sides.push(side((m) => theirs.run(m)))
+    }
+    const [component, omaResult] = await measure(sides, messages, big)
+    const entry = { component }
+    if (omaResult) {
+      entry.oma = omaResult
       if (entry.oma.median_us && entry.component.median_us) {
         entry.ratio = Math.round((entry.component.median_us / entry.oma.median_us) * 100) / 100
       }
@@ -115,7 +156,8 @@ async function main() {
   server.close()
   const meta = {
     node: process.version,
-    loadavg: readFileSync('/proc/loadavg', 'utf8').trim(),
+    loadavg_before: loadBefore,
+    loadavg_after: readFileSync('/proc/loadavg', 'utf8').trim(),
     oma: oma ? 'loaded' : 'absent',
   }
   console.log(JSON.stringify({ meta, results }, null, 2))

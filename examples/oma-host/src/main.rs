@@ -45,10 +45,11 @@ commands:
                   the request it answers (Gemini and Bedrock bodies do not name it)
   run --provider P --model M [--system TEXT] [--max-tokens N] [--temperature T]
       [--base-url URL] (FILE | --text TEXT) [--before-run CMD [--hook-timeout SECONDS]]
-      [--prompt [--history FILE]] [--stream] [--progress]
+      [--timeout SECONDS] [--prompt [--history FILE]] [--stream] [--progress]
                   run an agent for real and print OMA's run result ({"success", "output",
                   "messages", "tokenUsage", "toolCalls", "turns", "status"?, "errorInfo"?});
-                  a failed run exits 1 with its result. --before-run runs `sh -c CMD` as the
+                  a failed run exits 1 with its result; --timeout bounds the whole run
+                  (600 s by default: past it the run fails with status "timeout"). --before-run runs `sh -c CMD` as the
                   beforeRun hook ({"prompt", "messages", "agent"} on its stdin, {"prompt",
                   "messages"?} expected on its stdout, at most 64 MiB, within --hook-timeout
                   seconds, 60 by default); --prompt uses prompt() (FILE is then a

@@ -41,6 +41,7 @@ pub struct RunArgs {
     source: Source,
     before_run: Option<String>,
     hook_timeout: Duration,
+    timeout: Duration,
     history: Option<Input>,
     prompt: bool,
     stream: bool,
@@ -63,7 +64,7 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
         args,
         &[
             &REQUEST_OPTIONS[..],
-            &["text", "before-run", "hook-timeout", "history"],
+            &["text", "before-run", "hook-timeout", "timeout", "history"],
         ]
         .concat(),
         &["prompt", "stream", "progress"],
@@ -79,7 +80,11 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
         before_run: options.take("before-run"),
         hook_timeout: match options.take("hook-timeout") {
             None => DEFAULT_HOOK_TIMEOUT,
-            Some(seconds) => hook_timeout(&seconds)?,
+            Some(seconds) => seconds_option("--hook-timeout", &seconds)?,
+        },
+        timeout: match options.take("timeout") {
+            None => DEFAULT_RUN_TIMEOUT,
+            Some(seconds) => seconds_option("--timeout", &seconds)?,
         },
         history: options.take("history").map(|path| match path.as_str() {
             "-" => Input::Stdin,
@@ -120,15 +125,18 @@ pub const HOOK_OUTPUT_LIMIT: usize = 64 << 20;
 /// The most of a failing hook's standard error kept for its failure message.
 const HOOK_STDERR_LIMIT: usize = 64 << 10;
 
-/// `--hook-timeout SECONDS`: a positive number of seconds, at most a day.
-fn hook_timeout(seconds: &str) -> Result<Duration, String> {
+/// How long a whole run may take by default (`--timeout`): hook, turns and tools.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// `--hook-timeout SECONDS` or `--timeout SECONDS`: a positive number of seconds, at most a day.
+fn seconds_option(flag: &str, seconds: &str) -> Result<Duration, String> {
     seconds
         .parse::<f64>()
         .ok()
         .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
         .map(Duration::from_secs_f64)
         .ok_or_else(|| {
-            format!("--hook-timeout must be a number of seconds above 0 (at most 86400), got `{seconds}`")
+            format!("{flag} must be a number of seconds above 0 (at most 86400), got `{seconds}`")
         })
 }
 
@@ -179,6 +187,8 @@ async fn run_agent(
     config.call.max_attempts = 3;
     config.call.base_delay_ms = 1_000;
     config.call.timeout_ms = 120_000;
+    // A run past its deadline ends as a failed result with status `timeout` (exit 1).
+    config.deadline_ms = Some(u64::try_from(args.timeout.as_millis()).unwrap_or(u64::MAX));
     if let Some(history) = &args.history {
         config.history = read_messages(guest, history).await?;
     }
@@ -443,6 +453,7 @@ mod tests {
         assert_eq!(ok.history, Some(Input::File("h.json".into())));
         assert_eq!(ok.source, Source::File(Input::File("b.json".into())));
         assert_eq!(ok.hook_timeout, DEFAULT_HOOK_TIMEOUT);
+        assert_eq!(ok.timeout, DEFAULT_RUN_TIMEOUT);
         let ok = parse_args(&args(&[
             "--provider",
             "openai",

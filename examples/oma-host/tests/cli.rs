@@ -518,6 +518,25 @@ fn run_sends_the_conversation_and_prints_the_result() {
     assert!(!String::from_utf8_lossy(&output.stdout).contains(RUN_KEY));
 }
 
+/// A run past `--timeout` ends as a failed result with status `timeout` (exit 1), however long
+/// the provider would have taken.
+#[test]
+fn run_past_its_timeout_fails_with_status_timeout() {
+    let simulator = Simulator::start().unwrap();
+    simulator.script([Reply::Delay(std::time::Duration::from_secs(5))]);
+    let started = std::time::Instant::now();
+    let output = run_against(&simulator, &["--text", "hi", "--timeout", "0.5"], None);
+    assert!(!output.status.success());
+    let result = stdout_json(&output);
+    assert_eq!(result["success"], false, "{result}");
+    assert_eq!(result["status"]["code"], "timeout", "{result}");
+    assert_eq!(result["errorInfo"]["name"], "LLMCallTimeoutError");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "the run did not wait for the provider"
+    );
+}
+
 #[test]
 fn run_with_a_before_run_command_rewrites_the_prompt() {
     let simulator = Simulator::start().unwrap();

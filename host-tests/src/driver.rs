@@ -25,7 +25,7 @@ use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
-use crate::engine::{engine, load_component, HarnessOptions};
+use crate::engine::{engine, guard_store, load_component, start_call, HarnessOptions};
 use crate::portable_bindings::exports::oma::agent::driver::{
     Answer, EvaluationCase, HookContext, OutgoingRequest, Payloads, ResponseHead, RunReport,
     SessionOptions, Step, ToolAnswer, TransportFailure, TransportFailureKind,
@@ -40,6 +40,8 @@ pub const MAX_SESSION_STEPS: usize = 1_000_000;
 pub struct DriverHarness {
     engine: Engine,
     pre: PortableHostPre<HostState>,
+    limits: crate::Limits,
+    epoch_tick: Duration,
 }
 
 impl std::fmt::Debug for DriverHarness {
@@ -75,12 +77,22 @@ impl DriverHarness {
         })?;
         let (component, _) = load_component(&engine, &options, &bytes)?;
         let pre = PortableHostPre::new(empty_linker(&engine).instantiate_pre(&component)?)?;
-        Ok(DriverHarness { engine, pre })
+        Ok(DriverHarness {
+            engine,
+            pre,
+            limits: options.limits,
+            epoch_tick: options.epoch_tick.max(Duration::from_micros(100)),
+        })
     }
 
-    /// A fresh instance whose steps go to `options`' hooks and host.
+    /// A fresh instance whose steps go to `options`' hooks and host. It runs under the same
+    /// limits as the other world's guests: a deadline per exported call and a memory cap.
     pub async fn instantiate_with(&self, options: GuestOptions) -> anyhow::Result<DriverGuest> {
-        let mut store = Store::new(&self.engine, HostState::new(options));
+        let limits = options.limits.unwrap_or(self.limits);
+        let mut state = HostState::new(options);
+        state.set_limits(limits, self.epoch_tick);
+        let mut store = Store::new(&self.engine, state);
+        guard_store(&mut store);
         let bindings = self.pre.instantiate_async(&mut store).await?;
         Ok(DriverGuest {
             store,
@@ -165,6 +177,7 @@ impl DriverGuest {
         &mut self,
         messages: &[LlmMessage],
     ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
         Ok(self
             .bindings
             .oma_agent_codec()
@@ -177,6 +190,7 @@ impl DriverGuest {
         &mut self,
         config: &AgentConfig,
     ) -> anyhow::Result<Result<AgentHandle, WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         Ok(driver
             .agent()
@@ -190,6 +204,7 @@ impl DriverGuest {
         &mut self,
         config: &str,
     ) -> anyhow::Result<Result<AgentHandle, WitError>> {
+        start_call(&mut self.store);
         let name = serde_json::from_str::<serde_json::Value>(config)
             .ok()
             .and_then(|v| v["name"].as_str().map(str::to_owned))
@@ -208,6 +223,7 @@ impl DriverGuest {
         agent: &AgentHandle,
         input: &RunInput,
     ) -> anyhow::Result<Result<RunResult, WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .agent()
@@ -225,6 +241,7 @@ impl DriverGuest {
         agent: &AgentHandle,
         input: &PromptInput,
     ) -> anyhow::Result<Result<RunResult, WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .agent()
@@ -243,6 +260,7 @@ impl DriverGuest {
         agent: &AgentHandle,
         input: &RunInput,
     ) -> anyhow::Result<Result<AgentStreamHandle, WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .agent()
@@ -320,6 +338,7 @@ impl DriverGuest {
 
     /// `driver.agent.get-history`.
     pub async fn get_history(&mut self, agent: &AgentHandle) -> anyhow::Result<Vec<LlmMessage>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         Ok(driver
             .agent()
@@ -329,6 +348,7 @@ impl DriverGuest {
 
     /// `driver.agent.reset`.
     pub async fn reset(&mut self, agent: &AgentHandle) -> anyhow::Result<()> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         driver
             .agent()
@@ -350,6 +370,7 @@ impl DriverGuest {
         input: &RunInput,
         options: &RunAgentOptions,
     ) -> anyhow::Result<Result<RunResult, WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .call_run_agent(&mut self.store, config, input, *options, typed(7))
@@ -365,6 +386,7 @@ impl DriverGuest {
         &mut self,
         session: ResourceAny,
     ) -> anyhow::Result<Result<Step, WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         Ok(driver
             .session()
@@ -378,6 +400,7 @@ impl DriverGuest {
         session: ResourceAny,
         answer: &Answer,
     ) -> anyhow::Result<Result<(), WitError>> {
+        start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         Ok(driver
             .session()

@@ -125,9 +125,8 @@ impl Harness {
     /// linked. Prefer [`Harness::shared`]; each harness reserves its own pool and runs its own
     /// epoch thread (which ends when the engine is dropped).
     pub fn new(options: HarnessOptions) -> anyhow::Result<Harness> {
-        let engine = engine_with(&options, true)?;
+        let engine = engine(&options)?;
         let epoch_tick = options.epoch_tick.max(Duration::from_micros(100));
-        start_epoch_ticker(&engine, epoch_tick)?;
         let started = Instant::now();
         let bytes = std::fs::read(&options.wasm).with_context(|| {
             format!(
@@ -254,9 +253,11 @@ fn start_epoch_ticker(engine: &Engine, tick: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The engine of the `portable` world's harness (no epoch interruption).
+/// An engine with epoch interruption and its epoch thread: every harness's.
 pub(crate) fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
-    engine_with(options, false)
+    let engine = engine_with(options, true)?;
+    start_epoch_ticker(&engine, options.epoch_tick.max(Duration::from_micros(100)))?;
+    Ok(engine)
 }
 
 fn engine_with(options: &HarnessOptions, epochs: bool) -> anyhow::Result<Engine> {

@@ -101,6 +101,63 @@ async fn a_huge_history_hits_the_memory_cap_and_the_harness_goes_on() {
     assert_eq!(messages.len(), 64);
 }
 
+/// The portable world runs under the same limits: a run whose input cannot fit ends with the
+/// memory error, and another instance of the same harness takes the same input.
+#[tokio::test]
+async fn the_portable_world_has_the_same_memory_cap() {
+    let harness = oma_harness::DriverHarness::shared().expect("the portable guest loads");
+    let cap = 24 << 20;
+    let mut capped = harness
+        .instantiate_with(GuestOptions {
+            limits: Some(Limits {
+                memory: Some(cap),
+                ..Limits::default()
+            }),
+            ..GuestOptions::default()
+        })
+        .await
+        .expect("instantiates under 24 MiB");
+    let config = oma_harness::agent_config(
+        "capped",
+        "claude-sonnet-4-6",
+        oma_harness::endpoint("anthropic", Some("http://127.0.0.1:9"), Some("sk-x")),
+    );
+    let agent = capped.create_agent(&config).await.unwrap().unwrap();
+    let huge = oma_harness::RunInput::Text("x".repeat(32 << 20));
+    let error = capped
+        .run(&agent, &huge)
+        .await
+        .expect_err("the cap ends the call");
+    assert!(
+        matches!(
+            LimitExceeded::of(&error),
+            Some(LimitExceeded::Memory { .. })
+        ),
+        "{error:#}"
+    );
+    let mut other = harness
+        .instantiate_with(GuestOptions::default())
+        .await
+        .expect("instantiates");
+    let agent = other.create_agent(&config).await.unwrap().unwrap();
+    let (store, bindings) = other.parts();
+    let session = bindings
+        .oma_agent_driver()
+        .agent()
+        .call_run(
+            store,
+            agent.resource(),
+            &huge,
+            oma_harness::driver_types::SessionOptions {
+                payloads: oma_harness::driver_types::Payloads::Json,
+                seed: 1,
+            },
+        )
+        .await
+        .expect("no trap under the default cap");
+    assert!(session.is_ok());
+}
+
 #[tokio::test]
 async fn a_cap_below_what_instantiation_needs_fails_instantiation_cleanly() {
     let harness = shared();

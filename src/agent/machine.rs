@@ -527,10 +527,24 @@ impl RunMachine {
         if let Some(reporting) = self.reporting.take() {
             if reporting.progress {
                 if outcome.budget_exceeded() {
+                    // OMA hands over its `TokenBudgetExceededError`; this is that error's JSON.
+                    let used = outcome
+                        .token_usage
+                        .input_tokens
+                        .saturating_add(outcome.token_usage.output_tokens);
                     self.queue.push_back(Step::Progress(ProgressEvent {
                         kind: "budget_exceeded",
                         agent: reporting.agent.clone(),
-                        data: json!({ "message": outcome.output }),
+                        data: json!({
+                            "name": "TokenBudgetExceededError",
+                            "code": "TOKEN_BUDGET_EXCEEDED",
+                            "message": outcome
+                                .failure()
+                                .map_or("", |failure| failure.error_info.message.as_str()),
+                            "agent": reporting.agent,
+                            "tokensUsed": used,
+                            "budget": self.spec.turn.token_budget.unwrap_or_default(),
+                        }),
                     }));
                 }
                 self.queue.push_back(Step::Progress(ProgressEvent {

@@ -26,14 +26,7 @@ impl ag::Guest for Component {
         input: oc::RunInput,
         options: oc::RunAgentOptions,
     ) -> Result<oc::RunResult, wit::Error> {
-        let (spec, _history) = from_wit_config(config)?;
-        let machine = session::start_run_agent(
-            spec,
-            from_wit_input(input)?,
-            options.progress,
-            from_wit_evaluation(&options),
-            wasi::random_u64(),
-        )?;
+        let machine = run_agent_machine(config, input, &options, wasi::random_u64())?;
         Ok(to_wit_result(Driver::new(machine).finish()))
     }
 }

@@ -52,6 +52,23 @@ pub(super) fn from_wit_config(
     .into_spec()
 }
 
+/// `run-agent`'s machine from its WIT arguments (the configuration's history is not used).
+pub(super) fn run_agent_machine(
+    config: oc::AgentConfig,
+    input: oc::RunInput,
+    options: &oc::RunAgentOptions,
+    seed: u64,
+) -> Result<crate::agent::machine::RunMachine, Error> {
+    let (spec, _history) = from_wit_config(config)?;
+    crate::agent::session::start_run_agent(
+        spec,
+        from_wit_input(input)?,
+        options.progress,
+        from_wit_evaluation(options),
+        seed,
+    )
+}
+
 pub(super) fn from_wit_external(kind: oc::ExternalKind) -> ExternalKind {
     match kind {
         oc::ExternalKind::Process => ExternalKind::Process,

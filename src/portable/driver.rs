@@ -36,14 +36,7 @@ impl dr::Guest for Component {
         options: oc::RunAgentOptions,
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        let (spec, _history) = from_wit_config(config)?;
-        let machine = session::start_run_agent(
-            spec,
-            from_wit_input(input)?,
-            options.progress,
-            from_wit_evaluation(&options),
-            session.seed,
-        )?;
+        let machine = run_agent_machine(config, input, &options, session.seed)?;
         Ok(SessionResource::wrap(machine, session.payloads, None))
     }
 

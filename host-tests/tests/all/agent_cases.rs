@@ -1112,6 +1112,16 @@ async fn run_agent_reports_an_exceeded_budget() {
         .map(|e| e.type_.clone())
         .collect();
     assert_eq!(kinds, ["agent_start", "budget_exceeded", "agent_complete"]);
+    // OMA's `TokenBudgetExceededError`, as JSON.
+    let data: Value = serde_json::from_str(&bench.host.lock().progress[1].data).unwrap();
+    assert_eq!(
+        data,
+        json!({
+            "name": "TokenBudgetExceededError", "code": "TOKEN_BUDGET_EXCEEDED",
+            "message": "Agent \"researcher\" exceeded token budget: 10 tokens used (budget: 5)",
+            "agent": "researcher", "tokensUsed": 10, "budget": 5
+        })
+    );
     let record = &bench.host.lock().evaluations[0];
     assert_eq!(record.input, "[string input omitted; 2 characters]");
     assert!(record.payload.is_none());

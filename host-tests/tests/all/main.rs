@@ -16,5 +16,6 @@ mod media;
 mod parity;
 mod provider;
 mod roundtrip;
+mod secrets;
 mod wit_validate;
 mod worlds;

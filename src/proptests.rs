@@ -530,3 +530,137 @@ proptest! {
         }
     }
 }
+
+// ----- the run machine under arbitrary answers ---------------------------------------------------
+
+mod machine_answers {
+    use proptest::prelude::*;
+
+    use crate::agent::before_run::BeforeRunResult;
+    use crate::agent::config::AgentSettings;
+    use crate::agent::machine::{Answer, RunMachine, Step};
+    use crate::agent::session::{HookAnswer, ToolOutcome};
+    use crate::http::call::CallAnswer;
+    use crate::http::retry::RetryPolicy;
+    use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
+    use crate::message::{LlmMessage, ToolResultContent};
+
+    fn machine(provider: &str, streaming: bool, hook: bool) -> RunMachine {
+        let mut settings = AgentSettings {
+            name: "p".into(),
+            model: "m".into(),
+            provider: provider.into(),
+            before_run: hook,
+            max_turns: Some(3),
+            token_budget: Some(1_000),
+            ..AgentSettings::default()
+        };
+        settings.endpoint.base_url = Some("http://127.0.0.1:9".into());
+        settings.call.retry = RetryPolicy {
+            max_attempts: 3,
+            base_delay_ms: 1,
+            backoff: 2.0,
+        };
+        let (spec, _) = settings.into_spec().expect("a valid configuration");
+        RunMachine::run(spec, vec![LlmMessage::user_text("q")], streaming, 7)
+    }
+
+    /// Bodies that are sometimes a real answer (text or a tool call), sometimes not.
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(br#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#.to_vec()),
+            Just(br#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}"#.to_vec()),
+            Just(b"data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    fn answer() -> impl Strategy<Value = Answer> {
+        let http = prop_oneof![
+            (any::<u16>(), body()).prop_map(|(status, body)| CallAnswer::Response(HttpResponse {
+                status: if status % 3 == 0 { 200 } else { status },
+                headers: vec![],
+                body,
+            })),
+            any::<u16>().prop_map(|status| CallAnswer::Head {
+                status: if status % 2 == 0 { 200 } else { status },
+                headers: vec![("retry-after".into(), "0".into())],
+            }),
+            body().prop_map(CallAnswer::Chunk),
+            Just(CallAnswer::End),
+            Just(CallAnswer::Waited),
+            (0u8..5, ".{0,8}").prop_map(|(kind, message)| {
+                let kind = [
+                    TransportFailureKind::Refused,
+                    TransportFailureKind::Reset,
+                    TransportFailureKind::TimedOut,
+                    TransportFailureKind::Denied,
+                    TransportFailureKind::Other,
+                ][usize::from(kind)];
+                CallAnswer::Failure(TransportFailure::new(kind, &message))
+            }),
+        ];
+        prop_oneof![
+            4 => http.prop_map(Answer::Http),
+            1 => prop_oneof![
+                Just(HookAnswer::Failed("no".into())),
+                ".{0,6}".prop_map(|p| HookAnswer::Result(BeforeRunResult {
+                    prompt: serde_json::Value::String(p),
+                    messages: None,
+                })),
+                Just(HookAnswer::Result(BeforeRunResult {
+                    prompt: serde_json::Value::Null,
+                    messages: Some(serde_json::Value::Null),
+                })),
+            ]
+            .prop_map(Answer::Hook),
+            1 => (prop_oneof![Just("t1".to_owned()), ".{0,3}"], any::<bool>()).prop_map(|(id, is_error)| {
+                Answer::Tool {
+                    id,
+                    outcome: ToolOutcome {
+                        content: ToolResultContent::Text("r".into()),
+                        is_error,
+                    },
+                }
+            }),
+            1 => prop_oneof![Just(Ok("out".to_owned())), Just(Err("bad".to_owned()))]
+                .prop_map(Answer::External),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(super::CASES))]
+
+        /// Whatever a host answers, in whatever order, the machine never panics, ends at most
+        /// once, and refuses everything after its result.
+        #[test]
+        fn arbitrary_answers_never_panic(
+            provider in prop_oneof![Just("anthropic"), Just("openai"), Just("gemini")],
+            streaming in any::<bool>(),
+            hook in any::<bool>(),
+            answers in proptest::collection::vec(answer(), 0..40),
+            ticks in proptest::collection::vec(0u64..5_000, 40),
+        ) {
+            let mut machine = machine(provider, streaming, hook);
+            let mut now = 1_796_036_400_000u64;
+            let mut done = 0;
+            for (answer, tick) in answers.into_iter().zip(ticks) {
+                now += tick;
+                // Deliver what needs no answer; stop at a step that needs one (`Receive` is
+                // asked again until it is answered).
+                for _ in 0..64 {
+                    match machine.poll(now) {
+                        Some(Step::Done(_)) => done += 1,
+                        Some(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+                        Some(_) | None => break,
+                    }
+                }
+                let refused = machine.handle(answer).is_err();
+                if done > 0 {
+                    prop_assert!(refused, "an answer after the result was taken");
+                }
+            }
+            prop_assert!(done <= 1);
+        }
+    }
+}

@@ -377,6 +377,25 @@ pub fn error_object_message(body: &[u8]) -> Option<String> {
         .map(|b| b.error.message)
 }
 
+/// Refuses a model name that would change the path of a request whose URL carries it (Gemini,
+/// Bedrock): a `.` or `..` segment, or an empty one, would be resolved away by URL parsing and
+/// send the request somewhere else on the provider's host.
+pub fn check_model_in_path(model: &str) -> Result<(), Error> {
+    let escapes = model
+        .split('/')
+        .any(|segment| segment.is_empty() || segment == "." || segment == "..");
+    if escapes {
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "model {:?} would change the request's path: a model in a URL must not be empty \
+                 or hold `.`, `..` or empty path segments",
+                model.chars().take(64).collect::<String>()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Joins a base URL and a path with exactly one `/`.
 pub fn join_url(base: &str, path: &str) -> String {
     format!(
@@ -411,6 +430,61 @@ pub fn amz_timestamp(unix_seconds: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn models_that_would_change_a_url_path_are_refused() {
+        for model in [
+            "..",
+            ".",
+            "",
+            "models/../x",
+            "a//b",
+            "tunedModels/./x",
+            "x/..",
+        ] {
+            let error = check_model_in_path(model).expect_err(model);
+            assert!(error.to_string().contains("path"), "{error}");
+        }
+        for model in ["gemini-2.5-pro", "models/gemini-pro", "a.b:0", "..x", "x.."] {
+            assert_eq!(check_model_in_path(model), Ok(()), "{model}");
+        }
+        let request = ChatRequest {
+            model: "../../admin".into(),
+            messages: vec![crate::message::LlmMessage::user_text("hi")],
+            ..ChatRequest::default()
+        };
+        for provider in ["gemini", "bedrock"] {
+            let adapter = for_provider(provider, None, IdSource::default()).expect("known");
+            let endpoint = Endpoint {
+                region: Some("us-east-1".into()),
+                credentials: Credentials::ApiKey("k".into()),
+                ..Endpoint::default()
+            };
+            let refused = adapter.format(&request, &endpoint);
+            if provider == "bedrock" {
+                // Bedrock percent-encodes the slashes: the model stays one segment.
+                let http = refused.expect("encoded");
+                assert!(
+                    http.url.contains("/model/..%2F..%2Fadmin/converse"),
+                    "{}",
+                    http.url
+                );
+            } else {
+                assert!(refused.is_err(), "{provider}");
+            }
+        }
+        let dots = ChatRequest {
+            model: "..".into(),
+            ..request
+        };
+        let adapter = for_provider("bedrock", None, IdSource::default()).expect("known");
+        let endpoint = Endpoint {
+            region: Some("us-east-1".into()),
+            credentials: Credentials::ApiKey("k".into()),
+            ..Endpoint::default()
+        };
+        assert!(adapter.format(&dots, &endpoint).is_err());
+    }
 
     #[test]
     fn amz_timestamps() {

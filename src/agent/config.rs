@@ -72,7 +72,7 @@ impl AgentSettings {
             "maxTurns": max_turns,
             "tools": tool_names,
         });
-        if let Some(url) = &self.endpoint.base_url {
+        if let Some(url) = self.endpoint.base_url.as_deref().and_then(shown_base_url) {
             config["baseURL"] = json!(url);
         }
         if let Some(system) = &self.system_prompt {
@@ -211,6 +211,26 @@ impl AgentSettings {
     }
 }
 
+/// The base URL as a hook may see it: no user name, password, query or fragment (where keys
+/// hide); `None` when it does not parse, so nothing unchecked is shown.
+fn shown_base_url(url: &str) -> Option<String> {
+    let mut parsed = url::Url::parse(url).ok()?;
+    let clean = parsed.username().is_empty()
+        && parsed.password().is_none()
+        && parsed.query().is_none()
+        && parsed.fragment().is_none();
+    if clean {
+        // Shown as given, as OMA shows it.
+        return Some(url.to_owned());
+    }
+    // Only URLs that cannot carry credentials refuse these; then there is nothing to remove.
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    parsed.set_query(None);
+    parsed.set_fragment(None);
+    Some(parsed.into())
+}
+
 fn bad(message: &str) -> Error {
     Error::InvalidRequest {
         message: format!("the agent configuration is not valid: {message}"),
@@ -299,6 +319,30 @@ mod tests {
         let config: Value = serde_json::from_str(&spec.config_json).expect("JSON");
         assert_eq!(config["tools"], json!(["t"]));
         assert_eq!(config["baseURL"], "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn the_hook_sees_no_credentials_in_the_base_url() {
+        let mut settings = AgentSettings::from_json(
+            r#"{"model": "m", "provider": "openai",
+                "baseURL": "https://user:pa55@llm.example/v1?key=sk-q#frag"}"#,
+        )
+        .expect("valid");
+        let (spec, _) = settings.clone().into_spec().expect("valid");
+        let config: Value = serde_json::from_str(&spec.config_json).expect("JSON");
+        assert_eq!(config["baseURL"], "https://llm.example/v1");
+        assert_eq!(
+            spec.endpoint.base_url.as_deref(),
+            Some("https://user:pa55@llm.example/v1?key=sk-q#frag"),
+            "requests still go where the user said"
+        );
+        settings.endpoint.base_url = Some("not a url".into());
+        let (spec, _) = settings.into_spec().expect("valid");
+        assert!(
+            !spec.config_json.contains("baseURL"),
+            "{}",
+            spec.config_json
+        );
     }
 
     #[test]

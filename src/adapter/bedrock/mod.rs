@@ -74,6 +74,8 @@ impl Adapter for Bedrock {
         } else {
             "converse"
         };
+        // The model is percent-encoded, slashes included; only `.` and `..` stay segments.
+        crate::adapter::check_model_in_path(&request.model.replace('/', "%2F"))?;
         let path = format!(
             "model/{}/{operation}",
             sigv4::uri_encode(request.model.as_bytes(), false)

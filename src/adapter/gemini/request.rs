@@ -228,6 +228,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     } else {
         ":generateContent"
     };
+    crate::adapter::check_model_in_path(&request.model)?;
     let path = format!("v1beta/{}{method}", model_path(&request.model));
     let mut http = HttpRequest::post_json(
         join_url(base, &path),

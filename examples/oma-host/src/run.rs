@@ -125,6 +125,20 @@ pub const HOOK_OUTPUT_LIMIT: usize = 64 << 20;
 /// The most of a failing hook's standard error kept for its failure message.
 const HOOK_STDERR_LIMIT: usize = 64 << 10;
 
+/// Ends a hook command and everything it started (its process group), and reaps it.
+fn kill_tree(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals the process group the command leads
+        // (it was spawned as a group leader); no memory is involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// How long a whole run may take by default (`--timeout`): hook, turns and tools.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -300,13 +314,17 @@ fn run_hook(command: &str, context: &BeforeRunContext, timeout: Duration) -> Bef
         "agent": agent,
     })
     .to_string();
-    let child = Command::new("sh")
+    let mut shell = Command::new("sh");
+    shell
         .arg("-c")
         .arg(command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+        .stderr(Stdio::piped());
+    // Its own process group, so that a timeout ends whatever the command started too.
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut shell, 0);
+    let child = shell.spawn();
     let mut child = match child {
         Ok(child) => child,
         Err(e) => return BeforeRunAnswer::Failed(format!("beforeRun command did not start: {e}")),
@@ -339,8 +357,7 @@ fn run_hook(command: &str, context: &BeforeRunContext, timeout: Duration) -> Bef
     let output = match failure {
         Ok(bytes) => bytes,
         Err(message) => {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_tree(&mut child);
             return BeforeRunAnswer::Failed(message);
         }
     };
@@ -348,8 +365,7 @@ fn run_hook(command: &str, context: &BeforeRunContext, timeout: Duration) -> Bef
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if left().is_zero() => {
-                let _ = child.kill();
-                let _ = child.wait();
+                kill_tree(&mut child);
                 return BeforeRunAnswer::Failed(format!(
                     "beforeRun command timed out after {}",
                     seconds(timeout)

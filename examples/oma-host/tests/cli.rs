@@ -769,6 +769,42 @@ fn a_hook_that_echoes_a_large_context_does_not_deadlock() {
     assert!(sent.contains(&"A".repeat(1 << 20)), "the image went out");
 }
 
+/// A timeout ends what the hook command started too, not only the shell.
+#[test]
+fn a_hook_timeout_ends_the_commands_children() {
+    let simulator = Simulator::start().unwrap();
+    let pid_file = std::env::temp_dir().join(format!("oma-host-hook-{}.pid", std::process::id()));
+    let hook = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+    let output = run_within(
+        &simulator,
+        None,
+        &[
+            "--text",
+            "hi",
+            "--before-run",
+            &hook,
+            "--hook-timeout",
+            "0.5",
+        ],
+        "",
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let pid = std::fs::read_to_string(&pid_file).expect("the hook wrote its child's pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let stat = format!("/proc/{}/stat", pid.trim());
+    let gone = (0..100).any(|_| {
+        let alive = std::fs::read_to_string(&stat)
+            .map(|text| !text.split(") ").nth(1).unwrap_or("").starts_with('Z'))
+            .unwrap_or(false);
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        !alive
+    });
+    assert!(gone, "the hook's child {} outlived the timeout", pid.trim());
+}
+
 #[test]
 fn a_hook_past_its_timeout_fails_the_run() {
     let simulator = Simulator::start().unwrap();

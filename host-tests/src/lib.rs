@@ -55,6 +55,10 @@
 //! external backends) go to the [`AgentHost`] in [`GuestOptions::host`]; [`ScriptedHost`]
 //! answers with closures and records what it was handed.
 //!
+//! The import-free `portable` world runs through [`DriverHarness`]: an empty linker, and a
+//! [`DriverGuest`] whose agent calls step a `driver` session, performing each step with the
+//! same [`GuestOptions`] hooks and host, so one test runs against both worlds.
+//!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use oma_harness::{agent_config, endpoint, offline_options, BeforeRunAnswer, BeforeRunResult,

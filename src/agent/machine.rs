@@ -212,13 +212,14 @@ impl RunMachine {
         }
     }
 
-    /// OMA's `runAgent` over prepared `messages`, `given` being the input as the caller gave it:
+    /// OMA's `runAgent` over prepared `messages`, `given` being the input as the caller gave it
+    /// (needed only with progress or evaluation):
     /// progress `agent_start` first, then the run, `budget_exceeded` when it applies,
     /// `agent_complete`, and the evaluation case when the run is sampled (drawn now).
     pub fn run_agent(
         spec: RunSpec,
         messages: Vec<LlmMessage>,
-        given: RunInput,
+        given: Option<RunInput>,
         progress: bool,
         evaluation: Option<(StorePayloads, f64)>,
         seed: u64,
@@ -230,7 +231,7 @@ impl RunMachine {
         machine.reporting = Some(Reporting {
             agent: machine.spec.name().to_owned(),
             progress,
-            given: (progress || sampled.is_some()).then_some(given),
+            given: given.filter(|_| progress || sampled.is_some()),
             evaluation: sampled,
             started_ms: None,
         });

@@ -172,11 +172,7 @@ pub fn start_run_agent(
 ) -> Result<RunMachine, Error> {
     // Progress and evaluation see the input as it was given: a copy of its own, taken only
     // when one of them may need it (the run takes the original).
-    let given = if progress || evaluation.is_some() {
-        input.clone()
-    } else {
-        RunInput::Text(String::new())
-    };
+    let given = (progress || evaluation.is_some()).then(|| input.clone());
     let messages = prepare_run(input, spec.external)?;
     Ok(RunMachine::run_agent(
         spec, messages, given, progress, evaluation, seed,

@@ -18,6 +18,7 @@
 //! would end after it.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use super::retry::RetryPolicy;
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
@@ -46,8 +47,9 @@ pub struct Outgoing {
     pub url: String,
     /// Header names (lowercase) and values, in order. They carry the key: show them to nobody.
     pub headers: Vec<(String, String)>,
-    /// The JSON body.
-    pub body: String,
+    /// The JSON body, shared with the call: handing out an attempt (or a retry) copies no
+    /// bytes, and a host that only reads it (wasi:http) never copies it at all.
+    pub body: Rc<String>,
     /// The timeout to apply to connecting, the first byte and between bytes, in milliseconds.
     pub timeout_ms: u64,
     /// Whether the response is a stream to be delivered as it arrives.
@@ -163,7 +165,7 @@ impl Call {
                 method: String::new(),
                 url: String::new(),
                 headers: Vec::new(),
-                body: String::new(),
+                body: Rc::default(),
                 timeout_ms: options.limits.timeout_ms,
                 stream: request.stream,
                 attempt: 1,
@@ -193,7 +195,7 @@ impl Call {
                 call.outgoing.method = method;
                 call.outgoing.url = url;
                 call.outgoing.headers = headers;
-                call.outgoing.body = body;
+                call.outgoing.body = Rc::new(body);
             }
             Err(error) => call.finish(Err(error)),
         }

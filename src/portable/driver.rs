@@ -331,7 +331,8 @@ fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
         method: outgoing.method,
         url: outgoing.url,
         headers: outgoing.headers,
-        body: outgoing.body,
+        // The call keeps its own handle for retries, so this is the one copy into the WIT value.
+        body: Rc::try_unwrap(outgoing.body).unwrap_or_else(|shared| (*shared).clone()),
         timeout_ms: outgoing.timeout_ms,
         stream: outgoing.stream,
         attempt: outgoing.attempt,

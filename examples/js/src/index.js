@@ -6,15 +6,8 @@
 
 import { driver } from '../gen/oma_portable.js'
 import {
-  OMAError,
   InvalidMessageError,
-  UnsupportedContentBlockError,
-  UnsupportedToolResultContentError,
-  UnsupportedToolCallError,
   TokenBudgetExceededError,
-  LLMCallTimeoutError,
-  EgressPolicyError,
-  ProviderError,
   SessionStateError,
   errorFrom,
   fromComponent,
@@ -32,7 +25,7 @@ export {
   EgressPolicyError,
   ProviderError,
   SessionStateError,
-}
+} from './errors.js'
 
 const CALL_KEYS = ['maxRetries', 'retryDelayMs', 'retryBackoff', 'timeoutMs', 'maxResponseBytes', 'egress']
 const PLAIN_KEYS = [

@@ -1,4 +1,4 @@
-//! Builds the `oma-component` guest in its two worlds and records where the components landed:
+//! Builds the `oma-component` guest's three components and records where the components landed:
 //! `oma_component.wasm` (world `component`, `wasm32-wasip2`) and `oma_portable.wasm` (world
 //! `portable`: built for `wasm32-unknown-unknown`, whose standard library imports nothing, then
 //! made a component here with `wit-component`, and written beside the first).
@@ -53,20 +53,22 @@ fn run() -> Result<(), String> {
     let target_dir = guest_target_dir(&out_dir);
     let note = |message: &str| println!("cargo:warning={message}");
     let built = oma_guest_build::build_all(&workspace, &target_dir, &profile, &note)?;
-    let (component, portable) = (built.component, built.portable);
+    let (component, portable, gateway) = (built.component, built.portable, built.gateway);
 
     let utf8 = |path: &Path| {
         path.to_str()
             .map(str::to_owned)
             .ok_or_else(|| format!("the guest path is not UTF-8: {}", path.display()))
     };
-    let (artifact, portable) = (utf8(&component)?, utf8(&portable)?);
+    let (artifact, portable, gateway) = (utf8(&component)?, utf8(&portable)?, utf8(&gateway)?);
     let generated = format!(
         "/// The path of the `oma-component` guest (`wasm32-wasip2`, profile `{profile}`), \
          built by `host-tests/build.rs`.\n\
          pub const GUEST_WASM: &str = {artifact:?};\n\
          /// The path of the import-free `portable` world's component, beside `GUEST_WASM`.\n\
          pub const PORTABLE_WASM: &str = {portable:?};\n\
+         /// The path of the `wasi:http/proxy` gateway's component, beside `GUEST_WASM`.\n\
+         pub const GATEWAY_WASM: &str = {gateway:?};\n\
          /// The cargo profile the guest was built with.\n\
          pub const GUEST_PROFILE: &str = {profile:?};\n"
     );

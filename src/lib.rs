@@ -31,6 +31,7 @@
 pub mod adapter;
 pub mod agent;
 pub mod error;
+pub mod gateway;
 pub mod http;
 pub mod json;
 pub mod message;
@@ -40,8 +41,17 @@ pub mod validate;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod proptests;
 
-#[cfg(all(target_arch = "wasm32", feature = "component", feature = "portable"))]
-compile_error!("the `component` and `portable` worlds are built separately: enable one of them");
+#[cfg(all(
+    target_arch = "wasm32",
+    any(
+        all(feature = "component", feature = "portable"),
+        all(feature = "component", feature = "gateway"),
+        all(feature = "portable", feature = "gateway"),
+    )
+))]
+compile_error!(
+    "the `component`, `portable` and `gateway` worlds are built separately: enable one of them"
+);
 
 #[cfg(all(target_arch = "wasm32", feature = "component"))]
 mod component;

@@ -62,6 +62,21 @@ pub struct TokenBudgetExceeded {
     pub budget: u64,
 }
 
+impl TokenBudgetExceeded {
+    /// OMA's `TokenBudgetExceededError` as JSON: `{name, code, message, agent, tokensUsed,
+    /// budget}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": "TokenBudgetExceededError",
+            "code": "TOKEN_BUDGET_EXCEEDED",
+            "message": self.to_string(),
+            "agent": self.agent,
+            "tokensUsed": self.used,
+            "budget": self.budget,
+        })
+    }
+}
+
 impl fmt::Display for TokenBudgetExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -5,13 +5,18 @@
 //! byte leaves; [`classify_status`] and [`TransportFailure::into_error`] decide after (OMA's
 //! status, retryability and provider; see `docs/errors.md`); [`retry`] holds OMA's schedule;
 //! [`call::Call`] strings them together for one chat turn and says what it needs next (send,
-//! read, wait), so any host can perform the I/O. [`wasi`] (wasm32, the `component` world only)
-//! is the one module that touches the network, through wasi:http. Redirects are never
-//! followed: a 3xx is an answer like any other.
+//! read, wait), so any host can perform the I/O; [`display`] shows a request with its
+//! credentials redacted. [`wasi`] (wasm32, the `component` and `gateway` worlds) is the one
+//! module that touches the network, through wasi:http. Redirects are never followed: a 3xx is
+//! an answer like any other.
 
 pub mod call;
+pub mod display;
 pub mod retry;
-#[cfg(all(target_arch = "wasm32", feature = "component"))]
+#[cfg(all(
+    target_arch = "wasm32",
+    any(feature = "component", feature = "gateway")
+))]
 pub mod wasi;
 
 use crate::error::Error;

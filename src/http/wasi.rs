@@ -9,7 +9,7 @@ use wasip2::http::outgoing_handler;
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
-use wasip2::io::streams::{InputStream, StreamError};
+use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
 use super::call::{Call, CallAnswer, CallStep, Outgoing};
 use super::{TransportFailure, TransportFailureKind as Kind};
@@ -155,22 +155,29 @@ pub fn start(request: &Outgoing) -> Result<Head, TransportFailure> {
 
 fn write_body(body: OutgoingBody, bytes: &[u8]) {
     if let Ok(out) = body.write() {
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            out.subscribe().block();
-            let Ok(permit) = out.check_write() else { break };
-            let n = (permit as usize).min(rest.len());
-            if n == 0 {
-                continue;
-            }
-            if out.write(&rest[..n]).is_err() {
-                break;
-            }
-            rest = &rest[n..];
-        }
-        let _ = out.blocking_flush();
+        // A failure shows in the response future, which says why.
+        let _ = write_all(&out, bytes);
     }
     let _ = OutgoingBody::finish(body, None);
+}
+
+/// Writes all of `bytes` to `out` as fast as it accepts them, then flushes. Fails when the
+/// stream is closed or broken (the reader went away).
+pub fn write_all(out: &OutputStream, bytes: &[u8]) -> Result<(), StreamError> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        out.subscribe().block();
+        let permit = out.check_write()?;
+        let n = usize::try_from(permit)
+            .unwrap_or(usize::MAX)
+            .min(rest.len());
+        if n == 0 {
+            continue;
+        }
+        out.write(&rest[..n])?;
+        rest = &rest[n..];
+    }
+    out.blocking_flush()
 }
 
 /// Sleeps for `ms` milliseconds (between retries).

@@ -1,10 +1,13 @@
-//! Builds the `oma-component` guest in its two worlds, for the harness's build script, the
+//! Builds the `oma-component` guest in its three artifacts, for the harness's build script, the
 //! language packages and anyone who wants the artifacts:
 //!
 //! - `oma_component.wasm`: world `component`, built for `wasm32-wasip2`;
 //! - `oma_portable.wasm`: world `portable`, built for `wasm32-unknown-unknown` (whose standard
 //!   library imports nothing), then made a component with `wit-component` and written beside
-//!   the first.
+//!   the first;
+//! - `oma_gateway.wasm`: the `wasi:http/proxy` gateway (feature `gateway`), built for
+//!   `wasm32-unknown-unknown` too, so that it imports only the WASI interfaces its own code
+//!   calls, and made a component the same way.
 //!
 //! A missing wasm target is added with `rustup target add` where rustup exists; where it does
 //! not, the error says what to install. Each world is a nested `cargo build` of the guest
@@ -46,17 +49,21 @@ pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
 pub const PORTABLE_TARGET: &str = "wasm32-unknown-unknown";
 /// The artifact of the `portable` world.
 pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
+/// The artifact of the gateway (`wasi:http/proxy`).
+pub const GATEWAY_ARTIFACT: &str = "oma_gateway.wasm";
 
-/// Where the two components landed.
+/// Where the three components landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Artifacts {
     /// `oma_component.wasm`.
     pub component: PathBuf,
     /// `oma_portable.wasm`, in the same directory.
     pub portable: PathBuf,
+    /// `oma_gateway.wasm`, in the same directory.
+    pub gateway: PathBuf,
 }
 
-/// Builds both worlds of the guest in `workspace` with cargo profile `profile` into
+/// Builds the three artifacts of the guest in `workspace` with cargo profile `profile` into
 /// `target_dir`; `note` is told of anything installed on the way.
 pub fn build_all(
     workspace: &Path,
@@ -83,9 +90,23 @@ pub fn build_all(
     .join(GUEST_ARTIFACT);
     let portable = component.with_file_name(PORTABLE_ARTIFACT);
     componentize(&core, &portable)?;
+    // The same core path as the portable build (one crate, one file name): componentized
+    // right after it is built, before anything else writes there.
+    let core = build_guest(
+        workspace,
+        target_dir,
+        profile,
+        PORTABLE_TARGET,
+        &["--no-default-features", "--features", "gateway"],
+        note,
+    )?
+    .join(GUEST_ARTIFACT);
+    let gateway = component.with_file_name(GATEWAY_ARTIFACT);
+    componentize(&core, &gateway)?;
     Ok(Artifacts {
         component,
         portable,
+        gateway,
     })
 }
 

@@ -1,5 +1,5 @@
-//! `oma-guest-build [--profile PROFILE] [--target-dir DIR]`: builds `oma_component.wasm` and
-//! `oma_portable.wasm` and prints where they landed, one path a line.
+//! `oma-guest-build [--profile PROFILE] [--target-dir DIR]`: builds `oma_component.wasm`,
+//! `oma_portable.wasm` and `oma_gateway.wasm` and prints where they landed, one path a line.
 //!
 //! The default profile is `wasm-release` (the shipped artifacts); the default directory is
 //! `target/oma-guest` in the workspace, where the harness builds them too.
@@ -34,7 +34,7 @@ fn run() -> Result<(), String> {
             "-h" | "--help" => {
                 println!(
                     "usage: oma-guest-build [--profile PROFILE] [--target-dir DIR]\n\
-                     builds oma_component.wasm and oma_portable.wasm (default profile \
+                     builds oma_component.wasm, oma_portable.wasm and oma_gateway.wasm (default profile \
                      wasm-release, default directory target/oma-guest) and prints their paths"
                 );
                 return Ok(());
@@ -50,5 +50,6 @@ fn run() -> Result<(), String> {
     let built = oma_guest_build::build_all(&workspace, &target_dir, &profile, &note)?;
     println!("{}", built.component.display());
     println!("{}", built.portable.display());
+    println!("{}", built.gateway.display());
     Ok(())
 }

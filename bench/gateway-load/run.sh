@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# Gateway load test: `oma-host serve` (oma_gateway.wasm) against OMA on Node behind node:http,
+# side by side, on loopback only, against one shared loopback provider. See README.md here.
+#
+#   OMA_DIR=<OMA checkout>/packages/core bench/gateway-load/run.sh
+#
+# Knobs (environment), with their defaults:
+#   DURATION=10            seconds measured per cell (one workload at one concurrency on one side)
+#   WARMUP=3               seconds of warm-up per cell, at the cell's concurrency, not measured
+#   CONCURRENCY="1 8 32"   connections kept busy by the load generator
+#   WORKLOADS="chat-small chat-history-51 tools-rich-20 vision-1mib"
+#   SIDES="oma-host oma-node"   which servers to measure (oma-node alone needs no gateway build)
+#   PIN=0                  1: the server on CPU 1, the load generator and the provider on CPU 0
+#   NODE_WORKERS=1         processes of the OMA server (node:cluster when > 1)
+#   QUIET_WAIT=300         seconds to wait, at most, for no rustc and a 1-minute load below
+#                          QUIET_LOAD (1.0) before starting; then it starts anyway, noting it
+#   RESULTS_DIR=bench/gateway-load   where results.md, results.json and rps.svg are written
+#   SKIP_BUILD=0           1: use the binaries already built
+#
+# Every run is bounded: each server and the provider exit by themselves after a deadline, each
+# request has a timeout, each cell lasts WARMUP + DURATION seconds plus start and stop.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-3}
+CONCURRENCY=${CONCURRENCY:-"1 8 32"}
+WORKLOADS=${WORKLOADS:-"chat-small chat-history-51 tools-rich-20 vision-1mib"}
+SIDES=${SIDES:-"oma-host oma-node"}
+PIN=${PIN:-0}
+NODE_WORKERS=${NODE_WORKERS:-1}
+QUIET_WAIT=${QUIET_WAIT:-300}
+QUIET_LOAD=${QUIET_LOAD:-1.0}
+RESULTS_DIR=${RESULTS_DIR:-$here}
+SKIP_BUILD=${SKIP_BUILD:-0}
+
+MODEL=claude-sonnet-4-6
+CANNED_TEXT='Hello from the simulator.'
+GATEWAY_WASM=$root/target/oma-guest/wasm32-wasip2/wasm-release/oma_gateway.wasm
+OMA_HOST=$root/target/release/oma-host
+PROVIDER=${LOOPBACK_PROVIDER:-$root/target/release/loopback-provider}
+work=$root/target/gateway-load/run-$(date +%Y%m%dT%H%M%S)
+mkdir -p "$work"
+
+say() { printf 'gateway-load: %s\n' "$*" >&2; }
+die() { say "$*"; exit 2; }
+has_side() { [[ " $SIDES " == *" $1 "* ]]; }
+
+# --- Inputs and tools ---------------------------------------------------------------------------
+
+if has_side oma-node; then
+  [[ -n "${OMA_DIR:-}" ]] || die "OMA_DIR must name a built OMA package directory (<checkout>/packages/core, holding dist/index.js); bench/oma-node/README.md says how to build it. (SIDES=oma-host measures the gateway alone.)"
+  [[ -f "$OMA_DIR/dist/index.js" ]] || die "OMA_DIR=$OMA_DIR has no dist/index.js: build OMA first (bench/oma-node/README.md)"
+  OMA_DIR=$(cd "$OMA_DIR" && pwd)
+fi
+command -v node >/dev/null || die "node (20 or later) is required"
+command -v curl >/dev/null || die "curl is required"
+
+if ! command -v oha >/dev/null; then
+  [[ -x "$HOME/.cargo/bin/oha" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v oha >/dev/null; then
+  say "oha not found: installing it with 'cargo install oha --locked' (a few minutes)"
+  cargo install oha --locked >&2
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
+oha --version >/dev/null || die "oha does not run"
+
+if [[ "$SKIP_BUILD" != 1 ]]; then
+  say "building (release): oma-host, loopback-provider, gen-workloads, and the guest's artifacts"
+  cargo build --release -p oma-host -p oma-harness --bin oma-host --bin loopback-provider --bin gen-workloads >&2
+fi
+[[ -x "$PROVIDER" ]] || die "$PROVIDER is missing (cargo build --release -p oma-harness --bin loopback-provider)"
+if has_side oma-host; then
+  [[ -x "$OMA_HOST" ]] || die "$OMA_HOST is missing (cargo build --release -p oma-host)"
+  "$OMA_HOST" --help 2>&1 | grep -q '^ *serve ' || die "this oma-host has no 'serve' command yet"
+  [[ -f "$GATEWAY_WASM" ]] || die "$GATEWAY_WASM is missing (cargo run --release -p oma-guest-build)"
+fi
+
+workloads_dir=$root/target/workloads
+for w in $WORKLOADS; do
+  if [[ ! -f "$workloads_dir/$w.json" ]]; then
+    say "writing the workloads to $workloads_dir"
+    cargo run --release -q -p oma-harness --bin gen-workloads -- "$workloads_dir" >&2
+    break
+  fi
+done
+# The request bodies: {"provider", "model", "messages": <the workload>}, the same bytes for both.
+bodies=$work/bodies
+mkdir -p "$bodies"
+for w in $WORKLOADS; do
+  [[ -f "$workloads_dir/$w.json" ]] || die "no workload $w in $workloads_dir"
+  node -e '
+    const fs = require("fs");
+    const [src, dst, model] = process.argv.slice(1);
+    const messages = JSON.parse(fs.readFileSync(src, "utf8"));
+    fs.writeFileSync(dst, JSON.stringify({ provider: "anthropic", model, messages }));
+  ' "$workloads_dir/$w.json" "$bodies/$w.json" "$MODEL"
+done
+
+# --- Helpers ------------------------------------------------------------------------------------
+
+pin_server=() pin_client=()
+if [[ "$PIN" == 1 ]]; then
+  command -v taskset >/dev/null || die "PIN=1 needs taskset (util-linux)"
+  pin_server=(taskset -c 1) pin_client=(taskset -c 0)
+fi
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# Waits until no rustc runs and the 1-minute load is below QUIET_LOAD, QUIET_WAIT seconds at most.
+wait_quiet() {
+  local waited=0
+  while :; do
+    local load1 busy
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    busy=$(pgrep -x rustc >/dev/null && echo rustc || true)
+    if [[ -z "$busy" ]] && awk -v l="$load1" -v q="$QUIET_LOAD" 'BEGIN { exit !(l < q) }'; then
+      return 0
+    fi
+    if (( waited >= QUIET_WAIT )); then
+      say "still busy after ${QUIET_WAIT}s (load $load1${busy:+, $busy running}); going on, noted in the results"
+      echo "not quiet at start: load $load1${busy:+, $busy running}" >>"$work/notes.txt"
+      return 0
+    fi
+    (( waited % 30 == 0 )) && say "waiting for a quiet machine (load $load1${busy:+, $busy running})"
+    sleep 5
+    waited=$((waited + 5))
+  done
+}
+
+# The listening URL a server printed on stderr ("...: listening on http://ADDR"), 60 s at most.
+wait_listening() {
+  local log=$1 pid=$2 i
+  for ((i = 0; i < 600; i++)); do
+    local url
+    url=$(grep -o 'listening on http://[^ ]*' "$log" 2>/dev/null | head -n1 | cut -d' ' -f3 || true)
+    if [[ -n "$url" ]]; then echo "$url"; return 0; fi
+    kill -0 "$pid" 2>/dev/null || { say "the server exited:"; cat "$log" >&2; return 1; }
+    sleep 0.1
+  done
+  say "no 'listening on' line in $log after 60 s"
+  return 1
+}
+
+# The process and its descendants.
+tree_pids() {
+  local pid=$1 child
+  echo "$pid"
+  for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do tree_pids "$child"; done
+}
+
+# Sum over the tree of a /proc/PID/status field, in kB.
+tree_status_kb() {
+  local pid=$1 field=$2 sum=0 p v
+  for p in $(tree_pids "$pid"); do
+    v=$(awk -v f="$field:" '$1 == f { print $2 }' /proc/"$p"/status 2>/dev/null || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
+# CPU time (user + system) of the tree, in clock ticks.
+tree_cpu_ticks() {
+  local pid=$1 sum=0 p v
+  for p in $(tree_pids "$pid"); do
+    v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' /proc/"$p"/stat 2>/dev/null || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
+# Samples the tree's summed RSS every 0.2 s while the file $3 exists; writes the peak (kB) to $2.
+sample_rss() {
+  local pid=$1 out=$2 flag=$3 peak=0 now
+  while [[ -e "$flag" ]] && kill -0 "$pid" 2>/dev/null; do
+    now=$(tree_status_kb "$pid" VmRSS)
+    (( now > peak )) && peak=$now
+    echo "$peak" >"$out"
+    sleep 0.2
+  done
+}
+
+provider_requests() { curl -sf "$provider_url/__stats" | sed -E 's/.*"requests":([0-9]+).*/\1/'; }
+
+# One run through the server: must be 200 with success true and the canned output.
+probe() {
+  local url=$1 body=$2 out=$3
+  local code
+  code=$(curl -s -o "$out" -w '%{http_code}' -X POST -H 'content-type: application/json' \
+    --max-time 60 --data-binary @"$body" "$url/v1/run" || true)
+  [[ "$code" == 200 ]] || { say "probe: status $code: $(head -c 600 "$out" 2>/dev/null)"; return 1; }
+  node -e '
+    const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    if (r.success !== true || r.output !== process.argv[2]) {
+      console.error(JSON.stringify(r).slice(0, 600)); process.exit(1);
+    }' "$out" "$CANNED_TEXT" || { say "probe: the run did not succeed"; return 1; }
+}
+
+server_pid=
+stop_server() {
+  if [[ -n "$server_pid" ]]; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    local i
+    for ((i = 0; i < 50; i++)); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+  fi
+}
+
+provider_pid=
+cleanup() {
+  stop_server
+  [[ -n "$provider_pid" ]] && kill "$provider_pid" 2>/dev/null || true
+  rm -f "$work"/*.sampling
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Server deadline: the whole cell and a margin.
+server_seconds=$((WARMUP + DURATION + 120))
+
+start_server() {
+  local side=$1 log=$2
+  case "$side" in
+    oma-host)
+      env -i PATH="$PATH" HOME="$HOME" \
+        ANTHROPIC_BASE_URL="$provider_url" ANTHROPIC_API_KEY=sk-bench \
+        OMA_GATEWAY_EGRESS="$provider_url" \
+        timeout -k 5 "$server_seconds" "${pin_server[@]}" \
+        "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" >"$log.out" 2>"$log" &
+      ;;
+    oma-node)
+      env -i PATH="$PATH" HOME="$HOME" OMA_DIR="$OMA_DIR" \
+        ANTHROPIC_BASE_URL="$provider_url" ANTHROPIC_API_KEY=sk-bench \
+        timeout -k 5 "$server_seconds" "${pin_server[@]}" \
+        node "$here/oma-server.mjs" --addr 127.0.0.1:0 --workers "$NODE_WORKERS" \
+        --max-seconds "$server_seconds" >"$log.out" 2>"$log" &
+      ;;
+  esac
+  server_pid=$!
+}
+
+# The server's own process: `timeout` (and taskset's exec) sit above it.
+server_leaf() {
+  local pid=$1 child
+  child=$(cat /proc/"$pid"/task/*/children 2>/dev/null | awk '{ print $1 }')
+  while [[ -n "$child" && "$(cat /proc/"$pid"/comm 2>/dev/null)" == timeout ]]; do
+    pid=$child
+    child=$(cat /proc/"$pid"/task/*/children 2>/dev/null | awk '{ print $1 }')
+  done
+  echo "$pid"
+}
+
+# --- Machine state ------------------------------------------------------------------------------
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "cores: $(nproc)"
+  echo "cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+  echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+  echo "kernel: $(uname -sr)"
+  echo "node: $(node --version)"
+  echo "oha: $(oha --version | head -n1)"
+  echo "rustc: $(rustc --version)"
+  echo "commit: $(git rev-parse --short HEAD)"
+  if has_side oma-node; then
+    echo "oma: $(node -p 'const p = require(process.argv[1]); `${p.name} ${p.version}`' "$OMA_DIR/package.json")"
+  fi
+  if has_side oma-host && [[ -f "$GATEWAY_WASM" ]]; then
+    echo "gateway: oma_gateway.wasm $(stat -c %s "$GATEWAY_WASM") bytes"
+  fi
+  echo "pinning: $([[ "$PIN" == 1 ]] && echo 'server on CPU 1; load generator and provider on CPU 0' || echo none)"
+  echo "node workers: $NODE_WORKERS"
+  echo "duration: ${DURATION}s after ${WARMUP}s of warm-up per cell"
+} >"$work/machine.txt"
+
+# --- The provider -------------------------------------------------------------------------------
+
+wait_quiet
+say "load average before: $(loadavg)"
+echo "before: $(loadavg)" >"$work/loadavg.txt"
+
+total_cells=$(( $(wc -w <<<"$WORKLOADS") * $(wc -w <<<"$CONCURRENCY") * $(wc -w <<<"$SIDES") ))
+provider_seconds=$(( total_cells * (WARMUP + DURATION + 60) + 300 ))
+"${pin_client[@]}" "$PROVIDER" --addr 127.0.0.1:0 --threads 2 --max-seconds "$provider_seconds" \
+  2>"$work/provider.log" &
+provider_pid=$!
+provider_url=$(wait_listening "$work/provider.log" "$provider_pid") || die "the provider did not start"
+say "provider: $provider_url"
+
+# --- The provider alone -------------------------------------------------------------------------
+# Its capacity with each workload's body (the load generator posting straight to it, at the
+# highest concurrency, 3 s): to show it is not the bottleneck of either side.
+max_c=$(tr ' ' '\n' <<<"$CONCURRENCY" | sort -n | tail -n1)
+provider_cells=$work/provider.jsonl
+: >"$provider_cells"
+for workload in $WORKLOADS; do
+  "${pin_client[@]}" oha --no-tui --output-format json -z 3s -w -c "$max_c" -t 60s \
+    -m POST -T application/json -D "$bodies/$workload.json" "$provider_url/v1/messages" \
+    >"$work/provider.$workload.oha.json" 2>>"$work/provider.oha.log" || true
+  printf '{"workload":"%s","concurrency":%s,"oha":"%s"}\n' "$workload" "$max_c" \
+    "$work/provider.$workload.oha.json" >>"$provider_cells"
+done
+sleep 1
+
+# --- The cells ----------------------------------------------------------------------------------
+
+cells=$work/cells.jsonl
+: >"$cells"
+n=0
+for workload in $WORKLOADS; do
+  for c in $CONCURRENCY; do
+    for side in $SIDES; do
+      n=$((n + 1))
+      tag=$side.$workload.c$c
+      log=$work/$tag.server.log
+      load_before=$(loadavg)
+      say "[$n/$total_cells] $side $workload c=$c (load $load_before)"
+      start_server "$side" "$log"
+      url=$(wait_listening "$log" "$server_pid") || { stop_server; die "$side did not start"; }
+      pid=$(server_leaf "$server_pid")
+      probe "$url" "$bodies/$workload.json" "$work/$tag.probe.json" || {
+        stop_server; die "$side: the probe run failed on $workload (see $work)"; }
+
+      "${pin_client[@]}" oha --no-tui --output-format json -z "${WARMUP}s" -w -c "$c" -t 60s \
+        -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
+        >"$work/$tag.warmup.json" 2>>"$work/$tag.oha.log" || true
+
+      before=$(provider_requests)
+      cpu_before=$(tree_cpu_ticks "$pid")
+      touch "$work/$tag.sampling"
+      sample_rss "$pid" "$work/$tag.rss" "$work/$tag.sampling" &
+      sampler=$!
+      "${pin_client[@]}" oha --no-tui --output-format json -z "${DURATION}s" -w -c "$c" -t 60s \
+        -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
+        >"$work/$tag.oha.json" 2>>"$work/$tag.oha.log" || say "oha failed (see $work/$tag.oha.log)"
+      after=$(provider_requests)
+      cpu_after=$(tree_cpu_ticks "$pid")
+      hwm=$(tree_status_kb "$pid" VmHWM)
+      rm -f "$work/$tag.sampling"
+      wait "$sampler" 2>/dev/null || true
+      probe "$url" "$bodies/$workload.json" "$work/$tag.probe-after.json" \
+        && probe_after=true || probe_after=false
+      stop_server
+
+      printf '{"side":"%s","workload":"%s","concurrency":%s,"oha":"%s","provider_requests":%s,"cpu_ticks":%s,"clk_tck":%s,"vm_hwm_kb":%s,"rss_peak_kb":%s,"probe_after":%s,"load_before":"%s"}\n' \
+        "$side" "$workload" "$c" "$work/$tag.oha.json" "$((after - before))" \
+        "$((cpu_after - cpu_before))" "$(getconf CLK_TCK)" "$hwm" "$(cat "$work/$tag.rss" 2>/dev/null || echo 0)" \
+        "$probe_after" "$load_before" >>"$cells"
+      sleep 1
+    done
+  done
+  echo "after $workload: $(loadavg)" >>"$work/loadavg.txt"
+done
+
+echo "after: $(loadavg)" >>"$work/loadavg.txt"
+say "load average after: $(loadavg)"
+
+node "$here/report.mjs" "$work" "$RESULTS_DIR"

@@ -55,6 +55,10 @@
 //! external backends) go to the [`AgentHost`] in [`GuestOptions::host`]; [`ScriptedHost`]
 //! answers with closures and records what it was handed.
 //!
+//! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
+//! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
+//! and address guard: `oma-host serve`, and tests that start it in process.
+//!
 //! The import-free `portable` world runs through [`DriverHarness`]: an empty linker, and a
 //! [`DriverGuest`] whose agent calls step a `driver` session, performing each step with the
 //! same [`GuestOptions`] hooks and host, so one test runs against both worlds.
@@ -107,6 +111,7 @@ pub mod oma_json;
 mod outbound;
 mod pool;
 mod provider;
+pub mod serve;
 mod simulator;
 mod state;
 pub mod workloads;

@@ -71,6 +71,19 @@ impl HostState {
         }
     }
 
+    /// A state around a WASI context the caller built (the gateway server's: an environment
+    /// and stdio of its own), with `hooks` for outbound HTTP and no `host` imports.
+    pub(crate) fn with_wasi(wasi: WasiCtx, hooks: Box<dyn WasiHttpHooks>, limits: Limits) -> Self {
+        HostState {
+            wasi,
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            hooks,
+            host: Box::new(NoHost),
+            guard: StoreGuard::new(limits),
+        }
+    }
+
     /// The limits this guest runs under (they apply in stores of a [`Harness`](crate::Harness)).
     pub fn limits(&self) -> Limits {
         self.guard.limits()

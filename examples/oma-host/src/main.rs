@@ -13,9 +13,13 @@
 //!
 //! `OMA_COMPONENT=path/to/oma_component.wasm` runs another build of the guest than the one this
 //! binary was built with.
+//!
+//! `serve` is the exception to all of the above: it runs the gateway component
+//! (`oma_gateway.wasm`) behind an HTTP server until it gets a signal; see `src/serve.rs`.
 
 mod demo;
 mod run;
+mod serve;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -58,6 +62,13 @@ commands:
                   progress events as JSON lines on stderr. Requests go to public, loopback
                   and private (LAN) addresses only, checked after DNS resolution: never to
                   link-local, cloud-metadata or unspecified ones
+  serve [--addr IP:PORT] [--component PATH]
+                  serve the gateway (oma_gateway.wasm, or the wasi:http/proxy component at
+                  PATH) over HTTP/1.1 on --addr (127.0.0.1:8080 by default; port 0 picks a free
+                  one) until SIGINT or SIGTERM, printing "oma-host: listening on
+                  http://IP:PORT" on stderr. One fresh instance per request (the pooling
+                  allocator); the component's environment is only the variables named
+                  OMA_GATEWAY_*, AWS_*, *_API_KEY and *_BASE_URL; its requests go where run's do
   demo            the whole pipeline on a bundled conversation with an image and a video, with
                   no network and no key: validation, two wire formats, the hook, wasi-http to a
                   loopback provider, a tool call, the result
@@ -99,6 +110,8 @@ enum Command {
     Run(run::RunArgs),
     /// `demo`.
     Demo,
+    /// `serve [--addr IP:PORT] [--component PATH]`.
+    Serve(serve::ServeArgs),
 }
 
 /// The operands of `format`.
@@ -200,6 +213,7 @@ fn parse(args: &[String]) -> Result<Command, String> {
             }))
         }
         "run" => run::parse_args(rest).map(Command::Run),
+        "serve" => serve::parse_args(rest).map(Command::Serve),
         "demo" => match rest {
             [] => Ok(Command::Demo),
             _ => Err("`demo` takes no arguments".into()),
@@ -633,8 +647,25 @@ fn print_stdout(text: &str) {
         .and_then(|()| out.flush());
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
+/// Every command but `serve`, on a current-thread runtime; returns the text to print on
+/// success.
+async fn execute(command: Command) -> Result<String, Failure> {
+    match command {
+        Command::Help => Ok(USAGE.to_owned()),
+        Command::Version => Ok(format!("oma-host {}", env!("CARGO_PKG_VERSION"))),
+        Command::Validate { input } => validate(&input).await,
+        Command::Format(args) => format(args).await,
+        Command::Parse(args) => parse_response(args).await,
+        Command::Run(args) => run::run(args).await,
+        Command::Demo => demo::demo().await,
+        // `main` runs it on a multi-thread runtime of its own, never inside this one.
+        Command::Serve(_) => Err(Failure::Host(anyhow::anyhow!(
+            "`serve` needs a runtime of its own and cannot run inside another"
+        ))),
+    }
+}
+
+fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = match parse(&args) {
         Ok(command) => command,
@@ -644,13 +675,20 @@ async fn main() -> ExitCode {
         }
     };
     let result = match command {
-        Command::Help => Ok(USAGE.to_owned()),
-        Command::Version => Ok(format!("oma-host {}", env!("CARGO_PKG_VERSION"))),
-        Command::Validate { input } => validate(&input).await,
-        Command::Format(args) => format(args).await,
-        Command::Parse(args) => parse_response(args).await,
-        Command::Run(args) => run::run(args).await,
-        Command::Demo => demo::demo().await,
+        // A server on a multi-thread runtime of its own; it prints nothing on stdout.
+        Command::Serve(args) => match serve::serve(args) {
+            Ok(()) => return ExitCode::SUCCESS,
+            Err(failure) => Err(failure),
+        },
+        command => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(execute(command)),
+            Err(e) => Err(Failure::Host(anyhow::anyhow!(
+                "could not start the runtime: {e}"
+            ))),
+        },
     };
     match result {
         Ok(output) => {

@@ -3,7 +3,8 @@
 //! One test binary (so the component is loaded once): OMA's guard and media rules with their
 //! exact messages (`fixtures/`, the same tables the native unit tests can read), round trips of
 //! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, the harness
-//! itself, and provider calls through wasi-http against the loopback simulator (`provider`).
+//! itself, provider calls through wasi-http against the loopback simulator (`provider`), and the
+//! gateway served over HTTP in process (`serve`).
 
 mod agent;
 mod common;
@@ -17,5 +18,6 @@ mod parity;
 mod provider;
 mod roundtrip;
 mod secrets;
+mod serve;
 mod wit_validate;
 mod worlds;

@@ -91,7 +91,8 @@ Exit status: 0 on success (JSON on stdout), 1 on a failure (the error JSON on st
 Environment: OMA_COMPONENT overrides the path of the guest component.
 Limits: each call into the component may spend 30 s in the guest (waiting for a provider, a hook
 or a tool does not count) and the component may use 512 MiB of memory; past either the command
-fails with an error JSON."#;
+fails with an error JSON. serve applies both to each request's instance, answering 500, and ends a
+request after 10 minutes (504 if nothing was answered yet); it exits 0 after SIGINT or SIGTERM."#;
 
 /// A parsed command line.
 #[derive(Debug, PartialEq)]
@@ -743,6 +744,10 @@ mod tests {
             (&["-V"], Ok(Command::Version)),
             (&[], Err("no command given")),
             (&["frobnicate"], Err("unknown command `frobnicate`")),
+            (
+                &["serve", "gateway.wasm"],
+                Err("`serve` takes no operands, got `gateway.wasm`"),
+            ),
             (&["--verbose"], Err("unknown option `--verbose`")),
             (
                 &["validate"],

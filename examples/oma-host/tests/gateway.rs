@@ -63,8 +63,15 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a provider that hangs hangs: far past the deadline.
 const HANG: Duration = Duration::from_secs(60);
 
+/// Variables for the gateway, by name.
+type Environment = Vec<(&'static str, String)>;
+
+/// A value of `OMA_GATEWAY_DEADLINE_MS` that is no number: the gateway must name the variable
+/// and never show this.
+const BAD_DEADLINE: &str = "soon-7731";
+
 /// The gateway's environment for the suite: both providers point at the simulator.
-fn gateway_environment(simulator: &Simulator) -> Vec<(&'static str, String)> {
+fn gateway_environment(simulator: &Simulator) -> Environment {
     vec![
         ("ANTHROPIC_API_KEY", ANTHROPIC_KEY.to_owned()),
         ("OPENAI_API_KEY", OPENAI_KEY.to_owned()),
@@ -88,13 +95,13 @@ fn is_gateway_variable(name: &str) -> bool {
 
 /// `command` with the gateway's environment: the test's own gateway variables removed, the
 /// suite's set.
-fn with_gateway_environment(command: &mut Command, simulator: &Simulator) {
+fn with_gateway_environment(command: &mut Command, environment: &Environment) {
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(is_gateway_variable) {
             command.env_remove(name);
         }
     }
-    command.envs(gateway_environment(simulator));
+    command.envs(environment.iter().map(|(name, value)| (name, value)));
 }
 
 fn conversation(name: &str) -> Value {
@@ -291,10 +298,10 @@ fn gateway_wasm() -> &'static str {
 }
 
 /// `oma-host serve --addr 127.0.0.1:0`; it says `oma-host: listening on http://127.0.0.1:PORT`.
-fn start_oma_host(simulator: &Simulator) -> Result<RunningHost, String> {
+fn start_oma_host(environment: &Environment) -> Result<RunningHost, String> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_oma-host"));
     command.args(["serve", "--addr", "127.0.0.1:0"]);
-    with_gateway_environment(&mut command, simulator);
+    with_gateway_environment(&mut command, environment);
     spawn_host("oma-host serve", command, "listening on http://", None)
 }
 
@@ -340,15 +347,15 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 /// `wasi:cli/environment`; `--env NAME` hands the component that variable of wasmtime's own
 /// environment (the values stay off the command line). It says
 /// `Serving HTTP on http://127.0.0.1:PORT/`.
-fn start_wasmtime(simulator: &Simulator) -> Result<RunningHost, String> {
+fn start_wasmtime(environment: &Environment) -> Result<RunningHost, String> {
     let binary = wasmtime_binary()?;
     let mut command = Command::new(binary);
     command.args(["serve", "-Scli", "--addr", "127.0.0.1:0"]);
-    for (name, _) in gateway_environment(simulator) {
+    for (name, _) in environment {
         command.args(["--env", name]);
     }
     command.arg(gateway_wasm());
-    with_gateway_environment(&mut command, simulator);
+    with_gateway_environment(&mut command, environment);
     spawn_host("wasmtime serve", command, "Serving HTTP on http://", None)
 }
 
@@ -363,7 +370,7 @@ fn js_host_dir() -> PathBuf {
 /// the server (preview2-shim's `http-error-code` returns node's Error there). jco prints the
 /// port it was given, not the one it bound, so the port is chosen here: a free one, tried again
 /// with another if jco cannot bind it.
-fn start_jco(simulator: &Simulator) -> Result<RunningHost, String> {
+fn start_jco(environment: &Environment) -> Result<RunningHost, String> {
     let dir = js_host_dir();
     let jco = dir.join("node_modules/@bytecodealliance/jco/dist/jco.js");
     if !jco.is_file() {
@@ -400,7 +407,7 @@ fn start_jco(simulator: &Simulator) -> Result<RunningHost, String> {
             .arg("--jco-import")
             .arg(dir.join("host.mjs"))
             .arg(gateway_wasm());
-        with_gateway_environment(&mut command, simulator);
+        with_gateway_environment(&mut command, environment);
         match spawn_host("jco serve", command, "Server listening @ ", Some(scratch)) {
             Ok(host) if host.addr.port() == port => {
                 wait_until_accepting(host.addr)?;
@@ -433,18 +440,23 @@ fn wait_until_accepting(addr: SocketAddr) -> Result<(), String> {
 
 // -------------------------------------------------------------------------------------- suite
 
-/// Starts the simulator and the host, runs every check, and fails with the list of the checks
-/// that failed.
+fn start(kind: HostKind, environment: &Environment) -> Result<RunningHost, String> {
+    match kind {
+        HostKind::OmaHost => start_oma_host(environment),
+        HostKind::Wasmtime => start_wasmtime(environment),
+        HostKind::Jco => start_jco(environment),
+    }
+}
+
+/// Starts the simulator and the host, runs every check, then does the same with a second host
+/// whose configuration the gateway cannot use, and fails with the list of the checks that
+/// failed.
 fn run_suite(kind: HostKind) {
     let _one = lock(&ONE_HOST_AT_A_TIME);
     let simulator = Simulator::start().expect("the simulator starts");
     let started = Instant::now();
-    let mut host = match kind {
-        HostKind::OmaHost => start_oma_host(&simulator),
-        HostKind::Wasmtime => start_wasmtime(&simulator),
-        HostKind::Jco => start_jco(&simulator),
-    }
-    .unwrap_or_else(|why| panic!("{}: {why}", kind.name()));
+    let mut host = start(kind, &gateway_environment(&simulator))
+        .unwrap_or_else(|why| panic!("{}: {why}", kind.name()));
     eprintln!(
         "{} listens on {} (started in {:.1?})",
         kind.name(),
@@ -505,6 +517,28 @@ fn run_suite(kind: HostKind) {
             no_secret_in_the_hosts_output,
             one_log_line_per_request_without_its_query,
         );
+
+        // A configuration the gateway cannot use, on a host of its own.
+        let mut environment = gateway_environment(&simulator);
+        for (name, value) in &mut environment {
+            if *name == "OMA_GATEWAY_DEADLINE_MS" {
+                *value = BAD_DEADLINE.to_owned();
+            }
+        }
+        let outcome = match start(kind, &environment) {
+            Ok(misconfigured) => {
+                let gateway = Gateway {
+                    addr: misconfigured.addr,
+                    simulator: &simulator,
+                    transcript: Mutex::new(Vec::new()),
+                    stderr: Arc::clone(&misconfigured.stderr),
+                    stdout: Arc::clone(&misconfigured.stdout),
+                };
+                a_bad_variable_is_500_naming_it(&gateway).await
+            }
+            Err(why) => Err(anyhow!("the host did not start with {BAD_DEADLINE:?}: {why}")),
+        };
+        report.record("a_bad_variable_is_500_naming_it", outcome);
     });
     let failed: Vec<&(String, Result<(), String>)> = report
         .outcomes
@@ -1682,6 +1716,49 @@ async fn a_provider_cut_mid_stream_ends_with_a_failed_done(gw: &Gateway<'_>) -> 
         body == json!({"status": "ok"}),
         "/healthz after the cut: {body}"
     );
+    Ok(())
+}
+
+/// A variable the gateway cannot use makes every request a `500` `CONFIGURATION` that names
+/// the variable and never shows its value; nothing is sent.
+async fn a_bad_variable_is_500_naming_it(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let before = gw.simulator.request_count();
+    for call in [
+        Call::get("/healthz").auth(Auth::Without),
+        Call::post("/v1/validate", "[]"),
+        Call::post_json(
+            "/v1/run",
+            &json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}),
+        ),
+    ] {
+        let what = format!("{} {}", call.method, call.path);
+        let response = gw.send(call).await?;
+        let inner = response
+            .expect_error(500, "Error", Some("CONFIGURATION"))
+            .context(what.clone())?;
+        let message = inner["message"].as_str().unwrap_or_default();
+        ensure!(
+            message.contains("OMA_GATEWAY_DEADLINE_MS"),
+            "{what}: the message does not name the variable: {message}"
+        );
+    }
+    ensure!(
+        gw.simulator.request_count() == before,
+        "something was sent to the provider"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let transcript = String::from_utf8_lossy(&lock(&gw.transcript)).into_owned();
+    let stderr = String::from_utf8_lossy(&lock(&gw.stderr)).into_owned();
+    let stdout = String::from_utf8_lossy(&lock(&gw.stdout)).into_owned();
+    for (place, text) in [
+        ("a response", &transcript),
+        ("stderr", &stderr),
+        ("stdout", &stdout),
+    ] {
+        for secret in SECRETS.iter().chain([&BAD_DEADLINE]) {
+            ensure!(!text.contains(secret), "{secret:?} is in {place}");
+        }
+    }
     Ok(())
 }
 

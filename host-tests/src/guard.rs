@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
+use hyper::client::conn::http1::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
@@ -309,6 +310,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// component's `EgressDenied`, never retried) before any socket opens, and is recorded as a
 /// [`Refusal`]. Clones share the records.
 ///
+/// Connections are kept alive: one whose response was read to its end serves the next request
+/// to the same scheme, host and port (whose addresses are checked again first, so a refusal
+/// never rides on an open connection). Clones share the idle connections; so do guards made
+/// with [`GuardedOutbound::sharing_connections`].
+///
 /// `GuardedOutbound::default()` allows public addresses only and uses the system resolver.
 #[derive(Clone)]
 pub struct GuardedOutbound {
@@ -316,6 +322,7 @@ pub struct GuardedOutbound {
     resolver: Arc<dyn Resolve>,
     refusals: Arc<Mutex<Vec<Refusal>>>,
     connections: Arc<AtomicUsize>,
+    idle: Arc<crate::pool::Pool>,
 }
 
 impl std::fmt::Debug for GuardedOutbound {
@@ -342,7 +349,16 @@ impl GuardedOutbound {
             resolver: Arc::new(SystemResolver),
             refusals: Arc::default(),
             connections: Arc::default(),
+            idle: Arc::default(),
         }
+    }
+
+    /// The same guard, reusing `other`'s idle connections (and giving its own back to the same
+    /// place), with refusals and connection counts of its own: one guard per request can then
+    /// keep the provider's connections across requests.
+    pub fn sharing_connections(mut self, other: &GuardedOutbound) -> Self {
+        self.idle = Arc::clone(&other.idle);
+        self
     }
 
     /// The same guard resolving names with `resolver`.
@@ -417,7 +433,7 @@ impl WasiHttpHooks for GuardedOutbound {
         let guard = self.clone();
         Box::new(async move {
             let addresses = guard.check(request.uri()).await?;
-            let response = send_to(&guard.connections, &addresses, request, options).await?;
+            let response = send_to(&guard, &addresses, request, options).await?;
             // The connection's I/O runs in a task of its own.
             let io: IoFuture = Box::new(async { Ok(()) });
             Ok((response, io))
@@ -428,9 +444,10 @@ impl WasiHttpHooks for GuardedOutbound {
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
-/// Sends `request` over a new connection to the first of `addresses` that accepts one.
+/// Sends `request` over an idle connection to its scheme, host and port, or a new connection
+/// to the first of `addresses` that accepts one.
 async fn send_to(
-    connections: &AtomicUsize,
+    guard: &GuardedOutbound,
     addresses: &[IpAddr],
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
@@ -443,6 +460,10 @@ async fn send_to(
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned();
+    // The policy is part of the key: a connection opened under one policy never serves a guard
+    // with another.
+    let scheme = if tls { "https" } else { "http" };
+    let key = format!("{scheme}://{host}:{port} {:?}", guard.policy);
     let connect_timeout = options
         .and_then(|o| o.connect_timeout)
         .unwrap_or(DEFAULT_TIMEOUT);
@@ -454,6 +475,45 @@ async fn send_to(
         .unwrap_or(DEFAULT_TIMEOUT)
         .max(Duration::from_nanos(1));
 
+    let mut sender = match guard.idle.take(&key) {
+        Some(sender) => sender,
+        None => {
+            connect(
+                &guard.connections,
+                addresses,
+                port,
+                tls.then_some(host),
+                connect_timeout,
+            )
+            .await?
+        }
+    };
+
+    // On the wire, HTTP/1.1 names only the path; the authority travels as `Host`.
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)?
+        .map_err(Error::from)?;
+    let idle = Arc::clone(&guard.idle);
+    Ok(response.map(|incoming| {
+        crate::pool::pooled(incoming, between_bytes_timeout, idle, key, sender).boxed_unsync()
+    }))
+}
+
+/// A new connection (TLS with the webpki roots when `tls_name` is given) to the first of
+/// `addresses` that accepts one, its I/O driven by a task of its own.
+async fn connect(
+    connections: &AtomicUsize,
+    addresses: &[IpAddr],
+    port: u16,
+    tls_name: Option<String>,
+    connect_timeout: Duration,
+) -> Result<SendRequest<WasiBody>, Error> {
     let mut last = Error::DestinationUnavailable;
     let mut stream = None;
     for &ip in addresses {
@@ -470,7 +530,7 @@ async fn send_to(
     }
     let stream = stream.ok_or(last)?;
     let _ = stream.set_nodelay(true);
-    let stream: Box<dyn Stream> = if tls {
+    let stream: Box<dyn Stream> = if let Some(host) = tls_name {
         let roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.into(),
         };
@@ -492,7 +552,7 @@ async fn send_to(
     } else {
         Box::new(stream)
     };
-    let (mut sender, connection) = tokio::time::timeout(
+    let (sender, connection) = tokio::time::timeout(
         connect_timeout,
         hyper::client::conn::http1::handshake(TokioIo::new(stream)),
     )
@@ -504,18 +564,7 @@ async fn send_to(
         let _ = connection.await;
     });
 
-    // On the wire, HTTP/1.1 names only the path; the authority travels as `Host`.
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    *request.uri_mut() = http::Uri::builder()
-        .path_and_query(path)
-        .build()
-        .map_err(|_| Error::HttpRequestUriInvalid)?;
-    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-        .await
-        .map_err(|_| Error::ConnectionReadTimeout)?
-        .map_err(Error::from)?;
-    Ok(response
-        .map(|incoming| crate::pool::timed(incoming, between_bytes_timeout, sender).boxed_unsync()))
+    Ok(sender)
 }
 
 #[cfg(test)]

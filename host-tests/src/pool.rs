@@ -1,7 +1,7 @@
-//! Keep-alive for the loopback hook: HTTP/1.1 connections are kept after a response has been
-//! read to its end and reused by the next request to the same authority, as Node's fetch
-//! (undici) and every production HTTP client do. wasmtime's `default_send_request` opens a
-//! fresh connection per request.
+//! Keep-alive for the loopback hook and the address guard: HTTP/1.1 connections are kept after
+//! a response has been read to its end and reused by the next request to the same authority,
+//! as Node's fetch (undici) and every production HTTP client do. wasmtime's
+//! `default_send_request` opens a fresh connection per request.
 //!
 //! A connection goes back to the pool only after its response body ended cleanly; a body that
 //! fails, times out or is dropped half-read takes its connection with it. The request
@@ -25,7 +25,10 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 /// The timeout used when the request options set none (as `default_send_request`).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Idle connections by authority (`host:port`).
+/// The most idle connections kept per authority; more are closed when they fall idle.
+const MAX_IDLE_PER_AUTHORITY: usize = 64;
+
+/// Idle connections by authority (`host:port`, with the scheme where it can be either).
 #[derive(Default)]
 pub(crate) struct Pool {
     idle: Mutex<HashMap<String, Vec<SendRequest<WasiBody>>>>,
@@ -33,7 +36,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// An idle connection to `authority` that is still open.
-    fn take(&self, authority: &str) -> Option<SendRequest<WasiBody>> {
+    pub(crate) fn take(&self, authority: &str) -> Option<SendRequest<WasiBody>> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let senders = idle.get_mut(authority)?;
         while let Some(sender) = senders.pop() {
@@ -49,7 +52,10 @@ impl Pool {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.entry(authority).or_default().push(sender);
+        let senders = idle.entry(authority).or_default();
+        if senders.len() < MAX_IDLE_PER_AUTHORITY {
+            senders.push(sender);
+        }
     }
 }
 
@@ -101,17 +107,18 @@ pub(crate) async fn send(
             incoming,
             timeout,
             release: Some((pool, authority, sender)),
-            _hold: None,
         }
         .boxed_unsync()
     }))
 }
 
-/// A body that fails when the server falls silent for longer than `between_bytes`, keeping
-/// `sender` (its connection, which is not pooled) alive until the body is dropped.
-pub(crate) fn timed(
+/// A body that fails when the server falls silent for longer than `between_bytes`, and gives
+/// `sender` back to `pool` under `authority` once it has ended cleanly.
+pub(crate) fn pooled(
     incoming: Incoming,
     between_bytes: Duration,
+    pool: Arc<Pool>,
+    authority: String,
     sender: SendRequest<WasiBody>,
 ) -> impl Body<Data = Bytes, Error = Error> + Send {
     let mut timeout = tokio::time::interval(between_bytes.max(Duration::from_nanos(1)));
@@ -119,8 +126,7 @@ pub(crate) fn timed(
     PooledBody {
         incoming,
         timeout,
-        release: None,
-        _hold: Some(sender),
+        release: Some((pool, authority, sender)),
     }
 }
 
@@ -168,8 +174,6 @@ struct PooledBody {
     incoming: Incoming,
     timeout: tokio::time::Interval,
     release: Option<(Arc<Pool>, String, SendRequest<WasiBody>)>,
-    /// The sender of a connection that is not pooled, dropped with the body.
-    _hold: Option<SendRequest<WasiBody>>,
 }
 
 impl Body for PooledBody {

@@ -35,7 +35,8 @@
 //!   thread so that it cannot starve other requests; and a memory cap per store. On top of that,
 //!   [`ServeOptions::request_timeout`] bounds a request's wall-clock time, streaming included:
 //!   past it the instance is dropped.
-//! - **Outbound requests** go through a fresh [`GuardedOutbound`] per request with
+//! - **Outbound requests** go through a fresh [`GuardedOutbound`] per request (sharing the
+//!   server's idle provider connections, so they are kept alive across requests) with
 //!   [`ServeOptions::policy`] ([`AddressPolicy::LOCAL_SERVERS`] by default, as `oma-host run`:
 //!   public, loopback and private addresses, never link-local, cloud-metadata or unspecified
 //!   ones, checked after DNS resolution). A refusal is noted on standard error.
@@ -239,6 +240,8 @@ struct Shared {
     request_timeout: Duration,
     shutdown_grace: Duration,
     policy: AddressPolicy,
+    /// The provider connections kept alive across requests (each request's guard shares them).
+    connections: GuardedOutbound,
     /// One permit per pool slot: a request holds one from before its store exists until the
     /// store is dropped.
     slots: Arc<Semaphore>,
@@ -309,6 +312,7 @@ impl Server {
                 request_timeout: options.request_timeout,
                 shutdown_grace: options.shutdown_grace,
                 policy: options.policy,
+                connections: GuardedOutbound::new(options.policy),
                 slots: Arc::new(Semaphore::new(max_instances as usize)),
                 max_instances,
             }),
@@ -447,7 +451,7 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
         );
     };
     let label = format!("{} {}", request.method(), request.uri().path());
-    let guard = GuardedOutbound::new(shared.policy);
+    let guard = GuardedOutbound::new(shared.policy).sharing_connections(&shared.connections);
     let mut store = new_store(&shared, guard.clone());
     let (sender, receiver) = oneshot::channel();
     let incoming = store

@@ -443,6 +443,39 @@ async fn an_allowed_name_is_reached_at_the_checked_address() {
     assert_eq!(host, Some(format!("models.lan.test:{port}").as_str()));
 }
 
+/// The guard keeps connections alive: a second request to the same host reuses the first's
+/// connection (and a guard sharing them does too), while a name that resolves to a refused
+/// address is refused even though a connection to the same port is open.
+#[tokio::test]
+async fn the_guard_keeps_connections_alive_and_still_checks_every_request() {
+    let simulator = Simulator::start().expect("starts");
+    let port = simulator.base_url().rsplit(':').next().unwrap().to_owned();
+    let resolver = StaticResolver::new()
+        .with("models.lan.test", [ip("127.0.0.1")])
+        .with("metadata.test", [ip("169.254.169.254")]);
+    let guard = GuardedOutbound::new(AddressPolicy::LOCAL_SERVERS).with_resolver(resolver.clone());
+    let url = format!("http://models.lan.test:{port}");
+    for _ in 0..3 {
+        chat(guard.clone(), &url).await.expect("reached");
+    }
+    let other = GuardedOutbound::new(AddressPolicy::LOCAL_SERVERS)
+        .with_resolver(resolver)
+        .sharing_connections(&guard);
+    chat(other.clone(), &url).await.expect("reached");
+    assert_eq!(simulator.request_count(), 4);
+    assert_eq!(
+        simulator.connection_count(),
+        1,
+        "one connection served all four"
+    );
+    assert_eq!(guard.connections() + other.connections(), 1);
+    let error = chat(other.clone(), &format!("http://metadata.test:{port}"))
+        .await
+        .expect_err("refused");
+    assert_eq!(error.kind, ErrorKind::EgressDenied, "{error:?}");
+    assert_eq!(simulator.request_count(), 4);
+}
+
 /// `AllowOutbound`, the real sender for embedders, is the public-only guard: the loopback
 /// simulator is out of its reach.
 #[tokio::test]

@@ -36,6 +36,19 @@ const SIDES = [
   { key: 'oma-node', label: 'OMA on Node (node:http)', short: 'OMA', color: '#d1242f' },
 ];
 
+const machine = Object.fromEntries(
+  read('machine.txt')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const i = line.indexOf(': ');
+      return [line.slice(0, i), line.slice(i + 2)];
+    }),
+);
+const CORES = Number(machine.cores) || 1;
+// A cell whose window saw more than this share of the machine busy with other work is marked.
+const DISTURBED = 0.1;
+
 const cells = read('cells.jsonl')
   .split('\n')
   .filter(Boolean)
@@ -74,28 +87,33 @@ const cells = read('cells.jsonl')
       errors: non2xx + transport + missing,
       error_kinds: { ...codes, ...(oha.errorDistribution ?? {}) },
       provider_requests: cell.provider_requests,
+      provider_connections: cell.provider_connections ?? null,
+      provider_cpu_ms_per_request:
+        requests > 0 && cell.provider_cpu_ticks != null ? (cell.provider_cpu_ticks / cell.clk_tck) * 1000 / requests : null,
       probe_after: cell.probe_after,
       peak_mib: cell.vm_hwm_kb / 1024,
       rss_peak_mib: cell.rss_peak_kb / 1024,
       cpu_ms_per_request: requests > 0 ? (cell.cpu_ticks / cell.clk_tck) * 1000 / requests : null,
       load_before: cell.load_before,
+      // The CPU the rest of the machine used during the window (not the server, the provider or
+      // the load generator), as a share of all cores: other tenants' work.
+      others_cpu_share: othersShare(cell),
     };
   });
+
+function othersShare(cell) {
+  if (cell.machine_busy_ticks == null || !cell.wall_s) return null;
+  const tck = cell.clk_tck;
+  const ours = cell.cpu_ticks / tck + (cell.provider_cpu_ticks ?? 0) / tck + (cell.oha_cpu_s ?? 0);
+  const busy = cell.machine_busy_ticks / tck;
+  return Math.max(0, busy - ours) / (cell.wall_s * CORES);
+}
 
 if (cells.length === 0) {
   console.error(`report: no cells in ${workDir}/cells.jsonl`);
   process.exit(1);
 }
 
-const machine = Object.fromEntries(
-  read('machine.txt')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => {
-      const i = line.indexOf(': ');
-      return [line.slice(0, i), line.slice(i + 2)];
-    }),
-);
 const loadavg = read('loadavg.txt').split('\n').filter(Boolean);
 const notes = read('notes.txt').split('\n').filter(Boolean);
 
@@ -125,7 +143,8 @@ for (const w of workloads) {
       if (ratio >= 10 && h.p99_ms <= o.p99_ms && h.errors === 0) moonshot += 1;
       goal = met ? 'yes' : 'no';
     }
-    const side = (x) => (x ? [f0(x.rps), f2(x.p50_ms), f2(x.p99_ms), String(x.errors), f1(x.peak_mib)] : ['–', '–', '–', '–', '–']);
+    const mark = (x) => (x.others_cpu_share != null && x.others_cpu_share > DISTURBED ? ' †' : '');
+    const side = (x) => (x ? [f0(x.rps) + mark(x), f2(x.p50_ms), f2(x.p99_ms), String(x.errors), f1(x.peak_mib)] : ['–', '–', '–', '–', '–']);
     rows.push([w, String(c), ...side(h), ...side(o), ratio == null ? '–' : `${ratio.toFixed(2)}x`, goal]);
   }
 }
@@ -139,13 +158,15 @@ const head = [
 const align = head.map((_, i) => (i < 2 ? '---' : '---:'));
 const table = [head, align, ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
 
-const cpuHead = ['workload', 'conc.', 'oma-host CPU ms/req', 'OMA CPU ms/req', 'oma-host requests', 'OMA requests'];
+const cpuHead = ['workload', 'conc.', 'oma-host CPU ms/req', 'OMA CPU ms/req', 'ratio', 'oma-host requests', 'OMA requests', 'others\' CPU, oma-host / OMA window'];
 const cpuRows = [];
 for (const w of workloads) {
   for (const c of concurrencies) {
     const h = find('oma-host', w, c);
     const o = find('oma-node', w, c);
-    cpuRows.push([w, String(c), f2(h?.cpu_ms_per_request), f2(o?.cpu_ms_per_request), f0(h?.requests), f0(o?.requests)]);
+    const pct = (x) => (x?.others_cpu_share == null ? '–' : `${(x.others_cpu_share * 100).toFixed(0)}%`);
+    const cr = h?.cpu_ms_per_request && o?.cpu_ms_per_request ? `${(o.cpu_ms_per_request / h.cpu_ms_per_request).toFixed(2)}x` : '–';
+    cpuRows.push([w, String(c), f2(h?.cpu_ms_per_request), f2(o?.cpu_ms_per_request), cr, f0(h?.requests), f0(o?.requests), `${pct(h)} / ${pct(o)}`]);
   }
 }
 const cpuTable = [cpuHead, cpuHead.map((_, i) => (i < 2 ? '---' : '---:')), ...cpuRows]
@@ -180,12 +201,14 @@ const md = `# Gateway load test results
 
 ${table}
 
-${goalRows > 0 ? `Goal (at least 3x OMA's requests/s at equal or better p99, no errors): met on ${goalMet} of ${goalRows} rows; 10x on ${moonshot}.` : 'Only one side was measured: no ratio.'}
+${cells.some((x) => x.others_cpu_share > DISTURBED) ? `† other programs kept more than ${DISTURBED * 100}% of the machine busy during this cell's window.\n\n` : ''}${goalRows > 0 ? `Goal (at least 3x OMA's requests/s at equal or better p99, no errors): met on ${goalMet} of ${goalRows} rows; 10x on ${moonshot}.` : 'Only one side was measured: no ratio.'}
 
 ${providerLine}
 
 Server CPU time per request (user + system, over the measured window; the load generator and the
-provider are not counted):
+provider are not counted; "ratio" is OMA's over the gateway's), and the share of the machine other
+programs used during each window (all CPU time minus the server's, the provider's and the load
+generator's):
 
 ${cpuTable}
 

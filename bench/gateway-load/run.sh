@@ -14,6 +14,7 @@
 #   NODE_WORKERS=1         processes of the OMA server (node:cluster when > 1)
 #   QUIET_WAIT=300         seconds to wait, at most, for no rustc and a 1-minute load below
 #                          QUIET_LOAD (1.0) before starting; then it starts anyway, noting it
+#   CELL_QUIET_WAIT=600    seconds to wait, at most, before each cell while a rustc runs
 #   RESULTS_DIR=bench/gateway-load   where results.md, results.json and rps.svg are written
 #   SKIP_BUILD=0           1: use the binaries already built
 #
@@ -34,6 +35,7 @@ PIN=${PIN:-0}
 NODE_WORKERS=${NODE_WORKERS:-1}
 QUIET_WAIT=${QUIET_WAIT:-300}
 QUIET_LOAD=${QUIET_LOAD:-1.0}
+CELL_QUIET_WAIT=${CELL_QUIET_WAIT:-600}
 RESULTS_DIR=${RESULTS_DIR:-$here}
 SKIP_BUILD=${SKIP_BUILD:-0}
 
@@ -184,7 +186,28 @@ sample_rss() {
   done
 }
 
-provider_requests() { curl -sf "$provider_url/__stats" | sed -E 's/.*"requests":([0-9]+).*/\1/'; }
+# Busy CPU ticks of the whole machine (all cores): user, nice, system, irq, softirq, steal.
+machine_busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
+# Waits while a rustc runs (another build), CELL_QUIET_WAIT seconds at most.
+wait_no_rustc() {
+  local waited=0
+  while pgrep -x rustc >/dev/null; do
+    if (( waited >= CELL_QUIET_WAIT )); then
+      say "a rustc still runs after ${CELL_QUIET_WAIT}s; going on"
+      return 0
+    fi
+    (( waited % 60 == 0 )) && say "waiting for a build to end (rustc running)"
+    sleep 5
+    waited=$((waited + 5))
+  done
+}
+
+# "REQUESTS CONNECTIONS" from the provider's counters (this request's own connection included).
+provider_stats() {
+  { curl -sf "$provider_url/__stats"; echo; } |
+    sed -E 's/.*"requests":([0-9]+).*"connections":([0-9]+).*/\1 \2/'
+}
 
 # One run through the server: must be 200 with success true and the canned output.
 probe() {
@@ -293,6 +316,17 @@ provider_pid=$!
 provider_url=$(wait_listening "$work/provider.log" "$provider_pid") || die "the provider did not start"
 say "provider: $provider_url"
 
+# --- Priming -------------------------------------------------------------------------------------
+# Each side started once and stopped before any cell: the first start of oma-host compiles the
+# component (then cached on disk), which would otherwise land in the first cell's peak memory.
+for side in $SIDES; do
+  start_server "$side" "$work/$side.prime.log"
+  url=$(wait_listening "$work/$side.prime.log" "$server_pid") || { stop_server; die "$side did not start"; }
+  first=$(awk '{ print $1 }' <<<"$WORKLOADS")
+  probe "$url" "$bodies/$first.json" "$work/$side.prime.json" || { stop_server; die "$side: the probe run failed"; }
+  stop_server
+done
+
 # --- The provider alone -------------------------------------------------------------------------
 # Its capacity with each workload's body (the load generator posting straight to it, at the
 # highest concurrency, 3 s): to show it is not the bottleneck of either side.
@@ -319,6 +353,7 @@ for workload in $WORKLOADS; do
       n=$((n + 1))
       tag=$side.$workload.c$c
       log=$work/$tag.server.log
+      wait_no_rustc
       load_before=$(loadavg)
       say "[$n/$total_cells] $side $workload c=$c (load $load_before)"
       start_server "$side" "$log"
@@ -331,16 +366,26 @@ for workload in $WORKLOADS; do
         -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
         >"$work/$tag.warmup.json" 2>>"$work/$tag.oha.log" || true
 
-      before=$(provider_requests)
+      read -r before conns_before < <(provider_stats)
       cpu_before=$(tree_cpu_ticks "$pid")
+      provider_cpu_before=$(tree_cpu_ticks "$provider_pid")
       touch "$work/$tag.sampling"
       sample_rss "$pid" "$work/$tag.rss" "$work/$tag.sampling" &
       sampler=$!
-      "${pin_client[@]}" oha --no-tui --output-format json -z "${DURATION}s" -w -c "$c" -t 60s \
-        -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
-        >"$work/$tag.oha.json" 2>>"$work/$tag.oha.log" || say "oha failed (see $work/$tag.oha.log)"
-      after=$(provider_requests)
+      busy_before=$(machine_busy_ticks)
+      t0=$(date +%s%N)
+      # bash's `time` gives oha's own CPU time (user and system, in seconds).
+      TIMEFORMAT='%3U %3S'
+      { time "${pin_client[@]}" oha --no-tui --output-format json -z "${DURATION}s" -w -c "$c" -t 60s \
+          -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
+          >"$work/$tag.oha.json" 2>>"$work/$tag.oha.log" || say "oha failed (see $work/$tag.oha.log)"
+      } 2>"$work/$tag.oha.time"
+      t1=$(date +%s%N)
+      busy_after=$(machine_busy_ticks)
+      read -r after conns_after < <(provider_stats)
       cpu_after=$(tree_cpu_ticks "$pid")
+      provider_cpu_after=$(tree_cpu_ticks "$provider_pid")
+      oha_cpu_s=$(awk '{ print $1 + $2 }' "$work/$tag.oha.time" 2>/dev/null || echo 0)
       hwm=$(tree_status_kb "$pid" VmHWM)
       rm -f "$work/$tag.sampling"
       wait "$sampler" 2>/dev/null || true
@@ -348,9 +393,11 @@ for workload in $WORKLOADS; do
         && probe_after=true || probe_after=false
       stop_server
 
-      printf '{"side":"%s","workload":"%s","concurrency":%s,"oha":"%s","provider_requests":%s,"cpu_ticks":%s,"clk_tck":%s,"vm_hwm_kb":%s,"rss_peak_kb":%s,"probe_after":%s,"load_before":"%s"}\n' \
-        "$side" "$workload" "$c" "$work/$tag.oha.json" "$((after - before))" \
-        "$((cpu_after - cpu_before))" "$(getconf CLK_TCK)" "$hwm" "$(cat "$work/$tag.rss" 2>/dev/null || echo 0)" \
+      printf '{"side":"%s","workload":"%s","concurrency":%s,"oha":"%s","provider_requests":%s,"provider_connections":%s,"cpu_ticks":%s,"provider_cpu_ticks":%s,"oha_cpu_s":%s,"machine_busy_ticks":%s,"wall_s":%s,"clk_tck":%s,"vm_hwm_kb":%s,"rss_peak_kb":%s,"probe_after":%s,"load_before":"%s"}\n' \
+        "$side" "$workload" "$c" "$work/$tag.oha.json" "$((after - before))" "$((conns_after - conns_before - 1))" \
+        "$((cpu_after - cpu_before))" "$((provider_cpu_after - provider_cpu_before))" "$oha_cpu_s" \
+        "$((busy_after - busy_before))" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')" \
+        "$(getconf CLK_TCK)" "$hwm" "$(cat "$work/$tag.rss" 2>/dev/null || echo 0)" \
         "$probe_after" "$load_before" >>"$cells"
       sleep 1
     done

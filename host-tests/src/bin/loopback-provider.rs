@@ -9,8 +9,9 @@
 //!
 //! - The address must be a loopback one (`127.0.0.0/8` or `::1`); port 0 picks a free port.
 //! - It prints `loopback-provider: listening on http://ADDR` on stderr once it accepts.
-//! - `GET /__stats` answers `{"requests": N, "body_bytes": B}`: the provider requests
-//!   answered so far (`/__stats` itself not counted) and the bytes of their bodies.
+//! - `GET /__stats` answers `{"requests": N, "body_bytes": B, "connections": C}`: the provider
+//!   requests answered so far (`/__stats` itself not counted), the bytes of their bodies, and
+//!   the connections accepted (a client that keeps connections alive opens few).
 //! - It exits by itself after `--max-seconds` (600 by default), and on a closed standard input
 //!   if `--exit-on-stdin-eof` is given.
 //!
@@ -37,6 +38,7 @@ use wasmtime_wasi_http::io::TokioIo;
 struct Stats {
     requests: AtomicU64,
     body_bytes: AtomicU64,
+    connections: AtomicU64,
 }
 
 struct Options {
@@ -158,6 +160,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>) {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        stats.connections.fetch_add(1, Ordering::Relaxed);
         let stats = Arc::clone(&stats);
         tokio::spawn(async move {
             let service = service_fn(move |request| answer(Arc::clone(&stats), request));
@@ -184,9 +187,10 @@ async fn answer(
         .map_or_else(|| parts.uri.path(), |pq| pq.as_str());
     if parts.method == http::Method::GET && path == "/__stats" {
         let text = format!(
-            "{{\"requests\":{},\"body_bytes\":{}}}",
+            "{{\"requests\":{},\"body_bytes\":{},\"connections\":{}}}",
             stats.requests.load(Ordering::Relaxed),
-            stats.body_bytes.load(Ordering::Relaxed)
+            stats.body_bytes.load(Ordering::Relaxed),
+            stats.connections.load(Ordering::Relaxed)
         );
         return Ok(response(200, "application/json", text.into_bytes()));
     }

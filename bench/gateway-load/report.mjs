@@ -265,7 +265,7 @@ function svg() {
       const h = find('oma-host', w, c);
       const o = find('oma-node', w, c);
       if (h?.rps && o?.rps) {
-        out.push(`<text x="${(x0 + ci * groupW + groupW / 2).toFixed(1)}" y="${top - 8}" text-anchor="middle" font-weight="bold" fill="#222">${(h.rps / o.rps).toFixed(1)}x</text>`);
+        out.push(`<text x="${(x0 + ci * groupW + groupW / 2).toFixed(1)}" y="${top - 8}" text-anchor="middle" font-weight="bold" fill="#222">${(h.rps / o.rps).toFixed(2)}x</text>`);
       }
       out.push(`<text x="${(x0 + ci * groupW + groupW / 2).toFixed(1)}" y="${top + panelH + 16}" text-anchor="middle">c=${c}</text>`);
     });

@@ -45,7 +45,6 @@ GATEWAY_WASM=$root/target/oma-guest/wasm32-wasip2/wasm-release/oma_gateway.wasm
 OMA_HOST=$root/target/release/oma-host
 PROVIDER=${LOOPBACK_PROVIDER:-$root/target/release/loopback-provider}
 work=$root/target/gateway-load/run-$(date +%Y%m%dT%H%M%S)
-mkdir -p "$work"
 
 say() { printf 'gateway-load: %s\n' "$*" >&2; }
 die() { say "$*"; exit 2; }

@@ -73,7 +73,12 @@ fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutpa
         return respond(out, super::health());
     }
     let deadline_at = started_ms.saturating_add(settings.deadline_ms);
-    let body = match read_body(request, settings.max_body_bytes, deadline_at) {
+    let body = match read_body(
+        request,
+        content_length,
+        settings.max_body_bytes,
+        deadline_at,
+    ) {
         Ok(body) => body,
         Err(reply) => return respond(out, reply),
     };
@@ -108,15 +113,22 @@ fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutpa
     }
 }
 
-/// The whole body, at most `limit` bytes, read before `deadline_at` (wall clock, ms).
-fn read_body(request: &IncomingRequest, limit: u64, deadline_at: u64) -> Result<Vec<u8>, Reply> {
+/// The whole body, at most `limit` bytes, read before `deadline_at` (wall clock, ms); the
+/// declared length (already checked against the limit) is allocated at once.
+fn read_body(
+    request: &IncomingRequest,
+    declared: Option<u64>,
+    limit: u64,
+    deadline_at: u64,
+) -> Result<Vec<u8>, Reply> {
     let body = request
         .consume()
         .map_err(|()| Reply::unreadable("the body was already taken"))?;
     let stream = body
         .stream()
         .map_err(|()| Reply::unreadable("the body stream was already taken"))?;
-    let mut bytes = Vec::new();
+    let expected = declared.unwrap_or(0).min(limit);
+    let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     loop {
         let left = deadline_at.saturating_sub(wasi::now_ms());
         let readable = stream.subscribe();

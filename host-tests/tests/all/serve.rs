@@ -290,15 +290,15 @@ async fn a_stop_lets_the_request_in_flight_finish() {
 /// server goes on serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_limits_apply_to_every_request() {
-    // 16 MiB of conversation: read whole within a 40 MiB memory cap (beside the gateway's
-    // 16 MiB initial memory), but not parsed within it; and more than 1 ms of guest time.
+    // 16 MiB of conversation: read whole within a 24 MiB memory cap, but not parsed within
+    // it; and more than 1 ms of guest time.
     let text = "x".repeat(16 << 20);
     let big = json!([{"role": "user", "content": [{"type": "text", "text": text}]}]).to_string();
 
     let server = Running::start_with(ServeOptions {
         limits: Limits {
             deadline: Limits::DEFAULT_DEADLINE.into(),
-            memory: Some(40 << 20),
+            memory: Some(24 << 20),
         },
         max_instances: 2,
         ..ServeOptions::default()

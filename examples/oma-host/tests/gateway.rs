@@ -905,6 +905,53 @@ impl Gateway<'_> {
     }
 }
 
+/// A streamed run as the suite reads it: the response, the provider requests it caused, the
+/// events, and the result `done` carried.
+struct Streamed {
+    response: Response,
+    sent: Vec<oma_harness::RecordedRequest>,
+    events: Vec<Event>,
+    result: Value,
+}
+
+impl Streamed {
+    fn names(&self) -> Vec<&str> {
+        self.events.iter().map(|e| e.name.as_str()).collect()
+    }
+}
+
+impl Gateway<'_> {
+    /// `POST /v1/run` of `body` with `Accept: text/event-stream`; checks what every streamed
+    /// run shares: a `200` of `text/event-stream` that ends with exactly one `done`, whose data
+    /// is JSON.
+    async fn streamed_run(&self, body: &Value) -> anyhow::Result<Streamed> {
+        let (response, sent) = self
+            .send_counting(Call::post_json("/v1/run", body).streaming())
+            .await?;
+        response.expect_status(200)?;
+        let content_type = response.header("content-type").unwrap_or("");
+        ensure!(
+            content_type.starts_with("text/event-stream"),
+            "content-type {content_type:?}"
+        );
+        let events = parse_sse(&response.text());
+        let dones = events.iter().filter(|e| e.name == "done").count();
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        ensure!(
+            dones == 1 && names.last() == Some(&"done"),
+            "the events are {names:?}, not ending with one done"
+        );
+        let result = serde_json::from_str(&events[events.len() - 1].data)
+            .context("done's data is not JSON")?;
+        Ok(Streamed {
+            response,
+            sent,
+            events,
+            result,
+        })
+    }
+}
+
 /// One server-sent event.
 #[derive(Debug)]
 struct Event {
@@ -1256,23 +1303,18 @@ async fn run_with_a_prompt_returns_the_result(gw: &Gateway<'_>) -> anyhow::Resul
 /// `done` with the result, for both formats.
 async fn run_streams_server_sent_events(gw: &Gateway<'_>) -> anyhow::Result<()> {
     for (provider, model) in [("anthropic", "claude-sonnet-4-6"), ("openai", "gpt-4o")] {
-        let (response, sent) = gw
-            .send_counting(
-                Call::post_json(
-                    "/v1/run",
-                    &json!({"provider": provider, "model": model, "messages": text_message("Hello?")}),
-                )
-                .streaming(),
-            )
-            .await?;
         let context = |e: anyhow::Error| e.context(provider);
-        response.expect_status(200).map_err(context)?;
-        let content_type = response.header("content-type").unwrap_or("");
-        ensure!(
-            content_type.starts_with("text/event-stream"),
-            "{provider}: content-type {content_type:?}"
-        );
-        let events = parse_sse(&response.text());
+        let Streamed {
+            sent,
+            events,
+            result,
+            ..
+        } = gw
+            .streamed_run(
+                &json!({"provider": provider, "model": model, "messages": text_message("Hello?")}),
+            )
+            .await
+            .map_err(context)?;
         let deltas: Vec<String> = events
             .iter()
             .filter(|e| e.name == "text_delta")
@@ -1285,13 +1327,6 @@ async fn run_streams_server_sent_events(gw: &Gateway<'_>) -> anyhow::Result<()> 
             pieces == CANNED_PIECES,
             "{provider}: text_delta pieces {deltas:?} instead of {CANNED_PIECES:?}"
         );
-        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-        ensure!(
-            names.last() == Some(&"done") && names.iter().filter(|&&n| n == "done").count() == 1,
-            "{provider}: the events are {names:?}, not ending with one done"
-        );
-        let result: Value = serde_json::from_str(&events[events.len() - 1].data)
-            .with_context(|| format!("{provider}: done's data is not JSON"))?;
         expect_canned_result(&result).map_err(context)?;
         ensure!(
             sent.len() == 1,
@@ -1634,27 +1669,18 @@ async fn a_provider_past_the_deadline_is_504(gw: &Gateway<'_>) -> anyhow::Result
 /// `status.code` `timeout`; the head went out before.
 async fn a_deadline_mid_stream_ends_with_a_timeout_done(gw: &Gateway<'_>) -> anyhow::Result<()> {
     gw.simulator.script([Reply::Stall(HANG)]);
-    let (response, sent) = gw
-        .send_counting(
-            Call::post_json(
-                "/v1/run",
-                &json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}),
-            )
-            .streaming(),
+    let streamed = gw
+        .streamed_run(
+            &json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}),
         )
         .await?;
-    response.expect_status(200)?;
     ensure!(
-        sent.len() == 1,
+        streamed.sent.len() == 1,
         "{} provider requests instead of 1",
-        sent.len()
-    );
-    let content_type = response.header("content-type").unwrap_or("");
-    ensure!(
-        content_type.starts_with("text/event-stream"),
-        "content-type {content_type:?}"
+        streamed.sent.len()
     );
     let deadline = Duration::from_millis(DEADLINE_MS);
+    let response = &streamed.response;
     ensure!(
         response.head_after < deadline,
         "the head came only after {:?}",
@@ -1665,14 +1691,12 @@ async fn a_deadline_mid_stream_ends_with_a_timeout_done(gw: &Gateway<'_>) -> any
         "the stream ended only after {:?}",
         response.elapsed
     );
-    let events = parse_sse(&response.text());
-    let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+    let names = streamed.names();
     ensure!(
-        names.first() == Some(&"text_delta") && names.last() == Some(&"done"),
-        "the events are {names:?}: not text_delta first and done last"
+        names.first() == Some(&"text_delta"),
+        "the events are {names:?}: not text_delta first"
     );
-    let result: Value =
-        serde_json::from_str(&events[events.len() - 1].data).context("done's data is not JSON")?;
+    let result = &streamed.result;
     ensure!(
         result["success"] == json!(false) && result["status"]["code"] == json!("timeout"),
         "the result is not a timeout: {result}"
@@ -1684,32 +1708,18 @@ async fn a_deadline_mid_stream_ends_with_a_timeout_done(gw: &Gateway<'_>) -> any
 /// `done` whose result is a failure, and the host goes on serving.
 async fn a_provider_cut_mid_stream_ends_with_a_failed_done(gw: &Gateway<'_>) -> anyhow::Result<()> {
     gw.simulator.script([Reply::Truncated]);
-    let (response, sent) = gw
-        .send_counting(
-            Call::post_json(
-                "/v1/run",
-                &json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}),
-            )
-            .streaming(),
-        )
+    let streamed = gw
+        .streamed_run(&json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}))
         .await?;
-    response.expect_status(200)?;
     ensure!(
-        sent.len() == 1,
+        streamed.sent.len() == 1,
         "{} provider requests instead of 1",
-        sent.len()
+        streamed.sent.len()
     );
-    let events = parse_sse(&response.text());
-    let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
     ensure!(
-        names.last() == Some(&"done"),
-        "the events are {names:?}, not ending with done"
-    );
-    let result: Value =
-        serde_json::from_str(&events[events.len() - 1].data).context("done's data is not JSON")?;
-    ensure!(
-        result["success"] == json!(false),
-        "the run did not fail: {result}"
+        streamed.result["success"] == json!(false),
+        "the run did not fail: {}",
+        streamed.result
     );
     let body = gw.send(Call::get("/healthz")).await?.expect_json(200)?;
     ensure!(

@@ -49,17 +49,25 @@ const CORES = Number(machine.cores) || 1;
 // A cell whose window saw more than this share of the machine busy with other work is marked.
 const DISTURBED = 0.1;
 
-const cells = read('cells.jsonl')
-  .split('\n')
-  .filter(Boolean)
-  .map((line) => JSON.parse(line))
-  .map((cell) => {
-    let oha = {};
-    try {
-      oha = JSON.parse(fs.readFileSync(cell.oha, 'utf8'));
-    } catch {
-      /* a failed oha: no figures */
-    }
+// The cells of a JSON-lines file, each with the oha report it names (`{}` when oha failed:
+// no figures).
+const readCells = (file) =>
+  read(file)
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .map((cell) => {
+      let oha = {};
+      try {
+        oha = JSON.parse(fs.readFileSync(cell.oha, 'utf8'));
+      } catch {
+        /* no figures */
+      }
+      return [cell, oha];
+    });
+
+const cells = readCells('cells.jsonl')
+  .map(([cell, oha]) => {
     const codes = oha.statusCodeDistribution ?? {};
     const ok = Object.entries(codes)
       .filter(([code]) => code.startsWith('2'))
@@ -174,17 +182,8 @@ const cpuTable = [cpuHead, cpuHead.map((_, i) => (i < 2 ? '---' : '---:')), ...c
   .join('\n');
 
 // The provider alone, straight from the load generator.
-const providerCells = read('provider.jsonl')
-  .split('\n')
-  .filter(Boolean)
-  .map((line) => JSON.parse(line))
-  .map((cell) => {
-    let oha = {};
-    try {
-      oha = JSON.parse(fs.readFileSync(cell.oha, 'utf8'));
-    } catch {
-      /* no figures */
-    }
+const providerCells = readCells('provider.jsonl')
+  .map(([cell, oha]) => {
     return {
       workload: cell.workload,
       concurrency: cell.concurrency,

@@ -205,19 +205,26 @@ fn start_response(
 fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
     let mut out = Some(out);
     let mut writer: Option<(OutgoingBody, OutputStream)> = None;
-    let open = |out: &mut Option<ResponseOutparam>| {
-        let headers = [
-            ("content-type".to_owned(), b"text/event-stream".to_vec()),
-            ("cache-control".to_owned(), b"no-cache".to_vec()),
-        ];
-        out.take()
-            .and_then(|out| start_response(out, 200, &headers))
+    // Sends the head once; false when the host refused it (then nobody can be told anything,
+    // and the run stops).
+    let open = |out: &mut Option<ResponseOutparam>,
+                writer: &mut Option<(OutgoingBody, OutputStream)>| {
+        if writer.is_none() {
+            let headers = [
+                ("content-type".to_owned(), b"text/event-stream".to_vec()),
+                ("cache-control".to_owned(), b"no-cache".to_vec()),
+            ];
+            *writer = out
+                .take()
+                .and_then(|out| start_response(out, 200, &headers));
+        }
+        writer.is_some()
     };
     loop {
         let event = match run.next() {
             Progress::FirstSend => {
-                if writer.is_none() {
-                    writer = open(&mut out);
+                if !open(&mut out, &mut writer) {
+                    break;
                 }
                 continue;
             }
@@ -230,13 +237,12 @@ fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
                             None => reply.status,
                         };
                     }
-                    writer = open(&mut out);
                 }
                 AgentEvent::Done(outcome)
             }
         };
-        if writer.is_none() {
-            writer = open(&mut out);
+        if !open(&mut out, &mut writer) {
+            break;
         }
         let over = matches!(event, AgentEvent::Done(_));
         let written = writer.as_ref().map_or(Ok(()), |(_, stream)| {

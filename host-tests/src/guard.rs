@@ -15,11 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_body_util::BodyExt;
 use hyper::client::conn::http1::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 type IoFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>;
@@ -299,10 +297,6 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// The default time to connect, and to wait for a response's first and next bytes, when the
-/// request options set none (as `default_send_request`).
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// Sends requests for real (HTTP/1.1, TLS with the webpki roots for `https`), to addresses the
 /// [`AddressPolicy`] allows: the host name is resolved once, every address it resolved to is
 /// checked, and the connection goes to one of exactly those addresses. A request whose host
@@ -449,10 +443,10 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 async fn send_to(
     guard: &GuardedOutbound,
     addresses: &[IpAddr],
-    mut request: http::Request<WasiBody>,
+    request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<http::Response<WasiBody>, Error> {
-    let uri = request.uri().clone();
+    let uri = request.uri();
     let tls = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
     let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
     let host = uri.host().ok_or(Error::HttpRequestUriInvalid)?;
@@ -464,45 +458,17 @@ async fn send_to(
     // with another.
     let scheme = if tls { "https" } else { "http" };
     let key = format!("{scheme}://{host}:{port} {:?}", guard.policy);
-    let connect_timeout = options
-        .and_then(|o| o.connect_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT);
-    let first_byte_timeout = options
-        .and_then(|o| o.first_byte_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT);
-    let between_bytes_timeout = options
-        .and_then(|o| o.between_bytes_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT)
-        .max(Duration::from_nanos(1));
-
-    let mut sender = match guard.idle.take(&key) {
-        Some(sender) => sender,
-        None => {
-            connect(
-                &guard.connections,
-                addresses,
-                port,
-                tls.then_some(host),
-                connect_timeout,
-            )
-            .await?
-        }
-    };
-
-    // On the wire, HTTP/1.1 names only the path; the authority travels as `Host`.
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    *request.uri_mut() = http::Uri::builder()
-        .path_and_query(path)
-        .build()
-        .map_err(|_| Error::HttpRequestUriInvalid)?;
-    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-        .await
-        .map_err(|_| Error::ConnectionReadTimeout)?
-        .map_err(Error::from)?;
-    let idle = Arc::clone(&guard.idle);
-    Ok(response.map(|incoming| {
-        crate::pool::pooled(incoming, between_bytes_timeout, idle, key, sender).boxed_unsync()
-    }))
+    let timeouts = crate::pool::Timeouts::of(options);
+    crate::pool::send_pooled(Arc::clone(&guard.idle), key, request, timeouts, || {
+        connect(
+            &guard.connections,
+            addresses,
+            port,
+            tls.then_some(host),
+            timeouts.connect,
+        )
+    })
+    .await
 }
 
 /// A new connection (TLS with the webpki roots when `tls_name` is given) to the first of
@@ -552,19 +518,7 @@ async fn connect(
     } else {
         Box::new(stream)
     };
-    let (sender, connection) = tokio::time::timeout(
-        connect_timeout,
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
-    )
-    .await
-    .map_err(|_| Error::ConnectionTimeout)?
-    .map_err(Error::from)?;
-    tokio::spawn(async move {
-        // The connection ends when the server closes it or its sender is dropped.
-        let _ = connection.await;
-    });
-
-    Ok(sender)
+    crate::pool::handshake(stream, connect_timeout).await
 }
 
 #[cfg(test)]

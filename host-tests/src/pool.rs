@@ -36,7 +36,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// An idle connection to `authority` that is still open.
-    pub(crate) fn take(&self, authority: &str) -> Option<SendRequest<WasiBody>> {
+    fn take(&self, authority: &str) -> Option<SendRequest<WasiBody>> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let senders = idle.get_mut(authority)?;
         while let Some(sender) = senders.pop() {
@@ -59,10 +59,76 @@ impl Pool {
     }
 }
 
+/// The request options' timeouts, with `default_send_request`'s default where one is unset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    /// To connect (and for TLS, to shake hands).
+    pub(crate) connect: Duration,
+    /// For the response head.
+    pub(crate) first_byte: Duration,
+    /// Between two pieces of the body.
+    pub(crate) between_bytes: Duration,
+}
+
+impl Timeouts {
+    pub(crate) fn of(options: Option<RequestOptions>) -> Self {
+        let pick = |get: fn(&RequestOptions) -> Option<Duration>| {
+            options.as_ref().and_then(get).unwrap_or(DEFAULT_TIMEOUT)
+        };
+        Timeouts {
+            connect: pick(|o| o.connect_timeout),
+            first_byte: pick(|o| o.first_byte_timeout),
+            between_bytes: pick(|o| o.between_bytes_timeout).max(Duration::from_nanos(1)),
+        }
+    }
+}
+
+/// Sends `request` over an idle connection `pool` holds under `key`, or over the one `connect`
+/// opens; the response body gives the connection back once it has ended cleanly.
+pub(crate) async fn send_pooled<F>(
+    pool: Arc<Pool>,
+    key: String,
+    mut request: http::Request<WasiBody>,
+    timeouts: Timeouts,
+    connect: impl FnOnce() -> F,
+) -> Result<http::Response<WasiBody>, Error>
+where
+    F: std::future::Future<Output = Result<SendRequest<WasiBody>, Error>>,
+{
+    // On the wire, HTTP/1.1 names only the path; the authority travels as `Host`.
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    let mut sender = match pool.take(&key) {
+        Some(sender) => sender,
+        None => connect().await?,
+    };
+    let response = tokio::time::timeout(timeouts.first_byte, sender.send_request(request))
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)?
+        .map_err(Error::from)?;
+    let mut timeout = tokio::time::interval(timeouts.between_bytes);
+    timeout.reset();
+    Ok(response.map(|incoming| {
+        PooledBody {
+            incoming,
+            timeout,
+            release: Some((pool, key, sender)),
+        }
+        .boxed_unsync()
+    }))
+}
+
 /// Sends `request` over a pooled (or new) HTTP/1.1 connection; plain HTTP only.
 pub(crate) async fn send(
     pool: Arc<Pool>,
-    mut request: http::Request<WasiBody>,
+    request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<http::Response<WasiBody>, Error> {
     let uri = request.uri();
@@ -75,67 +141,41 @@ pub(crate) async fn send(
         Some(_) => authority.to_string(),
         None => format!("{authority}:80"),
     };
-    let connect_timeout = options
-        .and_then(|o| o.connect_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT);
-    let first_byte_timeout = options
-        .and_then(|o| o.first_byte_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT);
-    let between_bytes_timeout = options
-        .and_then(|o| o.between_bytes_timeout)
-        .unwrap_or(DEFAULT_TIMEOUT)
-        .max(Duration::from_nanos(1));
-    // On the wire, HTTP/1.1 names only the path; the authority travels as `Host`.
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    *request.uri_mut() = http::Uri::builder()
-        .path_and_query(path)
-        .build()
-        .map_err(|_| Error::HttpRequestUriInvalid)?;
-
-    let mut sender = match pool.take(&authority) {
-        Some(sender) => sender,
-        None => connect(&authority, connect_timeout).await?,
-    };
-    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-        .await
-        .map_err(|_| Error::ConnectionReadTimeout)?
-        .map_err(Error::from)?;
-    let mut timeout = tokio::time::interval(between_bytes_timeout);
-    timeout.reset();
-    Ok(response.map(|incoming| {
-        PooledBody {
-            incoming,
-            timeout,
-            release: Some((pool, authority, sender)),
-        }
-        .boxed_unsync()
-    }))
+    let timeouts = Timeouts::of(options);
+    let to = authority.clone();
+    send_pooled(pool, authority, request, timeouts, || {
+        connect(to, timeouts.connect)
+    })
+    .await
 }
 
-/// A body that fails when the server falls silent for longer than `between_bytes`, and gives
-/// `sender` back to `pool` under `authority` once it has ended cleanly.
-pub(crate) fn pooled(
-    incoming: Incoming,
-    between_bytes: Duration,
-    pool: Arc<Pool>,
-    authority: String,
-    sender: SendRequest<WasiBody>,
-) -> impl Body<Data = Bytes, Error = Error> + Send {
-    let mut timeout = tokio::time::interval(between_bytes.max(Duration::from_nanos(1)));
-    timeout.reset();
-    PooledBody {
-        incoming,
+/// An HTTP/1.1 connection over `stream`, its I/O driven by a task of its own.
+pub(crate) async fn handshake<S>(
+    stream: S,
+    timeout: Duration,
+) -> Result<SendRequest<WasiBody>, Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, connection) = tokio::time::timeout(
         timeout,
-        release: Some((pool, authority, sender)),
-    }
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
+    )
+    .await
+    .map_err(|_| Error::ConnectionTimeout)?
+    .map_err(Error::from)?;
+    tokio::spawn(async move {
+        // The connection ends when the server closes it or its sender is dropped.
+        let _ = connection.await;
+    });
+    Ok(sender)
 }
 
-/// A new connection, its I/O driven by a task of its own. The name is resolved here and only
-/// its loopback addresses are connected to (`localhost` could be mapped elsewhere); none is
-/// `HTTP-request-denied`.
-async fn connect(authority: &str, timeout: Duration) -> Result<SendRequest<WasiBody>, Error> {
+/// A new connection. The name is resolved here and only its loopback addresses are connected
+/// to (`localhost` could be mapped elsewhere); none is `HTTP-request-denied`.
+async fn connect(authority: String, timeout: Duration) -> Result<SendRequest<WasiBody>, Error> {
     let addresses: Vec<std::net::SocketAddr> =
-        tokio::time::timeout(timeout, tokio::net::lookup_host(authority))
+        tokio::time::timeout(timeout, tokio::net::lookup_host(&authority))
             .await
             .map_err(|_| Error::DnsTimeout)?
             .map_err(|e| Error::DnsError {
@@ -154,18 +194,7 @@ async fn connect(authority: &str, timeout: Duration) -> Result<SendRequest<WasiB
         .map_err(|_| Error::ConnectionTimeout)?
         .map_err(Error::Connect)?;
     let _ = stream.set_nodelay(true);
-    let (sender, connection) = tokio::time::timeout(
-        timeout,
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
-    )
-    .await
-    .map_err(|_| Error::ConnectionTimeout)?
-    .map_err(Error::from)?;
-    tokio::spawn(async move {
-        // The connection ends when the server closes it or its sender is dropped.
-        let _ = connection.await;
-    });
-    Ok(sender)
+    handshake(stream, timeout).await
 }
 
 /// A response body that returns its connection to the pool once it has ended cleanly, and

@@ -352,26 +352,9 @@ pub fn start_run(
         }
     };
     let provider = settings.provider(&fields.provider);
-    // An unknown provider is the caller's mistake (422), found before the configuration is.
-    adapter::for_provider(
-        &fields.provider,
-        provider.endpoint.base_url.as_deref(),
-        IdSource::default(),
-    )
-    .map_err(|e| unprocessable(&e))?;
-    if settings.egress.is_none() && !provider.configured() {
-        return Err(Reply::of_error(
-            403,
-            &Error::EgressDenied {
-                message: format!(
-                    "egress denied: the provider {:?} is not configured on this gateway (its \
-                     key or base URL is not set)",
-                    fields.provider
-                ),
-            },
-        ));
-    }
+    let configured = provider.configured();
     let egress = settings.egress_for(&provider);
+    let name = fields.provider.clone();
     let agent = AgentSettings {
         name: AGENT_NAME.into(),
         model: fields.model,
@@ -396,7 +379,20 @@ pub fn start_run(
         },
         ..AgentSettings::default()
     };
+    // An unknown provider is the caller's mistake (422, from `into_spec`), found before the
+    // configuration is.
     let (spec, history) = agent.into_spec().map_err(|e| unprocessable(&e))?;
+    if settings.egress.is_none() && !configured {
+        return Err(Reply::of_error(
+            403,
+            &Error::EgressDenied {
+                message: format!(
+                    "egress denied: the provider {name:?} is not configured on this gateway (its \
+                     key or base URL is not set)"
+                ),
+            },
+        ));
+    }
     let agent = session::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
     agent
         .start(input, streaming, seed)

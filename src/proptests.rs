@@ -428,6 +428,18 @@ proptest! {
     }
 
     #[test]
+    fn body_text_is_written_as_serde_json_writes_it(
+        text in prop_oneof![
+            any::<String>(),
+            "[a-z\"\\\\\n\t\u{0}-\u{1f}\u{7f}é]{0,80}",
+            json_like_text(),
+        ]
+    ) {
+        let ours = crate::adapter::body::to_vec(&crate::adapter::body::Text(&text), 0);
+        prop_assert_eq!(ours, serde_json::to_vec(&text).unwrap());
+    }
+
+    #[test]
     fn messages_from_json_never_panics_on_json_values(value in json_value()) {
         let from_text = messages_from_json(&value.to_string());
         let from_value = messages_from_value(value);

@@ -11,6 +11,11 @@
 //! `run_in_process/<workload>`: the same with the provider answered in-process by the
 //! `CaptureOutbound` hook (no socket): what the component and the WIT boundary cost alone.
 //!
+//! `bare_post/<workload>`: the request a run of that workload sends (its method, path, headers
+//! and body, captured once), sent by the host alone through the same pooled client to the same
+//! simulator, with the whole response read: the floor a run through this host cannot go under.
+//! A run's time above it is what the component and the WIT boundary add.
+//!
 //! `bench/oma-node/run-bench.mjs` measures the same thing for OMA on Node; the README sets the
 //! two side by side. Workloads are generated in memory by `oma_harness::workloads`
 //! (or read from `$OMA_WORKLOADS/NAME.json` when that is set; a missing file is skipped).
@@ -21,7 +26,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use oma_harness::workloads::{read_workload, WORKLOADS};
 use oma_harness::{
     agent_config, endpoint, offline_options, CannedResponse, CaptureOutbound, GuestOptions,
-    Harness, LoopbackOnly, RunInput, Simulator, WasiHttpHooks,
+    Harness, LoopbackOnly, RecordedRequest, RunInput, Simulator, WasiHttpHooks,
 };
 
 fn run(c: &mut Criterion) {
@@ -61,11 +66,7 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
             .block_on(guest.messages_from_json(&text))
             .expect("no trap")
             .expect("the workload is valid");
-        let (provider, model) = if name.starts_with("video") {
-            ("minimax", "MiniMax-M1")
-        } else {
-            ("anthropic", "claude-sonnet-4-6")
-        };
+        let (provider, model) = provider_for(name);
         let mut config = agent_config(
             "bench",
             model,
@@ -104,5 +105,99 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
     group.finish();
 }
 
-criterion_group!(benches, run, run_in_process);
+/// The provider and model a workload's runs use: MiniMax for video (Anthropic has no video
+/// mapping), Anthropic for the rest.
+fn provider_for(name: &str) -> (&'static str, &'static str) {
+    if name.starts_with("video") {
+        ("minimax", "MiniMax-M1")
+    } else {
+        ("anthropic", "claude-sonnet-4-6")
+    }
+}
+
+/// `bare_post/<workload>`: the run's request without the component (see the module docs).
+fn bare_post(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let harness = Harness::shared().expect("the guest loads");
+    let simulator = Simulator::start_unrecorded().expect("the simulator starts");
+    let base_url = simulator.base_url();
+    let client = LoopbackOnly::new();
+    let mut group = c.benchmark_group("bare_post");
+    for name in WORKLOADS {
+        let Some(text) = read_workload(&format!("bare_post/{name}"), name) else {
+            continue;
+        };
+        let request = captured_request(&rt, &harness, &base_url, name, &text);
+        let (status, _) = rt
+            .block_on(client.send_bare(&base_url, &request))
+            .expect("the simulator answers");
+        assert_eq!(status, 200, "the simulator accepts the run's request");
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.sample_size(if name == &"video-16mib" { 20 } else { 100 });
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        let answer = client
+                            .send_bare(&base_url, &request)
+                            .await
+                            .expect("the simulator answers");
+                        black_box(answer);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// The one request a run of workload `name` (JSON `text`) sends to `base_url`, recorded by a
+/// capturing hook instead of being sent.
+fn captured_request(
+    rt: &tokio::runtime::Runtime,
+    harness: &Harness,
+    base_url: &str,
+    name: &str,
+    text: &str,
+) -> RecordedRequest {
+    let capture = CaptureOutbound::new(CannedResponse::success_for);
+    let log = capture.log();
+    let options = GuestOptions {
+        hooks: Some(Box::new(capture)),
+        ..GuestOptions::default()
+    };
+    let mut guest = rt
+        .block_on(harness.instantiate_with(options))
+        .expect("instantiates");
+    let messages = rt
+        .block_on(guest.messages_from_json(text))
+        .expect("no trap")
+        .expect("the workload is valid");
+    let (provider, model) = provider_for(name);
+    let mut config = agent_config(
+        "bench",
+        model,
+        endpoint(provider, Some(base_url), Some("sk-bench")),
+    );
+    config.call = offline_options();
+    let agent = rt
+        .block_on(guest.create_agent(&config))
+        .expect("no trap")
+        .expect("the agent is valid");
+    let result = rt
+        .block_on(guest.run(&agent, &RunInput::Messages(messages)))
+        .expect("no trap")
+        .expect("the input is valid");
+    assert!(result.success, "{:?}", result.failure);
+    let mut requests = log.all();
+    assert_eq!(requests.len(), 1, "one turn, one request");
+    requests.remove(0)
+}
+
+criterion_group!(benches, run, run_in_process, bare_post);
 criterion_main!(benches);

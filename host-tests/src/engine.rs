@@ -285,6 +285,10 @@ fn engine_with(options: &HarnessOptions, epochs: bool) -> anyhow::Result<Engine>
     let mut config = Config::new();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     config.epoch_interruption(epochs);
+    if std::env::var_os("OMA_PERFMAP").is_some_and(|v| v == "1") {
+        // `perf` can then name the guest's compiled functions (`/tmp/perf-<pid>.map`).
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Engine::new(&config)
         .map_err(|e| anyhow::Error::from(e).context("could not create the wasmtime engine"))
 }

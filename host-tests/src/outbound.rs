@@ -197,6 +197,41 @@ impl LoopbackOnly {
     pub fn denied(&self) -> usize {
         self.denied.load(Ordering::SeqCst)
     }
+
+    /// Sends `request` to `base_url` (a loopback origin, e.g. the simulator's) outside any
+    /// guest, through the same pooled client the guest's requests take, and reads the whole
+    /// response: what one request costs the host without the component. The `bare_post`
+    /// benchmark measures runs against it. Returns the status and the body.
+    pub async fn send_bare(
+        &self,
+        base_url: &str,
+        request: &RecordedRequest,
+    ) -> Result<(u16, Vec<u8>), wasmtime_wasi_http::Error> {
+        let mut builder = http::Request::builder()
+            .method(request.method.as_str())
+            .uri(format!(
+                "{}{}",
+                base_url.trim_end_matches('/'),
+                request.path
+            ));
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let body = Full::new(Bytes::from(request.body.clone()))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let request = builder
+            .body(body)
+            .map_err(|_| wasmtime_wasi_http::Error::HttpRequestUriInvalid)?;
+        if !is_loopback(request.uri()) {
+            self.denied.fetch_add(1, Ordering::SeqCst);
+            return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
+        }
+        let response = crate::pool::send(Arc::clone(&self.pool), request, None).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body.to_vec()))
+    }
 }
 
 /// Whether a request URI names a loopback host.

@@ -122,6 +122,50 @@ async fn format_request_matches_the_native_adapters_for_every_provider() {
     assert!(refused >= 4, "{refused}");
 }
 
+/// Texts with each ASCII byte alone at many offsets of a 16-byte block: the guest scans
+/// text for escapes with SIMD, the native library without; both must write what `serde_json`
+/// writes (the native side is pinned to `serde_json` by its unit and property tests).
+#[tokio::test]
+async fn escapes_in_text_are_written_byte_for_byte_as_natively() {
+    let texts: Vec<String> = (0u8..0x80)
+        .map(|byte| {
+            let mut text = String::new();
+            for offset in [0, 1, 14, 15, 16, 17, 31, 32, 47] {
+                let mut block = "é".to_owned() + &"x".repeat(offset);
+                block.push(char::from(byte));
+                block.push_str(&"y".repeat(20));
+                text.push_str(&block);
+            }
+            text
+        })
+        .collect();
+    let user: Vec<Value> = texts
+        .iter()
+        .map(|text| serde_json::json!({"type": "text", "text": text}))
+        .collect();
+    let conversation = serde_json::json!([
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": texts[10]},
+            {"type": "tool_use", "id": "t1", "name": "look", "input": {}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": texts[34]},
+        ]},
+    ])
+    .to_string();
+    let mut guest = guest().await;
+    for provider in PROVIDERS {
+        let component = component_format(&mut guest, provider, &conversation).await;
+        assert!(component.get("error").is_none(), "{provider}: {component}");
+        assert_eq!(
+            component,
+            native_format(provider, &conversation),
+            "{provider}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn parse_response_matches_the_native_adapters() {
     let mut guest = guest().await;

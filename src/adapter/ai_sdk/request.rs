@@ -31,9 +31,15 @@ enum ModelMessage<'a> {
 #[serde(tag = "type")]
 enum AssistantPart<'a> {
     #[serde(rename = "text")]
-    Text { text: Cow<'a, str> },
+    Text {
+        #[serde(serialize_with = "body::text")]
+        text: Cow<'a, str>,
+    },
     #[serde(rename = "reasoning")]
-    Reasoning { text: &'a str },
+    Reasoning {
+        #[serde(serialize_with = "body::text")]
+        text: &'a str,
+    },
     #[serde(rename = "tool-call", rename_all = "camelCase")]
     ToolCall {
         tool_call_id: &'a str,
@@ -54,9 +60,15 @@ struct ToolResult<'a> {
 #[serde(tag = "type")]
 enum Output<'a> {
     #[serde(rename = "text")]
-    Text { value: &'a str },
+    Text {
+        #[serde(serialize_with = "body::text")]
+        value: &'a str,
+    },
     #[serde(rename = "error-text")]
-    ErrorText { value: &'a str },
+    ErrorText {
+        #[serde(serialize_with = "body::text")]
+        value: &'a str,
+    },
     #[serde(rename = "content")]
     Content { value: Vec<OutputPart<'a>> },
 }
@@ -65,7 +77,10 @@ enum Output<'a> {
 #[serde(tag = "type")]
 enum OutputPart<'a> {
     #[serde(rename = "text")]
-    Text { text: Cow<'a, str> },
+    Text {
+        #[serde(serialize_with = "body::text")]
+        text: Cow<'a, str>,
+    },
     #[serde(rename = "file-data", rename_all = "camelCase")]
     FileData {
         data: Base64Str<'a>,
@@ -80,7 +95,7 @@ enum OutputPart<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum UserContent<'a> {
-    Text(&'a str),
+    Text(#[serde(serialize_with = "body::text")] &'a str),
     Parts(Vec<UserPart<'a>>),
 }
 
@@ -90,6 +105,7 @@ enum UserContent<'a> {
 #[serde(tag = "type", rename_all = "lowercase")]
 enum UserPart<'a> {
     Text {
+        #[serde(serialize_with = "body::text")]
         text: &'a str,
     },
     Image {

@@ -122,6 +122,7 @@ struct WireMessage<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireBlock<'a> {
     Text {
+        #[serde(serialize_with = "body::text")]
         text: Cow<'a, str>,
     },
     Image {
@@ -143,6 +144,7 @@ enum WireBlock<'a> {
         source: WireSource<'a>,
     },
     Thinking {
+        #[serde(serialize_with = "body::text")]
         thinking: &'a str,
         signature: &'a str,
     },
@@ -180,7 +182,7 @@ impl<'a> WireSource<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum WireToolContent<'a> {
-    Text(&'a str),
+    Text(#[serde(serialize_with = "body::text")] &'a str),
     Blocks(Vec<WireBlock<'a>>),
 }
 
@@ -463,7 +465,7 @@ impl Serialize for Body<'_> {
                 Key::Messages => map.serialize_entry("messages", self.messages)?,
                 Key::System => {
                     if let Some(system) = &request.system_prompt {
-                        map.serialize_entry("system", system)?;
+                        map.serialize_entry("system", &body::Text(system))?;
                     }
                 }
                 Key::Tools => {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::b64::node_round_trip;
 use super::PROVIDER_LABEL;
-use crate::adapter::body::Base64Str;
+use crate::adapter::body::{self, Base64Str};
 use crate::adapter::{reasoning, ChatRequest, ToolDefinition};
 use crate::error::Error;
 use crate::message::{
@@ -126,6 +126,7 @@ struct Inference {
 
 #[derive(DeriveSerialize)]
 struct SystemText<'a> {
+    #[serde(serialize_with = "body::text")]
     text: &'a str,
 }
 
@@ -227,7 +228,7 @@ struct ToolResult<'a> {
 #[derive(DeriveSerialize)]
 #[serde(rename_all = "camelCase")]
 enum ResultPart<'a> {
-    Text(&'a str),
+    Text(#[serde(serialize_with = "body::text")] &'a str),
     Image(Image<'a>),
     Document(Document<'a>),
 }
@@ -243,7 +244,11 @@ struct Document<'a> {
 #[serde(rename_all = "camelCase")]
 enum Reasoning<'a> {
     RedactedContent(Bytes<'a>),
-    ReasoningText { signature: &'a str, text: &'a str },
+    ReasoningText {
+        signature: &'a str,
+        #[serde(serialize_with = "body::text")]
+        text: &'a str,
+    },
 }
 
 fn convert_message(message: &LlmMessage, preserve: bool) -> Result<Option<Message<'_>>, Error> {

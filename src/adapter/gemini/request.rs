@@ -48,12 +48,14 @@ enum Part<'a> {
 
 #[derive(Serialize)]
 struct TextPart<'a> {
+    #[serde(serialize_with = "body::text")]
     text: Cow<'a, str>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ThoughtPart<'a> {
+    #[serde(serialize_with = "body::text")]
     text: &'a str,
     thought: bool,
     thought_signature: &'a str,
@@ -116,6 +118,7 @@ struct FunctionResponse<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ResponseBody<'a> {
+    #[serde(serialize_with = "body::text")]
     content: Cow<'a, str>,
     is_error: bool,
 }

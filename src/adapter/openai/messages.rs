@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use crate::adapter::body::DataUrl;
+use crate::adapter::body::{self, DataUrl};
 use crate::adapter::reasoning;
 use crate::adapter::ChatRequest;
 use crate::error::Error;
@@ -21,6 +21,7 @@ const LABEL: &str = "OpenAI-compatible Chat Completions";
 #[serde(tag = "role", rename_all = "lowercase")]
 pub(super) enum WireMessage<'a> {
     System {
+        #[serde(serialize_with = "body::text")]
         content: &'a str,
     },
     User {
@@ -43,7 +44,7 @@ pub(super) enum WireMessage<'a> {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub(super) enum Content<'a> {
-    Text(&'a str),
+    Text(#[serde(serialize_with = "body::text")] &'a str),
     Parts(Vec<Part<'a>>),
 }
 
@@ -51,10 +52,19 @@ pub(super) enum Content<'a> {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(super) enum Part<'a> {
-    Text { text: Cow<'a, str> },
-    ImageUrl { image_url: UrlRef<'a> },
-    VideoUrl { video_url: UrlRef<'a> },
-    File { file: FileRef<'a> },
+    Text {
+        #[serde(serialize_with = "body::text")]
+        text: Cow<'a, str>,
+    },
+    ImageUrl {
+        image_url: UrlRef<'a>,
+    },
+    VideoUrl {
+        video_url: UrlRef<'a>,
+    },
+    File {
+        file: FileRef<'a>,
+    },
 }
 
 /// `{url}`: a data URL written raw, or a remote URL as given.

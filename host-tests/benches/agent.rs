@@ -130,7 +130,7 @@ fn bare_post(c: &mut Criterion) {
         let Some(text) = read_workload(&format!("bare_post/{name}"), name) else {
             continue;
         };
-        let request = captured_request(&rt, &harness, &base_url, name, &text);
+        let request = captured_request(&rt, harness, &base_url, name, &text);
         let (status, _) = rt
             .block_on(client.send_bare(&base_url, &request))
             .expect("the simulator answers");

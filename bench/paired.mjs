@@ -3,9 +3,10 @@
 //
 //   OMA_DIR=/path/to/open-multi-agent/packages/core node bench/paired.mjs [SECONDS]
 //
-// It generates the workloads with the project's own generator, runs the criterion bench
+// It generates the workloads with the project's own generator, runs the criterion benches
 // `run/<workload>` (the component through wasmtime against the loopback simulator; SECONDS of
-// measurement per workload, 3 by default), then `bench/oma-node/run-bench.mjs` (OMA's
+// measurement per workload, 3 by default) and `bare_post/<workload>` (the same request sent by
+// the host alone: the floor of a run through this host), then `bench/oma-node/run-bench.mjs` (OMA's
 // `Agent.run()` against an equivalent loopback server), and prints both medians, the ratio, and
 // the machine's load average before, between and after. A ratio is only worth quoting when the
 // load average stays low throughout: both halves must run on a quiet machine.
@@ -44,10 +45,10 @@ function run(command, args, options = {}) {
 
 const UNITS = { ns: 1e-3, 'µs': 1, us: 1, ms: 1e3, s: 1e6 }
 
-/** Criterion's `name  time: [low mid high]` lines, as medians in µs by workload. */
-function criterionMedians(text) {
+/** Criterion's `group/name  time: [low mid high]` lines of `group`, as medians in µs by name. */
+function criterionMedians(text, group) {
   const medians = {}
-  const pattern = /run\/([\w-]+)\s+time:\s+\[\S+ \S+ (\S+) (\S+) \S+ \S+\]/g
+  const pattern = new RegExp(`(?:^|\\n)${group}\\/([\\w-]+)\\s+time:\\s+\\[\\S+ \\S+ (\\S+) (\\S+) \\S+ \\S+\\]`, 'g')
   for (const match of text.matchAll(pattern)) {
     const factor = UNITS[match[3]]
     if (factor !== undefined) medians[match[1]] = Number(match[2]) * factor
@@ -64,28 +65,31 @@ console.error(`generating the workloads in ${workloads}`)
 run('cargo', ['run', '-q', '--release', '-p', 'oma-harness', '--bin', 'gen-workloads', '--', workloads])
 
 const before = load()
-console.error('the component: cargo bench -p oma-harness --bench agent -- ^run/')
+console.error('the component: cargo bench -p oma-harness --bench agent -- "^(run|bare_post)/"')
 const criterion = run('cargo', [
   'bench', '-p', 'oma-harness', '--bench', 'agent', '--',
-  '--measurement-time', seconds, '--warm-up-time', '1', '^run/',
+  '--measurement-time', seconds, '--warm-up-time', '1', '^(run|bare_post)/',
 ])
 const between = load()
 console.error('OMA on Node: bench/oma-node/run-bench.mjs')
 const node = run(process.execPath, [join(root, 'bench/oma-node/run-bench.mjs'), workloads])
 const after = load()
 
-const ours = criterionMedians(criterion)
+const ours = criterionMedians(criterion, 'run')
+const floor = criterionMedians(criterion, 'bare_post')
 const line = node.split('\n').find((l) => l.startsWith('{'))
 const theirs = line ? JSON.parse(line) : {}
 
-const rows = [['workload', 'oma-component run', 'OMA Agent.run', 'OMA / component']]
+const rows = [['workload', 'oma-component run', 'OMA Agent.run', 'OMA / component', 'bare POST', 'run / bare POST']]
 for (const name of Object.keys(ours)) {
   const peer = theirs[name]
   const mine = ours[name]
+  const bare = floor[name]
+  const against = bare ? [`${bare.toFixed(1)} µs`, `${(mine / bare).toFixed(2)}x`] : ['', '']
   if (peer?.median_us) {
-    rows.push([name, `${mine.toFixed(1)} µs`, `${peer.median_us.toFixed(1)} µs`, `${(peer.median_us / mine).toFixed(2)}x`])
+    rows.push([name, `${mine.toFixed(1)} µs`, `${peer.median_us.toFixed(1)} µs`, `${(peer.median_us / mine).toFixed(2)}x`, ...against])
   } else {
-    rows.push([name, `${mine.toFixed(1)} µs`, 'unsupported', ''])
+    rows.push([name, `${mine.toFixed(1)} µs`, 'unsupported', '', ...against])
   }
 }
 console.log(`load average: before ${before}; between ${between}; after ${after}`)

@@ -212,6 +212,7 @@ impl Harness {
 /// epoch-deadline callback, and starts the clock (instantiation is the first call). For stores
 /// of an engine made with epoch interruption.
 pub(crate) fn guard_store(store: &mut Store<HostState>) {
+    store.data_mut().guard_mut().use_epoch_clock();
     store.limiter(|state| state.guard_mut());
     store.call_hook(|mut context, hook| {
         match hook {
@@ -245,7 +246,10 @@ fn start_epoch_ticker(engine: &Engine, tick: Duration) -> anyhow::Result<()> {
         .spawn(move || loop {
             std::thread::sleep(tick);
             match weak.upgrade() {
-                Some(engine) => engine.increment_epoch(),
+                Some(engine) => {
+                    crate::limits::advance_epoch_clock();
+                    engine.increment_epoch();
+                }
                 None => break,
             }
         })

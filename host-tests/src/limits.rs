@@ -14,6 +14,8 @@
 //!   abort with no explanation).
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
@@ -104,14 +106,54 @@ impl std::error::Error for LimitExceeded {}
 /// Ticks far enough away to never come (about 350 years of 10 ms ticks).
 const NEVER: u64 = 1 << 40;
 
+/// The time the epoch threads last saw, in nanoseconds since [`origin`]: every epoch thread
+/// stores it just before it advances its engine's epoch, so it is never more than a tick behind.
+static EPOCH_CLOCK: AtomicU64 = AtomicU64::new(0);
+
+/// The instant the call clocks count from.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// Brings the epoch clock up to now: the epoch thread calls it before every tick.
+pub(crate) fn advance_epoch_clock() {
+    let now = u64::try_from(origin().elapsed().as_nanos()).unwrap_or(u64::MAX);
+    EPOCH_CLOCK.fetch_max(now, Ordering::Relaxed);
+}
+
+/// Where a store's call clock reads the time.
+#[derive(Clone, Copy, Debug)]
+enum Clock {
+    /// `Instant::now()`: exact, a clock read per host-call transition.
+    Precise,
+    /// An epoch clock ([`EPOCH_CLOCK`] in the harness): one atomic load per transition, exact
+    /// to a tick. A guest crosses into the host and back hundreds of times in one run (each
+    /// string the host lowers is a `cabi_realloc` call), and with the precise clock those
+    /// reads were 3% of a run; the deadline is only checked once per tick anyway.
+    Epoch(&'static AtomicU64),
+}
+
+impl Clock {
+    fn now(self) -> Duration {
+        match self {
+            Clock::Precise => origin().elapsed(),
+            Clock::Epoch(nanos) => Duration::from_nanos(nanos.load(Ordering::Relaxed)),
+        }
+    }
+}
+
 /// The per-store bookkeeping: the call clock and the memory limiter. Lives in
 /// [`HostState`](crate::HostState).
 pub(crate) struct StoreGuard {
     limits: Limits,
     tick: Duration,
-    started: Instant,
+    clock: Clock,
+    /// When the call started, on `clock`.
+    started: Duration,
     in_host: Duration,
-    entered_host: Option<Instant>,
+    /// When the guest entered the host import it is in, on `clock`.
+    entered_host: Option<Duration>,
     /// For each wasm frame entered from the host: whether it interrupted a host import (the
     /// host calling `cabi_realloc` to return a value, say).
     wasm_frames: Vec<bool>,
@@ -125,7 +167,8 @@ impl StoreGuard {
         let mut guard = StoreGuard {
             limits,
             tick: Duration::from_millis(10),
-            started: Instant::now(),
+            clock: Clock::Precise,
+            started: Duration::ZERO,
             in_host: Duration::ZERO,
             entered_host: None,
             wasm_frames: Vec::new(),
@@ -156,9 +199,15 @@ impl StoreGuard {
         self.tick = tick.max(Duration::from_micros(100));
     }
 
+    /// Reads time from the epoch clock instead of `Instant::now()`: for stores of an engine
+    /// whose epoch thread runs (every harness engine's).
+    pub(crate) fn use_epoch_clock(&mut self) {
+        self.clock = Clock::Epoch(&EPOCH_CLOCK);
+    }
+
     /// Starts the clock of a call; returns the epoch deadline to set, in ticks.
     pub(crate) fn start_call(&mut self) -> u64 {
-        self.started = Instant::now();
+        self.started = self.clock.now();
         self.in_host = Duration::ZERO;
         self.entered_host = None;
         self.wasm_frames.clear();
@@ -171,7 +220,7 @@ impl StoreGuard {
     /// The guest entered (`true`) or left (`false`) a host import.
     pub(crate) fn host_call(&mut self, entering: bool) {
         if entering {
-            self.entered_host = Some(Instant::now());
+            self.entered_host = Some(self.clock.now());
         } else {
             self.leave_host();
         }
@@ -185,13 +234,13 @@ impl StoreGuard {
             self.leave_host();
             self.wasm_frames.push(in_import);
         } else if self.wasm_frames.pop() == Some(true) {
-            self.entered_host = Some(Instant::now());
+            self.entered_host = Some(self.clock.now());
         }
     }
 
     fn leave_host(&mut self) {
         if let Some(entered) = self.entered_host.take() {
-            self.in_host += entered.elapsed();
+            self.in_host += self.clock.now().saturating_sub(entered);
         }
     }
 
@@ -201,8 +250,12 @@ impl StoreGuard {
         let Some(limit) = self.limits.deadline else {
             return Ok(NEVER);
         };
-        let in_host = self.in_host + self.entered_host.map_or(Duration::ZERO, |at| at.elapsed());
-        let in_guest = self.started.elapsed().saturating_sub(in_host);
+        let now = self.clock.now();
+        let in_host = self.in_host
+            + self
+                .entered_host
+                .map_or(Duration::ZERO, |at| now.saturating_sub(at));
+        let in_guest = now.saturating_sub(self.started).saturating_sub(in_host);
         match limit.checked_sub(in_guest).filter(|left| !left.is_zero()) {
             Some(left) => Ok(self.ticks(left)),
             None => Err(LimitExceeded::Deadline { limit }),
@@ -303,6 +356,33 @@ mod tests {
         // A new call starts a new clock.
         guard.start_call();
         assert!(guard.deadline_reached().is_ok());
+    }
+
+    #[test]
+    fn the_epoch_clock_counts_guest_time_in_ticks() {
+        static CLOCK: AtomicU64 = AtomicU64::new(0);
+        let advance = |ms: u64| CLOCK.fetch_add(ms * 1_000_000, Ordering::Relaxed);
+        let mut guard = StoreGuard::new(Limits {
+            deadline: Some(Duration::from_millis(50)),
+            memory: None,
+        });
+        guard.set_tick(Duration::from_millis(10));
+        guard.clock = Clock::Epoch(&CLOCK);
+        guard.start_call();
+        guard.wasm_call(true);
+        advance(30);
+        guard.host_call(true);
+        advance(1000);
+        guard.host_call(false);
+        // 30 ms in the guest, 1 s in the host: 20 ms left, two ticks.
+        assert_eq!(guard.deadline_reached(), Ok(2));
+        advance(20);
+        assert_eq!(
+            guard.deadline_reached(),
+            Err(LimitExceeded::Deadline {
+                limit: Duration::from_millis(50)
+            })
+        );
     }
 
     #[test]

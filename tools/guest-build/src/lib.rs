@@ -52,6 +52,75 @@ pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
 /// The artifact of the gateway (`wasi:http/proxy`).
 pub const GATEWAY_ARTIFACT: &str = "oma_gateway.wasm";
 
+/// The size limits of one shipped (`wasm-release`) artifact, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeLimit {
+    /// The artifact's file name.
+    pub artifact: &'static str,
+    /// The most it may weigh now: its size when the ceiling was last lowered, plus about 2%
+    /// for ordinary changes. A change that goes past it must earn its bytes and raise it here,
+    /// saying why.
+    pub ceiling: u64,
+    /// What the artifact should weigh, if there is a target (`None`: no target set).
+    pub budget: Option<u64>,
+}
+
+/// The ceilings `oma-guest-build --check-sizes` (run by CI) holds the shipped artifacts to.
+/// The budgets are 600 KiB for `oma_component.wasm` and 400 KiB for `oma_portable.wasm`; both
+/// are over them (the README's size section says where the bytes go), so the ceilings only
+/// keep the sizes from growing while they are brought down.
+pub const SIZE_LIMITS: [SizeLimit; 3] = [
+    SizeLimit {
+        artifact: GUEST_ARTIFACT,
+        ceiling: 1_385_000,
+        budget: Some(600 * 1024),
+    },
+    SizeLimit {
+        artifact: PORTABLE_ARTIFACT,
+        ceiling: 1_367_000,
+        budget: Some(400 * 1024),
+    },
+    SizeLimit {
+        artifact: GATEWAY_ARTIFACT,
+        ceiling: 1_213_000,
+        budget: None,
+    },
+];
+
+/// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
+/// and an error naming every artifact over its ceiling.
+pub fn check_sizes(dir: &Path, report: &dyn Fn(&str)) -> Result<(), String> {
+    let mut over = Vec::new();
+    for limit in SIZE_LIMITS {
+        let path = dir.join(limit.artifact);
+        let size = std::fs::metadata(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .len();
+        let budget = match limit.budget {
+            Some(budget) if size <= budget => format!("within its budget of {budget}"),
+            Some(budget) => format!("{} over its budget of {budget}", size - budget),
+            None => "no budget set".to_owned(),
+        };
+        report(&format!(
+            "{}: {size} bytes (ceiling {}; {budget})",
+            limit.artifact, limit.ceiling
+        ));
+        if size > limit.ceiling {
+            over.push(format!(
+                "{} is {size} bytes, {} over its ceiling of {}",
+                limit.artifact,
+                size - limit.ceiling,
+                limit.ceiling
+            ));
+        }
+    }
+    if over.is_empty() {
+        Ok(())
+    } else {
+        Err(over.join("; "))
+    }
+}
+
 /// Where the three components landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Artifacts {

@@ -372,7 +372,7 @@ pub fn error_object_message(body: &[u8]) -> Option<String> {
     struct Inner {
         message: String,
     }
-    serde_json::from_slice::<Body>(body)
+    crate::json::from_bytes::<Body>(body)
         .ok()
         .map(|b| b.error.message)
 }

@@ -205,7 +205,7 @@ pub fn health() -> Reply {
 
 /// The body as JSON; `400` when it is not.
 fn parse_body(body: &[u8]) -> Result<Value, Reply> {
-    serde_json::from_slice(body).map_err(|e| {
+    crate::json::from_bytes(body).map_err(|e| {
         Reply::error(
             400,
             "Error",

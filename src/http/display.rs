@@ -56,7 +56,7 @@ pub fn render_request(request: &HttpRequest, secrets: &[String]) -> Result<Strin
     let url = long.iter().fold(request.url.clone(), |url, secret| {
         url.replace(secret, REDACTED)
     });
-    let body = serde_json::from_slice::<Value>(&request.body)
+    let body = crate::json::from_bytes::<Value>(&request.body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
     let text = json!({
         "method": request.method,

@@ -321,7 +321,7 @@ mod tests {
             body: body.as_bytes().to_vec(),
         };
         fn message(body: &[u8]) -> Option<String> {
-            let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+            let v: serde_json::Value = crate::json::from_bytes(body).ok()?;
             Some(v["error"]["message"].as_str()?.to_string())
         }
         assert_eq!(

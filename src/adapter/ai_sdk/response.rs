@@ -56,7 +56,7 @@ struct ResponseMeta {
 /// Reads the JSON of a `generateText` result.
 pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
     let result: GenerateResult =
-        serde_json::from_slice(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+        crate::json::from_bytes(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
     let tools = result
         .tool_calls
         .unwrap_or_default()
@@ -196,7 +196,7 @@ impl AiSdkStream {
             return Ok(());
         }
         let part: Value =
-            serde_json::from_slice(line).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+            crate::json::from_bytes(line).map_err(|e| malformed(NAME, format_args!("{e}")))?;
         match part.get("type").and_then(Value::as_str) {
             Some("text-delta") => {
                 let text = str_field(&part, "text");

@@ -51,7 +51,7 @@ pub(super) struct WireError {
 /// The message of an Anthropic error body (`{"type":"error","error":{"type","message"}}`), for
 /// the transport to report; `None` when the body has another shape.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    let parsed: WireErrorBody = serde_json::from_slice(body).ok()?;
+    let parsed: WireErrorBody = crate::json::from_bytes(body).ok()?;
     if parsed.kind != "error" {
         return None;
     }
@@ -61,7 +61,7 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 /// Reads a 2xx body; an error body that arrived with a 2xx status is the provider's error.
 pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
     let wire: WireResponse =
-        serde_json::from_slice(body).map_err(|e| match error_message(body) {
+        crate::json::from_bytes(body).map_err(|e| match error_message(body) {
             Some(message) => Error::Provider {
                 provider: NAME.into(),
                 status: None,

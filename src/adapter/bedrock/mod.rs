@@ -133,7 +133,7 @@ pub fn default_base_url(region: &str) -> String {
 /// The message of a Bedrock error body (`{"message": "..."}`, or `{"Message": "..."}` from
 /// the AWS front door), if it has one.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    let value: Value = serde_json::from_slice(body).ok()?;
+    let value: Value = crate::json::from_bytes(body).ok()?;
     ["message", "Message"]
         .iter()
         .find_map(|key| value.get(key)?.as_str())

@@ -26,7 +26,7 @@ use crate::message::{
 /// A `/converse` body as OMA's response. The id is `''`: the SDK's `$metadata.requestId` is
 /// the `x-amzn-requestid` response header, which a body parser never sees.
 pub(super) fn parse(model: &str, body: &[u8]) -> Result<LlmResponse, Error> {
-    let value: Value = serde_json::from_slice(body)
+    let value: Value = crate::json::from_bytes(body)
         .map_err(|e| malformed(NAME, format!("body is not JSON: {e}")))?;
     let top = value
         .as_object()
@@ -204,7 +204,7 @@ impl ConverseStream {
             Some("event") => {}
             Some("exception") => {
                 let kind = message.header_str(":exception-type").unwrap_or("exception");
-                let detail = serde_json::from_slice::<Value>(&message.payload)
+                let detail = crate::json::from_bytes::<Value>(&message.payload)
                     .ok()
                     .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
                     .unwrap_or_else(|| String::from_utf8_lossy(&message.payload).into_owned());
@@ -230,7 +230,7 @@ impl ConverseStream {
             // Event types this format does not know are skipped, as the SDK does.
             _ => return Ok(()),
         };
-        let payload: Value = serde_json::from_slice(&message.payload)
+        let payload: Value = crate::json::from_bytes(&message.payload)
             .map_err(|e| malformed(NAME, format!("{kind} payload is not JSON: {e}")))?;
         let index = payload
             .get("contentBlockIndex")

@@ -78,7 +78,7 @@ pub(super) fn parse(
 ) -> Result<LlmResponse, Error> {
     let id = ids.next_id();
     let response: Response =
-        serde_json::from_slice(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+        crate::json::from_bytes(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
     let candidate = response.candidates.and_then(|c| c.into_iter().next());
     let (parts, finish_reason) = match candidate {
         Some(c) => (

@@ -119,7 +119,7 @@ pub fn preset(name: &str) -> Option<OpenAi> {
 /// The provider's message from an OpenAI-style error body: `{"error": {"message": …}}`, or
 /// `{"error": "…"}`, or MiniMax's `{"base_resp": {"status_msg": …}}`.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    let value: Value = serde_json::from_slice(body).ok()?;
+    let value: Value = crate::json::from_bytes(body).ok()?;
     let text = match value.get("error") {
         Some(Value::String(message)) => Some(message.as_str()),
         Some(error) => error.get("message").and_then(Value::as_str),

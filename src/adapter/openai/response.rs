@@ -12,7 +12,7 @@ use crate::message::{
 
 /// Parses a non-streamed completion body.
 pub(super) fn parse_completion(provider: &str, body: &[u8]) -> Result<LlmResponse, Error> {
-    let value: Value = serde_json::from_slice(body)
+    let value: Value = crate::json::from_bytes(body)
         .map_err(|e| malformed(provider, format_args!("the body is not JSON ({e})")))?;
     let Some(completion) = value.as_object() else {
         return Err(malformed(provider, "the body is not a JSON object"));

@@ -441,7 +441,9 @@ mod tests {
         assert!(matches!(error, BytesError::Json(_)), "{error:?}");
         assert_eq!(
             error.to_string(),
-            serde_json::from_str::<Value>("{\"a\":").unwrap_err().to_string()
+            serde_json::from_str::<Value>("{\"a\":")
+                .unwrap_err()
+                .to_string()
         );
     }
 

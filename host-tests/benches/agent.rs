@@ -25,8 +25,8 @@ use std::time::Instant;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use oma_harness::workloads::{read_workload, WORKLOADS};
 use oma_harness::{
-    agent_config, endpoint, offline_options, CannedResponse, CaptureOutbound, GuestOptions,
-    Harness, LoopbackOnly, RecordedRequest, RunInput, Simulator, WasiHttpHooks,
+    agent_config, endpoint, offline_options, AgentHandle, CannedResponse, CaptureOutbound, Guest,
+    GuestOptions, Harness, LoopbackOnly, RecordedRequest, RunInput, Simulator, WasiHttpHooks,
 };
 
 fn run(c: &mut Criterion) {
@@ -55,29 +55,11 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
         } else {
             Box::new(LoopbackOnly::new())
         };
-        let hooks = GuestOptions {
-            hooks: Some(hooks),
-            ..GuestOptions::default()
-        };
-        let mut guest = rt
-            .block_on(harness.instantiate_with(hooks))
-            .expect("instantiates");
-        let messages = rt
-            .block_on(guest.messages_from_json(&text))
-            .expect("no trap")
-            .expect("the workload is valid");
-        let (provider, model) = provider_for(name);
-        let mut config = agent_config(
-            "bench",
-            model,
-            endpoint(provider, Some(&simulator.base_url()), Some("sk-bench")),
-        );
-        config.call = offline_options();
-        let agent = rt
-            .block_on(guest.create_agent(&config))
-            .expect("no trap")
-            .expect("the agent is valid");
-        let input = RunInput::Messages(messages);
+        let Prepared {
+            mut guest,
+            agent,
+            input,
+        } = prepare(&rt, harness, hooks, &simulator.base_url(), name, &text);
         group.throughput(Throughput::Bytes(text.len() as u64));
         if name == &"video-16mib" {
             group.sample_size(20);
@@ -156,19 +138,24 @@ fn bare_post(c: &mut Criterion) {
     group.finish();
 }
 
-/// The one request a run of workload `name` (JSON `text`) sends to `base_url`, recorded by a
-/// capturing hook instead of being sent.
-fn captured_request(
+/// A guest with an agent for workload `name` (JSON `text`) whose provider is at `base_url`, and
+/// the run's input.
+struct Prepared {
+    guest: Guest,
+    agent: AgentHandle,
+    input: RunInput,
+}
+
+fn prepare(
     rt: &tokio::runtime::Runtime,
     harness: &Harness,
+    hooks: Box<dyn WasiHttpHooks>,
     base_url: &str,
     name: &str,
     text: &str,
-) -> RecordedRequest {
-    let capture = CaptureOutbound::new(CannedResponse::success_for);
-    let log = capture.log();
+) -> Prepared {
     let options = GuestOptions {
-        hooks: Some(Box::new(capture)),
+        hooks: Some(hooks),
         ..GuestOptions::default()
     };
     let mut guest = rt
@@ -189,8 +176,31 @@ fn captured_request(
         .block_on(guest.create_agent(&config))
         .expect("no trap")
         .expect("the agent is valid");
+    Prepared {
+        guest,
+        agent,
+        input: RunInput::Messages(messages),
+    }
+}
+
+/// The one request a run of workload `name` (JSON `text`) sends to `base_url`, recorded by a
+/// capturing hook instead of being sent.
+fn captured_request(
+    rt: &tokio::runtime::Runtime,
+    harness: &Harness,
+    base_url: &str,
+    name: &str,
+    text: &str,
+) -> RecordedRequest {
+    let capture = CaptureOutbound::new(CannedResponse::success_for);
+    let log = capture.log();
+    let Prepared {
+        mut guest,
+        agent,
+        input,
+    } = prepare(rt, harness, Box::new(capture), base_url, name, text);
     let result = rt
-        .block_on(guest.run(&agent, &RunInput::Messages(messages)))
+        .block_on(guest.run(&agent, &input))
         .expect("no trap")
         .expect("the input is valid");
     assert!(result.success, "{:?}", result.failure);

@@ -130,22 +130,12 @@ fn escaped(b: u8) -> u8 {
     u8::from((b < 0x20) | (b == b'"') | (b == b'\\'))
 }
 
-/// The index of the first byte that needs an escape: 16-byte blocks are tested whole with
-/// `simd128` (which `.cargo/config.toml` enables for the guest), and only the block with a hit
-/// is searched byte by byte.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+/// The index of the first byte that needs an escape: 16-byte blocks are tested whole
+/// ([`block_needs_escape`]), and only the block with a hit is searched byte by byte.
 fn next_escape(bytes: &[u8]) -> Option<usize> {
-    use core::arch::wasm32::{u8x16_eq, u8x16_lt, u8x16_splat, v128_any_true, v128_load, v128_or};
-    let (quote, backslash, space) = (u8x16_splat(b'"'), u8x16_splat(b'\\'), u8x16_splat(0x20));
     let mut at = 0;
-    for block in bytes.chunks_exact(16) {
-        // SAFETY: `block` is 16 readable bytes; `v128_load` has no alignment requirement.
-        let v = unsafe { v128_load(block.as_ptr().cast()) };
-        let hit = v128_or(
-            u8x16_lt(v, space),
-            v128_or(u8x16_eq(v, quote), u8x16_eq(v, backslash)),
-        );
-        if v128_any_true(hit) {
+    for block in bytes.as_chunks::<16>().0 {
+        if block_needs_escape(block) {
             break;
         }
         at += 16;
@@ -156,21 +146,29 @@ fn next_escape(bytes: &[u8]) -> Option<usize> {
         .map(|i| at + i)
 }
 
-/// The index of the first byte that needs an escape: 16-byte blocks are tested whole (the
-/// compiler vectorises the fold), and only the block with a hit is searched byte by byte.
+/// Whether one 16-byte block holds a byte that needs an escape: one SIMD compare with `simd128`,
+/// which `.cargo/config.toml` enables for the guest (the fold below does not vectorise there).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(always)]
+fn block_needs_escape(block: &[u8; 16]) -> bool {
+    use core::arch::wasm32::{u8x16_eq, u8x16_lt, u8x16_splat, v128_any_true, v128_load, v128_or};
+    // SAFETY: `block` is 16 readable bytes; `v128_load` needs no alignment.
+    let v = unsafe { v128_load(block.as_ptr().cast()) };
+    let hit = v128_or(
+        u8x16_lt(v, u8x16_splat(0x20)),
+        v128_or(
+            u8x16_eq(v, u8x16_splat(b'"')),
+            u8x16_eq(v, u8x16_splat(b'\\')),
+        ),
+    );
+    v128_any_true(hit)
+}
+
+/// Whether one 16-byte block holds a byte that needs an escape (the compiler vectorises the fold).
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-fn next_escape(bytes: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    for block in bytes.chunks_exact(16) {
-        if block.iter().fold(0u8, |hit, &b| hit | escaped(b)) != 0 {
-            break;
-        }
-        at += 16;
-    }
-    bytes[at..]
-        .iter()
-        .position(|&b| escaped(b) != 0)
-        .map(|i| at + i)
+#[inline(always)]
+fn block_needs_escape(block: &[u8; 16]) -> bool {
+    block.iter().fold(0u8, |hit, &b| hit | escaped(b)) != 0
 }
 
 /// Whether JSON needs an escape for any byte: a control character, `"` or `\\`. One branch-free

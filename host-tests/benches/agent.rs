@@ -25,8 +25,9 @@ use std::time::Instant;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use oma_harness::workloads::{read_workload, WORKLOADS};
 use oma_harness::{
-    agent_config, endpoint, offline_options, AgentHandle, CannedResponse, CaptureOutbound, Guest,
-    GuestOptions, Harness, LoopbackOnly, RecordedRequest, RunInput, Simulator, WasiHttpHooks,
+    agent_config, endpoint, offline_options, AgentHandle, BareRequest, CannedResponse,
+    CaptureOutbound, Guest, GuestOptions, Harness, LoopbackOnly, RecordedRequest, RunInput,
+    Simulator, WasiHttpHooks,
 };
 
 fn run(c: &mut Criterion) {
@@ -112,9 +113,10 @@ fn bare_post(c: &mut Criterion) {
         let Some(text) = read_workload(&format!("bare_post/{name}"), name) else {
             continue;
         };
-        let request = captured_request(&rt, harness, &base_url, name, &text);
+        let recorded = captured_request(&rt, harness, &base_url, name, &text);
+        let request = BareRequest::new(&base_url, &recorded).expect("the request is valid");
         let (status, _) = rt
-            .block_on(client.send_bare(&base_url, &request))
+            .block_on(client.send_bare(&request))
             .expect("the simulator answers");
         assert_eq!(status, 200, "the simulator accepts the run's request");
         group.throughput(Throughput::Bytes(text.len() as u64));
@@ -125,7 +127,7 @@ fn bare_post(c: &mut Criterion) {
                     let start = Instant::now();
                     for _ in 0..iters {
                         let answer = client
-                            .send_bare(&base_url, &request)
+                            .send_bare(&request)
                             .await
                             .expect("the simulator answers");
                         black_box(answer);

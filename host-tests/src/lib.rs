@@ -197,7 +197,9 @@ pub use guard::{
 };
 pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits};
-pub use outbound::{is_loopback, AllowOutbound, CannedResponse, CaptureOutbound, LoopbackOnly};
+pub use outbound::{
+    is_loopback, AllowOutbound, BareRequest, CannedResponse, CaptureOutbound, LoopbackOnly,
+};
 pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use simulator::{RecordedRequest, Reply, RequestLog, Simulator};
 pub use state::{DenyOutbound, GuestOptions, HostState};

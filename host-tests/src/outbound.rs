@@ -198,39 +198,64 @@ impl LoopbackOnly {
         self.denied.load(Ordering::SeqCst)
     }
 
-    /// Sends `request` to `base_url` (a loopback origin, e.g. the simulator's) outside any
-    /// guest, through the same pooled client the guest's requests take, and reads the whole
-    /// response: what one request costs the host without the component. The `bare_post`
-    /// benchmark measures runs against it. Returns the status and the body.
+    /// Sends `request` outside any guest, through the same pooled client the guest's requests
+    /// take, and reads the whole response: what one request costs the host without the
+    /// component. The `bare_post` benchmark measures runs against it. Returns the status and the
+    /// body.
     pub async fn send_bare(
         &self,
-        base_url: &str,
-        request: &RecordedRequest,
+        request: &BareRequest,
     ) -> Result<(u16, Vec<u8>), wasmtime_wasi_http::Error> {
+        if !is_loopback(&request.uri) {
+            self.denied.fetch_add(1, Ordering::SeqCst);
+            return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
+        }
         let mut builder = http::Request::builder()
-            .method(request.method.as_str())
-            .uri(format!(
-                "{}{}",
-                base_url.trim_end_matches('/'),
-                request.path
-            ));
+            .method(request.method.clone())
+            .uri(request.uri.clone());
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }
-        let body = Full::new(Bytes::from(request.body.clone()))
+        let body = Full::new(request.body.clone())
             .map_err(|never| match never {})
             .boxed_unsync();
         let request = builder
             .body(body)
             .map_err(|_| wasmtime_wasi_http::Error::HttpRequestUriInvalid)?;
-        if !is_loopback(request.uri()) {
-            self.denied.fetch_add(1, Ordering::SeqCst);
-            return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
-        }
         let response = crate::pool::send(Arc::clone(&self.pool), request, None).await?;
         let status = response.status().as_u16();
         let body = response.into_body().collect().await?.to_bytes();
         Ok((status, body.to_vec()))
+    }
+}
+
+/// A recorded request made ready to send again and again with [`LoopbackOnly::send_bare`]: the
+/// URI and method parsed once, the body shared (each send copies no bytes of it).
+#[derive(Clone, Debug)]
+pub struct BareRequest {
+    method: http::Method,
+    uri: http::Uri,
+    headers: Vec<(String, String)>,
+    body: Bytes,
+}
+
+impl BareRequest {
+    /// `request` as sent to `base_url` (an origin, e.g. the simulator's).
+    pub fn new(
+        base_url: &str,
+        request: &RecordedRequest,
+    ) -> Result<Self, wasmtime_wasi_http::Error> {
+        let method = http::Method::from_bytes(request.method.as_bytes())
+            .map_err(|_| wasmtime_wasi_http::Error::HttpRequestMethodInvalid)?;
+        let uri = format!("{}{}", base_url.trim_end_matches('/'), request.path)
+            .parse()
+            .map_err(|_| wasmtime_wasi_http::Error::HttpRequestUriInvalid)?;
+        Ok(BareRequest {
+            method,
+            uri,
+            headers: request.headers.clone(),
+            body: Bytes::from(request.body.clone()),
+        })
     }
 }
 

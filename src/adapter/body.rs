@@ -1,9 +1,10 @@
-//! Writing request bodies fast: base64 payloads go into the JSON as they are.
+//! Writing request bodies fast: strings go into the JSON without `serde_json`'s escape loop.
 //!
-//! `serde_json` scans every string for characters to escape, at 0.4-0.7 GB/s. Base64 text needs
-//! no escaping, so [`Base64Str`] and [`DataUrl`] write it as a raw fragment at copy speed, after a
-//! word-at-a-time check that it really needs none (images are not validated, so their data may
-//! hold anything; such a string falls back to ordinary escaping).
+//! `serde_json` looks at every byte of a string to find what to escape, one at a time. [`Text`]
+//! scans 16 bytes at a time and writes the runs between escapes as raw fragments, so base64
+//! payloads (which need no escapes, though images are not validated and may hold anything) go
+//! in at copy speed and message text nearly so; [`DataUrl`] writes a data URL the same way
+//! without building it. The output is byte for byte what `serde_json` writes.
 //!
 //! The raw write uses `serde_json`'s `RawValue` protocol, so these wrappers serialise correctly
 //! only through [`to_vec`] (or another `serde_json` writer), which is the one way bodies are made.
@@ -21,23 +22,6 @@ pub fn to_vec<T: Serialize>(value: &T, capacity: usize) -> Vec<u8> {
     // Writing plain data into a Vec cannot fail; an empty body would be refused by the provider.
     let _ = serde_json::to_writer(&mut out, value);
     out
-}
-
-/// A string written into JSON without escape scanning when it needs no escaping.
-#[derive(Clone, Copy, Debug)]
-pub struct Base64Str<'a>(pub &'a str);
-
-impl Serialize for Base64Str<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if needs_escape(self.0.as_bytes()) {
-            return serializer.serialize_str(self.0);
-        }
-        let mut raw = serializer.serialize_struct(RAW_TOKEN, 3)?;
-        raw.serialize_field(RAW_TOKEN, "\"")?;
-        raw.serialize_field(RAW_TOKEN, self.0)?;
-        raw.serialize_field(RAW_TOKEN, "\"")?;
-        raw.end()
-    }
 }
 
 /// `data:<media_type>;base64,<data>`, written without building the string.
@@ -58,14 +42,11 @@ impl DataUrl<'_> {
 
 impl Serialize for DataUrl<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if needs_escape(self.media_type.as_bytes()) || needs_escape(self.data.as_bytes()) {
-            return serializer.serialize_str(&self.to_string_owned());
-        }
         let mut raw = serializer.serialize_struct(RAW_TOKEN, 5)?;
         raw.serialize_field(RAW_TOKEN, "\"data:")?;
-        raw.serialize_field(RAW_TOKEN, self.media_type)?;
+        write_escaped(&mut raw, self.media_type)?;
         raw.serialize_field(RAW_TOKEN, ";base64,")?;
-        raw.serialize_field(RAW_TOKEN, self.data)?;
+        write_escaped(&mut raw, self.data)?;
         raw.serialize_field(RAW_TOKEN, "\"")?;
         raw.end()
     }
@@ -73,31 +54,37 @@ impl Serialize for DataUrl<'_> {
 
 /// A JSON string written by scanning for the bytes that need an escape 16 at a time and copying
 /// the runs between them as raw fragments; byte for byte what `serde_json` writes, several times
-/// faster on long text (its own loop looks at one byte at a time).
+/// faster on long text (its own loop looks at one byte at a time) and at copy speed on base64.
 #[derive(Clone, Copy, Debug)]
 pub struct Text<'a>(pub &'a str);
 
 impl Serialize for Text<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let text = self.0;
         let mut raw = serializer.serialize_struct(RAW_TOKEN, 3)?;
         raw.serialize_field(RAW_TOKEN, "\"")?;
-        let mut rest = text;
-        while let Some(at) = next_escape(rest.as_bytes()) {
-            // `at` is the index of an ASCII byte, so both slices fall on character boundaries.
-            let (run, tail) = rest.split_at(at);
-            if !run.is_empty() {
-                raw.serialize_field(RAW_TOKEN, run)?;
-            }
-            raw.serialize_field(RAW_TOKEN, escape(tail.as_bytes()[0]))?;
-            rest = &tail[1..];
-        }
-        if !rest.is_empty() {
-            raw.serialize_field(RAW_TOKEN, rest)?;
-        }
+        write_escaped(&mut raw, self.0)?;
         raw.serialize_field(RAW_TOKEN, "\"")?;
         raw.end()
     }
+}
+
+/// Writes the inside of a JSON string for `text` as raw fragments: the runs between escapes as
+/// they are, each escape as `serde_json` writes it.
+fn write_escaped<R: SerializeStruct>(raw: &mut R, text: &str) -> Result<(), R::Error> {
+    let mut rest = text;
+    while let Some(at) = next_escape(rest.as_bytes()) {
+        // `at` is the index of an ASCII byte, so both slices fall on character boundaries.
+        let (run, tail) = rest.split_at(at);
+        if !run.is_empty() {
+            raw.serialize_field(RAW_TOKEN, run)?;
+        }
+        raw.serialize_field(RAW_TOKEN, escape(tail.as_bytes()[0]))?;
+        rest = &tail[1..];
+    }
+    if !rest.is_empty() {
+        raw.serialize_field(RAW_TOKEN, rest)?;
+    }
+    Ok(())
 }
 
 /// For `#[serde(serialize_with = "body::text")]` on a string field: writes it as [`Text`].
@@ -130,15 +117,15 @@ fn escaped(b: u8) -> u8 {
     u8::from((b < 0x20) | (b == b'"') | (b == b'\\'))
 }
 
-/// The index of the first byte that needs an escape: 16-byte blocks are tested whole
+/// The index of the first byte that needs an escape: 64-byte blocks are tested whole
 /// ([`block_needs_escape`]), and only the block with a hit is searched byte by byte.
 fn next_escape(bytes: &[u8]) -> Option<usize> {
     let mut at = 0;
-    for block in bytes.as_chunks::<16>().0 {
+    for block in bytes.as_chunks::<64>().0 {
         if block_needs_escape(block) {
             break;
         }
-        at += 16;
+        at += 64;
     }
     bytes[at..]
         .iter()
@@ -146,42 +133,33 @@ fn next_escape(bytes: &[u8]) -> Option<usize> {
         .map(|i| at + i)
 }
 
-/// Whether one 16-byte block holds a byte that needs an escape: one SIMD compare with `simd128`,
-/// which `.cargo/config.toml` enables for the guest (the fold below does not vectorise there).
+/// Whether a 64-byte block holds a byte that needs an escape: four SIMD compares with
+/// `simd128`, which `.cargo/config.toml` enables for the guest (the fold below does not
+/// vectorise there).
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[inline(always)]
-fn block_needs_escape(block: &[u8; 16]) -> bool {
-    use core::arch::wasm32::{u8x16_eq, u8x16_lt, u8x16_splat, v128_any_true, v128_load, v128_or};
-    // SAFETY: `block` is 16 readable bytes; `v128_load` needs no alignment.
-    let v = unsafe { v128_load(block.as_ptr().cast()) };
-    let hit = v128_or(
-        u8x16_lt(v, u8x16_splat(0x20)),
+fn block_needs_escape(block: &[u8; 64]) -> bool {
+    use core::arch::wasm32::{u8x16_eq, u8x16_lt, u8x16_splat, v128, v128_any_true, v128_or};
+    let hit = |bytes: &[u8; 16]| -> v128 {
+        // SAFETY: `bytes` is 16 readable bytes; `v128_load` needs no alignment.
+        let v = unsafe { core::arch::wasm32::v128_load(bytes.as_ptr().cast()) };
         v128_or(
-            u8x16_eq(v, u8x16_splat(b'"')),
-            u8x16_eq(v, u8x16_splat(b'\\')),
-        ),
-    );
-    v128_any_true(hit)
+            u8x16_lt(v, u8x16_splat(0x20)),
+            v128_or(
+                u8x16_eq(v, u8x16_splat(b'"')),
+                u8x16_eq(v, u8x16_splat(b'\\')),
+            ),
+        )
+    };
+    let all = block.as_chunks::<16>().0.iter().map(hit);
+    v128_any_true(all.fold(u8x16_splat(0), |acc, h| v128_or(acc, h)))
 }
 
-/// Whether one 16-byte block holds a byte that needs an escape (the compiler vectorises the fold).
+/// Whether a 64-byte block holds a byte that needs an escape (the compiler vectorises the fold).
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 #[inline(always)]
-fn block_needs_escape(block: &[u8; 16]) -> bool {
+fn block_needs_escape(block: &[u8; 64]) -> bool {
     block.iter().fold(0u8, |hit, &b| hit | escaped(b)) != 0
-}
-
-/// Whether JSON needs an escape for any byte: a control character, `"` or `\\`. One branch-free
-/// pass, OR-accumulated per 64-byte chunk, which the compiler vectorises (SSE2 natively,
-/// `simd128` in the guest).
-pub fn needs_escape(bytes: &[u8]) -> bool {
-    let mut chunks = bytes.chunks_exact(64);
-    for chunk in &mut chunks {
-        if chunk.iter().fold(0u8, |hit, &b| hit | escaped(b)) != 0 {
-            return true;
-        }
-    }
-    chunks.remainder().iter().any(|&b| escaped(b) != 0)
 }
 
 #[cfg(test)]
@@ -201,7 +179,7 @@ mod tests {
             "é\u{1}",
             "x".repeat(100).as_str(),
         ] {
-            let body = to_vec(&json!({"k": 1}).as_object().map(|_| Base64Str(s)), 0);
+            let body = to_vec(&json!({"k": 1}).as_object().map(|_| Text(s)), 0);
             assert_eq!(body, serde_json::to_vec(s).unwrap(), "{s:?}");
             let url = to_vec(
                 &DataUrl {
@@ -233,8 +211,8 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         for byte in 0u8..0x80 {
-            for at in [0, 1, 15, 16, 17, 31, 40] {
-                let mut s = "x".repeat(41);
+            for at in [0, 1, 15, 16, 17, 31, 40, 63, 64, 65, 127, 129] {
+                let mut s = "x".repeat(130);
                 s.replace_range(at..=at, &char::from(byte).to_string());
                 cases.push(s);
             }
@@ -245,15 +223,15 @@ mod tests {
     }
 
     #[test]
-    fn needs_escape_finds_every_position() {
+    fn next_escape_finds_every_position() {
         for bad in [b'"', b'\\', 0u8, 0x1f] {
             for at in 0..200 {
                 let mut bytes = vec![b'A'; 200];
                 bytes[at] = bad;
-                assert!(needs_escape(&bytes), "{bad} at {at}");
+                assert_eq!(next_escape(&bytes), Some(at), "{bad} at {at}");
             }
         }
-        assert!(!needs_escape("AZaz09+/= é~\u{7f}".as_bytes()));
+        assert_eq!(next_escape("AZaz09+/= é~\u{7f}".as_bytes()), None);
     }
 
     #[test]
@@ -261,11 +239,11 @@ mod tests {
         #[derive(serde::Serialize)]
         struct Source<'a> {
             r#type: &'a str,
-            data: Base64Str<'a>,
+            data: Text<'a>,
         }
         let source = Source {
             r#type: "base64",
-            data: Base64Str("QUJD"),
+            data: Text("QUJD"),
         };
         let body = to_vec(&vec![source], 0);
         assert_eq!(body, br#"[{"type":"base64","data":"QUJD"}]"#);

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{GENERATE_TEXT_URL, PROVIDER_LABEL, STREAM_TEXT_URL};
-use crate::adapter::body::{self, Base64Str};
+use crate::adapter::body::{self, Text};
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{ChatRequest, HttpRequest, ToolDefinition};
 use crate::error::Error;
@@ -83,7 +83,7 @@ enum OutputPart<'a> {
     },
     #[serde(rename = "file-data", rename_all = "camelCase")]
     FileData {
-        data: Base64Str<'a>,
+        data: Text<'a>,
         media_type: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         filename: Option<&'a str>,
@@ -109,7 +109,7 @@ enum UserPart<'a> {
         text: &'a str,
     },
     Image {
-        image: Base64Str<'a>,
+        image: Text<'a>,
         #[serde(rename = "mediaType")]
         media_type: &'a str,
     },
@@ -361,7 +361,7 @@ fn user_messages<'a>(
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(UserPart::Text { text: &text.text }),
             ContentBlock::Image(image) => Some(UserPart::Image {
-                image: Base64Str(&image.source.data),
+                image: Text(&image.source.data),
                 media_type: &image.source.media_type,
             }),
             _ => None,
@@ -397,7 +397,7 @@ fn output(result: &ToolResultBlock) -> Output<'_> {
         };
         match source {
             MediaSource::Base64 { media_type, data } => value.push(OutputPart::FileData {
-                data: Base64Str(data),
+                data: Text(data),
                 media_type,
                 filename,
             }),

@@ -2,7 +2,7 @@
 //!
 //! Conversion runs to the end before a byte of body exists, so a video block or a tool-result
 //! part Anthropic cannot carry fails with nothing to send. The body borrows the messages: base64
-//! payloads are written by [`Base64Str`] at copy speed, never cloned into a `serde_json::Value`.
+//! payloads are written by [`Text`] at copy speed, never cloned into a `serde_json::Value`.
 //!
 //! Key order follows OMA's object literal, JavaScript spread rules included:
 //! `max_tokens, temperature, top_p, top_k, ...extra_body, model, messages, system, tools,
@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{API_VERSION, DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::{self, Base64Str};
+use crate::adapter::body::{self, Text};
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking};
 use crate::error::Error;
@@ -157,13 +157,8 @@ enum WireBlock<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireSource<'a> {
-    Base64 {
-        media_type: &'a str,
-        data: Base64Str<'a>,
-    },
-    Url {
-        url: &'a str,
-    },
+    Base64 { media_type: &'a str, data: Text<'a> },
+    Url { url: &'a str },
 }
 
 impl<'a> WireSource<'a> {
@@ -171,7 +166,7 @@ impl<'a> WireSource<'a> {
         match source {
             MediaSource::Base64 { media_type, data } => WireSource::Base64 {
                 media_type,
-                data: Base64Str(data),
+                data: Text(data),
             },
             MediaSource::Url { url, .. } => WireSource::Url { url },
         }
@@ -197,7 +192,7 @@ fn convert_message(message: &LlmMessage, preserve: bool) -> Result<WireMessage<'
             ContentBlock::Image(image) => content.push(WireBlock::Image {
                 source: WireSource::Base64 {
                     media_type: &image.source.media_type,
-                    data: Base64Str(&image.source.data),
+                    data: Text(&image.source.data),
                 },
             }),
             ContentBlock::Video(_) => {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::b64::node_round_trip;
 use super::PROVIDER_LABEL;
-use crate::adapter::body::{self, Base64Str};
+use crate::adapter::body::{self, Text};
 use crate::adapter::{reasoning, ChatRequest, ToolDefinition};
 use crate::error::Error;
 use crate::message::{
@@ -205,7 +205,7 @@ impl<'a> Bytes<'a> {
 
 impl Serialize for Bytes<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Base64Str(&self.0).serialize(serializer)
+        Text(&self.0).serialize(serializer)
     }
 }
 

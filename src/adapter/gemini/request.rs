@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::{self, Base64Str};
+use crate::adapter::body::{self, Text};
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
@@ -71,7 +71,7 @@ struct InlineDataPart<'a> {
 #[serde(rename_all = "camelCase")]
 struct Blob<'a> {
     mime_type: &'a str,
-    data: Base64Str<'a>,
+    data: Text<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     display_name: Option<&'a str>,
 }
@@ -305,7 +305,7 @@ fn to_part<'a>(
         ContentBlock::Image(image) => Part::InlineData(InlineDataPart {
             inline_data: Blob {
                 mime_type: &image.source.media_type,
-                data: Base64Str(&image.source.data),
+                data: Text(&image.source.data),
                 display_name: None,
             },
         }),
@@ -389,7 +389,7 @@ fn rich_content(parts: &[ToolResultPart]) -> (Cow<'_, str>, Vec<ResponsePart<'_>
             MediaSource::Base64 { media_type, data } => ResponsePart::Inline {
                 inline_data: Blob {
                     mime_type: media_type,
-                    data: Base64Str(data),
+                    data: Text(data),
                     display_name,
                 },
             },

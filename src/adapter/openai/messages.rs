@@ -1,6 +1,6 @@
 //! The message list of a Chat Completions request (`docs/wire-formats.md#openai-messages`): OMA
 //! messages become borrowed wire structs, so text and media are written straight from the request,
-//! and base64 payloads go through [`DataUrl`] without being copied or escape-scanned.
+//! and base64 payloads go through [`DataUrl`] without being copied into a data-URL string.
 
 use std::borrow::Cow;
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // One `run()` per workload, the component and OMA on Node, back to back, as one paired table.
 //
-//   OMA_DIR=/path/to/open-multi-agent/packages/core node bench/paired.mjs [SECONDS]
+//   OMA_DIR=/path/to/open-multi-agent/packages/core node bench/paired.mjs [SECONDS] [--server thread|main]
 //
 // It generates the workloads with the project's own generator, runs the criterion benches
 // `run/<workload>` (the component through wasmtime against the loopback simulator; SECONDS of
@@ -10,6 +10,10 @@
 // `Agent.run()` against an equivalent loopback server), and prints both medians, the ratio, and
 // the machine's load average before, between and after. A ratio is only worth quoting when the
 // load average stays low throughout: both halves must run on a quiet machine.
+//
+// `--server` says where both sides' loopback provider serves from: `thread` (the default) a
+// thread of its own, so each request wakes another CPU; `main` the client's own thread (one
+// event loop serving and calling, no cross-CPU wakeup). Both sides always get the same.
 
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync } from 'node:fs'
@@ -18,7 +22,20 @@ import { join, dirname } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-const seconds = process.argv[2] ?? '3'
+const args = process.argv.slice(2)
+let server = 'thread'
+const serverAt = args.indexOf('--server')
+if (serverAt >= 0) {
+  server = args[serverAt + 1]
+  args.splice(serverAt, 2)
+}
+if (server !== 'thread' && server !== 'main') {
+  console.error('--server is `thread` or `main`')
+  process.exit(2)
+}
+const seconds = args[0] ?? '3'
+// Both benchmarks read it: the provider serves from the same place on each side.
+process.env.OMA_BENCH_SERVER = server
 
 function load() {
   try {
@@ -93,5 +110,5 @@ for (const name of Object.keys(ours)) {
   }
 }
 console.log(`load average: before ${before}; between ${between}; after ${after}`)
-console.log(`Node ${process.version}`)
+console.log(`Node ${process.version}; loopback provider on ${server === 'main' ? "the client's own thread" : 'a thread of its own'}`)
 for (const row of rows) console.log(`| ${row.join(' | ')} |`)

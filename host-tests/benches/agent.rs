@@ -16,8 +16,11 @@
 //! simulator, with the whole response read: the floor a run through this host cannot go under.
 //! A run's time above it is what the component and the WIT boundary add.
 //!
-//! `bench/oma-node/run-bench.mjs` measures the same thing for OMA on Node; the README sets the
-//! two side by side. Workloads are generated in memory by `oma_harness::workloads`
+//! The simulator serves from a thread of its own; with `OMA_BENCH_SERVER=main` it serves from
+//! the benchmark's own (current-thread) runtime instead, so that client and provider share one
+//! thread and no request crosses to another CPU. `bench/oma-node/run-bench.mjs` measures the
+//! same thing for OMA on Node, and takes the same variable; the README sets the two side by
+//! side. Workloads are generated in memory by `oma_harness::workloads`
 //! (or read from `$OMA_WORKLOADS/NAME.json` when that is set; a missing file is skipped).
 
 use std::time::Instant;
@@ -45,7 +48,7 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
         .build()
         .expect("a tokio runtime");
     let harness = Harness::shared().expect("the guest loads");
-    let simulator = Simulator::start_unrecorded().expect("the simulator starts");
+    let simulator = simulator(&rt);
     let mut group = c.benchmark_group(group_name);
     for name in WORKLOADS {
         let Some(text) = read_workload(&format!("{group_name}/{name}"), name) else {
@@ -88,6 +91,16 @@ fn bench_runs(c: &mut Criterion, group_name: &str, in_process: bool) {
     group.finish();
 }
 
+/// The loopback simulator, on its own thread or, with `OMA_BENCH_SERVER=main`, on `rt`.
+fn simulator(rt: &tokio::runtime::Runtime) -> Simulator {
+    let started = match std::env::var("OMA_BENCH_SERVER").as_deref() {
+        Ok("main") => Simulator::start_unrecorded_on(rt.handle()),
+        Ok("thread") | Err(_) => Simulator::start_unrecorded(),
+        Ok(other) => panic!("OMA_BENCH_SERVER is `main` or `thread`, not {other:?}"),
+    };
+    started.expect("the simulator starts")
+}
+
 /// The provider and model a workload's runs use: MiniMax for video (Anthropic has no video
 /// mapping), Anthropic for the rest.
 fn provider_for(name: &str) -> (&'static str, &'static str) {
@@ -105,7 +118,7 @@ fn bare_post(c: &mut Criterion) {
         .build()
         .expect("a tokio runtime");
     let harness = Harness::shared().expect("the guest loads");
-    let simulator = Simulator::start_unrecorded().expect("the simulator starts");
+    let simulator = simulator(&rt);
     let base_url = simulator.base_url();
     let client = LoopbackOnly::new();
     let mut group = c.benchmark_group("bare_post");

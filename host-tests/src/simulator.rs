@@ -253,15 +253,35 @@ impl Simulator {
         Self::launch(Self::CHUNK_DELAY, false)
     }
 
-    fn launch(chunk_delay: Duration, record: bool) -> anyhow::Result<Simulator> {
+    /// Starts an unrecorded simulator (as [`Simulator::start_unrecorded`]) that serves from the
+    /// tokio runtime of `handle` instead of a thread of its own: with a current-thread runtime,
+    /// client and provider share one thread, as a Node program serving and calling on one event
+    /// loop does. No request then crosses to another CPU, so the benchmark measures no
+    /// cross-CPU wakeup (on a virtual machine the dearest part of a loopback exchange). The
+    /// simulator answers only while that runtime runs (inside its `block_on`).
+    ///
+    /// Fails if no port can be bound.
+    pub fn start_unrecorded_on(handle: &tokio::runtime::Handle) -> anyhow::Result<Simulator> {
+        let (listener, addr, shared) = Self::bind(Self::CHUNK_DELAY, false)?;
+        let (shutdown, stop) = oneshot::channel();
+        handle.spawn(serve(listener, Arc::clone(&shared), stop));
+        Ok(Simulator {
+            addr,
+            shared,
+            shutdown: Some(shutdown),
+            thread: None,
+        })
+    }
+
+    /// A listener on a free loopback port, its address, and the state its connections share.
+    fn bind(
+        chunk_delay: Duration,
+        record: bool,
+    ) -> anyhow::Result<(std::net::TcpListener, SocketAddr, Arc<Shared>)> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
             .context("the simulator could not bind a loopback port")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("the simulator could not build its runtime")?;
         let shared = Arc::new(Shared {
             log: RequestLog::default(),
             record,
@@ -269,6 +289,15 @@ impl Simulator {
             script: Mutex::new(VecDeque::new()),
             chunk_delay,
         });
+        Ok((listener, addr, shared))
+    }
+
+    fn launch(chunk_delay: Duration, record: bool) -> anyhow::Result<Simulator> {
+        let (listener, addr, shared) = Self::bind(chunk_delay, record)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("the simulator could not build its runtime")?;
         let (shutdown, stop) = oneshot::channel();
         let server = Arc::clone(&shared);
         let thread = std::thread::Builder::new()

@@ -206,13 +206,13 @@ pub struct HttpRequest {
     pub url: String,
     /// Header names (lowercase) and values, in order.
     pub headers: Vec<(String, String)>,
-    /// The body bytes (JSON).
-    pub body: Vec<u8>,
+    /// The body (JSON text).
+    pub body: String,
 }
 
 impl HttpRequest {
     /// A JSON `POST` to `url`.
-    pub fn post_json(url: String, body: Vec<u8>) -> Self {
+    pub fn post_json(url: String, body: String) -> Self {
         HttpRequest {
             method: "POST".into(),
             url,
@@ -506,7 +506,7 @@ mod tests {
                 ("x-api-key".into(), "sk-secret".into()),
                 ("accept".into(), "a".into()),
             ],
-            ..HttpRequest::post_json("https://x".into(), vec![])
+            ..HttpRequest::post_json("https://x".into(), String::new())
         };
         assert_eq!(
             request.redacted_headers(),

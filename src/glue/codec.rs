@@ -48,7 +48,7 @@ impl Guest for Component {
             method: http.method,
             url: http.url,
             headers: http.headers,
-            body: body_text(http.body)?,
+            body: http.body,
         })
     }
 

@@ -365,10 +365,3 @@ pub(super) fn to_wit_source(source: m::MediaSource) -> wit::MediaSource {
         }
     }
 }
-
-/// A formatted body as text: adapters write JSON, which is UTF-8.
-pub(super) fn body_text(body: Vec<u8>) -> Result<String, Error> {
-    String::from_utf8(body).map_err(|_| Error::InvalidRequest {
-        message: "the formatted body is not UTF-8".into(),
-    })
-}

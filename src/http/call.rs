@@ -185,10 +185,7 @@ impl Call {
                 });
             }
             check_egress(&http.url, &call.options.egress)?;
-            let body = String::from_utf8(http.body).map_err(|_| Error::InvalidRequest {
-                message: "the formatted body is not UTF-8".into(),
-            })?;
-            Ok((http.method, http.url, http.headers, body))
+            Ok((http.method, http.url, http.headers, http.body))
         });
         match formatted {
             Ok((method, url, headers, body)) => {

@@ -56,8 +56,8 @@ pub fn render_request(request: &HttpRequest, secrets: &[String]) -> Result<Strin
     let url = long.iter().fold(request.url.clone(), |url, secret| {
         url.replace(secret, REDACTED)
     });
-    let body = crate::json::from_bytes::<Value>(&request.body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&request.body).into_owned()));
+    let body = serde_json::from_str::<Value>(&request.body)
+        .unwrap_or_else(|_| Value::String(request.body.clone()));
     let text = json!({
         "method": request.method,
         "url": url,
@@ -91,7 +91,7 @@ mod tests {
                 ("accept".into(), "a".into()),
                 ("accept".into(), "b".into()),
             ],
-            body: body.as_bytes().to_vec(),
+            body: body.to_owned(),
         }
     }
 

@@ -461,7 +461,7 @@ fn render_request(http: &HttpRequest, secrets: &[String]) -> Result<String, Fail
         method: http.method.clone(),
         url: http.url.clone(),
         headers: http.headers.clone(),
-        body: http.body.clone().into_bytes(),
+        body: http.body.clone(),
     };
     oma_component::http::display::render_request(&request, secrets)
         .map_err(|error| Failure::Host(anyhow::anyhow!("{error}")))

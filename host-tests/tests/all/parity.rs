@@ -97,7 +97,7 @@ fn native_format(provider: &str, messages: &str) -> Value {
     match native(provider).format(&native_request(messages, "m-1"), &native_endpoint()) {
         Ok(http) => serde_json::json!({
             "method": http.method, "url": http.url, "headers": http.headers,
-            "body": String::from_utf8(http.body).expect("JSON bodies are UTF-8"),
+            "body": http.body,
         }),
         Err(error) => serde_json::json!({"error": error.name(), "message": error.to_string()}),
     }

@@ -213,7 +213,7 @@ pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
     };
     Ok(HttpRequest::post_json(
         url.into(),
-        body::to_vec(&options, request.size_hint()),
+        body::to_string(&options, request.size_hint()),
     ))
 }
 

@@ -70,7 +70,7 @@ fn request(messages: Vec<LlmMessage>) -> ChatRequest {
 
 fn body(request: &ChatRequest) -> Value {
     let http = AiSdk.format(request, &Endpoint::default()).unwrap();
-    serde_json::from_slice(&http.body).unwrap()
+    serde_json::from_str(&http.body).unwrap()
 }
 
 fn messages(msgs: Vec<LlmMessage>) -> Value {
@@ -93,7 +93,7 @@ fn exact_bytes_url_and_headers() {
         vec![("content-type".to_string(), "application/json".to_string())]
     );
     assert_eq!(
-        String::from_utf8(http.body).unwrap(),
+        http.body,
         r#"{"model":"openai:gpt-4o","messages":[{"role":"user","content":"hi"}],"maxRetries":0}"#
     );
     req.stream = true;

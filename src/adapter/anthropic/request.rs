@@ -73,7 +73,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
     let mut http = HttpRequest::post_json(
         join_url(base, "v1/messages"),
-        body::to_vec(&body, request.size_hint()),
+        body::to_string(&body, request.size_hint()),
     );
     if let Some(key) = api_key {
         http.headers.push(("x-api-key".into(), key.clone()));

@@ -40,7 +40,7 @@ fn body(request: &ChatRequest) -> Value {
     let http = Anthropic
         .format(request, &endpoint())
         .expect("format succeeds");
-    serde_json::from_slice(&http.body).expect("the body is JSON")
+    serde_json::from_str(&http.body).expect("the body is JSON")
 }
 
 fn keys(body: &Value) -> Vec<&str> {
@@ -89,7 +89,7 @@ fn golden_request_bytes_url_and_headers() {
         r#""tools":[{"name":"look","description":"Looks closer","input_schema":"#,
         r#"{"type":"object","properties":{"zoom":{"type":"number"}}}}]}"#
     );
-    assert_eq!(String::from_utf8(http.body).unwrap(), expected);
+    assert_eq!(http.body, expected);
 }
 
 #[test]
@@ -415,7 +415,7 @@ fn sampling_keys_only_when_set() {
     };
     req.system_prompt = Some(String::new());
     let http = Anthropic.format(&req, &endpoint()).unwrap();
-    let text = String::from_utf8(http.body).unwrap();
+    let text = http.body;
     assert!(
         text.starts_with(r#"{"max_tokens":100,"temperature":1,"top_p":0.9,"top_k":40,"model""#),
         "{text}"
@@ -525,7 +525,7 @@ fn tools_schema_gets_object_type_first() {
         tool(json!(null)),
     ];
     let http = Anthropic.format(&req, &endpoint()).unwrap();
-    let text = String::from_utf8(http.body).unwrap();
+    let text = http.body;
     assert!(text.contains(
         r#""input_schema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}"#
     ));

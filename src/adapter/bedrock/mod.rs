@@ -63,7 +63,7 @@ impl Adapter for Bedrock {
     /// credentials without [`Endpoint::timestamp`].
     fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
         validate_messages(&request.messages)?;
-        let body = body::to_vec(&request::Body::new(request)?, request.size_hint());
+        let body = body::to_string(&request::Body::new(request)?, request.size_hint());
         let region = region(endpoint)?;
         let base = match &endpoint.base_url {
             Some(base) => base.clone(),

@@ -345,7 +345,7 @@ mod tests {
             method: "GET".into(),
             url: url.into(),
             headers,
-            body: Vec::new(),
+            body: String::new(),
         };
         sign(&mut request, &signer("iam", "20150830T123600Z"), false).unwrap();
         assert_eq!(
@@ -365,10 +365,10 @@ mod tests {
     /// `SigV4Auth` on the same method, URL, headers and body.
     #[test]
     fn a_bedrock_request_with_a_session_token() {
-        let body = br#"{"inferenceConfig":{"maxTokens":4096},"messages":[{"content":[{"text":"hi"}],"role":"user"}]}"#;
+        let body = r#"{"inferenceConfig":{"maxTokens":4096},"messages":[{"content":[{"text":"hi"}],"role":"user"}]}"#;
         let mut request = HttpRequest::post_json(
             "https://bedrock-runtime.us-west-2.amazonaws.com/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse".into(),
-            body.to_vec(),
+            body.to_owned(),
         );
         let signer = Signer {
             session_token: Some("FwoGZXIvYXdzEXAMPLETOKEN"),
@@ -415,7 +415,8 @@ mod tests {
             "20150830t123600Z",
             "2015083OT123600Z",
         ] {
-            let mut request = HttpRequest::post_json("https://x.amazonaws.com/".into(), vec![]);
+            let mut request =
+                HttpRequest::post_json("https://x.amazonaws.com/".into(), String::new());
             let error = sign(&mut request, &signer("bedrock", bad), false).unwrap_err();
             assert!(matches!(error, Error::InvalidRequest { .. }), "{bad:?}");
             assert!(!error.to_string().contains(SECRET));

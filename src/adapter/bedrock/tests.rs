@@ -30,7 +30,7 @@ fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
 }
 
 fn body(request: &ChatRequest) -> Value {
-    serde_json::from_slice(&format(request).unwrap().body).unwrap()
+    serde_json::from_str(&format(request).unwrap().body).unwrap()
 }
 
 /// The converted content of the first message.
@@ -65,7 +65,7 @@ fn golden_body_bytes_url_and_headers() {
         vec![("content-type".to_string(), "application/json".to_string())]
     );
     assert_eq!(
-        String::from_utf8(http.body).unwrap(),
+        http.body,
         r#"{"inferenceConfig":{"maxTokens":4096},"messages":[{"content":[{"text":"Hi \"there\""}],"role":"user"},{"content":[{"text":"Hello"}],"role":"assistant"}],"system":[{"text":"Be brief."}]}"#
     );
 }
@@ -415,8 +415,7 @@ fn top_k_and_extra_body_go_to_additional_fields() {
         chat.extra_body = extra.as_object().cloned().unwrap_or_default();
         format(&chat).unwrap().body
     };
-    let fields = |bytes: Vec<u8>| {
-        let text = String::from_utf8(bytes).unwrap();
+    let fields = |text: String| {
         let start = text
             .find("\"additionalModelRequestFields\":")
             .map(|i| i + 31);
@@ -558,7 +557,7 @@ fn access_keys_sign_with_sigv4() {
         .format(&chat, &aws(None, Some("20250102T030405Z")))
         .unwrap();
     assert_eq!(
-        String::from_utf8(http.body.clone()).unwrap(),
+        http.body.clone(),
         r#"{"inferenceConfig":{"maxTokens":4096},"messages":[{"content":[{"text":"hi"}],"role":"user"}]}"#
     );
     let names: Vec<&str> = http.headers.iter().map(|(n, _)| n.as_str()).collect();

@@ -235,7 +235,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     let path = format!("v1beta/{}{method}", model_path(&request.model));
     let mut http = HttpRequest::post_json(
         join_url(base, &path),
-        body::to_vec(&body, request.size_hint()),
+        body::to_string(&body, request.size_hint()),
     );
     match &endpoint.credentials {
         Credentials::None => {}

@@ -68,7 +68,7 @@ fn key() -> Endpoint {
 
 fn body(request: &ChatRequest) -> Value {
     let http = Gemini::default().format(request, &key()).unwrap();
-    serde_json::from_slice(&http.body).unwrap()
+    serde_json::from_str(&http.body).unwrap()
 }
 
 fn contents(messages: Vec<LlmMessage>) -> Value {
@@ -155,7 +155,7 @@ fn exact_bytes_url_and_headers() {
         ]
     );
     assert_eq!(
-        String::from_utf8(http.body.clone()).unwrap(),
+        http.body.clone(),
         r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":4096}}"#
     );
     assert_eq!(

@@ -30,7 +30,7 @@ fn key() -> Endpoint {
 
 fn body_with(adapter: &OpenAi, request: &ChatRequest) -> Value {
     let http = adapter.format(request, &key()).expect("format");
-    serde_json::from_slice(&http.body).expect("JSON body")
+    serde_json::from_str(&http.body).expect("JSON body")
 }
 
 fn body(request: &ChatRequest) -> Value {
@@ -63,7 +63,7 @@ fn exact_bytes_url_and_headers() {
         ]
     );
     assert_eq!(
-        String::from_utf8(http.body).unwrap(),
+        http.body,
         r#"{"max_tokens":100,"temperature":0.7,"model":"gpt-test","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"stream":false}"#
     );
 }
@@ -154,10 +154,8 @@ fn sampling_keys_in_order_only_when_set() {
     assert_eq!(b["presence_penalty"], json!(-0.5));
     assert_eq!(b["parallel_tool_calls"], json!(false));
     assert_eq!(b["reasoning_effort"], json!("high"));
-    let bytes = OpenAi::default().format(&req, &key()).unwrap().body;
-    assert!(String::from_utf8(bytes)
-        .unwrap()
-        .contains(r#""temperature":1,"#));
+    let text = OpenAi::default().format(&req, &key()).unwrap().body;
+    assert!(text.contains(r#""temperature":1,"#));
 }
 
 #[test]
@@ -659,10 +657,10 @@ fn large_video_is_written_verbatim() {
         ..ChatRequest::default()
     };
     let http = preset("minimax").unwrap().format(&req, &key()).unwrap();
-    let prefix = br#"{"model":"MiniMax-M3","messages":[{"role":"user","content":[{"type":"text","text":"describe"},{"type":"video_url","video_url":{"url":"data:video/mp4;base64,"#;
-    let suffix = br#""}}]}],"stream":false}"#;
+    let prefix = r#"{"model":"MiniMax-M3","messages":[{"role":"user","content":[{"type":"text","text":"describe"},{"type":"video_url","video_url":{"url":"data:video/mp4;base64,"#;
+    let suffix = r#""}}]}],"stream":false}"#;
     assert_eq!(http.body.len(), prefix.len() + data.len() + suffix.len());
     assert!(http.body.starts_with(prefix));
     assert!(http.body.ends_with(suffix));
-    assert!(http.body[prefix.len()..].starts_with(data.as_bytes()));
+    assert!(http.body[prefix.len()..].starts_with(data.as_str()));
 }

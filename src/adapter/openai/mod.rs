@@ -160,7 +160,7 @@ impl Adapter for OpenAi {
                 })
             }
         };
-        let body = body::to_vec(&self.body(request, messages), request.size_hint());
+        let body = body::to_string(&self.body(request, messages), request.size_hint());
         let base = endpoint
             .base_url
             .as_deref()

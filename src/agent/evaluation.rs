@@ -4,16 +4,11 @@
 //! Pure: no clock, no I/O. Lengths are counted as OMA counts them, in UTF-16 code units (JS
 //! `string.length`), and a cut never splits a character.
 //!
-//! Secret redaction reproduces OMA's `redactSensitiveText` (`src/utils/redaction.ts`): PEM
-//! private keys, `Authorization:` headers, bearer tokens, `name=value` assignments whose name
-//! looks sensitive (`api_key`, `password`, `token`, ...), and token literals (`sk-...`,
-//! `ghp_...`, `github_pat_...`, `AKIA...`, `xox?-...`), in that order.
+//! Secrets are redacted by [`redact_secrets`](super::redact::redact_secrets).
 
-use std::sync::OnceLock;
-
-use regex_lite::{Captures, Regex};
 use serde_json::{json, Value};
 
+use super::redact::redact_secrets;
 use crate::json::messages_to_json;
 use crate::message::LlmMessage;
 
@@ -22,9 +17,6 @@ pub const MAX_PAYLOAD_CHARS: usize = 8192;
 
 /// What replaces the end of a text longer than [`MAX_PAYLOAD_CHARS`].
 pub const TRUNCATION_MARKER: &str = "\n[truncated at 8192 characters]";
-
-/// What replaces a secret.
-pub const REDACTED: &str = "[redacted]";
 
 /// How much of a run's input and output online evaluation keeps (OMA's `storePayloads`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,100 +68,6 @@ pub fn bound(text: &str) -> String {
     bounded.push_str(&text[..end]);
     bounded.push_str(TRUNCATION_MARKER);
     bounded
-}
-
-/// JavaScript's `\s` (without the `u` flag), for the patterns below: regex-lite's `\s` is
-/// ASCII only.
-const JS_SPACE: &str = "\\t\\n\\x0B\\x0C\\r \u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}\u{FEFF}";
-
-/// OMA's patterns, compiled once.
-struct Patterns {
-    private_key: Regex,
-    authorization: Regex,
-    bearer: Regex,
-    assignment: Regex,
-    sensitive_name: Regex,
-    token_literals: [Regex; 5],
-}
-
-fn compile(pattern: &str) -> Regex {
-    // The patterns are constants, pinned by the tests; compiling them cannot depend on input.
-    Regex::new(pattern).expect("redaction patterns are valid")
-}
-
-fn patterns() -> &'static Patterns {
-    static PATTERNS: OnceLock<Patterns> = OnceLock::new();
-    PATTERNS.get_or_init(|| {
-        let s = JS_SPACE;
-        Patterns {
-            private_key: compile(
-                r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.)*?-----END [A-Z ]*PRIVATE KEY-----",
-            ),
-            authorization: compile(&format!(
-                r"(?i)\b(Authorization[{s}]*:[{s}]*)(?:Bearer[{s}]+)?[^\n\r,;}}]+"
-            )),
-            bearer: compile(&format!(r"(?i)\bBearer[{s}]+[A-Za-z0-9._~+/=-]{{8,}}")),
-            assignment: compile(&format!(
-                r#"(["']?)([A-Za-z_][A-Za-z0-9_.-]*)(["']?[{s}]*[:=][{s}]*)(["']?)([^"',{s}\}}\]]+)(["']?)"#
-            )),
-            sensitive_name: compile(
-                r"(?i)(?:api[_-]?key|apiKey|secret|password|passwd|pwd|private[_-]?key|privateKey|access[_-]?key|accessKey|accessToken|refreshToken|idToken|githubToken|authorization|auth[_-]?token|authToken|cookie|session|credential|bearer|^token$|[_-]token$|^token[_-])",
-            ),
-            token_literals: [
-                compile(r"\bsk-[A-Za-z0-9_-]{16,}\b"),
-                compile(r"\bgh[pousr]_[A-Za-z0-9_]{20,}\b"),
-                compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"),
-                compile(r"\bAKIA[0-9A-Z]{16}\b"),
-                compile(r"\bxox[baprs]-[A-Za-z0-9-]{10,}\b"),
-            ],
-        }
-    })
-}
-
-/// Whether a field name looks like it holds a secret (OMA's `isSensitiveName`): `api_key`,
-/// `apiKey`, `password`, `secret`, `authorization`, `cookie`, `session`, `token`, `x-token`, ...
-pub fn is_sensitive_name(name: &str) -> bool {
-    patterns().sensitive_name.is_match(name)
-}
-
-/// `text` with secrets replaced by `[redacted]`, as OMA's `redactSensitiveText` does it:
-///
-/// 1. PEM private keys (`-----BEGIN ... PRIVATE KEY-----` to the matching `END` line), whole;
-/// 2. `Authorization: <value>` up to the end of the line or a `,` `;` `}`: the value;
-/// 3. `Bearer <8+ token chars>`: the token;
-/// 4. `name = value` or `"name": "value"` where the name is sensitive ([`is_sensitive_name`]):
-///    the value, quotes kept;
-/// 5. literals `sk-` + 16, `gh[pousr]_` + 20, `github_pat_` + 20, `AKIA` + 16 and
-///    `xox[baprs]-` + 10 token characters.
-pub fn redact_secrets(text: &str) -> String {
-    if text.is_empty() {
-        return String::new();
-    }
-    let p = patterns();
-    let text = p.private_key.replace_all(text, REDACTED);
-    let text = p.authorization.replace_all(&text, "${1}[redacted]");
-    let text = p.bearer.replace_all(&text, "Bearer [redacted]");
-    let text = p.assignment.replace_all(&text, |caps: &Captures<'_>| {
-        let part = |i| caps.get(i).map_or("", |m| m.as_str());
-        let (key_quote, key, separator, value_quote, value, close_quote) =
-            (part(1), part(2), part(3), part(4), part(5), part(6));
-        // An earlier rule's `[redacted]` reads as the value `[redacted` (the value stops at
-        // `]`); rewriting it would leave a stray `]`.
-        if !is_sensitive_name(key) || value == "[redacted" {
-            return part(0).to_owned();
-        }
-        let close = if close_quote.is_empty() {
-            value_quote
-        } else {
-            close_quote
-        };
-        format!("{key_quote}{key}{separator}{value_quote}{REDACTED}{close}")
-    });
-    let mut text = text.into_owned();
-    for literal in &p.token_literals {
-        text = literal.replace_all(&text, REDACTED).into_owned();
-    }
-    text
 }
 
 /// The input in full: the string itself, or the messages as OMA JSON (`JSON.stringify`).
@@ -387,81 +285,6 @@ mod tests {
         let bounded = bound(&"é".repeat(8193));
         assert_eq!(js_len(&bounded), 8192);
         assert_eq!(bounded, format!("{}{TRUNCATION_MARKER}", "é".repeat(8161)));
-    }
-
-    /// One row per OMA rule, plus the cases that must stay untouched.
-    #[test]
-    fn redaction_patterns() {
-        let cases = [
-            ("", ""),
-            ("nothing secret here", "nothing secret here"),
-            ("api_key=abc123", "api_key=[redacted]"),
-            ("API-KEY: abc123", "API-KEY: [redacted]"),
-            ("apiKey = abc123, next", "apiKey = [redacted], next"),
-            (r#"{"password": "hunter2"}"#, r#"{"password": "[redacted]"}"#),
-            (r#"{'secret':'s3'}"#, r#"{'secret':'[redacted]'}"#),
-            ("client_secret=xyz&x=1", "client_secret=[redacted]"),
-            ("token=abc", "token=[redacted]"),
-            ("x-token: abc", "x-token: [redacted]"),
-            ("token_id=abc", "token_id=[redacted]"),
-            ("tokens=abc", "tokens=abc"),
-            ("user=alice", "user=alice"),
-            ("session: abc", "session: [redacted]"),
-            ("Cookie: a=b", "Cookie: [redacted]"),
-            ("Authorization: Bearer abc.def", "Authorization: [redacted]"),
-            ("authorization: Basic dXNlcjpwYXNz, next", "authorization: [redacted], next"),
-            ("use Bearer abcdefgh12345 now", "use Bearer [redacted] now"),
-            ("bearer abcdefgh", "Bearer [redacted]"),
-            ("Bearer short", "Bearer short"),
-            ("key sk-abcdefghijklmnop1234 end", "key [redacted] end"),
-            ("sk-short", "sk-short"),
-            ("ghp_abcdefghijklmnopqrstuvwxyz", "[redacted]"),
-            ("github_pat_abcdefghijklmnopqrstuvwxyz", "[redacted]"),
-            ("AKIAABCDEFGHIJKLMNOP", "[redacted]"),
-            ("AKIAabcdefghijklmnop", "AKIAabcdefghijklmnop"),
-            ("xoxb-1234567890-abc", "[redacted]"),
-            (
-                "a -----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----- b",
-                "a [redacted] b",
-            ),
-            (
-                "-----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY----- -----BEGIN PRIVATE KEY-----y-----END PRIVATE KEY-----",
-                "[redacted] [redacted]",
-            ),
-            (
-                "-----BEGIN PUBLIC KEY-----x-----END PUBLIC KEY-----",
-                "-----BEGIN PUBLIC KEY-----x-----END PUBLIC KEY-----",
-            ),
-            ("pwd=\u{A0}abc", "pwd=\u{A0}[redacted]"),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(redact_secrets(input), expected, "{input:?}");
-        }
-    }
-
-    #[test]
-    fn sensitive_names() {
-        for name in [
-            "api_key",
-            "API-KEY",
-            "apikey",
-            "password",
-            "privateKey",
-            "access_key",
-            "refreshToken",
-            "auth-token",
-            "Authorization",
-            "token",
-            "x_token",
-            "token-id",
-            "credentials",
-            "SESSION_ID",
-        ] {
-            assert!(is_sensitive_name(name), "{name}");
-        }
-        for name in ["user", "tokens", "mytoken", "keyboard", "model"] {
-            assert!(!is_sensitive_name(name), "{name}");
-        }
     }
 
     /// Odd input never panics, and gives exactly this: only a sensitive name with a value is

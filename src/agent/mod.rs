@@ -10,5 +10,6 @@ pub mod input;
 pub mod machine;
 pub mod outcome;
 pub mod progress;
+pub mod redact;
 pub mod session;
 pub mod turn;

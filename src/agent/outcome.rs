@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::agent::evaluation::redact_secrets;
+use crate::agent::redact::redact_secrets;
 use crate::error::{Error, ErrorKind};
 
 /// The most characters `errorInfo.message` keeps.

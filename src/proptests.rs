@@ -440,6 +440,12 @@ proptest! {
     }
 
     #[test]
+    fn body_json_values_are_written_as_serde_json_writes_them(value in json_value()) {
+        let ours = crate::adapter::body::to_string(&crate::adapter::body::Json(&value), 0);
+        prop_assert_eq!(ours, serde_json::to_string(&value).unwrap());
+    }
+
+    #[test]
     fn messages_from_json_never_panics_on_json_values(value in json_value()) {
         let from_text = messages_from_json(&value.to_string());
         let from_value = messages_from_value(value);

@@ -9,7 +9,10 @@
 //! The raw write uses `serde_json`'s `RawValue` protocol, so these wrappers serialise correctly
 //! only through [`to_string`] (or another `serde_json` writer), which is the one way bodies are made.
 
+use std::borrow::Borrow;
+
 use serde::ser::{Serialize, SerializeStruct, Serializer};
+use serde_json::Value;
 
 /// `serde_json`'s marker for raw fragments (`serde_json::raw::TOKEN`, stable across 1.x).
 const RAW_TOKEN: &str = "$serde_json::private::RawValue";
@@ -98,6 +101,30 @@ pub fn text<T: AsRef<str> + ?Sized, S: Serializer>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     Text(value.as_ref()).serialize(serializer)
+}
+
+/// A JSON value (a tool's input or schema) written as `serde_json` writes it, its strings
+/// through [`Text`]. Object keys keep `serde_json`'s own path: a raw fragment cannot be a key.
+#[derive(Clone, Copy, Debug)]
+pub struct Json<'a>(pub &'a Value);
+
+impl Serialize for Json<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::String(text) => Text(text).serialize(serializer),
+            Value::Array(items) => serializer.collect_seq(items.iter().map(Json)),
+            Value::Object(map) => serializer.collect_map(map.iter().map(|(k, v)| (k, Json(v)))),
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+/// For `#[serde(serialize_with = "body::json")]` on a JSON value field: writes it as [`Json`].
+pub fn json<V: Borrow<Value> + ?Sized, S: Serializer>(
+    value: &V,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    Json(value.borrow()).serialize(serializer)
 }
 
 /// The escape `serde_json` writes for `byte` (a control character, `"` or `\\`): the short
@@ -227,6 +254,27 @@ mod tests {
                 to_string(&Text(s), 0),
                 serde_json::to_string(s).unwrap(),
                 "{s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_values_match_serde_json() {
+        let values = [
+            json!(null),
+            json!(true),
+            json!(-1.5e300),
+            json!(12),
+            json!("a\"b\\c\n\u{1}é"),
+            json!([]),
+            json!({}),
+            json!({"k\"ey": ["x\ty", {"n": null, "deep": [1, "\u{7f}", {"\n": "\u{2028}"}]}], "z": false}),
+        ];
+        for value in &values {
+            assert_eq!(
+                to_string(&Json(value), 0),
+                serde_json::to_string(value).unwrap(),
+                "{value}"
             );
         }
     }

@@ -44,6 +44,7 @@ enum AssistantPart<'a> {
     ToolCall {
         tool_call_id: &'a str,
         tool_name: &'a str,
+        #[serde(serialize_with = "body::json")]
         input: &'a Value,
     },
 }
@@ -125,6 +126,7 @@ impl Serialize for Tools<'_> {
         #[serde(rename_all = "camelCase")]
         struct Entry<'a> {
             description: &'a str,
+            #[serde(serialize_with = "body::json")]
             input_schema: &'a Value,
         }
         let mut map = serializer.serialize_map(Some(self.0.len()))?;

@@ -131,6 +131,7 @@ enum WireBlock<'a> {
     ToolUse {
         id: &'a str,
         name: &'a str,
+        #[serde(serialize_with = "body::json")]
         input: &'a Value,
     },
     ToolResult {
@@ -329,12 +330,12 @@ impl Serialize for ObjectSchema<'_> {
         let fields = self.0.as_object();
         let mut map = serializer.serialize_map(None)?;
         match fields.and_then(|f| f.get("type")) {
-            Some(own) => map.serialize_entry("type", own)?,
+            Some(own) => map.serialize_entry("type", &body::Json(own))?,
             None => map.serialize_entry("type", "object")?,
         }
         for (key, value) in fields.into_iter().flatten() {
             if key != "type" {
-                map.serialize_entry(key, value)?;
+                map.serialize_entry(key, &body::Json(value))?;
             }
         }
         map.end()

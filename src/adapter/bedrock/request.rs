@@ -163,6 +163,7 @@ impl<'a> From<&'a ToolDefinition> for ToolSpec<'a> {
 
 #[derive(DeriveSerialize)]
 struct JsonSchema<'a> {
+    #[serde(serialize_with = "body::json")]
     json: &'a Value,
 }
 
@@ -211,6 +212,7 @@ impl Serialize for Bytes<'_> {
 
 #[derive(DeriveSerialize)]
 struct ToolUse<'a> {
+    #[serde(serialize_with = "body::json")]
     input: &'a Value,
     name: &'a str,
     #[serde(rename = "toolUseId")]

@@ -97,6 +97,7 @@ struct FunctionCallPart<'a> {
 struct FunctionCall<'a> {
     id: &'a str,
     name: &'a str,
+    #[serde(serialize_with = "body::json")]
     args: &'a Value,
 }
 
@@ -148,6 +149,7 @@ struct Tool<'a> {
 struct FunctionDeclaration<'a> {
     name: &'a str,
     description: &'a str,
+    #[serde(serialize_with = "body::json")]
     parameters_json_schema: &'a Value,
 }
 

@@ -304,6 +304,7 @@ impl Serialize for Tools<'_> {
         struct Function<'a> {
             name: &'a str,
             description: &'a str,
+            #[serde(serialize_with = "body::json")]
             parameters: &'a Value,
         }
         serializer.collect_seq(self.0.iter().map(|tool| Tool {

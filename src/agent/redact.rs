@@ -728,6 +728,12 @@ mod tests {
             proptest::prop_assert_eq!(redact_secrets(&text), oracle::redact_secrets(&text), "{:?}", text);
         }
 
+        /// Any text at all: nothing panics, and the output is still the engine's.
+        #[test]
+        fn agrees_on_any_text(text in proptest::prelude::any::<String>()) {
+            proptest::prop_assert_eq!(redact_secrets(&text), oracle::redact_secrets(&text), "{:?}", text);
+        }
+
         /// And so do the names.
         #[test]
         fn names_agree_with_the_regular_expression(

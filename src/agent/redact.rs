@@ -1,4 +1,4 @@
-//! Secret redaction as OMA's `redactSensitiveText` does it (`docs/agent.md#evaluation-payloads`):
+//! Secret redaction as OMA's `redactSensitiveText` does it (`docs/agent.md#redaction-rules`):
 //! PEM private keys, `Authorization:` headers, bearer tokens, `name=value` assignments whose
 //! name looks sensitive (`api_key`, `password`, `token`, ...), and token literals (`sk-...`,
 //! `ghp_...`, `github_pat_...`, `AKIA...`, `xox?-...`), in that order.

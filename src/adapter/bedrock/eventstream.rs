@@ -129,6 +129,15 @@ fn be_u32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// CRC-32 (ISO-HDLC, the checksum of the AWS event-stream framing), with one 1 KB table:
+/// messages are small, and the 16 KB tables of a faster variant would be a sizeable part of the
+/// component.
+fn crc32(bytes: &[u8]) -> u32 {
+    const CRC: crc::Crc<u32, crc::Table<1>> =
+        crc::Crc::<u32, crc::Table<1>>::new(&crc::CRC_32_ISO_HDLC);
+    CRC.checksum(bytes)
+}
+
 /// One message from the front of `bytes`, with the bytes it used; `None` if more are needed.
 fn frame(bytes: &[u8]) -> Result<Option<(Message, usize)>, Error> {
     let (Some(total), Some(headers_len), Some(prelude_crc)) =
@@ -136,7 +145,7 @@ fn frame(bytes: &[u8]) -> Result<Option<(Message, usize)>, Error> {
     else {
         return Ok(None);
     };
-    if crc32fast::hash(&bytes[..8]) != prelude_crc {
+    if crc32(&bytes[..8]) != prelude_crc {
         return Err(malformed("event stream prelude checksum mismatch"));
     }
     let (total, headers_len) = (total as usize, headers_len as usize);
@@ -149,7 +158,7 @@ fn frame(bytes: &[u8]) -> Result<Option<(Message, usize)>, Error> {
         return Ok(None);
     };
     let body_end = total - 4;
-    if be_u32(message, body_end) != Some(crc32fast::hash(&message[..body_end])) {
+    if be_u32(message, body_end) != Some(crc32(&message[..body_end])) {
         return Err(malformed("event stream message checksum mismatch"));
     }
     let headers = headers(&message[12..12 + headers_len])?;
@@ -260,11 +269,11 @@ pub fn encode(headers: &[(&str, HeaderValue)], payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(total as usize);
     out.extend_from_slice(&total.to_be_bytes());
     out.extend_from_slice(&(block.len() as u32).to_be_bytes());
-    let prelude_crc = crc32fast::hash(&out);
+    let prelude_crc = crc32(&out);
     out.extend_from_slice(&prelude_crc.to_be_bytes());
     out.extend_from_slice(&block);
     out.extend_from_slice(payload);
-    let crc = crc32fast::hash(&out);
+    let crc = crc32(&out);
     out.extend_from_slice(&crc.to_be_bytes());
     out
 }
@@ -272,6 +281,13 @@ pub fn encode(headers: &[(&str, HeaderValue)], payload: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CRC-32 check value (ISO-HDLC: the checksum of "123456789" is 0xCBF43926).
+    #[test]
+    fn crc32_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
 
     fn event(kind: &str, payload: &str) -> Vec<u8> {
         encode(
@@ -392,7 +408,7 @@ mod tests {
             let mut bytes = Vec::new();
             bytes.extend_from_slice(&total.to_be_bytes());
             bytes.extend_from_slice(&headers.to_be_bytes());
-            let crc = crc32fast::hash(&bytes);
+            let crc = crc32(&bytes);
             bytes.extend_from_slice(&crc.to_be_bytes());
             assert!(
                 EventStreamDecoder::new().feed(&bytes).is_err(),
@@ -407,7 +423,7 @@ mod tests {
         // Header block: [1, b'x', 0]; turn the type into 10 and fix the checksum.
         bytes[14] = 10;
         let end = bytes.len() - 4;
-        let crc = crc32fast::hash(&bytes[..end]);
+        let crc = crc32(&bytes[..end]);
         bytes[end..].copy_from_slice(&crc.to_be_bytes());
         assert!(EventStreamDecoder::new().feed(&bytes).is_err());
     }

@@ -74,6 +74,32 @@ pub fn messages_from_value(value: Value) -> Result<Vec<LlmMessage>, Error> {
         .collect()
 }
 
+/// A tool's result content as OMA JSON text: a string, or a list of content parts (`text`,
+/// `image`, `file`), each taken as a `tool_result` block's parts are. Nothing else is checked
+/// here; the content is validated with the turn it joins.
+///
+/// Read through [`Value`] and this module's conversions rather than a derived deserialiser:
+/// the one for this type alone weighed 47 KB of the `portable` component.
+pub fn tool_result_content_from_json(text: &str) -> Result<ToolResultContent, Error> {
+    let bad = |why: &dyn std::fmt::Display| {
+        Error::invalid(format!(
+            "a tool's content must be OMA JSON: a string or a list of content parts ({why})"
+        ))
+    };
+    match serde_json::from_str::<Value>(text).map_err(|e| bad(&e))? {
+        Value::String(text) => Ok(ToolResultContent::Text(text)),
+        Value::Array(parts) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(k, part)| {
+                tool_result_part(part).ok_or_else(|| bad(&format_args!("part [{k}] is not one")))
+            })
+            .collect::<Result<_, _>>()
+            .map(ToolResultContent::Parts),
+        other => Err(bad(&format_args!("got {}", type_word(Some(&other))))),
+    }
+}
+
 /// Serialises messages to OMA's JSON shape.
 pub fn messages_to_json(messages: &[LlmMessage]) -> Result<String, Error> {
     serde_json::to_string(messages)
@@ -429,6 +455,64 @@ fn tool_result_part(part: Value) -> Option<ToolResultPart> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_result_content_reads_strings_and_parts() {
+        assert_eq!(
+            tool_result_content_from_json(r#""done""#).unwrap(),
+            ToolResultContent::Text("done".into())
+        );
+        let parts = r#"[{"type": "text", "text": "4"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+            {"type": "file", "filename": "a.pdf", "source": {"type": "url", "media_type": "application/pdf", "url": "https://x.example/a.pdf"}, "extra": 1}]"#;
+        assert_eq!(
+            tool_result_content_from_json(parts).unwrap(),
+            ToolResultContent::Parts(vec![
+                ToolResultPart::Text { text: "4".into() },
+                ToolResultPart::Image {
+                    source: MediaSource::Base64 {
+                        media_type: "image/png".into(),
+                        data: "AAAA".into()
+                    }
+                },
+                ToolResultPart::File {
+                    filename: "a.pdf".into(),
+                    source: MediaSource::Url {
+                        media_type: "application/pdf".into(),
+                        url: "https://x.example/a.pdf".into()
+                    }
+                },
+            ])
+        );
+        assert_eq!(
+            tool_result_content_from_json("[]").unwrap(),
+            ToolResultContent::Parts(vec![])
+        );
+        for (bad, why) in [
+            ("{not json", "key must be a string at line 1 column 2"),
+            ("1", "got number"),
+            ("null", "got null"),
+            (r#"{"type": "text"}"#, "got object"),
+            (r#"[{"type": "text"}]"#, "part [0] is not one"),
+            (r#"["x"]"#, "part [0] is not one"),
+            (
+                r#"[{"type": "text", "text": "a"}, {"type": "video"}]"#,
+                "part [1] is not one",
+            ),
+        ] {
+            let error = tool_result_content_from_json(bad).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                crate::error::ErrorKind::InvalidMessage,
+                "{bad}"
+            );
+            assert_eq!(
+                error.to_string(),
+                format!("a tool's content must be OMA JSON: a string or a list of content parts ({why})"),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn bytes_parse_as_text_does_and_non_utf8_fails_with_its_position() {

@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::http::call::{CallAnswer, Outgoing};
 use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
 use crate::json;
-use crate::message::{LlmMessage, ToolResultContent};
+use crate::message::LlmMessage;
 
 use super::convert::*;
 use super::exports::oma::agent::driver as dr;
@@ -372,12 +372,7 @@ fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
             outcome: from_wit_tool_outcome(tool.outcome),
         },
         dr::Answer::ToolJson(tool) => {
-            let content =
-                serde_json::from_str::<ToolResultContent>(&tool.content).map_err(|e| {
-                    Error::invalid(format!(
-                    "a tool's content must be OMA JSON: a string or a list of content parts ({e})"
-                ))
-                })?;
+            let content = json::tool_result_content_from_json(&tool.content)?;
             Answer::Tool {
                 id: tool.id,
                 outcome: ToolOutcome {

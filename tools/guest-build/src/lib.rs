@@ -77,7 +77,7 @@ pub const SIZE_LIMITS: [SizeLimit; 3] = [
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_216_000,
+        ceiling: 1_171_000,
         budget: Some(400 * 1024),
     },
     SizeLimit {

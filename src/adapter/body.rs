@@ -1,13 +1,15 @@
 //! Writing request bodies fast: strings go into the JSON without `serde_json`'s escape loop.
 //!
 //! `serde_json` looks at every byte of a string to find what to escape, one at a time. [`Text`]
-//! scans 64-byte blocks (16 bytes a vector) and writes the runs between escapes as raw fragments, so base64
-//! payloads (which need no escapes, though images are not validated and may hold anything) go
-//! in at copy speed and message text nearly so; [`DataUrl`] writes a data URL the same way
-//! without building it. The output is byte for byte what `serde_json` writes.
+//! scans 64-byte blocks (16 bytes a vector) and writes the runs between escapes as raw
+//! fragments, so base64 payloads (which need no escapes, though images are not validated and
+//! may hold anything) go in at copy speed and message text nearly so; [`DataUrl`] writes a data
+//! URL the same way without building it, and [`Json`] a tool's input or schema. The output is
+//! byte for byte what `serde_json` writes.
 //!
 //! The raw write uses `serde_json`'s `RawValue` protocol, so these wrappers serialise correctly
-//! only through [`to_string`] (or another `serde_json` writer), which is the one way bodies are made.
+//! only through [`to_string`] (or another `serde_json` writer), which is the one way bodies are
+//! made.
 
 use std::borrow::Borrow;
 

@@ -90,7 +90,7 @@ pub fn redact_secrets(text: &str) -> String {
 
 /// One match: `start..end` in the text, `group_end` where the part kept by the rule ends, and
 /// for an assignment the ends of its parts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 struct Match {
     start: usize,
     end: usize,
@@ -188,24 +188,19 @@ fn back_from(text: &str, from: usize, to: usize) -> impl Iterator<Item = usize> 
 /// `-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.)*?-----END [A-Z ]*PRIVATE KEY-----`
 fn private_key_at(text: &str, at: usize) -> Scan {
     const BEGIN: &str = "-----BEGIN ";
-    let Some(found) = text[at..].find(BEGIN) else {
+    let Some(offset) = text[at..].find(BEGIN) else {
         return Scan::Skip(text.len());
     };
-    let start = at + found;
+    let start = at + offset;
     let Some(body) = pem_label_end(text, start + BEGIN.len()) else {
         return Scan::Skip(start + 1);
     };
     // The lazy body: the first END line after the header closes the key.
     let mut from = body;
-    while let Some(found) = text[from..].find("-----END ") {
-        let end_line = from + found;
+    while let Some(offset) = text[from..].find("-----END ") {
+        let end_line = from + offset;
         if let Some(end) = pem_label_end(text, end_line + "-----END ".len()) {
-            return Scan::Found(Match {
-                start,
-                end,
-                group_end: end,
-                parts: [0; 5],
-            });
+            return found(start, end, end);
         }
         from = end_line + 1;
     }

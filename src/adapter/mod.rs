@@ -23,7 +23,7 @@ pub mod sse;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
@@ -94,14 +94,14 @@ impl ChatRequest {
 }
 
 /// A tool the model may call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolDefinition {
     /// The tool's name.
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
     /// The JSON Schema of the tool's input (an object schema).
-    #[serde(rename = "inputSchema", alias = "input_schema")]
+    #[serde(rename = "inputSchema")]
     pub input_schema: Value,
 }
 
@@ -364,17 +364,11 @@ pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
 /// The message of the common error body `{"error": {"message": ...}}` (Google, the AI SDK
 /// bridge, and others).
 pub fn error_object_message(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Inner,
+    let value: Value = crate::json::from_bytes(body).ok()?;
+    match value.get("error")?.get("message")? {
+        Value::String(message) => Some(message.clone()),
+        _ => None,
     }
-    #[derive(Deserialize)]
-    struct Inner {
-        message: String,
-    }
-    crate::json::from_bytes::<Body>(body)
-        .ok()
-        .map(|b| b.error.message)
 }
 
 /// Refuses a model name that would change the path of a request whose URL carries it (Gemini,

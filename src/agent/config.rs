@@ -2,7 +2,6 @@
 //! from OMA-style JSON, and the [`RunSpec`] it makes: one place that checks a configuration and
 //! writes the secret-free JSON a `beforeRun` hook is shown.
 
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::adapter::{self, ChatRequest, Credentials, Endpoint, IdSource, Sampling, Thinking};
@@ -14,6 +13,7 @@ use crate::http::call::CallOptions;
 use crate::http::retry::RetryPolicy;
 use crate::http::{EgressPolicy, Limits};
 use crate::json::messages_from_value;
+use crate::json::object::{Object, ShapeError};
 use crate::message::LlmMessage;
 
 /// Everything an agent is made of.
@@ -114,101 +114,163 @@ impl AgentSettings {
     }
 
     /// Reads OMA-style JSON (see `docs/agent.md#configuration-as-json`). Fails with
-    /// [`Error::InvalidRequest`] for a configuration of another shape, and with
-    /// [`Error::InvalidMessage`] for a history that breaks OMA's rules.
+    /// [`Error::InvalidRequest`] for a configuration of another shape (naming the field), and
+    /// with [`Error::InvalidMessage`] for a history that breaks OMA's rules.
     pub fn from_json(text: &str) -> Result<Self, Error> {
-        let config: JsonConfig = serde_json::from_str(text).map_err(|e| Error::InvalidRequest {
-            message: format!("the agent configuration is not valid: {e}"),
-        })?;
-        let credentials = match (config.aws, config.api_key) {
-            (Some(aws), _) => Credentials::Aws {
-                access_key_id: aws.access_key_id,
-                secret_access_key: aws.secret_access_key,
-                session_token: aws.session_token,
-            },
+        let value: Value = serde_json::from_str(text).map_err(|e| bad(&e))?;
+        let (mut settings, history) = Object::new(value)
+            .and_then(Self::from_object)
+            .map_err(|e| bad(&e))?;
+        // Checked after the shape, so that a shape error is the one reported.
+        if let Some(history) = history {
+            settings.history = messages_from_value(history)?;
+        }
+        Ok(settings)
+    }
+
+    /// The settings, and the history still as JSON.
+    fn from_object(mut config: Object) -> Result<(Self, Option<Value>), ShapeError> {
+        let name = config.string("name")?;
+        let model = config.required_string("model")?;
+        let provider = config.required_string("provider")?;
+        let base_url = config.string("baseURL")?;
+        let api_key = config.string("apiKey")?;
+        let region = config.string("region")?;
+        let credentials = match (config.object("aws")?, api_key) {
+            (Some(mut aws), _) => {
+                let credentials = Credentials::Aws {
+                    access_key_id: aws.required_string("accessKeyId")?,
+                    secret_access_key: aws.required_string("secretAccessKey")?,
+                    session_token: aws.string("sessionToken")?,
+                };
+                aws.finish()?;
+                credentials
+            }
             (None, Some(key)) => Credentials::ApiKey(key),
             (None, None) => Credentials::None,
         };
-        let history = match config.history {
-            Some(value) => messages_from_value(value)?,
-            None => Vec::new(),
+        let system_prompt = config.string("systemPrompt")?;
+        let max_turns = config.u32("maxTurns")?;
+        let token_budget = config.u64("maxTokenBudget")?;
+        let deadline_ms = config.u64("deadlineMs")?;
+        let sampling = Sampling {
+            max_tokens: config.u32("maxTokens")?,
+            temperature: config.f64("temperature")?,
+            top_p: config.f64("topP")?,
+            top_k: config.u32("topK")?,
+            ..Sampling::default()
         };
-        let call = config.call.unwrap_or_default();
-        let egress = match call.egress {
-            None => EgressPolicy::Open,
-            Some(Value::String(word)) if word == "open" => EgressPolicy::Open,
-            Some(Value::String(word)) if word == "offline" => EgressPolicy::Offline,
-            Some(Value::Array(origins)) => EgressPolicy::Allowlist(
-                origins
-                    .into_iter()
-                    .map(|origin| match origin {
-                        Value::String(origin) => Ok(origin),
-                        _ => Err(bad("call.egress origins must be strings")),
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-            Some(_) => {
-                return Err(bad(
-                    "call.egress must be \"open\", \"offline\" or a list of origins",
-                ))
-            }
-        };
-        let defaults = Limits::default();
-        Ok(AgentSettings {
-            name: config.name.unwrap_or_else(|| "agent".into()),
-            model: config.model,
-            provider: config.provider,
-            endpoint: Endpoint {
-                base_url: config.base_url,
-                credentials,
-                region: config.region,
-                timestamp: None,
-            },
-            system_prompt: config.system_prompt,
-            sampling: Sampling {
-                max_tokens: config.max_tokens,
-                temperature: config.temperature,
-                top_p: config.top_p,
-                top_k: config.top_k,
-                ..Sampling::default()
-            },
-            thinking: config.thinking_budget.map(|budget| Thinking {
-                enabled: true,
-                budget_tokens: Some(budget),
-            }),
-            tools: config.tools.unwrap_or_default(),
-            max_turns: config.max_turns,
-            token_budget: config.max_token_budget,
-            deadline_ms: config.deadline_ms,
-            call: CallOptions {
-                retry: RetryPolicy::from_oma(
-                    call.max_retries.unwrap_or(0),
-                    call.retry_delay_ms,
-                    call.retry_backoff,
-                ),
-                limits: Limits {
-                    timeout_ms: call.timeout_ms.unwrap_or(defaults.timeout_ms),
-                    max_response_bytes: call
-                        .max_response_bytes
-                        .map_or(defaults.max_response_bytes, |n| {
-                            usize::try_from(n).unwrap_or(usize::MAX)
-                        }),
-                    deadline_ms: call.deadline_ms.unwrap_or(defaults.deadline_ms),
-                },
-                egress,
-            },
-            history,
-            before_run: config.before_run.unwrap_or(false),
-            external: match config.backend {
-                None => None,
-                Some(Backend { kind }) => Some(match kind.as_str() {
+        let thinking = config.u32("thinkingBudget")?.map(|budget| Thinking {
+            enabled: true,
+            budget_tokens: Some(budget),
+        });
+        let tools = config
+            .objects("tools")?
+            .into_iter()
+            .map(tool_definition)
+            .collect::<Result<_, _>>()?;
+        let before_run = config.bool("beforeRun")?.unwrap_or(false);
+        let external = match config.object("backend")? {
+            None => None,
+            Some(mut backend) => {
+                let kind = match backend.required_string("kind")?.as_str() {
                     "process" => ExternalKind::Process,
                     "acp" => ExternalKind::Acp,
-                    _ => return Err(bad("backend.kind must be \"process\" or \"acp\"")),
-                }),
+                    _ => return Err(backend.invalid("kind", "must be \"process\" or \"acp\"")),
+                };
+                backend.finish()?;
+                Some(kind)
+            }
+        };
+        let history = config.take("history");
+        let call = match config.object("call")? {
+            Some(call) => call_options(call)?,
+            None => call_options(Object::new(Value::Object(Map::new()))?)?,
+        };
+        config.finish()?;
+        let settings = AgentSettings {
+            name: name.unwrap_or_else(|| "agent".into()),
+            model,
+            provider,
+            endpoint: Endpoint {
+                base_url,
+                credentials,
+                region,
+                timestamp: None,
             },
-        })
+            system_prompt,
+            sampling,
+            thinking,
+            tools,
+            max_turns,
+            token_budget,
+            deadline_ms,
+            call,
+            history: Vec::new(),
+            before_run,
+            external,
+        };
+        Ok((settings, history))
     }
+}
+
+/// One entry of `tools`: `{name, description, inputSchema}` (`input_schema` accepted too).
+fn tool_definition(mut tool: Object) -> Result<adapter::ToolDefinition, ShapeError> {
+    let name = tool.required_string("name")?;
+    let description = tool.required_string("description")?;
+    let input_schema = match tool.take("inputSchema") {
+        Some(schema) => schema,
+        None => tool.required("input_schema")?,
+    };
+    tool.finish()?;
+    Ok(adapter::ToolDefinition {
+        name,
+        description,
+        input_schema,
+    })
+}
+
+/// `call`: retries, time limits, the response size limit and the egress policy.
+fn call_options(mut call: Object) -> Result<CallOptions, ShapeError> {
+    let max_retries = call.i64("maxRetries")?;
+    let retry_delay_ms = call.f64("retryDelayMs")?;
+    let retry_backoff = call.f64("retryBackoff")?;
+    let defaults = Limits::default();
+    let limits = Limits {
+        timeout_ms: call.u64("timeoutMs")?.unwrap_or(defaults.timeout_ms),
+        max_response_bytes: call
+            .u64("maxResponseBytes")?
+            .map_or(defaults.max_response_bytes, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
+        deadline_ms: call.u64("deadlineMs")?.unwrap_or(defaults.deadline_ms),
+    };
+    let egress = match call.take("egress") {
+        None => EgressPolicy::Open,
+        Some(Value::String(word)) if word == "open" => EgressPolicy::Open,
+        Some(Value::String(word)) if word == "offline" => EgressPolicy::Offline,
+        Some(Value::Array(origins)) => EgressPolicy::Allowlist(
+            origins
+                .into_iter()
+                .map(|origin| match origin {
+                    Value::String(origin) => Ok(origin),
+                    _ => Err(call.invalid("egress", "origins must be strings")),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        Some(_) => {
+            return Err(call.invalid(
+                "egress",
+                "must be \"open\", \"offline\" or a list of origins",
+            ))
+        }
+    };
+    call.finish()?;
+    Ok(CallOptions {
+        retry: RetryPolicy::from_oma(max_retries.unwrap_or(0), retry_delay_ms, retry_backoff),
+        limits,
+        egress,
+    })
 }
 
 /// The base URL as a hook may see it: no user name, password, query or fragment (where keys
@@ -231,63 +293,10 @@ fn shown_base_url(url: &str) -> Option<String> {
     Some(parsed.into())
 }
 
-fn bad(message: &str) -> Error {
+fn bad(message: &dyn std::fmt::Display) -> Error {
     Error::InvalidRequest {
         message: format!("the agent configuration is not valid: {message}"),
     }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct JsonConfig {
-    name: Option<String>,
-    model: String,
-    provider: String,
-    #[serde(rename = "baseURL")]
-    base_url: Option<String>,
-    api_key: Option<String>,
-    region: Option<String>,
-    aws: Option<AwsJson>,
-    system_prompt: Option<String>,
-    max_turns: Option<u32>,
-    max_token_budget: Option<u64>,
-    deadline_ms: Option<u64>,
-    max_tokens: Option<u32>,
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    top_k: Option<u32>,
-    thinking_budget: Option<u32>,
-    tools: Option<Vec<adapter::ToolDefinition>>,
-    before_run: Option<bool>,
-    backend: Option<Backend>,
-    history: Option<Value>,
-    call: Option<CallJson>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AwsJson {
-    access_key_id: String,
-    secret_access_key: String,
-    session_token: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Backend {
-    kind: String,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CallJson {
-    max_retries: Option<i64>,
-    retry_delay_ms: Option<f64>,
-    retry_backoff: Option<f64>,
-    timeout_ms: Option<u64>,
-    max_response_bytes: Option<u64>,
-    deadline_ms: Option<u64>,
-    egress: Option<Value>,
 }
 
 #[cfg(test)]
@@ -366,6 +375,59 @@ mod tests {
             assert!(error.to_string().contains(needle), "{text}: {error}");
             assert_eq!(error.name(), "Error");
         }
+        // Each error names the field by its path.
+        for (text, message) in [
+            ("[]", "expected an object, got array"),
+            (r#"{"provider": "p"}"#, "missing field `model`"),
+            (
+                r#"{"model": "m", "provider": "p", "maxTurns": -1}"#,
+                "`maxTurns` must be a non-negative integer below 4294967296, got number -1",
+            ),
+            (
+                r#"{"model": "m", "provider": "p", "temperature": "hot"}"#,
+                "`temperature` must be a number, got string",
+            ),
+            (
+                r#"{"model": "m", "provider": "p", "aws": {"accessKeyId": "a"}}"#,
+                "missing field `aws.secretAccessKey`",
+            ),
+            (
+                r#"{"model": "m", "provider": "p", "tools": [{"name": "t"}]}"#,
+                "missing field `tools[0].description`",
+            ),
+            (
+                r#"{"model": "m", "provider": "p", "call": {"maxRetries": 1.5}}"#,
+                "`call.maxRetries` must be an integer, got number 1.5",
+            ),
+            (
+                r#"{"model": "m", "provider": "p", "call": {"egress": ["a", 1]}}"#,
+                "`call.egress` origins must be strings",
+            ),
+            (
+                r#"{"model": "m", "provider": "p", "backend": {"kind": "acp", "x": 1}}"#,
+                "unknown field `backend.x`, expected one of `kind`",
+            ),
+        ] {
+            let error = AgentSettings::from_json(text).expect_err(text);
+            assert_eq!(
+                error.to_string(),
+                format!("the agent configuration is not valid: {message}"),
+                "{text}"
+            );
+        }
+        // Shape errors come before history errors; `null` is a missing optional field.
+        let error = AgentSettings::from_json(
+            r#"{"model": "m", "provider": "p", "history": 5, "colour": 1}"#,
+        )
+        .expect_err("two errors");
+        assert_eq!(error.name(), "Error", "{error}");
+        let settings = AgentSettings::from_json(
+            r#"{"model": "m", "provider": "p", "name": null, "call": null,
+                "tools": [{"name": "t", "description": "d", "input_schema": {}}]}"#,
+        )
+        .expect("null fields and the snake_case schema key are accepted");
+        assert_eq!(settings.name, "agent");
+        assert_eq!(settings.tools[0].input_schema, json!({}));
         let error = AgentSettings::from_json(
             r#"{"model": "m", "provider": "openai", "history": [{"role": "user", "content": "x"}]}"#,
         )

@@ -11,7 +11,6 @@ pub mod env;
 #[cfg(all(target_arch = "wasm32", feature = "gateway"))]
 mod handler;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::adapter::{self, ChatRequest, IdSource, Sampling};
@@ -27,6 +26,7 @@ use crate::http::display::render_request;
 use crate::http::retry::RetryPolicy;
 use crate::http::Limits;
 use crate::json;
+use crate::json::object::{Object, ShapeError};
 use crate::validate::validate_messages;
 
 pub use env::Settings;
@@ -241,8 +241,6 @@ pub fn validate(body: &[u8]) -> Reply {
 }
 
 /// The fields `/v1/format` takes.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct FormatBody {
     provider: String,
     model: String,
@@ -252,9 +250,22 @@ struct FormatBody {
     temperature: Option<f64>,
 }
 
+impl FormatBody {
+    fn read(mut o: Object) -> Result<Self, ShapeError> {
+        let body = FormatBody {
+            provider: o.required_string("provider")?,
+            model: o.required_string("model")?,
+            messages: o.required("messages")?,
+            system: o.string("system")?,
+            max_tokens: o.u32("maxTokens")?,
+            temperature: o.f64("temperature")?,
+        };
+        o.finish()?;
+        Ok(body)
+    }
+}
+
 /// The fields `/v1/run` takes.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RunBody {
     provider: String,
     model: String,
@@ -267,10 +278,28 @@ struct RunBody {
     temperature: Option<f64>,
 }
 
+impl RunBody {
+    fn read(mut o: Object) -> Result<Self, ShapeError> {
+        let body = RunBody {
+            provider: o.required_string("provider")?,
+            model: o.required_string("model")?,
+            messages: o.take("messages"),
+            prompt: o.string("prompt")?,
+            system: o.string("system")?,
+            max_turns: o.u32("maxTurns")?,
+            max_token_budget: o.u64("maxTokenBudget")?,
+            max_tokens: o.u32("maxTokens")?,
+            temperature: o.f64("temperature")?,
+        };
+        o.finish()?;
+        Ok(body)
+    }
+}
+
 /// The request's fields, or `400` (not JSON) / `422` (another shape).
-fn fields<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Reply> {
+fn fields<T>(body: &[u8], read: fn(Object) -> Result<T, ShapeError>) -> Result<T, Reply> {
     let value = parse_body(body)?;
-    serde_json::from_value(value).map_err(|e| {
+    Object::new(value).and_then(read).map_err(|e| {
         unprocessable(&Error::InvalidRequest {
             message: format!("the request is not valid: {e}"),
         })
@@ -281,7 +310,7 @@ fn fields<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Reply> {
 /// shown as `[redacted]`; `422` for invalid or unsupported content. `now_ms` and `seed` feed
 /// what a format makes up (SigV4 dates, Gemini ids).
 pub fn format(settings: &Settings, body: &[u8], now_ms: u64, seed: u64) -> Reply {
-    let fields: FormatBody = match fields(body) {
+    let fields = match fields(body, FormatBody::read) {
         Ok(fields) => fields,
         Err(reply) => return reply,
     };
@@ -337,7 +366,7 @@ pub fn start_run(
     streaming: bool,
     seed: u64,
 ) -> Result<RunMachine, Reply> {
-    let fields: RunBody = fields(body)?;
+    let fields = fields(body, RunBody::read)?;
     let input = match (fields.messages, fields.prompt) {
         (Some(messages), None) => {
             RunInput::Messages(json::messages_from_value(messages).map_err(|e| unprocessable(&e))?)

@@ -1,78 +1,61 @@
 //! Reading the host's answers: the `generateText` result fields, and the newline-delimited
 //! `fullStream` parts of `streamText` (the protocol is in the module docs of `ai_sdk`).
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::NAME;
 use crate::adapter::{malformed, StreamDecoder, StreamEvent};
 use crate::error::Error;
+use crate::json::object::{Object, ShapeError};
 use crate::message::{
     ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
 };
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GenerateResult {
-    text: Option<String>,
-    reasoning_text: Option<String>,
-    tool_calls: Option<Vec<ToolCall>>,
-    finish_reason: Option<String>,
-    usage: Option<Usage>,
-    response: Option<ResponseMeta>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolCall {
-    tool_call_id: String,
-    tool_name: String,
-    input: Option<Value>,
-}
-
-#[derive(Clone, Copy, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Usage {
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-}
-
-impl From<Usage> for TokenUsage {
-    fn from(u: Usage) -> Self {
-        TokenUsage {
-            input_tokens: u.input_tokens.unwrap_or(0),
-            output_tokens: u.output_tokens.unwrap_or(0),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseMeta {
-    id: Option<String>,
-    model_id: Option<String>,
-}
-
-/// Reads the JSON of a `generateText` result.
+/// Reads the JSON of a `generateText` result: `text`, `reasoningText`, `toolCalls`
+/// (`[{toolCallId, toolName, input}]`), `finishReason`, `usage` and `response` (`{id, modelId}`).
 pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
-    let result: GenerateResult =
-        crate::json::from_bytes(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+    let value = crate::json::from_bytes(body).map_err(|e| malformed(NAME, e))?;
+    read_result(value).map_err(|e| malformed(NAME, e))
+}
+
+fn read_result(value: Value) -> Result<LlmResponse, ShapeError> {
+    let mut result = Object::new(value)?;
     let tools = result
-        .tool_calls
-        .unwrap_or_default()
+        .objects("toolCalls")?
         .into_iter()
-        .map(|c| tool_use(c.tool_call_id, c.tool_name, c.input))
-        .collect();
-    let meta = result.response;
+        .map(|mut call| {
+            Ok(tool_use(
+                call.required_string("toolCallId")?,
+                call.required_string("toolName")?,
+                call.take("input"),
+            ))
+        })
+        .collect::<Result<_, ShapeError>>()?;
+    let (id, model) = match result.object("response")? {
+        Some(mut meta) => (meta.string("id")?, meta.string("modelId")?),
+        None => (None, None),
+    };
+    let usage = match result.object("usage")? {
+        Some(usage) => read_usage(usage)?,
+        None => TokenUsage::default(),
+    };
     Ok(response(
-        result.reasoning_text.unwrap_or_default(),
-        result.text.unwrap_or_default(),
+        result.string("reasoningText")?.unwrap_or_default(),
+        result.string("text")?.unwrap_or_default(),
         tools,
-        result.finish_reason.as_deref().unwrap_or("stop"),
-        result.usage.map(TokenUsage::from).unwrap_or_default(),
-        meta.as_ref().and_then(|m| m.id.clone()).unwrap_or_default(),
-        meta.and_then(|m| m.model_id).unwrap_or_default(),
+        result.string("finishReason")?.as_deref().unwrap_or("stop"),
+        usage,
+        id.unwrap_or_default(),
+        model.unwrap_or_default(),
     ))
+}
+
+/// `{inputTokens, outputTokens}`, either missing for 0.
+fn read_usage(mut usage: Object) -> Result<TokenUsage, ShapeError> {
+    Ok(TokenUsage {
+        input_tokens: usage.u64("inputTokens")?.unwrap_or(0),
+        output_tokens: usage.u64("outputTokens")?.unwrap_or(0),
+    })
 }
 
 /// A tool call; an input that is not an object becomes `{}`.
@@ -157,12 +140,13 @@ fn str_field(part: &Value, key: &str) -> String {
         .to_string()
 }
 
-fn usage_field(part: &Value) -> Result<Option<TokenUsage>, Error> {
-    match part.get("totalUsage") {
+fn usage_field(part: &mut Value) -> Result<Option<TokenUsage>, Error> {
+    match part.get_mut("totalUsage").map(Value::take) {
         None | Some(Value::Null) => Ok(None),
-        Some(usage) => Usage::deserialize(usage)
-            .map(|u| Some(u.into()))
-            .map_err(|e| malformed(NAME, format_args!("totalUsage: {e}"))),
+        Some(usage) => Object::at(usage, "totalUsage".into())
+            .and_then(read_usage)
+            .map(Some)
+            .map_err(|e| malformed(NAME, e)),
     }
 }
 
@@ -195,8 +179,7 @@ impl AiSdkStream {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        let part: Value =
-            crate::json::from_bytes(line).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+        let mut part: Value = crate::json::from_bytes(line).map_err(|e| malformed(NAME, e))?;
         match part.get("type").and_then(Value::as_str) {
             Some("text-delta") => {
                 let text = str_field(&part, "text");
@@ -220,12 +203,12 @@ impl AiSdkStream {
             Some("finish") => {
                 let reason = part.get("finishReason").and_then(Value::as_str);
                 self.finish_reason = Some(reason.unwrap_or("stop").to_string());
-                self.usage = usage_field(&part)?.unwrap_or_default();
+                self.usage = usage_field(&mut part)?.unwrap_or_default();
             }
             Some("response") => {
                 self.id = str_field(&part, "id");
                 self.model = str_field(&part, "modelId");
-                if let Some(usage) = usage_field(&part)? {
+                if let Some(usage) = usage_field(&mut part)? {
                     self.usage = usage;
                 }
             }

@@ -1,85 +1,90 @@
 //! The response side of Anthropic Messages: a 2xx body into OMA's `LlmResponse`, the block
 //! mapping shared with the stream decoder, and the reader of Anthropic's error bodies.
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::NAME;
 use crate::adapter::malformed;
 use crate::error::Error;
+use crate::json::object::{Object, ShapeError};
 use crate::message::{
     ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
 };
 
-/// A message response (`{"type": "message", ...}`); blocks stay JSON until mapped, so a block
-/// type OMA does not model never fails the whole body.
-#[derive(Deserialize)]
-struct WireResponse {
-    id: String,
-    model: String,
-    content: Vec<Value>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-}
-
 /// Token counts; OMA reads these two and nothing else.
-#[derive(Default, Deserialize)]
+#[derive(Default)]
 pub(super) struct WireUsage {
-    #[serde(default)]
     pub(super) input_tokens: Option<u64>,
-    #[serde(default)]
     pub(super) output_tokens: Option<u64>,
 }
 
-/// `{"type": "error", "error": {"type", "message"}}`.
-#[derive(Deserialize)]
-struct WireErrorBody {
-    #[serde(rename = "type")]
-    kind: String,
-    error: Option<WireError>,
-}
-
-/// The inside of an error body or an `error` stream event.
-#[derive(Deserialize)]
-pub(super) struct WireError {
-    #[serde(default)]
-    pub(super) message: Option<String>,
+impl WireUsage {
+    /// `{input_tokens, output_tokens}`, other counts ignored.
+    pub(super) fn read(mut usage: Object) -> Result<Self, ShapeError> {
+        Ok(WireUsage {
+            input_tokens: usage.u64("input_tokens")?,
+            output_tokens: usage.u64("output_tokens")?,
+        })
+    }
 }
 
 /// The message of an Anthropic error body (`{"type":"error","error":{"type","message"}}`), for
 /// the transport to report; `None` when the body has another shape.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    let parsed: WireErrorBody = crate::json::from_bytes(body).ok()?;
-    if parsed.kind != "error" {
-        return None;
-    }
-    parsed.error?.message
+    error_message_of(&crate::json::from_bytes(body).ok()?)
 }
 
-/// Reads a 2xx body; an error body that arrived with a 2xx status is the provider's error.
+/// The message of an error body or an `error` stream event, if `value` is one.
+pub(super) fn error_message_of(value: &Value) -> Option<String> {
+    if value.get("type")?.as_str()? != "error" {
+        return None;
+    }
+    value
+        .get("error")?
+        .get("message")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Reads a 2xx body: a message response (`{"type": "message", id, model, content,
+/// stop_reason, usage}`) whose blocks stay JSON until mapped, so that a block type OMA does not
+/// model never fails the whole body. An error body that arrived with a 2xx status is the
+/// provider's error.
 pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
-    let wire: WireResponse =
-        crate::json::from_bytes(body).map_err(|e| match error_message(body) {
-            Some(message) => Error::Provider {
-                provider: NAME.into(),
-                status: None,
-                message,
+    let value: Value = crate::json::from_bytes(body).map_err(|e| malformed(NAME, e))?;
+    if let Some(message) = error_message_of(&value) {
+        return Err(Error::Provider {
+            provider: NAME.into(),
+            status: None,
+            message,
+        });
+    }
+    let mut wire = Object::new(value).map_err(|e| malformed(NAME, e))?;
+    let read = (|| {
+        Ok::<_, ShapeError>((
+            wire.required_string("id")?,
+            wire.required_string("model")?,
+            match wire.required("content")? {
+                Value::Array(blocks) => blocks,
+                _ => return Err(wire.invalid("content", "must be an array")),
             },
-            None => malformed(NAME, format_args!("{e}")),
-        })?;
-    let content = wire
-        .content
+            wire.string("stop_reason")?,
+            match wire.object("usage")? {
+                Some(usage) => WireUsage::read(usage)?,
+                None => WireUsage::default(),
+            },
+        ))
+    })();
+    let (id, model, content, stop_reason, usage) = read.map_err(|e| malformed(NAME, e))?;
+    let content = content
         .into_iter()
         .map(block_from_wire)
         .collect::<Result<Vec<_>, _>>()?;
-    let usage = wire.usage.unwrap_or_default();
     Ok(LlmResponse {
-        id: wire.id,
+        id,
         content,
-        model: wire.model,
-        stop_reason: wire.stop_reason.unwrap_or_else(|| "end_turn".into()),
+        model,
+        stop_reason: stop_reason.unwrap_or_else(|| "end_turn".into()),
         usage: TokenUsage {
             input_tokens: usage.input_tokens.unwrap_or(0),
             output_tokens: usage.output_tokens.unwrap_or(0),

@@ -14,10 +14,9 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::response::{reasoning, unsupported_block, WireError, WireUsage};
+use super::response::{reasoning, unsupported_block, WireUsage};
 use super::NAME;
 use crate::adapter::sse::{SseEvent, SseParser};
 use crate::adapter::{
@@ -25,59 +24,76 @@ use crate::adapter::{
     MAX_STREAM_TOOL_CALLS,
 };
 use crate::error::Error;
+use crate::json::object::{Object, ShapeError};
 use crate::message::{ContentBlock, LlmResponse, TextBlock, TokenUsage, ToolUseBlock};
 
 /// One SSE data payload; which fields are present depends on `type`.
-#[derive(Deserialize)]
 struct WireEvent {
-    #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
     message: Option<WireStart>,
-    #[serde(default)]
     index: Option<u64>,
-    #[serde(default)]
     content_block: Option<Map<String, Value>>,
-    #[serde(default)]
     delta: Option<WireDelta>,
-    #[serde(default)]
     usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<WireError>,
+    /// The `error` object's message.
+    error: Option<String>,
 }
 
 /// The message skeleton of `message_start`.
-#[derive(Deserialize)]
 struct WireStart {
     id: String,
     model: String,
-    #[serde(default)]
     stop_reason: Option<String>,
-    #[serde(default)]
     usage: Option<WireUsage>,
 }
 
 /// A block delta (`text_delta`, `thinking_delta`, ...) or the `message_delta` delta (no type).
-#[derive(Deserialize)]
 struct WireDelta {
-    #[serde(rename = "type", default)]
     kind: Option<String>,
-    #[serde(default)]
     text: Option<String>,
-    #[serde(default)]
     thinking: Option<String>,
-    #[serde(default)]
     signature: Option<String>,
-    #[serde(default)]
     partial_json: Option<String>,
-    /// Present (possibly `null`) on `message_delta`.
-    #[serde(default, deserialize_with = "present")]
+    /// Present (possibly `null`, `Some(None)`) on `message_delta`.
     stop_reason: Option<Option<String>>,
 }
 
-/// Tells a `null` field (`Some(None)`) from a missing one (`None`, via `default`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
+impl WireEvent {
+    fn read(value: Value) -> Result<Self, ShapeError> {
+        let mut o = Object::new(value)?;
+        let message = match o.object("message")? {
+            Some(mut m) => Some(WireStart {
+                id: m.required_string("id")?,
+                model: m.required_string("model")?,
+                stop_reason: m.string("stop_reason")?,
+                usage: m.object("usage")?.map(WireUsage::read).transpose()?,
+            }),
+            None => None,
+        };
+        let delta = match o.object("delta")? {
+            Some(mut d) => Some(WireDelta {
+                kind: d.string("type")?,
+                text: d.string("text")?,
+                thinking: d.string("thinking")?,
+                signature: d.string("signature")?,
+                partial_json: d.string("partial_json")?,
+                stop_reason: d.nullable_string("stop_reason")?,
+            }),
+            None => None,
+        };
+        Ok(WireEvent {
+            kind: o.required_string("type")?,
+            message,
+            index: o.u64("index")?,
+            content_block: o.object("content_block")?.map(Object::into_map),
+            delta,
+            usage: o.object("usage")?.map(WireUsage::read).transpose()?,
+            error: match o.object("error")? {
+                Some(mut e) => e.string("message")?,
+                None => None,
+            },
+        })
+    }
 }
 
 /// A content block being accumulated.
@@ -190,7 +206,6 @@ impl Decoder {
         if wire.kind == "error" || event.event.as_deref() == Some("error") {
             let message = wire
                 .error
-                .and_then(|e| e.message)
                 .unwrap_or_else(|| "the stream reported an error".into());
             return Err(Error::Provider {
                 provider: NAME.into(),
@@ -331,7 +346,10 @@ impl Decoder {
 /// then bounds it ([`Error::redact`]); cutting it here first could cut a key in two and leave its
 /// prefix, which redaction no longer finds.
 fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
-    serde_json::from_str(&event.data).map_err(|e| {
+    let read = serde_json::from_str(&event.data)
+        .map_err(|e| e.to_string())
+        .and_then(|value| WireEvent::read(value).map_err(|e| e.to_string()));
+    read.map_err(|e| {
         if event.event.as_deref() == Some("error") {
             return Error::Provider {
                 provider: NAME.into(),

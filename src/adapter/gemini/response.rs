@@ -1,42 +1,33 @@
 //! Reading Gemini's answers: a `GenerateContentResponse` body, and the SSE stream of them that
 //! `streamGenerateContent?alt=sse` sends.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::{IdGen, NAME};
 use crate::adapter::sse::SseParser;
 use crate::adapter::{malformed, ChatRequest, StreamDecoder, StreamEvent};
 use crate::error::Error;
+use crate::json::object::{Object, ShapeError};
 use crate::message::{
     ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
 };
 
 /// The fields of a `GenerateContentResponse` (or one streamed chunk) that OMA reads.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct Response {
-    candidates: Option<Vec<Candidate>>,
-    usage_metadata: Option<Usage>,
-    prompt_feedback: Option<PromptFeedback>,
+    /// The first candidate (OMA reads no other).
+    candidate: Option<Candidate>,
+    usage: Option<Usage>,
+    /// `promptFeedback.blockReason` is set: the prompt was refused.
+    blocked: bool,
     /// Set on an error sent inside a stream.
     error: Option<ErrorBody>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct Candidate {
-    content: Option<Content>,
+    parts: Vec<Part>,
     finish_reason: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Content {
-    parts: Option<Vec<Part>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct Part {
     text: Option<String>,
     thought: Option<bool>,
@@ -44,30 +35,105 @@ struct Part {
     function_call: Option<FunctionCall>,
 }
 
-#[derive(Deserialize)]
 struct FunctionCall {
     id: Option<String>,
     name: Option<String>,
     args: Option<Value>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct Usage {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PromptFeedback {
-    block_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
 struct ErrorBody {
     code: Option<u16>,
     message: Option<String>,
+}
+
+impl Response {
+    /// Reads a response or chunk; every candidate is checked, the first is kept.
+    fn read(value: Value) -> Result<Self, ShapeError> {
+        let mut o = Object::new(value)?;
+        let mut candidate = None;
+        for c in o.objects("candidates")? {
+            let c = Candidate::read(c)?;
+            candidate.get_or_insert(c);
+        }
+        let usage = match o.object("usageMetadata")? {
+            Some(mut u) => Some(Usage {
+                prompt_token_count: u.u64("promptTokenCount")?,
+                candidates_token_count: u.u64("candidatesTokenCount")?,
+            }),
+            None => None,
+        };
+        let blocked = match o.object("promptFeedback")? {
+            Some(mut f) => f.string("blockReason")?.is_some(),
+            None => false,
+        };
+        let error = match o.object("error")? {
+            Some(mut e) => Some(ErrorBody {
+                code: match e.u32("code")? {
+                    None => None,
+                    Some(code) => Some(
+                        u16::try_from(code)
+                            .map_err(|_| e.invalid("code", "must be an HTTP status"))?,
+                    ),
+                },
+                message: e.string("message")?,
+            }),
+            None => None,
+        };
+        Ok(Response {
+            candidate,
+            usage,
+            blocked,
+            error,
+        })
+    }
+}
+
+impl Candidate {
+    fn read(mut c: Object) -> Result<Self, ShapeError> {
+        let parts = match c.object("content")? {
+            Some(mut content) => content
+                .objects("parts")?
+                .into_iter()
+                .map(Part::read)
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        Ok(Candidate {
+            parts,
+            finish_reason: c.string("finishReason")?,
+        })
+    }
+}
+
+impl Part {
+    fn read(mut p: Object) -> Result<Self, ShapeError> {
+        let function_call = match p.object("functionCall")? {
+            Some(mut f) => Some(FunctionCall {
+                id: f.string("id")?,
+                name: f.string("name")?,
+                args: f.take("args"),
+            }),
+            None => None,
+        };
+        Ok(Part {
+            text: p.string("text")?,
+            thought: p.bool("thought")?,
+            thought_signature: p.string("thoughtSignature")?,
+            function_call,
+        })
+    }
+}
+
+/// A response or chunk from its JSON text; a body of another shape is malformed.
+fn read_response(json: &[u8]) -> Result<Response, Error> {
+    crate::json::from_bytes(json)
+        .map_err(|e| malformed(NAME, e))
+        .and_then(|value| Response::read(value).map_err(|e| malformed(NAME, e)))
 }
 
 /// Reads a `generateContent` body.
@@ -77,14 +143,9 @@ pub(super) fn parse(
     mut ids: IdGen,
 ) -> Result<LlmResponse, Error> {
     let id = ids.next_id();
-    let response: Response =
-        crate::json::from_bytes(body).map_err(|e| malformed(NAME, format_args!("{e}")))?;
-    let candidate = response.candidates.and_then(|c| c.into_iter().next());
-    let (parts, finish_reason) = match candidate {
-        Some(c) => (
-            c.content.and_then(|c| c.parts).unwrap_or_default(),
-            c.finish_reason,
-        ),
+    let response = read_response(body)?;
+    let (parts, finish_reason) = match response.candidate {
+        Some(c) => (c.parts, c.finish_reason),
         None => (Vec::new(), None),
     };
     let content: Vec<ContentBlock> = parts
@@ -92,7 +153,7 @@ pub(super) fn parse(
         .filter_map(|part| to_block(part, &mut ids))
         .collect();
     let usage = response
-        .usage_metadata
+        .usage
         .map_or(TokenUsage::default(), |u| TokenUsage {
             input_tokens: u.prompt_token_count.unwrap_or(0),
             output_tokens: u.candidates_token_count.unwrap_or(0),
@@ -184,8 +245,7 @@ impl GeminiStream {
         if data.is_empty() || data == "[DONE]" {
             return Ok(());
         }
-        let chunk: Response =
-            serde_json::from_str(data).map_err(|e| malformed(NAME, format_args!("{e}")))?;
+        let chunk = read_response(data.as_bytes())?;
         if let Some(error) = chunk.error {
             return Err(Error::Provider {
                 provider: NAME.into(),
@@ -195,26 +255,23 @@ impl GeminiStream {
                     .unwrap_or_else(|| "gemini stream reported an error".into()),
             });
         }
-        if let Some(usage) = chunk.usage_metadata {
+        if let Some(usage) = chunk.usage {
             self.usage.input_tokens = usage.prompt_token_count.unwrap_or(self.usage.input_tokens);
             self.usage.output_tokens = usage
                 .candidates_token_count
                 .unwrap_or(self.usage.output_tokens);
         }
-        if chunk
-            .prompt_feedback
-            .is_some_and(|f| f.block_reason.is_some())
-        {
+        if chunk.blocked {
             self.complete = true;
         }
-        let Some(candidate) = chunk.candidates.and_then(|c| c.into_iter().next()) else {
+        let Some(candidate) = chunk.candidate else {
             return Ok(());
         };
         if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
             self.finish_reason = Some(reason);
             self.complete = true;
         }
-        for part in candidate.content.and_then(|c| c.parts).unwrap_or_default() {
+        for part in candidate.parts {
             let Some(block) = to_block(part, &mut self.ids) else {
                 continue;
             };

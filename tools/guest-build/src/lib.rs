@@ -72,17 +72,17 @@ pub struct SizeLimit {
 pub const SIZE_LIMITS: [SizeLimit; 3] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_229_000,
+        ceiling: 1_175_000,
         budget: Some(600 * 1024),
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_171_000,
+        ceiling: 1_093_000,
         budget: Some(400 * 1024),
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_063_000,
+        ceiling: 992_000,
         budget: None,
     },
 ];

@@ -15,6 +15,8 @@
 //! Strings are moved out of the parsed JSON, never copied, so large media costs one parse and
 //! one validation pass.
 
+pub mod object;
+
 use serde_json::{Map, Value};
 
 use crate::error::Error;
@@ -534,7 +536,7 @@ mod tests {
     /// The table shared with the through-the-component tests: every rule of
     /// `docs/messages.md#the-shape-guard` and this component's strictness, each with its exact
     /// message (or none when accepted).
-    const CASES: &str = include_str!("../host-tests/fixtures/guard_cases.json");
+    const CASES: &str = include_str!("../../host-tests/fixtures/guard_cases.json");
 
     #[test]
     fn guard_table() {

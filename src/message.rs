@@ -18,6 +18,16 @@ pub enum Role {
     Assistant,
 }
 
+impl Role {
+    /// The role as OMA's JSON writes it: `user` or `assistant`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 /// One turn of a conversation (OMA's `LLMMessage`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LlmMessage {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::adapter::{for_provider, Adapter, ChatRequest, IdSource, StreamEvent};
 use crate::error::{Error, ErrorKind};
-use crate::json::{messages_from_json, messages_from_value, messages_to_json};
+use crate::json::{messages_from_json, messages_from_value, messages_to_json, messages_to_value};
 use crate::message::{
     ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
     TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
@@ -464,16 +464,24 @@ proptest! {
     #[test]
     fn valid_messages_round_trip_through_json(messages in valid_messages()) {
         prop_assert_eq!(validate_messages(&messages), Ok(()));
-        let written = messages_to_json(&messages).expect("valid messages are written");
+        let written = messages_to_json(&messages);
         let read = messages_from_json(&written);
         prop_assert_eq!(read, Ok(messages));
+    }
+
+    /// The hand-written `Value` form is the JSON text's, key order included, for any messages.
+    #[test]
+    fn messages_to_value_is_the_json_text(messages in messages()) {
+        let value = messages_to_value(&messages);
+        prop_assert_eq!(&value, &serde_json::to_value(&messages).expect("plain data"));
+        prop_assert_eq!(value.to_string(), messages_to_json(&messages));
     }
 
     /// The same holds for any messages that validation accepts.
     #[test]
     fn accepted_messages_round_trip_through_json(messages in messages()) {
         if validate_messages(&messages).is_ok() {
-            let written = messages_to_json(&messages).expect("valid messages are written");
+            let written = messages_to_json(&messages);
             prop_assert_eq!(messages_from_json(&written), Ok(messages));
         }
     }

@@ -34,6 +34,197 @@ pub fn to_string<T: Serialize>(value: &T, capacity: usize) -> String {
     unsafe { String::from_utf8_unchecked(out) }
 }
 
+/// A JSON writer for request bodies, made for small code: one non-generic method per kind of
+/// token, so a wire type's `write` is a row of short calls instead of a derived `Serialize`
+/// instantiated with `serde_json`'s formatting inlined into every field. Strings go through
+/// the same block scanner as [`Text`]; numbers as `serde_json` writes them. Commas are placed
+/// by the writer: every value and key is preceded by one unless it opens its object or array.
+/// The output is byte for byte what `serde_json` writes for the same data.
+pub struct Writer {
+    out: Vec<u8>,
+    /// The next value or key follows another one at the same level.
+    comma: bool,
+}
+
+impl Writer {
+    /// A writer whose buffer holds `capacity` bytes before it regrows (see
+    /// [`ChatRequest::size_hint`](super::ChatRequest::size_hint)).
+    pub fn with_capacity(capacity: usize) -> Self {
+        Writer {
+            out: Vec::with_capacity(capacity),
+            comma: false,
+        }
+    }
+
+    /// The JSON text.
+    pub fn finish(self) -> String {
+        // SAFETY: every write is a `str` or ASCII punctuation, and the raw runs of a string are
+        // `str` slices cut before or after ASCII bytes (see `write_quoted`).
+        unsafe { String::from_utf8_unchecked(self.out) }
+    }
+
+    fn separate(&mut self) {
+        if self.comma {
+            self.out.push(b',');
+        }
+    }
+
+    /// `{`.
+    pub fn begin_object(&mut self) {
+        self.separate();
+        self.out.push(b'{');
+        self.comma = false;
+    }
+
+    /// `}`.
+    pub fn end_object(&mut self) {
+        self.out.push(b'}');
+        self.comma = true;
+    }
+
+    /// `[`.
+    pub fn begin_array(&mut self) {
+        self.separate();
+        self.out.push(b'[');
+        self.comma = false;
+    }
+
+    /// `]`.
+    pub fn end_array(&mut self) {
+        self.out.push(b']');
+        self.comma = true;
+    }
+
+    /// An object key; its value comes next.
+    #[inline(never)]
+    pub fn key(&mut self, key: &str) {
+        self.separate();
+        self.write_quoted(key);
+        self.out.push(b':');
+        self.comma = false;
+    }
+
+    /// A string.
+    #[inline(never)]
+    pub fn string(&mut self, text: &str) {
+        self.separate();
+        self.write_quoted(text);
+        self.comma = true;
+    }
+
+    /// `"key":"text"`.
+    #[inline(never)]
+    pub fn field_str(&mut self, key: &str, text: &str) {
+        self.key(key);
+        self.string(text);
+    }
+
+    /// `data:<media_type>;base64,<data>` as a string, without building it.
+    pub fn data_url(&mut self, media_type: &str, data: &str) {
+        self.separate();
+        self.out.extend_from_slice(b"\"data:");
+        self.write_escaped(media_type);
+        self.out.extend_from_slice(b";base64,");
+        self.write_escaped(data);
+        self.out.push(b'"');
+        self.comma = true;
+    }
+
+    /// A JSON number as `serde_json` writes it.
+    #[inline(never)]
+    pub fn number(&mut self, n: &serde_json::Number) {
+        use std::io::Write as _;
+        self.separate();
+        // Writing into a Vec cannot fail.
+        let _ = write!(self.out, "{n}");
+        self.comma = true;
+    }
+
+    /// An unsigned integer.
+    pub fn u64(&mut self, n: u64) {
+        self.number(&n.into());
+    }
+
+    /// A float; `null` when it is not finite, as `serde_json` writes one.
+    pub fn f64(&mut self, x: f64) {
+        match serde_json::Number::from_f64(x) {
+            Some(n) => self.number(&n),
+            None => self.null(),
+        }
+    }
+
+    /// A number the way JavaScript's `JSON.stringify` writes it: whole values without `.0`.
+    pub fn js_number(&mut self, x: f64) {
+        // 2^53: every whole f64 below it is an exact i64.
+        if x.is_finite() && x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+            self.number(&(x as i64).into());
+        } else {
+            self.f64(x);
+        }
+    }
+
+    /// `true` or `false`.
+    pub fn bool(&mut self, b: bool) {
+        self.raw(if b { "true" } else { "false" });
+    }
+
+    /// `null`.
+    pub fn null(&mut self) {
+        self.raw("null");
+    }
+
+    fn raw(&mut self, token: &str) {
+        self.separate();
+        self.out.extend_from_slice(token.as_bytes());
+        self.comma = true;
+    }
+
+    /// A JSON value (a tool's input or schema, an `extra_body` entry), keys and strings through
+    /// the block scanner.
+    pub fn json(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.null(),
+            Value::Bool(b) => self.bool(*b),
+            Value::Number(n) => self.number(n),
+            Value::String(text) => self.string(text),
+            Value::Array(items) => {
+                self.begin_array();
+                for item in items {
+                    self.json(item);
+                }
+                self.end_array();
+            }
+            Value::Object(map) => {
+                self.begin_object();
+                for (key, item) in map {
+                    self.key(key);
+                    self.json(item);
+                }
+                self.end_object();
+            }
+        }
+    }
+
+    fn write_quoted(&mut self, text: &str) {
+        self.out.push(b'"');
+        self.write_escaped(text);
+        self.out.push(b'"');
+    }
+
+    /// The inside of a JSON string: the runs between escapes copied as they are, each escape as
+    /// `serde_json` writes it.
+    fn write_escaped(&mut self, text: &str) {
+        let mut rest = text.as_bytes();
+        while let Some(at) = next_escape(rest) {
+            // `at` is the index of an ASCII byte, so both sides are whole characters.
+            self.out.extend_from_slice(&rest[..at]);
+            self.out.extend_from_slice(escape(rest[at]).as_bytes());
+            rest = &rest[at + 1..];
+        }
+        self.out.extend_from_slice(rest);
+    }
+}
+
 /// `data:<media_type>;base64,<data>`, written without building the string.
 #[derive(Clone, Copy, Debug)]
 pub struct DataUrl<'a> {
@@ -279,6 +470,40 @@ mod tests {
                 "{value}"
             );
         }
+    }
+
+    /// Everything [`Writer`] writes, against `serde_json`.
+    #[test]
+    fn the_writer_matches_serde_json() {
+        let value = json!({
+            "k\"ey": ["x\ty", {"n": null, "deep": [1, -2, 2.5, 1e300, "\u{7f}", {"\n": "\u{2028}"}]}],
+            "z": false, "t": true, "e": {}, "a": []
+        });
+        let mut w = Writer::with_capacity(0);
+        w.json(&value);
+        assert_eq!(w.finish(), serde_json::to_string(&value).unwrap());
+
+        let mut w = Writer::with_capacity(0);
+        w.begin_array();
+        w.u64(u64::MAX);
+        w.f64(0.1);
+        w.f64(f64::NAN);
+        w.js_number(3.0);
+        w.js_number(-0.5);
+        w.js_number(1e300);
+        w.data_url("image/png", "QU\"JD");
+        w.begin_object();
+        w.field_str("a", "b");
+        w.key("c");
+        w.begin_array();
+        w.end_array();
+        w.end_object();
+        w.end_array();
+        let expected = json!([
+            u64::MAX, 0.1, null, 3, -0.5, 1e300, "data:image/png;base64,QU\"JD",
+            {"a": "b", "c": []}
+        ]);
+        assert_eq!(w.finish(), serde_json::to_string(&expected).unwrap());
     }
 
     #[test]

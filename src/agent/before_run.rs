@@ -157,9 +157,7 @@ pub fn merge(
 ) -> Result<Vec<LlmMessage>, Error> {
     // 1. External backends forward text only.
     if let (Some(kind), Some(messages)) = (external, &result.messages) {
-        let unchanged = serde_json::to_value(&ctx.messages)
-            .map(|given| js_deep_equal(messages, &given))
-            .unwrap_or(false);
+        let unchanged = js_deep_equal(messages, &crate::json::messages_to_value(&ctx.messages));
         if !unchanged {
             return Err(Error::invalid(format!(
                 "The {} external backend accepts beforeRun.prompt rewrites only; beforeRun.messages cannot be forwarded without loss.",

@@ -71,11 +71,10 @@ pub fn bound(text: &str) -> String {
 }
 
 /// The input in full: the string itself, or the messages as OMA JSON (`JSON.stringify`).
-/// `None` only if the messages cannot be written as JSON, which their types rule out.
-fn full_text(input: &RunInput) -> Option<String> {
+fn full_text(input: &RunInput) -> String {
     match input {
-        RunInput::Text(text) => Some(text.clone()),
-        RunInput::Messages(messages) => messages_to_json(messages).ok(),
+        RunInput::Text(text) => text.clone(),
+        RunInput::Messages(messages) => messages_to_json(messages),
     }
 }
 
@@ -104,16 +103,11 @@ fn treat(text: &str, policy: StorePayloads) -> String {
 ///   `[array input omitted; <N> items]` (N messages);
 /// * [`StorePayloads::Full`]: the string, or the messages as OMA JSON, bounded to 8192;
 /// * [`StorePayloads::Redacted`]: as `Full`, then secrets redacted, then bounded again.
-///
-/// Should the messages ever fail to serialise, the description is used, so nothing leaks.
 pub fn scorer_input(input: &RunInput, policy: StorePayloads) -> String {
     if policy == StorePayloads::None {
         return describe(input);
     }
-    match full_text(input) {
-        Some(text) => treat(&text, policy),
-        None => describe(input),
-    }
+    treat(&full_text(input), policy)
 }
 
 /// The stored `record.payload`: `{"input": ..., "output": ...}` with the input as scorers see

@@ -14,10 +14,7 @@ pub fn agent_start_data(input: &RunInput) -> Value {
     match input {
         RunInput::Text(prompt) => json!({ "prompt": prompt }),
         RunInput::Messages(messages) => {
-            // Serialising these types cannot fail (every map key is a string); should it ever,
-            // the event says so rather than carrying a wrong list.
-            let messages = serde_json::to_value(messages).unwrap_or(Value::Null);
-            json!({ "messages": messages })
+            json!({ "messages": crate::json::messages_to_value(messages) })
         }
     }
 }

@@ -200,7 +200,7 @@ pub fn outcome_json(outcome: &RunOutcome) -> Value {
     let mut value = json!({
         "success": outcome.success(),
         "output": outcome.output,
-        "messages": outcome.messages,
+        "messages": crate::json::messages_to_value(&outcome.messages),
         "tokenUsage": outcome.token_usage,
         "toolCalls": tool_calls,
         "turns": outcome.turns,

@@ -228,7 +228,7 @@ pub fn validate(body: &[u8]) -> Reply {
     };
     let checked = json::messages_from_value(value).and_then(|messages| {
         validate_messages(&messages)?;
-        json::messages_to_json(&messages)
+        Ok(json::messages_to_json(&messages))
     });
     match checked {
         Ok(text) => Reply {

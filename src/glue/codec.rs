@@ -28,7 +28,7 @@ impl Guest for Component {
 
     fn messages_to_json(messages: Vec<wit::LlmMessage>) -> Result<String, wit::Error> {
         let messages = from_wit_messages_validated(messages)?;
-        Ok(json::messages_to_json(&messages)?)
+        Ok(json::messages_to_json(&messages))
     }
 
     fn validate_messages(messages: Vec<wit::LlmMessage>) -> Result<(), wit::Error> {

@@ -145,15 +145,10 @@ pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
                 Ok(messages) => messages,
                 Err(error) => return HookAnswer::Rejected(error),
             };
-            match messages.map(serde_json::to_value).transpose() {
-                Ok(messages) => HookAnswer::Result(BeforeRunResult {
-                    prompt: Value::String(result.prompt),
-                    messages,
-                }),
-                Err(e) => HookAnswer::Rejected(Error::invalid(format!(
-                    "beforeRun.messages could not be copied: {e}"
-                ))),
-            }
+            HookAnswer::Result(BeforeRunResult {
+                prompt: Value::String(result.prompt),
+                messages: messages.as_deref().map(crate::json::messages_to_value),
+            })
         }
     }
 }

@@ -102,10 +102,129 @@ pub fn tool_result_content_from_json(text: &str) -> Result<ToolResultContent, Er
     }
 }
 
-/// Serialises messages to OMA's JSON shape.
-pub fn messages_to_json(messages: &[LlmMessage]) -> Result<String, Error> {
-    serde_json::to_string(messages)
-        .map_err(|e| Error::invalid(format!("messages cannot be written as JSON: {e}")))
+/// Serialises messages to OMA's JSON shape: [`messages_to_value`], written by the request
+/// bodies' writer.
+pub fn messages_to_json(messages: &[LlmMessage]) -> String {
+    let value = messages_to_value(messages);
+    let mut writer = crate::adapter::body::Writer::with_capacity(0);
+    writer.json(&value);
+    writer.finish()
+}
+
+/// Messages as OMA JSON values, written by hand (a derived `Serialize` into `Value` would be
+/// another instantiation of every message type's serialiser): the same objects
+/// [`messages_to_json`] writes, keys in the same order, optional fields left out when unset.
+pub fn messages_to_value(messages: &[LlmMessage]) -> Value {
+    Value::Array(messages.iter().map(message_to_value).collect())
+}
+
+fn message_to_value(message: &LlmMessage) -> Value {
+    let mut fields = Map::new();
+    fields.insert("role".into(), message.role.word().into());
+    let blocks = message.content.iter().map(block_to_value).collect();
+    fields.insert("content".into(), Value::Array(blocks));
+    Value::Object(fields)
+}
+
+/// An object whose first key is `"type"`.
+fn typed(kind: &str) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("type".into(), kind.into());
+    fields
+}
+
+fn put(fields: &mut Map<String, Value>, key: &str, value: &str) {
+    fields.insert(key.into(), value.into());
+}
+
+fn put_some(fields: &mut Map<String, Value>, key: &str, value: Option<&String>) {
+    if let Some(value) = value {
+        put(fields, key, value);
+    }
+}
+
+fn block_to_value(block: &ContentBlock) -> Value {
+    let mut fields = typed(block.type_name());
+    match block {
+        ContentBlock::Text(text) => put(&mut fields, "text", &text.text),
+        ContentBlock::Image(image) => {
+            let mut source = typed("base64");
+            put(&mut source, "media_type", &image.source.media_type);
+            put(&mut source, "data", &image.source.data);
+            fields.insert("source".into(), Value::Object(source));
+        }
+        ContentBlock::Video(video) => {
+            fields.insert("source".into(), media_source_to_value(&video.source));
+        }
+        ContentBlock::ToolUse(call) => {
+            put(&mut fields, "id", &call.id);
+            put(&mut fields, "name", &call.name);
+            fields.insert("input".into(), call.input.clone());
+            put_some(&mut fields, "signature", call.signature.as_ref());
+        }
+        ContentBlock::ToolResult(result) => {
+            put(&mut fields, "tool_use_id", &result.tool_use_id);
+            let content = match &result.content {
+                ToolResultContent::Text(text) => Value::from(text.as_str()),
+                ToolResultContent::Parts(parts) => {
+                    Value::Array(parts.iter().map(part_to_value).collect())
+                }
+            };
+            fields.insert("content".into(), content);
+            if let Some(is_error) = result.is_error {
+                fields.insert("is_error".into(), is_error.into());
+            }
+        }
+        ContentBlock::Reasoning(reasoning) => {
+            put(&mut fields, "text", &reasoning.text);
+            put_some(&mut fields, "signature", reasoning.signature.as_ref());
+            put_some(
+                &mut fields,
+                "redactedData",
+                reasoning.redacted_data.as_ref(),
+            );
+            put_some(&mut fields, "provenance", reasoning.provenance.as_ref());
+        }
+    }
+    Value::Object(fields)
+}
+
+fn media_source_to_value(source: &MediaSource) -> Value {
+    Value::Object(match source {
+        MediaSource::Base64 { media_type, data } => {
+            let mut fields = typed("base64");
+            put(&mut fields, "media_type", media_type);
+            put(&mut fields, "data", data);
+            fields
+        }
+        MediaSource::Url { media_type, url } => {
+            let mut fields = typed("url");
+            put(&mut fields, "media_type", media_type);
+            put(&mut fields, "url", url);
+            fields
+        }
+    })
+}
+
+fn part_to_value(part: &ToolResultPart) -> Value {
+    Value::Object(match part {
+        ToolResultPart::Text { text } => {
+            let mut fields = typed("text");
+            put(&mut fields, "text", text);
+            fields
+        }
+        ToolResultPart::Image { source } => {
+            let mut fields = typed("image");
+            fields.insert("source".into(), media_source_to_value(source));
+            fields
+        }
+        ToolResultPart::File { filename, source } => {
+            let mut fields = typed("file");
+            put(&mut fields, "filename", filename);
+            fields.insert("source".into(), media_source_to_value(source));
+            fields
+        }
+    })
 }
 
 /// OMA's word for the type of a JSON value: JavaScript's `typeof`, with `null` and `array`
@@ -556,7 +675,8 @@ mod tests {
     fn json_round_trips_every_block_kind() {
         let text = r#"[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"abc123"}},{"type":"video","source":{"type":"url","media_type":"video/mp4","url":" https://e.com/v.mp4"}},{"type":"video","source":{"type":"base64","media_type":"video/mp4","data":"AAAA"}},{"type":"tool_result","tool_use_id":"c1","content":[{"type":"text","text":"t"},{"type":"image","source":{"type":"url","media_type":"image/png","url":"https://e.com/a.png"}},{"type":"file","filename":"r.pdf","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQ="}}]},{"type":"tool_result","tool_use_id":"c2","content":"boom","is_error":true}]},{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{"z":1,"a":[true,null]},"signature":"s"},{"type":"reasoning","text":"","signature":"sig","redactedData":"cmVk","provenance":"anthropic"}]}]"#;
         let messages = messages_from_json(text).unwrap();
-        assert_eq!(messages_to_json(&messages).unwrap(), text);
+        assert_eq!(messages_to_json(&messages), text);
+        assert_eq!(messages_to_value(&messages).to_string(), text);
     }
 
     #[test]
@@ -566,7 +686,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            messages_to_json(&messages).unwrap(),
+            messages_to_json(&messages),
             r#"[{"role":"user","content":[{"type":"text","text":"a"}]}]"#
         );
     }
@@ -599,7 +719,7 @@ mod tests {
                 panic!("a tool_use block")
             };
             assert_eq!(call.input["x"].as_f64(), Some(number));
-            let written = messages_to_json(&messages).unwrap();
+            let written = messages_to_json(&messages);
             assert_eq!(messages_from_json(&written).unwrap(), messages);
         }
     }

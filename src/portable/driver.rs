@@ -163,8 +163,7 @@ impl dr::GuestAgent for AgentResource {
 
     fn get_history_json(&self) -> String {
         let agent = self.agent.borrow();
-        // The history passed validation when it went in; writing it cannot fail.
-        json::messages_to_json(agent.history()).unwrap_or_else(|_| "[]".into())
+        json::messages_to_json(agent.history())
     }
 
     fn reset(&self) {
@@ -253,7 +252,7 @@ impl dr::GuestSession for SessionResource {
                     json!({
                         "agent": agent,
                         "prompt": context.prompt,
-                        "messages": context.messages,
+                        "messages": json::messages_to_value(&context.messages),
                         "config": config,
                     })
                     .to_string(),

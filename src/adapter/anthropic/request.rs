@@ -2,7 +2,7 @@
 //!
 //! Conversion runs to the end before a byte of body exists, so a video block or a tool-result
 //! part Anthropic cannot carry fails with nothing to send. The body borrows the messages: base64
-//! payloads are written by [`Text`] at copy speed, never cloned into a `serde_json::Value`.
+//! payloads are written by [`Writer`] at copy speed, never cloned into a `serde_json::Value`.
 //!
 //! Key order follows OMA's object literal, JavaScript spread rules included:
 //! `max_tokens, temperature, top_p, top_k, ...extra_body, model, messages, system, tools,
@@ -12,12 +12,10 @@
 
 use std::borrow::Cow;
 
-use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{API_VERSION, DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::{self, Text};
+use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking};
 use crate::error::Error;
@@ -60,7 +58,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
         .map(|tool| WireTool {
             name: &tool.name,
             description: &tool.description,
-            input_schema: ObjectSchema(&tool.input_schema),
+            input_schema: &tool.input_schema,
         })
         .collect();
     let body = Body {
@@ -73,7 +71,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
     let mut http = HttpRequest::post_json(
         join_url(base, "v1/messages"),
-        body::to_string(&body, request.size_hint()),
+        body.write(request.size_hint()),
     );
     if let Some(key) = api_key {
         http.headers.push(("x-api-key".into(), key.clone()));
@@ -111,18 +109,24 @@ fn thinking_param(thinking: Option<Thinking>, max_tokens: u32) -> Result<Option<
 }
 
 /// One message on the wire: `{role, content}`, content possibly empty.
-#[derive(Serialize)]
 struct WireMessage<'a> {
     role: Role,
     content: Vec<WireBlock<'a>>,
 }
 
+impl WireMessage<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("role", self.role.word());
+        w.key("content");
+        write_blocks(&self.content, w);
+        w.end_object();
+    }
+}
+
 /// One content block on the wire, borrowing from the message.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
 enum WireBlock<'a> {
     Text {
-        #[serde(serialize_with = "body::text")]
         text: Cow<'a, str>,
     },
     Image {
@@ -131,13 +135,11 @@ enum WireBlock<'a> {
     ToolUse {
         id: &'a str,
         name: &'a str,
-        #[serde(serialize_with = "body::json")]
         input: &'a Value,
     },
     ToolResult {
         tool_use_id: &'a str,
         content: WireToolContent<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
         is_error: Option<bool>,
     },
     Document {
@@ -145,7 +147,6 @@ enum WireBlock<'a> {
         source: WireSource<'a>,
     },
     Thinking {
-        #[serde(serialize_with = "body::text")]
         thinking: &'a str,
         signature: &'a str,
     },
@@ -154,31 +155,112 @@ enum WireBlock<'a> {
     },
 }
 
+impl WireBlock<'_> {
+    /// `{"type": "<snake_case variant>", ...fields in declaration order}`.
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            WireBlock::Text { text } => {
+                w.field_str("type", "text");
+                w.field_str("text", text);
+            }
+            WireBlock::Image { source } => {
+                w.field_str("type", "image");
+                w.key("source");
+                source.write(w);
+            }
+            WireBlock::ToolUse { id, name, input } => {
+                w.field_str("type", "tool_use");
+                w.field_str("id", id);
+                w.field_str("name", name);
+                w.key("input");
+                w.json(input);
+            }
+            WireBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                w.field_str("type", "tool_result");
+                w.field_str("tool_use_id", tool_use_id);
+                w.key("content");
+                match content {
+                    WireToolContent::Text(text) => w.string(text),
+                    WireToolContent::Blocks(blocks) => write_blocks(blocks, w),
+                }
+                if let Some(is_error) = is_error {
+                    w.key("is_error");
+                    w.bool(*is_error);
+                }
+            }
+            WireBlock::Document { title, source } => {
+                w.field_str("type", "document");
+                w.field_str("title", title);
+                w.key("source");
+                source.write(w);
+            }
+            WireBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                w.field_str("type", "thinking");
+                w.field_str("thinking", thinking);
+                w.field_str("signature", signature);
+            }
+            WireBlock::RedactedThinking { data } => {
+                w.field_str("type", "redacted_thinking");
+                w.field_str("data", data);
+            }
+        }
+        w.end_object();
+    }
+}
+
+fn write_blocks(blocks: &[WireBlock<'_>], w: &mut Writer) {
+    w.begin_array();
+    for block in blocks {
+        block.write(w);
+    }
+    w.end_array();
+}
+
 /// An image or document source: inline base64 or a URL the provider fetches.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
 enum WireSource<'a> {
-    Base64 { media_type: &'a str, data: Text<'a> },
+    Base64 { media_type: &'a str, data: &'a str },
     Url { url: &'a str },
+}
+
+impl WireSource<'_> {
+    /// `{"type": "base64", media_type, data}` or `{"type": "url", url}`.
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            WireSource::Base64 { media_type, data } => {
+                w.field_str("type", "base64");
+                w.field_str("media_type", media_type);
+                w.field_str("data", data);
+            }
+            WireSource::Url { url } => {
+                w.field_str("type", "url");
+                w.field_str("url", url);
+            }
+        }
+        w.end_object();
+    }
 }
 
 impl<'a> WireSource<'a> {
     fn from_media(source: &'a MediaSource) -> Self {
         match source {
-            MediaSource::Base64 { media_type, data } => WireSource::Base64 {
-                media_type,
-                data: Text(data),
-            },
+            MediaSource::Base64 { media_type, data } => WireSource::Base64 { media_type, data },
             MediaSource::Url { url, .. } => WireSource::Url { url },
         }
     }
 }
 
 /// The content of a tool result: the legacy string, or text and image blocks.
-#[derive(Serialize)]
-#[serde(untagged)]
 enum WireToolContent<'a> {
-    Text(#[serde(serialize_with = "body::text")] &'a str),
+    Text(&'a str),
     Blocks(Vec<WireBlock<'a>>),
 }
 
@@ -193,7 +275,7 @@ fn convert_message(message: &LlmMessage, preserve: bool) -> Result<WireMessage<'
             ContentBlock::Image(image) => content.push(WireBlock::Image {
                 source: WireSource::Base64 {
                     media_type: &image.source.media_type,
-                    data: Text(&image.source.data),
+                    data: &image.source.data,
                 },
             }),
             ContentBlock::Video(_) => {
@@ -314,54 +396,36 @@ fn unsupported(content_type: String, detail: &str) -> Error {
 }
 
 /// A tool on the wire.
-#[derive(Serialize)]
 struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: ObjectSchema<'a>,
+    input_schema: &'a Value,
 }
 
-/// `{type: 'object', ...schema}`: `type` first, the schema's own `type` winning in that place;
-/// a schema that is not an object adds nothing.
-struct ObjectSchema<'a>(&'a Value);
-
-impl Serialize for ObjectSchema<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let fields = self.0.as_object();
-        let mut map = serializer.serialize_map(None)?;
+impl WireTool<'_> {
+    /// `{name, description, input_schema}`, the schema as `{type: 'object', ...schema}`: `type`
+    /// first, the schema's own `type` winning in that place; a schema that is not an object
+    /// adds nothing.
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("name", self.name);
+        w.field_str("description", self.description);
+        w.key("input_schema");
+        let fields = self.input_schema.as_object();
+        w.begin_object();
+        w.key("type");
         match fields.and_then(|f| f.get("type")) {
-            Some(own) => map.serialize_entry("type", &body::Json(own))?,
-            None => map.serialize_entry("type", "object")?,
+            Some(own) => w.json(own),
+            None => w.string("object"),
         }
         for (key, value) in fields.into_iter().flatten() {
             if key != "type" {
-                map.serialize_entry(key, &body::Json(value))?;
+                w.key(key);
+                w.json(value);
             }
         }
-        map.end()
-    }
-}
-
-/// `{type: 'enabled', budget_tokens}`.
-#[derive(Serialize)]
-struct WireThinking {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    budget_tokens: u32,
-}
-
-/// A number the way JavaScript's `JSON.stringify` writes it: whole values without `.0`.
-struct JsNumber(f64);
-
-impl Serialize for JsNumber {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let x = self.0;
-        // 2^53: every whole f64 below it is an exact i64.
-        if x.is_finite() && x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
-            serializer.serialize_i64(x as i64)
-        } else {
-            serializer.serialize_f64(x)
-        }
+        w.end_object();
+        w.end_object();
     }
 }
 
@@ -429,58 +493,102 @@ impl<'a> Body<'a> {
     }
 }
 
-impl Serialize for Body<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+impl Body<'_> {
+    /// The body's JSON text, into a buffer of `capacity` bytes.
+    fn write(&self, capacity: usize) -> String {
         let request = self.request;
         let extra = &request.extra_body;
         let sampling = &request.sampling;
-        let mut map = serializer.serialize_map(None)?;
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
         for key in self.key_order() {
             match key {
-                Key::MaxTokens => match extra.get("max_tokens") {
-                    Some(value) => map.serialize_entry("max_tokens", value)?,
-                    None => map.serialize_entry("max_tokens", &self.max_tokens)?,
-                },
+                Key::MaxTokens => {
+                    w.key("max_tokens");
+                    match extra.get("max_tokens") {
+                        Some(value) => w.json(value),
+                        None => w.u64(u64::from(self.max_tokens)),
+                    }
+                }
                 Key::Temperature => match (extra.get("temperature"), sampling.temperature) {
-                    (Some(value), _) => map.serialize_entry("temperature", value)?,
-                    (None, Some(t)) => map.serialize_entry("temperature", &JsNumber(t))?,
+                    (Some(value), _) => {
+                        w.key("temperature");
+                        w.json(value);
+                    }
+                    (None, Some(t)) => {
+                        w.key("temperature");
+                        w.js_number(t);
+                    }
                     (None, None) => {}
                 },
                 Key::TopP => match (extra.get("top_p"), sampling.top_p) {
-                    (Some(value), _) => map.serialize_entry("top_p", value)?,
-                    (None, Some(p)) => map.serialize_entry("top_p", &JsNumber(p))?,
+                    (Some(value), _) => {
+                        w.key("top_p");
+                        w.json(value);
+                    }
+                    (None, Some(p)) => {
+                        w.key("top_p");
+                        w.js_number(p);
+                    }
                     (None, None) => {}
                 },
                 Key::TopK => match (extra.get("top_k"), sampling.top_k) {
-                    (Some(value), _) => map.serialize_entry("top_k", value)?,
-                    (None, Some(k)) => map.serialize_entry("top_k", &k)?,
+                    (Some(value), _) => {
+                        w.key("top_k");
+                        w.json(value);
+                    }
+                    (None, Some(k)) => {
+                        w.key("top_k");
+                        w.u64(u64::from(k));
+                    }
                     (None, None) => {}
                 },
-                Key::Extra(name, value) => map.serialize_entry(name, value)?,
-                Key::Model => map.serialize_entry("model", &request.model)?,
-                Key::Messages => map.serialize_entry("messages", self.messages)?,
+                Key::Extra(name, value) => {
+                    w.key(name);
+                    w.json(value);
+                }
+                Key::Model => w.field_str("model", &request.model),
+                Key::Messages => {
+                    w.key("messages");
+                    w.begin_array();
+                    for message in self.messages {
+                        message.write(&mut w);
+                    }
+                    w.end_array();
+                }
                 Key::System => {
                     if let Some(system) = &request.system_prompt {
-                        map.serialize_entry("system", &body::Text(system))?;
+                        w.field_str("system", system);
                     }
                 }
                 Key::Tools => {
                     if !self.tools.is_empty() {
-                        map.serialize_entry("tools", self.tools)?;
+                        w.key("tools");
+                        w.begin_array();
+                        for tool in self.tools {
+                            tool.write(&mut w);
+                        }
+                        w.end_array();
                     }
                 }
                 Key::Thinking => {
                     if let Some(budget_tokens) = self.thinking {
-                        let thinking = WireThinking {
-                            kind: "enabled",
-                            budget_tokens,
-                        };
-                        map.serialize_entry("thinking", &thinking)?;
+                        // `{type: 'enabled', budget_tokens}`.
+                        w.key("thinking");
+                        w.begin_object();
+                        w.field_str("type", "enabled");
+                        w.key("budget_tokens");
+                        w.u64(u64::from(budget_tokens));
+                        w.end_object();
                     }
                 }
-                Key::Stream => map.serialize_entry("stream", &true)?,
+                Key::Stream => {
+                    w.key("stream");
+                    w.bool(true);
+                }
             }
         }
-        map.end()
+        w.end_object();
+        w.finish()
     }
 }

@@ -1,38 +1,16 @@
-//! Writing request bodies fast: strings go into the JSON without `serde_json`'s escape loop.
+//! Writing request bodies fast and in little code: [`Writer`], a JSON writer with one
+//! non-generic method per kind of token.
 //!
-//! `serde_json` looks at every byte of a string to find what to escape, one at a time. [`Text`]
-//! scans 64-byte blocks (16 bytes a vector) and writes the runs between escapes as raw
-//! fragments, so base64 payloads (which need no escapes, though images are not validated and
-//! may hold anything) go in at copy speed and message text nearly so; [`DataUrl`] writes a data
-//! URL the same way without building it, and [`Json`] a tool's input or schema. The output is
-//! byte for byte what `serde_json` writes.
-//!
-//! The raw write uses `serde_json`'s `RawValue` protocol, so these wrappers serialise correctly
-//! only through [`to_string`] (or another `serde_json` writer), which is the one way bodies are
-//! made.
+//! Each adapter's wire types have a `write` method that is a row of short calls (`key`,
+//! `string`, `json`, ...), instead of a derived `Serialize` that instantiates `serde_json`'s
+//! formatting for every field of every type. Strings are scanned in 64-byte blocks (16 bytes a
+//! vector) for the bytes JSON escapes, and the runs between escapes are copied whole, so base64
+//! payloads (which need no escapes, though images are not validated and may hold anything) go in
+//! at copy speed and message text nearly so; `serde_json` looks at one byte at a time. A data URL
+//! is written the same way without being built. The output is byte for byte what `serde_json`
+//! writes for the same data.
 
-use std::borrow::Borrow;
-
-use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::Value;
-
-/// `serde_json`'s marker for raw fragments (`serde_json::raw::TOKEN`, stable across 1.x).
-const RAW_TOKEN: &str = "$serde_json::private::RawValue";
-
-/// Serialises a body to JSON text, into a buffer sized up front (see
-/// [`ChatRequest::size_hint`](super::ChatRequest::size_hint)) so a large body is written once,
-/// without regrowing, and never checked again: a 1 MiB image body used to be read once more
-/// only to prove it UTF-8, a sixth of a run's time in the guest.
-pub fn to_string<T: Serialize>(value: &T, capacity: usize) -> String {
-    let mut out = Vec::with_capacity(capacity);
-    // Writing plain data into a Vec cannot fail; an empty body would be refused by the provider.
-    let _ = serde_json::to_writer(&mut out, value);
-    // SAFETY: `serde_json` writes UTF-8 only: `str`s, its escapes and ASCII punctuation, each
-    // write whole (so even a write cut short by an error leaves UTF-8); the raw fragments of
-    // `Text` and `DataUrl` are `str` slices cut before or after ASCII bytes. `serde_json`'s own
-    // `to_string` relies on the same.
-    unsafe { String::from_utf8_unchecked(out) }
-}
 
 /// A JSON writer for request bodies, made for small code: one non-generic method per kind of
 /// token, so a wire type's `write` is a row of short calls instead of a derived `Serialize`
@@ -234,92 +212,6 @@ pub struct DataUrl<'a> {
     pub data: &'a str,
 }
 
-impl DataUrl<'_> {
-    /// The data URL as an owned string (for formats that need one in memory).
-    pub fn to_string_owned(&self) -> String {
-        format!("data:{};base64,{}", self.media_type, self.data)
-    }
-}
-
-impl Serialize for DataUrl<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut raw = serializer.serialize_struct(RAW_TOKEN, 5)?;
-        raw.serialize_field(RAW_TOKEN, "\"data:")?;
-        write_escaped(&mut raw, self.media_type)?;
-        raw.serialize_field(RAW_TOKEN, ";base64,")?;
-        write_escaped(&mut raw, self.data)?;
-        raw.serialize_field(RAW_TOKEN, "\"")?;
-        raw.end()
-    }
-}
-
-/// A JSON string written by scanning 64-byte blocks for the bytes that need an escape and copying
-/// the runs between them as raw fragments; byte for byte what `serde_json` writes, several times
-/// faster on long text (its own loop looks at one byte at a time) and at copy speed on base64.
-#[derive(Clone, Copy, Debug)]
-pub struct Text<'a>(pub &'a str);
-
-impl Serialize for Text<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut raw = serializer.serialize_struct(RAW_TOKEN, 3)?;
-        raw.serialize_field(RAW_TOKEN, "\"")?;
-        write_escaped(&mut raw, self.0)?;
-        raw.serialize_field(RAW_TOKEN, "\"")?;
-        raw.end()
-    }
-}
-
-/// Writes the inside of a JSON string for `text` as raw fragments: the runs between escapes as
-/// they are, each escape as `serde_json` writes it.
-fn write_escaped<R: SerializeStruct>(raw: &mut R, text: &str) -> Result<(), R::Error> {
-    let mut rest = text;
-    while let Some(at) = next_escape(rest.as_bytes()) {
-        // `at` is the index of an ASCII byte, so both slices fall on character boundaries.
-        let (run, tail) = rest.split_at(at);
-        if !run.is_empty() {
-            raw.serialize_field(RAW_TOKEN, run)?;
-        }
-        raw.serialize_field(RAW_TOKEN, escape(tail.as_bytes()[0]))?;
-        rest = &tail[1..];
-    }
-    if !rest.is_empty() {
-        raw.serialize_field(RAW_TOKEN, rest)?;
-    }
-    Ok(())
-}
-
-/// For `#[serde(serialize_with = "body::text")]` on a string field: writes it as [`Text`].
-pub fn text<T: AsRef<str> + ?Sized, S: Serializer>(
-    value: &T,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    Text(value.as_ref()).serialize(serializer)
-}
-
-/// A JSON value (a tool's input or schema) written as `serde_json` writes it, its strings
-/// through [`Text`]. Object keys keep `serde_json`'s own path: a raw fragment cannot be a key.
-#[derive(Clone, Copy, Debug)]
-pub struct Json<'a>(pub &'a Value);
-
-impl Serialize for Json<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::String(text) => Text(text).serialize(serializer),
-            Value::Array(items) => serializer.collect_seq(items.iter().map(Json)),
-            Value::Object(map) => serializer.collect_map(map.iter().map(|(k, v)| (k, Json(v)))),
-            other => other.serialize(serializer),
-        }
-    }
-}
-
-/// For `#[serde(serialize_with = "body::json")]` on a JSON value field: writes it as [`Json`].
-pub fn json<V: Borrow<Value> + ?Sized, S: Serializer>(
-    value: &V,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    Json(value.borrow()).serialize(serializer)
-}
-
 /// The escape `serde_json` writes for `byte` (a control character, `"` or `\\`): the short
 /// forms where JSON has them, else `\u00xx` in lowercase hex.
 fn escape(byte: u8) -> &'static str {
@@ -392,8 +284,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn string(text: &str) -> String {
+        let mut w = Writer::with_capacity(0);
+        w.string(text);
+        w.finish()
+    }
+
+    fn data_url(media_type: &str, data: &str) -> String {
+        let mut w = Writer::with_capacity(0);
+        w.data_url(media_type, data);
+        w.finish()
+    }
+
     #[test]
-    fn raw_strings_match_serde_json() {
+    fn strings_and_data_urls_match_serde_json() {
         for s in [
             "",
             "AAAA",
@@ -404,24 +308,16 @@ mod tests {
             "é\u{1}",
             "x".repeat(100).as_str(),
         ] {
-            let body = to_string(&json!({"k": 1}).as_object().map(|_| Text(s)), 0);
-            assert_eq!(body, serde_json::to_string(s).unwrap(), "{s:?}");
-            let url = to_string(
-                &DataUrl {
-                    media_type: "image/png",
-                    data: s,
-                },
-                0,
-            );
+            assert_eq!(string(s), serde_json::to_string(s).unwrap(), "{s:?}");
             assert_eq!(
-                url,
+                data_url("image/png", s),
                 serde_json::to_string(&format!("data:image/png;base64,{s}")).unwrap()
             );
         }
     }
 
     #[test]
-    fn text_matches_serde_json() {
+    fn every_escape_at_every_block_position_matches_serde_json() {
         let mut cases: Vec<String> = [
             "",
             "plain",
@@ -443,11 +339,7 @@ mod tests {
             }
         }
         for s in &cases {
-            assert_eq!(
-                to_string(&Text(s), 0),
-                serde_json::to_string(s).unwrap(),
-                "{s:?}"
-            );
+            assert_eq!(string(s), serde_json::to_string(s).unwrap(), "{s:?}");
         }
     }
 
@@ -464,29 +356,20 @@ mod tests {
             json!({"k\"ey": ["x\ty", {"n": null, "deep": [1, "\u{7f}", {"\n": "\u{2028}"}]}], "z": false}),
         ];
         for value in &values {
-            assert_eq!(
-                to_string(&Json(value), 0),
-                serde_json::to_string(value).unwrap(),
-                "{value}"
-            );
+            let mut w = Writer::with_capacity(0);
+            w.json(value);
+            assert_eq!(w.finish(), serde_json::to_string(value).unwrap(), "{value}");
         }
     }
 
-    /// Everything [`Writer`] writes, against `serde_json`.
+    /// Everything [`Writer`] writes, in nested objects and arrays, against `serde_json`.
     #[test]
     fn the_writer_matches_serde_json() {
-        let value = json!({
-            "k\"ey": ["x\ty", {"n": null, "deep": [1, -2, 2.5, 1e300, "\u{7f}", {"\n": "\u{2028}"}]}],
-            "z": false, "t": true, "e": {}, "a": []
-        });
-        let mut w = Writer::with_capacity(0);
-        w.json(&value);
-        assert_eq!(w.finish(), serde_json::to_string(&value).unwrap());
-
         let mut w = Writer::with_capacity(0);
         w.begin_array();
         w.u64(u64::MAX);
         w.f64(0.1);
+        w.f64(1.0);
         w.f64(f64::NAN);
         w.js_number(3.0);
         w.js_number(-0.5);
@@ -497,11 +380,21 @@ mod tests {
         w.key("c");
         w.begin_array();
         w.end_array();
+        w.key("d");
+        w.begin_object();
         w.end_object();
+        w.key("e\n");
+        w.bool(false);
+        w.key("f");
+        w.null();
+        w.end_object();
+        w.begin_array();
+        w.string("x");
+        w.end_array();
         w.end_array();
         let expected = json!([
-            u64::MAX, 0.1, null, 3, -0.5, 1e300, "data:image/png;base64,QU\"JD",
-            {"a": "b", "c": []}
+            u64::MAX, 0.1, 1.0, null, 3, -0.5, 1e300, "data:image/png;base64,QU\"JD",
+            {"a": "b", "c": [], "d": {}, "e\n": false, "f": null}, ["x"]
         ]);
         assert_eq!(w.finish(), serde_json::to_string(&expected).unwrap());
     }
@@ -516,20 +409,5 @@ mod tests {
             }
         }
         assert_eq!(next_escape("AZaz09+/= é~\u{7f}".as_bytes()), None);
-    }
-
-    #[test]
-    fn nested_in_a_struct() {
-        #[derive(serde::Serialize)]
-        struct Source<'a> {
-            r#type: &'a str,
-            data: Text<'a>,
-        }
-        let source = Source {
-            r#type: "base64",
-            data: Text("QUJD"),
-        };
-        let body = to_string(&vec![source], 0);
-        assert_eq!(body, r#"[{"type":"base64","data":"QUJD"}]"#);
     }
 }

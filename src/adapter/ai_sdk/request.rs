@@ -5,12 +5,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{GENERATE_TEXT_URL, PROVIDER_LABEL, STREAM_TEXT_URL};
-use crate::adapter::body::{self, Text};
+use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{ChatRequest, HttpRequest, ToolDefinition};
 use crate::error::Error;
@@ -19,133 +17,232 @@ use crate::message::{
     ToolResultContent, ToolResultPart,
 };
 
-#[derive(Serialize)]
-#[serde(tag = "role", rename_all = "lowercase")]
+/// A `ModelMessage`: `{role, content}`.
 enum ModelMessage<'a> {
-    Assistant { content: Vec<AssistantPart<'a>> },
-    Tool { content: [ToolResult<'a>; 1] },
-    User { content: UserContent<'a> },
+    Assistant {
+        content: Vec<AssistantPart<'a>>,
+    },
+    /// `content` is one tool result.
+    Tool {
+        content: ToolResult<'a>,
+    },
+    User {
+        content: UserContent<'a>,
+    },
 }
 
-#[derive(Serialize)]
-#[serde(tag = "type")]
+impl ModelMessage<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            ModelMessage::Assistant { content } => {
+                w.field_str("role", "assistant");
+                w.key("content");
+                w.begin_array();
+                for part in content {
+                    part.write(w);
+                }
+                w.end_array();
+            }
+            ModelMessage::Tool { content } => {
+                w.field_str("role", "tool");
+                w.key("content");
+                w.begin_array();
+                content.write(w);
+                w.end_array();
+            }
+            ModelMessage::User { content } => {
+                w.field_str("role", "user");
+                w.key("content");
+                match content {
+                    UserContent::Text(text) => w.string(text),
+                    UserContent::Parts(parts) => {
+                        w.begin_array();
+                        for part in parts {
+                            part.write(w);
+                        }
+                        w.end_array();
+                    }
+                }
+            }
+        }
+        w.end_object();
+    }
+}
+
+/// `{type: "text", text}`, `{type: "reasoning", text}` or `{type: "tool-call", toolCallId,
+/// toolName, input}`.
 enum AssistantPart<'a> {
-    #[serde(rename = "text")]
     Text {
-        #[serde(serialize_with = "body::text")]
         text: Cow<'a, str>,
     },
-    #[serde(rename = "reasoning")]
     Reasoning {
-        #[serde(serialize_with = "body::text")]
         text: &'a str,
     },
-    #[serde(rename = "tool-call", rename_all = "camelCase")]
     ToolCall {
         tool_call_id: &'a str,
         tool_name: &'a str,
-        #[serde(serialize_with = "body::json")]
         input: &'a Value,
     },
 }
 
-#[derive(Serialize)]
-#[serde(tag = "type", rename = "tool-result", rename_all = "camelCase")]
+impl AssistantPart<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            AssistantPart::Text { text } => {
+                w.field_str("type", "text");
+                w.field_str("text", text);
+            }
+            AssistantPart::Reasoning { text } => {
+                w.field_str("type", "reasoning");
+                w.field_str("text", text);
+            }
+            AssistantPart::ToolCall {
+                tool_call_id,
+                tool_name,
+                input,
+            } => {
+                w.field_str("type", "tool-call");
+                w.field_str("toolCallId", tool_call_id);
+                w.field_str("toolName", tool_name);
+                w.key("input");
+                w.json(input);
+            }
+        }
+        w.end_object();
+    }
+}
+
+/// `{type: "tool-result", toolCallId, toolName, output}`.
 struct ToolResult<'a> {
     tool_call_id: &'a str,
     tool_name: &'a str,
     output: Output<'a>,
 }
 
-#[derive(Serialize)]
-#[serde(tag = "type")]
+impl ToolResult<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("type", "tool-result");
+        w.field_str("toolCallId", self.tool_call_id);
+        w.field_str("toolName", self.tool_name);
+        w.key("output");
+        w.begin_object();
+        match &self.output {
+            Output::Text { value } => {
+                w.field_str("type", "text");
+                w.field_str("value", value);
+            }
+            Output::ErrorText { value } => {
+                w.field_str("type", "error-text");
+                w.field_str("value", value);
+            }
+            Output::Content { value } => {
+                w.field_str("type", "content");
+                w.key("value");
+                w.begin_array();
+                for part in value {
+                    part.write(w);
+                }
+                w.end_array();
+            }
+        }
+        w.end_object();
+        w.end_object();
+    }
+}
+
+/// A tool result's `output`: `{type: "text" | "error-text", value}` or `{type: "content",
+/// value: [...]}`.
 enum Output<'a> {
-    #[serde(rename = "text")]
-    Text {
-        #[serde(serialize_with = "body::text")]
-        value: &'a str,
-    },
-    #[serde(rename = "error-text")]
-    ErrorText {
-        #[serde(serialize_with = "body::text")]
-        value: &'a str,
-    },
-    #[serde(rename = "content")]
+    Text { value: &'a str },
+    ErrorText { value: &'a str },
     Content { value: Vec<OutputPart<'a>> },
 }
 
-#[derive(Serialize)]
-#[serde(tag = "type")]
+/// `{type: "text", text}`, `{type: "file-data", data, mediaType, filename?}` or `{type:
+/// "file-url", url}`.
 enum OutputPart<'a> {
-    #[serde(rename = "text")]
     Text {
-        #[serde(serialize_with = "body::text")]
         text: Cow<'a, str>,
     },
-    #[serde(rename = "file-data", rename_all = "camelCase")]
     FileData {
-        data: Text<'a>,
+        data: &'a str,
         media_type: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
         filename: Option<&'a str>,
     },
-    #[serde(rename = "file-url")]
-    FileUrl { url: &'a str },
+    FileUrl {
+        url: &'a str,
+    },
 }
 
-#[derive(Serialize)]
-#[serde(untagged)]
+impl OutputPart<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            OutputPart::Text { text } => {
+                w.field_str("type", "text");
+                w.field_str("text", text);
+            }
+            OutputPart::FileData {
+                data,
+                media_type,
+                filename,
+            } => {
+                w.field_str("type", "file-data");
+                w.field_str("data", data);
+                w.field_str("mediaType", media_type);
+                if let Some(filename) = filename {
+                    w.field_str("filename", filename);
+                }
+            }
+            OutputPart::FileUrl { url } => {
+                w.field_str("type", "file-url");
+                w.field_str("url", url);
+            }
+        }
+        w.end_object();
+    }
+}
+
+/// A user message's content: a string or parts.
 enum UserContent<'a> {
-    Text(#[serde(serialize_with = "body::text")] &'a str),
+    Text(&'a str),
     Parts(Vec<UserPart<'a>>),
 }
 
-/// A user part. `image` holds the base64 text as it is: the AI SDK's `DataContent` accepts a
-/// base64 string as well as bytes, so the bridge never decodes it.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
+/// A user part: `{type: "text", text}` or `{type: "image", image, mediaType}`. `image` holds
+/// the base64 text as it is: the AI SDK's `DataContent` accepts a base64 string as well as
+/// bytes, so the bridge never decodes it.
 enum UserPart<'a> {
-    Text {
-        #[serde(serialize_with = "body::text")]
-        text: &'a str,
-    },
-    Image {
-        image: Text<'a>,
-        #[serde(rename = "mediaType")]
-        media_type: &'a str,
-    },
+    Text { text: &'a str },
+    Image { image: &'a str, media_type: &'a str },
+}
+
+impl UserPart<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            UserPart::Text { text } => {
+                w.field_str("type", "text");
+                w.field_str("text", text);
+            }
+            UserPart::Image { image, media_type } => {
+                w.field_str("type", "image");
+                w.field_str("image", image);
+                w.field_str("mediaType", media_type);
+            }
+        }
+        w.end_object();
+    }
 }
 
 /// `tools`: a record keyed by name, `{description, inputSchema}` each; a repeated name keeps
 /// its first position and its last definition, like `Object.fromEntries`.
 struct Tools<'a>(Vec<(&'a str, &'a ToolDefinition)>);
 
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Entry<'a> {
-            description: &'a str,
-            #[serde(serialize_with = "body::json")]
-            input_schema: &'a Value,
-        }
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (name, tool) in &self.0 {
-            map.serialize_entry(
-                name,
-                &Entry {
-                    description: &tool.description,
-                    input_schema: &tool.input_schema,
-                },
-            )?;
-        }
-        map.end()
-    }
-}
-
 /// One value of the option object.
-#[derive(Serialize)]
-#[serde(untagged)]
 enum Field<'a> {
     Owned(Value),
     Borrowed(&'a Value),
@@ -165,17 +262,43 @@ impl<'a> Options<'a> {
             None => self.0.push((key, value)),
         }
     }
-}
 
-impl Serialize for Options<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
+    /// The object's JSON text, into a buffer of `capacity` bytes.
+    fn write(&self, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
         for (key, value) in &self.0 {
-            if let Some(value) = value {
-                map.serialize_entry(key, value)?;
+            let Some(value) = value else {
+                continue;
+            };
+            w.key(key);
+            match value {
+                Field::Owned(value) => w.json(value),
+                Field::Borrowed(value) => w.json(value),
+                Field::Str(text) => w.string(text),
+                Field::Messages(messages) => {
+                    w.begin_array();
+                    for message in messages {
+                        message.write(&mut w);
+                    }
+                    w.end_array();
+                }
+                Field::Tools(Tools(tools)) => {
+                    w.begin_object();
+                    for (name, tool) in tools {
+                        w.key(name);
+                        w.begin_object();
+                        w.field_str("description", &tool.description);
+                        w.key("inputSchema");
+                        w.json(&tool.input_schema);
+                        w.end_object();
+                    }
+                    w.end_object();
+                }
             }
         }
-        map.end()
+        w.end_object();
+        w.finish()
     }
 }
 
@@ -215,7 +338,7 @@ pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
     };
     Ok(HttpRequest::post_json(
         url.into(),
-        body::to_string(&options, request.size_hint()),
+        options.write(request.size_hint()),
     ))
 }
 
@@ -339,14 +462,14 @@ fn user_messages<'a>(
     for block in &message.content {
         match block {
             ContentBlock::ToolResult(result) => out.push(ModelMessage::Tool {
-                content: [ToolResult {
+                content: ToolResult {
                     tool_call_id: &result.tool_use_id,
                     tool_name: names
                         .get(result.tool_use_id.as_str())
                         .copied()
                         .unwrap_or("unknown_tool"),
                     output: output(result),
-                }],
+                },
             }),
             ContentBlock::Video(_) => return Err(unsupported_video()),
             other_block => other.push(other_block),
@@ -363,7 +486,7 @@ fn user_messages<'a>(
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(UserPart::Text { text: &text.text }),
             ContentBlock::Image(image) => Some(UserPart::Image {
-                image: Text(&image.source.data),
+                image: &image.source.data,
                 media_type: &image.source.media_type,
             }),
             _ => None,
@@ -399,7 +522,7 @@ fn output(result: &ToolResultBlock) -> Output<'_> {
         };
         match source {
             MediaSource::Base64 { media_type, data } => value.push(OutputPart::FileData {
-                data: Text(data),
+                data,
                 media_type,
                 filename,
             }),

@@ -24,7 +24,7 @@ pub(crate) mod tests;
 use serde_json::Value;
 
 use crate::adapter::{
-    body, join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest, StreamDecoder,
+    join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest, StreamDecoder,
 };
 use crate::error::Error;
 use crate::message::LlmResponse;
@@ -63,7 +63,7 @@ impl Adapter for Bedrock {
     /// credentials without [`Endpoint::timestamp`].
     fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
         validate_messages(&request.messages)?;
-        let body = body::to_string(&request::Body::new(request)?, request.size_hint());
+        let body = request::Body::new(request)?.write(request.size_hint());
         let region = region(endpoint)?;
         let base = match &endpoint.base_url {
             Some(base) => base.clone(),

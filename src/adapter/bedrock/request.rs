@@ -1,17 +1,16 @@
-//! The Converse request body (`docs/wire-formats.md#bedrock-request`), as borrowed serde structs:
-//! message data is never copied into a `serde_json::Value`, and base64 payloads are written raw.
+//! The Converse request body (`docs/wire-formats.md#bedrock-request`), as borrowed structs written
+//! by [`Writer`]: message data is never copied into a `serde_json::Value`, and base64 payloads go
+//! in at copy speed.
 //!
 //! Keys follow the AWS SDK's serialiser, which writes members in alphabetical order.
 
 use std::borrow::Cow;
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde::Serialize as DeriveSerialize;
 use serde_json::{Map, Value};
 
 use super::b64::node_round_trip;
 use super::PROVIDER_LABEL;
-use crate::adapter::body::{self, Text};
+use crate::adapter::body::Writer;
 use crate::adapter::{reasoning, ChatRequest, ToolDefinition};
 use crate::error::Error;
 use crate::message::{
@@ -19,21 +18,15 @@ use crate::message::{
     ToolResultContent, ToolResultPart,
 };
 
-/// The whole body.
-#[derive(DeriveSerialize)]
+/// The whole body: `additionalModelRequestFields?`, `inferenceConfig`, `messages`,
+/// `system?` (`[{text}]`), `toolConfig?` (`{tools: [{toolSpec: {description, inputSchema:
+/// {json}, name}}]}`).
 pub(super) struct Body<'a> {
-    #[serde(
-        rename = "additionalModelRequestFields",
-        skip_serializing_if = "Option::is_none"
-    )]
     additional: Option<Additional<'a>>,
-    #[serde(rename = "inferenceConfig")]
     inference: Inference,
     messages: Vec<Message<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<[SystemText<'a>; 1]>,
-    #[serde(rename = "toolConfig", skip_serializing_if = "Option::is_none")]
-    tool_config: Option<ToolConfig<'a>>,
+    system: Option<&'a str>,
+    tools: &'a [ToolDefinition],
 }
 
 impl<'a> Body<'a> {
@@ -72,21 +65,67 @@ impl<'a> Body<'a> {
             additional,
             inference,
             messages,
-            system: request
-                .system_prompt
-                .as_deref()
-                .filter(|s| !s.is_empty())
-                .map(|text| [SystemText { text }]),
-            tool_config: (!request.tools.is_empty()).then(|| ToolConfig {
-                tools: request
-                    .tools
-                    .iter()
-                    .map(|spec| Tool {
-                        tool_spec: spec.into(),
-                    })
-                    .collect(),
-            }),
+            system: request.system_prompt.as_deref().filter(|s| !s.is_empty()),
+            tools: &request.tools,
         })
+    }
+
+    /// The body's JSON text, into a buffer of `capacity` bytes.
+    pub(super) fn write(&self, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
+        if let Some(additional) = &self.additional {
+            w.key("additionalModelRequestFields");
+            additional.write(&mut w);
+        }
+        w.key("inferenceConfig");
+        self.inference.write(&mut w);
+        w.key("messages");
+        w.begin_array();
+        for message in &self.messages {
+            w.begin_object();
+            w.key("content");
+            w.begin_array();
+            for block in &message.content {
+                block.write(&mut w);
+            }
+            w.end_array();
+            w.field_str("role", message.role.word());
+            w.end_object();
+        }
+        w.end_array();
+        if let Some(text) = self.system {
+            w.key("system");
+            w.begin_array();
+            w.begin_object();
+            w.field_str("text", text);
+            w.end_object();
+            w.end_array();
+        }
+        if !self.tools.is_empty() {
+            w.key("toolConfig");
+            w.begin_object();
+            w.key("tools");
+            w.begin_array();
+            for tool in self.tools {
+                w.begin_object();
+                w.key("toolSpec");
+                w.begin_object();
+                w.field_str("description", &tool.description);
+                w.key("inputSchema");
+                w.begin_object();
+                w.key("json");
+                w.json(&tool.input_schema);
+                w.end_object();
+                w.field_str("name", &tool.name);
+                w.end_object();
+                w.end_object();
+            }
+            w.end_array();
+            w.end_object();
+        }
+        w.end_object();
+        w.finish()
     }
 }
 
@@ -96,103 +135,145 @@ struct Additional<'a> {
     extra: &'a Map<String, Value>,
 }
 
-impl Serialize for Additional<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
+impl Additional<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
         if let Some(top_k) = self.top_k {
+            w.key("top_k");
             match self.extra.get("top_k") {
-                Some(value) => map.serialize_entry("top_k", value)?,
-                None => map.serialize_entry("top_k", &top_k)?,
+                Some(value) => w.json(value),
+                None => w.u64(u64::from(top_k)),
             }
         }
         for (key, value) in self.extra {
             if self.top_k.is_none() || key != "top_k" {
-                map.serialize_entry(key, value)?;
+                w.key(key);
+                w.json(value);
             }
         }
-        map.end()
+        w.end_object();
     }
 }
 
-#[derive(DeriveSerialize)]
+/// `{maxTokens?, temperature?, topP?}`; the floats as `serde_json` writes them (`1.0`).
 struct Inference {
-    #[serde(rename = "maxTokens", skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
-    #[serde(rename = "topP", skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
 }
 
-#[derive(DeriveSerialize)]
-struct SystemText<'a> {
-    #[serde(serialize_with = "body::text")]
-    text: &'a str,
-}
-
-#[derive(DeriveSerialize)]
-struct ToolConfig<'a> {
-    tools: Vec<Tool<'a>>,
-}
-
-#[derive(DeriveSerialize)]
-struct Tool<'a> {
-    #[serde(rename = "toolSpec")]
-    tool_spec: ToolSpec<'a>,
-}
-
-#[derive(DeriveSerialize)]
-struct ToolSpec<'a> {
-    description: &'a str,
-    #[serde(rename = "inputSchema")]
-    input_schema: JsonSchema<'a>,
-    name: &'a str,
-}
-
-impl<'a> From<&'a ToolDefinition> for ToolSpec<'a> {
-    fn from(tool: &'a ToolDefinition) -> Self {
-        ToolSpec {
-            description: &tool.description,
-            input_schema: JsonSchema {
-                json: &tool.input_schema,
-            },
-            name: &tool.name,
+impl Inference {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        if let Some(max_tokens) = self.max_tokens {
+            w.key("maxTokens");
+            w.u64(u64::from(max_tokens));
         }
+        if let Some(temperature) = self.temperature {
+            w.key("temperature");
+            w.f64(temperature);
+        }
+        if let Some(top_p) = self.top_p {
+            w.key("topP");
+            w.f64(top_p);
+        }
+        w.end_object();
     }
 }
 
-#[derive(DeriveSerialize)]
-struct JsonSchema<'a> {
-    #[serde(serialize_with = "body::json")]
-    json: &'a Value,
-}
-
-#[derive(DeriveSerialize)]
 struct Message<'a> {
     content: Vec<Block<'a>>,
     role: Role,
 }
 
-/// A Converse content block: a one-key object named after its kind.
-#[derive(DeriveSerialize)]
-#[serde(rename_all = "camelCase")]
+/// A Converse content block: a one-key object named after its kind (`text`, `image`,
+/// `toolUse`, `toolResult`, `reasoningContent`).
 enum Block<'a> {
     Text(Cow<'a, str>),
     Image(Image<'a>),
-    ToolUse(ToolUse<'a>),
+    ToolUse {
+        input: &'a Value,
+        name: &'a str,
+        tool_use_id: &'a str,
+    },
     ToolResult(ToolResult<'a>),
-    ReasoningContent(Reasoning<'a>),
+    /// `{redactedContent: <bytes>}`.
+    RedactedReasoning(Bytes<'a>),
+    /// `{reasoningText: {signature, text}}`.
+    ReasoningText {
+        signature: &'a str,
+        text: &'a str,
+    },
 }
 
-#[derive(DeriveSerialize)]
+impl Block<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            Block::Text(text) => w.field_str("text", text),
+            Block::Image(image) => {
+                w.key("image");
+                image.write(w);
+            }
+            Block::ToolUse {
+                input,
+                name,
+                tool_use_id,
+            } => {
+                w.key("toolUse");
+                w.begin_object();
+                w.key("input");
+                w.json(input);
+                w.field_str("name", name);
+                w.field_str("toolUseId", tool_use_id);
+                w.end_object();
+            }
+            Block::ToolResult(result) => {
+                w.key("toolResult");
+                result.write(w);
+            }
+            Block::RedactedReasoning(bytes) => {
+                w.key("reasoningContent");
+                w.begin_object();
+                w.field_str("redactedContent", &bytes.0);
+                w.end_object();
+            }
+            Block::ReasoningText { signature, text } => {
+                w.key("reasoningContent");
+                w.begin_object();
+                w.key("reasoningText");
+                w.begin_object();
+                w.field_str("signature", signature);
+                w.field_str("text", text);
+                w.end_object();
+                w.end_object();
+            }
+        }
+        w.end_object();
+    }
+}
+
+/// `{format, source: {bytes}}`.
 struct Image<'a> {
     format: &'static str,
-    source: Source<'a>,
+    bytes: Bytes<'a>,
 }
 
-#[derive(DeriveSerialize)]
-struct Source<'a> {
-    bytes: Bytes<'a>,
+impl Image<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("format", self.format);
+        write_source(&self.bytes, w);
+        w.end_object();
+    }
+}
+
+/// `"source": {"bytes": <base64>}`.
+fn write_source(bytes: &Bytes<'_>, w: &mut Writer) {
+    w.key("source");
+    w.begin_object();
+    w.field_str("bytes", &bytes.0);
+    w.end_object();
 }
 
 /// A `bytes` member: base64 text on the JSON wire, as Node would produce it.
@@ -204,53 +285,56 @@ impl<'a> Bytes<'a> {
     }
 }
 
-impl Serialize for Bytes<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Text(&self.0).serialize(serializer)
-    }
-}
-
-#[derive(DeriveSerialize)]
-struct ToolUse<'a> {
-    #[serde(serialize_with = "body::json")]
-    input: &'a Value,
-    name: &'a str,
-    #[serde(rename = "toolUseId")]
-    tool_use_id: &'a str,
-}
-
-#[derive(DeriveSerialize)]
+/// `{content, status, toolUseId}`.
 struct ToolResult<'a> {
     content: Vec<ResultPart<'a>>,
     status: &'static str,
-    #[serde(rename = "toolUseId")]
     tool_use_id: &'a str,
 }
 
-#[derive(DeriveSerialize)]
-#[serde(rename_all = "camelCase")]
+impl ToolResult<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.key("content");
+        w.begin_array();
+        for part in &self.content {
+            w.begin_object();
+            match part {
+                ResultPart::Text(text) => w.field_str("text", text),
+                ResultPart::Image(image) => {
+                    w.key("image");
+                    image.write(w);
+                }
+                ResultPart::Document(document) => {
+                    w.key("document");
+                    w.begin_object();
+                    w.field_str("format", document.format);
+                    w.field_str("name", &document.name);
+                    write_source(&document.bytes, w);
+                    w.end_object();
+                }
+            }
+            w.end_object();
+        }
+        w.end_array();
+        w.field_str("status", self.status);
+        w.field_str("toolUseId", self.tool_use_id);
+        w.end_object();
+    }
+}
+
+/// A tool-result part: a one-key object, `text`, `image` or `document`.
 enum ResultPart<'a> {
-    Text(#[serde(serialize_with = "body::text")] &'a str),
+    Text(&'a str),
     Image(Image<'a>),
     Document(Document<'a>),
 }
 
-#[derive(DeriveSerialize)]
+/// `{format, name, source: {bytes}}`.
 struct Document<'a> {
     format: &'static str,
     name: String,
-    source: Source<'a>,
-}
-
-#[derive(DeriveSerialize)]
-#[serde(rename_all = "camelCase")]
-enum Reasoning<'a> {
-    RedactedContent(Bytes<'a>),
-    ReasoningText {
-        signature: &'a str,
-        #[serde(serialize_with = "body::text")]
-        text: &'a str,
-    },
+    bytes: Bytes<'a>,
 }
 
 fn convert_message(message: &LlmMessage, preserve: bool) -> Result<Option<Message<'_>>, Error> {
@@ -271,9 +355,7 @@ fn convert_block(block: &ContentBlock, preserve: bool) -> Result<Option<Block<'_
         ContentBlock::Text(text) => Block::Text(Cow::Borrowed(&text.text)),
         ContentBlock::Image(image) => Block::Image(Image {
             format: image_format(&image.source.media_type).unwrap_or("png"),
-            source: Source {
-                bytes: Bytes::new(&image.source.data),
-            },
+            bytes: Bytes::new(&image.source.data),
         }),
         ContentBlock::Video(_) => {
             return Err(Error::UnsupportedContentBlock {
@@ -281,11 +363,11 @@ fn convert_block(block: &ContentBlock, preserve: bool) -> Result<Option<Block<'_
                 block_type: "video".into(),
             })
         }
-        ContentBlock::ToolUse(call) => Block::ToolUse(ToolUse {
+        ContentBlock::ToolUse(call) => Block::ToolUse {
             input: &call.input,
             name: &call.name,
             tool_use_id: &call.id,
-        }),
+        },
         ContentBlock::ToolResult(result) => Block::ToolResult(tool_result(result)?),
         ContentBlock::Reasoning(block) => return Ok(convert_reasoning(block, preserve)),
     }))
@@ -294,15 +376,13 @@ fn convert_block(block: &ContentBlock, preserve: bool) -> Result<Option<Block<'_
 fn convert_reasoning(block: &ReasoningBlock, preserve: bool) -> Option<Block<'_>> {
     if block.provenance.as_deref() == Some(super::NAME) {
         if let Some(data) = &block.redacted_data {
-            return Some(Block::ReasoningContent(Reasoning::RedactedContent(
-                Bytes::new(data),
-            )));
+            return Some(Block::RedactedReasoning(Bytes::new(data)));
         }
         if let Some(signature) = &block.signature {
-            return Some(Block::ReasoningContent(Reasoning::ReasoningText {
+            return Some(Block::ReasoningText {
                 signature,
                 text: &block.text,
-            }));
+            });
         }
     }
     if !preserve {
@@ -354,9 +434,7 @@ fn result_part(part: &ToolResultPart) -> Result<ResultPart<'_>, Error> {
         }
         MediaSource::Base64 { media_type, data } => (media_type.as_str(), data.as_str()),
     };
-    let source = Source {
-        bytes: Bytes::new(data),
-    };
+    let bytes = Bytes::new(data);
     match part {
         ToolResultPart::File { filename, .. } => {
             let format = document_format(media_type).ok_or_else(|| {
@@ -368,7 +446,7 @@ fn result_part(part: &ToolResultPart) -> Result<ResultPart<'_>, Error> {
             Ok(ResultPart::Document(Document {
                 format,
                 name: document_name(filename),
-                source,
+                bytes,
             }))
         }
         _ => {
@@ -378,7 +456,7 @@ fn result_part(part: &ToolResultPart) -> Result<ResultPart<'_>, Error> {
                     "supported image media types are JPEG, PNG, GIF, and WebP",
                 )
             })?;
-            Ok(ResultPart::Image(Image { format, source }))
+            Ok(ResultPart::Image(Image { format, bytes }))
         }
     }
 }

@@ -4,11 +4,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::{DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::{self, Text};
+use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
@@ -16,215 +15,263 @@ use crate::message::{
     ContentBlock, LlmMessage, MediaSource, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
 };
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// `{contents, systemInstruction?, tools?, toolConfig?, generationConfig}`.
 struct Body<'a> {
     contents: Vec<Content<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_instruction: Option<Content<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<[Tool<'a>; 1]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_config: Option<ToolConfig>,
-    generation_config: GenerationConfig,
+    system_instruction: Option<&'a str>,
+    tools: &'a [crate::adapter::ToolDefinition],
+    max_output_tokens: u32,
+    temperature: Option<f64>,
+    /// `thinkingConfig: {includeThoughts: true, thinkingBudget?}` when `Some`.
+    thinking: Option<Option<u32>>,
 }
 
-#[derive(Serialize)]
+impl Body<'_> {
+    /// The body's JSON text, into a buffer of `capacity` bytes.
+    fn write(&self, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
+        w.key("contents");
+        w.begin_array();
+        for content in &self.contents {
+            content.write(&mut w);
+        }
+        w.end_array();
+        if let Some(text) = self.system_instruction {
+            w.key("systemInstruction");
+            Content {
+                role: "user",
+                parts: vec![Part::Text(Cow::Borrowed(text))],
+            }
+            .write(&mut w);
+        }
+        if !self.tools.is_empty() {
+            // `[{functionDeclarations: [{name, description, parametersJsonSchema}]}]`.
+            w.key("tools");
+            w.begin_array();
+            w.begin_object();
+            w.key("functionDeclarations");
+            w.begin_array();
+            for tool in self.tools {
+                w.begin_object();
+                w.field_str("name", &tool.name);
+                w.field_str("description", &tool.description);
+                w.key("parametersJsonSchema");
+                w.json(&tool.input_schema);
+                w.end_object();
+            }
+            w.end_array();
+            w.end_object();
+            w.end_array();
+            // `{functionCallingConfig: {mode: "AUTO"}}`.
+            w.key("toolConfig");
+            w.begin_object();
+            w.key("functionCallingConfig");
+            w.begin_object();
+            w.field_str("mode", "AUTO");
+            w.end_object();
+            w.end_object();
+        }
+        w.key("generationConfig");
+        w.begin_object();
+        w.key("maxOutputTokens");
+        w.u64(u64::from(self.max_output_tokens));
+        if let Some(temperature) = self.temperature {
+            w.key("temperature");
+            w.f64(temperature);
+        }
+        if let Some(budget) = self.thinking {
+            w.key("thinkingConfig");
+            w.begin_object();
+            w.key("includeThoughts");
+            w.bool(true);
+            if let Some(budget) = budget {
+                w.key("thinkingBudget");
+                w.u64(u64::from(budget));
+            }
+            w.end_object();
+        }
+        w.end_object();
+        w.end_object();
+        w.finish()
+    }
+}
+
+/// `{role, parts}`.
 struct Content<'a> {
     role: &'static str,
     parts: Vec<Part<'a>>,
 }
 
-/// One Gemini `Part`; each variant serialises as its own object.
-#[derive(Serialize)]
-#[serde(untagged)]
+impl Content<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("role", self.role);
+        w.key("parts");
+        w.begin_array();
+        for part in &self.parts {
+            part.write(w);
+        }
+        w.end_array();
+        w.end_object();
+    }
+}
+
+/// One Gemini `Part`; each variant is an object of its own shape.
 enum Part<'a> {
-    Text(TextPart<'a>),
-    Thought(ThoughtPart<'a>),
-    InlineData(InlineDataPart<'a>),
-    FunctionCall(FunctionCallPart<'a>),
-    FunctionResponse(FunctionResponsePart<'a>),
+    /// `{text}`.
+    Text(Cow<'a, str>),
+    /// `{text, thought: true, thoughtSignature}`.
+    Thought { text: &'a str, signature: &'a str },
+    /// `{inlineData: {mimeType, data}}`.
+    InlineData(Blob<'a>),
+    /// `{functionCall: {id, name, args}, thoughtSignature?}`.
+    FunctionCall {
+        id: &'a str,
+        name: &'a str,
+        args: &'a Value,
+        thought_signature: Option<&'a str>,
+    },
+    /// `{functionResponse: {id, name, response: {content, isError}, parts?}}`.
+    FunctionResponse(FunctionResponse<'a>),
 }
 
-#[derive(Serialize)]
-struct TextPart<'a> {
-    #[serde(serialize_with = "body::text")]
-    text: Cow<'a, str>,
+impl Part<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            Part::Text(text) => w.field_str("text", text),
+            Part::Thought { text, signature } => {
+                w.field_str("text", text);
+                w.key("thought");
+                w.bool(true);
+                w.field_str("thoughtSignature", signature);
+            }
+            Part::InlineData(blob) => {
+                w.key("inlineData");
+                blob.write(w);
+            }
+            Part::FunctionCall {
+                id,
+                name,
+                args,
+                thought_signature,
+            } => {
+                w.key("functionCall");
+                w.begin_object();
+                w.field_str("id", id);
+                w.field_str("name", name);
+                w.key("args");
+                w.json(args);
+                w.end_object();
+                if let Some(signature) = thought_signature {
+                    w.field_str("thoughtSignature", signature);
+                }
+            }
+            Part::FunctionResponse(response) => {
+                w.key("functionResponse");
+                response.write(w);
+            }
+        }
+        w.end_object();
+    }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ThoughtPart<'a> {
-    #[serde(serialize_with = "body::text")]
-    text: &'a str,
-    thought: bool,
-    thought_signature: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct InlineDataPart<'a> {
-    inline_data: Blob<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+/// `{mimeType, data, displayName?}`.
 struct Blob<'a> {
     mime_type: &'a str,
-    data: Text<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    data: &'a str,
     display_name: Option<&'a str>,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
+impl Blob<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("mimeType", self.mime_type);
+        w.field_str("data", self.data);
+        if let Some(name) = self.display_name {
+            w.field_str("displayName", name);
+        }
+        w.end_object();
+    }
+}
+
+/// `{mimeType, fileUri, displayName?}`.
 struct FileData<'a> {
     mime_type: &'a str,
     file_uri: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     display_name: Option<&'a str>,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FunctionCallPart<'a> {
-    function_call: FunctionCall<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thought_signature: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct FunctionCall<'a> {
-    id: &'a str,
-    name: &'a str,
-    #[serde(serialize_with = "body::json")]
-    args: &'a Value,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FunctionResponsePart<'a> {
-    function_response: FunctionResponse<'a>,
-}
-
-#[derive(Serialize)]
 struct FunctionResponse<'a> {
     id: &'a str,
     name: &'a str,
-    response: ResponseBody<'a>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    content: Cow<'a, str>,
+    is_error: bool,
+    /// Left out when empty.
     parts: Vec<ResponsePart<'a>>,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseBody<'a> {
-    #[serde(serialize_with = "body::text")]
-    content: Cow<'a, str>,
-    is_error: bool,
+impl FunctionResponse<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("id", self.id);
+        w.field_str("name", self.name);
+        w.key("response");
+        w.begin_object();
+        w.field_str("content", &self.content);
+        w.key("isError");
+        w.bool(self.is_error);
+        w.end_object();
+        if !self.parts.is_empty() {
+            w.key("parts");
+            w.begin_array();
+            for part in &self.parts {
+                w.begin_object();
+                match part {
+                    ResponsePart::Inline(blob) => {
+                        w.key("inlineData");
+                        blob.write(w);
+                    }
+                    ResponsePart::File(file) => {
+                        w.key("fileData");
+                        w.begin_object();
+                        w.field_str("mimeType", file.mime_type);
+                        w.field_str("fileUri", file.file_uri);
+                        if let Some(name) = file.display_name {
+                            w.field_str("displayName", name);
+                        }
+                        w.end_object();
+                    }
+                }
+                w.end_object();
+            }
+            w.end_array();
+        }
+        w.end_object();
+    }
 }
 
-/// A `FunctionResponsePart`: inline bytes or a file reference.
-#[derive(Serialize)]
-#[serde(untagged)]
+/// A `FunctionResponsePart`: `{inlineData}` or `{fileData}`.
 enum ResponsePart<'a> {
-    Inline {
-        #[serde(rename = "inlineData")]
-        inline_data: Blob<'a>,
-    },
-    File {
-        #[serde(rename = "fileData")]
-        file_data: FileData<'a>,
-    },
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Tool<'a> {
-    function_declarations: Vec<FunctionDeclaration<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FunctionDeclaration<'a> {
-    name: &'a str,
-    description: &'a str,
-    #[serde(serialize_with = "body::json")]
-    parameters_json_schema: &'a Value,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolConfig {
-    function_calling_config: FunctionCallingConfig,
-}
-
-#[derive(Serialize)]
-struct FunctionCallingConfig {
-    mode: &'static str,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GenerationConfig {
-    max_output_tokens: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_config: Option<ThinkingConfig>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ThinkingConfig {
-    include_thoughts: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_budget: Option<u32>,
+    Inline(Blob<'a>),
+    File(FileData<'a>),
 }
 
 /// Builds the request (see the module docs for the route and the body).
 pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
     crate::validate::validate_messages(&request.messages)?;
     let contents = to_contents(&request.messages, request.preserve_reasoning_as_text)?;
-
-    let tools = (!request.tools.is_empty()).then(|| {
-        [Tool {
-            function_declarations: request
-                .tools
-                .iter()
-                .map(|t| FunctionDeclaration {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters_json_schema: &t.input_schema,
-                })
-                .collect(),
-        }]
-    });
-    let tool_config = tools.as_ref().map(|_| ToolConfig {
-        function_calling_config: FunctionCallingConfig { mode: "AUTO" },
-    });
-    let thinking_config = request
-        .thinking
-        .filter(|t| t.enabled)
-        .map(|t| ThinkingConfig {
-            include_thoughts: true,
-            thinking_budget: t.budget_tokens,
-        });
     let body = Body {
         contents,
-        system_instruction: request.system_prompt.as_deref().map(|text| Content {
-            role: "user",
-            parts: vec![Part::Text(TextPart {
-                text: Cow::Borrowed(text),
-            })],
-        }),
-        tools,
-        tool_config,
-        generation_config: GenerationConfig {
-            max_output_tokens: request.sampling.max_tokens.unwrap_or(4096),
-            temperature: request.sampling.temperature,
-            thinking_config,
-        },
+        system_instruction: request.system_prompt.as_deref(),
+        tools: &request.tools,
+        max_output_tokens: request.sampling.max_tokens.unwrap_or(4096),
+        temperature: request.sampling.temperature,
+        thinking: request
+            .thinking
+            .filter(|t| t.enabled)
+            .map(|t| t.budget_tokens),
     };
 
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
@@ -235,10 +282,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     };
     crate::adapter::check_model_in_path(&request.model)?;
     let path = format!("v1beta/{}{method}", model_path(&request.model));
-    let mut http = HttpRequest::post_json(
-        join_url(base, &path),
-        body::to_string(&body, request.size_hint()),
-    );
+    let mut http = HttpRequest::post_json(join_url(base, &path), body.write(request.size_hint()));
     match &endpoint.credentials {
         Credentials::None => {}
         Credentials::ApiKey(key) => http.headers.push(("x-goog-api-key".into(), key.clone())),
@@ -301,42 +345,33 @@ fn to_part<'a>(
     preserve: bool,
 ) -> Result<Option<Part<'a>>, Error> {
     Ok(Some(match block {
-        ContentBlock::Text(text) => Part::Text(TextPart {
-            text: Cow::Borrowed(&text.text),
+        ContentBlock::Text(text) => Part::Text(Cow::Borrowed(&text.text)),
+        ContentBlock::Image(image) => Part::InlineData(Blob {
+            mime_type: &image.source.media_type,
+            data: &image.source.data,
+            display_name: None,
         }),
-        ContentBlock::Image(image) => Part::InlineData(InlineDataPart {
-            inline_data: Blob {
-                mime_type: &image.source.media_type,
-                data: Text(&image.source.data),
-                display_name: None,
-            },
-        }),
-        ContentBlock::ToolUse(call) => Part::FunctionCall(FunctionCallPart {
-            function_call: FunctionCall {
-                id: &call.id,
-                name: &call.name,
-                args: &call.input,
-            },
+        ContentBlock::ToolUse(call) => Part::FunctionCall {
+            id: &call.id,
+            name: &call.name,
+            args: &call.input,
             thought_signature: call.signature.as_deref(),
-        }),
+        },
         ContentBlock::ToolResult(result) => {
             Part::FunctionResponse(function_response(result, names))
         }
         ContentBlock::Reasoning(reasoning) => {
             match (reasoning.provenance.as_deref(), &reasoning.signature) {
-                (Some(super::NAME), Some(signature)) => Part::Thought(ThoughtPart {
+                (Some(super::NAME), Some(signature)) => Part::Thought {
                     text: &reasoning.text,
-                    thought: true,
-                    thought_signature: signature,
-                }),
+                    signature,
+                },
                 _ if preserve => {
                     let text = inline_text(reasoning, DEFAULT_MAX_CHARS);
                     if text.is_empty() {
                         return Ok(None);
                     }
-                    Part::Text(TextPart {
-                        text: Cow::Owned(text),
-                    })
+                    Part::Text(Cow::Owned(text))
                 }
                 _ => return Ok(None),
             }
@@ -353,23 +388,19 @@ fn to_part<'a>(
 fn function_response<'a>(
     result: &'a ToolResultBlock,
     names: &HashMap<&'a str, &'a str>,
-) -> FunctionResponsePart<'a> {
+) -> FunctionResponse<'a> {
     let id = result.tool_use_id.as_str();
     let name = names.get(id).copied().unwrap_or(id);
     let (content, parts) = match &result.content {
         ToolResultContent::Text(text) => (Cow::Borrowed(text.as_str()), Vec::new()),
         ToolResultContent::Parts(parts) => rich_content(parts),
     };
-    FunctionResponsePart {
-        function_response: FunctionResponse {
-            id,
-            name,
-            response: ResponseBody {
-                content,
-                is_error: result.is_error.unwrap_or(false),
-            },
-            parts,
-        },
+    FunctionResponse {
+        id,
+        name,
+        content,
+        is_error: result.is_error.unwrap_or(false),
+        parts,
     }
 }
 
@@ -388,20 +419,16 @@ fn rich_content(parts: &[ToolResultPart]) -> (Cow<'_, str>, Vec<ResponsePart<'_>
             ToolResultPart::File { filename, source } => (source, Some(filename.as_str())),
         };
         media.push(match source {
-            MediaSource::Base64 { media_type, data } => ResponsePart::Inline {
-                inline_data: Blob {
-                    mime_type: media_type,
-                    data: Text(data),
-                    display_name,
-                },
-            },
-            MediaSource::Url { media_type, url } => ResponsePart::File {
-                file_data: FileData {
-                    mime_type: media_type,
-                    file_uri: url,
-                    display_name,
-                },
-            },
+            MediaSource::Base64 { media_type, data } => ResponsePart::Inline(Blob {
+                mime_type: media_type,
+                data,
+                display_name,
+            }),
+            MediaSource::Url { media_type, url } => ResponsePart::File(FileData {
+                mime_type: media_type,
+                file_uri: url,
+                display_name,
+            }),
         });
     }
     let text = texts.join("\n");

@@ -4,9 +4,7 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
-
-use crate::adapter::body::{self, DataUrl};
+use crate::adapter::body::{DataUrl, Writer};
 use crate::adapter::reasoning;
 use crate::adapter::ChatRequest;
 use crate::error::Error;
@@ -17,21 +15,20 @@ use crate::message::{ContentBlock, MediaSource, Role, ToolResultContent, ToolRes
 const LABEL: &str = "OpenAI-compatible Chat Completions";
 
 /// One entry of `messages`.
-#[derive(Debug, Serialize)]
-#[serde(tag = "role", rename_all = "lowercase")]
+#[derive(Debug)]
 pub(super) enum WireMessage<'a> {
     System {
-        #[serde(serialize_with = "body::text")]
         content: &'a str,
     },
     User {
         content: Content<'a>,
     },
     Assistant {
+        /// `null` when the turn has only tool calls.
         content: Option<Cow<'a, str>>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
+        /// Left out when empty.
         tool_calls: Vec<ToolCall<'a>>,
-        #[serde(skip_serializing_if = "Option::is_none")]
+        /// Left out when `None`.
         reasoning_content: Option<Cow<'a, str>>,
     },
     Tool {
@@ -40,66 +37,171 @@ pub(super) enum WireMessage<'a> {
     },
 }
 
+impl WireMessage<'_> {
+    /// `{"role": "<lowercase variant>", ...fields in declaration order}`.
+    pub(super) fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            WireMessage::System { content } => {
+                w.field_str("role", "system");
+                w.field_str("content", content);
+            }
+            WireMessage::User { content } => {
+                w.field_str("role", "user");
+                w.key("content");
+                content.write(w);
+            }
+            WireMessage::Assistant {
+                content,
+                tool_calls,
+                reasoning_content,
+            } => {
+                w.field_str("role", "assistant");
+                w.key("content");
+                match content {
+                    Some(text) => w.string(text),
+                    None => w.null(),
+                }
+                if !tool_calls.is_empty() {
+                    w.key("tool_calls");
+                    w.begin_array();
+                    for call in tool_calls {
+                        call.write(w);
+                    }
+                    w.end_array();
+                }
+                if let Some(reasoning) = reasoning_content {
+                    w.field_str("reasoning_content", reasoning);
+                }
+            }
+            WireMessage::Tool {
+                tool_call_id,
+                content,
+            } => {
+                w.field_str("role", "tool");
+                w.field_str("tool_call_id", tool_call_id);
+                w.key("content");
+                content.write(w);
+            }
+        }
+        w.end_object();
+    }
+}
+
 /// A message's content: a string or an array of parts.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 pub(super) enum Content<'a> {
-    Text(#[serde(serialize_with = "body::text")] &'a str),
+    Text(&'a str),
     Parts(Vec<Part<'a>>),
 }
 
+impl Content<'_> {
+    fn write(&self, w: &mut Writer) {
+        match self {
+            Content::Text(text) => w.string(text),
+            Content::Parts(parts) => {
+                w.begin_array();
+                for part in parts {
+                    part.write(w);
+                }
+                w.end_array();
+            }
+        }
+    }
+}
+
 /// One content part.
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug)]
 pub(super) enum Part<'a> {
-    Text {
-        #[serde(serialize_with = "body::text")]
-        text: Cow<'a, str>,
-    },
-    ImageUrl {
-        image_url: UrlRef<'a>,
-    },
-    VideoUrl {
-        video_url: UrlRef<'a>,
-    },
-    File {
-        file: FileRef<'a>,
-    },
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: Url<'a> },
+    VideoUrl { video_url: Url<'a> },
+    File { file: FileRef<'a> },
 }
 
-/// `{url}`: a data URL written raw, or a remote URL as given.
-#[derive(Debug, Serialize)]
-pub(super) struct UrlRef<'a> {
-    url: Url<'a>,
+impl Part<'_> {
+    /// `{"type": "text", text}`, `{"type": "image_url", "image_url": {url}}`,
+    /// `{"type": "video_url", "video_url": {url}}` or `{"type": "file", "file": {filename,
+    /// file_data}}`.
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        match self {
+            Part::Text { text } => {
+                w.field_str("type", "text");
+                w.field_str("text", text);
+            }
+            Part::ImageUrl { image_url } => {
+                w.field_str("type", "image_url");
+                w.key("image_url");
+                image_url.write(w);
+            }
+            Part::VideoUrl { video_url } => {
+                w.field_str("type", "video_url");
+                w.key("video_url");
+                video_url.write(w);
+            }
+            Part::File { file } => {
+                w.field_str("type", "file");
+                w.key("file");
+                w.begin_object();
+                w.field_str("filename", file.filename);
+                w.key("file_data");
+                w.data_url(file.file_data.media_type, file.file_data.data);
+                w.end_object();
+            }
+        }
+        w.end_object();
+    }
 }
 
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum Url<'a> {
+/// A URL: a base64 source as a data URL (written without being built), a remote URL as given.
+#[derive(Debug)]
+pub(super) enum Url<'a> {
     Data(DataUrl<'a>),
     Remote(&'a str),
 }
 
+impl Url<'_> {
+    /// `{url}`.
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.key("url");
+        match self {
+            Url::Data(data) => w.data_url(data.media_type, data.data),
+            Url::Remote(url) => w.string(url),
+        }
+        w.end_object();
+    }
+}
+
 /// `{filename, file_data}` of a `file` part.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub(super) struct FileRef<'a> {
     filename: &'a str,
     file_data: DataUrl<'a>,
 }
 
-/// One entry of an assistant message's `tool_calls`.
-#[derive(Debug, Serialize)]
+/// One entry of an assistant message's `tool_calls`: `{id, "type": "function", "function":
+/// {name, arguments}}`.
+#[derive(Debug)]
 pub(super) struct ToolCall<'a> {
     id: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: FunctionCall<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct FunctionCall<'a> {
     name: &'a str,
     arguments: String,
+}
+
+impl ToolCall<'_> {
+    fn write(&self, w: &mut Writer) {
+        w.begin_object();
+        w.field_str("id", self.id);
+        w.field_str("type", "function");
+        w.key("function");
+        w.begin_object();
+        w.field_str("name", self.name);
+        w.field_str("arguments", &self.arguments);
+        w.end_object();
+        w.end_object();
+    }
 }
 
 /// The whole `messages` list: the system prompt, then every message converted. Fails with
@@ -223,17 +325,13 @@ fn user_parts<'a>(blocks: &[&'a ContentBlock], parts: &mut Vec<Part<'a>>) {
                 text: Cow::Borrowed(&text.text),
             }),
             ContentBlock::Image(image) => parts.push(Part::ImageUrl {
-                image_url: UrlRef {
-                    url: Url::Data(DataUrl {
-                        media_type: &image.source.media_type,
-                        data: &image.source.data,
-                    }),
-                },
+                image_url: Url::Data(DataUrl {
+                    media_type: &image.source.media_type,
+                    data: &image.source.data,
+                }),
             }),
             ContentBlock::Video(video) => parts.push(Part::VideoUrl {
-                video_url: UrlRef {
-                    url: source_url(&video.source),
-                },
+                video_url: source_url(&video.source),
             }),
             _ => {}
         }
@@ -252,9 +350,7 @@ fn source_url(source: &MediaSource) -> Url<'_> {
 fn attachment(part: &ToolResultPart) -> Result<Part<'_>, Error> {
     match part {
         ToolResultPart::Image { source } => Ok(Part::ImageUrl {
-            image_url: UrlRef {
-                url: source_url(source),
-            },
+            image_url: source_url(source),
         }),
         ToolResultPart::File {
             filename,
@@ -297,11 +393,8 @@ fn assistant_message<'a>(
         match block {
             ContentBlock::ToolUse(call) => tool_calls.push(ToolCall {
                 id: &call.id,
-                kind: "function",
-                function: FunctionCall {
-                    name: &call.name,
-                    arguments: serde_json::to_string(&call.input).unwrap_or_else(|_| "{}".into()),
-                },
+                name: &call.name,
+                arguments: call.input.to_string(),
             }),
             ContentBlock::Reasoning(block) => {
                 if options.echo.is_some() && block.provenance.as_deref() == options.echo {

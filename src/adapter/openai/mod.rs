@@ -25,11 +25,11 @@ mod parse_tests;
 #[cfg(test)]
 pub(crate) mod stream_tests;
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Value};
 
 use self::messages::{wire_messages, WireMessage};
-use super::{body, join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest};
+use super::body::Writer;
+use super::{join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest};
 use super::{StreamDecoder, ToolDefinition};
 use crate::error::Error;
 use crate::message::LlmResponse;
@@ -160,7 +160,7 @@ impl Adapter for OpenAi {
                 })
             }
         };
-        let body = body::to_string(&self.body(request, messages), request.size_hint());
+        let body = self.body(request, messages).write(request.size_hint());
         let base = endpoint
             .base_url
             .as_deref()
@@ -272,48 +272,52 @@ impl<'a> Body<'a> {
     }
 }
 
-impl Serialize for Body<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
+impl Body<'_> {
+    /// The body's JSON text, into a buffer of `capacity` bytes.
+    fn write(&self, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
         for (key, field) in &self.fields {
             match field {
-                Field::Absent => {}
-                Field::Owned(value) => map.serialize_entry(key, value)?,
-                Field::Extra(value) => map.serialize_entry(key, value)?,
-                Field::Str(text) => map.serialize_entry(key, text)?,
-                Field::Messages(messages) => map.serialize_entry(key, messages)?,
-                Field::Tools(tools) => map.serialize_entry(key, &Tools(tools))?,
+                Field::Absent => continue,
+                Field::Owned(value) => {
+                    w.key(key);
+                    w.json(value);
+                }
+                Field::Extra(value) => {
+                    w.key(key);
+                    w.json(value);
+                }
+                Field::Str(text) => w.field_str(key, text),
+                Field::Messages(messages) => {
+                    w.key(key);
+                    w.begin_array();
+                    for message in messages {
+                        message.write(&mut w);
+                    }
+                    w.end_array();
+                }
+                Field::Tools(tools) => {
+                    // `[{type: "function", function: {name, description, parameters}}]`.
+                    w.key(key);
+                    w.begin_array();
+                    for tool in *tools {
+                        w.begin_object();
+                        w.field_str("type", "function");
+                        w.key("function");
+                        w.begin_object();
+                        w.field_str("name", &tool.name);
+                        w.field_str("description", &tool.description);
+                        w.key("parameters");
+                        w.json(&tool.input_schema);
+                        w.end_object();
+                        w.end_object();
+                    }
+                    w.end_array();
+                }
             }
         }
-        map.end()
-    }
-}
-
-/// `tools: [{type: "function", function: {name, description, parameters}}]`.
-struct Tools<'a>(&'a [ToolDefinition]);
-
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        #[derive(serde::Serialize)]
-        struct Tool<'a> {
-            #[serde(rename = "type")]
-            kind: &'static str,
-            function: Function<'a>,
-        }
-        #[derive(serde::Serialize)]
-        struct Function<'a> {
-            name: &'a str,
-            description: &'a str,
-            #[serde(serialize_with = "body::json")]
-            parameters: &'a Value,
-        }
-        serializer.collect_seq(self.0.iter().map(|tool| Tool {
-            kind: "function",
-            function: Function {
-                name: &tool.name,
-                description: &tool.description,
-                parameters: &tool.input_schema,
-            },
-        }))
+        w.end_object();
+        w.finish()
     }
 }

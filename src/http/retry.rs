@@ -84,10 +84,29 @@ impl RetryPolicy {
     }
 }
 
-/// Reads a `retry-after` header given in seconds (the HTTP-date form is not honoured).
+/// Reads a `retry-after` header given in seconds, in milliseconds: digits, optionally a `.` and
+/// more digits (HTTP's `delay-seconds` is whole, some providers send fractions), surrounding
+/// whitespace ignored, digits past the millisecond dropped, huge values saturated. Anything else
+/// (the HTTP-date form, a sign, an exponent) is not honoured. Read by hand: a general float
+/// parser would bring 15 KB of tables and code into the guest for this one header.
 pub fn parse_retry_after(value: &str) -> Option<u64> {
-    let seconds: f64 = value.trim().parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then_some((seconds * 1000.0) as u64)
+    let (whole, fraction) = match value.trim().split_once('.') {
+        Some((whole, fraction)) => (whole, fraction),
+        None => (value.trim(), ""),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let seconds = whole.bytes().fold(0u64, |n, b| {
+        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    });
+    let millis = fraction
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0u64, |n, b| n * 10 + u64::from(b - b'0'));
+    Some(seconds.saturating_mul(1000).saturating_add(millis))
 }
 
 #[cfg(test)]
@@ -172,6 +191,28 @@ mod tests {
         assert_eq!(parse_retry_after("0.5"), Some(500));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
+        for (text, ms) in [
+            ("0", Some(0)),
+            ("7", Some(7000)),
+            ("1.5", Some(1500)),
+            ("1.", Some(1000)),
+            (".25", Some(250)),
+            ("0.0019", Some(1)),
+            ("2.1234567", Some(2123)),
+            ("99999999999999999999", Some(u64::MAX)),
+            ("\t3\r\n", Some(3000)),
+            ("", None),
+            (".", None),
+            ("+1", None),
+            ("1e3", None),
+            ("1.2.3", None),
+            ("inf", None),
+            ("NaN", None),
+            ("1 2", None),
+            ("٣", None),
+        ] {
+            assert_eq!(parse_retry_after(text), ms, "{text:?}");
+        }
     }
 
     /// `u32::MAX` retries used to overflow `maxRetries + 1` (a panic in debug builds, a wrap to

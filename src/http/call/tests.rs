@@ -379,7 +379,7 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
         let answer = CallAnswer::Response(HttpResponse {
             status,
             headers: vec![
-                ("retry-after".into(), "1e308".into()),
+                ("retry-after".into(), "9".repeat(400)),
                 ("\u{0}weird".into(), "\u{7f}".into()),
             ],
             body: vec![0xff, 0xfe, 0x00],
@@ -393,7 +393,7 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
     expect_send(&mut call);
     let answer = CallAnswer::Response(HttpResponse {
         status: 429,
-        headers: vec![("retry-after".into(), "1e308".into())],
+        headers: vec![("retry-after".into(), "9".repeat(400))],
         body: Vec::new(),
     });
     call.handle(answer, &Anthropic, &request).expect("due");

@@ -72,17 +72,17 @@ pub struct SizeLimit {
 pub const SIZE_LIMITS: [SizeLimit; 3] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_122_000,
+        ceiling: 1_103_000,
         budget: Some(600 * 1024),
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_041_000,
+        ceiling: 1_022_000,
         budget: Some(400 * 1024),
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 941_000,
+        ceiling: 923_000,
         budget: None,
     },
 ];

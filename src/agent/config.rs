@@ -118,7 +118,7 @@ impl AgentSettings {
     /// with [`Error::InvalidMessage`] for a history that breaks OMA's rules.
     pub fn from_json(text: &str) -> Result<Self, Error> {
         let value: Value = serde_json::from_str(text).map_err(|e| bad(&e))?;
-        let (mut settings, history) = Object::new(value)
+        let (mut settings, history) = Object::strict(value)
             .and_then(Self::from_object)
             .map_err(|e| bad(&e))?;
         // Checked after the shape, so that a shape error is the one reported.
@@ -185,7 +185,7 @@ impl AgentSettings {
         let history = config.take("history");
         let call = match config.object("call")? {
             Some(call) => call_options(call)?,
-            None => call_options(Object::new(Value::Object(Map::new()))?)?,
+            None => call_options(Object::strict(Value::Object(Map::new()))?)?,
         };
         config.finish()?;
         let settings = AgentSettings {

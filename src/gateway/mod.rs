@@ -299,7 +299,7 @@ impl RunBody {
 /// The request's fields, or `400` (not JSON) / `422` (another shape).
 fn fields<T>(body: &[u8], read: fn(Object) -> Result<T, ShapeError>) -> Result<T, Reply> {
     let value = parse_body(body)?;
-    Object::new(value).and_then(read).map_err(|e| {
+    Object::strict(value).and_then(read).map_err(|e| {
         unprocessable(&Error::InvalidRequest {
             message: format!("the request is not valid: {e}"),
         })

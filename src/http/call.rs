@@ -47,8 +47,10 @@ pub struct Outgoing {
     pub url: String,
     /// Header names (lowercase) and values, in order. They carry the key: show them to nobody.
     pub headers: Vec<(String, String)>,
-    /// The JSON body, shared with the call: handing out an attempt (or a retry) copies no
-    /// bytes, and a host that only reads it (wasi:http) never copies it at all.
+    /// The JSON body, shared with the call while a retry may still send it: handing out an
+    /// attempt copies no bytes, a host that only reads it (wasi:http) never copies it at all,
+    /// and the last attempt's body is the call's no longer, so a host that takes it (the
+    /// portable driver) does not copy it either.
     pub body: Rc<String>,
     /// The timeout to apply to connecting, the first byte and between bytes, in milliseconds.
     pub timeout_ms: u64,
@@ -227,6 +229,11 @@ impl Call {
                 self.state = State::Sent;
                 let mut outgoing = self.outgoing.clone();
                 outgoing.timeout_ms = outgoing.timeout_ms.min(remaining);
+                if self.options.retry.is_last(self.outgoing.attempt) {
+                    // No attempt follows, so the call lets go of the body: a host that takes it
+                    // (the portable driver) takes it without a copy.
+                    outgoing.body = std::mem::take(&mut self.outgoing.body);
+                }
                 Some(CallStep::Send(outgoing))
             }
             State::Receiving(_) => Some(CallStep::Receive),

@@ -61,6 +61,11 @@ impl RetryPolicy {
         }
     }
 
+    /// Whether attempt `attempt` (1-based) is the last the policy allows.
+    pub fn is_last(&self, attempt: u32) -> bool {
+        attempt >= self.max_attempts.clamp(1, MAX_ATTEMPTS)
+    }
+
     /// What to do after failed attempt `attempt` (1-based) ended in `error`: `None` to stop (a
     /// terminal error, or no attempts left), or the delay in milliseconds. The delay uses equal
     /// jitter, `round(nominal/2 + rng·nominal/2)` with `rng` in `[0, 1]`; a provider's
@@ -72,7 +77,7 @@ impl RetryPolicy {
         rng: f64,
         retry_after_ms: Option<u64>,
     ) -> Option<u64> {
-        if !error.retryable() || attempt >= self.max_attempts.clamp(1, MAX_ATTEMPTS) {
+        if !error.retryable() || self.is_last(attempt) {
             return None;
         }
         let nominal = self.nominal_delay_ms(attempt) as f64;

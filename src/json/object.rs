@@ -10,8 +10,10 @@
 //!
 //! The getters take fields out by move (a string is never copied) and treat a `null` like a
 //! missing field, as `serde` does for `Option`. A field of the wrong type is an error that names
-//! the field by its path (`call.maxRetries`), which `serde`'s messages do not. [`Object::finish`]
-//! refuses fields nobody asked for, for the shapes that allow no others.
+//! the field by its path (`call.maxRetries`), which `serde`'s messages do not. A strict object
+//! ([`Object::strict`]) is one whose shape allows no other fields: it remembers the keys asked
+//! for, and [`Object::finish`] refuses any other, listing those. A lenient one ([`Object::new`],
+//! for provider responses) remembers nothing and allocates nothing beyond its path.
 
 use std::fmt;
 
@@ -37,23 +39,32 @@ pub struct Object {
     map: Map<String, Value>,
     /// Where the object sits (`""` at the top, `call`, `candidates[0]`), for messages.
     path: String,
-    /// The keys asked for so far, listed when an unknown one is refused.
-    asked: Vec<&'static str>,
+    /// For a strict object, the keys asked for so far, listed when an unknown one is refused.
+    asked: Option<Vec<&'static str>>,
 }
 
 impl Object {
-    /// The object at the top of a document; an error unless `value` is an object.
+    /// The lenient object at the top of a document (other fields are ignored); an error unless
+    /// `value` is an object.
     pub fn new(value: Value) -> Result<Self, ShapeError> {
         Self::at(value, String::new())
     }
 
-    /// The object at `path`, for messages about its fields.
+    /// The strict object at the top of a document: [`finish`](Self::finish) refuses the fields
+    /// not asked for. Its objects are strict too.
+    pub fn strict(value: Value) -> Result<Self, ShapeError> {
+        let mut object = Self::new(value)?;
+        object.asked = Some(Vec::new());
+        Ok(object)
+    }
+
+    /// The lenient object at `path`, for messages about its fields.
     pub fn at(value: Value, path: String) -> Result<Self, ShapeError> {
         match value {
             Value::Object(map) => Ok(Object {
                 map,
                 path,
-                asked: Vec::new(),
+                asked: None,
             }),
             other => Err(ShapeError(if path.is_empty() {
                 format!("expected an object, got {}", describe(&other))
@@ -85,9 +96,24 @@ impl Object {
         ))
     }
 
+    /// An object field of this one, as strict as this one.
+    fn child(&self, value: Value, path: String) -> Result<Object, ShapeError> {
+        let mut child = Object::at(value, path)?;
+        if self.asked.is_some() {
+            child.asked = Some(Vec::new());
+        }
+        Ok(child)
+    }
+
+    fn ask(&mut self, key: &'static str) {
+        if let Some(asked) = &mut self.asked {
+            asked.push(key);
+        }
+    }
+
     /// The field's value, or `None` when it is missing or `null`.
     pub fn take(&mut self, key: &'static str) -> Option<Value> {
-        self.asked.push(key);
+        self.ask(key);
         match self.map.remove(key) {
             None | Some(Value::Null) => None,
             some => some,
@@ -123,7 +149,7 @@ impl Object {
         &mut self,
         key: &'static str,
     ) -> Result<Option<Option<String>>, ShapeError> {
-        self.asked.push(key);
+        self.ask(key);
         match self.map.remove(key) {
             None => Ok(None),
             Some(Value::Null) => Ok(Some(None)),
@@ -190,7 +216,7 @@ impl Object {
     pub fn object(&mut self, key: &'static str) -> Result<Option<Object>, ShapeError> {
         match self.take(key) {
             None => Ok(None),
-            Some(value) => Object::at(value, self.path_of(key)).map(Some),
+            Some(value) => self.child(value, self.path_of(key)).map(Some),
         }
     }
 
@@ -212,7 +238,7 @@ impl Object {
         items
             .into_iter()
             .enumerate()
-            .map(|(i, item)| Object::at(item, format!("{path}[{i}]")))
+            .map(|(i, item)| self.child(item, format!("{path}[{i}]")))
             .collect()
     }
 
@@ -222,13 +248,13 @@ impl Object {
     }
 
     /// Refuses a field that was not asked for: for shapes that allow no others. Call it after
-    /// every field has been read.
+    /// every field has been read; on a lenient object it lists no expected keys.
     pub fn finish(self) -> Result<(), ShapeError> {
         let Some(key) = self.map.keys().next() else {
             return Ok(());
         };
         let mut expected = String::new();
-        for (i, known) in self.asked.iter().enumerate() {
+        for (i, known) in self.asked.iter().flatten().enumerate() {
             if i > 0 {
                 expected.push_str(", ");
             }
@@ -236,10 +262,12 @@ impl Object {
             expected.push_str(known);
             expected.push('`');
         }
-        Err(ShapeError(format!(
-            "unknown field `{}`, expected one of {expected}",
-            self.path_of(key)
-        )))
+        let path = self.path_of(key);
+        Err(ShapeError(if expected.is_empty() {
+            format!("unknown field `{path}`")
+        } else {
+            format!("unknown field `{path}`, expected one of {expected}")
+        }))
     }
 }
 
@@ -259,7 +287,7 @@ mod tests {
     use super::*;
 
     fn object(value: Value) -> Object {
-        Object::new(value).expect("an object")
+        Object::strict(value).expect("an object")
     }
 
     #[test]
@@ -331,6 +359,14 @@ mod tests {
         assert_eq!(
             Object::new(json!([1])).unwrap_err().to_string(),
             "expected an object, got array"
+        );
+        let mut lenient = Object::new(json!({"a": 1, "b": {"c": 2}})).unwrap();
+        let mut b = lenient.object("b").unwrap().unwrap();
+        assert_eq!(b.u64("c").unwrap(), Some(2));
+        assert_eq!(
+            lenient.finish().unwrap_err().to_string(),
+            "unknown field `a`",
+            "a lenient object lists nothing it was asked for"
         );
         let mut o = object(json!({"flag": "yes", "n": "1", "a": null, "b": "x", "c": 1}));
         assert_eq!(o.nullable_string("a").unwrap(), Some(None));

@@ -330,7 +330,8 @@ fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
         method: outgoing.method,
         url: outgoing.url,
         headers: outgoing.headers,
-        // The call keeps its own handle for retries, so this is the one copy into the WIT value.
+        // Moved when this is the call's last attempt (the usual case: no retries configured);
+        // copied only while the call keeps the body for a retry.
         body: Rc::try_unwrap(outgoing.body).unwrap_or_else(|shared| (*shared).clone()),
         timeout_ms: outgoing.timeout_ms,
         stream: outgoing.stream,

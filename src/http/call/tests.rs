@@ -515,3 +515,32 @@ fn answers_that_arrived_but_cannot_be_used_are_not_asked_again() {
     let error = expect_done(&mut call).expect_err("refused");
     assert_eq!(error.to_string(), "the request URL must be http or https");
 }
+
+#[test]
+fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
+    let request = request(false);
+    // One attempt: the call lets go of the body, so taking it copies nothing.
+    let mut single = call_with_one_attempt(&request);
+    let outgoing = expect_send(&mut single);
+    assert_eq!(std::rc::Rc::strong_count(&outgoing.body), 1);
+    assert!(outgoing.body.contains("\"messages\""), "{}", outgoing.body);
+    // Two attempts: the first is shared with the call, which sends it again after a failure;
+    // the second, the last, is handed over with the same bytes.
+    let mut call = call(&request, options(2));
+    let first = expect_send(&mut call);
+    assert_eq!(std::rc::Rc::strong_count(&first.body), 2);
+    let answer = CallAnswer::Response(HttpResponse {
+        status: 500,
+        headers: Vec::new(),
+        body: Vec::new(),
+    });
+    call.handle(answer, &Anthropic, &request).expect("due");
+    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
+    call.handle(CallAnswer::Waited, &Anthropic, &request)
+        .expect("due");
+    let second = expect_send(&mut call);
+    assert_eq!(second.attempt, 2);
+    assert_eq!(*second.body, *first.body);
+    drop(first);
+    assert_eq!(std::rc::Rc::strong_count(&second.body), 1);
+}

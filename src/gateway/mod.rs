@@ -255,7 +255,8 @@ impl FormatBody {
         let body = FormatBody {
             provider: o.required_string("provider")?,
             model: o.required_string("model")?,
-            messages: o.required("messages")?,
+            // A `null` list is the shape guard's to refuse, with OMA's message.
+            messages: o.required_or_null("messages")?,
             system: o.string("system")?,
             max_tokens: o.u32("maxTokens")?,
             temperature: o.f64("temperature")?,

@@ -179,6 +179,43 @@ fn format_shows_the_request_with_keys_redacted() {
             "{body}"
         );
     }
+    // A missing list is a wrong request; a `null` one is OMA's guard's to refuse.
+    let missing = format(
+        &configured(),
+        br#"{"provider": "anthropic", "model": "m"}"#,
+        NOW,
+        7,
+    );
+    let (name, _, message) = error_of(&missing);
+    assert_eq!(
+        (name.as_str(), message.as_str()),
+        (
+            "Error",
+            "the request is not valid: missing field `messages`"
+        )
+    );
+    let null = format(
+        &configured(),
+        br#"{"provider": "anthropic", "model": "m", "messages": null}"#,
+        NOW,
+        7,
+    );
+    let (name, _, message) = error_of(&null);
+    assert_eq!(
+        (name.as_str(), message.as_str()),
+        ("InvalidMessageError", "messages must be an array, got null")
+    );
+    let typo = format(
+        &configured(),
+        br#"{"provider": "anthropic", "model": "m", "messages": [], "maxTokens": "9"}"#,
+        NOW,
+        7,
+    );
+    assert_eq!(
+        error_of(&typo).2,
+        "the request is not valid: `maxTokens` must be a non-negative integer below 4294967296, \
+         got string"
+    );
 }
 
 /// Drives `machine` with `replies` (status, body) as the provider's answers; returns the

@@ -20,7 +20,7 @@
 //! ```
 //!
 //! Promises: every check runs before anything leaves the process; every failure is a typed
-//! [`Error`](error::Error) and no input makes the code panic (a trap would poison the host's
+//! [`Error`] and no input makes the code panic (a trap would poison the host's
 //! instance); validation reads media once and allocates nothing.
 //!
 //! The core is plain Rust and compiles natively; only `component` (the wit-bindgen glue) is

@@ -14,8 +14,9 @@ use serde_json::Value;
 
 /// A JSON writer for request bodies, made for small code: one non-generic method per kind of
 /// token, so a wire type's `write` is a row of short calls instead of a derived `Serialize`
-/// instantiated with `serde_json`'s formatting inlined into every field. Strings go through
-/// the same block scanner as [`Text`]; numbers as `serde_json` writes them. Commas are placed
+/// instantiated with `serde_json`'s formatting inlined into every field. Strings (keys included)
+/// are scanned for escapes in 64-byte blocks; numbers are written as `serde_json` writes them.
+/// Commas are placed
 /// by the writer: every value and key is preceded by one unless it opens its object or array.
 /// The output is byte for byte what `serde_json` writes for the same data.
 pub struct Writer {

@@ -4,7 +4,7 @@
 //! Pure: no clock, no I/O. Lengths are counted as OMA counts them, in UTF-16 code units (JS
 //! `string.length`), and a cut never splits a character.
 //!
-//! Secrets are redacted by [`redact_secrets`](super::redact::redact_secrets).
+//! Secrets are redacted by [`redact_secrets`].
 
 use serde_json::{json, Value};
 

@@ -2,10 +2,10 @@
 //! behind an HTTP API, for runtimes that host `wasi:http/proxy` components.
 //!
 //! Everything here but `handler` is pure: [`route`] decides from a request's head, [`validate`]
-//! and [`format`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
+//! and [`format()`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
 //! machine every world drives), and [`run_reply`] / [`sse_event`] turn what the run produced into
 //! the response. `handler` (wasm32, feature `gateway`) is the wasi:http side: it reads the
-//! request, performs the run's HTTP steps with [`crate::http::wasi`], and writes the response.
+//! request, performs the run's HTTP steps with `http::wasi`, and writes the response.
 
 pub mod env;
 #[cfg(all(target_arch = "wasm32", feature = "gateway"))]

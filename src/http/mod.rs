@@ -1,12 +1,12 @@
 //! The HTTP side of a provider call: where a request may go, how an answer or a failure is
 //! classified, when a failed call is tried again, and the one call as a state machine.
 //!
-//! Everything here but [`wasi`] is plain Rust with no I/O: [`check_egress`] decides before a
+//! Everything here but `wasi` is plain Rust with no I/O: [`check_egress`] decides before a
 //! byte leaves; [`classify_status`] and [`TransportFailure::into_error`] decide after (OMA's
 //! status, retryability and provider; see `docs/errors.md`); [`retry`] holds OMA's schedule;
 //! [`call::Call`] strings them together for one chat turn and says what it needs next (send,
 //! read, wait), so any host can perform the I/O; [`display`] shows a request with its
-//! credentials redacted. [`wasi`] (wasm32, the `component` and `gateway` worlds) is the one
+//! credentials redacted. `wasi` (wasm32, the `component` and `gateway` worlds) is the one
 //! module that touches the network, through wasi:http. Redirects are never followed: a 3xx is
 //! an answer like any other.
 

@@ -3,9 +3,9 @@
 //! own-issued thinking, the `<thinking>` fallback, video refused), the response and SSE stream
 //! readers, and the reader of Anthropic's error bodies.
 //!
-//! - [`request`]: `ChatRequest` -> `HttpRequest` (conversion, thinking checks, body writing);
-//! - [`response`]: a 2xx body -> `LlmResponse`, and [`error_message`] for error bodies;
-//! - [`stream`]: the incremental decoder of `stream: true` responses.
+//! - `request`: `ChatRequest` -> `HttpRequest` (conversion, thinking checks, body writing);
+//! - `response`: a 2xx body -> `LlmResponse`, and [`error_message`] for error bodies;
+//! - `stream`: the incremental decoder of `stream: true` responses.
 
 mod request;
 mod response;

@@ -19,6 +19,8 @@ pub mod object;
 
 use serde_json::{Map, Value};
 
+use crate::adapter::body::Writer;
+
 use crate::error::Error;
 use crate::message::{
     ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
@@ -102,129 +104,182 @@ pub fn tool_result_content_from_json(text: &str) -> Result<ToolResultContent, Er
     }
 }
 
-/// Serialises messages to OMA's JSON shape: [`messages_to_value`], written by the request
-/// bodies' writer.
+/// Serialises messages to OMA's JSON shape, written straight from the messages by the request
+/// bodies' writer (no copy of their media into a `Value` first).
 pub fn messages_to_json(messages: &[LlmMessage]) -> String {
-    let value = messages_to_value(messages);
-    let mut writer = crate::adapter::body::Writer::with_capacity(0);
-    writer.json(&value);
+    let mut writer = Writer::with_capacity(0);
+    messages_oma(messages).write(&mut writer);
     writer.finish()
 }
 
-/// Messages as OMA JSON values, written by hand (a derived `Serialize` into `Value` would be
+/// Messages as OMA JSON values, built by hand (a derived `Serialize` into `Value` would be
 /// another instantiation of every message type's serialiser): the same objects
 /// [`messages_to_json`] writes, keys in the same order, optional fields left out when unset.
 pub fn messages_to_value(messages: &[LlmMessage]) -> Value {
-    Value::Array(messages.iter().map(message_to_value).collect())
+    messages_oma(messages).to_value()
 }
 
-fn message_to_value(message: &LlmMessage) -> Value {
-    let mut fields = Map::new();
-    fields.insert("role".into(), message.role.word().into());
-    let blocks = message.content.iter().map(block_to_value).collect();
-    fields.insert("content".into(), Value::Array(blocks));
-    Value::Object(fields)
+/// OMA's JSON for messages, borrowed from them: the one mapping from the model to JSON, which
+/// [`messages_to_json`] writes and [`messages_to_value`] copies.
+enum Oma<'a> {
+    Str(&'a str),
+    Bool(bool),
+    Json(&'a Value),
+    Array(Vec<Oma<'a>>),
+    Object(Vec<(&'static str, Oma<'a>)>),
 }
 
-/// An object whose first key is `"type"`.
-fn typed(kind: &str) -> Map<String, Value> {
-    let mut fields = Map::new();
-    fields.insert("type".into(), kind.into());
-    fields
-}
-
-fn put(fields: &mut Map<String, Value>, key: &str, value: &str) {
-    fields.insert(key.into(), value.into());
-}
-
-fn put_some(fields: &mut Map<String, Value>, key: &str, value: Option<&String>) {
-    if let Some(value) = value {
-        put(fields, key, value);
-    }
-}
-
-fn block_to_value(block: &ContentBlock) -> Value {
-    let mut fields = typed(block.type_name());
-    match block {
-        ContentBlock::Text(text) => put(&mut fields, "text", &text.text),
-        ContentBlock::Image(image) => {
-            let mut source = typed("base64");
-            put(&mut source, "media_type", &image.source.media_type);
-            put(&mut source, "data", &image.source.data);
-            fields.insert("source".into(), Value::Object(source));
-        }
-        ContentBlock::Video(video) => {
-            fields.insert("source".into(), media_source_to_value(&video.source));
-        }
-        ContentBlock::ToolUse(call) => {
-            put(&mut fields, "id", &call.id);
-            put(&mut fields, "name", &call.name);
-            fields.insert("input".into(), call.input.clone());
-            put_some(&mut fields, "signature", call.signature.as_ref());
-        }
-        ContentBlock::ToolResult(result) => {
-            put(&mut fields, "tool_use_id", &result.tool_use_id);
-            let content = match &result.content {
-                ToolResultContent::Text(text) => Value::from(text.as_str()),
-                ToolResultContent::Parts(parts) => {
-                    Value::Array(parts.iter().map(part_to_value).collect())
+impl Oma<'_> {
+    fn write(&self, w: &mut Writer) {
+        match self {
+            Oma::Str(text) => w.string(text),
+            Oma::Bool(b) => w.bool(*b),
+            Oma::Json(value) => w.json(value),
+            Oma::Array(items) => {
+                w.begin_array();
+                for item in items {
+                    item.write(w);
                 }
-            };
-            fields.insert("content".into(), content);
-            if let Some(is_error) = result.is_error {
-                fields.insert("is_error".into(), is_error.into());
+                w.end_array();
+            }
+            Oma::Object(fields) => {
+                w.begin_object();
+                for (key, value) in fields {
+                    w.key(key);
+                    value.write(w);
+                }
+                w.end_object();
             }
         }
-        ContentBlock::Reasoning(reasoning) => {
-            put(&mut fields, "text", &reasoning.text);
-            put_some(&mut fields, "signature", reasoning.signature.as_ref());
-            put_some(
-                &mut fields,
-                "redactedData",
-                reasoning.redacted_data.as_ref(),
-            );
-            put_some(&mut fields, "provenance", reasoning.provenance.as_ref());
+    }
+
+    fn to_value(&self) -> Value {
+        match self {
+            Oma::Str(text) => Value::from(*text),
+            Oma::Bool(b) => Value::Bool(*b),
+            Oma::Json(value) => (*value).clone(),
+            Oma::Array(items) => Value::Array(items.iter().map(Oma::to_value).collect()),
+            Oma::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(key, value)| ((*key).to_owned(), value.to_value()))
+                    .collect(),
+            ),
         }
     }
-    Value::Object(fields)
 }
 
-fn media_source_to_value(source: &MediaSource) -> Value {
-    Value::Object(match source {
-        MediaSource::Base64 { media_type, data } => {
-            let mut fields = typed("base64");
-            put(&mut fields, "media_type", media_type);
-            put(&mut fields, "data", data);
-            fields
-        }
-        MediaSource::Url { media_type, url } => {
-            let mut fields = typed("url");
-            put(&mut fields, "media_type", media_type);
-            put(&mut fields, "url", url);
-            fields
-        }
-    })
+fn messages_oma(messages: &[LlmMessage]) -> Oma<'_> {
+    Oma::Array(
+        messages
+            .iter()
+            .map(|message| {
+                Oma::Object(vec![
+                    ("role", Oma::Str(message.role.word())),
+                    (
+                        "content",
+                        Oma::Array(message.content.iter().map(block_oma).collect()),
+                    ),
+                ])
+            })
+            .collect(),
+    )
 }
 
-fn part_to_value(part: &ToolResultPart) -> Value {
-    Value::Object(match part {
-        ToolResultPart::Text { text } => {
-            let mut fields = typed("text");
-            put(&mut fields, "text", text);
-            fields
+/// `{"type": kind, ...fields}`.
+fn typed<'a>(kind: &'a str, fields: Vec<(&'static str, Oma<'a>)>) -> Oma<'a> {
+    let mut all = Vec::with_capacity(fields.len() + 1);
+    all.push(("type", Oma::Str(kind)));
+    all.extend(fields);
+    Oma::Object(all)
+}
+
+/// The optional string fields that are set.
+fn some_strings<'a>(fields: &[(&'static str, &'a Option<String>)]) -> Vec<(&'static str, Oma<'a>)> {
+    fields
+        .iter()
+        .filter_map(|(key, value)| value.as_deref().map(|v| (*key, Oma::Str(v))))
+        .collect()
+}
+
+fn block_oma(block: &ContentBlock) -> Oma<'_> {
+    let kind = block.type_name();
+    match block {
+        ContentBlock::Text(text) => typed(kind, vec![("text", Oma::Str(&text.text))]),
+        ContentBlock::Image(image) => {
+            let source = typed(
+                "base64",
+                vec![
+                    ("media_type", Oma::Str(&image.source.media_type)),
+                    ("data", Oma::Str(&image.source.data)),
+                ],
+            );
+            typed(kind, vec![("source", source)])
         }
-        ToolResultPart::Image { source } => {
-            let mut fields = typed("image");
-            fields.insert("source".into(), media_source_to_value(source));
-            fields
+        ContentBlock::Video(video) => typed(kind, vec![("source", source_oma(&video.source))]),
+        ContentBlock::ToolUse(call) => {
+            let mut fields = vec![
+                ("id", Oma::Str(&call.id)),
+                ("name", Oma::Str(&call.name)),
+                ("input", Oma::Json(&call.input)),
+            ];
+            fields.extend(some_strings(&[("signature", &call.signature)]));
+            typed(kind, fields)
         }
-        ToolResultPart::File { filename, source } => {
-            let mut fields = typed("file");
-            put(&mut fields, "filename", filename);
-            fields.insert("source".into(), media_source_to_value(source));
-            fields
+        ContentBlock::ToolResult(result) => {
+            let content = match &result.content {
+                ToolResultContent::Text(text) => Oma::Str(text),
+                ToolResultContent::Parts(parts) => Oma::Array(parts.iter().map(part_oma).collect()),
+            };
+            let mut fields = vec![
+                ("tool_use_id", Oma::Str(&result.tool_use_id)),
+                ("content", content),
+            ];
+            if let Some(is_error) = result.is_error {
+                fields.push(("is_error", Oma::Bool(is_error)));
+            }
+            typed(kind, fields)
         }
-    })
+        ContentBlock::Reasoning(reasoning) => {
+            let mut fields = vec![("text", Oma::Str(&reasoning.text))];
+            fields.extend(some_strings(&[
+                ("signature", &reasoning.signature),
+                ("redactedData", &reasoning.redacted_data),
+                ("provenance", &reasoning.provenance),
+            ]));
+            typed(kind, fields)
+        }
+    }
+}
+
+fn source_oma(source: &MediaSource) -> Oma<'_> {
+    match source {
+        MediaSource::Base64 { media_type, data } => typed(
+            "base64",
+            vec![
+                ("media_type", Oma::Str(media_type)),
+                ("data", Oma::Str(data)),
+            ],
+        ),
+        MediaSource::Url { media_type, url } => typed(
+            "url",
+            vec![("media_type", Oma::Str(media_type)), ("url", Oma::Str(url))],
+        ),
+    }
+}
+
+fn part_oma(part: &ToolResultPart) -> Oma<'_> {
+    match part {
+        ToolResultPart::Text { text } => typed("text", vec![("text", Oma::Str(text))]),
+        ToolResultPart::Image { source } => typed("image", vec![("source", source_oma(source))]),
+        ToolResultPart::File { filename, source } => typed(
+            "file",
+            vec![
+                ("filename", Oma::Str(filename)),
+                ("source", source_oma(source)),
+            ],
+        ),
+    }
 }
 
 /// OMA's word for the type of a JSON value: JavaScript's `typeof`, with `null` and `array`

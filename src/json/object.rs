@@ -105,34 +105,32 @@ impl Object {
         Ok(child)
     }
 
-    fn ask(&mut self, key: &'static str) {
+    /// The field's value as it is, `null` included; the key counts as asked for.
+    fn raw(&mut self, key: &'static str) -> Option<Value> {
         if let Some(asked) = &mut self.asked {
             asked.push(key);
         }
+        self.map.remove(key)
+    }
+
+    fn missing(&self, key: &str) -> ShapeError {
+        ShapeError(format!("missing field `{}`", self.path_of(key)))
     }
 
     /// The field's value, or `None` when it is missing or `null`.
     pub fn take(&mut self, key: &'static str) -> Option<Value> {
-        self.ask(key);
-        match self.map.remove(key) {
-            None | Some(Value::Null) => None,
-            some => some,
-        }
+        self.raw(key).filter(|value| !value.is_null())
     }
 
     /// The field's value; an error when it is missing or `null`.
     pub fn required(&mut self, key: &'static str) -> Result<Value, ShapeError> {
-        self.take(key)
-            .ok_or_else(|| ShapeError(format!("missing field `{}`", self.path_of(key))))
+        self.take(key).ok_or_else(|| self.missing(key))
     }
 
     /// The field's value, `null` included (for a field whose `null` means something to the
     /// reader); an error when it is missing.
     pub fn required_or_null(&mut self, key: &'static str) -> Result<Value, ShapeError> {
-        self.ask(key);
-        self.map
-            .remove(key)
-            .ok_or_else(|| ShapeError(format!("missing field `{}`", self.path_of(key))))
+        self.raw(key).ok_or_else(|| self.missing(key))
     }
 
     /// A string field.
@@ -158,8 +156,7 @@ impl Object {
         &mut self,
         key: &'static str,
     ) -> Result<Option<Option<String>>, ShapeError> {
-        self.ask(key);
-        match self.map.remove(key) {
+        match self.raw(key) {
             None => Ok(None),
             Some(Value::Null) => Ok(Some(None)),
             Some(Value::String(s)) => Ok(Some(Some(s))),

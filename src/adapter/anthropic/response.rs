@@ -59,37 +59,52 @@ pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
             message,
         });
     }
-    let mut wire = Object::new(value).map_err(|e| malformed(NAME, e))?;
-    let read = (|| {
-        Ok::<_, ShapeError>((
-            wire.required_string("id")?,
-            wire.required_string("model")?,
-            match wire.required("content")? {
-                Value::Array(blocks) => blocks,
-                _ => return Err(wire.invalid("content", "must be an array")),
-            },
-            wire.string("stop_reason")?,
-            match wire.object("usage")? {
-                Some(usage) => WireUsage::read(usage)?,
-                None => WireUsage::default(),
-            },
-        ))
-    })();
-    let (id, model, content, stop_reason, usage) = read.map_err(|e| malformed(NAME, e))?;
-    let content = content
+    let wire = Object::new(value)
+        .and_then(WireResponse::read)
+        .map_err(|e| malformed(NAME, e))?;
+    let content = wire
+        .content
         .into_iter()
         .map(block_from_wire)
         .collect::<Result<Vec<_>, _>>()?;
     Ok(LlmResponse {
-        id,
+        id: wire.id,
         content,
-        model,
-        stop_reason: stop_reason.unwrap_or_else(|| "end_turn".into()),
+        model: wire.model,
+        stop_reason: wire.stop_reason.unwrap_or_else(|| "end_turn".into()),
         usage: TokenUsage {
-            input_tokens: usage.input_tokens.unwrap_or(0),
-            output_tokens: usage.output_tokens.unwrap_or(0),
+            input_tokens: wire.usage.input_tokens.unwrap_or(0),
+            output_tokens: wire.usage.output_tokens.unwrap_or(0),
         },
     })
+}
+
+/// The fields of a message response OMA reads; the blocks stay JSON until mapped, so a block
+/// type OMA does not model never fails the whole body.
+struct WireResponse {
+    id: String,
+    model: String,
+    content: Vec<Value>,
+    stop_reason: Option<String>,
+    usage: WireUsage,
+}
+
+impl WireResponse {
+    fn read(mut wire: Object) -> Result<Self, ShapeError> {
+        Ok(WireResponse {
+            id: wire.required_string("id")?,
+            model: wire.required_string("model")?,
+            content: match wire.required("content")? {
+                Value::Array(blocks) => blocks,
+                _ => return Err(wire.invalid("content", "must be an array")),
+            },
+            stop_reason: wire.string("stop_reason")?,
+            usage: match wire.object("usage")? {
+                Some(usage) => WireUsage::read(usage)?,
+                None => WireUsage::default(),
+            },
+        })
+    }
 }
 
 /// OMA's `fromAnthropicContentBlock`: thinking and redacted thinking become reasoning with

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::adapter::ChatRequest;
+use oma_core::adapter::ChatRequest;
 use oma_component_fuzz::adapter;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,9 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::agent::before_run::{merge, BeforeRunContext, BeforeRunResult, ExternalKind};
-use oma_component::json::messages_from_json;
-use oma_component::validate::validate_messages;
+use oma_core::agent::before_run::{merge, BeforeRunContext, BeforeRunResult, ExternalKind};
+use oma_core::json::messages_from_json;
+use oma_core::validate::validate_messages;
 
 const CONVERSATION: &str = r#"[
   {"role": "user", "content": [{"type": "text", "text": "Hi"},

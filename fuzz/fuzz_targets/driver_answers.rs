@@ -3,14 +3,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::agent::before_run::BeforeRunResult;
-use oma_component::agent::config::AgentSettings;
-use oma_component::agent::machine::{Answer, RunMachine, Step};
-use oma_component::agent::session::{HookAnswer, ToolOutcome};
-use oma_component::http::call::CallAnswer;
-use oma_component::http::retry::RetryPolicy;
-use oma_component::http::{HttpResponse, TransportFailure, TransportFailureKind};
-use oma_component::message::{LlmMessage, ToolResultContent};
+use oma_core::agent::before_run::BeforeRunResult;
+use oma_core::agent::config::AgentSettings;
+use oma_core::agent::machine::{Answer, RunMachine, Step};
+use oma_core::agent::session::{HookAnswer, ToolOutcome};
+use oma_core::http::call::CallAnswer;
+use oma_core::http::retry::RetryPolicy;
+use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
+use oma_core::message::{LlmMessage, ToolResultContent};
 
 const PROVIDERS: [&str; 4] = ["anthropic", "openai", "gemini", "bedrock"];
 

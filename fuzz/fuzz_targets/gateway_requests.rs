@@ -5,10 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::agent::machine::{Answer, Step};
-use oma_component::gateway::{self, Head, Reply, Route, Settings};
-use oma_component::http::call::CallAnswer;
-use oma_component::http::HttpResponse;
+use oma_core::agent::machine::{Answer, Step};
+use oma_gateway::{self as gateway, Head, Reply, Route, Settings};
+use oma_core::http::call::CallAnswer;
+use oma_core::http::HttpResponse;
 
 const ANSWER: &[u8] = br#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
 const PATHS: [&str; 6] = ["/healthz", "/v1/validate", "/v1/format", "/v1/run", "/v1/run?x", "/nope"];

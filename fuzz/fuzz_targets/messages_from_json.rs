@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::json::{messages_from_json, messages_to_json};
-use oma_component::validate::validate_messages;
+use oma_core::json::{messages_from_json, messages_to_json};
+use oma_core::validate::validate_messages;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

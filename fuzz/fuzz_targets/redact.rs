@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::agent::redact::{is_sensitive_name, redact_secrets};
+use oma_core::agent::redact::{is_sensitive_name, redact_secrets};
 use regex_lite::{Captures, Regex};
 
 /// JavaScript's `\s`, as a class body.

@@ -4,9 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_component::adapter::sse::SseParser;
-use oma_component::adapter::{ChatRequest, StreamEvent};
-use oma_component::error::Error;
+use oma_core::adapter::sse::SseParser;
+use oma_core::adapter::{ChatRequest, StreamEvent};
+use oma_core::error::Error;
 use oma_component_fuzz::{adapter, chunks};
 
 /// Everything a decoder gives for `pieces`: the events up to the first error, and that error.

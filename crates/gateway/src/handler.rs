@@ -1,0 +1,397 @@
+//! The wasi:http side of the gateway: `wasi:http/incoming-handler`. It reads the request (head,
+//! then the body within the limit and the deadline), lets the pure half of the gateway decide,
+//! drives a run's machine with [`HttpIo`] (the same wasi:http code the `component` world
+//! uses), and writes the response: whole, or as server-sent events while the run goes on.
+
+use wasip2::exports::http::incoming_handler::Guest;
+use wasip2::http::types::{
+    Fields, IncomingBody, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
+use wasip2::io::streams::{OutputStream, StreamError};
+
+use super::{Head, Reply, Route, Settings};
+use oma_core::agent::machine::{Answer, RunMachine, Step};
+use oma_core::agent::session::{AgentEvent, HookAnswer, ToolOutcome};
+use oma_core::agent::turn::RunOutcome;
+use oma_core::message::ToolResultContent;
+use oma_wasi::{self as wasi, HttpIo};
+
+/// The gateway's export.
+struct Gateway;
+
+wasip2::http::proxy::export!(Gateway);
+
+/// How much of a request body is read at a time.
+const READ_CHUNK: u64 = 64 * 1024;
+
+impl Guest for Gateway {
+    fn handle(request: IncomingRequest, out: ResponseOutparam) {
+        let started = monotonic_ms();
+        let method = method_name(&request.method());
+        let path = request.path_with_query().unwrap_or_default();
+        let status = serve(&request, &method, &path, out);
+        drop(request);
+        log(
+            &method,
+            &path,
+            status,
+            monotonic_ms().saturating_sub(started),
+        );
+    }
+}
+
+/// Answers one request; returns the status it answered with.
+fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutparam) -> u16 {
+    let started_ms = wasi::now_ms();
+    let settings = match Settings::from_vars(wasip2::cli::environment::get_environment()) {
+        Ok(settings) => settings,
+        Err(bad) => return respond(out, Reply::bad_configuration(&bad)),
+    };
+    let headers = request.headers();
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .into_iter()
+            .next()
+            .map(|value| String::from_utf8_lossy(&value).into_owned())
+    };
+    let authorization = header("authorization");
+    let accept = header("accept").unwrap_or_default();
+    let content_length = header("content-length").and_then(|v| v.trim().parse().ok());
+    drop(headers);
+    let head = Head {
+        method,
+        path,
+        authorization: authorization.as_deref(),
+        content_length,
+    };
+    let route = match super::route(&settings, &head) {
+        Ok(route) => route,
+        Err(reply) => return respond(out, reply),
+    };
+    if route == Route::Health {
+        return respond(out, super::health());
+    }
+    let deadline_at = started_ms.saturating_add(settings.deadline_ms);
+    let body = match read_body(
+        request,
+        content_length,
+        settings.max_body_bytes,
+        deadline_at,
+    ) {
+        Ok(body) => body,
+        Err(reply) => return respond(out, reply),
+    };
+    match route {
+        Route::Health => respond(out, super::health()),
+        Route::Validate => respond(out, super::validate(&body)),
+        Route::Format => respond(
+            out,
+            super::format(&settings, &body, wasi::now_ms(), wasi::random_u64()),
+        ),
+        Route::Run => {
+            let streaming = accept
+                .split(',')
+                .any(|kind| kind.trim().starts_with("text/event-stream"));
+            match super::start_run(&settings, &body, streaming, wasi::random_u64()) {
+                Err(reply) => respond(out, reply),
+                Ok(machine) => {
+                    let run = Run::new(machine);
+                    if streaming {
+                        stream(run, out)
+                    } else {
+                        let (outcome, sent) = run.finish();
+                        let elapsed = wasi::now_ms().saturating_sub(started_ms);
+                        respond(
+                            out,
+                            super::run_reply(&outcome, sent, elapsed, settings.deadline_ms),
+                        )
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The whole body, at most `limit` bytes, read before `deadline_at` (wall clock, ms); the
+/// declared length (already checked against the limit) is allocated at once.
+fn read_body(
+    request: &IncomingRequest,
+    declared: Option<u64>,
+    limit: u64,
+    deadline_at: u64,
+) -> Result<Vec<u8>, Reply> {
+    let body = request
+        .consume()
+        .map_err(|()| Reply::unreadable("the body was already taken"))?;
+    let stream = body
+        .stream()
+        .map_err(|()| Reply::unreadable("the body stream was already taken"))?;
+    let expected = declared.unwrap_or(0).min(limit);
+    let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
+    loop {
+        let left = deadline_at.saturating_sub(wasi::now_ms());
+        let readable = stream.subscribe();
+        let timer =
+            wasip2::clocks::monotonic_clock::subscribe_duration(left.saturating_mul(1_000_000));
+        if left == 0 || !wasip2::io::poll::poll(&[&readable, &timer]).contains(&0) {
+            return Err(Reply::error(
+                408,
+                "Error",
+                Some("REQUEST_TIMEOUT"),
+                "the request body did not arrive within the gateway's deadline",
+            ));
+        }
+        match stream.read(READ_CHUNK) {
+            Ok(chunk) => {
+                if bytes.len() as u64 + chunk.len() as u64 > limit {
+                    return Err(Reply::too_large(limit));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Err(StreamError::Closed) => break,
+            Err(StreamError::LastOperationFailed(_)) => {
+                return Err(Reply::unreadable("the connection failed"))
+            }
+        }
+    }
+    drop(stream);
+    drop(IncomingBody::finish(body));
+    Ok(bytes)
+}
+
+/// Writes `reply` as the whole response; returns its status.
+fn respond(out: ResponseOutparam, reply: Reply) -> u16 {
+    let mut headers: Vec<(String, Vec<u8>)> = vec![
+        ("content-type".into(), b"application/json".to_vec()),
+        (
+            "content-length".into(),
+            reply.body.len().to_string().into_bytes(),
+        ),
+    ];
+    headers.extend(
+        reply
+            .headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())),
+    );
+    let Some((body, stream)) = start_response(out, reply.status, &headers) else {
+        return reply.status;
+    };
+    let _ = wasi::write_all(&stream, reply.body.as_bytes());
+    drop(stream);
+    let _ = OutgoingBody::finish(body, None);
+    reply.status
+}
+
+/// Sends the response head; returns the body to write, or `None` when the host refused the
+/// head (then an empty 500 went out instead).
+fn start_response(
+    out: ResponseOutparam,
+    status: u16,
+    headers: &[(String, Vec<u8>)],
+) -> Option<(OutgoingBody, OutputStream)> {
+    let fields = Fields::from_list(headers).unwrap_or_else(|_| Fields::new());
+    let response = OutgoingResponse::new(fields);
+    let _ = response.set_status_code(status);
+    let body = response.body().ok()?;
+    ResponseOutparam::set(out, Ok(response));
+    let stream = body.write().ok()?;
+    Some((body, stream))
+}
+
+/// A streamed run: the head goes out just before the first request to the provider (so that
+/// input refused while formatting is still a `422`), then each event as it happens, then `done`.
+fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
+    let mut out = Some(out);
+    let mut writer: Option<(OutgoingBody, OutputStream)> = None;
+    // Sends the head once; false when the host refused it (then nobody can be told anything,
+    // and the run stops).
+    let open = |out: &mut Option<ResponseOutparam>,
+                writer: &mut Option<(OutgoingBody, OutputStream)>| {
+        if writer.is_none() {
+            let headers = [
+                ("content-type".to_owned(), b"text/event-stream".to_vec()),
+                ("cache-control".to_owned(), b"no-cache".to_vec()),
+            ];
+            *writer = out
+                .take()
+                .and_then(|out| start_response(out, 200, &headers));
+        }
+        writer.is_some()
+    };
+    loop {
+        let event = match run.next() {
+            Progress::FirstSend => {
+                if !open(&mut out, &mut writer) {
+                    break;
+                }
+                continue;
+            }
+            Progress::Event(event) => event,
+            Progress::Done(outcome) => {
+                if writer.is_none() {
+                    if let Some(reply) = super::refusal(&outcome, run.sent) {
+                        return match out.take() {
+                            Some(out) => respond(out, reply),
+                            None => reply.status,
+                        };
+                    }
+                }
+                AgentEvent::Done(outcome)
+            }
+        };
+        if !open(&mut out, &mut writer) {
+            break;
+        }
+        let over = matches!(event, AgentEvent::Done(_));
+        let written = writer.as_ref().map_or(Ok(()), |(_, stream)| {
+            wasi::write_all(stream, super::sse_event(&event).as_bytes())
+        });
+        // A caller that went away ends the run: nothing more is sent for it.
+        if over || written.is_err() {
+            break;
+        }
+    }
+    if let Some((body, stream)) = writer {
+        drop(stream);
+        let _ = OutgoingBody::finish(body, None);
+    }
+    200
+}
+
+/// What a run did next, as the handler needs it.
+enum Progress {
+    /// The first request to the provider is about to go out.
+    FirstSend,
+    /// An event of the run.
+    Event(AgentEvent),
+    /// The run is over.
+    Done(RunOutcome),
+}
+
+/// A run machine and its HTTP in flight.
+struct Run {
+    machine: RunMachine,
+    http: HttpIo,
+    /// Whether a request was sent to the provider.
+    sent: bool,
+    /// The first request, held back for one [`Progress::FirstSend`].
+    held: Option<oma_core::http::call::Outgoing>,
+}
+
+impl Run {
+    fn new(machine: RunMachine) -> Self {
+        Run {
+            machine,
+            http: HttpIo::default(),
+            sent: false,
+            held: None,
+        }
+    }
+
+    /// Runs to the end, ignoring events; the outcome and whether anything was sent.
+    fn finish(mut self) -> (RunOutcome, bool) {
+        loop {
+            if let Progress::Done(outcome) = self.next() {
+                return (outcome, self.sent);
+            }
+        }
+    }
+
+    /// Performs steps until there is something to tell.
+    fn next(&mut self) -> Progress {
+        loop {
+            let answer = if let Some(outgoing) = self.held.take() {
+                Answer::Http(self.http.send(&outgoing))
+            } else {
+                let Some(step) = self.machine.poll(wasi::now_ms()) else {
+                    return Progress::Done(broken_run());
+                };
+                match step {
+                    Step::Event(event) => return Progress::Event(event),
+                    Step::Done(outcome) => return Progress::Done(outcome),
+                    Step::Send(outgoing) if !self.sent => {
+                        self.sent = true;
+                        self.held = Some(outgoing);
+                        return Progress::FirstSend;
+                    }
+                    Step::Send(outgoing) => Answer::Http(self.http.send(&outgoing)),
+                    Step::Receive => Answer::Http(self.http.receive()),
+                    Step::Wait(ms) => Answer::Http(HttpIo::wait(ms)),
+                    // The gateway's agents have no tools; a model that asks for one anyway
+                    // is told so, as a failed tool.
+                    Step::CallTool(call) => Answer::Tool {
+                        id: call.id,
+                        outcome: ToolOutcome {
+                            content: ToolResultContent::Text(
+                                "no tools are available through the gateway".into(),
+                            ),
+                            is_error: true,
+                        },
+                    },
+                    // Neither a hook nor an external backend is configured, nor run-agent's
+                    // reporting; should one be asked for, it fails rather than hangs.
+                    Step::BeforeRun { .. } => {
+                        Answer::Hook(HookAnswer::Failed("the gateway runs no hooks".into()))
+                    }
+                    Step::External { .. } => {
+                        Answer::External(Err("the gateway has no external backend".into()))
+                    }
+                    Step::Progress(_) | Step::Evaluation(_) => continue,
+                }
+            };
+            if self.machine.handle(answer).is_err() {
+                return Progress::Done(broken_run());
+            }
+        }
+    }
+}
+
+/// The outcome of a run the driver could not go on with (it gave an answer the machine did
+/// not ask for: a bug, reported as a failed run rather than a hang).
+fn broken_run() -> RunOutcome {
+    let error = oma_core::Error::Host {
+        message: "the run ended without a result".into(),
+    };
+    let failure = oma_core::agent::outcome::classify(&error, false, None);
+    RunOutcome::failed(&error, 0, failure)
+}
+
+fn method_name(method: &Method) -> String {
+    match method {
+        Method::Get => "GET".into(),
+        Method::Head => "HEAD".into(),
+        Method::Post => "POST".into(),
+        Method::Put => "PUT".into(),
+        Method::Delete => "DELETE".into(),
+        Method::Connect => "CONNECT".into(),
+        Method::Options => "OPTIONS".into(),
+        Method::Trace => "TRACE".into(),
+        Method::Patch => "PATCH".into(),
+        Method::Other(other) => other.clone(),
+    }
+}
+
+fn monotonic_ms() -> u64 {
+    wasip2::clocks::monotonic_clock::now() / 1_000_000
+}
+
+/// One line per request on stderr: method, path without its query, status, duration. Nothing
+/// else of the request (a key never reaches a log line).
+fn log(method: &str, path: &str, status: u16, ms: u64) {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let path: String = path
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    let method: String = method
+        .chars()
+        .take(16)
+        .filter(|c| !c.is_control())
+        .collect();
+    let line = format!("oma-gateway: {method} {path} {status} {ms}ms\n");
+    let stderr = wasip2::cli::stderr::get_stderr();
+    let _ = stderr.blocking_write_and_flush(line.as_bytes());
+}

@@ -1,0 +1,390 @@
+//! The gateway's rules by value: routes, statuses, bodies, and runs driven with canned answers
+//! (the wasi:http side is tested through real hosts, in the harness).
+
+use serde_json::{json, Value};
+
+use super::*;
+use oma_core::agent::machine::{Answer, Step};
+use oma_core::http::call::CallAnswer;
+use oma_core::http::HttpResponse;
+
+const KEY: &str = "sk-gateway-unit-SECRET-4242";
+const NOW: u64 = 1_796_036_400_000;
+
+fn settings(pairs: &[(&str, &str)]) -> Settings {
+    Settings::from_vars(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .expect("valid settings")
+}
+
+fn configured() -> Settings {
+    settings(&[
+        ("ANTHROPIC_API_KEY", KEY),
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+        ("OMA_GATEWAY_DEADLINE_MS", "5000"),
+    ])
+}
+
+fn body_json(reply: &Reply) -> Value {
+    serde_json::from_str(&reply.body).expect("a JSON body")
+}
+
+fn error_of(reply: &Reply) -> (String, Option<String>, String) {
+    let value = body_json(reply);
+    let error = &value["error"];
+    (
+        error["name"].as_str().unwrap_or_default().to_owned(),
+        error["code"].as_str().map(str::to_owned),
+        error["message"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+fn head<'a>(method: &'a str, path: &'a str) -> Head<'a> {
+    Head {
+        method,
+        path,
+        ..Head::default()
+    }
+}
+
+#[test]
+fn routes_methods_token_and_length() {
+    let open = settings(&[]);
+    assert_eq!(route(&open, &head("GET", "/healthz")), Ok(Route::Health));
+    assert_eq!(route(&open, &head("POST", "/v1/run?x=1")), Ok(Route::Run));
+    assert_eq!(route(&open, &head("post", "/v1/format")), Ok(Route::Format));
+
+    let missing = route(&open, &head("GET", "/v2/run")).expect_err("404");
+    assert_eq!(missing.status, 404);
+    assert_eq!(error_of(&missing).1.as_deref(), Some("NOT_FOUND"));
+
+    let wrong = route(&open, &head("GET", "/v1/validate")).expect_err("405");
+    assert_eq!(wrong.status, 405);
+    assert_eq!(wrong.headers, vec![("allow", "POST".to_string())]);
+    let wrong = route(&open, &head("POST", "/healthz")).expect_err("405");
+    assert_eq!(wrong.headers, vec![("allow", "GET".to_string())]);
+
+    let guarded = settings(&[("OMA_GATEWAY_TOKEN", "s3cret-token")]);
+    let refused = route(&guarded, &head("POST", "/v1/validate")).expect_err("401");
+    assert_eq!(refused.status, 401);
+    assert_eq!(
+        refused.headers,
+        vec![("www-authenticate", "Bearer".to_string())]
+    );
+    assert!(!refused.body.contains("s3cret-token"));
+    assert_eq!(route(&guarded, &head("GET", "/healthz")), Ok(Route::Health));
+    let with_token = Head {
+        authorization: Some("Bearer s3cret-token"),
+        ..head("POST", "/v1/validate")
+    };
+    assert_eq!(route(&guarded, &with_token), Ok(Route::Validate));
+
+    let small = settings(&[("OMA_GATEWAY_MAX_BODY_BYTES", "10")]);
+    let big = Head {
+        content_length: Some(11),
+        ..head("POST", "/v1/run")
+    };
+    assert_eq!(route(&small, &big).expect_err("413").status, 413);
+    let fits = Head {
+        content_length: Some(10),
+        ..big
+    };
+    assert_eq!(route(&small, &fits), Ok(Route::Run));
+}
+
+#[test]
+fn every_error_has_the_error_shape() {
+    let reply = Reply::deadline(100);
+    assert_eq!(reply.status, 504);
+    let value = body_json(&reply);
+    assert_eq!(value["error"]["retryable"], json!(true));
+    assert_eq!(value["error"]["name"], "LLMCallTimeoutError");
+    let reply = validate(b"{not json");
+    assert_eq!(reply.status, 400);
+    assert_eq!(error_of(&reply).1.as_deref(), Some("MALFORMED_JSON"));
+    assert_eq!(body_json(&reply)["error"]["retryable"], json!(false));
+}
+
+#[test]
+fn validation_answers_the_list_or_omas_message() {
+    let good = br#"[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]"#;
+    let reply = validate(good);
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        body_json(&reply),
+        json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    );
+    let reply = validate(br#"[{"role": "user", "content": "hi"}]"#);
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        error_of(&reply),
+        (
+            "InvalidMessageError".into(),
+            Some("INVALID_MESSAGE".into()),
+            "messages[0].content must be a ContentBlock[], got string".into()
+        )
+    );
+    let bad_media = br#"[{"role": "user", "content": [{"type": "video",
+        "source": {"type": "url", "media_type": "video/mp4; q=1", "url": "https://v.example/a"}}]}]"#;
+    let reply = validate(bad_media);
+    assert_eq!(reply.status, 422);
+    assert_eq!(
+        error_of(&reply).2,
+        "messages[0].content[0].source.media_type must be a MIME type without parameters"
+    );
+}
+
+#[test]
+fn format_shows_the_request_with_keys_redacted() {
+    let body = json!({
+        "provider": "anthropic", "model": "claude-x", "system": "be brief", "maxTokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    })
+    .to_string();
+    let reply = format(&configured(), body.as_bytes(), NOW, 7);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+    let value = body_json(&reply);
+    assert_eq!(value["method"], "POST");
+    assert_eq!(value["url"], "http://127.0.0.1:9/v1/messages");
+    assert_eq!(value["headers"]["x-api-key"], "[redacted]");
+    assert_eq!(value["body"]["model"], "claude-x");
+    assert_eq!(value["body"]["system"], "be brief");
+    assert_eq!(value["body"]["max_tokens"], 64);
+
+    let video = json!({
+        "provider": "anthropic", "model": "claude-x",
+        "messages": [{"role": "user", "content": [{"type": "video",
+            "source": {"type": "url", "media_type": "video/mp4", "url": "https://v.example/a.mp4"}}]}],
+    })
+    .to_string();
+    let reply = format(&configured(), video.as_bytes(), NOW, 7);
+    assert_eq!(reply.status, 422);
+    assert_eq!(error_of(&reply).0, "UnsupportedContentBlockError");
+
+    for (body, status) in [
+        (r#"{"provider": "anthropic"}"#, 422),
+        (
+            r#"{"provider": "anthropic", "model": "m", "messages": [], "colour": 1}"#,
+            422,
+        ),
+        (
+            r#"{"provider": "nowhere", "model": "m", "messages": []}"#,
+            422,
+        ),
+        ("[1, 2", 400),
+    ] {
+        assert_eq!(
+            format(&configured(), body.as_bytes(), NOW, 7).status,
+            status,
+            "{body}"
+        );
+    }
+    // A missing list is a wrong request; a `null` one is OMA's guard's to refuse.
+    let missing = format(
+        &configured(),
+        br#"{"provider": "anthropic", "model": "m"}"#,
+        NOW,
+        7,
+    );
+    let (name, _, message) = error_of(&missing);
+    assert_eq!(
+        (name.as_str(), message.as_str()),
+        (
+            "Error",
+            "the request is not valid: missing field `messages`"
+        )
+    );
+    let null = format(
+        &configured(),
+        br#"{"provider": "anthropic", "model": "m", "messages": null}"#,
+        NOW,
+        7,
+    );
+    let (name, _, message) = error_of(&null);
+    assert_eq!(
+        (name.as_str(), message.as_str()),
+        ("InvalidMessageError", "messages must be an array, got null")
+    );
+    let typo = format(
+        &configured(),
+        br#"{"provider": "anthropic", "model": "m", "messages": [], "maxTokens": "9"}"#,
+        NOW,
+        7,
+    );
+    assert_eq!(
+        error_of(&typo).2,
+        "the request is not valid: `maxTokens` must be a non-negative integer below 4294967296, \
+         got string"
+    );
+}
+
+/// Drives `machine` with `replies` (status, body) as the provider's answers; returns the
+/// outcome, the events and the bodies sent.
+fn drive(
+    mut machine: RunMachine,
+    replies: &[(u16, &str)],
+) -> (RunOutcome, Vec<AgentEvent>, Vec<String>) {
+    let mut replies = replies.iter();
+    let mut events = Vec::new();
+    let mut sent = Vec::new();
+    for _ in 0..100 {
+        let step = machine.poll(NOW).expect("a step");
+        let answer = match step {
+            Step::Send(outgoing) => {
+                sent.push((*outgoing.body).clone());
+                let (status, body) = replies.next().expect("a scripted reply");
+                Answer::Http(CallAnswer::Response(HttpResponse {
+                    status: *status,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: body.as_bytes().to_vec(),
+                }))
+            }
+            Step::Event(event) => {
+                events.push(event);
+                continue;
+            }
+            Step::Done(outcome) => return (outcome, events, sent),
+            other => panic!("the gateway's run asked for {other:?}"),
+        };
+        machine.handle(answer).expect("the answer asked for");
+    }
+    panic!("the run did not end");
+}
+
+const ANSWER: &str = r#"{"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+    "content": [{"type": "text", "text": "Hello."}], "stop_reason": "end_turn",
+    "usage": {"input_tokens": 3, "output_tokens": 2}}"#;
+
+#[test]
+fn a_run_answers_omas_result() {
+    let settings = configured();
+    for body in [
+        json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi", "maxTurns": 2}),
+        json!({"provider": "anthropic", "model": "claude-x",
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}),
+    ] {
+        let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+        let (outcome, _, sent) = drive(machine, &[(200, ANSWER)]);
+        assert_eq!(sent.len(), 1);
+        assert!(sent[0].contains("\"hi\""), "{}", sent[0]);
+        let reply = run_reply(&outcome, true, 10, settings.deadline_ms);
+        assert_eq!(reply.status, 200);
+        let value = body_json(&reply);
+        assert_eq!(value["success"], json!(true));
+        assert_eq!(value["output"], "Hello.");
+        assert_eq!(value["tokenUsage"]["output_tokens"], 2);
+    }
+}
+
+#[test]
+fn a_provider_failure_is_a_result_and_never_shows_the_key() {
+    let settings = configured();
+    let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
+    let machine = start_run(&settings, body.as_bytes(), false, 1).expect("starts");
+    let error_body = format!(r#"{{"type": "error", "error": {{"message": "bad key {KEY}"}}}}"#);
+    let (outcome, _, _) = drive(machine, &[(401, &error_body)]);
+    let reply = run_reply(&outcome, true, 10, settings.deadline_ms);
+    assert_eq!(reply.status, 200, "a completed, failed run");
+    assert_eq!(body_json(&reply)["success"], json!(false));
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+}
+
+#[test]
+fn invalid_run_input_is_refused_before_anything_is_sent() {
+    let settings = configured();
+    for (body, status) in [
+        (json!({"provider": "anthropic", "model": "m"}), 422),
+        (
+            json!({"provider": "anthropic", "model": "m", "prompt": "a", "messages": []}),
+            422,
+        ),
+        (
+            json!({"provider": "anthropic", "model": "m", "messages": [{"role": "user", "content": "x"}]}),
+            422,
+        ),
+        (
+            json!({"provider": "anthropic", "model": "m", "prompt": "a", "tools": []}),
+            422,
+        ),
+        (
+            json!({"provider": "openai", "model": "m", "prompt": "a"}),
+            403,
+        ),
+    ] {
+        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+            .err()
+            .unwrap_or_else(|| panic!("{body} was accepted"));
+        assert_eq!(refused.status, status, "{body}: {}", refused.body);
+    }
+    // Unsupported content is found when the first request is formatted: nothing is sent.
+    let video = json!({"provider": "anthropic", "model": "m", "messages": [{"role": "user",
+        "content": [{"type": "video", "source": {"type": "url", "media_type": "video/mp4",
+                    "url": "https://v.example/a.mp4"}}]}]});
+    let machine = start_run(&settings, video.to_string().as_bytes(), true, 1).expect("starts");
+    let (outcome, _, sent) = drive(machine, &[]);
+    assert!(sent.is_empty());
+    let reply = refusal(&outcome, false).expect("refused");
+    assert_eq!(reply.status, 422);
+    assert_eq!(error_of(&reply).0, "UnsupportedContentBlockError");
+}
+
+#[test]
+fn an_allowlist_refuses_other_origins_with_403() {
+    let settings = settings(&[
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+        ("OMA_GATEWAY_EGRESS", "https://api.anthropic.com"),
+    ]);
+    let body = json!({"provider": "anthropic", "model": "m", "prompt": "a"}).to_string();
+    let machine = start_run(&settings, body.as_bytes(), false, 1).expect("starts");
+    let (outcome, _, sent) = drive(machine, &[]);
+    assert!(sent.is_empty());
+    let reply = run_reply(&outcome, false, 1, settings.deadline_ms);
+    assert_eq!(reply.status, 403);
+    assert_eq!(error_of(&reply).0, "EgressPolicyError");
+}
+
+#[test]
+fn the_deadline_is_a_504_only_once_it_passed() {
+    let outcome = RunOutcome::failed(
+        &Error::Timeout {
+            provider: "anthropic".into(),
+            timeout_ms: 100,
+        },
+        1,
+        oma_core::agent::outcome::classify(
+            &Error::Timeout {
+                provider: "anthropic".into(),
+                timeout_ms: 100,
+            },
+            false,
+            Some("anthropic"),
+        ),
+    );
+    assert_eq!(run_reply(&outcome, true, 5000, 5000).status, 504);
+    assert_eq!(
+        run_reply(&outcome, true, 100, 5000).status,
+        200,
+        "a provider call's own timeout is a completed, failed run"
+    );
+}
+
+#[test]
+fn stream_events_are_server_sent_events() {
+    assert_eq!(
+        sse_event(&AgentEvent::TextDelta("a\nb".into())),
+        "event: text_delta\ndata: \"a\\nb\"\n\n"
+    );
+    let settings = configured();
+    let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
+    let machine = start_run(&settings, body.as_bytes(), false, 1).expect("starts");
+    let (outcome, events, _) = drive(machine, &[(200, ANSWER)]);
+    let text: Vec<String> = events.iter().map(sse_event).collect();
+    assert_eq!(text, vec!["event: text\ndata: \"Hello.\"\n\n".to_string()]);
+    let done = sse_event(&AgentEvent::Done(outcome));
+    let data = done
+        .strip_prefix("event: done\ndata: ")
+        .and_then(|rest| rest.strip_suffix("\n\n"))
+        .expect("one data line");
+    let value: Value = serde_json::from_str(data).expect("JSON");
+    assert_eq!(value["output"], "Hello.");
+}

@@ -1,0 +1,64 @@
+//! The `codec` export, the same in every world: OMA JSON in and out, validation, and the wire
+//! formats as pure functions. What a format needs of time (SigV4 dates, Gemini ids) comes from
+//! the endpoint's `now-ms`, or the world's clock (`super::now_ms`).
+
+use oma_core::adapter::IdSource;
+use oma_core::json;
+
+use super::convert::*;
+use super::exports::oma::agent::codec::Guest;
+use super::wit::types as wit;
+use super::wit::wire;
+use super::Component;
+
+/// The time of a codec call: the endpoint's, else the world's clock.
+fn request_time(endpoint: &wire::Endpoint) -> IdSource {
+    let epoch_ms = endpoint.now_ms.unwrap_or_else(super::now_ms);
+    IdSource {
+        epoch_ms,
+        seed: super::random_seed(epoch_ms),
+    }
+}
+
+impl Guest for Component {
+    fn messages_from_json(json: String) -> Result<Vec<wit::LlmMessage>, wit::Error> {
+        let messages = json::messages_from_json(&json)?;
+        Ok(messages.into_iter().map(to_wit_message).collect())
+    }
+
+    fn messages_to_json(messages: Vec<wit::LlmMessage>) -> Result<String, wit::Error> {
+        let messages = from_wit_messages_validated(messages)?;
+        Ok(json::messages_to_json(&messages))
+    }
+
+    fn validate_messages(messages: Vec<wit::LlmMessage>) -> Result<(), wit::Error> {
+        from_wit_messages_validated(messages)?;
+        Ok(())
+    }
+
+    fn format_request(
+        request: wire::ChatRequest,
+        endpoint: wire::Endpoint,
+    ) -> Result<wire::HttpRequest, wit::Error> {
+        let time = request_time(&endpoint);
+        let adapter = adapter_for(&endpoint, time)?;
+        let request = from_wit_request(request)?;
+        let http = adapter.format(&request, &from_wit_endpoint(endpoint, time.epoch_ms))?;
+        Ok(wire::HttpRequest {
+            method: http.method,
+            url: http.url,
+            headers: http.headers,
+            body: http.body,
+        })
+    }
+
+    fn parse_response(
+        request: wire::ChatRequest,
+        endpoint: wire::Endpoint,
+        body: String,
+    ) -> Result<wire::LlmResponse, wit::Error> {
+        let adapter = adapter_for(&endpoint, request_time(&endpoint))?;
+        let request = from_wit_request(request)?;
+        Ok(to_wit_response(adapter.parse(&request, body.as_bytes())?))
+    }
+}

@@ -1,0 +1,259 @@
+//! WIT values of runs to and from the model: configurations, inputs, hook answers, tool
+//! outcomes, events, progress, evaluation cases and results. Conversions only.
+//!
+//! Shared by every world that runs agents (see `convert.rs` for how `super::wit` is set).
+
+use serde_json::Value;
+
+use oma_core::agent::before_run::{BeforeRunContext, BeforeRunResult, ExternalKind};
+use oma_core::agent::config::AgentSettings;
+use oma_core::agent::evaluation::{RunInput, StorePayloads};
+use oma_core::agent::input::PromptInput;
+use oma_core::agent::machine::RunSpec;
+use oma_core::agent::outcome::{FailureKind, StatusCode};
+use oma_core::agent::session::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
+use oma_core::agent::turn::{Event, RunOutcome};
+use oma_core::error::Error;
+use oma_core::message as m;
+
+use super::convert::*;
+use super::wit::exchange as ex;
+use super::wit::outcome as oc;
+use super::wit::types as wit;
+use super::wit::wire;
+
+/// The run spec and seed history of a typed configuration. Fails on tool schemas that are not
+/// JSON, an invalid history, and a provider without a known default URL.
+pub(super) fn from_wit_config(
+    config: oc::AgentConfig,
+) -> Result<(RunSpec, Vec<m::LlmMessage>), Error> {
+    let provider = config.endpoint.provider.clone();
+    let endpoint = from_wit_endpoint(config.endpoint, 0);
+    AgentSettings {
+        name: config.name,
+        model: config.model,
+        provider,
+        endpoint: oma_core::adapter::Endpoint {
+            timestamp: None,
+            ..endpoint
+        },
+        system_prompt: config.system_prompt,
+        sampling: from_wit_sampling(config.sampling),
+        thinking: from_wit_thinking(config.thinking_budget),
+        tools: from_wit_tools(config.tools)?,
+        max_turns: config.max_turns,
+        token_budget: config.token_budget,
+        deadline_ms: config.deadline_ms,
+        call: from_wit_options(config.call),
+        history: from_wit_messages(config.history)?,
+        before_run: config.before_run,
+        external: config.external.map(from_wit_external),
+    }
+    .into_spec()
+}
+
+/// `run-agent`'s machine from its WIT arguments (the configuration's history is not used).
+pub(super) fn run_agent_machine(
+    config: oc::AgentConfig,
+    input: oc::RunInput,
+    options: &oc::RunAgentOptions,
+    seed: u64,
+) -> Result<oma_core::agent::machine::RunMachine, Error> {
+    let (spec, _history) = from_wit_config(config)?;
+    oma_core::agent::session::start_run_agent(
+        spec,
+        from_wit_input(input)?,
+        options.progress,
+        from_wit_evaluation(options),
+        seed,
+    )
+}
+
+pub(super) fn from_wit_external(kind: oc::ExternalKind) -> ExternalKind {
+    match kind {
+        oc::ExternalKind::Process => ExternalKind::Process,
+        oc::ExternalKind::Acp => ExternalKind::Acp,
+    }
+}
+
+pub(super) fn to_wit_external(kind: ExternalKind) -> oc::ExternalKind {
+    match kind {
+        ExternalKind::Process => oc::ExternalKind::Process,
+        ExternalKind::Acp => oc::ExternalKind::Acp,
+    }
+}
+
+pub(super) fn from_wit_input(input: oc::RunInput) -> Result<RunInput, Error> {
+    Ok(match input {
+        oc::RunInput::Text(text) => RunInput::Text(text),
+        oc::RunInput::Messages(messages) => RunInput::Messages(from_wit_messages(messages)?),
+    })
+}
+
+pub(super) fn from_wit_prompt(input: oc::PromptInput) -> Result<PromptInput, Error> {
+    Ok(match input {
+        oc::PromptInput::Text(text) => PromptInput::Text(text),
+        oc::PromptInput::Blocks(blocks) => {
+            // Converted as the one user turn they form, so paths read `messages[0]...`.
+            let mut messages = from_wit_messages(vec![wit::LlmMessage {
+                role: wit::Role::User,
+                content: blocks,
+            }])?;
+            PromptInput::Blocks(messages.pop().map(|turn| turn.content).unwrap_or_default())
+        }
+    })
+}
+
+pub(super) fn from_wit_evaluation(options: &oc::RunAgentOptions) -> Option<(StorePayloads, f64)> {
+    options.evaluation.as_ref().map(|e| {
+        let policy = match e.store_payloads {
+            oc::StorePayloads::None => StorePayloads::None,
+            oc::StorePayloads::Redacted => StorePayloads::Redacted,
+            oc::StorePayloads::Full => StorePayloads::Full,
+        };
+        (policy, e.sample_rate)
+    })
+}
+
+/// The hook's context as the `host` import and the typed driver step carry it.
+pub(super) fn to_wit_context(
+    agent: String,
+    context: BeforeRunContext,
+    config: String,
+) -> ex::BeforeRunContext {
+    ex::BeforeRunContext {
+        agent,
+        prompt: context.prompt,
+        messages: context.messages.into_iter().map(to_wit_message).collect(),
+        config,
+    }
+}
+
+/// A hook's answer: failed, OMA JSON (checked as OMA checks a JavaScript hook's return value),
+/// or typed.
+pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
+    match answer {
+        ex::BeforeRunAnswer::Failed(message) => HookAnswer::Failed(message),
+        ex::BeforeRunAnswer::Json(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(value) => HookAnswer::Result(BeforeRunResult::from_value(value)),
+            Err(e) => HookAnswer::Rejected(Error::invalid(format!(
+                "beforeRun result must be JSON text: {e}"
+            ))),
+        },
+        ex::BeforeRunAnswer::Typed(result) => {
+            let messages = match result.messages.map(from_wit_messages).transpose() {
+                Ok(messages) => messages,
+                Err(error) => return HookAnswer::Rejected(error),
+            };
+            HookAnswer::Result(BeforeRunResult {
+                prompt: Value::String(result.prompt),
+                messages: messages.as_deref().map(oma_core::json::messages_to_value),
+            })
+        }
+    }
+}
+
+pub(super) fn from_wit_tool_outcome(outcome: ex::ToolOutcome) -> ToolOutcome {
+    ToolOutcome {
+        content: from_wit_content(outcome.content),
+        is_error: outcome.is_error,
+    }
+}
+
+pub(super) fn to_wit_progress(event: ProgressEvent) -> ex::ProgressEvent {
+    ex::ProgressEvent {
+        type_: event.kind.to_owned(),
+        agent: event.agent,
+        data: event.data.to_string(),
+    }
+}
+
+pub(super) fn to_wit_evaluation(record: EvaluationRecord) -> ex::EvaluationRecord {
+    ex::EvaluationRecord {
+        agent: record.agent,
+        input: record.input,
+        payload: record.payload.map(|p| p.to_string()),
+        result: to_wit_result(record.result),
+        duration_ms: record.duration_ms,
+    }
+}
+
+/// An event as the `agent` interface's streams and the driver's `event` steps carry it. The
+/// run's end is `done` (success) or `error` (failure).
+pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
+    match event {
+        AgentEvent::TextDelta(text) => oc::AgentEvent::TextDelta(text),
+        AgentEvent::ReasoningDelta(text) => oc::AgentEvent::ReasoningDelta(text),
+        AgentEvent::Turn(Event::Text(text)) => oc::AgentEvent::Text(text),
+        AgentEvent::Turn(Event::ToolUse(call)) => oc::AgentEvent::ToolUse(to_wit_tool_use(call)),
+        AgentEvent::Turn(Event::ToolResult(result)) => {
+            oc::AgentEvent::ToolResult(wit::ToolResultBlock {
+                tool_use_id: result.tool_use_id,
+                content: to_wit_content(result.content),
+                is_error: result.is_error,
+            })
+        }
+        AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
+            oc::AgentEvent::BudgetExceeded(exceeded.to_string())
+        }
+        AgentEvent::Done(outcome) if outcome.success() => {
+            oc::AgentEvent::Done(to_wit_result(outcome))
+        }
+        AgentEvent::Done(outcome) => oc::AgentEvent::Error(to_wit_result(outcome)),
+    }
+}
+
+pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
+    let success = outcome.success();
+    let budget_exceeded = outcome.budget_exceeded();
+    let failure = outcome.failure().cloned();
+    oc::RunResult {
+        success,
+        output: outcome.output,
+        messages: outcome.messages.into_iter().map(to_wit_message).collect(),
+        token_usage: wire::TokenUsage {
+            input_tokens: outcome.token_usage.input_tokens,
+            output_tokens: outcome.token_usage.output_tokens,
+        },
+        tool_calls: outcome
+            .tool_calls
+            .into_iter()
+            .map(|call| oc::ToolCallRecord {
+                tool_name: call.tool_name,
+                input: call.input.to_string(),
+                output: to_wit_content(call.output),
+                is_error: call.is_error,
+            })
+            .collect(),
+        turns: outcome.turns,
+        budget_exceeded,
+        failure: failure.map(|failure| oc::RunFailure {
+            status: oc::RunStatus {
+                code: match failure.status.code {
+                    StatusCode::Timeout => oc::StatusCode::Timeout,
+                    StatusCode::Rejected => oc::StatusCode::Rejected,
+                    StatusCode::BudgetExhausted => oc::StatusCode::BudgetExhausted,
+                    _ => oc::StatusCode::Error,
+                },
+                message: failure.status.message,
+            },
+            error_info: oc::ErrorInfo {
+                kind: match failure.error_info.kind {
+                    FailureKind::Validation => oc::FailureKind::Validation,
+                    FailureKind::Budget => oc::FailureKind::Budget,
+                    FailureKind::Callback => oc::FailureKind::Callback,
+                    FailureKind::Provider => oc::FailureKind::Provider,
+                    _ => oc::FailureKind::Unknown,
+                },
+                code: failure.error_info.code,
+                name: failure.error_info.name,
+                message: failure.error_info.message,
+                retryable: failure.error_info.retryable,
+                http_status: failure.error_info.http_status,
+                provider: failure.error_info.provider,
+            },
+        }),
+    }
+}

@@ -1,0 +1,299 @@
+//! Builds the guest in its three artifacts, for the harness's build script, the
+//! language packages and anyone who wants the artifacts:
+//!
+//! - `oma_component.wasm`: world `component`, built for `wasm32-wasip2`;
+//! - `oma_portable.wasm`: world `portable`, built for `wasm32-unknown-unknown` (whose standard
+//!   library imports nothing), then made a component with `wit-component` and written beside
+//!   the first;
+//! - `oma_gateway.wasm`: the `wasi:http/proxy` gateway (crate `oma-gateway`), built for
+//!   `wasm32-unknown-unknown` too, so that it imports only the WASI interfaces its own code
+//!   calls, and made a component the same way.
+//!
+//! A missing wasm target is added with `rustup target add` where rustup exists; where it does
+//! not, the error says what to install. Each target is a nested `cargo build` of the world
+//! crates in `target_dir`, with the variables an outer cargo gives a build script removed so
+//! that they cannot leak into the guest build.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Variables starting with `CARGO_` that the nested cargo may keep: where cargo lives, how it
+/// reaches registries, how it prints, and the jobserver shared with the outer build.
+const KEEP_CARGO_VARS: &[&str] = &[
+    "CARGO_HOME",
+    "CARGO_MAKEFLAGS",
+    "CARGO_NET_",
+    "CARGO_HTTP_",
+    "CARGO_REGISTRY_",
+    "CARGO_REGISTRIES_",
+    "CARGO_TERM_",
+];
+
+/// Other variables that would change the nested build behind its back.
+const REMOVE_VARS: &[&str] = &[
+    "RUSTFLAGS",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CLIPPY_ARGS",
+    "CLIPPY_CONF_DIR",
+    "__CARGO_FIX_PLZ",
+];
+
+/// The package of the `component` world.
+pub const GUEST_PACKAGE: &str = "oma-component";
+/// The package of the `portable` world.
+pub const PORTABLE_PACKAGE: &str = "oma-portable";
+/// The package of the gateway.
+pub const GATEWAY_PACKAGE: &str = "oma-gateway";
+/// The target of the `component` world.
+pub const GUEST_TARGET: &str = "wasm32-wasip2";
+/// The artifact of the `component` world.
+pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
+/// The target the `portable` world is compiled for.
+pub const PORTABLE_TARGET: &str = "wasm32-unknown-unknown";
+/// The artifact of the `portable` world.
+pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
+/// The artifact of the gateway (`wasi:http/proxy`).
+pub const GATEWAY_ARTIFACT: &str = "oma_gateway.wasm";
+
+/// The size limits of one shipped (`wasm-release`) artifact, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeLimit {
+    /// The artifact's file name.
+    pub artifact: &'static str,
+    /// The most it may weigh now: its size when the ceiling was last lowered, plus about 2%
+    /// for ordinary changes. A change that goes past it must earn its bytes and raise it here,
+    /// saying why.
+    pub ceiling: u64,
+    /// What the artifact should weigh, if there is a target (`None`: no target set).
+    pub budget: Option<u64>,
+}
+
+/// The ceilings `oma-guest-build --check-sizes` (run by CI) holds the shipped artifacts to.
+/// The budgets are 600 KiB for `oma_component.wasm` and 400 KiB for `oma_portable.wasm`; both
+/// are over them (the README's size section says where the bytes go), so the ceilings only
+/// keep the sizes from growing while they are brought down.
+pub const SIZE_LIMITS: [SizeLimit; 3] = [
+    SizeLimit {
+        artifact: GUEST_ARTIFACT,
+        ceiling: 1_103_000,
+        budget: Some(600 * 1024),
+    },
+    SizeLimit {
+        artifact: PORTABLE_ARTIFACT,
+        ceiling: 1_022_000,
+        budget: Some(400 * 1024),
+    },
+    SizeLimit {
+        artifact: GATEWAY_ARTIFACT,
+        ceiling: 923_000,
+        budget: None,
+    },
+];
+
+/// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
+/// and an error naming every artifact over its ceiling.
+pub fn check_sizes(dir: &Path, report: &dyn Fn(&str)) -> Result<(), String> {
+    let mut over = Vec::new();
+    for limit in SIZE_LIMITS {
+        let path = dir.join(limit.artifact);
+        let size = std::fs::metadata(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .len();
+        let budget = match limit.budget {
+            Some(budget) if size <= budget => format!("within its budget of {budget}"),
+            Some(budget) => format!("{} over its budget of {budget}", size - budget),
+            None => "no budget set".to_owned(),
+        };
+        report(&format!(
+            "{}: {size} bytes (ceiling {}; {budget})",
+            limit.artifact, limit.ceiling
+        ));
+        if size > limit.ceiling {
+            over.push(format!(
+                "{} is {size} bytes, {} over its ceiling of {}",
+                limit.artifact,
+                size - limit.ceiling,
+                limit.ceiling
+            ));
+        }
+    }
+    if over.is_empty() {
+        Ok(())
+    } else {
+        Err(over.join("; "))
+    }
+}
+
+/// Where the three components landed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifacts {
+    /// `oma_component.wasm`.
+    pub component: PathBuf,
+    /// `oma_portable.wasm`, in the same directory.
+    pub portable: PathBuf,
+    /// `oma_gateway.wasm`, in the same directory.
+    pub gateway: PathBuf,
+}
+
+/// Builds the three artifacts of the guest in `workspace` with cargo profile `profile` into
+/// `target_dir`; `note` is told of anything installed on the way.
+///
+/// Two cargo builds: the `component` world for `wasm32-wasip2`, and the `portable` and gateway
+/// worlds together for `wasm32-unknown-unknown` (one build, so the core is compiled once for
+/// both); their core modules are then made components beside the first artifact.
+pub fn build_all(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    note: &dyn Fn(&str),
+) -> Result<Artifacts, String> {
+    let component = build_guest(
+        workspace,
+        target_dir,
+        profile,
+        GUEST_TARGET,
+        &[GUEST_PACKAGE],
+        note,
+    )?
+    .join(GUEST_ARTIFACT);
+    if !component.is_file() {
+        return Err(format!(
+            "the guest built, but its component is missing at {}",
+            component.display()
+        ));
+    }
+    let modules = build_guest(
+        workspace,
+        target_dir,
+        profile,
+        PORTABLE_TARGET,
+        &[PORTABLE_PACKAGE, GATEWAY_PACKAGE],
+        note,
+    )?;
+    let portable = component.with_file_name(PORTABLE_ARTIFACT);
+    componentize(&modules.join(PORTABLE_ARTIFACT), &portable)?;
+    let gateway = component.with_file_name(GATEWAY_ARTIFACT);
+    componentize(&modules.join(GATEWAY_ARTIFACT), &gateway)?;
+    Ok(Artifacts {
+        component,
+        portable,
+        gateway,
+    })
+}
+
+/// Builds the libraries of `packages` for `target`; returns the directory their artifacts
+/// land in.
+fn build_guest(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    target: &str,
+    packages: &[&str],
+    note: &dyn Fn(&str),
+) -> Result<PathBuf, String> {
+    ensure_target(target, note)?;
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .arg("build")
+        .arg("--manifest-path")
+        .arg(workspace.join("Cargo.toml"));
+    for package in packages {
+        command.args(["--package", package]);
+    }
+    command
+        .args(["--lib", "--target", target])
+        .args(["--profile", profile])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (key, _) in env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let cargo_var =
+            key.starts_with("CARGO_") && !KEEP_CARGO_VARS.iter().any(|keep| key.starts_with(keep));
+        if cargo_var || REMOVE_VARS.contains(&key) {
+            command.env_remove(key);
+        }
+    }
+    let names = packages.join("`, `");
+    let status = command
+        .status()
+        .map_err(|e| format!("could not run cargo to build the guest `{names}`: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "the guest `{names}` failed to build for {target} (profile `{profile}`, target dir \
+             {}; {status}); its compiler output is above",
+            target_dir.display()
+        ));
+    }
+    let profile_dir = match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        other => other,
+    };
+    Ok(target_dir.join(target).join(profile_dir))
+}
+
+/// Makes sure the standard library for `target` is installed: adds it with rustup where it is
+/// missing and rustup exists, else says what to do.
+pub fn ensure_target(target: &str, note: &dyn Fn(&str)) -> Result<(), String> {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    if let Some(sysroot) = &sysroot {
+        if Path::new(sysroot)
+            .join("lib/rustlib")
+            .join(target)
+            .join("lib")
+            .is_dir()
+        {
+            return Ok(());
+        }
+    }
+    note(&format!(
+        "installing the {target} standard library with `rustup target add {target}`"
+    ));
+    let added = Command::new("rustup")
+        .args(["target", "add", target])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status();
+    match added {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!(
+            "`rustup target add {target}` failed ({status}); the guest needs the {target} \
+             standard library: install it, then build again"
+        )),
+        Err(_) => Err(format!(
+            "the guest needs the {target} standard library and rustup is not on PATH to add \
+             it: install the target with your Rust distribution (e.g. `rustup target add \
+             {target}`), then build again"
+        )),
+    }
+}
+
+/// Makes the core module at `core` (built for `wasm32-unknown-unknown`, with the world its
+/// bindings embedded) a component at `out`.
+pub fn componentize(core: &Path, out: &Path) -> Result<(), String> {
+    let bytes =
+        std::fs::read(core).map_err(|e| format!("could not read {}: {e}", core.display()))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(&bytes)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| format!("could not make {} a component: {e:#}", core.display()))?;
+    let unchanged = std::fs::read(out).is_ok_and(|old| old == component);
+    if !unchanged {
+        std::fs::write(out, component)
+            .map_err(|e| format!("could not write {}: {e}", out.display()))?;
+    }
+    Ok(())
+}

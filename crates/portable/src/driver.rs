@@ -1,0 +1,386 @@
+//! The `driver` export: agents whose runs are [`RunMachine`]s handed to the host as `session`
+//! resources. Each `next` polls the machine and gives its step as a WIT value; each `answer`
+//! is converted and handed back. OMA JSON is accepted wherever a dynamic host holds JSON.
+
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+
+use serde_json::{json, Value};
+
+use oma_core::agent::config::AgentSettings;
+use oma_core::agent::evaluation::RunInput;
+use oma_core::agent::input::PromptInput;
+use oma_core::agent::machine::{Answer, RunMachine, Step};
+use oma_core::agent::session::{self, outcome_json, EvaluationRecord, ToolOutcome};
+use oma_core::agent::turn::RunOutcome;
+use oma_core::error::Error;
+use oma_core::http::call::{CallAnswer, Outgoing};
+use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
+use oma_core::json;
+use oma_core::message::LlmMessage;
+
+use super::convert::*;
+use super::exports::oma::agent::driver as dr;
+use super::run::*;
+use super::wit::outcome as oc;
+use super::wit::types as wit;
+use super::Component;
+
+impl dr::Guest for Component {
+    type Agent = AgentResource;
+    type Session = SessionResource;
+
+    fn run_agent(
+        config: oc::AgentConfig,
+        input: oc::RunInput,
+        options: oc::RunAgentOptions,
+        session: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        let machine = run_agent_machine(config, input, &options, session.seed)?;
+        Ok(SessionResource::wrap(machine, session.payloads, None))
+    }
+
+    fn run_agent_json(
+        config: String,
+        input: String,
+        options: oc::RunAgentOptions,
+        session: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        let (spec, _history) = AgentSettings::from_json(&config)?.into_spec()?;
+        let machine = session::start_run_agent(
+            spec,
+            run_input_json(&input)?,
+            options.progress,
+            from_wit_evaluation(&options),
+            session.seed,
+        )?;
+        Ok(SessionResource::wrap(machine, session.payloads, None))
+    }
+}
+
+/// An `agent` resource. Its sessions hold a weak reference, so dropping the agent leaves them
+/// running (a `prompt` then has no history to commit to).
+pub struct AgentResource {
+    agent: Rc<RefCell<session::Agent>>,
+}
+
+impl AgentResource {
+    fn wrap(agent: session::Agent) -> dr::Agent {
+        dr::Agent::new(AgentResource {
+            agent: Rc::new(RefCell::new(agent)),
+        })
+    }
+
+    fn run_session(
+        &self,
+        input: RunInput,
+        streaming: bool,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        let machine = self.agent.borrow().start(input, streaming, options.seed)?;
+        Ok(SessionResource::wrap(machine, options.payloads, None))
+    }
+
+    fn prompt_session(
+        &self,
+        input: PromptInput,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        let (turn, machine) = self.agent.borrow().start_prompt(input, options.seed)?;
+        let commit = Some((Rc::downgrade(&self.agent), turn));
+        Ok(SessionResource::wrap(machine, options.payloads, commit))
+    }
+}
+
+impl dr::GuestAgent for AgentResource {
+    fn create(config: oc::AgentConfig) -> Result<dr::Agent, wit::Error> {
+        let (spec, history) = from_wit_config(config)?;
+        Ok(AgentResource::wrap(session::Agent::new(spec, history)?))
+    }
+
+    fn create_json(config: String) -> Result<dr::Agent, wit::Error> {
+        let (spec, history) = AgentSettings::from_json(&config)?.into_spec()?;
+        Ok(AgentResource::wrap(session::Agent::new(spec, history)?))
+    }
+
+    fn run(
+        &self,
+        input: oc::RunInput,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.run_session(from_wit_input(input)?, false, options)
+    }
+
+    fn run_json(
+        &self,
+        input: String,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.run_session(run_input_json(&input)?, false, options)
+    }
+
+    fn stream(
+        &self,
+        input: oc::RunInput,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.run_session(from_wit_input(input)?, true, options)
+    }
+
+    fn stream_json(
+        &self,
+        input: String,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.run_session(run_input_json(&input)?, true, options)
+    }
+
+    fn prompt(
+        &self,
+        input: oc::PromptInput,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.prompt_session(from_wit_prompt(input)?, options)
+    }
+
+    fn prompt_json(
+        &self,
+        input: String,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.prompt_session(prompt_input_json(&input)?, options)
+    }
+
+    fn get_history(&self) -> Vec<wit::LlmMessage> {
+        let agent = self.agent.borrow();
+        agent
+            .history()
+            .iter()
+            .cloned()
+            .map(to_wit_message)
+            .collect()
+    }
+
+    fn get_history_json(&self) -> String {
+        let agent = self.agent.borrow();
+        json::messages_to_json(agent.history())
+    }
+
+    fn reset(&self) {
+        self.agent.borrow_mut().reset();
+    }
+}
+
+/// OMA's `string | LLMMessage[]` as JSON text.
+fn run_input_json(text: &str) -> Result<RunInput, Error> {
+    match parse_json(text)? {
+        Value::String(text) => Ok(RunInput::Text(text)),
+        other => Ok(RunInput::Messages(json::messages_from_value(other)?)),
+    }
+}
+
+/// A prompt's `string | ContentBlock[]` as JSON text; blocks are checked as the one user turn
+/// they form.
+fn prompt_input_json(text: &str) -> Result<PromptInput, Error> {
+    match parse_json(text)? {
+        Value::String(text) => Ok(PromptInput::Text(text)),
+        blocks => {
+            let mut turn = json::messages_from_value(json!([{"role": "user", "content": blocks}]))?;
+            Ok(PromptInput::Blocks(
+                turn.pop().map(|turn| turn.content).unwrap_or_default(),
+            ))
+        }
+    }
+}
+
+fn parse_json(text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))
+}
+
+/// A `session` resource: one run in flight.
+pub struct SessionResource {
+    state: RefCell<SessionState>,
+}
+
+struct SessionState {
+    machine: RunMachine,
+    payloads: dr::Payloads,
+    /// For a `prompt`: the agent and the user turn to commit when the run completes.
+    commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,
+    over: bool,
+}
+
+impl SessionResource {
+    fn wrap(
+        machine: RunMachine,
+        payloads: dr::Payloads,
+        commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,
+    ) -> dr::Session {
+        dr::Session::new(SessionResource {
+            state: RefCell::new(SessionState {
+                machine,
+                payloads,
+                commit,
+                over: false,
+            }),
+        })
+    }
+}
+
+impl dr::GuestSession for SessionResource {
+    fn next(&self, now_ms: u64) -> Result<dr::Step, wit::Error> {
+        let mut state = self.state.borrow_mut();
+        if state.over {
+            return Err(session_error(
+                "the run is over: its result was the last step",
+            ));
+        }
+        let Some(step) = state.machine.poll(now_ms) else {
+            return Err(session_error(
+                "the session waits for the answer to its last step",
+            ));
+        };
+        let json = matches!(state.payloads, dr::Payloads::Json);
+        Ok(match step {
+            Step::BeforeRun {
+                agent,
+                context,
+                config,
+            } => dr::Step::BeforeRun(if json {
+                let config: Value = serde_json::from_str(&config).unwrap_or(Value::Null);
+                dr::HookContext::Json(
+                    json!({
+                        "agent": agent,
+                        "prompt": context.prompt,
+                        "messages": json::messages_to_value(&context.messages),
+                        "config": config,
+                    })
+                    .to_string(),
+                )
+            } else {
+                dr::HookContext::Typed(to_wit_context(agent, context, config))
+            }),
+            Step::Send(outgoing) => dr::Step::Send(to_wit_outgoing(outgoing)),
+            Step::Receive => dr::Step::Receive,
+            Step::Wait(ms) => dr::Step::Wait(ms),
+            Step::CallTool(call) => dr::Step::CallTool(to_wit_tool_use(call)),
+            Step::External { kind, text } => dr::Step::ExternalSend(dr::ExternalRequest {
+                kind: to_wit_external(kind),
+                text,
+            }),
+            Step::Event(event) => dr::Step::Event(to_wit_event(event)),
+            Step::Progress(event) => dr::Step::Progress(to_wit_progress(event)),
+            Step::Evaluation(record) => dr::Step::Evaluation(if json {
+                dr::EvaluationCase::Json(evaluation_json(*record))
+            } else {
+                dr::EvaluationCase::Typed(to_wit_evaluation(*record))
+            }),
+            Step::Done(outcome) => {
+                state.over = true;
+                if let Some((agent, turn)) = state.commit.take() {
+                    if let Some(agent) = agent.upgrade() {
+                        agent.borrow_mut().commit(turn, &outcome);
+                    }
+                }
+                dr::Step::Done(report(outcome, json))
+            }
+        })
+    }
+
+    fn answer(&self, answer: dr::Answer) -> Result<(), wit::Error> {
+        let mut state = self.state.borrow_mut();
+        if state.over {
+            return Err(session_error(
+                "unexpected answer: the run is over, nothing is waiting",
+            ));
+        }
+        let answer = from_wit_answer(answer)?;
+        Ok(state.machine.handle(answer)?)
+    }
+}
+
+fn session_error(message: &str) -> wit::Error {
+    Error::Session {
+        message: message.into(),
+    }
+    .into()
+}
+
+fn report(outcome: RunOutcome, json: bool) -> dr::RunReport {
+    if json {
+        dr::RunReport::Json(outcome_json(&outcome).to_string())
+    } else {
+        dr::RunReport::Typed(to_wit_result(outcome))
+    }
+}
+
+fn evaluation_json(record: EvaluationRecord) -> String {
+    json!({
+        "agent": record.agent,
+        "input": record.input,
+        "payload": record.payload,
+        "result": outcome_json(&record.result),
+        "durationMs": record.duration_ms,
+    })
+    .to_string()
+}
+
+fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
+    dr::OutgoingRequest {
+        method: outgoing.method,
+        url: outgoing.url,
+        headers: outgoing.headers,
+        // Moved when this is the call's last attempt (the usual case: no retries configured);
+        // copied only while the call keeps the body for a retry.
+        body: Rc::try_unwrap(outgoing.body).unwrap_or_else(|shared| (*shared).clone()),
+        timeout_ms: outgoing.timeout_ms,
+        stream: outgoing.stream,
+        attempt: outgoing.attempt,
+    }
+}
+
+fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
+    Ok(match answer {
+        dr::Answer::Hook(answer) => Answer::Hook(from_wit_hook_answer(answer)),
+        dr::Answer::Response(response) => Answer::Http(CallAnswer::Response(HttpResponse {
+            status: response.status,
+            headers: response.headers,
+            body: response.body.into_bytes(),
+        })),
+        dr::Answer::Head(head) => Answer::Http(CallAnswer::Head {
+            status: head.status,
+            headers: head.headers,
+        }),
+        dr::Answer::Chunk(bytes) => Answer::Http(CallAnswer::Chunk(bytes)),
+        dr::Answer::End => Answer::Http(CallAnswer::End),
+        dr::Answer::Failure(failure) => {
+            let kind = match failure.kind {
+                dr::TransportFailureKind::Refused => TransportFailureKind::Refused,
+                dr::TransportFailureKind::Reset => TransportFailureKind::Reset,
+                dr::TransportFailureKind::TimedOut => TransportFailureKind::TimedOut,
+                dr::TransportFailureKind::Denied => TransportFailureKind::Denied,
+                dr::TransportFailureKind::Other => TransportFailureKind::Other,
+            };
+            Answer::Http(CallAnswer::Failure(TransportFailure::new(
+                kind,
+                &failure.message,
+            )))
+        }
+        dr::Answer::Waited => Answer::Http(CallAnswer::Waited),
+        dr::Answer::Tool(tool) => Answer::Tool {
+            id: tool.id,
+            outcome: from_wit_tool_outcome(tool.outcome),
+        },
+        dr::Answer::ToolJson(tool) => {
+            let content = json::tool_result_content_from_json(&tool.content)?;
+            Answer::Tool {
+                id: tool.id,
+                outcome: ToolOutcome {
+                    content,
+                    is_error: tool.is_error,
+                },
+            }
+        }
+        dr::Answer::External(reply) => Answer::External(reply),
+    })
+}

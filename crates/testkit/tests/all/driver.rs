@@ -1,0 +1,425 @@
+//! The `portable` world's own contract (see `docs/driver.md`): it imports nothing, its sessions
+//! take OMA JSON at every entry and give it back, and answers a session did not ask for are
+//! refused without changing anything. (Every agent behaviour also runs through it in
+//! `agent.rs`.)
+
+use oma_testkit::driver_types::{
+    Answer, HookContext, Payloads, Response, RunReport, SessionOptions, Step, ToolAnswerJson,
+    TransportFailure, TransportFailureKind,
+};
+use oma_testkit::{
+    artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest,
+    DriverHarness, GuestOptions, Harness, Role, WitError,
+};
+use serde_json::{json, Value};
+use wasmtime::component::ResourceAny;
+
+use crate::common::text;
+
+const KEY: &str = "sk-driver-SECRET-5150";
+
+fn json_options() -> SessionOptions {
+    SessionOptions {
+        payloads: Payloads::Json,
+        seed: 42,
+    }
+}
+
+async fn guest() -> DriverGuest {
+    DriverHarness::shared()
+        .expect("the portable guest loads")
+        .instantiate_with(GuestOptions::default())
+        .await
+        .expect("it instantiates")
+}
+
+fn config(extra: Value) -> String {
+    let mut config = json!({
+        "name": "researcher", "model": "claude-sonnet-4-6", "provider": "anthropic",
+        "apiKey": KEY, "baseURL": "http://127.0.0.1:9"
+    });
+    if let (Some(config), Value::Object(extra)) = (config.as_object_mut(), extra) {
+        config.extend(extra);
+    }
+    config.to_string()
+}
+
+fn anthropic(content: Value) -> String {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": content, "stop_reason": "end_turn",
+        "usage": {"input_tokens": 4, "output_tokens": 2}
+    })
+    .to_string()
+}
+
+fn ok(body: String) -> Answer {
+    Answer::Response(Response {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body,
+    })
+}
+
+async fn run_json(
+    guest: &mut DriverGuest,
+    agent: ResourceAny,
+    input: &str,
+) -> Result<ResourceAny, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_driver()
+        .agent()
+        .call_run_json(store, agent, input, json_options())
+        .await
+        .expect("no trap")
+}
+
+async fn prompt_json(
+    guest: &mut DriverGuest,
+    agent: ResourceAny,
+    input: &str,
+) -> Result<ResourceAny, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_driver()
+        .agent()
+        .call_prompt_json(store, agent, input, json_options())
+        .await
+        .expect("no trap")
+}
+
+async fn history_json(guest: &mut DriverGuest, agent: ResourceAny) -> String {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_driver()
+        .agent()
+        .call_get_history_json(store, agent)
+        .await
+        .expect("no trap")
+}
+
+async fn next(guest: &mut DriverGuest, session: ResourceAny) -> Result<Step, WitError> {
+    guest.next_step(session).await.expect("no trap")
+}
+
+async fn answer(
+    guest: &mut DriverGuest,
+    session: ResourceAny,
+    answer: Answer,
+) -> Result<(), WitError> {
+    guest.answer(session, &answer).await.expect("no trap")
+}
+
+/// Steps until `Send`, delivering events on the way; returns the request's JSON body.
+async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
+    for _ in 0..100 {
+        match next(guest, session).await.expect("a step") {
+            Step::Send(request) => {
+                assert!(
+                    request.url.starts_with("http://127.0.0.1:9/"),
+                    "{}",
+                    request.url
+                );
+                return serde_json::from_str(&request.body).expect("a JSON body");
+            }
+            Step::Event(_) | Step::Progress(_) => {}
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+    panic!("no request");
+}
+
+async fn until_done(guest: &mut DriverGuest, session: ResourceAny) -> Value {
+    for _ in 0..100 {
+        match next(guest, session).await.expect("a step") {
+            Step::Done(RunReport::Json(result)) => {
+                assert!(!result.contains(KEY), "the key leaked: {result}");
+                return serde_json::from_str(&result).expect("OMA JSON");
+            }
+            Step::Event(_) | Step::Progress(_) | Step::Evaluation(_) => {}
+            other => panic!("expected the result, got {other:?}"),
+        }
+    }
+    panic!("no result");
+}
+
+#[tokio::test]
+async fn the_portable_component_imports_nothing_and_instantiates_with_an_empty_linker() {
+    let imports = instantiate_empty(std::path::Path::new(artifact::PORTABLE_WASM))
+        .await
+        .expect("an empty linker is enough");
+    assert!(imports.is_empty(), "imports: {imports:?}");
+    // The component world, by contrast, needs its host.
+    let imports = instantiate_empty(std::path::Path::new(artifact::GUEST_WASM))
+        .await
+        .expect_err("the component world imports wasi and the host interface");
+    assert!(format!("{imports:#}").contains("import"), "{imports:#}");
+}
+
+#[tokio::test]
+async fn a_json_session_takes_and_gives_oma_json() {
+    let mut guest = guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({
+            "beforeRun": true,
+            "tools": [{"name": "lookup", "description": "d", "inputSchema": {"type": "object"}}]
+        })))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let session = run_json(&mut guest, agent.resource(), r#""What is 2+2?""#)
+        .await
+        .expect("valid input");
+
+    let Step::BeforeRun(HookContext::Json(context)) = next(&mut guest, session).await.unwrap()
+    else {
+        panic!("expected the hook");
+    };
+    let context: Value = serde_json::from_str(&context).unwrap();
+    assert_eq!(context["prompt"], "What is 2+2?");
+    assert_eq!(context["agent"], "researcher");
+    assert_eq!(context["config"]["tools"], json!(["lookup"]));
+    assert!(!context.to_string().contains(KEY));
+    answer(
+        &mut guest,
+        session,
+        Answer::Hook(BeforeRunAnswer::Json(
+            r#"{"prompt": "What is 2+2? Be brief."}"#.into(),
+        )),
+    )
+    .await
+    .expect("due");
+
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(
+        body["messages"][0]["content"][0]["text"],
+        "What is 2+2? Be brief."
+    );
+    let call = json!([{"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": 2}}]);
+    answer(&mut guest, session, ok(anthropic(call)))
+        .await
+        .expect("due");
+    loop {
+        match next(&mut guest, session).await.unwrap() {
+            Step::CallTool(call) => {
+                assert_eq!(call.input, r#"{"q":2}"#);
+                break;
+            }
+            Step::Event(_) => {}
+            other => panic!("expected the tool, got {other:?}"),
+        }
+    }
+    let bad = Answer::ToolJson(ToolAnswerJson {
+        id: "t1".into(),
+        content: "{not json".into(),
+        is_error: false,
+    });
+    let error = answer(&mut guest, session, bad)
+        .await
+        .expect_err("not OMA JSON");
+    assert_eq!(error.name, "InvalidMessageError");
+    let parts = json!([{"type": "text", "text": "4"}]).to_string();
+    let good = Answer::ToolJson(ToolAnswerJson {
+        id: "t1".into(),
+        content: parts,
+        is_error: false,
+    });
+    answer(&mut guest, session, good)
+        .await
+        .expect("the same step, answered right");
+
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(body["messages"][2]["content"][0]["content"][0]["text"], "4");
+    answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "4."}]))),
+    )
+    .await
+    .expect("due");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], true);
+    assert_eq!(result["output"], "4.");
+    assert_eq!(result["toolCalls"][0]["toolName"], "lookup");
+    assert_eq!(
+        result["tokenUsage"],
+        json!({"input_tokens": 8, "output_tokens": 4})
+    );
+}
+
+#[tokio::test]
+async fn answers_that_were_not_asked_for_change_nothing() {
+    let mut guest = guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let session = run_json(&mut guest, agent.resource(), r#""hi""#)
+        .await
+        .unwrap();
+    let early = answer(&mut guest, session, Answer::Waited).await;
+    assert_eq!(
+        early.expect_err("nothing asked").code.as_deref(),
+        Some("SESSION_STATE")
+    );
+    until_send(&mut guest, session).await;
+    let again = next(&mut guest, session)
+        .await
+        .expect_err("an answer is due");
+    assert_eq!(again.name, "SessionStateError");
+    for wrong in [
+        Answer::Waited,
+        Answer::End,
+        Answer::External(Ok("x".into())),
+        Answer::Hook(BeforeRunAnswer::Failed("x".into())),
+    ] {
+        let error = answer(&mut guest, session, wrong)
+            .await
+            .expect_err("not due");
+        assert_eq!(
+            error.code.as_deref(),
+            Some("SESSION_STATE"),
+            "{}",
+            error.message
+        );
+    }
+    answer(
+        &mut guest,
+        session,
+        Answer::Failure(TransportFailure {
+            kind: TransportFailureKind::Refused,
+            message: "connection refused".into(),
+        }),
+    )
+    .await
+    .expect("the step's own answer");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], false);
+    assert_eq!(result["output"], "connection refused");
+    assert_eq!(result["errorInfo"]["kind"], "provider");
+    let late = next(&mut guest, session)
+        .await
+        .expect_err("after the result");
+    assert!(late.message.contains("over"), "{}", late.message);
+    let late = answer(&mut guest, session, ok(anthropic(json!([])))).await;
+    assert_eq!(
+        late.expect_err("after the result").name,
+        "SessionStateError"
+    );
+}
+
+#[tokio::test]
+async fn prompt_sessions_commit_only_when_done_and_outlive_their_agent() {
+    let mut guest = guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    // Dropped before `done`: history stays as it was.
+    let blocks = json!([{"type": "text", "text": "first"}]).to_string();
+    let session = prompt_json(&mut guest, agent.resource(), &blocks)
+        .await
+        .expect("valid blocks");
+    until_send(&mut guest, session).await;
+    let (store, _) = guest.parts();
+    session.resource_drop_async(store).await.unwrap();
+    assert_eq!(history_json(&mut guest, agent.resource()).await, "[]");
+
+    // Completed: the turn and the reply are appended.
+    let session = prompt_json(&mut guest, agent.resource(), r#""second""#)
+        .await
+        .unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "noted"}]))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(until_done(&mut guest, session).await["success"], true);
+    let after: Value =
+        serde_json::from_str(&history_json(&mut guest, agent.resource()).await).unwrap();
+    assert_eq!(after.as_array().map(Vec::len), Some(2));
+    assert_eq!(after[0]["content"][0]["text"], "second");
+
+    // A session whose agent is dropped still runs to its result.
+    let session = prompt_json(&mut guest, agent.resource(), r#""third""#)
+        .await
+        .unwrap();
+    guest.drop_agent(agent).await.unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "ok"}]))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(until_done(&mut guest, session).await["output"], "ok");
+
+    // Invalid input fails the call itself; a bad configuration fails creation.
+    let error = guest
+        .create_agent_json(r#"{"model": "m", "provider": "anthropic", "maxTurns": "ten"}"#)
+        .await
+        .unwrap()
+        .expect_err("a string where a number belongs");
+    assert_eq!(error.name, "Error");
+    let fresh = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let error = run_json(
+        &mut guest,
+        fresh.resource(),
+        r#"[{"role": "user", "content": "x"}]"#,
+    )
+    .await
+    .expect_err("OMA's guard");
+    assert_eq!(
+        error.message,
+        "messages[0].content must be a ContentBlock[], got string"
+    );
+}
+
+#[tokio::test]
+async fn both_worlds_format_the_same_bytes_when_given_the_same_time() {
+    let mut portable = guest().await;
+    let mut component = Harness::shared().unwrap().instantiate().await.unwrap();
+    let request = ChatRequest {
+        messages: vec![oma_testkit::LlmMessage {
+            role: Role::User,
+            content: vec![text("hello")],
+        }],
+        ..oma_testkit::chat_request("anthropic.claude-3", Vec::new())
+    };
+    let mut bedrock = endpoint("bedrock", None, None);
+    bedrock.region = Some("us-east-1".into());
+    bedrock.aws = Some(oma_testkit::AwsCredentials {
+        access_key_id: "AKIDEXAMPLE".into(),
+        secret_access_key: KEY.into(),
+        session_token: None,
+    });
+    bedrock.now_ms = Some(1_796_036_400_000);
+    let ours = component
+        .format_request(&request, &bedrock)
+        .await
+        .unwrap()
+        .unwrap();
+    let (store, bindings) = portable.parts();
+    let theirs = bindings
+        .oma_agent_codec()
+        .call_format_request(store, &request, &bedrock)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ours, theirs, "the same SigV4 signature and body");
+    assert!(ours
+        .headers
+        .iter()
+        .any(|(n, v)| n == "x-amz-date" && v == "20261130T110000Z"));
+}

@@ -1,0 +1,90 @@
+//! The embedding itself: one shared harness, the `.cwasm` cache, a bounded
+//! instance pool that fails politely, and installable outbound-HTTP hooks.
+
+use std::path::{Path, PathBuf};
+
+use oma_testkit::{ComponentOrigin, DenyOutbound, GuestOptions, Harness, HarnessOptions};
+
+fn cwasm_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("readable")
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .collect()
+}
+
+#[test]
+fn the_shared_harness_is_built_once() {
+    let first = Harness::shared().expect("loads");
+    let second = Harness::shared().expect("loads");
+    assert!(std::ptr::eq(first, second));
+    assert_eq!(
+        first.wasm_path(),
+        Path::new(oma_testkit::artifact::GUEST_WASM)
+    );
+    assert!(first.wasm_path().is_file());
+}
+
+#[test]
+fn compiled_code_is_cached_in_a_private_directory_not_beside_the_guest() {
+    let shared = Harness::shared().expect("loads");
+    let guest_dir = shared.wasm_path().parent().expect("a directory");
+    let Some(cached) = shared.cache_file() else {
+        // No private per-user directory here (no HOME, or not Unix): the cache is off.
+        return;
+    };
+    assert!(cached.is_file());
+    assert!(!cached.starts_with(guest_dir));
+    assert!(oma_testkit::default_cache_dir().is_some_and(|dir| cached.starts_with(dir)));
+
+    // A copy of the guest elsewhere loads from the same cache (the key is the engine and the
+    // bytes, not the path), with another pool size (the pool is not part of the key). Misses,
+    // corrupt files and unsafe directories: `src/engine.rs`.
+    let dir = std::env::temp_dir().join(format!("oma-wasmtime-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let wasm = dir.join(shared.wasm_path().file_name().expect("a file name"));
+    std::fs::copy(shared.wasm_path(), &wasm).expect("copy the guest");
+    let harness = Harness::new(HarnessOptions {
+        wasm,
+        max_instances: 2,
+        ..HarnessOptions::default()
+    })
+    .expect("loads");
+    assert_eq!(harness.origin(), ComponentOrigin::Cached);
+    assert_eq!(harness.cache_file(), Some(cached));
+    assert!(cwasm_files(&dir).is_empty());
+    drop(harness);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_is_an_error_not_a_crash() {
+    let harness = Harness::new(HarnessOptions {
+        max_instances: 2,
+        ..HarnessOptions::default()
+    })
+    .expect("loads");
+    let mut first = harness.instantiate().await.expect("slot 1");
+    let _second = harness.instantiate().await.expect("slot 2");
+    assert!(harness.instantiate().await.is_err(), "no third slot");
+    // The live instances are unaffected, and a slot frees up when an instance drops.
+    assert!(first.validate_messages(&[]).await.expect("no trap").is_ok());
+    drop(first);
+    let mut third = harness.instantiate().await.expect("a freed slot");
+    assert!(third.validate_messages(&[]).await.expect("no trap").is_ok());
+}
+
+#[tokio::test]
+async fn a_test_can_install_its_own_http_hooks() {
+    let harness = Harness::shared().expect("loads");
+    let mut guest = harness
+        .instantiate_with(GuestOptions {
+            hooks: Some(Box::new(DenyOutbound)),
+            ..GuestOptions::default()
+        })
+        .await
+        .expect("instantiates");
+    assert!(guest.validate_messages(&[]).await.expect("no trap").is_ok());
+    let _hooks = guest.state_mut().hooks_mut();
+}

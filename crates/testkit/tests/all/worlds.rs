@@ -1,0 +1,74 @@
+//! One agent API over both worlds, so a test runs unchanged against the `component` world
+//! (its own wasi:http and `host` imports) and the `portable` world (a `driver` session stepped
+//! by the harness with the same hooks).
+
+use oma_testkit::{
+    AgentConfig, AgentEvent, AgentHandle, AgentStreamHandle, DriverGuest, DriverHarness, Guest,
+    GuestOptions, Harness, LlmMessage, PromptInput, RunAgentOptions, RunInput, RunResult, WitError,
+};
+
+/// Which world a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum World {
+    /// `oma_component.wasm`.
+    Component,
+    /// `oma_portable.wasm`, stepped through `driver` sessions.
+    Driver,
+}
+
+/// A guest of either world.
+pub enum AnyGuest {
+    Component(Guest),
+    Driver(DriverGuest),
+}
+
+impl AnyGuest {
+    /// A fresh instance of `world` set up as `options` says.
+    pub async fn instantiate(world: World, options: GuestOptions) -> AnyGuest {
+        match world {
+            World::Component => AnyGuest::Component(
+                Harness::shared()
+                    .expect("the harness loads the guest")
+                    .instantiate_with(options)
+                    .await
+                    .expect("the guest instantiates"),
+            ),
+            World::Driver => AnyGuest::Driver(
+                DriverHarness::shared()
+                    .expect("the harness loads the portable guest")
+                    .instantiate_with(options)
+                    .await
+                    .expect("the portable guest instantiates"),
+            ),
+        }
+    }
+}
+
+macro_rules! both {
+    ($( fn $name:ident(&mut self $(, $arg:ident: $ty:ty)*) -> $ret:ty; )*) => {
+        impl AnyGuest {
+            $(
+                pub async fn $name(&mut self $(, $arg: $ty)*) -> $ret {
+                    match self {
+                        AnyGuest::Component(guest) => guest.$name($($arg),*).await,
+                        AnyGuest::Driver(guest) => guest.$name($($arg),*).await,
+                    }
+                }
+            )*
+        }
+    };
+}
+
+both! {
+    fn create_agent(&mut self, config: &AgentConfig) -> anyhow::Result<Result<AgentHandle, WitError>>;
+    fn run(&mut self, agent: &AgentHandle, input: &RunInput) -> anyhow::Result<Result<RunResult, WitError>>;
+    fn stream(&mut self, agent: &AgentHandle, input: &RunInput) -> anyhow::Result<Result<AgentStreamHandle, WitError>>;
+    fn next_agent_event(&mut self, stream: &AgentStreamHandle) -> anyhow::Result<Option<AgentEvent>>;
+    fn close_agent_stream(&mut self, stream: AgentStreamHandle) -> anyhow::Result<()>;
+    fn collect_agent_stream(&mut self, stream: AgentStreamHandle) -> anyhow::Result<Vec<AgentEvent>>;
+    fn prompt(&mut self, agent: &AgentHandle, input: &PromptInput) -> anyhow::Result<Result<RunResult, WitError>>;
+    fn get_history(&mut self, agent: &AgentHandle) -> anyhow::Result<Vec<LlmMessage>>;
+    fn reset(&mut self, agent: &AgentHandle) -> anyhow::Result<()>;
+    fn drop_agent(&mut self, agent: AgentHandle) -> anyhow::Result<()>;
+    fn run_agent(&mut self, config: &AgentConfig, input: &RunInput, options: &RunAgentOptions) -> anyhow::Result<Result<RunResult, WitError>>;
+}

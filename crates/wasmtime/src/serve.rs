@@ -1,0 +1,772 @@
+//! An HTTP/1.1 server that runs a `wasi:http/proxy` component in process: `oma_gateway.wasm`
+//! by default (`docs/gateway.md`), or any other component that exports
+//! `wasi:http/incoming-handler`. `oma-host serve` is this server; tests start it in process.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use oma_wasmtime::serve::{ServeOptions, Server};
+//!
+//! let server = Server::bind(ServeOptions {
+//!     addr: "127.0.0.1:0".parse()?,
+//!     ..ServeOptions::default()
+//! })?;
+//! eprintln!("oma-host: listening on {}", server.url());
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let running = tokio::spawn(server.serve_until(async {
+//!     let _ = stopped.await;
+//! }));
+//! // ... requests to the server's URL ...
+//! let _ = stop.send(());
+//! running.await??;
+//! # Ok(()) }
+//! ```
+//!
+//! - **One instance per request.** The component is compiled once (through the harness's
+//!   private compiled-code cache), linked once against all of WASI p2 (so `wasi:cli/environment`
+//!   works, as `wasmtime serve -Scli`) and `wasi:http`, and pre-instantiated as a [`ProxyPre`];
+//!   every request gets a fresh store and instance, dropped when its response has been written.
+//!   Nothing a request leaves in the guest's memory reaches the next one.
+//! - **The pooling allocator.** Instances come from a pool of
+//!   [`ServeOptions::max_instances`] slots, each linear memory at most
+//!   [`ServeOptions::max_memory`]. A request waits for a free slot rather than failing.
+//! - **Limits.** Every store runs under the harness's [`Limits`]: a deadline of guest time for
+//!   instantiation and again for the handler (time spent waiting in host calls, such as on a
+//!   provider, does not count), checked every epoch tick, at which a busy guest also yields its
+//!   thread so that it cannot starve other requests; and a memory cap per store. On top of that,
+//!   [`ServeOptions::request_timeout`] bounds a request's wall-clock time, streaming included:
+//!   past it the instance is dropped.
+//! - **Outbound requests** go through a fresh [`GuardedOutbound`] per request (sharing the
+//!   server's idle provider connections, so they are kept alive across requests) with
+//!   [`ServeOptions::policy`] ([`AddressPolicy::LOCAL_SERVERS`] by default, as `oma-host run`:
+//!   public, loopback and private addresses, never link-local, cloud-metadata or unspecified
+//!   ones, checked after DNS resolution). A refusal is noted on standard error.
+//! - **The environment** the component sees is [`ServeOptions::env`] and nothing else; for
+//!   `oma-host serve` that is [`gateway_environment`]: the variables of the process the gateway
+//!   reads ([`passes_through`]), read once at start. Values are never printed.
+//! - **Standard output and error** of the guest go to the process's standard error (the
+//!   gateway writes one line per request there). The server's own lines start with
+//!   `oma-host: `.
+//! - **Stopping.** [`Server::serve_until`] stops accepting connections when its future
+//!   resolves, lets every open connection finish the response it is writing (keep-alive
+//!   connections are closed after it), waits for the instances still running, and returns; at
+//!   most [`ServeOptions::shutdown_grace`] later it returns regardless.
+//!
+//! Errors of the host itself (the guest trapped, went past a limit, or never answered) are
+//! answered in the gateway's error shape, `{"error": {"name": "HostError", "message",
+//! "retryable"}}`: `504` for [`ServeOptions::request_timeout`], `500` otherwise; a request
+//! without a `Host` header is a `400`.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::fmt;
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, HOST};
+use http::StatusCode;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{Map, Value};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use wasmtime::component::{Linker, Resource};
+use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime_wasi::WasiCtx;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
+use wasmtime_wasi_http::WasiHttpView;
+
+use crate::engine::{engine, guard_store, load_component, start_call};
+use crate::guard::{AddressPolicy, GuardedOutbound};
+use crate::limits::{LimitExceeded, Limits};
+use crate::state::HostState;
+use crate::{ComponentOrigin, HarnessOptions};
+
+/// Where `oma-host serve` listens unless told otherwise: `127.0.0.1:8080`.
+pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
+
+/// How many instances may run at once by default: the pool's slots, and so the most requests
+/// served concurrently (more wait for a slot).
+pub const DEFAULT_MAX_INSTANCES: u32 = 256;
+
+/// The most wall-clock time one request may take by default, from the start of its instance
+/// to the last byte of its body, provider calls and streaming included: 10 minutes, well past
+/// the gateway's own default deadline (`OMA_GATEWAY_DEADLINE_MS`, 2 minutes).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How much of each memory slot stays resident between requests by default: 16 MiB, more than
+/// a request with a 1 MiB image touches.
+pub const DEFAULT_KEEP_RESIDENT: usize = 16 << 20;
+
+/// How long a stop waits by default for the requests in flight: 30 s.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// How a [`Server`] is set up. `ServeOptions::default()` serves the gateway the build made on
+/// [`DEFAULT_ADDR`] with an empty environment; `oma-host serve` sets
+/// [`env`](ServeOptions::env) to [`gateway_environment`].
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// The `wasi:http/proxy` component; defaults to
+    /// [`GATEWAY_WASM`](crate::artifact::GATEWAY_WASM).
+    pub component: PathBuf,
+    /// Where to listen; port 0 picks a free port ([`Server::local_addr`] tells which).
+    pub addr: SocketAddr,
+    /// The component's whole environment (`wasi:cli/environment`), as name and value pairs.
+    pub env: Vec<(String, String)>,
+    /// The pool's slots: how many instances may be alive at once, i.e. how many requests are
+    /// served concurrently; [`DEFAULT_MAX_INSTANCES`] by default.
+    pub max_instances: u32,
+    /// The most linear memory one memory of an instance may reserve, in bytes (the pool's slot
+    /// size); [`Limits::DEFAULT_MEMORY`] (512 MiB) by default. [`Limits::memory`] caps the
+    /// instance's memories together.
+    pub max_memory: usize,
+    /// Bytes of each memory slot kept resident between requests, [`DEFAULT_KEEP_RESIDENT`] by
+    /// default: a request's instance gets the pages the last one used, reset to their initial
+    /// contents, instead of fresh pages it faults in one by one (the largest single cost of a
+    /// small request). 0 gives every slot back to the kernel after each request.
+    pub keep_resident: usize,
+    /// Guest time per call and memory per store: `Limits::default()`, 30 s and 512 MiB.
+    pub limits: Limits,
+    /// The most wall-clock time one request may take; [`DEFAULT_REQUEST_TIMEOUT`] by default.
+    pub request_timeout: Duration,
+    /// How long a stop waits for the requests in flight; [`DEFAULT_SHUTDOWN_GRACE`] by default.
+    pub shutdown_grace: Duration,
+    /// The addresses the component's outbound requests may reach;
+    /// [`AddressPolicy::LOCAL_SERVERS`] by default.
+    pub policy: AddressPolicy,
+    /// Use the harness's private compiled-code cache (see [`HarnessOptions::cache`]).
+    pub cache: bool,
+    /// The cache directory; `None` is the per-user default
+    /// ([`default_cache_dir`](crate::default_cache_dir)).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            component: PathBuf::from(crate::artifact::GATEWAY_WASM),
+            addr: DEFAULT_ADDR,
+            env: Vec::new(),
+            max_instances: DEFAULT_MAX_INSTANCES,
+            max_memory: Limits::DEFAULT_MEMORY,
+            keep_resident: DEFAULT_KEEP_RESIDENT,
+            limits: Limits::default(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            policy: AddressPolicy::LOCAL_SERVERS,
+            cache: true,
+            cache_dir: None,
+        }
+    }
+}
+
+impl fmt::Debug for ServeOptions {
+    /// Shows the environment's names only: its values are keys.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("ServeOptions")
+            .field("component", &self.component)
+            .field("addr", &self.addr)
+            .field("env", &names)
+            .field("max_instances", &self.max_instances)
+            .field("max_memory", &self.max_memory)
+            .field("limits", &self.limits)
+            .field("request_timeout", &self.request_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("policy", &self.policy)
+            .field("cache", &self.cache)
+            .field("cache_dir", &self.cache_dir)
+            .finish()
+    }
+}
+
+/// Whether the process variable `name` reaches the gateway: the names it reads
+/// (`docs/gateway.md`) and no others. Those that start with `OMA_GATEWAY_` (its own settings)
+/// or `AWS_` (Bedrock's credentials, region and endpoint), and those that end in `_API_KEY` or
+/// `_BASE_URL` (a provider's key and base URL). Everything else (`PATH`, `HOME`, other
+/// programs' secrets) stays out of the component.
+pub fn passes_through(name: &str) -> bool {
+    name.starts_with("OMA_GATEWAY_")
+        || name.starts_with("AWS_")
+        || name.ends_with("_API_KEY")
+        || name.ends_with("_BASE_URL")
+}
+
+/// The process's variables that [`passes_through`] lets through, sorted by name; variables
+/// whose name or value is not UTF-8 are left out.
+pub fn gateway_environment() -> Vec<(String, String)> {
+    environment_from(std::env::vars_os())
+}
+
+fn environment_from(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vars
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(name, _)| passes_through(name))
+        .collect();
+    env.sort();
+    env
+}
+
+/// A component compiled, linked and pre-instantiated, and a socket bound: ready to serve with
+/// [`Server::serve_until`].
+pub struct Server {
+    listener: std::net::TcpListener,
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    origin: ComponentOrigin,
+    load_time: Duration,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field("component", &self.shared.component)
+            .field("origin", &self.origin)
+            .field("load_time", &self.load_time)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every request's task needs.
+struct Shared {
+    component: PathBuf,
+    engine: Engine,
+    pre: ProxyPre<HostState>,
+    env: Vec<(String, String)>,
+    limits: Limits,
+    epoch_tick: Duration,
+    request_timeout: Duration,
+    shutdown_grace: Duration,
+    policy: AddressPolicy,
+    /// The provider connections kept alive across requests (each request's guard shares them).
+    connections: GuardedOutbound,
+    /// One permit per pool slot: a request holds one from before its store exists until the
+    /// store is dropped.
+    slots: Arc<Semaphore>,
+    max_instances: u32,
+}
+
+impl Server {
+    /// Compiles (or loads from the cache) and links `options.component`, checks that it is a
+    /// `wasi:http/proxy` component whose imports can all be met, and binds `options.addr`.
+    /// Nothing is served until [`Server::serve_until`].
+    ///
+    /// Fails if the component cannot be read, compiled or linked, or the address cannot be
+    /// bound.
+    pub fn bind(options: ServeOptions) -> anyhow::Result<Server> {
+        let max_instances = options.max_instances.max(1);
+        let harness = HarnessOptions {
+            wasm: options.component.clone(),
+            cache: options.cache,
+            cache_dir: options.cache_dir.clone(),
+            max_instances,
+            max_memory: options.max_memory,
+            keep_resident: options.keep_resident,
+            limits: options.limits,
+            ..HarnessOptions::default()
+        };
+        let engine = engine(&harness)?;
+        let started = Instant::now();
+        let path = options.component.display();
+        let bytes = std::fs::read(&options.component)
+            .with_context(|| format!("could not read the component {path}"))?;
+        let (component, origin) = load_component(&engine, &harness, &bytes)?;
+        let load_time = started.elapsed();
+
+        let mut linker = Linker::<HostState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
+            anyhow::Error::from(e).context(format!(
+                "{path} imports something a wasi:http/proxy host with wasi:cli does not provide"
+            ))
+        })?;
+        let pre = ProxyPre::new(instance_pre).map_err(|e| {
+            anyhow::Error::from(e).context(format!(
+                "{path} is not a wasi:http/proxy component (it must export \
+                 wasi:http/incoming-handler)"
+            ))
+        })?;
+
+        let listener = std::net::TcpListener::bind(options.addr)
+            .with_context(|| format!("could not listen on {}", options.addr))?;
+        listener
+            .set_nonblocking(true)
+            .context("could not make the listening socket non-blocking")?;
+        let addr = listener
+            .local_addr()
+            .context("could not read the listening address")?;
+
+        Ok(Server {
+            listener,
+            addr,
+            shared: Arc::new(Shared {
+                component: options.component,
+                engine,
+                pre,
+                env: options.env,
+                limits: options.limits,
+                epoch_tick: harness.epoch_tick.max(Duration::from_micros(100)),
+                request_timeout: options.request_timeout,
+                shutdown_grace: options.shutdown_grace,
+                policy: options.policy,
+                connections: GuardedOutbound::new(options.policy),
+                slots: Arc::new(Semaphore::new(max_instances as usize)),
+                max_instances,
+            }),
+            origin,
+            load_time,
+        })
+    }
+
+    /// The address it listens on, with the real port when port 0 was asked for.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT`, the base URL of [`Server::local_addr`].
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The component it serves.
+    pub fn component(&self) -> &Path {
+        &self.shared.component
+    }
+
+    /// Whether the compiled code was compiled here or loaded from the cache.
+    pub fn origin(&self) -> ComponentOrigin {
+        self.origin
+    }
+
+    /// How long reading and compiling (or deserialising) the component took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// Serves HTTP/1.1 until `shutdown` resolves, then stops gracefully (see the module docs)
+    /// and returns. Must run inside a tokio runtime with I/O and time enabled; a multi-thread
+    /// runtime lets requests run in parallel.
+    ///
+    /// Fails only if the listening socket cannot be registered with the runtime; a failed
+    /// request or connection is answered or closed and noted on standard error.
+    pub async fn serve_until(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let listener = tokio::net::TcpListener::from_std(self.listener)
+            .context("could not register the listening socket with the runtime")?;
+        let shared = self.shared;
+        let (stop, stopping) = watch::channel(false);
+        let mut connections = tokio::task::JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(connection(stream, Arc::clone(&shared), stopping.clone()));
+                    }
+                    Err(e) => {
+                        // Out of descriptors, say: a pause instead of a busy loop.
+                        eprintln!("oma-host: could not accept a connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        }
+        drop(listener);
+        let _ = stop.send(true);
+        let drained = tokio::time::timeout(shared.shutdown_grace, async {
+            while connections.join_next().await.is_some() {}
+            // Every slot free: no instance is running any more.
+            let _ = shared.slots.acquire_many(shared.max_instances).await;
+        })
+        .await;
+        if drained.is_err() {
+            eprintln!(
+                "oma-host: stopped with requests still running after {} s",
+                shared.shutdown_grace.as_secs_f64()
+            );
+            connections.abort_all();
+        }
+        Ok(())
+    }
+}
+
+/// Serves one connection until it closes, or until a stop, after which it finishes the
+/// response in progress and closes.
+async fn connection(stream: TcpStream, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    let service = hyper::service::service_fn(move |request| {
+        let shared = Arc::clone(&shared);
+        async move { Ok::<_, Infallible>(handle(shared, request).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // The timer makes hyper's header read timeout (30 s) apply: a client that never finishes
+    // its headers does not hold the connection forever.
+    builder.timer(TokioTimer).keep_alive(true);
+    let mut served = std::pin::pin!(builder.serve_connection(TokioIo::new(stream), service));
+    tokio::select! {
+        // A connection's own errors (a client that went away) concern no one else.
+        _ = served.as_mut() => return,
+        _ = stopping.wait_for(|stop| *stop) => {}
+    }
+    served.as_mut().graceful_shutdown();
+    let _ = served.await;
+}
+
+/// How a request's instance ended.
+enum Ended {
+    /// The handler returned.
+    Returned,
+    /// The guest went past a [`Limits`] bound.
+    Limit(LimitExceeded),
+    /// The guest trapped or a host call failed.
+    Failed,
+    /// [`ServeOptions::request_timeout`] passed.
+    TimedOut,
+}
+
+/// One request: a fresh instance handles it in a task of its own (which goes on writing the
+/// body after the head has been returned here).
+async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Response {
+    if request.uri().authority().is_none()
+        && request
+            .headers()
+            .get(HOST)
+            .is_none_or(|host| host.to_str().is_err())
+    {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "Error",
+            "the request has no Host header (HTTP/1.1 requires one)",
+        );
+    }
+    let Ok(slot) = Arc::clone(&shared.slots).acquire_owned().await else {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "HostError",
+            "the server is stopping",
+        );
+    };
+    let label = format!("{} {}", request.method(), request.uri().path());
+    let guard = GuardedOutbound::new(shared.policy).sharing_connections(&shared.connections);
+    let mut store = new_store(&shared, guard.clone());
+    let (sender, receiver) = oneshot::channel();
+    let incoming = store
+        .data_mut()
+        .http()
+        .new_incoming_request(Scheme::Http, request);
+    let resources = match incoming {
+        Ok(request) => store
+            .data_mut()
+            .http()
+            .new_response_outparam(sender)
+            .map(|out| (request, out)),
+        Err(e) => Err(e),
+    };
+    let (request, out) = match resources {
+        Ok(resources) => resources,
+        Err(e) => {
+            eprintln!("oma-host: {label}: could not hand the request to the component: {e:#}");
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "HostError",
+                "the request could not be handed to the component",
+            );
+        }
+    };
+    let task = tokio::spawn(run_instance(
+        Arc::clone(&shared),
+        store,
+        request,
+        out,
+        slot,
+        guard,
+        label.clone(),
+    ));
+    match receiver.await {
+        Ok(Ok(response)) => response,
+        Ok(Err(code)) => {
+            // Only the variant: whatever text the guest put in it stays out of the log.
+            let kind = format!("{code:?}");
+            let kind = kind.split(['(', ' ', '{']).next().unwrap_or_default();
+            eprintln!("oma-host: {label}: the component answered with the error code {kind}");
+            error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "HostError",
+                &format!("the component answered with the error code {kind}"),
+            )
+        }
+        // The instance ended without setting a response.
+        Err(_) => match task.await {
+            Ok(Ended::TimedOut) => error_response(
+                StatusCode::GATEWAY_TIMEOUT,
+                "HostError",
+                &format!(
+                    "the request took longer than the host's limit of {} s",
+                    shared.request_timeout.as_secs_f64()
+                ),
+            ),
+            Ok(Ended::Limit(exceeded)) => error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "HostError",
+                &exceeded.to_string(),
+            ),
+            Ok(Ended::Returned) => error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "HostError",
+                "the component returned without answering",
+            ),
+            Ok(Ended::Failed) | Err(_) => error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "HostError",
+                "the component failed before answering",
+            ),
+        },
+    }
+}
+
+/// A store for one request: the component's environment, its stdout and stderr on the
+/// process's stderr, `guard` for outbound HTTP, the limits, and an epoch callback that yields
+/// every tick.
+fn new_store(shared: &Shared, guard: GuardedOutbound) -> Store<HostState> {
+    let mut wasi = WasiCtx::builder();
+    wasi.envs(&shared.env)
+        .stdout(tokio::io::stderr())
+        .stderr(tokio::io::stderr());
+    let mut state = HostState::with_wasi(wasi.build(), Box::new(guard), shared.limits);
+    state.set_limits(shared.limits, shared.epoch_tick);
+    let mut store = Store::new(&shared.engine, state);
+    guard_store(&mut store);
+    // The harness's callback ends a call past its deadline; this one also yields to the
+    // runtime at every tick, so a guest that computes does not hold a worker thread.
+    store.epoch_deadline_callback(|mut context| {
+        match context.data_mut().guard_mut().deadline_reached() {
+            Ok(_) => Ok(UpdateDeadline::Yield(1)),
+            Err(exceeded) => Err(wasmtime::Error::new(exceeded)),
+        }
+    });
+    store.set_epoch_deadline(1);
+    store
+}
+
+/// Instantiates the component and calls its handler, under the request's wall-clock limit;
+/// notes on stderr how it failed, if it did, and what the guard refused. The slot is given
+/// back once the store is gone.
+async fn run_instance(
+    shared: Arc<Shared>,
+    mut store: Store<HostState>,
+    request: Resource<HostIncomingRequest>,
+    out: Resource<HostResponseOutparam>,
+    slot: OwnedSemaphorePermit,
+    guard: GuardedOutbound,
+    label: String,
+) -> Ended {
+    let ran = tokio::time::timeout(shared.request_timeout, async {
+        let proxy = shared.pre.instantiate_async(&mut store).await?;
+        start_call(&mut store);
+        store.set_epoch_deadline(1);
+        proxy
+            .wasi_http_incoming_handler()
+            .call_handle(&mut store, request, out)
+            .await
+    })
+    .await;
+    let ended = match ran {
+        Ok(Ok(())) => Ended::Returned,
+        Ok(Err(error)) => {
+            let error = anyhow::Error::from(error);
+            match LimitExceeded::of(&error) {
+                Some(exceeded) => {
+                    eprintln!("oma-host: {label}: {exceeded}");
+                    Ended::Limit(exceeded.clone())
+                }
+                None => {
+                    eprintln!("oma-host: {label}: the component failed: {error:#}");
+                    Ended::Failed
+                }
+            }
+        }
+        Err(_) => {
+            eprintln!(
+                "oma-host: {label}: stopped after {} s, the host's limit per request",
+                shared.request_timeout.as_secs_f64()
+            );
+            Ended::TimedOut
+        }
+    };
+    for refusal in guard.refusals() {
+        eprintln!(
+            "oma-host: {label}: {refusal}; the component may reach public, loopback and private \
+             addresses only, never link-local, cloud-metadata or unspecified ones"
+        );
+    }
+    drop(store);
+    drop(slot);
+    ended
+}
+
+/// What the handler answers: the component's response, or the host's error.
+type Response = hyper::Response<HyperOutgoingBody>;
+
+/// `{"error": {"name", "message", "retryable": false}}` with `status`, as the gateway's errors.
+fn error_response(status: StatusCode, name: &str, message: &str) -> Response {
+    let mut error = Map::new();
+    error.insert("name".into(), Value::from(name));
+    error.insert("message".into(), Value::from(message));
+    error.insert("retryable".into(), Value::Bool(false));
+    let mut body = Map::new();
+    body.insert("error".into(), Value::Object(error));
+    let text = Value::Object(body).to_string();
+    let body = Full::new(Bytes::from(text))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let mut response = hyper::Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// hyper's timer on tokio's clock.
+#[derive(Clone, Copy, Debug)]
+struct TokioTimer;
+
+impl hyper::rt::Timer for TokioTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(TokioSleep(Box::pin(tokio::time::sleep(duration))))
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(TokioSleep(Box::pin(tokio::time::sleep_until(
+            deadline.into(),
+        ))))
+    }
+}
+
+/// A tokio sleep as hyper's [`Sleep`](hyper::rt::Sleep).
+struct TokioSleep(Pin<Box<tokio::time::Sleep>>);
+
+impl Future for TokioSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for TokioSleep {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_gateways_variables_pass_through() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/me"),
+            ("OMA_GATEWAY_TOKEN", "t"),
+            ("OMA_GATEWAY_EGRESS", "open"),
+            ("ANTHROPIC_API_KEY", "a"),
+            ("MY_LLM_BASE_URL", "http://127.0.0.1:1"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:2"),
+            ("GITHUB_TOKEN", "g"),
+            ("OMA_COMPONENT", "x.wasm"),
+            ("API_KEY_FILE", "/k"),
+            ("oma_gateway_token", "lowercase"),
+        ]
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+        let names: Vec<String> = environment_from(vars)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ANTHROPIC_API_KEY",
+                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+                "AWS_REGION",
+                "MY_LLM_BASE_URL",
+                "OMA_GATEWAY_EGRESS",
+                "OMA_GATEWAY_TOKEN",
+            ]
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn variables_that_are_not_utf8_are_left_out() {
+        use std::os::unix::ffi::OsStringExt;
+        let vars = [
+            (
+                OsString::from("OPENAI_API_KEY"),
+                OsString::from_vec(vec![0xff]),
+            ),
+            (
+                OsString::from_vec(b"X\xff_API_KEY".to_vec()),
+                OsString::from("k"),
+            ),
+            (OsString::from("AWS_REGION"), OsString::from("us-east-1")),
+        ];
+        assert_eq!(
+            environment_from(vars),
+            [("AWS_REGION".to_owned(), "us-east-1".to_owned())]
+        );
+    }
+
+    #[test]
+    fn the_options_never_show_a_value_of_the_environment() {
+        let options = ServeOptions {
+            env: vec![("OPENAI_API_KEY".into(), "sk-very-secret".into())],
+            ..ServeOptions::default()
+        };
+        let shown = format!("{options:?}");
+        assert!(shown.contains("OPENAI_API_KEY"), "{shown}");
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+    }
+
+    #[test]
+    fn host_errors_have_the_gateways_shape() {
+        let response = error_response(StatusCode::GATEWAY_TIMEOUT, "HostError", "late");
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(
+            response
+                .headers()
+                .get(CONTENT_TYPE)
+                .map(HeaderValue::as_bytes),
+            Some(&b"application/json"[..])
+        );
+        let body = body_text(response);
+        assert_eq!(
+            body,
+            r#"{"error":{"name":"HostError","message":"late","retryable":false}}"#
+        );
+    }
+
+    /// The whole body of a response built from a `Full`, without a runtime.
+    fn body_text(response: Response) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let bytes = runtime
+            .block_on(response.into_body().collect())
+            .expect("a full body")
+            .to_bytes();
+        String::from_utf8(bytes.to_vec()).expect("UTF-8")
+    }
+}

@@ -1,7 +1,7 @@
 //! Builds the guest's three components and records where the components landed:
-//! `oma_component.wasm` (world `component`, `wasm32-wasip2`) and `oma_portable.wasm` (world
-//! `portable`: built for `wasm32-unknown-unknown`, whose standard library imports nothing, then
-//! made a component here with `wit-component`, and written beside the first).
+//! `oma_component.wasm`, `oma_portable.wasm` and `oma_gateway.wasm` (worlds `component`,
+//! `portable` and `gateway` of `wit/world.wit`: each built for `wasm32-unknown-unknown`, whose
+//! standard library imports nothing, then made a component with `wit-component`).
 //!
 //! The building is `oma-guest-build`'s (`crates/guest-build`), which also serves the language
 //! packages; this script picks the profile and the directory, and records the paths.
@@ -74,7 +74,7 @@ fn run() -> Result<(), String> {
     };
     let (artifact, portable, gateway) = (utf8(&component)?, utf8(&portable)?, utf8(&gateway)?);
     let generated = format!(
-        "/// The path of the `oma-component` guest (`wasm32-wasip2`, profile `{profile}`), \
+        "/// The path of the `oma-component` guest (world `component`, profile `{profile}`), \
          built by `crates/wasmtime/build.rs`.\n\
          pub const GUEST_WASM: &str = {artifact:?};\n\
          /// The path of the import-free `portable` world's component, beside `GUEST_WASM`.\n\

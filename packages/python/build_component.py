@@ -2,7 +2,8 @@
 """Builds oma_portable.wasm with cargo and copies it into src/oma_component/.
 
 Needs Rust through rustup (the repository's rust-toolchain.toml names the toolchain and the
-wasm32-wasip2 target; `rustup target add wasm32-wasip2` where rustup does not add it itself).
+wasm32-unknown-unknown target; `rustup target add wasm32-unknown-unknown` where rustup does not
+add it itself).
 
     python build_component.py [--profile release|wasm-release]
 """

@@ -2,6 +2,11 @@
 //! wasi:http, and the agent runtime whose runs reach the host through the `host` imports.
 //! wit-bindgen glue and the wasi:http driver of the run machine; nothing else.
 //!
+//! Built for `wasm32-unknown-unknown` and made a component by `oma-guest-build`, like the other
+//! two worlds: its WASI calls go through the `wasip2` crate (in `oma-wasi`), never through the
+//! standard library, so the artifact imports exactly the world `component` of `wit/world.wit`
+//! and no stdio, environment or exit.
+//!
 //! Built for wasm32 only: natively the crate is empty, so that the workspace builds and tests
 //! everywhere. The glue it shares with the other world is included from `crates/glue/` by
 //! `#[path]`: wit-bindgen generates each world its own Rust types for the same WIT interfaces
@@ -27,9 +32,21 @@ use oma_wasi::{self as wasi, CallEvent, HttpIo};
 
 use convert::*;
 
+// The world's WASI imports are the `wasip2` crate's bindings (`oma-wasi` calls them), so they
+// are not generated again here: one set of Rust types for wasi:http whichever crate uses it.
 wit_bindgen::generate!({
     world: "component",
     path: "../../wit",
+    with: {
+        "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
+        "wasi:http/types@0.2.12": wasip2::http::types,
+        "wasi:io/error@0.2.12": wasip2::io::error,
+        "wasi:io/poll@0.2.12": wasip2::io::poll,
+        "wasi:io/streams@0.2.12": wasip2::io::streams,
+        "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+        "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
+        "wasi:random/random@0.2.12": wasip2::random::random,
+    },
 });
 
 /// The data interfaces as this world sees them (imports), for the shared glue.

@@ -3,7 +3,7 @@
 //! drives a run's machine with [`HttpIo`] (the same wasi:http code the `component` world
 //! uses), and writes the response: whole, or as server-sent events while the run goes on.
 
-use wasip2::exports::http::incoming_handler::Guest;
+use exports::wasi::http::incoming_handler::Guest;
 use wasip2::http::types::{
     Fields, IncomingBody, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
@@ -16,10 +16,30 @@ use oma_core::agent::turn::RunOutcome;
 use oma_core::message::ToolResultContent;
 use oma_wasi::{self as wasi, HttpIo};
 
+// The world `gateway` of `wit/world.wit`, bound here so that the component's type is that
+// world: its WASI imports are the `wasip2` crate's bindings (which `oma-wasi` and this file
+// call), only the `incoming-handler` export is generated.
+wit_bindgen::generate!({
+    world: "gateway",
+    path: "../../wit",
+    with: {
+        "wasi:cli/environment@0.2.12": wasip2::cli::environment,
+        "wasi:cli/stderr@0.2.12": wasip2::cli::stderr,
+        "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
+        "wasi:http/types@0.2.12": wasip2::http::types,
+        "wasi:io/error@0.2.12": wasip2::io::error,
+        "wasi:io/poll@0.2.12": wasip2::io::poll,
+        "wasi:io/streams@0.2.12": wasip2::io::streams,
+        "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+        "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
+        "wasi:random/random@0.2.12": wasip2::random::random,
+    },
+});
+
 /// The gateway's export.
 struct Gateway;
 
-wasip2::http::proxy::export!(Gateway);
+export!(Gateway);
 
 /// How much of a request body is read at a time.
 const READ_CHUNK: u64 = 64 * 1024;

@@ -1,18 +1,22 @@
 //! Builds the guest in its three artifacts, for the harness's build script, the
 //! language packages and anyone who wants the artifacts:
 //!
-//! - `oma_component.wasm`: world `component`, built for `wasm32-wasip2`;
-//! - `oma_portable.wasm`: world `portable`, built for `wasm32-unknown-unknown` (whose standard
-//!   library imports nothing), then made a component with `wit-component` and written beside
-//!   the first;
-//! - `oma_gateway.wasm`: the `wasi:http/proxy` gateway (crate `oma-gateway`), built for
-//!   `wasm32-unknown-unknown` too, so that it imports only the WASI interfaces its own code
-//!   calls, and made a component the same way.
+//! - `oma_component.wasm`: world `component`;
+//! - `oma_portable.wasm`: world `portable`;
+//! - `oma_gateway.wasm`: world `gateway`, the `wasi:http/proxy` gateway (crate `oma-gateway`).
+//!
+//! The three world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
+//! standard library imports nothing, so that each artifact imports only the interfaces its own
+//! code calls (the WASI ones through the `wasip2` crate's bindings, which work on any wasm32
+//! target); each core module is then made a component with `wit-component`. The components
+//! are written to [`ARTIFACT_DIR`]`/<profile>/` under the target directory, where the packages,
+//! the CLI and the tests read them. `wit/world.wit` declares each world, and a test compares
+//! every built artifact with it.
 //!
 //! A missing wasm target is added with `rustup target add` where rustup exists; where it does
-//! not, the error says what to install. Each target is a nested `cargo build` of the world
-//! crates in `target_dir`, with the variables an outer cargo gives a build script removed so
-//! that they cannot leak into the guest build.
+//! not, the error says what to install. The nested `cargo build` runs in `target_dir`, with the
+//! variables an outer cargo gives a build script removed so that they cannot leak into the
+//! guest build.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -45,12 +49,15 @@ pub const GUEST_PACKAGE: &str = "oma-component";
 pub const PORTABLE_PACKAGE: &str = "oma-portable";
 /// The package of the gateway.
 pub const GATEWAY_PACKAGE: &str = "oma-gateway";
-/// The target of the `component` world.
-pub const GUEST_TARGET: &str = "wasm32-wasip2";
+/// The target every world is compiled for.
+pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
+/// The directory under the target directory that holds the finished components, one
+/// subdirectory per profile. It keeps the name it had when the `component` world was built for
+/// `wasm32-wasip2`, because packages, the CLI, the Spin manifest and scripts read the artifacts
+/// there.
+pub const ARTIFACT_DIR: &str = "wasm32-wasip2";
 /// The artifact of the `component` world.
 pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
-/// The target the `portable` world is compiled for.
-pub const PORTABLE_TARGET: &str = "wasm32-unknown-unknown";
 /// The artifact of the `portable` world.
 pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
 /// The artifact of the gateway (`wasi:http/proxy`).
@@ -139,47 +146,49 @@ pub struct Artifacts {
 /// Builds the three artifacts of the guest in `workspace` with cargo profile `profile` into
 /// `target_dir`; `note` is told of anything installed on the way.
 ///
-/// Two cargo builds: the `component` world for `wasm32-wasip2`, and the `portable` and gateway
-/// worlds together for `wasm32-unknown-unknown` (one build, so the core is compiled once for
-/// both); their core modules are then made components beside the first artifact.
+/// One cargo build of the three world crates for `wasm32-unknown-unknown` (so the core is
+/// compiled once for all of them); each core module is then made a component in
+/// `target_dir/`[`ARTIFACT_DIR`]`/<profile>/`.
 pub fn build_all(
     workspace: &Path,
     target_dir: &Path,
     profile: &str,
     note: &dyn Fn(&str),
 ) -> Result<Artifacts, String> {
-    let component = build_guest(
-        workspace,
-        target_dir,
-        profile,
-        GUEST_TARGET,
-        &[GUEST_PACKAGE],
-        note,
-    )?
-    .join(GUEST_ARTIFACT);
-    if !component.is_file() {
-        return Err(format!(
-            "the guest built, but its component is missing at {}",
-            component.display()
-        ));
-    }
     let modules = build_guest(
         workspace,
         target_dir,
         profile,
-        PORTABLE_TARGET,
-        &[PORTABLE_PACKAGE, GATEWAY_PACKAGE],
+        GUEST_TARGET,
+        &[GUEST_PACKAGE, PORTABLE_PACKAGE, GATEWAY_PACKAGE],
         note,
     )?;
-    let portable = component.with_file_name(PORTABLE_ARTIFACT);
-    componentize(&modules.join(PORTABLE_ARTIFACT), &portable)?;
-    let gateway = component.with_file_name(GATEWAY_ARTIFACT);
-    componentize(&modules.join(GATEWAY_ARTIFACT), &gateway)?;
-    Ok(Artifacts {
-        component,
-        portable,
-        gateway,
-    })
+    let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    let artifacts = Artifacts {
+        component: dir.join(GUEST_ARTIFACT),
+        portable: dir.join(PORTABLE_ARTIFACT),
+        gateway: dir.join(GATEWAY_ARTIFACT),
+    };
+    for out in [
+        &artifacts.component,
+        &artifacts.portable,
+        &artifacts.gateway,
+    ] {
+        let name = out.file_name().ok_or("an artifact path has no file name")?;
+        componentize(&modules.join(name), out)?;
+    }
+    Ok(artifacts)
+}
+
+/// The directory cargo puts a profile's output in.
+fn profile_dir(profile: &str) -> &str {
+    match profile {
+        "dev" | "test" => "debug",
+        "bench" => "release",
+        other => other,
+    }
 }
 
 /// Builds the libraries of `packages` for `target`; returns the directory their artifacts
@@ -230,12 +239,7 @@ fn build_guest(
             target_dir.display()
         ));
     }
-    let profile_dir = match profile {
-        "dev" | "test" => "debug",
-        "bench" => "release",
-        other => other,
-    };
-    Ok(target_dir.join(target).join(profile_dir))
+    Ok(target_dir.join(target).join(profile_dir(profile)))
 }
 
 /// Makes sure the standard library for `target` is installed: adds it with rustup where it is
@@ -282,7 +286,9 @@ pub fn ensure_target(target: &str, note: &dyn Fn(&str)) -> Result<(), String> {
 }
 
 /// Makes the core module at `core` (built for `wasm32-unknown-unknown`, with the world its
-/// bindings embedded) a component at `out`.
+/// bindings embedded) a component at `out`. `wit-component` imports only the interfaces the
+/// module calls, so the component's imports are what its code uses, not all that its bindings
+/// know.
 pub fn componentize(core: &Path, out: &Path) -> Result<(), String> {
     let bytes =
         std::fs::read(core).map_err(|e| format!("could not read {}: {e}", core.display()))?;

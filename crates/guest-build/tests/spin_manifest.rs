@@ -37,7 +37,7 @@ fn the_spin_manifest_runs_the_gateway_artifact() {
     let source = get(component, &["source"]).as_str().expect("a source");
     let expected = format!(
         "../../target/oma-guest/{}/wasm-release/{}",
-        oma_guest_build::GUEST_TARGET,
+        oma_guest_build::ARTIFACT_DIR,
         oma_guest_build::GATEWAY_ARTIFACT
     );
     assert_eq!(

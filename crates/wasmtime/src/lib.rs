@@ -1,7 +1,7 @@
 //! The wasmtime embedding of the oma-component guest: what the `oma-host` CLI and Rust
 //! embedders use.
 //!
-//! `build.rs` builds the guest for `wasm32-wasip2`; this crate compiles it once per process (and
+//! `build.rs` builds the guest (`oma-guest-build`); this crate compiles it once per process (and
 //! caches the compiled code across processes as a `.cwasm` next to the guest), links WASI p2 and
 //! wasi-http, and hands out fresh instances. Tests, benchmarks and the `oma-host` CLI all go
 //! through it, so the component is exercised exactly as a Rust host would embed it.
@@ -70,10 +70,24 @@ pub mod artifact {
     include!(concat!(env!("OUT_DIR"), "/guest.rs"));
 }
 
+/// The `component` world as this host binds it: the `oma:agent` part of `wit/world.wit`'s
+/// world `component` (the `host` import and the three exports). Its WASI imports are not
+/// generated here: the engine's linker takes them from wasmtime-wasi and wasmtime-wasi-http,
+/// and a world-level `add_to_linker` would define them a second time.
 #[allow(missing_docs)] // Generated from `wit/`; the WIT doc comments become the Rust docs.
 mod bindings {
     wasmtime::component::bindgen!({
-        world: "component",
+        inline: "
+            package oma:harness;
+
+            world component {
+                import oma:agent/host@0.1.0;
+                export oma:agent/codec@0.1.0;
+                export oma:agent/provider@0.1.0;
+                export oma:agent/agent@0.1.0;
+            }
+        ",
+        world: "oma:harness/component",
         path: "../../wit",
         exports: { default: async },
         additional_derives: [PartialEq],

@@ -23,7 +23,8 @@ use wasmtime_wasi_http::{
 pub struct GuestOptions {
     /// The hooks for the guest's outbound HTTP; `None` installs [`DenyOutbound`].
     pub hooks: Option<Box<dyn WasiHttpHooks>>,
-    /// Let the guest write to the host's standard error (useful when debugging the guest).
+    /// Let the guest write to the host's standard error. The `component` world imports no
+    /// stderr (`docs/worlds.md`), so this matters only for a guest built with one to debug it.
     pub inherit_stderr: bool,
     /// The host's answers to the component's `host` imports; `None` installs [`NoHost`].
     pub host: Option<Box<dyn AgentHost>>,

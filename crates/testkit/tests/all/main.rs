@@ -2,12 +2,14 @@
 //!
 //! One test binary (so the component is loaded once): OMA's guard and media rules with their
 //! exact messages (`fixtures/`, the same tables the native unit tests can read), round trips of
-//! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, the harness
-//! itself, provider calls through wasi-http against the loopback simulator (`provider`), and the
-//! gateway served over HTTP in process (`serve`).
+//! every kind of block, each artifact's imports and exports against its world in `wit/`
+//! (`contract`), `validate-messages` on WIT values, a 16 MiB workload, the harness itself,
+//! provider calls through wasi-http against the loopback simulator (`provider`), and the gateway
+//! served over HTTP in process (`serve`).
 
 mod agent;
 mod common;
+mod contract;
 mod driver;
 mod guard;
 mod hardening;

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_core::adapter::ChatRequest;
 use oma_component_fuzz::adapter;
+use oma_core::adapter::ChatRequest;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, body)) = data.split_first() else {

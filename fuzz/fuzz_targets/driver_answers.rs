@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use oma_core::agent::before_run::BeforeRunResult;
 use oma_core::agent::config::AgentSettings;
-use oma_core::agent::machine::{Answer, RunMachine, Step};
+use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::agent::session::{HookAnswer, ToolOutcome};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::retry::RetryPolicy;
@@ -113,9 +113,9 @@ fuzz_target!(|data: &[u8]| {
         now += tick;
         for _ in 0..64 {
             match machine.poll(now) {
-                Some(Step::Done(_)) => done += 1,
-                Some(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
-                Some(_) | None => break,
+                Poll::Finished(_) => done += 1,
+                Poll::Step(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+                Poll::Step(_) | Poll::Waiting(_) | Poll::Over => break,
             }
         }
         let refused = machine.handle(answer).is_err();

@@ -125,6 +125,46 @@ pub enum Error {
     },
 }
 
+/// An answer a state machine did not ask for, handed back unchanged with the reason.
+///
+/// The three machines (the call, the turn loop and the run) share this convention for misuse:
+/// an answer that does not fit the step handed out last is refused with an
+/// [`Error::Session`] as the reason, nothing changes, and the caller gets its answer back, to
+/// give it where it belongs or to drop it.
+#[derive(Debug, PartialEq)]
+pub struct Refused<A> {
+    /// The answer as it was given.
+    pub answer: A,
+    /// Why it was refused: always an [`Error::Session`].
+    pub reason: Error,
+}
+
+impl<A> std::fmt::Display for Refused<A> {
+    /// The reason.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.reason.fmt(f)
+    }
+}
+
+impl<A> Refused<A> {
+    /// `answer` refused for the reason `message`.
+    pub fn new(answer: A, message: String) -> Self {
+        Refused {
+            answer,
+            reason: Error::Session { message },
+        }
+    }
+
+    /// The same reason, handing back another answer (when a machine refuses on behalf of the
+    /// one it drives).
+    pub fn map<B>(self, f: impl FnOnce(A) -> B) -> Refused<B> {
+        Refused {
+            answer: f(self.answer),
+            reason: self.reason,
+        }
+    }
+}
+
 /// The family of an error, mirroring the WIT `error-kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {

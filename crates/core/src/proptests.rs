@@ -566,7 +566,7 @@ mod machine_answers {
 
     use crate::agent::before_run::BeforeRunResult;
     use crate::agent::config::AgentSettings;
-    use crate::agent::machine::{Answer, RunMachine, Step};
+    use crate::agent::machine::{Answer, Poll, RunMachine, Step};
     use crate::agent::session::{HookAnswer, ToolOutcome};
     use crate::http::call::CallAnswer;
     use crate::http::retry::RetryPolicy;
@@ -678,9 +678,9 @@ mod machine_answers {
                 // asked again until it is answered).
                 for _ in 0..64 {
                     match machine.poll(now) {
-                        Some(Step::Done(_)) => done += 1,
-                        Some(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
-                        Some(_) | None => break,
+                        Poll::Finished(_) => done += 1,
+                        Poll::Step(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+                        Poll::Step(_) | Poll::Waiting(_) | Poll::Over => break,
                     }
                 }
                 let refused = machine.handle(answer).is_err();

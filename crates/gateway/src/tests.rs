@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::*;
-use oma_core::agent::machine::{Answer, Step};
+use oma_core::agent::machine::{Answer, Poll, Step};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::HttpResponse;
 
@@ -228,7 +228,11 @@ fn drive(
     let mut events = Vec::new();
     let mut sent = Vec::new();
     for _ in 0..100 {
-        let step = machine.poll(NOW).expect("a step");
+        let step = match machine.poll(NOW) {
+            Poll::Step(step) => step,
+            Poll::Finished(outcome) => return (*outcome, events, sent),
+            other => panic!("a step while nothing is due, got {other:?}"),
+        };
         let answer = match step {
             Step::Send(outgoing) => {
                 sent.push((*outgoing.body).clone());
@@ -243,7 +247,6 @@ fn drive(
                 events.push(event);
                 continue;
             }
-            Step::Done(outcome) => return (outcome, events, sent),
             other => panic!("the gateway's run asked for {other:?}"),
         };
         machine.handle(answer).expect("the answer asked for");

@@ -264,7 +264,9 @@ pub enum StreamEvent {
 /// is never an error), then [`finish`](StreamDecoder::finish) once the body ends; `finish`
 /// returns the last events, ending with [`StreamEvent::Done`], or an error if the stream was
 /// cut short or reported an error.
-pub trait StreamDecoder {
+///
+/// `Send`, so that a run in flight can move between threads (an async host's tasks).
+pub trait StreamDecoder: Send {
     /// Decodes the bytes that arrived; returns the events they complete.
     fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, Error>;
     /// Ends the stream.
@@ -272,7 +274,9 @@ pub trait StreamDecoder {
 }
 
 /// A provider wire format.
-pub trait Adapter {
+///
+/// `Send`, so that a run in flight can move between threads (an async host's tasks).
+pub trait Adapter: Send {
     /// The adapter's name, used as `provenance` and in errors: `anthropic`, `openai`, `gemini`…
     fn name(&self) -> &str;
     /// Builds the HTTP request for one chat turn. Validates the messages first and fails before

@@ -18,12 +18,12 @@
 //! would end after it.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::retry::RetryPolicy;
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
 use crate::adapter::{Adapter, ChatRequest, Endpoint, StreamDecoder, StreamEvent};
-use crate::error::Error;
+use crate::error::{Error, Refused};
 use crate::message::LlmResponse;
 use crate::rng::Rng;
 
@@ -51,7 +51,7 @@ pub struct Outgoing {
     /// attempt copies no bytes, a host that only reads it (wasi:http) never copies it at all,
     /// and the last attempt's body is the call's no longer, so a host that takes it (the
     /// portable driver) does not copy it either.
-    pub body: Rc<String>,
+    pub body: Arc<String>,
     /// The timeout to apply to connecting, the first byte and between bytes, in milliseconds.
     pub timeout_ms: u64,
     /// Whether the response is a stream to be delivered as it arrives.
@@ -167,7 +167,7 @@ impl Call {
                 method: String::new(),
                 url: String::new(),
                 headers: Vec::new(),
-                body: Rc::default(),
+                body: Arc::default(),
                 timeout_ms: options.limits.timeout_ms,
                 stream: request.stream,
                 attempt: 1,
@@ -194,7 +194,7 @@ impl Call {
                 call.outgoing.method = method;
                 call.outgoing.url = url;
                 call.outgoing.headers = headers;
-                call.outgoing.body = Rc::new(body);
+                call.outgoing.body = Arc::new(body);
             }
             Err(error) => call.finish(Err(error)),
         }
@@ -281,16 +281,17 @@ impl Call {
 
     /// Feeds the answer to the step handed out last. `adapter` and `request` must be the ones
     /// the call was made with (they parse and decode the answer). Fails with
-    /// [`Error::Session`], changing nothing, when the answer does not fit the step.
-    #[must_use = "an answer the call did not ask for is refused with an error"]
+    /// [`Error::Session`], changing nothing, when the answer does not fit the step: the answer
+    /// is handed back in the [`Refused`].
+    #[must_use = "an answer the call did not ask for is handed back, refused"]
     pub fn handle(
         &mut self,
         answer: CallAnswer,
         adapter: &dyn Adapter,
         request: &ChatRequest,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Refused<CallAnswer>> {
         if !self.queue.is_empty() {
-            return Err(self.refuse(&answer));
+            return Err(self.refuse(answer));
         }
         match (std::mem::replace(&mut self.state, State::Over), answer) {
             (State::Sent, CallAnswer::Response(response)) => {
@@ -331,14 +332,14 @@ impl Call {
             }
             (state, answer) => {
                 self.state = state;
-                return Err(self.refuse(&answer));
+                return Err(self.refuse(answer));
             }
         }
         Ok(())
     }
 
-    fn refuse(&self, answer: &CallAnswer) -> Error {
-        let given = match answer {
+    fn refuse(&self, answer: CallAnswer) -> Refused<CallAnswer> {
+        let given = match &answer {
             CallAnswer::Response(_) => "an HTTP response",
             CallAnswer::Head { .. } => "a response head",
             CallAnswer::Chunk(_) => "a body chunk",
@@ -346,12 +347,11 @@ impl Call {
             CallAnswer::Failure(_) => "a transport failure",
             CallAnswer::Waited => "the end of a wait",
         };
-        Error::Session {
-            message: format!(
-                "unexpected answer: got {given}, the call waits for {}",
-                self.expected()
-            ),
-        }
+        let message = format!(
+            "unexpected answer: got {given}, the call waits for {}",
+            self.expected()
+        );
+        Refused::new(answer, message)
     }
 
     fn receiving(

@@ -4,7 +4,7 @@
 //! `agent.rs`.)
 
 use oma_testkit::driver_types::{
-    Answer, HookContext, Payloads, Response, RunReport, SessionOptions, Step, ToolAnswerJson,
+    Answer, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step, ToolAnswerJson,
     TransportFailure, TransportFailureKind,
 };
 use oma_testkit::{
@@ -99,7 +99,7 @@ async fn history_json(guest: &mut DriverGuest, agent: ResourceAny) -> String {
         .expect("no trap")
 }
 
-async fn next(guest: &mut DriverGuest, session: ResourceAny) -> Result<Step, WitError> {
+async fn next(guest: &mut DriverGuest, session: ResourceAny) -> Result<Poll, WitError> {
     guest.next_step(session).await.expect("no trap")
 }
 
@@ -115,7 +115,7 @@ async fn answer(
 async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
     for _ in 0..100 {
         match next(guest, session).await.expect("a step") {
-            Step::Send(request) => {
+            Poll::Step(Step::Send(request)) => {
                 assert!(
                     request.url.starts_with("http://127.0.0.1:9/"),
                     "{}",
@@ -123,7 +123,7 @@ async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
                 );
                 return serde_json::from_str(&request.body).expect("a JSON body");
             }
-            Step::Event(_) | Step::Progress(_) => {}
+            Poll::Step(Step::Event(_)) | Poll::Step(Step::Progress(_)) => {}
             other => panic!("expected a request, got {other:?}"),
         }
     }
@@ -133,11 +133,13 @@ async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
 async fn until_done(guest: &mut DriverGuest, session: ResourceAny) -> Value {
     for _ in 0..100 {
         match next(guest, session).await.expect("a step") {
-            Step::Done(RunReport::Json(result)) => {
+            Poll::Finished(RunReport::Json(result)) => {
                 assert!(!result.contains(KEY), "the key leaked: {result}");
                 return serde_json::from_str(&result).expect("OMA JSON");
             }
-            Step::Event(_) | Step::Progress(_) | Step::Evaluation(_) => {}
+            Poll::Step(Step::Event(_))
+            | Poll::Step(Step::Progress(_))
+            | Poll::Step(Step::Evaluation(_)) => {}
             other => panic!("expected the result, got {other:?}"),
         }
     }
@@ -172,7 +174,8 @@ async fn a_json_session_takes_and_gives_oma_json() {
         .await
         .expect("valid input");
 
-    let Step::BeforeRun(HookContext::Json(context)) = next(&mut guest, session).await.unwrap()
+    let Poll::Step(Step::BeforeRun(HookContext::Json(context))) =
+        next(&mut guest, session).await.unwrap()
     else {
         panic!("expected the hook");
     };
@@ -202,11 +205,11 @@ async fn a_json_session_takes_and_gives_oma_json() {
         .expect("due");
     loop {
         match next(&mut guest, session).await.unwrap() {
-            Step::CallTool(call) => {
+            Poll::Step(Step::CallTool(call)) => {
                 assert_eq!(call.input, r#"{"q":2}"#);
                 break;
             }
-            Step::Event(_) => {}
+            Poll::Step(Step::Event(_)) => {}
             other => panic!("expected the tool, got {other:?}"),
         }
     }

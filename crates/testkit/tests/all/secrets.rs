@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use oma_testkit::driver_types::{Answer, Payloads, Response, RunReport, SessionOptions, Step};
+use oma_testkit::driver_types::{
+    Answer, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+};
 use oma_testkit::{
     agent_config, call_options, chat_request, endpoint, BeforeRunAnswer, BeforeRunResult,
     CannedResponse, CaptureOutbound, DriverHarness, EvaluationOptions, GuestOptions, Harness,
@@ -177,17 +179,17 @@ async fn no_path_of_the_portable_world_shows_the_key() {
         let step = guest.next_step(session).await.unwrap().unwrap();
         let shown = format!("{step:?}");
         let answer = match step {
-            Step::BeforeRun(_) => {
+            Poll::Step(Step::BeforeRun(_)) => {
                 assert_clean("the hook's context", &shown);
                 Answer::Hook(BeforeRunAnswer::Json(r#"{"prompt": "go"}"#.into()))
             }
             // The request itself carries the key in its headers, as it must.
-            Step::Send(_) => Answer::Response(Response {
+            Poll::Step(Step::Send(_)) => Answer::Response(Response {
                 status: 401,
                 headers: Vec::new(),
                 body: format!(r#"{{"type":"error","error":{{"type":"x","message":"bad {KEY}"}}}}"#),
             }),
-            Step::Done(RunReport::Json(result)) => {
+            Poll::Finished(RunReport::Json(result)) => {
                 assert_clean("the JSON result", &result);
                 return;
             }

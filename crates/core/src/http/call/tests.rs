@@ -319,7 +319,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
     let refused = call
         .handle(CallAnswer::Chunk(b"x".to_vec()), &Anthropic, &request)
         .expect_err("nothing asked yet");
-    assert_eq!(refused.name(), "SessionStateError");
+    assert_eq!(refused.reason.name(), "SessionStateError");
     expect_send(&mut call);
     for wrong in [
         CallAnswer::Chunk(b"x".to_vec()),
@@ -329,7 +329,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         let error = call
             .handle(wrong, &Anthropic, &request)
             .expect_err("not due");
-        assert_eq!(error.code(), Some("SESSION_STATE"));
+        assert_eq!(error.reason.code(), Some("SESSION_STATE"));
         assert!(error.to_string().contains("HTTP response"), "{error}");
     }
     call.handle(response(200, &reply("fine")), &Anthropic, &request)
@@ -337,7 +337,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
     let late = call
         .handle(response(200, &reply("again")), &Anthropic, &request)
         .expect_err("a second answer");
-    assert_eq!(late.name(), "SessionStateError");
+    assert_eq!(late.reason.name(), "SessionStateError");
     assert!(expect_done(&mut call).is_ok());
     assert!(call.handle(CallAnswer::End, &Anthropic, &request).is_err());
 }
@@ -522,13 +522,13 @@ fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
     // One attempt: the call lets go of the body, so taking it copies nothing.
     let mut single = call_with_one_attempt(&request);
     let outgoing = expect_send(&mut single);
-    assert_eq!(std::rc::Rc::strong_count(&outgoing.body), 1);
+    assert_eq!(std::sync::Arc::strong_count(&outgoing.body), 1);
     assert!(outgoing.body.contains("\"messages\""), "{}", outgoing.body);
     // Two attempts: the first is shared with the call, which sends it again after a failure;
     // the second, the last, is handed over with the same bytes.
     let mut call = call(&request, options(2));
     let first = expect_send(&mut call);
-    assert_eq!(std::rc::Rc::strong_count(&first.body), 2);
+    assert_eq!(std::sync::Arc::strong_count(&first.body), 2);
     let answer = CallAnswer::Response(HttpResponse {
         status: 500,
         headers: Vec::new(),
@@ -542,5 +542,5 @@ fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
     assert_eq!(second.attempt, 2);
     assert_eq!(*second.body, *first.body);
     drop(first);
-    assert_eq!(std::rc::Rc::strong_count(&second.body), 1);
+    assert_eq!(std::sync::Arc::strong_count(&second.body), 1);
 }

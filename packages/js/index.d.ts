@@ -102,8 +102,12 @@ export interface CallOptions {
   maxRetries?: number
   retryDelayMs?: number
   retryBackoff?: number
+  /** Connecting and the head; then each gap of a stream, or a whole response to its last byte (120 s). */
   timeoutMs?: number
+  /** The largest response body, counted as it arrives (32 MiB). */
   maxResponseBytes?: number
+  /** One call with its retries and waits (10 min). */
+  deadlineMs?: number
   /** `"open"` (default), `"offline"`, or a list of allowed origins. */
   egress?: 'open' | 'offline' | string[]
 }
@@ -125,6 +129,8 @@ export interface AgentConfig {
   topP?: number
   topK?: number
   thinkingBudget?: number
+  /** The most one run may take; past it the run fails with status `timeout` (none by default). */
+  deadlineMs?: number
   history?: LLMMessage[]
   beforeRun?: (context: BeforeRunContext) => BeforeRunResult | Promise<BeforeRunResult>
   tools?: ToolDefinition[]

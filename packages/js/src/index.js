@@ -27,10 +27,12 @@ export {
   SessionStateError,
 } from './errors.js'
 
-const CALL_KEYS = ['maxRetries', 'retryDelayMs', 'retryBackoff', 'timeoutMs', 'maxResponseBytes', 'egress']
+const CALL_KEYS = [
+  'maxRetries', 'retryDelayMs', 'retryBackoff', 'timeoutMs', 'maxResponseBytes', 'deadlineMs', 'egress',
+]
 const PLAIN_KEYS = [
   'name', 'model', 'provider', 'baseURL', 'apiKey', 'region', 'systemPrompt', 'maxTurns',
-  'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK', 'thinkingBudget',
+  'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK', 'thinkingBudget', 'deadlineMs',
 ]
 
 function callComponent(fn) {
@@ -163,11 +165,19 @@ function failureMessage(error) {
   return parts.join(': ').slice(0, 300)
 }
 
-/** An in-flight HTTP exchange with a resettable timeout (connect, first byte, between bytes). */
+/**
+ * An in-flight HTTP exchange and its timer. The step's `timeoutMs` (the component has already cut
+ * it to what is left of the call's and the run's deadlines) bounds connecting and the head; then,
+ * for a streamed response, each gap between bytes, and for a whole response, everything up to
+ * its last byte, so a provider that trickles a byte at a time cannot hold a non-streamed call
+ * open past it. A streamed response that trickles ends at the call's or the run's deadline,
+ * which the component checks after every chunk.
+ */
 class Exchange {
-  constructor(timeoutMs) {
+  constructor(timeoutMs, stream) {
     this.controller = new AbortController()
     this.timeoutMs = timeoutMs
+    this.stream = stream
     this.timedOut = false
     this.timer = null
     this.reader = null
@@ -201,35 +211,49 @@ class Exchange {
 /**
  * The request's headers for fetch. The body comes as bytes (scripts/patch-gen.mjs), for which
  * fetch sets no `content-type`; where the component sets none, this adds the one fetch gives a
- * string body, so the wire is what it was with a string.
+ * string body, so the wire is what it was with a string. It asks for `identity` encoding, where
+ * fetch would ask for gzip, deflate and br and inflate what comes: the component refuses an
+ * encoded body at its head, so no body is ever inflated past the response limit.
  */
 function requestHeaders(request) {
-  const headers = request.headers
+  const headers = request.headers.filter(([name]) => name.toLowerCase() !== 'accept-encoding')
+  headers.push(['accept-encoding', 'identity'])
   if (typeof request.body === 'string') return headers
   for (let i = 0; i < headers.length; i++) {
     if (headers[i][0].toLowerCase() === 'content-type') return headers
   }
-  return [...headers, ['content-type', 'text/plain;charset=UTF-8']]
+  headers.push(['content-type', 'text/plain;charset=UTF-8'])
+  return headers
 }
 
+/**
+ * Sends a `send` step's request. Redirects are never followed (`redirect: 'manual'`): a 3xx is
+ * handed to the component as it came, which makes it OMA's provider error, never retried, so
+ * the key in the headers goes to the configured origin only. Every answer is a head followed by
+ * chunks, streamed or not: the component counts the bytes against its response limit as they
+ * arrive, and the run stops reading (and closes the connection) the moment it is passed.
+ */
 async function send(request) {
-  const exchange = new Exchange(Number(request.timeoutMs))
+  const exchange = new Exchange(Number(request.timeoutMs), request.stream)
   try {
     const res = await fetch(request.url, {
       method: request.method,
       headers: requestHeaders(request),
       body: request.body,
       signal: exchange.controller.signal,
+      redirect: 'manual',
     })
-    const headers = [...res.headers]
-    if (!request.stream) {
-      const body = await res.text()
-      exchange.disarm()
-      return { exchange: null, answer: { tag: 'response', val: { status: res.status, headers, body } } }
+    if (res.type === 'opaqueredirect') {
+      // A runtime that hides the redirect's status (browsers do): nothing of it is usable.
+      exchange.close()
+      return {
+        exchange: null,
+        answer: { tag: 'failure', val: { kind: 'other', message: 'the provider answered with a redirect, which is not followed' } },
+      }
     }
-    exchange.disarm()
+    if (exchange.stream) exchange.disarm()
     exchange.reader = res.body ? res.body.getReader() : null
-    return { exchange, answer: { tag: 'head', val: { status: res.status, headers } } }
+    return { exchange, answer: { tag: 'head', val: { status: res.status, headers: [...res.headers] } } }
   } catch (error) {
     const answer = exchange.failure(error)
     exchange.close()
@@ -239,10 +263,10 @@ async function send(request) {
 
 async function receive(exchange) {
   if (!exchange || !exchange.reader) return { tag: 'end' }
-  exchange.arm()
+  if (exchange.stream) exchange.arm()
   try {
     const { done, value } = await exchange.reader.read()
-    exchange.disarm()
+    if (exchange.stream || done) exchange.disarm()
     return done ? { tag: 'end' } : { tag: 'chunk', val: value }
   } catch (error) {
     exchange.disarm()
@@ -380,6 +404,9 @@ async function safely(fn, value) {
   }
 }
 
+/** The steps that may come while a response body is still being read. */
+const READING = new Set(['receive', 'event', 'progress', 'evaluation'])
+
 /**
  * Steps a session to its end. Yields each `event` step's agent event; returns the parsed
  * AgentRunResult.
@@ -403,6 +430,12 @@ async function* drive(session, host) {
         }
         throw error
       }
+      if (exchange && !READING.has(step.tag)) {
+        // The call is over with this response (its end, a limit, a retry's wait): the rest of
+        // its body is not read.
+        exchange.close()
+        exchange = null
+      }
       switch (step.tag) {
         case 'before-run': {
           const context = JSON.parse(step.val.val)
@@ -417,7 +450,6 @@ async function* drive(session, host) {
           break
         }
         case 'send': {
-          if (exchange) exchange.close()
           const sent = await send(step.val)
           exchange = sent.exchange
           session.answer(sent.answer)

@@ -295,6 +295,10 @@ impl Call {
         }
         match (std::mem::replace(&mut self.state, State::Over), answer) {
             (State::Sent, CallAnswer::Response(response)) => {
+                if let Some(error) = self.encoded(response.status, &response.headers) {
+                    self.refuse_encoded(response.status, &response.headers, error);
+                    return Ok(());
+                }
                 // A whole response is a head, one chunk and the end.
                 let receiving = self.receiving(response.status, response.headers, adapter, request);
                 if let Some(receiving) = self.on_chunk(receiving, response.body) {
@@ -302,6 +306,10 @@ impl Call {
                 }
             }
             (State::Sent, CallAnswer::Head { status, headers }) => {
+                if let Some(error) = self.encoded(status, &headers) {
+                    self.refuse_encoded(status, &headers, error);
+                    return Ok(());
+                }
                 let receiving = self.receiving(status, headers, adapter, request);
                 self.state = State::Receiving(receiving);
             }
@@ -352,6 +360,43 @@ impl Call {
             self.expected()
         );
         Refused::new(answer, message)
+    }
+
+    /// The error for a body in a content encoding other than `identity`, if it is one. Hosts
+    /// ask for `identity` and nothing here inflates a body, so an encoded body could only be
+    /// read as garbage, and inflating it would let a few kilobytes grow past any limit before
+    /// a byte is counted. The encoding is named when it is a short token (never cut, so the
+    /// redaction of a key echoed there leaves no prefix).
+    fn encoded(&self, status: u16, headers: &[(String, String)]) -> Option<Error> {
+        let value = headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("content-encoding"))
+            .map(|(_, value)| value.trim())
+            .find(|value| !value.is_empty() && !value.eq_ignore_ascii_case("identity"))?;
+        let named = value.len() <= 32 && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+        Some(Error::Provider {
+            provider: self.provider.clone(),
+            status: Some(status),
+            message: if named {
+                format!("the response body is content-encoded ({value}); only identity is accepted")
+            } else {
+                "the response body is content-encoded; only identity is accepted".into()
+            },
+        })
+    }
+
+    /// Ends an attempt whose body is encoded, before any of it is read: a 2xx is not asked for
+    /// again (the same provider would encode it again), any other status is retried as its
+    /// status says.
+    fn refuse_encoded(&mut self, status: u16, headers: &[(String, String)], error: Error) {
+        if (200..300).contains(&status) {
+            return self.finish(Err(error));
+        }
+        let retry_after = headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
+            .and_then(|(_, value)| super::retry::parse_retry_after(value));
+        self.fail(error, retry_after);
     }
 
     fn receiving(

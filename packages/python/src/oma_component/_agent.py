@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 from wasmtime.component import Variant
 
 from ._errors import OmaError
-from ._http import HttpClient, TransportFailure, default_client
+from ._http import DEFAULT_MAX_RESPONSE_BYTES, HttpClient, TransportFailure, default_client
 from ._runtime import dumps as _dumps
 from ._runtime import ChunkAnswer, Runtime, default_runtime, record
 
@@ -200,6 +200,8 @@ class _Host:
     on_progress: Optional[Callable[[Dict[str, Any]], None]] = None
     on_case: Optional[Callable[[Dict[str, Any]], None]] = None
     sleep: Callable[[float], None] = time.sleep
+    # Where a whole response's read stops (the component decides what a body past it means).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
 def _hook_answer(host: _Host, context_json: str) -> Variant:
@@ -234,6 +236,10 @@ def _tool_answer(host: _Host, call: Any) -> Variant:
     return Variant("tool-json", record(id=call.id, content=_dumps(content), is_error=is_error))
 
 
+# The steps that may come while a response body is still being read.
+_READING = frozenset(("receive", "event", "progress", "evaluation"))
+
+
 def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[Dict[str, Any]]:
     """Steps ``session`` to its end; yields stream events; returns the result dict."""
     response = None
@@ -245,16 +251,20 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
         while True:
             step = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             tag, p = step.tag, step.payload
+            if response is not None and tag not in _READING:
+                # The call is over with this response (its end, a limit, a retry's wait): the
+                # rest of its body is not read.
+                response.close()
+                response = None
             if tag == "send":
-                if response is not None:
-                    response.close()
-                    response = None
                 try:
                     if p.stream:
+                        # The head first, the body as the session asks for it: the component
+                        # counts each chunk against its limit as it arrives.
                         response = host.client.open(p)
                         answer = Variant("head", record(status=response.status, headers=response.headers))
                     else:
-                        status, headers, body = host.client.send(p)
+                        status, headers, body = host.client.send(p, host.max_response_bytes)
                         answer = Variant("response", record(status=status, headers=headers, body=body))
                 except TransportFailure as f:
                     answer = Variant("failure", record(kind=f.kind, message=f.message))
@@ -321,14 +331,15 @@ def _config(
     region: Optional[str], system_prompt: Optional[str], max_turns: Optional[int],
     max_token_budget: Optional[int], max_tokens: Optional[int], temperature: Optional[float],
     top_p: Optional[float], top_k: Optional[int], thinking_budget: Optional[int],
-    tools: Sequence[Tool], before_run: bool, backend: Optional[Backend], history: Optional[Sequence[Any]],
-    call: Optional[Dict[str, Any]],
+    deadline_ms: Optional[int], tools: Sequence[Tool], before_run: bool, backend: Optional[Backend],
+    history: Optional[Sequence[Any]], call: Optional[Dict[str, Any]],
 ) -> Dict[str, Any]:
     cfg: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
     optional = {
         "baseURL": base_url, "apiKey": api_key, "region": region, "systemPrompt": system_prompt,
         "maxTurns": max_turns, "maxTokenBudget": max_token_budget, "maxTokens": max_tokens,
         "temperature": temperature, "topP": top_p, "topK": top_k, "thinkingBudget": thinking_budget,
+        "deadlineMs": deadline_ms,
     }
     cfg.update({k: v for k, v in optional.items() if v is not None})
     if tools:
@@ -344,9 +355,15 @@ def _config(
     return cfg
 
 
+def _limit(cfg: Dict[str, Any]) -> int:
+    """The response limit a configuration sets (the component refuses one that is not a count)."""
+    value = cfg.get("call", {}).get("maxResponseBytes")
+    return value if isinstance(value, int) and value >= 0 else DEFAULT_MAX_RESPONSE_BYTES
+
+
 _CALL_KEYS = {
     "max_retries": "maxRetries", "retry_delay_ms": "retryDelayMs", "retry_backoff": "retryBackoff",
-    "timeout_ms": "timeoutMs", "max_response_bytes": "maxResponseBytes",
+    "timeout_ms": "timeoutMs", "max_response_bytes": "maxResponseBytes", "deadline_ms": "deadlineMs",
 }
 
 
@@ -359,9 +376,12 @@ class Agent:
     OMA's ``AgentRunResult`` as a dict. Invalid input raises :class:`InvalidMessageError` before
     anything happens; anything that fails later is a result with ``success: False``.
 
-    ``call`` sets the provider call options: ``max_retries``, ``retry_delay_ms``,
-    ``retry_backoff``, ``timeout_ms``, ``max_response_bytes``, ``egress`` (``"open"``,
-    ``"offline"`` or a list of origins).
+    ``deadline_ms`` is the most one run may take (past it the run fails with status
+    ``timeout``). ``call`` sets the provider call options: ``max_retries``, ``retry_delay_ms``,
+    ``retry_backoff``, ``timeout_ms`` (connecting and the head; then each gap between a stream's
+    bytes, or a whole response up to its last byte), ``max_response_bytes`` (32 MiB by default,
+    counted as the bytes arrive), ``deadline_ms`` (one call with its retries, 10 minutes by
+    default), ``egress`` (``"open"``, ``"offline"`` or a list of origins).
     """
 
     def __init__(
@@ -381,6 +401,7 @@ class Agent:
         top_p: Optional[float] = None,
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
+        deadline_ms: Optional[int] = None,
         history: Optional[Sequence[Dict[str, Any]]] = None,
         before_run: Optional[Callable[[Dict[str, Any]], Any]] = None,
         tools: Sequence[Tool] = (),
@@ -396,11 +417,12 @@ class Agent:
             name=name, model=model, provider=provider, base_url=base_url, api_key=api_key, region=region,
             system_prompt=system_prompt, max_turns=max_turns, max_token_budget=max_token_budget,
             max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            thinking_budget=thinking_budget, tools=tools, before_run=before_run is not None,
+            thinking_budget=thinking_budget, deadline_ms=deadline_ms, tools=tools,
+            before_run=before_run is not None,
             backend=backend, history=None, call=call,
         )
         self._host = _Host(client=http_client or default_client(), tools={t.name: t for t in tools},
-                           before_run=before_run, backend=backend)
+                           before_run=before_run, backend=backend, max_response_bytes=_limit(self._config))
         self._seed = seed
         self._lock = threading.Lock()
         # The committed history as OMA JSON text, kept so a replaced instance can re-create us.
@@ -537,8 +559,8 @@ def run_agent(
         max_token_budget=config.pop("max_token_budget", None), max_tokens=config.pop("max_tokens", None),
         temperature=config.pop("temperature", None), top_p=config.pop("top_p", None),
         top_k=config.pop("top_k", None), thinking_budget=config.pop("thinking_budget", None),
-        tools=tools, before_run=before_run is not None, backend=backend,
-        history=config.pop("history", None), call=config.pop("call", None),
+        deadline_ms=config.pop("deadline_ms", None), tools=tools, before_run=before_run is not None,
+        backend=backend, history=config.pop("history", None), call=config.pop("call", None),
     )
     if config:
         raise TypeError(f"unknown configuration: {', '.join(sorted(config))}")
@@ -551,7 +573,7 @@ def run_agent(
     options = record(progress=on_progress is not None, evaluation=evaluation_record)
     session_options = record(payloads="json", seed=seed if seed is not None else secrets.randbits(64))
     host = _Host(client=http_client or default_client(), tools={t.name: t for t in tools}, before_run=before_run,
-                 backend=backend, on_progress=on_progress, on_case=on_case)
+                 backend=backend, on_progress=on_progress, on_case=on_case, max_response_bytes=_limit(cfg))
     with rt.lock():
         session = rt.call("run-agent-json", _dumps(cfg), _dumps(_input(input)), options, session_options)
         generation = rt.generation

@@ -544,3 +544,56 @@ fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
     drop(first);
     assert_eq!(std::sync::Arc::strong_count(&second.body), 1);
 }
+
+/// Hosts ask for `identity`; a body encoded anyway is refused at its head, before a byte of it
+/// is read or inflated: a 2xx is not asked for again, an error status is retried as its status
+/// says, and a key echoed in the header is redacted.
+#[test]
+fn encoded_bodies_are_refused_at_the_head() {
+    let encoded = |status: u16, value: &str| CallAnswer::Head {
+        status,
+        headers: vec![("Content-Encoding".into(), value.into())],
+    };
+    for stream in [false, true] {
+        let request = request(stream);
+        let mut call = call(&request, options(3));
+        expect_send(&mut call);
+        call.handle(encoded(200, "gzip"), &Anthropic, &request)
+            .expect("due");
+        let error = expect_done(&mut call).expect_err("encoded");
+        assert_eq!(
+            error.to_string(),
+            "200 the response body is content-encoded (gzip); only identity is accepted"
+        );
+        assert!(!error.retryable());
+        assert!(call.poll(NOW).is_none(), "nothing more is read");
+    }
+    // `identity`, in any case, and an empty value are plain bodies.
+    let request = request(false);
+    for value in ["identity", " Identity ", ""] {
+        let mut call = call_with_one_attempt(&request);
+        expect_send(&mut call);
+        let answer = CallAnswer::Response(HttpResponse {
+            status: 200,
+            headers: vec![("content-encoding".into(), value.into())],
+            body: reply("plain").into_bytes(),
+        });
+        call.handle(answer, &Anthropic, &request).expect("due");
+        assert!(expect_done(&mut call).is_ok(), "{value:?}");
+    }
+    // A 503 that is encoded is retried like any 503.
+    let mut call = call(&request, options(2));
+    expect_send(&mut call);
+    call.handle(encoded(503, "br"), &Anthropic, &request)
+        .expect("due");
+    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
+    // A key in the header never reaches the error; a long value is not echoed at all.
+    for value in [KEY.to_owned(), format!("gzip, {}", "x".repeat(100))] {
+        let mut call = call_with_one_attempt(&request);
+        expect_send(&mut call);
+        call.handle(encoded(200, &value), &Anthropic, &request)
+            .expect("due");
+        let error = expect_done(&mut call).expect_err("encoded").to_string();
+        assert!(!error.contains(KEY) && !error.contains("xxxx"), "{error}");
+    }
+}

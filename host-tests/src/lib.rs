@@ -187,7 +187,7 @@ pub use bindings::oma::agent::wire::{
     AwsCredentials, CallOptions, ChatRequest, EgressPolicy, Endpoint, HttpRequest, LlmResponse,
     Sampling, TokenUsage, ToolDefinition,
 };
-pub use canned::{Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
+pub use canned::{aws_event_message, Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
 pub use driver::{empty_linker, instantiate_empty, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
 pub use engine::{default_cache_dir, ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::error_json;

@@ -4,10 +4,12 @@
 //! exact messages (`fixtures/`, the same tables the native unit tests can read), round trips of
 //! every kind of block, `validate-messages` on WIT values, a 16 MiB workload, the harness
 //! itself, provider calls through wasi-http against the loopback simulator (`provider`), and the
-//! gateway served over HTTP in process (`serve`).
+//! gateway served over HTTP in process (`serve`), the recorded-response corpus replayed to
+//! every world (`corpus`, `fixtures/corpus/`).
 
 mod agent;
 mod common;
+mod corpus;
 mod driver;
 mod guard;
 mod hardening;

@@ -2,13 +2,12 @@
 //
 // The component never does I/O. Every run is a driver session that this module steps: it asks
 // for the next step, performs it with the platform's means (fetch, timers, the caller's hook and
-// tools, a child process), answers, and asks again until the `done` step.
+// tools, a child process), answers, and asks again until the session is `finished`.
 
 import { driver } from '../gen/oma_portable.js'
 import {
   InvalidMessageError,
   TokenBudgetExceededError,
-  SessionStateError,
   errorFrom,
   fromComponent,
 } from './errors.js'
@@ -408,28 +407,63 @@ async function safely(fn, value) {
 const READING = new Set(['receive', 'event', 'progress', 'evaluation'])
 
 /**
+ * A timer that resolves with `null` at `atMs` (milliseconds since the Unix epoch) and can be
+ * cancelled, so that a run that ends early leaves no timer keeping the process alive.
+ */
+function wakeAt(atMs) {
+  let timer
+  const promise = new Promise((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, atMs - Date.now()), null)
+  })
+  return { promise, cancel: () => clearTimeout(timer) }
+}
+
+/** Describes what a session waits for, for an error message. */
+function dueText(due) {
+  return due.map((d) => (d.tag === 'tool' ? `tool ${d.val}` : d.tag)).join(', ')
+}
+
+/**
  * Steps a session to its end. Yields each `event` step's agent event; returns the parsed
  * AgentRunResult.
+ *
+ * HTTP steps are performed in turn. The hook, tools and external backends run as pending
+ * answers: tool calls of one turn start at once and run concurrently, and while the session
+ * waits for them it is asked again at the instant it names (`wake-at-ms`, the run's deadline),
+ * so a hook or a tool that outlives the deadline ends the run with OMA's timeout instead of
+ * holding it.
  */
 async function* drive(session, host) {
   let exchange = null
+  /** Answers under way, by the `due` they will answer: promises of `[key, answer]`. */
   const pending = new Map()
   try {
     for (;;) {
-      let step
+      let polled
       try {
-        step = session.next(BigInt(Date.now()))
+        polled = session.next(BigInt(Date.now()))
       } catch (e) {
-        const error = fromComponent(e)
-        if (error instanceof SessionStateError && pending.size > 0) {
-          // Tool calls of one turn run concurrently; answer the first one that finishes.
-          const [id, outcome] = await Promise.race(pending.values())
-          pending.delete(id)
-          answerTool(session, id, outcome)
-          continue
-        }
-        throw error
+        throw fromComponent(e)
       }
+      if (polled.tag === 'finished') return JSON.parse(polled.val.val)
+      if (polled.tag === 'waiting') {
+        const { due, wakeAtMs } = polled.val
+        if (pending.size === 0) {
+          throw new Error(`the session waits for ${dueText(due)}, which this host does not owe`)
+        }
+        const timer = wakeAtMs === undefined ? null : wakeAt(Number(wakeAtMs))
+        const first = await Promise.race(
+          timer ? [...pending.values(), timer.promise] : [...pending.values()],
+        )
+        timer?.cancel()
+        if (first !== null) {
+          const [key, answer] = first
+          pending.delete(key)
+          answer(session)
+        }
+        continue
+      }
+      const step = polled.val
       if (exchange && !READING.has(step.tag)) {
         // The call is over with this response (its end, a limit, a retry's wait): the rest of
         // its body is not read.
@@ -439,14 +473,18 @@ async function* drive(session, host) {
       switch (step.tag) {
         case 'before-run': {
           const context = JSON.parse(step.val.val)
-          let hook
-          try {
-            const result = await host.beforeRun(context)
-            hook = { tag: 'json', val: JSON.stringify(result) ?? 'null' }
-          } catch (error) {
-            hook = { tag: 'failed', val: errorMessage(error) }
-          }
-          session.answer({ tag: 'hook', val: hook })
+          const answer = (async () => {
+            try {
+              const result = await host.beforeRun(context)
+              return { tag: 'json', val: JSON.stringify(result) ?? 'null' }
+            } catch (error) {
+              return { tag: 'failed', val: errorMessage(error) }
+            }
+          })()
+          pending.set(
+            'before-run',
+            answer.then((hook) => ['before-run', (s) => s.answer({ tag: 'hook', val: hook })]),
+          )
           break
         }
         case 'send': {
@@ -470,15 +508,21 @@ async function* drive(session, host) {
           break
         case 'call-tool': {
           const call = step.val
+          const key = `tool:${call.id}`
           pending.set(
-            call.id,
-            callTool(host, call).then((outcome) => [call.id, outcome]),
+            key,
+            callTool(host, call).then((outcome) => [key, (s) => answerTool(s, call.id, outcome)]),
           )
           break
         }
-        case 'external-send':
-          session.answer({ tag: 'external', val: await external(host, step.val) })
+        case 'external-send': {
+          const reply = external(host, step.val)
+          pending.set(
+            'external',
+            reply.then((val) => ['external', (s) => s.answer({ tag: 'external', val })]),
+          )
           break
+        }
         case 'event':
           yield step.val
           break
@@ -492,8 +536,6 @@ async function* drive(session, host) {
         case 'evaluation':
           await safely(host.onCase, JSON.parse(step.val.val))
           break
-        case 'done':
-          return JSON.parse(step.val.val)
         default:
           throw new Error(`unknown step ${step.tag}`)
       }

@@ -528,3 +528,35 @@ test('a prompt with a failing run keeps the user turn and no reply', async () =>
   assert.equal(r.success, false)
   assert.deepEqual(a.getHistory(), [{ role: 'user', content: [{ type: 'text', text: 'hello?' }] }])
 })
+
+test('a tool that outlives the run deadline ends the run with OMA timeout, not a hang', async () => {
+  server.queue(anthropicToolUse([['t1', 'stuck', {}]]))
+  let finish
+  const stuck = new Promise((resolve) => { finish = resolve })
+  const a = agent({
+    deadlineMs: 300,
+    tools: [{ name: 'stuck', description: 'never answers in time', inputSchema: { type: 'object' },
+      execute: async () => { await stuck; return 'too late' } }],
+  })
+  const started = Date.now()
+  const result = await a.run('go')
+  const elapsed = Date.now() - started
+  finish()
+  assert.equal(result.success, false)
+  assert.equal(result.status.code, 'timeout')
+  assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
+  assert.ok(elapsed >= 250 && elapsed < 2000, `ended after ${elapsed} ms`)
+  assert.equal(server.requests.length, 1, 'nothing was sent after the deadline')
+})
+
+test('a beforeRun hook that outlives the run deadline ends the run with OMA timeout', async () => {
+  let finish
+  const stuck = new Promise((resolve) => { finish = resolve })
+  const a = agent({ deadlineMs: 300, beforeRun: async (ctx) => { await stuck; return ctx } })
+  const started = Date.now()
+  const result = await a.run('go')
+  finish()
+  assert.equal(result.status.code, 'timeout')
+  assert.ok(Date.now() - started < 2000)
+  assert.equal(server.requests.length, 0, 'the hook never answered, so nothing was sent')
+})

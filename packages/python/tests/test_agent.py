@@ -427,3 +427,40 @@ def test_seeded_runs_are_deterministic(loop, anthropic):
 def test_agent_context_manager(loop, anthropic):
     with oma.Agent(**anthropic) as agent:
         assert agent.run("x")["success"]
+
+
+def test_a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, anthropic):
+    loop.script(Reply(body=anthropic_tool_use([{"id": "t1", "name": "stuck", "input": {}}])))
+    release = __import__("threading").Event()
+
+    def stuck(_args):
+        release.wait(5)
+        return "too late"
+
+    agent = oma.Agent(tools=[oma.Tool("stuck", "never in time", {"type": "object"}, stuck)],
+                      deadline_ms=300, **anthropic)
+    started = time.monotonic()
+    result = agent.run("go")
+    elapsed = time.monotonic() - started
+    release.set()
+    assert result["success"] is False
+    assert result["status"]["code"] == "timeout"
+    assert result["errorInfo"]["name"] == "LLMCallTimeoutError"
+    assert 0.25 <= elapsed < 2.0, elapsed
+    assert len(loop.requests) == 1, "nothing was sent after the deadline"
+
+
+def test_a_hook_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, anthropic):
+    release = __import__("threading").Event()
+
+    def hook(ctx):
+        release.wait(5)
+        return ctx
+
+    agent = oma.Agent(before_run=hook, deadline_ms=300, **anthropic)
+    started = time.monotonic()
+    result = agent.run("go")
+    release.set()
+    assert result["status"]["code"] == "timeout"
+    assert time.monotonic() - started < 2.0
+    assert loop.requests == [], "the hook never answered, so nothing was sent"

@@ -1643,3 +1643,34 @@ async fn the_hosts_run_result_json_matches_the_components() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_tool_that_outlives_the_run_deadline_ends_the_run_with_omas_timeout() {
+    // The host's tool takes longer than the whole run may: the run ends with OMA's timeout when
+    // the tool comes back, and nothing more is sent.
+    let host = ScriptedHost::new().with_tool(|_call: &ToolUseBlock| {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        ToolOutcome {
+            content: ToolResultContent::Text("too late".into()),
+            is_error: false,
+        }
+    });
+    let mut bench = Bench::new(
+        vec![
+            (200, tool_reply("call_1", "screenshot", json!({}))),
+            (200, text_reply("never asked", 1, 1)),
+        ],
+        host,
+    )
+    .await;
+    let mut cfg = config("anthropic");
+    cfg.tools = vec![lookup_tool()];
+    cfg.deadline_ms = Some(200);
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("Look".into())).await;
+    assert!(!result.success, "{result:?}");
+    let failure = result.failure.as_ref().expect("a failed run says why");
+    assert_eq!(failure.status.code, StatusCode::Timeout);
+    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(bench.requests.all().len(), 1, "nothing was sent past the deadline");
+}

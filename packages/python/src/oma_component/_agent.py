@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import queue
 import secrets
 import subprocess
 import threading
@@ -240,16 +241,81 @@ def _tool_answer(host: _Host, call: Any) -> Variant:
 _READING = frozenset(("receive", "event", "progress", "evaluation"))
 
 
+def _external_answer(host: _Host, p: Any) -> Any:
+    backend = host.backend
+    try:
+        if backend is None:
+            raise RuntimeError("no external backend is configured")
+        outcome = Variant("ok", backend.send(p.text))
+    except Exception as e:  # noqa: BLE001 - a failing backend fails the run
+        outcome = Variant("err", str(e) or type(e).__name__)
+    return Variant("external", outcome)
+
+
+class _Pending:
+    """The hook, tool and backend calls of a run under way, each on a daemon thread of its own.
+
+    Their answers come back through one queue and are given to the session on the caller's
+    thread (the component is not shared between threads). While the session waits for them it
+    is asked again at the instant it names (the run's deadline), so a call that outlives the
+    deadline ends the run with OMA's timeout instead of holding it; the abandoned call's thread
+    finishes on its own and its answer is dropped.
+    """
+
+    def __init__(self) -> None:
+        self._answers: "queue.Queue[Any]" = queue.Queue()
+        self.count = 0
+
+    def start(self, compute: Callable[[], Any]) -> None:
+        def work() -> None:
+            try:
+                self._answers.put(compute())
+            except BaseException as e:  # noqa: BLE001 - compute() catches what the user raises
+                self._answers.put(e)
+
+        self.count += 1
+        threading.Thread(target=work, name="oma-host-call", daemon=True).start()
+
+    def next(self, wake_at_ms: Optional[int]) -> Any:
+        """The next answer, or ``None`` when ``wake_at_ms`` passed first."""
+        timeout = None if wake_at_ms is None else max(0.0, (wake_at_ms - _now_ms()) / 1000.0)
+        try:
+            answer = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.count -= 1
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
 def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[Dict[str, Any]]:
-    """Steps ``session`` to its end; yields stream events; returns the result dict."""
+    """Steps ``session`` to its end; yields stream events; returns the result dict.
+
+    HTTP steps are performed in turn; the hook, tools and external backends run as pending calls
+    (tools of one turn at once), held to the run's deadline.
+    """
     response = None
+    pending = _Pending()
 
     def reply(answer: Any) -> None:
         rt.call("[method]session.answer", session, answer, generation=generation)
 
     try:
         while True:
-            step = rt.call("[method]session.next", session, _now_ms(), generation=generation)
+            polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
+            if polled.tag == "finished":
+                return json.loads(_text_of(polled.payload))
+            if polled.tag == "waiting":
+                waiting = polled.payload
+                if pending.count == 0:
+                    due = ", ".join(d.tag for d in waiting.due)
+                    raise OmaError(f"the session waits for {due}, which this host does not owe")
+                answer = pending.next(getattr(waiting, "wake-at-ms"))
+                if answer is not None:
+                    reply(answer)
+                continue
+            step = polled.payload
             tag, p = step.tag, step.payload
             if response is not None and tag not in _READING:
                 # The call is over with this response (its end, a limit, a retry's wait): the
@@ -283,18 +349,12 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
                 host.sleep(p / 1000.0)
                 reply(Variant("waited"))
             elif tag == "before-run":
-                reply(_hook_answer(host, _text_of(p)))
+                context = _text_of(p)
+                pending.start(lambda: _hook_answer(host, context))
             elif tag == "call-tool":
-                reply(_tool_answer(host, p))
+                pending.start(lambda call=p: _tool_answer(host, call))
             elif tag == "external-send":
-                backend = host.backend
-                try:
-                    if backend is None:
-                        raise RuntimeError("no external backend is configured")
-                    outcome = Variant("ok", backend.send(p.text))
-                except Exception as e:  # noqa: BLE001 - a failing backend fails the run
-                    outcome = Variant("err", str(e) or type(e).__name__)
-                reply(Variant("external", outcome))
+                pending.start(lambda request=p: _external_answer(host, request))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:
@@ -305,8 +365,6 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
             elif tag == "evaluation":
                 if host.on_case is not None:
                     host.on_case(json.loads(_text_of(p)))
-            elif tag == "done":
-                return json.loads(_text_of(p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:

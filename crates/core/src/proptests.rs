@@ -435,14 +435,14 @@ proptest! {
             json_like_text(),
         ]
     ) {
-        let mut writer = crate::adapter::body::Writer::with_capacity(0);
+        let mut writer = crate::json::writer::Writer::with_capacity(0);
         writer.string(&text);
         prop_assert_eq!(writer.finish(), serde_json::to_string(&text).unwrap());
     }
 
     #[test]
     fn body_json_values_are_written_as_serde_json_writes_them(value in json_value()) {
-        let mut writer = crate::adapter::body::Writer::with_capacity(0);
+        let mut writer = crate::json::writer::Writer::with_capacity(0);
         writer.json(&value);
         prop_assert_eq!(writer.finish(), serde_json::to_string(&value).unwrap());
     }
@@ -566,8 +566,8 @@ mod machine_answers {
 
     use crate::agent::before_run::BeforeRunResult;
     use crate::agent::config::AgentSettings;
+    use crate::agent::exchange::{HookAnswer, ToolOutcome};
     use crate::agent::machine::{Answer, Poll, RunMachine, Step};
-    use crate::agent::session::{HookAnswer, ToolOutcome};
     use crate::http::call::CallAnswer;
     use crate::http::retry::RetryPolicy;
     use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};

@@ -17,11 +17,14 @@ use serde_json::{json, Value};
 
 use oma_core::adapter::{self, ChatRequest, IdSource, Sampling};
 use oma_core::agent::config::AgentSettings;
+use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
+use oma_core::agent::exchange::AgentEvent;
 use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::outcome_json;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{ErrorInfo, StatusCode};
-use oma_core::agent::session::{self, outcome_json, AgentEvent};
-use oma_core::agent::turn::{Event, RunOutcome};
+use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::http::call::CallOptions;
 use oma_core::http::display::render_request;
@@ -425,7 +428,7 @@ pub fn start_run(
             },
         ));
     }
-    let agent = session::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
+    let agent = entry::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
     agent
         .start(input, streaming, seed)
         .map_err(|e| unprocessable(&e))

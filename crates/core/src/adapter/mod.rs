@@ -15,7 +15,6 @@
 pub mod ai_sdk;
 pub mod anthropic;
 pub mod bedrock;
-pub mod body;
 pub mod gemini;
 pub mod openai;
 pub mod reasoning;

@@ -40,12 +40,14 @@ use serde_json::json;
 use crate::adapter::{self, Adapter, ChatRequest, Endpoint, IdSource, StreamEvent};
 use crate::agent::before_run::{self, transport_prompt, BeforeRunContext, ExternalKind};
 use crate::agent::evaluation::{scorer_input, stored_payload, RunInput, StorePayloads};
-use crate::agent::outcome::classify;
-use crate::agent::progress::agent_start_data;
-use crate::agent::session::{
-    outcome_json, AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+use crate::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use crate::agent::turn::{Action, Ending, RunOutcome, TurnLoop, TurnOptions};
+use crate::agent::outcome::classify;
+use crate::agent::outcome::outcome_json;
+use crate::agent::outcome::{Ending, RunOutcome};
+use crate::agent::progress::agent_start_data;
+use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
 use crate::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
 use crate::message::{ContentBlock, LlmMessage, Role, TextBlock, TokenUsage, ToolResultBlock};

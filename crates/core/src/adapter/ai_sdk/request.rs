@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::{GENERATE_TEXT_URL, PROVIDER_LABEL, STREAM_TEXT_URL};
-use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{ChatRequest, HttpRequest, ToolDefinition};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, ReasoningBlock, Role, ToolResultBlock,
     ToolResultContent, ToolResultPart,

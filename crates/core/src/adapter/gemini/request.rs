@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
 };

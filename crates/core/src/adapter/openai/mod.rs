@@ -28,10 +28,10 @@ pub(crate) mod stream_tests;
 use serde_json::{json, Value};
 
 use self::messages::{wire_messages, WireMessage};
-use super::body::Writer;
 use super::{join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest};
 use super::{StreamDecoder, ToolDefinition};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::LlmResponse;
 
 /// The names [`preset`] knows.

@@ -355,7 +355,6 @@ export interface CallOptions {
   readonly deadlineMs?: number
   /** `"open"` (default), `"offline"`, or a list of allowed origins. */
   readonly egress?: 'open' | 'offline' | readonly string[]
-  readonly [key: string]: unknown
 }
 
 /** The providers the component speaks (OMA's names), or any name with `baseURL`. */

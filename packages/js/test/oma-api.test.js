@@ -4,6 +4,9 @@
 // the package's own options refusing unknown keys.
 import { test, before, after, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
+import { readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { z } from 'zod'
 import {
   Agent, OpenMultiAgent, ToolRegistry, ToolExecutor, defineTool, zodToJsonSchema, runAgent,
@@ -225,6 +228,36 @@ test('abortSignal ends a retry wait and reaches tools, which get the signal', as
   assert.equal(r2.status.code, 'cancelled')
   assert.equal(toolSignal.aborted, true)
   assert.equal(server.requests.length, 1)
+})
+
+test('abortSignal leaves a pending beforeRun hook and kills a process backend', async () => {
+  const controller = new AbortController()
+  let finish
+  const hook = new Promise((resolve) => { finish = resolve })
+  const pending = new Agent(config({ beforeRun: async (ctx) => { await hook; return ctx } })).run('x', { abortSignal: controller.signal })
+  await new Promise((r) => setTimeout(r, 100))
+  let t0 = Date.now()
+  controller.abort()
+  const hooked = await pending
+  finish()
+  assert.ok(Date.now() - t0 < 500)
+  assert.equal(hooked.status.code, 'cancelled')
+  assert.equal(server.requests.length, 0)
+
+  const pidFile = join(tmpdir(), `oma-sleeper-${process.pid}.pid`)
+  const sleeper = { kind: 'process', command: process.execPath, args: ['-e', `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setTimeout(() => {}, 30000)`] }
+  const c2 = new AbortController()
+  const p2 = new Agent({ name: 'proc', backend: sleeper }).run('x', { abortSignal: c2.signal })
+  await new Promise((r) => setTimeout(r, 300))
+  t0 = Date.now()
+  c2.abort()
+  const r2 = await p2
+  assert.ok(Date.now() - t0 < 500)
+  assert.equal(r2.status.code, 'cancelled')
+  const pid = Number(readFileSync(pidFile, 'utf8'))
+  rmSync(pidFile, { force: true })
+  await new Promise((r) => setTimeout(r, 200))
+  assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'the backend process was killed')
 })
 
 test('timeoutMs bounds the run and callTimeoutMs each model call: OMA timeout', async () => {

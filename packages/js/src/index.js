@@ -248,7 +248,8 @@ function prepareConfig(config, registry, executor) {
   }
   const reg = registry ?? new ToolRegistry()
   const exec = executor ?? new ToolExecutor(reg, { maxToolOutputChars: config.maxToolOutputChars })
-  const { beforeRun, afterRun, apiKey, credentials, ...agentInfo } = config
+  // The hooks and the secrets are left out of `ctx.agent` (`agentInfo` below).
+  const { beforeRun, afterRun, apiKey, credentials, aws, ...agentInfo } = config
   return {
     json,
     host: {
@@ -270,7 +271,8 @@ function prepareConfig(config, registry, executor) {
       disallowed: config.disallowedTools,
       legacy,
       custom,
-      // OMA's `ctx.agent`: the configuration without the hooks and without secrets.
+      // OMA's `ctx.agent`: the configuration without the hooks and without secrets (the key,
+      // the tools' credentials, SigV4 credentials).
       agentInfo,
     },
   }

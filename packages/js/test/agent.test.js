@@ -249,6 +249,7 @@ test('async beforeRun: OMA context {prompt, messages, agent} (agent: the configu
   let seen
   const a = agent({
     systemPrompt: 'sys',
+    credentials: { TOOL_TOKEN: 'tool-secret-value' },
     beforeRun: async (ctx) => {
       seen = ctx
       await new Promise((r) => setTimeout(r, 10))
@@ -263,10 +264,12 @@ test('async beforeRun: OMA context {prompt, messages, agent} (agent: the configu
   assert.equal(seen.agent.systemPrompt, 'sys')
   assert.equal(seen.agent.baseURL, server.url)
   assert.equal('apiKey' in seen.agent, false)
+  assert.equal('credentials' in seen.agent, false)
   assert.equal('beforeRun' in seen.agent, false)
   assert.equal(seen.messages.length, 1)
   assert.equal(seen.config.model, 'claude-test')
   assert.ok(!JSON.stringify(seen).includes(KEY))
+  assert.ok(!JSON.stringify(seen).includes('tool-secret-value'))
   assert.deepEqual(server.requests[0].body.messages[0].content, [{ type: 'text', text: 'ab (rewritten)' }])
 })
 

@@ -286,7 +286,7 @@ export interface BeforeRunHookContext {
   /** The text blocks of the latest user message, joined with no separator. */
   readonly prompt: string
   readonly messages: readonly LLMMessage[]
-  /** The agent's configuration, without `beforeRun`, `afterRun`, `apiKey` and `credentials`. */
+  /** The agent's configuration, without `beforeRun`, `afterRun`, `apiKey`, `credentials` and `aws`. */
   readonly agent: AgentConfig
   /** The package's: the component's view of the configuration (no hooks, no secrets). */
   readonly config?: Record<string, unknown>

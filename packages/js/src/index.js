@@ -1021,7 +1021,9 @@ export class Agent {
     if (key !== this.#toolsKey) {
       const history = JSON.parse(this.#agent.getHistoryJson())
       const json = { ...this.#json, tools: run.tools.json, history }
+      const previous = this.#agent
       this.#agent = callComponent(() => driver.Agent.createJson(JSON.stringify(json)))
+      previous[Symbol.dispose ?? Symbol.for('dispose')]?.()
       this.#toolsKey = key
     }
     return this.#agent

@@ -244,11 +244,12 @@ test('prompt appends to history; getHistory copies; reset clears', async () => {
   assert.deepEqual(a.getHistory(), [])
 })
 
-test('async beforeRun: context {agent, prompt, messages, config}; the rewrite is sent', async () => {
+test('async beforeRun: OMA context {prompt, messages, agent} (agent: the configuration, no secrets); the rewrite is sent', async () => {
   server.queue(anthropicMessage('hooked'))
   let seen
   const a = agent({
     systemPrompt: 'sys',
+    credentials: { TOOL_TOKEN: 'tool-secret-value' },
     beforeRun: async (ctx) => {
       seen = ctx
       await new Promise((r) => setTimeout(r, 10))
@@ -258,10 +259,17 @@ test('async beforeRun: context {agent, prompt, messages, config}; the rewrite is
   const result = await a.run([{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }])
   assert.equal(result.success, true)
   assert.equal(seen.prompt, 'ab')
-  assert.equal(seen.agent, 'tester')
+  assert.equal(seen.agent.name, 'tester')
+  assert.equal(seen.agent.model, 'claude-test')
+  assert.equal(seen.agent.systemPrompt, 'sys')
+  assert.equal(seen.agent.baseURL, server.url)
+  assert.equal('apiKey' in seen.agent, false)
+  assert.equal('credentials' in seen.agent, false)
+  assert.equal('beforeRun' in seen.agent, false)
   assert.equal(seen.messages.length, 1)
   assert.equal(seen.config.model, 'claude-test')
   assert.ok(!JSON.stringify(seen).includes(KEY))
+  assert.ok(!JSON.stringify(seen).includes('tool-secret-value'))
   assert.deepEqual(server.requests[0].body.messages[0].content, [{ type: 'text', text: 'ab (rewritten)' }])
 })
 
@@ -339,7 +347,10 @@ test('a failing tool and an unknown tool answer is_error: true; the run goes on'
   assert.match(JSON.stringify(results[0].content), /disk on fire/)
   assert.equal(results[1].is_error, true)
   assert.match(JSON.stringify(results[1].content), /missing/)
-  assert.deepEqual(result.toolCalls.map((c) => c.isError), [true, true])
+  // OMA's records: text output and a duration, no error flag (the tool_result block has it).
+  assert.deepEqual(result.toolCalls.map((c) => Object.keys(c).sort()), [['duration', 'input', 'output', 'toolName'], ['duration', 'input', 'output', 'toolName']])
+  assert.equal(result.toolCalls[0].output, 'disk on fire')
+  assert.match(result.toolCalls[1].output, /^Tool "missing" is not granted to this agent\./)
 })
 
 test('process backend: the prompt on stdin, stdout is the output', async () => {
@@ -445,16 +456,19 @@ test('a refused connection is a failed result, not a rejection', async () => {
   assert.ok(!JSON.stringify(result).includes(KEY))
 })
 
-test('token budget: budget_exceeded event and a failed result', async () => {
+test('token budget: budget_exceeded, then done with the failed result (as OMA ends such a stream)', async () => {
   server.queue(anthropicMessage('expensive', { usage: { input_tokens: 50, output_tokens: 60 } }))
   const events = await collect(agent({ maxTokenBudget: 100 }).stream('hi'))
+  assert.deepEqual(events.map((e) => e.type).filter((t) => t !== 'text_delta'), ['text', 'budget_exceeded', 'done'])
   const budget = events.find((e) => e.type === 'budget_exceeded')
   assert.ok(budget.data instanceof TokenBudgetExceededError)
   assert.equal(budget.data.message, 'Agent "tester" exceeded token budget: 110 tokens used (budget: 100)')
+  assert.deepEqual([budget.data.agent, budget.data.tokensUsed, budget.data.budget], ['tester', 110, 100])
   const last = events.at(-1)
-  assert.equal(last.type, 'error')
-  assert.equal(last.data.result.budgetExceeded, true)
-  assert.equal(last.data.result.status.code, 'budget_exhausted')
+  assert.equal(last.data.success, false)
+  assert.equal(last.data.budgetExceeded, true)
+  assert.equal(last.data.status.code, 'budget_exhausted')
+  assert.equal(last.data.errorInfo.kind, 'budget')
 })
 
 test('unsupported content: video on Anthropic fails the run, nothing sent', async () => {
@@ -468,14 +482,18 @@ test('unsupported content: video on Anthropic fails the run, nothing sent', asyn
   assert.ok(events.at(-1).data instanceof UnsupportedContentBlockError)
 })
 
-test('error classes carry OMA name and code', () => {
+test("error classes carry OMA's name, code, constructor and fields", () => {
   const e = new InvalidMessageError('x')
   assert.ok(e instanceof OMAError && e instanceof Error)
   assert.equal(e.name, 'InvalidMessageError')
   assert.equal(e.code, 'INVALID_MESSAGE')
-  assert.equal(new LLMCallTimeoutError('t').retryable, true)
+  const timeout = new LLMCallTimeoutError(500, 'a')
+  assert.deepEqual([timeout.retryable, timeout.timeoutMs, timeout.agent, timeout.message], [true, 500, 'a', 'Agent "a" LLM call exceeded per-call timeout of 500ms'])
+  assert.equal(new LLMCallTimeoutError(5).message, 'LLM call exceeded per-call timeout of 5ms')
   assert.equal(new ProviderError('p').code, undefined)
-  assert.equal(String(new TokenBudgetExceededError('b')), 'TokenBudgetExceededError: b')
+  const budget = new TokenBudgetExceededError('b', 12, 10)
+  assert.equal(String(budget), 'TokenBudgetExceededError: Agent "b" exceeded token budget: 12 tokens used (budget: 10)')
+  assert.deepEqual([budget.agent, budget.tokensUsed, budget.budget, budget.code, budget.retryable], ['b', 12, 10, 'TOKEN_BUDGET_EXCEEDED', false])
 })
 
 test('tool calls of one turn are executed concurrently', async () => {

@@ -244,6 +244,7 @@ pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
                 kind: match failure.error_info.kind {
                     FailureKind::Validation => oc::FailureKind::Validation,
                     FailureKind::Budget => oc::FailureKind::Budget,
+                    FailureKind::Timeout => oc::FailureKind::Timeout,
                     FailureKind::Callback => oc::FailureKind::Callback,
                     FailureKind::Provider => oc::FailureKind::Provider,
                     _ => oc::FailureKind::Unknown,

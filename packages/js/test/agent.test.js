@@ -445,6 +445,7 @@ test('timeout: status timeout, LLMCallTimeoutError', async () => {
   assert.equal(result.status.code, 'timeout')
   assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
   assert.equal(result.errorInfo.code, 'LLM_CALL_TIMEOUT')
+  assert.equal(result.errorInfo.kind, 'timeout', 'OMA classifies a timeout as kind timeout')
   assert.equal(result.errorInfo.retryable, true)
 })
 

@@ -44,6 +44,9 @@ pub enum FailureKind {
     Validation,
     /// A budget ran out (`TokenBudgetExceededError`).
     Budget,
+    /// The run or a provider call ran past its time (`LLMCallTimeoutError`), as OMA classifies
+    /// a timeout.
+    Timeout,
     /// A hook (`beforeRun`, `afterRun`) failed.
     Callback,
     /// The provider failed, or the agent has a configured provider.
@@ -126,7 +129,7 @@ fn truncate_units(text: &str, max: usize) -> String {
 
 /// Classifies a run's failure as OMA's `classifyRunFailure` does (`docs/agent.md#failure-classification`), in OMA's order:
 ///
-/// 1. [`Error::Timeout`]: status `timeout`;
+/// 1. [`Error::Timeout`]: status `timeout`, kind `timeout`;
 /// 2. [`Error::EgressDenied`]: status `rejected`, kind `validation`;
 /// 3. anything else: status `error`.
 ///
@@ -141,6 +144,8 @@ pub fn classify(error: &Error, from_hook: bool, configured_provider: Option<&str
     };
     let kind = if status_code == StatusCode::Rejected {
         FailureKind::Validation
+    } else if status_code == StatusCode::Timeout {
+        FailureKind::Timeout
     } else if from_hook {
         FailureKind::Callback
     } else if error.http_status().is_some() || configured_provider.is_some() {

@@ -744,6 +744,10 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
         crate::agent::outcome::StatusCode::Timeout
     );
     assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(
+        failure.error_info.kind,
+        crate::agent::outcome::FailureKind::Timeout
+    );
     // The tool's late answer is handed back: the run is over.
     let late = machine.handle(tool_answer("t1")).expect_err("too late");
     assert_eq!(late.answer, tool_answer("t1"));

@@ -4,8 +4,8 @@
 //! `agent.rs`.)
 
 use oma_testkit::driver_types::{
-    Answer, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step, ToolAnswerJson,
-    TransportFailure, TransportFailureKind,
+    Answer, Due, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+    ToolAnswerJson, TransportFailure, TransportFailureKind,
 };
 use oma_testkit::{
     artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest,

@@ -16,7 +16,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "wasmtime==50.0.1" "urllib3>=2.3,<3" "pytest>=7" setuptools wheel
+"$VENV/bin/python" -m pip install -q "wasmtime==50.0.1" "urllib3>=2.3,<3" "httpx>=0.27,<1" "pytest>=7" setuptools wheel
 
 echo "== building oma_portable.wasm (profile ${OMA_WASM_PROFILE:-release})"
 "$VENV/bin/python" build_component.py --profile "${OMA_WASM_PROFILE:-release}"

@@ -72,7 +72,7 @@ def test_stream_events_with_deltas(loop, anthropic):
     loop.script(Reply(sse=anthropic_sse(["The ", "answer ", "is 42."]), delay=0.01))
     agent = oma.Agent(**anthropic)
     events = list(agent.stream("q"))
-    deltas = [e["text"] for e in events if e["type"] == "text_delta"]
+    deltas = [e["data"] for e in events if e["type"] == "text_delta"]
     assert deltas == ["The ", "answer ", "is 42."]
     assert {"type": "text", "data": "The answer is 42."} in events
     assert events[-1]["type"] == "done" and events[-1]["data"]["output"] == "The answer is 42."
@@ -83,7 +83,7 @@ def test_stream_events_with_deltas(loop, anthropic):
 def test_stream_openai(loop, openai):
     loop.script(Reply(sse=openai_sse(["a", "b", "c"])))
     events = list(oma.Agent(**openai).stream("q"))
-    assert [e["text"] for e in events if e["type"] == "text_delta" and e["text"]] == ["a", "b", "c"]
+    assert [e["data"] for e in events if e["type"] == "text_delta" and e["data"]] == ["a", "b", "c"]
     assert events[-1]["data"]["output"] == "abc"
     assert events[-1]["data"]["tokenUsage"] == {"input_tokens": 5, "output_tokens": 3}
 
@@ -91,7 +91,10 @@ def test_stream_openai(loop, openai):
 def test_stream_error_event(loop, anthropic):
     loop.script(Reply(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}))
     events = list(oma.Agent(**anthropic).stream("q"))
-    assert events[-1]["type"] == "error" and events[-1]["data"]["success"] is False
+    error = events[-1]["data"]
+    assert events[-1]["type"] == "error" and isinstance(error, oma.ProviderError)
+    assert error.message == "400 bad" and error.http_status == 400
+    assert error.result is not None and error.result["success"] is False
 
 
 def test_prompt_history_reset(loop, anthropic):
@@ -291,7 +294,7 @@ def test_process_backend(loop, anthropic):
     failing = oma.Agent(model="local", provider="anthropic",
                         backend=oma.ProcessBackend([sys.executable, "-c", "import sys; sys.exit(3)"]))
     result = failing.run("x")
-    assert result["success"] is False and "status 3" in result["output"]
+    assert result["success"] is False and "exited with code 3" in result["output"]
     assert loop.requests == []
 
 

@@ -26,7 +26,7 @@ import platform
 import stat
 import tempfile
 import warnings
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 MAGIC = b"OMA-CWASM\x01"
 
@@ -141,7 +141,7 @@ def write(directory: str, key: str, compiled: bytes) -> str:
     return path
 
 
-def load_or_compile(engine, wasm: bytes, wasmtime_version: str, directory: Optional[str]) -> Tuple[object, str]:
+def load_or_compile(engine: Any, wasm: bytes, wasmtime_version: str, directory: Optional[str]) -> Tuple[Any, str]:
     """Returns ``(component, how)`` with ``how`` one of ``hit``, ``miss``, ``off``, ``refused``."""
     from wasmtime.component import Component
 

@@ -713,7 +713,9 @@ class _AgentCore:
 
     def _start(self, method: str, input: Any, seed: Optional[int]) -> Tuple[int, Any]:
         rt = self._rt
-        payload = _dumps(input) if isinstance(input, str) else input_json(input)
+        # prompt's blocks are checked as OMA checks them, as the one message of a user turn
+        where = "messages[0].content" if method == "[method]agent.prompt-json" else "messages"
+        payload = _dumps(input) if isinstance(input, str) else input_json(input, where)
         with rt.lock():
             handle = self._ensure()
             session = rt.call(method, handle, payload, self._session_options(seed))

@@ -467,3 +467,37 @@ def test_a_hook_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, ant
     assert result["status"]["code"] == "timeout"
     assert time.monotonic() - started < 2.0
     assert loop.requests == [], "the hook never answered, so nothing was sent"
+
+
+def test_the_api_key_comes_from_the_providers_variable(loop, monkeypatch):
+    assert [oma.key_variable(p) for p in ("anthropic", "openai", "gemini", "grok", "bedrock", "deepseek", "my-llm")] == [
+        "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "XAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK",
+        "DEEPSEEK_API_KEY", "MY_LLM_API_KEY"]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env-SECRET123")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oai-from-env-SECRET456")
+    call = {"egress": "offline"}
+    result = oma.Agent(model="m", provider="anthropic", base_url=loop.base, call=call).run("hi")
+    assert result["success"] and loop.requests[-1]["headers"]["x-api-key"] == "sk-ant-from-env-SECRET123"
+    assert "from-env" not in json.dumps(result)
+    oma.Agent(model="m", provider="openai", base_url=loop.base + "/v1", call=call).run("hi")
+    assert loop.requests[-1]["headers"]["authorization"] == "Bearer sk-oai-from-env-SECRET456"
+    oma.run_agent("hi", model="m", provider="anthropic", base_url=loop.base, call=call)
+    assert loop.requests[-1]["headers"]["x-api-key"] == "sk-ant-from-env-SECRET123"
+    oma.Agent(model="m", provider="anthropic", base_url=loop.base, api_key="given", call=call).run("hi")
+    assert loop.requests[-1]["headers"]["x-api-key"] == "given"  # an explicit key wins
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")  # empty counts as unset
+    oma.Agent(model="m", provider="anthropic", base_url=loop.base, call=call).run("hi")
+    assert "x-api-key" not in loop.requests[-1]["headers"]
+
+
+def test_observers_that_raise_change_nothing(loop, anthropic):
+    seen = []
+
+    def broken(event):
+        seen.append(event.get("type", "case"))
+        raise RuntimeError("observer broke")
+
+    result = oma.run_agent("x", name="o", on_progress=broken, on_case=broken,
+                           evaluation={"store_payloads": "none"}, **anthropic)
+    assert result["success"] is True
+    assert seen == ["agent_start", "agent_complete", "case"]

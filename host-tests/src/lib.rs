@@ -185,7 +185,7 @@ pub use bindings::oma::agent::types::{
 };
 pub use bindings::oma::agent::wire::{
     AwsCredentials, CallOptions, ChatRequest, EgressPolicy, Endpoint, HttpRequest, LlmResponse,
-    Sampling, TokenUsage, ToolDefinition,
+    RetryOptions, Sampling, TokenUsage, ToolDefinition,
 };
 pub use canned::{Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
 pub use driver::{empty_linker, instantiate_empty, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
@@ -200,7 +200,9 @@ pub use limits::{LimitExceeded, Limits};
 pub use outbound::{
     is_loopback, AllowOutbound, BareRequest, CannedResponse, CaptureOutbound, LoopbackOnly,
 };
-pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
+pub use provider::{
+    call_options, chat_request, endpoint, retries, ChatStreamHandle, MAX_STREAM_EVENTS,
+};
 pub use simulator::{RecordedRequest, Reply, RequestLog, Simulator};
 pub use state::{DenyOutbound, GuestOptions, HostState};
 pub use wasmtime_wasi_http::WasiHttpHooks;

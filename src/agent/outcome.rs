@@ -196,6 +196,8 @@ mod tests {
             provider: "openai".into(),
             status,
             message: message.into(),
+            code: None,
+            error_type: None,
         }
     }
 
@@ -400,6 +402,8 @@ mod tests {
             provider: "openai".into(),
             status: Some(502),
             message,
+            code: None,
+            error_type: None,
         };
         let failure = classify(&error, false, None);
         let info = &failure.error_info.message;

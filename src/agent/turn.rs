@@ -944,6 +944,8 @@ mod tests {
             provider: "anthropic".into(),
             status: Some(529),
             message: "overloaded".into(),
+            code: None,
+            error_type: None,
         };
         assert!(turn.handle_failure(error.clone()));
         let actions = drain(&mut turn);

@@ -1,5 +1,7 @@
 // OMA's error classes. Every error this package throws is an `Error` subclass with OMA's
-// `name`, `code` and message, plus `retryable`, and `httpStatus` / `provider` when known.
+// `name`, `code` and message, plus `retryable`, and `httpStatus` / `provider` when known. A
+// provider failure's `code` is the provider's own code when it sent one, and its `type` the
+// provider's error type when its body has one (the names the OpenAI SDK's errors use).
 
 export class OMAError extends Error {
   constructor(message, options = {}) {
@@ -14,6 +16,7 @@ export class OMAError extends Error {
     this.retryable = options.retryable ?? false
     if (options.httpStatus !== undefined) this.httpStatus = options.httpStatus
     if (options.provider !== undefined) this.provider = options.provider
+    if (options.type !== undefined) this.type = options.type
     if (options.kind !== undefined) this.kind = options.kind
   }
 }
@@ -53,7 +56,7 @@ const CLASSES = {
   SessionStateError,
 }
 
-/** An error from its OMA description ({name, code, message, retryable, httpStatus, provider}). */
+/** An error from its OMA description ({name, code, type, message, retryable, httpStatus, provider}). */
 export function errorFrom(info) {
   const cls = CLASSES[info.name] ?? OMAError
   const options = {
@@ -63,6 +66,9 @@ export function errorFrom(info) {
   if (info.code != null) options.code = info.code
   if (info.httpStatus != null) options.httpStatus = Number(info.httpStatus)
   if (info.provider != null) options.provider = info.provider
+  // `type` in JSON, `errorType` in the component's `error` record.
+  const type = info.type ?? info.errorType
+  if (type != null) options.type = type
   if (info.kind != null) options.kind = info.kind
   const error = new cls(String(info.message ?? ''), options)
   if (info.code == null && cls === OMAError) error.code = undefined

@@ -556,11 +556,14 @@ export declare function runAgent(config: AgentConfig, input: AgentRunInput, opti
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-export interface OMAErrorOptions { name?: string; code?: string; retryable?: boolean; httpStatus?: number; provider?: string }
+export interface OMAErrorOptions { name?: string; code?: string; type?: string; retryable?: boolean; httpStatus?: number; provider?: string }
 /** The package's base class of every error it reports. */
 export declare class OMAError extends Error {
   constructor(message: string, options?: OMAErrorOptions)
+  /** OMA's code; for a provider failure, the provider's own code when it sent one. */
   code?: string
+  /** The provider's error type, when its error body has one (e.g. `invalid_request_error`). */
+  type?: string
   retryable: boolean
   httpStatus?: number
   provider?: string

@@ -498,7 +498,7 @@ proptest! {
         let request = ChatRequest { model: "m".into(), ..ChatRequest::default() };
         for provider in PROVIDERS {
             let adapter = adapter(provider);
-            let _ = adapter.error_message(&body);
+            let _ = adapter.error_detail(&[("x-amzn-errortype".into(), "T:u".into())], &body);
             if let Err(error) = adapter.parse(&request, &body) {
                 prop_assert!(
                     matches!(error.kind(), ErrorKind::Provider | ErrorKind::UnsupportedToolCall),
@@ -584,11 +584,12 @@ mod machine_answers {
             ..AgentSettings::default()
         };
         settings.endpoint.base_url = Some("http://127.0.0.1:9".into());
-        settings.call.retry = RetryPolicy {
+        settings.call.retry = Some(RetryPolicy {
             max_attempts: 3,
             base_delay_ms: 1,
             backoff: 2.0,
-        };
+            ..RetryPolicy::default()
+        });
         let (spec, _) = settings.into_spec().expect("a valid configuration");
         RunMachine::run(spec, vec![LlmMessage::user_text("q")], streaming, 7)
     }

@@ -405,7 +405,9 @@ pub fn start_run(
         token_budget: fields.max_token_budget,
         deadline_ms: Some(settings.deadline_ms),
         call: CallOptions {
-            retry: RetryPolicy::from_oma(i64::from(settings.max_retries), None, None),
+            retry: settings
+                .max_retries
+                .map(|n| RetryPolicy::from_oma(i64::from(n), None, None)),
             limits: Limits {
                 deadline_ms: settings.deadline_ms,
                 ..Limits::default()

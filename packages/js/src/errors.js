@@ -5,7 +5,11 @@
 // `OMAError`, the package's own base class (OMA's classes extend `Error` directly).
 
 export class OMAError extends Error {
-  /** `options`: `{name, code, retryable, httpStatus, provider, kind}`. */
+  /**
+   * `options`: `{name, code, type, retryable, httpStatus, provider, kind}`. A provider failure's
+   * `code` is the provider's own code when it sent one, and its `type` the provider's error type
+   * when its body has one (the names the OpenAI SDK's errors use).
+   */
   constructor(message, options = {}) {
     super(message)
     Object.defineProperty(this, 'name', {
@@ -18,6 +22,7 @@ export class OMAError extends Error {
     this.retryable = options.retryable ?? new.target.defaultRetryable ?? false
     if (options.httpStatus !== undefined) this.httpStatus = options.httpStatus
     if (options.provider !== undefined) this.provider = options.provider
+    if (options.type !== undefined) this.type = options.type
     if (options.kind !== undefined) this.kind = options.kind
   }
 }
@@ -186,7 +191,7 @@ const FROM_MESSAGE = {
   SessionStateError: (m) => new SessionStateError(m),
 }
 
-/** An error from its OMA description ({name, code, message, retryable, httpStatus, provider}). */
+/** An error from its OMA description ({name, code, type, message, retryable, httpStatus, provider}). */
 export function errorFrom(info) {
   const message = String(info.message ?? '')
   const make = FROM_MESSAGE[info.name]
@@ -198,6 +203,9 @@ export function errorFrom(info) {
   else if (!make) error.code = undefined
   if (info.httpStatus != null) error.httpStatus = Number(info.httpStatus)
   if (info.provider != null) error.provider = info.provider
+  // `type` in JSON, `errorType` in the component's `error` record.
+  const type = info.type ?? info.errorType
+  if (type != null) error.type = type
   if (info.kind != null) error.kind = info.kind
   return error
 }

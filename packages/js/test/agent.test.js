@@ -208,13 +208,16 @@ test('stream: text deltas as they arrive, the turn text, then done', async () =>
 
 test('stream: a provider failure is an error event; iteration does not throw', async () => {
   server.queue({ status: 500, json: { type: 'error', error: { type: 'api_error', message: 'boom' } } })
-  const events = await collect(agent().stream('hi'))
+  const events = await collect(agent({ call: { maxRetries: 0 } }).stream('hi'))
   assert.equal(events.length, 1)
   assert.equal(events[0].type, 'error')
   const error = events[0].data
   assert.ok(error instanceof ProviderError && error instanceof Error)
   assert.equal(error.name, 'ProviderError')
   assert.equal(error.httpStatus, 500)
+  // Anthropic's error.type is the provider's code, and its type.
+  assert.equal(error.code, 'api_error')
+  assert.equal(error.result.errorInfo.code, 'api_error')
   assert.equal(error.result.success, false)
 })
 
@@ -427,19 +430,35 @@ test('retries: 429 then 200 with call.maxRetries', async () => {
   assert.equal(result.output, 'after retry')
   assert.equal(server.requests.length, 2)
   assert.ok(Date.now() - t0 >= 10)
-  // without retries, the 429 is the result
+  // with maxRetries: 0, the 429 is the result
   server.reset()
   server.queue({ status: 429, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } })
-  const r2 = await agent().run('hi')
+  const r2 = await agent({ call: { maxRetries: 0 } }).run('hi')
   assert.equal(r2.success, false)
   assert.equal(r2.errorInfo.retryable, true)
+  assert.equal(r2.errorInfo.code, 'rate_limit_error')
   assert.equal(server.requests.length, 1)
+})
+
+test('retries: without retry options, the provider SDK default retries a 500', async () => {
+  // Anthropic's SDK: two retries, after about 0.5 s and 1 s.
+  server.queue(
+    { status: 500, json: { type: 'error', error: { type: 'api_error', message: 'boom' } } },
+    anthropicMessage('second time'),
+  )
+  const t0 = Date.now()
+  const result = await agent().run('hi')
+  assert.equal(result.success, true, JSON.stringify(result))
+  assert.equal(result.output, 'second time')
+  assert.equal(server.requests.length, 2)
+  assert.ok(Date.now() - t0 >= 350)
 })
 
 test('timeout: status timeout, LLMCallTimeoutError', async () => {
   server.queue({ hang: true })
   const t0 = Date.now()
-  const result = await agent({ call: { timeoutMs: 200 } }).run('hi')
+  // One attempt: the provider's default policy would retry the timeout.
+  const result = await agent({ call: { timeoutMs: 200, maxRetries: 0 } }).run('hi')
   assert.ok(Date.now() - t0 < 5000)
   assert.equal(result.success, false)
   assert.equal(result.status.code, 'timeout')
@@ -542,7 +561,7 @@ test('egress allowlist: another origin is rejected before anything is sent', asy
 
 test('a prompt with a failing run keeps the user turn and no reply', async () => {
   server.queue({ status: 500, json: { type: 'error', error: { type: 'api_error', message: 'down' } } })
-  const a = agent()
+  const a = agent({ call: { maxRetries: 0 } })
   const r = await a.prompt('hello?')
   assert.equal(r.success, false)
   assert.deepEqual(a.getHistory(), [{ role: 'user', content: [{ type: 'text', text: 'hello?' }] }])

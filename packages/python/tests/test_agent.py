@@ -350,9 +350,22 @@ def test_provider_error_is_a_failed_result(loop, anthropic):
     info = result["errorInfo"]
     assert info["kind"] == "provider" and info["httpStatus"] == 400 and info["retryable"] is False
     assert info["name"] == "ProviderError" and info["provider"] == "anthropic"
+    # Anthropic's error.type is the provider's code.
+    assert info["code"] == "invalid_request_error"
     assert result["status"]["code"] == "error"
     no_key(result)
     assert len(loop.requests) == 1
+
+
+def test_the_default_policy_retries_a_500(loop, anthropic):
+    # No retry options: Anthropic's SDK default, two retries after about 0.5 s and 1 s.
+    loop.script(Reply(500, {"type": "error", "error": {"type": "api_error", "message": "boom"}}),
+                Reply(body=anthropic_text("second time")))
+    t0 = time.monotonic()
+    result = oma.Agent(**anthropic).run("x")
+    assert result["success"] and result["output"] == "second time"
+    assert len(loop.requests) == 2
+    assert time.monotonic() - t0 >= 0.35
 
 
 def test_retries_429_then_200(loop, anthropic):
@@ -376,7 +389,8 @@ def test_terminal_error_not_retried(loop, anthropic):
 
 def test_timeout(loop, anthropic):
     loop.script(Reply(hang=2.0))
-    cfg = dict(anthropic, call={"egress": "offline", "timeout_ms": 200})
+    # One attempt: a timeout is retried by the provider's default policy otherwise.
+    cfg = dict(anthropic, call={"egress": "offline", "timeout_ms": 200, "max_retries": 0})
     t0 = time.monotonic()
     result = oma.Agent(**cfg).run("x")
     assert time.monotonic() - t0 < 1.8

@@ -285,10 +285,71 @@ pub trait Adapter: Send {
     fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
     /// A decoder for the body of a streamed response to `request`.
     fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder>;
-    /// The provider's own message in an error (non-2xx) body, when it has one.
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        let _ = body;
-        None
+    /// What an error (non-2xx) answer says beyond its status: the provider's own message,
+    /// code and type, and a wait it asks for in its body (`docs/errors.md#provider-error-codes`).
+    /// `headers` have lowercase names.
+    fn error_detail(&self, headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        let _ = (headers, body);
+        ErrorDetail::default()
+    }
+    /// The retry policy a call gets when its options name none: the one the provider's SDK
+    /// applies by default (`docs/errors.md#default-retry-policy`).
+    fn default_retry(&self) -> crate::http::retry::RetryPolicy;
+}
+
+/// What a provider's error answer says, read by [`Adapter::error_detail`]. Every field is
+/// optional: a body that is not the provider's error shape (an HTML page from a proxy) gives
+/// none, and the error's message is then the start of the body.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ErrorDetail {
+    /// The provider's message.
+    pub message: Option<String>,
+    /// The provider's error code as text (see [`Error::code`]).
+    pub code: Option<String>,
+    /// The provider's error type.
+    pub error_type: Option<String>,
+    /// The wait before a retry that the body asks for (Gemini's `RetryInfo.retryDelay`), in
+    /// milliseconds.
+    pub retry_delay_ms: Option<u64>,
+}
+
+impl ErrorDetail {
+    /// The error of a failure this detail describes: a provider error with `status` and the
+    /// provider's message (else `fallback`), code and type.
+    pub fn into_error(self, provider: &str, status: Option<u16>, fallback: String) -> Error {
+        Error::Provider {
+            provider: provider.to_owned(),
+            status,
+            message: self.message.unwrap_or(fallback),
+            code: self.code,
+            error_type: self.error_type,
+        }
+    }
+}
+
+/// A code as text: a non-empty string as it is, an integer in decimal (OpenRouter sends its
+/// codes as numbers), anything else (null, an object) none. OMA does the same
+/// (`String(code)` for a string or a number).
+pub fn code_text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(text) if !text.is_empty() => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// The detail of the common error object `{"message", "code", "type"}` (OpenAI-compatible
+/// providers, the AI SDK bridge): a string `message`, `code` as [`code_text`], a string `type`.
+pub fn error_object_detail(error: &Value) -> ErrorDetail {
+    let text = |key: &str| match error.get(key) {
+        Some(Value::String(text)) if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    };
+    ErrorDetail {
+        message: text("message"),
+        code: code_text(error.get("code")),
+        error_type: text("type"),
+        retry_delay_ms: None,
     }
 }
 
@@ -361,16 +422,8 @@ pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
         provider: provider.to_string(),
         status: None,
         message: format!("malformed {provider} response: {what}"),
-    }
-}
-
-/// The message of the common error body `{"error": {"message": ...}}` (Google, the AI SDK
-/// bridge, and others).
-pub fn error_object_message(body: &[u8]) -> Option<String> {
-    let value: Value = crate::json::from_bytes(body).ok()?;
-    match value.get("error")?.get("message")? {
-        Value::String(message) => Some(message.clone()),
-        _ => None,
+        code: None,
+        error_type: None,
     }
 }
 

@@ -205,6 +205,8 @@ mod tests {
             provider: "openai".into(),
             status,
             message: message.into(),
+            code: None,
+            error_type: None,
         }
     }
 
@@ -409,6 +411,8 @@ mod tests {
             provider: "openai".into(),
             status: Some(502),
             message,
+            code: None,
+            error_type: None,
         };
         let failure = classify(&error, false, None);
         let info = &failure.error_info.message;

@@ -951,6 +951,8 @@ mod tests {
             provider: "anthropic".into(),
             status: Some(529),
             message: "overloaded".into(),
+            code: None,
+            error_type: None,
         };
         assert!(turn.handle_failure(error.clone()).is_ok());
         let actions = drain(&mut turn);

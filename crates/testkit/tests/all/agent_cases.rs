@@ -274,7 +274,7 @@ async fn an_invalid_history_fails_creation() {
 async fn video_for_a_format_without_a_mapping_fails_once_with_nothing_sent() {
     let mut bench = Bench::text("never", ScriptedHost::new()).await;
     let mut cfg = config("anthropic");
-    cfg.call.max_attempts = 5;
+    cfg.call.retry = oma_testkit::retries(5);
     let agent = bench.agent(&cfg).await;
     let input = RunInput::Messages(vec![user(vec![
         text("Describe."),
@@ -308,7 +308,7 @@ async fn video_is_refused_by_bedrock_gemini_and_the_ai_sdk_in_run_and_stream() {
             "some-model",
             endpoint(provider, Some("https://provider.example"), Some(KEY)),
         );
-        cfg.call.max_attempts = 3;
+        cfg.call.retry = oma_testkit::retries(3);
         if provider == "bedrock" {
             cfg.endpoint.region = Some("us-east-1".into());
         }
@@ -343,7 +343,7 @@ async fn a_provider_that_refuses_video_ends_the_run_as_a_terminal_failure() {
     )
     .await;
     let mut cfg = config("openai");
-    cfg.call.max_attempts = 4;
+    cfg.call.retry = oma_testkit::retries(4);
     let agent = bench.agent(&cfg).await;
     let input = RunInput::Messages(vec![user(vec![
         text("Describe."),

@@ -2,7 +2,9 @@
 
 Every failure the component reports carries OMA's class name (``.name``), OMA's code where OMA
 has one (``.code``), the message (byte-identical to OMA's where OMA defines it), whether trying
-again could help (``.retryable``) and, for provider failures, the HTTP status and provider.
+again could help (``.retryable``) and, for provider failures, the HTTP status and provider. A
+provider failure's ``.code`` is the provider's own code when it sent one, and ``.error_type``
+the provider's error type when its body has one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class OmaError(Exception):
         http_status: Optional[int] = None,
         provider: Optional[str] = None,
         kind: Optional[str] = None,
+        error_type: Optional[str] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -47,12 +50,15 @@ class OmaError(Exception):
         self.http_status = http_status
         self.provider = provider
         self.kind = kind
+        self.error_type = error_type
 
     def to_dict(self) -> "ErrorDict":
         """``{"name", "code", "message", "retryable"}`` as the ``oma-host`` CLI prints it."""
         out: Any = {"name": self.name, "message": self.message, "retryable": self.retryable}
         if self.code is not None:
             out["code"] = self.code
+        if self.error_type is not None:
+            out["type"] = self.error_type
         if self.http_status is not None:
             out["httpStatus"] = self.http_status
         if self.provider is not None:
@@ -180,6 +186,7 @@ def error_from_wit(record: Any) -> OmaError:
         http_status=getattr(record, "http-status"),
         provider=getattr(record, "provider"),
         kind=kind,
+        error_type=getattr(record, "error-type", None),
     )
 
 

@@ -19,8 +19,10 @@ use crate::message::{ImageBlock, ImageSource, ToolResultContent};
 const KEY: &str = "sk-machine-SECRET-7fa1";
 const NOW: u64 = 1_796_036_400_000;
 
+/// An agent of `provider` whose calls make one attempt: these tests drive the machine, not a
+/// provider's default retry policy (`http::call` tests that), so every failure ends its call.
 fn settings(provider: &str) -> AgentSettings {
-    AgentSettings {
+    let mut settings = AgentSettings {
         name: "helper".into(),
         model: "claude-x".into(),
         provider: provider.into(),
@@ -29,7 +31,9 @@ fn settings(provider: &str) -> AgentSettings {
             ..Endpoint::default()
         },
         ..AgentSettings::default()
-    }
+    };
+    settings.call.retry = Some(crate::http::retry::RetryPolicy::none());
+    settings
 }
 
 fn spec() -> RunSpec {
@@ -355,11 +359,12 @@ fn tool_loops_and_broken_tool_answers() {
 #[test]
 fn retries_are_waits_the_host_performs() {
     let mut settings = settings("anthropic");
-    settings.call.retry = crate::http::retry::RetryPolicy {
+    settings.call.retry = Some(crate::http::retry::RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 10,
         backoff: 2.0,
-    };
+        ..crate::http::retry::RetryPolicy::default()
+    });
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut host = Host::replying(&[(503, "busy"), (529, "busy"), (200, &reply("ok", 1, 1))]);
@@ -757,7 +762,11 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
 #[test]
 fn wake_at_covers_a_retry_wait() {
     let mut settings = settings("anthropic");
-    settings.call.retry = crate::http::retry::RetryPolicy::from_oma(1, Some(250.0), None);
+    settings.call.retry = Some(crate::http::retry::RetryPolicy::from_oma(
+        1,
+        Some(250.0),
+        None,
+    ));
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut machine = agent.start(text("q"), false, 1).expect("valid");

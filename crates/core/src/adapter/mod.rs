@@ -272,15 +272,59 @@ pub trait StreamDecoder: Send {
     fn finish(&mut self) -> Result<Vec<StreamEvent>, Error>;
 }
 
+/// A chat request whose messages passed [`validate_messages`](crate::validate::validate_messages):
+/// a proof only validation gives. [`Validated::check`] validates a request no one has checked;
+/// the turn loop hands out its own request this way, because every message joins its
+/// conversation validated (the input when the run is made, the hook's messages when they are
+/// merged, each tool result and each response as it arrives). An adapter given one formats it
+/// without checking again, so a run's conversation is validated once, not once per turn.
+#[derive(Clone, Copy, Debug)]
+pub struct Validated<'a>(&'a ChatRequest);
+
+impl<'a> Validated<'a> {
+    /// `request`, once its messages pass validation; else OMA's error for the first that fails.
+    pub fn check(request: &'a ChatRequest) -> Result<Self, Error> {
+        crate::validate::validate_messages(&request.messages)?;
+        Ok(Validated(request))
+    }
+
+    /// `request`, whose messages the caller validated: for the turn loop alone.
+    pub(crate) fn trusted(request: &'a ChatRequest) -> Self {
+        Validated(request)
+    }
+
+    /// The request.
+    pub fn request(self) -> &'a ChatRequest {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Validated<'_> {
+    type Target = ChatRequest;
+
+    fn deref(&self) -> &ChatRequest {
+        self.0
+    }
+}
+
 /// A provider wire format.
 ///
 /// `Send`, so that a run in flight can move between threads (an async host's tasks).
 pub trait Adapter: Send {
     /// The adapter's name, used as `provenance` and in errors: `anthropic`, `openai`, `gemini`…
     fn name(&self) -> &str;
-    /// Builds the HTTP request for one chat turn. Validates the messages first and fails before
-    /// anything exists to send.
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error>;
+    /// Builds the HTTP request for one chat turn whose messages are validated: the conversion
+    /// fails (e.g. `UnsupportedContentBlockError`) before anything exists to send.
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error>;
+    /// Builds the HTTP request for one chat turn no one has validated: validates the messages
+    /// first ([`Validated::check`]) and fails before anything exists to send.
+    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+        self.format_validated(Validated::check(request)?, endpoint)
+    }
     /// Reads a successful (2xx) response body.
     fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
     /// A decoder for the body of a streamed response to `request`.

@@ -558,9 +558,9 @@ impl RunMachine {
                                 timestamp: Some(adapter::amz_timestamp(self.now_ms / 1000)),
                                 ..self.spec.endpoint.clone()
                             };
-                            let call = Call::new(
+                            let call = Call::new_validated(
                                 adapter.as_ref(),
-                                turns.turn.request(),
+                                turns.turn.validated(),
                                 &endpoint,
                                 self.spec.call.clone(),
                                 seed,

@@ -227,21 +227,21 @@ mod tests {
                 false,
                 None,
                 StatusCode::Timeout,
-                FailureKind::Unknown,
+                FailureKind::Timeout,
             ),
             (
                 &timeout,
                 false,
                 Some("anthropic"),
                 StatusCode::Timeout,
-                FailureKind::Provider,
+                FailureKind::Timeout,
             ),
             (
                 &timeout,
                 true,
                 None,
                 StatusCode::Timeout,
-                FailureKind::Callback,
+                FailureKind::Timeout,
             ),
             (
                 &egress,
@@ -328,7 +328,7 @@ mod tests {
             json!({
                 "status": {"code": "timeout",
                     "message": "LLM call exceeded per-call timeout of 30ms"},
-                "errorInfo": {"kind": "unknown", "code": "LLM_CALL_TIMEOUT",
+                "errorInfo": {"kind": "timeout", "code": "LLM_CALL_TIMEOUT",
                     "name": "LLMCallTimeoutError",
                     "message": "LLM call exceeded per-call timeout of 30ms",
                     "retryable": true, "provider": "anthropic"},

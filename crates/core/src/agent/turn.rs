@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use crate::adapter::ChatRequest;
+use crate::adapter::{ChatRequest, Validated};
 use crate::agent::outcome::{classify, classify_budget, Ending, RunOutcome, ToolCallRecord};
 use crate::error::{Error, Refused};
 use crate::message::{
@@ -205,6 +205,15 @@ impl TurnLoop {
     /// The chat request of the current turn: the template with the whole conversation so far.
     pub fn request(&self) -> &ChatRequest {
         &self.request
+    }
+
+    /// The same request, as validated, so the adapter formats it without checking it again.
+    /// Every message joined the conversation validated: the loop is made (by the run machine)
+    /// over prepared or merged input, which is validated; the machine checks each tool result
+    /// at its place before handing it over; and a response holds only text, tool-use and
+    /// reasoning blocks, which no rule constrains.
+    pub(crate) fn validated(&self) -> Validated<'_> {
+        Validated::trusted(&self.request)
     }
 
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:

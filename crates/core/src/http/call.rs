@@ -22,7 +22,9 @@ use std::sync::Arc;
 
 use super::retry::{RequestedWait, RetryHints, RetryPolicy};
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
-use crate::adapter::{Adapter, ChatRequest, Endpoint, StreamDecoder, StreamEvent};
+use crate::adapter::{
+    Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder, StreamEvent, Validated,
+};
 use crate::error::{Error, Refused};
 use crate::message::LlmResponse;
 use crate::rng::Rng;
@@ -156,15 +158,48 @@ impl std::fmt::Debug for Call {
 }
 
 impl Call {
-    /// A call of `request` to `endpoint` in `adapter`'s format. Formatting and the egress check
-    /// happen now: when either fails, the first step is `Done` with the error and nothing is
-    /// ever sent. `seed` seeds the retry jitter.
+    /// A call of `request` to `endpoint` in `adapter`'s format. Validation, formatting and the
+    /// egress check happen now: when one fails, the first step is `Done` with the error and
+    /// nothing is ever sent. `seed` seeds the retry jitter.
     pub fn new(
         adapter: &dyn Adapter,
         request: &ChatRequest,
         endpoint: &Endpoint,
         options: CallOptions,
         seed: u64,
+    ) -> Call {
+        let formatted = Validated::check(request)
+            .and_then(|validated| adapter.format_validated(validated, endpoint));
+        Call::with_formatted(adapter, request, formatted, options, seed, endpoint)
+    }
+
+    /// As [`Call::new`], for a request whose messages are already validated (a run's turn):
+    /// nothing is checked twice.
+    pub fn new_validated(
+        adapter: &dyn Adapter,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+        options: CallOptions,
+        seed: u64,
+    ) -> Call {
+        let formatted = adapter.format_validated(request, endpoint);
+        Call::with_formatted(
+            adapter,
+            request.request(),
+            formatted,
+            options,
+            seed,
+            endpoint,
+        )
+    }
+
+    fn with_formatted(
+        adapter: &dyn Adapter,
+        request: &ChatRequest,
+        formatted: Result<HttpRequest, Error>,
+        options: CallOptions,
+        seed: u64,
+        endpoint: &Endpoint,
     ) -> Call {
         let secrets: Vec<String> = endpoint.secrets().into_iter().map(str::to_owned).collect();
         let mut call = Call {
@@ -187,7 +222,7 @@ impl Call {
             started_ms: None,
             last_error: None,
         };
-        let formatted = adapter.format(request, endpoint).and_then(|http| {
+        let formatted = formatted.and_then(|http| {
             if !(http.url.starts_with("https://") || http.url.starts_with("http://")) {
                 return Err(Error::InvalidRequest {
                     message: "the request URL must be http or https".into(),

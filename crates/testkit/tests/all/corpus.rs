@@ -342,6 +342,8 @@ fn gateway_env(base_url: &str) -> Vec<(String, String)> {
     env.push(("AWS_BEARER_TOKEN_BEDROCK".into(), KEY.into()));
     env.push(("AWS_ENDPOINT_URL_BEDROCK_RUNTIME".into(), base_url.into()));
     env.push(("AWS_REGION".into(), "us-east-1".into()));
+    // One attempt, as in the other worlds: each recording is one answer.
+    env.push(("OMA_GATEWAY_MAX_RETRIES".into(), "0".into()));
     env
 }
 

@@ -60,6 +60,7 @@ mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::adapter::Validated;
 use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
 use crate::http::retry::RetryPolicy;
@@ -96,7 +97,12 @@ impl Adapter for AiSdk {
         NAME
     }
 
-    fn format(&self, request: &ChatRequest, _endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        _endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         request::format(request)
     }
 

@@ -304,7 +304,6 @@ impl<'a> Options<'a> {
 
 /// Builds the call (see the module docs for the protocol).
 pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
-    crate::validate::validate_messages(&request.messages)?;
     let messages = to_model_messages(&request.messages, request.preserve_reasoning_as_text)?;
 
     let s = &request.sampling;

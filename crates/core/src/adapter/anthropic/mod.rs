@@ -16,6 +16,7 @@ pub(crate) mod tests;
 
 pub use response::{error_detail, error_message};
 
+use crate::adapter::Validated;
 use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
 use crate::http::retry::RetryPolicy;
@@ -53,7 +54,12 @@ impl Adapter for Anthropic {
         NAME
     }
 
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         request::format(request, endpoint)
     }
 

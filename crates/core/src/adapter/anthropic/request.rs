@@ -33,7 +33,6 @@ const TOOL_RESULT_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gi
 
 /// Builds the HTTP request: validation, conversion, thinking checks, then the body.
 pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-    crate::validate::validate_messages(&request.messages)?;
     let messages = request
         .messages
         .iter()

@@ -21,6 +21,7 @@ pub mod sigv4;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::adapter::Validated;
 use serde_json::Value;
 
 use crate::adapter::{
@@ -29,7 +30,6 @@ use crate::adapter::{
 use crate::error::Error;
 use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
-use crate::validate::validate_messages;
 
 /// The adapter's name, used as `provenance` and in provider errors.
 pub const NAME: &str = "bedrock";
@@ -68,8 +68,12 @@ impl Adapter for Bedrock {
     ///
     /// Fails with [`Error::InvalidRequest`] for a malformed region or base URL, and for AWS
     /// credentials without [`Endpoint::timestamp`].
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-        validate_messages(&request.messages)?;
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         let body = request::Body::new(request)?.write(request.size_hint());
         let region = region(endpoint)?;
         let base = match &endpoint.base_url {

@@ -21,6 +21,7 @@ mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::adapter::Validated;
 use serde_json::Value;
 
 use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
@@ -77,7 +78,12 @@ impl Adapter for Gemini {
         NAME
     }
 
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         request::format(request, endpoint)
     }
 

@@ -260,7 +260,6 @@ enum ResponsePart<'a> {
 
 /// Builds the request (see the module docs for the route and the body).
 pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-    crate::validate::validate_messages(&request.messages)?;
     let contents = to_contents(&request.messages, request.preserve_reasoning_as_text)?;
     let body = Body {
         contents,

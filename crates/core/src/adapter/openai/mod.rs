@@ -25,6 +25,7 @@ mod parse_tests;
 #[cfg(test)]
 pub(crate) mod stream_tests;
 
+use crate::adapter::Validated;
 use serde_json::{json, Value};
 
 use self::messages::{wire_messages, WireMessage};
@@ -162,8 +163,12 @@ impl Adapter for OpenAi {
         &self.name
     }
 
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-        crate::validate::validate_messages(&request.messages)?;
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         let echo = self.quirks.echo_reasoning.then_some(self.name.as_str());
         let messages = wire_messages(request, echo)?;
         let authorization = match &endpoint.credentials {

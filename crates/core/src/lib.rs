@@ -36,6 +36,7 @@ pub mod http;
 pub mod json;
 pub mod message;
 pub mod rng;
+pub mod secret;
 pub mod validate;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

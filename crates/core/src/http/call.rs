@@ -160,7 +160,7 @@ impl Call {
         options: CallOptions,
         seed: u64,
     ) -> Call {
-        let secrets: Vec<String> = endpoint.secrets().into_iter().map(str::to_owned).collect();
+        let secrets = endpoint.secrets();
         let mut call = Call {
             provider: adapter.name().to_owned(),
             outgoing: Outgoing {

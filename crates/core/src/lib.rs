@@ -34,6 +34,7 @@ pub mod agent;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod limits;
 pub mod message;
 pub mod rng;
 pub mod secret;

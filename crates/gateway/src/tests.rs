@@ -434,3 +434,31 @@ fn stream_events_are_server_sent_events() {
     let value: Value = serde_json::from_str(data).expect("JSON");
     assert_eq!(value["output"], "Hello.");
 }
+
+/// A body under the byte limit with more values than a JSON text may hold (a million empty
+/// text blocks) is a `413` naming the limit, before it is parsed.
+#[test]
+fn a_body_of_a_million_blocks_is_too_large() {
+    let blocks = vec![r#"{"type":"text","text":""}"#; 1_000_000].join(",");
+    let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
+    for reply in [
+        validate(body.as_bytes()),
+        format(&configured(), body.as_bytes(), NOW, 7),
+    ] {
+        assert_eq!(reply.status, 413, "{}", reply.body);
+        let (name, code, message) = error_of(&reply);
+        assert_eq!(
+            (name.as_str(), code.as_deref()),
+            ("Error", Some("PAYLOAD_TOO_LARGE"))
+        );
+        assert!(message.contains("the limit"), "{message}");
+    }
+    // Under the limits, a conversation past the block limit is a typed 422.
+    let blocks = vec![r#"{"type":"text","text":""}"#; 20_000].join(",");
+    let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
+    let reply = validate(body.as_bytes());
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(error_of(&reply)
+        .2
+        .contains("more than the 16384 a message may hold"));
+}

@@ -26,7 +26,7 @@ pub(super) fn adapter_for(
 pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
     let extra_body = match request.extra_body.as_deref() {
         None => Default::default(),
-        Some(text) => match serde_json::from_str(text) {
+        Some(text) => match oma_core::json::from_str(text) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => {
                 return Err(Error::InvalidRequest {
@@ -55,10 +55,11 @@ pub(super) fn from_wit_tools(
     tools
         .into_iter()
         .map(|tool| {
-            let input_schema =
-                serde_json::from_str(&tool.input_schema).map_err(|e| Error::InvalidRequest {
+            let input_schema = oma_core::json::from_str(&tool.input_schema).map_err(|e| {
+                Error::InvalidRequest {
                     message: format!("tool {:?}: input-schema must be JSON text: {e}", tool.name),
-                })?;
+                }
+            })?;
             Ok(a::ToolDefinition {
                 name: tool.name,
                 description: tool.description,
@@ -231,7 +232,7 @@ pub(super) fn from_wit_block(
             source: from_wit_source(video.source),
         }),
         wit::ContentBlock::ToolUse(call) => m::ContentBlock::ToolUse(m::ToolUseBlock {
-            input: serde_json::from_str(&call.input).map_err(|e| {
+            input: oma_core::json::from_str(&call.input).map_err(|e| {
                 Error::invalid(format!(
                     "messages[{i}].content[{j}].input must be JSON text: {e}"
                 ))

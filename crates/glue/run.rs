@@ -137,7 +137,7 @@ pub(super) fn to_wit_context(
 pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
     match answer {
         ex::BeforeRunAnswer::Failed(message) => HookAnswer::Failed(message),
-        ex::BeforeRunAnswer::Json(text) => match serde_json::from_str::<Value>(&text) {
+        ex::BeforeRunAnswer::Json(text) => match oma_core::json::from_str::<Value>(&text) {
             Ok(value) => HookAnswer::Result(BeforeRunResult::from_value(value)),
             Err(e) => HookAnswer::Rejected(Error::invalid(format!(
                 "beforeRun result must be JSON text: {e}"

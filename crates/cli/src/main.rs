@@ -420,9 +420,6 @@ async fn validate(input: &Input) -> Result<String, Failure> {
         .map_err(Failure::Component)
 }
 
-/// What `[redacted]` replaces.
-const REDACTED: &str = oma_core::http::display::REDACTED;
-
 /// The endpoint for `provider`, its credentials (and, without `base_url`, its base URL) read
 /// through `var` under the names the gateway reads too (`docs/gateway.md#configuration-the-environment-only`;
 /// an unset or empty variable counts as absent), and every secret it holds, so that output can

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::{
     endpoint_from, env_var, guest_with, options_and_operands, read_input, read_messages,
-    single_input, Failure, Input, RequestArgs, REDACTED, REQUEST_OPTIONS,
+    single_input, Failure, Input, RequestArgs, REQUEST_OPTIONS,
 };
 
 /// The operands of `run`.
@@ -426,15 +426,13 @@ fn seconds(timeout: Duration) -> String {
     format!("{} s", timeout.as_secs_f64())
 }
 
-/// `text` with every secret of 4 characters or more replaced by `[redacted]`: the component
-/// already keeps keys out of results; this is the host's own guarantee for what it prints.
+/// `text` with every secret of 4 characters or more replaced by `[redacted]`, in every form the
+/// core redacts (`oma_core::secret::redact_known`: as it is, base64, percent-encoded): the
+/// component already keeps keys out of results; this is the host's own guarantee for what it
+/// prints.
 fn scrub(text: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .filter(|s| s.len() >= 4)
-        .fold(text.to_owned(), |text, secret| {
-            text.replace(secret.as_str(), REDACTED)
-        })
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    oma_core::secret::redact_known(text, &secrets).into_owned()
 }
 
 #[cfg(test)]
@@ -506,6 +504,15 @@ mod tests {
         assert_eq!(
             scrub("key sk-1234 and sk-1234", &["sk-1234".into(), "ab".into()]),
             "key [redacted] and [redacted]"
+        );
+        // Encoded forms too: base64 and percent-encoding.
+        let key = "sk-cli-secret/42".to_string();
+        assert_eq!(
+            scrub(
+                "echo c2stY2xpLXNlY3JldC80Mg and sk-cli-secret%2F42",
+                std::slice::from_ref(&key)
+            ),
+            "echo [redacted] and [redacted]"
         );
     }
 }

@@ -243,6 +243,48 @@ fn format_sends_video_to_minimax_as_a_video_url_part() {
     assert!(!String::from_utf8_lossy(&output.stdout).contains("mm-test-secret-key"));
 }
 
+/// A base URL's userinfo and credential query values are never printed, from `--base-url` or
+/// the environment.
+#[test]
+fn format_never_prints_the_credentials_of_a_base_url() {
+    let path = path_str(conversations().join("vision.json"));
+    let from_flag = oma_host_env(
+        &[
+            "format",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            "http://user:flag-pass-9911@127.0.0.1:9/v1?api-key=flag-query-7733",
+            &path,
+        ],
+        None,
+        &[],
+    );
+    let from_env = oma_host_env(
+        &["format", "--provider", "openai", "--model", "m", &path],
+        None,
+        &[("OPENAI_BASE_URL", "http://env-token-5522@127.0.0.1:9/v1")],
+    );
+    for output in [from_flag, from_env] {
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for secret in ["flag-pass-9911", "flag-query-7733", "env-token-5522"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        let url = stdout_json(&output)["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(url.starts_with("http://[redacted]@127.0.0.1:9/v1"), "{url}");
+    }
+}
+
 #[test]
 fn format_never_prints_the_key() {
     let path = path_str(conversations().join("vision.json"));

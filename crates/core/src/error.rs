@@ -12,23 +12,16 @@ use serde_json::{json, Value};
 /// shortened message included).
 pub const MAX_MESSAGE_CHARS: usize = 2048;
 
-/// Secrets shorter than this are never redacted: they would match ordinary words.
-const MIN_SECRET_LEN: usize = 4;
-
-/// `text` with every occurrence of each secret replaced by `[redacted]`, then shortened to at
-/// most `max_chars` chars: cut on a char boundary and ended with `…` (which counts as one of
-/// the `max_chars`). Secrets shorter than 4 bytes are left alone.
+/// `text` with every form of each secret ([`crate::secret::secret_forms`]: as it is,
+/// base64 or base64url, padded or not, percent-encoded) replaced by `[redacted]`, then
+/// shortened to at most `max_chars` chars: cut on a char boundary and ended with `…` (which
+/// counts as one of the `max_chars`). Secrets shorter than 4 bytes are left alone.
 ///
 /// Redaction comes first, so a secret that straddles the cut is still found and replaced whole;
 /// shortening first would cut the secret and leave its prefix, which no longer matches, in the
 /// text. This is the one place where error text is both redacted and bounded.
 pub fn redact_and_bound(text: &str, secrets: &[&str], max_chars: usize) -> String {
-    let mut text = std::borrow::Cow::Borrowed(text);
-    for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
-        if text.contains(secret) {
-            text = std::borrow::Cow::Owned(text.replace(secret, "[redacted]"));
-        }
-    }
+    let text = crate::secret::redact_known(text, secrets);
     // The byte offset of char number `max_chars`: the text is longer than the bound only if
     // such a char exists.
     if text.char_indices().nth(max_chars).is_none() {
@@ -447,6 +440,7 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secret::MIN_SECRET_LEN;
 
     #[test]
     fn messages_match_oma() {
@@ -543,6 +537,33 @@ mod tests {
             timeout_ms: 5,
         };
         assert_eq!(timeout.clone().redact(&["openai"]), timeout);
+    }
+
+    /// A provider that echoes the key base64-encoded (either alphabet, padded or not) or
+    /// percent-encoded must not get it into the error either.
+    #[test]
+    fn encoded_secrets_are_redacted_from_messages() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        use base64::Engine;
+        let key = "sk-live-9a/b+c?d~e";
+        for echoed in [
+            STANDARD.encode(key),
+            URL_SAFE_NO_PAD.encode(key),
+            "sk-live-9a%2Fb%2Bc%3Fd~e".to_owned(),
+            STANDARD.encode(format!("Basic user:{key}")),
+        ] {
+            let error = Error::Provider {
+                provider: "openai".into(),
+                status: Some(401),
+                message: format!("bad key {echoed} given"),
+                code: None,
+                error_type: None,
+            }
+            .redact(&[key]);
+            let message = error.to_string();
+            assert!(message.contains("[redacted]"), "{message}");
+            assert!(!message.contains(&echoed), "{message}");
+        }
     }
 
     /// No prefix of `key` of 4 or more bytes is left in `text`.

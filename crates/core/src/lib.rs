@@ -34,8 +34,10 @@ pub mod agent;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod limits;
 pub mod message;
 pub mod rng;
+pub mod secret;
 pub mod validate;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -54,7 +54,8 @@ impl std::fmt::Debug for Settings {
 pub struct ProviderEnv {
     /// Base URL, credentials and region.
     pub endpoint: Endpoint,
-    /// The values that must never be shown: keys, AWS key ids, secrets and tokens.
+    /// The values that must never be shown: keys, AWS key ids, secrets and tokens, the
+    /// credentials in the base URL.
     pub secrets: Vec<String>,
 }
 
@@ -139,6 +140,9 @@ pub fn provider_env(
     } else if let Some(key) = var(&key_variable(provider)) {
         secrets.push(key.clone());
         endpoint.credentials = Credentials::ApiKey(key);
+    }
+    if let Some(url) = &endpoint.base_url {
+        secrets.extend(oma_core::secret::url_secrets(url));
     }
     ProviderEnv { endpoint, secrets }
 }

@@ -210,13 +210,20 @@ pub fn health() -> Reply {
 
 /// The body as JSON; `400` when it is not.
 fn parse_body(body: &[u8]) -> Result<Value, Reply> {
-    oma_core::json::from_bytes(body).map_err(|e| {
-        Reply::error(
+    oma_core::json::from_bytes(body).map_err(|e| match e {
+        // Counted before parsing: well under the byte limit, but too many values to parse.
+        oma_core::json::BytesError::TooLarge(why) => Reply::error(
+            413,
+            "Error",
+            Some("PAYLOAD_TOO_LARGE"),
+            &format!("the request body is too large: {why}"),
+        ),
+        e => Reply::error(
             400,
             "Error",
             Some("MALFORMED_JSON"),
             &format!("the request body is not JSON: {e}"),
-        )
+        ),
     })
 }
 

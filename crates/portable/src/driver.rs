@@ -198,7 +198,8 @@ fn prompt_input_json(text: &str) -> Result<PromptInput, Error> {
 }
 
 fn parse_json(text: &str) -> Result<Value, Error> {
-    serde_json::from_str(text).map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))
+    oma_core::json::from_str(text)
+        .map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))
 }
 
 /// A `session` resource: one run in flight.

@@ -152,7 +152,10 @@ pub struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("base_url", &self.base_url)
+            .field(
+                "base_url",
+                &self.base_url.as_deref().map(crate::secret::display_url),
+            )
             .field("credentials", &"[redacted]")
             .field("region", &self.region)
             .finish()
@@ -160,20 +163,24 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// The secrets this endpoint holds (an API key, an AWS secret key and session token), for
-    /// [`Error::redact`].
-    pub fn secrets(&self) -> Vec<&str> {
-        match &self.credentials {
+    /// The secrets this endpoint holds (an API key, an AWS secret key and session token, the
+    /// credentials in its base URL: [`crate::secret::url_secrets`]), for [`Error::redact`].
+    pub fn secrets(&self) -> Vec<String> {
+        let mut secrets: Vec<String> = match &self.credentials {
             Credentials::None => Vec::new(),
-            Credentials::ApiKey(key) => vec![key.as_str()],
+            Credentials::ApiKey(key) => vec![key.clone()],
             Credentials::Aws {
                 secret_access_key,
                 session_token,
                 ..
-            } => std::iter::once(secret_access_key.as_str())
-                .chain(session_token.as_deref())
+            } => std::iter::once(secret_access_key.clone())
+                .chain(session_token.clone())
                 .collect(),
+        };
+        if let Some(url) = &self.base_url {
+            secrets.extend(crate::secret::url_secrets(url));
         }
+        secrets
     }
 }
 

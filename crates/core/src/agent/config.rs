@@ -117,7 +117,7 @@ impl AgentSettings {
     /// [`Error::InvalidRequest`] for a configuration of another shape (naming the field), and
     /// with [`Error::InvalidMessage`] for a history that breaks OMA's rules.
     pub fn from_json(text: &str) -> Result<Self, Error> {
-        let value: Value = serde_json::from_str(text).map_err(|e| bad(&e))?;
+        let value: Value = crate::json::from_str(text).map_err(|e| bad(&e))?;
         let (mut settings, history) = Object::strict(value)
             .and_then(Self::from_object)
             .map_err(|e| bad(&e))?;

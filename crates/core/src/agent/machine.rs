@@ -445,7 +445,9 @@ impl RunMachine {
                     is_error: outcome.is_error.then_some(true),
                 };
                 // The position was checked, so the loop takes the result (or the failure).
-                let _ = match validate_tool_result_at(&result, message, block) {
+                let checked = crate::limits::check_tool_result(&result.content)
+                    .and_then(|()| validate_tool_result_at(&result, message, block));
+                let _ = match checked {
                     Ok(()) => turns
                         .turn
                         .handle_tool_result(&result.tool_use_id, result.content, outcome.is_error)

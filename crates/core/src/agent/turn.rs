@@ -12,7 +12,7 @@
 //!   starts; otherwise the run is over;
 //! * `max_turns` caps the number of chat requests (OMA's default is 10).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use crate::adapter::{ChatRequest, Validated};
@@ -125,6 +125,11 @@ enum State {
     AwaitingTools {
         calls: Vec<ToolUseBlock>,
         results: Vec<Option<ToolResultBlock>>,
+        /// For each id, the positions of its calls still waiting, first first: an answer finds
+        /// its call in logarithmic time, so a turn of n calls costs O(n log n), not O(n²).
+        waiting: BTreeMap<String, VecDeque<usize>>,
+        /// How many results are still due.
+        remaining: usize,
     },
     /// `Done` was queued.
     Finished,
@@ -219,17 +224,17 @@ impl TurnLoop {
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
     /// `(message, block)`; `None` when no such call is waiting.
     pub fn result_position(&self, tool_use_id: &str) -> Option<(usize, usize)> {
-        let State::AwaitingTools { calls, .. } = &self.state else {
+        let State::AwaitingTools { waiting, .. } = &self.state else {
             return None;
         };
-        let block = calls.iter().position(|call| call.id == tool_use_id)?;
+        let block = *waiting.get(tool_use_id)?.front()?;
         Some((self.request.messages.len(), block))
     }
 
     /// The ids of the tool calls whose results are due, in the order of the calls.
     pub fn pending_tools(&self) -> impl Iterator<Item = String> + '_ {
         let pending = match &self.state {
-            State::AwaitingTools { calls, results } => Some(
+            State::AwaitingTools { calls, results, .. } => Some(
                 calls
                     .iter()
                     .zip(results)
@@ -305,8 +310,14 @@ impl TurnLoop {
         for call in &calls {
             self.actions.push_back(Action::CallTool(call.clone()));
         }
+        let mut waiting: BTreeMap<String, VecDeque<usize>> = BTreeMap::new();
+        for (at, call) in calls.iter().enumerate() {
+            waiting.entry(call.id.clone()).or_default().push_back(at);
+        }
         self.state = State::AwaitingTools {
             results: vec![None; calls.len()],
+            remaining: calls.len(),
+            waiting,
             calls,
         };
         Ok(())
@@ -328,15 +339,25 @@ impl TurnLoop {
                 format!("unexpected answer: no tool call with id {id:?} is waiting for its result");
             Err(Refused::new(content, message))
         };
-        let State::AwaitingTools { calls, results } = &mut self.state else {
+        let State::AwaitingTools {
+            calls,
+            results,
+            waiting,
+            remaining,
+        } = &mut self.state
+        else {
             return not_waiting(content);
         };
-        let Some(slot) = calls
-            .iter()
-            .zip(results.iter_mut())
-            .find(|(call, result)| call.id == tool_use_id && result.is_none())
-            .map(|(_, result)| result)
-        else {
+        let Some(positions) = waiting.get_mut(tool_use_id) else {
+            return not_waiting(content);
+        };
+        let Some(at) = positions.pop_front() else {
+            return not_waiting(content);
+        };
+        if positions.is_empty() {
+            waiting.remove(tool_use_id);
+        }
+        let Some(slot) = results.get_mut(at) else {
             return not_waiting(content);
         };
         *slot = Some(ToolResultBlock {
@@ -344,7 +365,8 @@ impl TurnLoop {
             content,
             is_error: is_error.then_some(true),
         });
-        if results.iter().any(Option::is_none) {
+        *remaining = remaining.saturating_sub(1);
+        if *remaining > 0 {
             return Ok(());
         }
         let calls = std::mem::take(calls);

@@ -201,7 +201,7 @@ impl Call {
         seed: u64,
         endpoint: &Endpoint,
     ) -> Call {
-        let secrets: Vec<String> = endpoint.secrets().into_iter().map(str::to_owned).collect();
+        let secrets = endpoint.secrets();
         let mut call = Call {
             provider: adapter.name().to_owned(),
             outgoing: Outgoing {
@@ -603,6 +603,10 @@ impl Call {
     }
 
     fn finish(&mut self, result: Result<LlmResponse, Error>) {
+        // A response past the size limits ends the call before the run does anything with it.
+        let result = result.and_then(|response| {
+            crate::limits::check_response(&self.provider, &response).map(|()| response)
+        });
         let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
         self.state = State::Over;
         self.queue.push_back(CallStep::Done(

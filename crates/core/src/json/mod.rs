@@ -27,13 +27,26 @@ pub use guard::{assert_valid_messages, type_word};
 pub use typing::{messages_from_json, messages_from_value, tool_result_content_from_json};
 pub use write::{messages_to_json, messages_to_value};
 
-/// Parses JSON bytes (an HTTP body, an event's payload) through `serde_json::from_str`, the
-/// parser every text input takes: one set of deserialiser instantiations per type instead of
-/// two, which is 35 KB of the guest. Bytes that are not UTF-8 fail as `serde_json` would fail on
-/// them, with the position of the first bad byte.
+/// Parses JSON bytes (an HTTP body, an event's payload) through [`from_str`], the parser every
+/// text input takes: one set of deserialiser instantiations per type instead of two, which is
+/// 35 KB of the guest. Bytes that are not UTF-8 fail as `serde_json` would fail on them, with
+/// the position of the first bad byte.
 pub fn from_bytes<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, BytesError> {
+    crate::limits::check_json_text(bytes).map_err(BytesError::TooLarge)?;
     let text = std::str::from_utf8(bytes).map_err(BytesError::Utf8)?;
     serde_json::from_str(text).map_err(BytesError::Json)
+}
+
+/// Parses JSON text with `serde_json::from_str`, once [`crate::limits::check_json_text`] has
+/// counted its values: a text past [`crate::limits::MAX_JSON_VALUES`] values or
+/// [`crate::limits::MAX_JSON_CONTAINERS`] objects and arrays fails (with a message naming the
+/// limit) before any of it is parsed, so no text under the body limit can take the memory a
+/// million parsed values would. Every JSON text the core, the worlds and the gateway read is
+/// parsed here.
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+    crate::limits::check_json_text(text.as_bytes())
+        .map_err(<serde_json::Error as serde::de::Error>::custom)?;
+    serde_json::from_str(text)
 }
 
 /// Why [`from_bytes`] failed.
@@ -43,6 +56,8 @@ pub enum BytesError {
     Utf8(std::str::Utf8Error),
     /// The text is not JSON of the expected shape.
     Json(serde_json::Error),
+    /// The text holds more values than [`crate::limits`] allows; it was not parsed.
+    TooLarge(String),
 }
 
 impl std::fmt::Display for BytesError {
@@ -50,6 +65,7 @@ impl std::fmt::Display for BytesError {
         match self {
             BytesError::Utf8(e) => write!(f, "invalid UTF-8 at byte {}", e.valid_up_to()),
             BytesError::Json(e) => e.fmt(f),
+            BytesError::TooLarge(why) => f.write_str(why),
         }
     }
 }

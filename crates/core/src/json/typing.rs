@@ -17,7 +17,7 @@ use super::guard::{assert_valid_messages, type_word};
 
 /// Parses OMA JSON text into validated, typed messages.
 pub fn messages_from_json(text: &str) -> Result<Vec<LlmMessage>, Error> {
-    let value: Value = serde_json::from_str(text)
+    let value: Value = super::from_str(text)
         .map_err(|e| Error::invalid(format!("messages must be valid JSON: {e}")))?;
     messages_from_value(value)
 }
@@ -50,7 +50,7 @@ pub fn tool_result_content_from_json(text: &str) -> Result<ToolResultContent, Er
             "a tool's content must be OMA JSON: a string or a list of content parts ({why})"
         ))
     };
-    match serde_json::from_str::<Value>(text).map_err(|e| bad(&e))? {
+    match super::from_str::<Value>(text).map_err(|e| bad(&e))? {
         Value::String(text) => Ok(ToolResultContent::Text(text)),
         Value::Array(parts) => parts
             .into_iter()

@@ -355,7 +355,7 @@ impl Decoder {
 /// then bounds it ([`Error::redact`]); cutting it here first could cut a key in two and leave its
 /// prefix, which redaction no longer finds.
 fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
-    let read = serde_json::from_str(&event.data)
+    let read = crate::json::from_str(&event.data)
         .map_err(|e| e.to_string())
         .and_then(|value| WireEvent::read(value).map_err(|e| e.to_string()));
     read.map_err(|e| {
@@ -415,7 +415,7 @@ fn tool_input(start_input: &Value, json: &str) -> Value {
     let value = if json.is_empty() {
         start_input.clone()
     } else {
-        serde_json::from_str(json).unwrap_or(Value::Null)
+        crate::json::from_str(json).unwrap_or(Value::Null)
     };
     match value {
         Value::Object(_) => value,

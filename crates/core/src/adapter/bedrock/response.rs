@@ -344,7 +344,7 @@ impl ConverseStream {
             } else {
                 &buffer.json
             };
-            let input = match serde_json::from_str::<Value>(json) {
+            let input = match crate::json::from_str::<Value>(json) {
                 Ok(object @ Value::Object(_)) => object,
                 _ => Value::Object(Map::new()),
             };

@@ -79,7 +79,7 @@ impl Decoder {
             self.done = true;
             return Ok(());
         }
-        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
+        let chunk: Value = crate::json::from_str(&event.data).map_err(|e| {
             malformed(
                 &self.provider,
                 format_args!("a stream chunk is not JSON ({e})"),

@@ -151,6 +151,36 @@ impl Host {
         panic!("the run did not end");
     }
 
+    /// Steps a run of many tool calls to its end, answering each call as soon as it is asked
+    /// for (as the wasi step loop does); sends and tools only.
+    fn drive_long(&mut self, machine: &mut RunMachine) -> RunOutcome {
+        for _ in 0..1_000_000 {
+            let answer = match machine.poll(NOW) {
+                Poll::Finished(outcome) => return *outcome,
+                Poll::Step(Step::Send(outgoing)) => {
+                    self.sent.push(outgoing);
+                    let (status, body) = self.replies.pop_front().expect("a scripted reply");
+                    Answer::Http(CallAnswer::Response(HttpResponse {
+                        status,
+                        headers: vec![],
+                        body: body.into_bytes(),
+                    }))
+                }
+                Poll::Step(Step::CallTool(call)) => {
+                    self.tools.push(call.name.clone());
+                    Answer::Tool {
+                        id: call.id,
+                        outcome: self.tool.clone().expect("a scripted tool"),
+                    }
+                }
+                Poll::Step(_) => continue,
+                other => panic!("nothing should be due, got {other:?}"),
+            };
+            machine.handle(answer).expect("the answer was asked for");
+        }
+        panic!("the run did not end");
+    }
+
     fn sent_bodies(&self) -> Vec<Value> {
         self.sent
             .iter()
@@ -806,4 +836,52 @@ fn a_run_in_flight_can_move_between_threads() {
     fn is_send<T: Send>() {}
     is_send::<RunMachine>();
     is_send::<crate::http::call::Call>();
+}
+
+/// A response with more tool calls than a response may carry ends the run with a typed,
+/// terminal provider error before any tool is called or another request sent; one at the
+/// limit runs all its calls in one turn.
+#[test]
+fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
+    use crate::limits::MAX_TOOL_CALLS;
+    let calls = |n: usize| {
+        let content: Vec<Value> = (0..n)
+            .map(|i| json!({"type": "tool_use", "id": format!("t{i}"), "name": "lookup", "input": {}}))
+            .collect();
+        json!({"id": "m", "type": "message", "role": "assistant", "model": "claude-x",
+               "content": content, "stop_reason": "tool_use",
+               "usage": {"input_tokens": 1, "output_tokens": 1}})
+        .to_string()
+    };
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let too_many = calls(MAX_TOOL_CALLS + 1);
+    let mut host = Host::replying(&[(200, too_many.as_str())]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: false,
+    });
+    let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(!outcome.success());
+    assert!(host.tools.is_empty(), "no tool ran");
+    assert_eq!(host.sent.len(), 1, "nothing retried");
+    assert_eq!(
+        outcome.output,
+        "200 the response is too large: 4097 tool calls, more than the 4096 a response may carry"
+    );
+
+    let at_limit = calls(MAX_TOOL_CALLS);
+    let done = reply("done", 1, 1);
+    let mut host = Host::replying(&[(200, at_limit.as_str()), (200, done.as_str())]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: false,
+    });
+    let outcome = host.drive_long(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(outcome.success(), "{}", outcome.output);
+    assert_eq!(host.tools.len(), MAX_TOOL_CALLS);
+    let sent = host.sent_bodies();
+    assert_eq!(
+        sent[1]["messages"][2]["content"].as_array().map(Vec::len),
+        Some(MAX_TOOL_CALLS)
+    );
 }

@@ -17,6 +17,10 @@
 //! `serve` is the exception to all of the above: it runs the gateway component
 //! (`oma_gateway.wasm`) behind an HTTP server until it gets a signal; see `src/serve.rs`.
 
+// `Failure` carries the component's error record by value to the one place that prints it, once
+// per process: its size costs nothing worth a box.
+#![allow(clippy::result_large_err)]
+
 mod demo;
 mod run;
 mod serve;

@@ -131,6 +131,9 @@ pub enum Step {
 
 /// What [`RunMachine::poll`] found: the three cases a host acts on, and [`Poll::Over`] for a
 /// machine whose outcome was already handed out.
+// A step is handed out by value on every poll, the hot path of a run; boxing it would cost an
+// allocation per step to shrink the rare `Waiting` and `Over`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq)]
 pub enum Poll {
     /// Perform (or deliver) this step.

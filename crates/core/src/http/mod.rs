@@ -122,6 +122,10 @@ pub fn check_egress(url: &str, policy: &EgressPolicy) -> Result<(), Error> {
     }
 }
 
+/// Reads what a provider's error answer says from its headers and body
+/// ([`crate::adapter::Adapter::error_detail`]).
+pub type ErrorDetailFn<'a> = dyn Fn(&[(String, String)], &[u8]) -> ErrorDetail + 'a;
+
 /// Classifies a response: `Ok` for 2xx, otherwise a provider error with the status and what
 /// `error_detail` finds in the answer: the provider's message (else the start of the body), its
 /// code and type. The message has `secrets` redacted before it is cut to 512 characters, so a
@@ -131,7 +135,7 @@ pub fn check_egress(url: &str, policy: &EgressPolicy) -> Result<(), Error> {
 pub fn classify_status(
     provider: &str,
     response: &HttpResponse,
-    error_detail: &dyn Fn(&[(String, String)], &[u8]) -> ErrorDetail,
+    error_detail: &ErrorDetailFn<'_>,
     secrets: &[&str],
 ) -> Result<(), Failure> {
     if (200..300).contains(&response.status) {

@@ -374,7 +374,7 @@ pub fn parse_http_date(value: &str) -> Option<u64> {
     if clock.next().is_some() || year < 1970 || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let month_days = [
         31,
         if leap(year) { 29 } else { 28 },

@@ -7,10 +7,10 @@
 //! (`assert_clean_error`).
 
 use oma_testkit::{
-    call_options, chat_request, endpoint, error_json, AwsCredentials, CallOptions, CaptureOutbound,
-    ContentBlock, EgressPolicy, ErrorKind, Guest, GuestOptions, Harness, LlmMessage, LlmResponse,
-    LoopbackOnly, RecordedRequest, Reply, RequestLog, Simulator, StreamEvent, WasiHttpHooks,
-    WitError, CANNED_TEXT, CANNED_USAGE,
+    chat_request, endpoint, error_json, AwsCredentials, CallOptions, CaptureOutbound, ContentBlock,
+    EgressPolicy, ErrorKind, Guest, GuestOptions, Harness, LlmMessage, LlmResponse, LoopbackOnly,
+    RecordedRequest, Reply, RequestLog, Simulator, StreamEvent, WasiHttpHooks, WitError,
+    CANNED_TEXT, CANNED_USAGE,
 };
 
 use crate::common::{base64, text, tool_result, url, user, video};
@@ -73,7 +73,6 @@ impl Call {
             deadline_ms: self.deadline_ms,
             max_response_bytes: self.max_response_bytes,
             egress: self.egress.clone(),
-            ..call_options()
         }
     }
 

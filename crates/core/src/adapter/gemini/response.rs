@@ -307,9 +307,7 @@ fn parse_json_path(path: &str) -> Option<Vec<PathStep>> {
             return None;
         }
         if let Some(after) = rest.strip_prefix('.') {
-            let end = after
-                .find(|c: char| c == '.' || c == '[')
-                .unwrap_or(after.len());
+            let end = after.find(['.', '[']).unwrap_or(after.len());
             let name = &after[..end];
             if name.is_empty() || name == "*" {
                 return None;

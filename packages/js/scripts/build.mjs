@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // npm run build: builds oma_portable.wasm with cargo (the repository's oma-guest-build command),
-// copies it to wasm/, transpiles it with jco into gen/, and applies scripts/patch-gen.mjs.
+// copies it to wasm/, transpiles it with jco into gen/, and applies scripts/patch-gen.mjs; then
+// makes the Workers build in workerd/ (scripts/workerd-gen.mjs: a second transpilation whose core
+// modules are imported statically, chosen by the `workerd` export condition).
 //
 // Environment:
 //   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;
@@ -13,6 +15,7 @@ import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { patchGenerated } from './patch-gen.mjs'
+import { buildWorkerd } from './workerd-gen.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -77,3 +80,6 @@ if (foreign.length > 0 || js.includes('preview2-shim')) {
   fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected nothing`)
 }
 console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports)`)
+
+// The Workers build: the same component, transpiled a second time for workerd.
+buildWorkerd({ pkg, wasm: join(pkg, 'wasm', 'oma_portable.wasm'), jco, fail })

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // npm run build: builds oma_portable.wasm alone with cargo (the repository's oma-guest-build
 // command, `--world portable`), transpiles it with jco into gen/, and applies
-// scripts/patch-gen.mjs. It prints each step, cargo's progress, and a line every 20 s that
-// cargo is quiet.
+// scripts/patch-gen.mjs; then makes the Workers build in workerd/ (scripts/workerd-gen.mjs: a
+// second transpilation whose core modules are imported statically, chosen by the `workerd`
+// import condition; not part of the npm tarball yet). It prints each step, cargo's progress,
+// and a line every 20 s that cargo is quiet.
 //
 // Environment:
 //   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;
@@ -15,6 +17,7 @@ import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { patchGenerated } from './patch-gen.mjs'
+import { buildWorkerd } from './workerd-gen.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -105,3 +108,6 @@ if (foreign.length > 0 || js.includes('preview2-shim')) {
   fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected nothing`)
 }
 console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports), done in ${elapsed()}`)
+
+// The Workers build: the same component, transpiled a second time for workerd.
+buildWorkerd({ pkg, wasm, jco, fail })

@@ -71,22 +71,30 @@ pub struct SizeLimit {
 
 /// The ceilings `oma-guest-build --check-sizes` (run by CI) holds the shipped artifacts to.
 /// The budgets are 600 KiB for `oma_component.wasm` and 400 KiB for `oma_portable.wasm`; both
-/// are over them (the README's size section says where the bytes go), so the ceilings only
-/// keep the sizes from growing while they are brought down.
+/// are over them (docs/performance.md says where the bytes go), so the ceilings only keep the
+/// sizes from growing while they are brought down.
+///
+/// Raised by about 127 KB each (component 1,230,247 B, portable 1,149,826 B, gateway
+/// 1,051,170 B when raised): the providers' error codes and types, one default retry policy per
+/// provider with requested waits, Gemini's streamed argument pieces, the limits on what a
+/// conversation, a response and a JSON text may hold, and the key redaction in every encoded
+/// form; and about 45 KB that came with the split into crates (the portable world measured
+/// 1,058,028 B right after it against about 1,013,000 B before, with the same code), not yet
+/// explained.
 pub const SIZE_LIMITS: [SizeLimit; 3] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_103_000,
+        ceiling: 1_256_000,
         budget: Some(600 * 1024),
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_022_000,
+        ceiling: 1_173_000,
         budget: Some(400 * 1024),
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 923_000,
+        ceiling: 1_073_000,
         budget: None,
     },
 ];

@@ -420,7 +420,7 @@ test('provider error: success false with errorInfo; no key anywhere', async () =
 
 test('retries: 429 then 200 with call.maxRetries', async () => {
   server.queue(
-    { status: 429, headers: { 'retry-after': '0' }, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } },
+    { status: 429, headers: { 'retry-after': '0.08' }, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } },
     anthropicMessage('after retry'),
   )
   const a = agent({ call: { maxRetries: 2, retryDelayMs: 20 } })
@@ -429,7 +429,8 @@ test('retries: 429 then 200 with call.maxRetries', async () => {
   assert.equal(result.success, true, JSON.stringify(result))
   assert.equal(result.output, 'after retry')
   assert.equal(server.requests.length, 2)
-  assert.ok(Date.now() - t0 >= 10)
+  // The provider's requested wait (80 ms) replaces the schedule's delay.
+  assert.ok(Date.now() - t0 >= 70)
   // with maxRetries: 0, the 429 is the result
   server.reset()
   server.queue({ status: 429, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } })

@@ -250,9 +250,10 @@ def _event_json(event: Any) -> Optional[Dict[str, Any]]:
 
 
 def _last_event(result: AgentRunResult) -> StreamEvent:
-    """A stream's last event: ``done`` with the result, or ``error`` with the error (whose
-    ``.result`` is the result), as in OMA."""
-    if result.get("success"):
+    """A stream's last event: ``done`` with the result (a run stopped by its token budget too,
+    after its ``budget_exceeded`` event), or ``error`` with the error (whose ``.result`` is the
+    result), as in OMA."""
+    if result.get("success") or result.get("budgetExceeded"):
         return {"type": "done", "data": result}
     info: Mapping[str, Any] = result.get("errorInfo") or {"name": "Error", "message": result.get("output", "")}
     error = error_from_info(info)

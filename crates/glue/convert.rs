@@ -111,11 +111,12 @@ pub(super) fn from_wit_endpoint(endpoint: wire::Endpoint, now_ms: u64) -> a::End
 
 pub(super) fn from_wit_options(options: wire::CallOptions) -> CallOptions {
     CallOptions {
-        retry: RetryPolicy {
-            max_attempts: options.max_attempts.max(1),
-            base_delay_ms: options.base_delay_ms,
-            backoff: options.backoff.max(1.0),
-        },
+        retry: options.retry.map(|retry| RetryPolicy {
+            max_attempts: retry.max_attempts.max(1),
+            base_delay_ms: retry.base_delay_ms,
+            backoff: retry.backoff.max(1.0),
+            ..RetryPolicy::default()
+        }),
         limits: Limits {
             timeout_ms: options.timeout_ms,
             max_response_bytes: usize::try_from(options.max_response_bytes).unwrap_or(usize::MAX),
@@ -159,6 +160,7 @@ impl From<Error> for wit::Error {
             },
             name: error.name().to_string(),
             code: error.code().map(str::to_string),
+            error_type: error.error_type().map(str::to_string),
             message: error.to_string(),
             retryable: error.retryable(),
             http_status: error.http_status(),

@@ -17,6 +17,10 @@
 //! `serve` is the exception to all of the above: it runs the gateway component
 //! (`oma_gateway.wasm`) behind an HTTP server until it gets a signal; see `src/serve.rs`.
 
+// `Failure` carries the component's error record by value to the one place that prints it, once
+// per process: its size costs nothing worth a box.
+#![allow(clippy::result_large_err)]
+
 mod demo;
 mod run;
 mod serve;
@@ -379,19 +383,30 @@ async fn guest() -> Result<Guest, Failure> {
     guest_with(GuestOptions::default()).await
 }
 
+/// The harness every guest of this process comes from: the built-in guest's
+/// ([`Harness::shared`]), or, with `OMA_COMPONENT` set, one for that component, made once with
+/// the same options as the built-in one, so that the two behave alike (a command that needs
+/// two instances, as `demo` does, or a run that streams, gets them either way).
+fn harness() -> Result<&'static Harness, Failure> {
+    static OVERRIDE: std::sync::OnceLock<Result<Harness, String>> = std::sync::OnceLock::new();
+    match std::env::var_os("OMA_COMPONENT") {
+        Some(wasm) => OVERRIDE
+            .get_or_init(|| {
+                Harness::new(HarnessOptions {
+                    wasm: wasm.into(),
+                    ..HarnessOptions::default()
+                })
+                .map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| Failure::Host(anyhow::anyhow!("{e}"))),
+        None => Harness::shared().map_err(Failure::Host),
+    }
+}
+
 /// A guest set up as `options` says (outbound HTTP, the host's hooks).
 async fn guest_with(options: GuestOptions) -> Result<Guest, Failure> {
-    let harness = match std::env::var_os("OMA_COMPONENT") {
-        Some(wasm) => Harness::new(HarnessOptions {
-            wasm: wasm.into(),
-            max_instances: 1,
-            ..HarnessOptions::default()
-        })
-        .map(|harness| &*Box::leak(Box::new(harness))),
-        None => Harness::shared(),
-    }
-    .map_err(Failure::Host)?;
-    harness
+    harness()?
         .instantiate_with(options)
         .await
         .map_err(Failure::Host)

@@ -198,8 +198,9 @@ async fn run_agent(
     let mut config = agent_config("oma-host", &request.model, endpoint);
     request.apply(&mut config.system_prompt, &mut config.sampling);
     config.before_run = args.before_run.is_some();
-    config.call.max_attempts = 3;
-    config.call.base_delay_ms = 1_000;
+    // Each provider's default retry policy (`docs/errors.md#default-retry-policy`), the one the
+    // component, the packages and the gateway apply too.
+    config.call.retry = None;
     config.call.timeout_ms = 120_000;
     // A run past its deadline ends as a failed result with status `timeout` (exit 1).
     config.deadline_ms = Some(u64::try_from(args.timeout.as_millis()).unwrap_or(u64::MAX));

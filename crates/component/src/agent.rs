@@ -5,11 +5,12 @@
 use std::cell::RefCell;
 
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
-use oma_core::agent::machine::RunMachine;
-use oma_core::agent::session::{
-    self, AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+use oma_core::agent::entry;
+use oma_core::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use oma_core::agent::turn::RunOutcome;
+use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::message::ToolUseBlock;
 use oma_wasi::{self as wasi, Next, StepHost, WasiRun};
 
@@ -37,13 +38,13 @@ impl ag::Guest for Component {
 
 /// An `agent` resource.
 pub struct AgentResource {
-    agent: RefCell<session::Agent>,
+    agent: RefCell<entry::Agent>,
 }
 
 impl ag::GuestAgent for AgentResource {
     fn create(config: oc::AgentConfig) -> Result<ag::Agent, wit::Error> {
         let (spec, history) = from_wit_config(config)?;
-        let agent = session::Agent::new(spec, history)?;
+        let agent = entry::Agent::new(spec, history)?;
         Ok(ag::Agent::new(AgentResource {
             agent: RefCell::new(agent),
         }))

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use oma_core::adapter::{ChatRequest, Credentials, Endpoint};
 use oma_core::agent::config::AgentSettings;
+use oma_core::agent::exchange::ToolOutcome;
 use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
-use oma_core::agent::session::ToolOutcome;
 use oma_core::agent::turn::{Action, TurnLoop, TurnOptions};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::HttpResponse;

@@ -83,6 +83,13 @@ pub enum Error {
         status: Option<u16>,
         /// What went wrong, shortened; never holds a secret.
         message: String,
+        /// The provider's own error code, as text (a number is written in decimal), when its
+        /// error names one: OpenAI-compatible `error.code`, Anthropic's `error.type`, Gemini's
+        /// `error.status`, Bedrock's error type (`docs/errors.md#provider-error-codes`).
+        code: Option<String>,
+        /// The provider's error type, when its error body has one (OpenAI-compatible
+        /// `error.type`, Anthropic's `error.type`).
+        error_type: Option<String>,
     },
     /// OMA's `LLMCallTimeoutError`: the provider did not answer in time. Retryable.
     Timeout {
@@ -218,8 +225,25 @@ impl Error {
         }
     }
 
-    /// OMA's error code, e.g. `INVALID_MESSAGE`.
-    pub fn code(&self) -> Option<&'static str> {
+    /// OMA's error code, e.g. `INVALID_MESSAGE`; for a provider failure, the provider's own
+    /// code when it sent one (OMA's `errorInfo.code` holds the SDK error's `code`).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Provider { code, .. } => code.as_deref(),
+            other => other.oma_code(),
+        }
+    }
+
+    /// The provider's error type of a provider failure, when its body has one.
+    pub fn error_type(&self) -> Option<&str> {
+        match self {
+            Error::Provider { error_type, .. } => error_type.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The code of OMA's class, `None` for classes without one.
+    fn oma_code(&self) -> Option<&'static str> {
         match self {
             Error::InvalidMessage { .. } => Some("INVALID_MESSAGE"),
             Error::UnsupportedContentBlock { .. } => Some("UNSUPPORTED_CONTENT_BLOCK"),
@@ -319,10 +343,14 @@ impl Error {
                 provider,
                 status,
                 message,
+                code,
+                error_type,
             } => Error::Provider {
                 provider,
                 status,
                 message: scrub(message),
+                code: code.map(scrub),
+                error_type: error_type.map(scrub),
             },
             Error::EgressDenied { message } => Error::EgressDenied {
                 message: scrub(message),
@@ -342,6 +370,9 @@ impl Error {
         let mut inner = json!({ "name": self.name() });
         if let Some(code) = self.code() {
             inner["code"] = json!(code);
+        }
+        if let Some(error_type) = self.error_type() {
+            inner["type"] = json!(error_type);
         }
         inner["message"] = json!(self.to_string());
         inner["retryable"] = json!(self.retryable());
@@ -451,6 +482,8 @@ mod tests {
             provider: "openai".into(),
             status,
             message: "x".into(),
+            code: None,
+            error_type: None,
         };
         for (status, retryable) in [
             (None, true),
@@ -491,6 +524,8 @@ mod tests {
             provider: "openai".into(),
             status: Some(401),
             message: "Incorrect API key provided: sk-live-123.".into(),
+            code: None,
+            error_type: None,
         }
         .redact(&["sk-live-123", "", "a"]);
         assert_eq!(
@@ -521,6 +556,8 @@ mod tests {
                 provider: "openai".into(),
                 status: Some(401),
                 message: format!("bad key {echoed} given"),
+                code: None,
+                error_type: None,
             }
             .redact(&[key]);
             let message = error.to_string();
@@ -563,6 +600,8 @@ mod tests {
                 "x".repeat(MAX_MESSAGE_CHARS - 10),
                 "y".repeat(100)
             ),
+            code: None,
+            error_type: None,
         }
         .redact(&[key]);
         let message = error.to_string();
@@ -599,11 +638,15 @@ mod tests {
                 provider: "anthropic".into(),
                 status: None,
                 message: long.clone(),
+                code: None,
+                error_type: None,
             },
             Error::Provider {
                 provider: "anthropic".into(),
                 status: Some(500),
                 message: long.clone(),
+                code: None,
+                error_type: None,
             },
             Error::EgressDenied {
                 message: long.clone(),

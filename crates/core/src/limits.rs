@@ -160,6 +160,8 @@ pub fn check_response(provider: &str, response: &LlmResponse) -> Result<(), Erro
         provider: provider.to_owned(),
         status: Some(200),
         message: format!("the response is too large: {what}"),
+        code: None,
+        error_type: None,
     })
 }
 

@@ -25,8 +25,9 @@ pub struct Settings {
     pub max_body_bytes: u64,
     /// How long one request may take, in milliseconds.
     pub deadline_ms: u64,
-    /// Retries of a failed provider call.
-    pub max_retries: u32,
+    /// Retries of a failed provider call (`OMA_GATEWAY_MAX_RETRIES`, with OMA's schedule);
+    /// `None` when unset: each provider's default policy.
+    pub max_retries: Option<u32>,
     /// `OMA_GATEWAY_EGRESS`, when set; `None` allows the requested provider's origin only, and
     /// only when that provider is configured.
     pub egress: Option<EgressPolicy>,
@@ -172,13 +173,18 @@ impl Settings {
         };
         let max_body_bytes = number("OMA_GATEWAY_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
         let deadline_ms = number("OMA_GATEWAY_DEADLINE_MS", DEFAULT_DEADLINE_MS)?;
-        let max_retries = u32::try_from(number("OMA_GATEWAY_MAX_RETRIES", 0)?)
-            .ok()
-            .filter(|n| *n <= 10)
-            .ok_or(BadVariable {
-                name: "OMA_GATEWAY_MAX_RETRIES",
-                expected: "a whole number from 0 to 10",
-            })?;
+        let max_retries = match get("OMA_GATEWAY_MAX_RETRIES") {
+            None => None,
+            Some(_) => Some(
+                u32::try_from(number("OMA_GATEWAY_MAX_RETRIES", 0)?)
+                    .ok()
+                    .filter(|n| *n <= 10)
+                    .ok_or(BadVariable {
+                        name: "OMA_GATEWAY_MAX_RETRIES",
+                        expected: "a whole number from 0 to 10",
+                    })?,
+            ),
+        };
         if deadline_ms == 0 {
             return Err(BadVariable {
                 name: "OMA_GATEWAY_DEADLINE_MS",
@@ -278,7 +284,7 @@ mod tests {
         let s = settings(&[]).expect("valid");
         assert_eq!(s.max_body_bytes, 32 << 20);
         assert_eq!(s.deadline_ms, 120_000);
-        assert_eq!(s.max_retries, 0);
+        assert_eq!(s.max_retries, None, "each provider's default policy");
         assert_eq!(s.token, None);
         assert!(s.authorized(None));
         let anthropic = s.provider("anthropic");
@@ -370,7 +376,7 @@ mod tests {
         );
         assert_eq!(
             (s.max_body_bytes, s.deadline_ms, s.max_retries),
-            (1024, 500, 2)
+            (1024, 500, Some(2))
         );
         assert!(s.authorized(Some("Bearer t0ken")));
         assert!(s.authorized(Some("bearer  t0ken ")));

@@ -11,11 +11,11 @@ use wasip2::io::streams::{OutputStream, StreamError};
 
 use super::{Head, Reply, Route, Settings};
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
-use oma_core::agent::machine::RunMachine;
-use oma_core::agent::session::{
+use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use oma_core::agent::turn::RunOutcome;
+use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::message::{ToolResultContent, ToolUseBlock};
 use oma_wasi::{self as wasi, Next, StepHost, WasiRun};
 

@@ -17,11 +17,14 @@ use serde_json::{json, Value};
 
 use oma_core::adapter::{self, ChatRequest, IdSource, Sampling};
 use oma_core::agent::config::AgentSettings;
+use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
+use oma_core::agent::exchange::AgentEvent;
 use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::outcome_json;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{ErrorInfo, StatusCode};
-use oma_core::agent::session::{self, outcome_json, AgentEvent};
-use oma_core::agent::turn::{Event, RunOutcome};
+use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::http::call::CallOptions;
 use oma_core::http::display::render_request;
@@ -409,7 +412,9 @@ pub fn start_run(
         token_budget: fields.max_token_budget,
         deadline_ms: Some(settings.deadline_ms),
         call: CallOptions {
-            retry: RetryPolicy::from_oma(i64::from(settings.max_retries), None, None),
+            retry: settings
+                .max_retries
+                .map(|n| RetryPolicy::from_oma(i64::from(n), None, None)),
             limits: Limits {
                 deadline_ms: settings.deadline_ms,
                 ..Limits::default()
@@ -432,7 +437,7 @@ pub fn start_run(
             },
         ));
     }
-    let agent = session::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
+    let agent = entry::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
     agent
         .start(input, streaming, seed)
         .map_err(|e| unprocessable(&e))

@@ -183,8 +183,8 @@ pub fn build_all(
 }
 
 /// Builds the libraries of `packages` for `target`; returns the directory their artifacts
-/// land in.
-fn build_guest(
+/// land in. Public so that `oma-guest-build --world` can build one world alone.
+pub fn build_guest(
     workspace: &Path,
     target_dir: &Path,
     profile: &str,

@@ -10,11 +10,13 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use oma_core::agent::config::AgentSettings;
+use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
+use oma_core::agent::exchange::{EvaluationRecord, ToolOutcome};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
-use oma_core::agent::session::{self, outcome_json, EvaluationRecord, ToolOutcome};
-use oma_core::agent::turn::RunOutcome;
+use oma_core::agent::outcome::outcome_json;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::error::Error;
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
@@ -49,7 +51,7 @@ impl dr::Guest for Component {
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let (spec, _history) = AgentSettings::from_json(&config)?.into_spec()?;
-        let machine = session::start_run_agent(
+        let machine = entry::start_run_agent(
             spec,
             run_input_json(&input)?,
             options.progress,
@@ -63,11 +65,11 @@ impl dr::Guest for Component {
 /// An `agent` resource. Its sessions hold a weak reference, so dropping the agent leaves them
 /// running (a `prompt` then has no history to commit to).
 pub struct AgentResource {
-    agent: Rc<RefCell<session::Agent>>,
+    agent: Rc<RefCell<entry::Agent>>,
 }
 
 impl AgentResource {
-    fn wrap(agent: session::Agent) -> dr::Agent {
+    fn wrap(agent: entry::Agent) -> dr::Agent {
         dr::Agent::new(AgentResource {
             agent: Rc::new(RefCell::new(agent)),
         })
@@ -97,12 +99,12 @@ impl AgentResource {
 impl dr::GuestAgent for AgentResource {
     fn create(config: oc::AgentConfig) -> Result<dr::Agent, wit::Error> {
         let (spec, history) = from_wit_config(config)?;
-        Ok(AgentResource::wrap(session::Agent::new(spec, history)?))
+        Ok(AgentResource::wrap(entry::Agent::new(spec, history)?))
     }
 
     fn create_json(config: String) -> Result<dr::Agent, wit::Error> {
         let (spec, history) = AgentSettings::from_json(&config)?.into_spec()?;
-        Ok(AgentResource::wrap(session::Agent::new(spec, history)?))
+        Ok(AgentResource::wrap(entry::Agent::new(spec, history)?))
     }
 
     fn run(
@@ -209,7 +211,7 @@ struct SessionState {
     machine: RunMachine,
     payloads: dr::Payloads,
     /// For a `prompt`: the agent and the user turn to commit when the run completes.
-    commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,
+    commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
     over: bool,
 }
 
@@ -217,7 +219,7 @@ impl SessionResource {
     fn wrap(
         machine: RunMachine,
         payloads: dr::Payloads,
-        commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,
+        commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
     ) -> dr::Session {
         dr::Session::new(SessionResource {
             state: RefCell::new(SessionState {

@@ -5,11 +5,11 @@
 //! fallback should the machine ever refuse an answer.
 
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
-use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
-use oma_core::agent::session::{
+use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use oma_core::agent::turn::RunOutcome;
+use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::http::call::Outgoing;
 use oma_core::message::ToolUseBlock;
 

@@ -73,8 +73,9 @@ def agent(base: str, **extra: Any) -> oma.Agent:
 def streamed(a: oma.Agent) -> Dict[str, Any]:
     """The result of a streamed run, from its last event."""
     events = list(a.stream("hi"))
-    assert events[-1]["type"] in ("done", "error"), events[-1]
-    return events[-1]["data"]
+    last = events[-1]
+    assert last["type"] in ("done", "error"), last
+    return last["data"] if last["type"] == "done" else last["data"].result
 
 
 def no_key(result: Any) -> None:

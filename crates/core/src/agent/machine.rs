@@ -40,12 +40,14 @@ use serde_json::json;
 use crate::adapter::{self, Adapter, ChatRequest, Endpoint, IdSource, StreamEvent};
 use crate::agent::before_run::{self, transport_prompt, BeforeRunContext, ExternalKind};
 use crate::agent::evaluation::{scorer_input, stored_payload, RunInput, StorePayloads};
-use crate::agent::outcome::classify;
-use crate::agent::progress::agent_start_data;
-use crate::agent::session::{
-    outcome_json, AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+use crate::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use crate::agent::turn::{Action, Ending, RunOutcome, TurnLoop, TurnOptions};
+use crate::agent::outcome::classify;
+use crate::agent::outcome::outcome_json;
+use crate::agent::outcome::{Ending, RunOutcome};
+use crate::agent::progress::agent_start_data;
+use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
 use crate::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
 use crate::message::{ContentBlock, LlmMessage, Role, TextBlock, TokenUsage, ToolResultBlock};
@@ -129,6 +131,9 @@ pub enum Step {
 
 /// What [`RunMachine::poll`] found: the three cases a host acts on, and [`Poll::Over`] for a
 /// machine whose outcome was already handed out.
+// A step is handed out by value on every poll, the hot path of a run; boxing it would cost an
+// allocation per step to shrink the rare `Waiting` and `Over`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq)]
 pub enum Poll {
     /// Perform (or deliver) this step.
@@ -558,9 +563,9 @@ impl RunMachine {
                                 timestamp: Some(adapter::amz_timestamp(self.now_ms / 1000)),
                                 ..self.spec.endpoint.clone()
                             };
-                            let call = Call::new(
+                            let call = Call::new_validated(
                                 adapter.as_ref(),
-                                turns.turn.request(),
+                                turns.turn.validated(),
                                 &endpoint,
                                 self.spec.call.clone(),
                                 seed,

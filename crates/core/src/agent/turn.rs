@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-use crate::adapter::ChatRequest;
-use crate::agent::outcome::{classify, classify_budget, Failure};
+use crate::adapter::{ChatRequest, Validated};
+use crate::agent::outcome::{classify, classify_budget, Ending, RunOutcome, ToolCallRecord};
 use crate::error::{Error, Refused};
 use crate::message::{
     ContentBlock, LlmMessage, LlmResponse, Role, TokenUsage, ToolResultBlock, ToolResultContent,
@@ -99,84 +99,6 @@ pub enum Event {
     ToolResult(ToolResultBlock),
     /// The token budget was exceeded; the run ends next.
     BudgetExceeded(TokenBudgetExceeded),
-}
-
-/// One tool call of the run (OMA's `ToolCallRecord`, without the duration: the loop has no
-/// clock).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCallRecord {
-    /// The tool's name.
-    pub tool_name: String,
-    /// The call's arguments.
-    pub input: serde_json::Value,
-    /// What the tool returned.
-    pub output: ToolResultContent,
-    /// Whether the tool failed.
-    pub is_error: bool,
-}
-
-/// How a run ended: the fields of OMA's `AgentRunResult` the loop knows.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunOutcome {
-    /// The text of the last assistant turn (its text blocks joined with `''`); the error's
-    /// message after a failure.
-    pub output: String,
-    /// Only the messages this run produced (assistant turns and tool-result user turns), never
-    /// the input; empty after a failure.
-    pub messages: Vec<LlmMessage>,
-    /// Tokens used, summed over the turns; zero after a failure (as OMA reports).
-    pub token_usage: TokenUsage,
-    /// The tool calls, in call order; empty after a failure.
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// How many chat requests were sent.
-    pub turns: u32,
-    /// Whether the run completed, ran out of budget, or failed.
-    pub ending: Ending,
-}
-
-/// How a run ended; each case holds exactly what that ending has.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Ending {
-    /// The run completed (`success: true`).
-    Completed,
-    /// The token budget ran out (`success: false`, `budgetExceeded: true`): the run's messages
-    /// and usage are kept, and the failure is OMA's `TokenBudgetExceededError`.
-    BudgetExceeded(Failure),
-    /// An error ended the run (`success: false`): no messages, zero usage, the error's message
-    /// as output, and its classification.
-    Failed(Failure),
-}
-
-impl RunOutcome {
-    /// A failed outcome for `error` after `turns` requests, classified with `classify`.
-    pub fn failed(error: &Error, turns: u32, failure: Failure) -> Self {
-        RunOutcome {
-            output: error.to_string(),
-            messages: Vec::new(),
-            token_usage: TokenUsage::default(),
-            tool_calls: Vec::new(),
-            turns,
-            ending: Ending::Failed(failure),
-        }
-    }
-
-    /// Whether the run succeeded (OMA's `success`).
-    pub fn success(&self) -> bool {
-        matches!(self.ending, Ending::Completed)
-    }
-
-    /// Whether the run ended because the token budget ran out (OMA's `budgetExceeded`).
-    pub fn budget_exceeded(&self) -> bool {
-        matches!(self.ending, Ending::BudgetExceeded(_))
-    }
-
-    /// `status` and `errorInfo` of a run that did not succeed.
-    pub fn failure(&self) -> Option<&Failure> {
-        match &self.ending {
-            Ending::Completed => None,
-            Ending::BudgetExceeded(failure) | Ending::Failed(failure) => Some(failure),
-        }
-    }
 }
 
 /// What the driver should do next.
@@ -288,6 +210,15 @@ impl TurnLoop {
     /// The chat request of the current turn: the template with the whole conversation so far.
     pub fn request(&self) -> &ChatRequest {
         &self.request
+    }
+
+    /// The same request, as validated, so the adapter formats it without checking it again.
+    /// Every message joined the conversation validated: the loop is made (by the run machine)
+    /// over prepared or merged input, which is validated; the machine checks each tool result
+    /// at its place before handing it over; and a response holds only text, tool-use and
+    /// reasoning blocks, which no rule constrains.
+    pub(crate) fn validated(&self) -> Validated<'_> {
+        Validated::trusted(&self.request)
     }
 
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
@@ -1051,6 +982,8 @@ mod tests {
             provider: "anthropic".into(),
             status: Some(529),
             message: "overloaded".into(),
+            code: None,
+            error_type: None,
         };
         assert!(turn.handle_failure(error.clone()).is_ok());
         let actions = drain(&mut turn);

@@ -20,9 +20,9 @@ use oma_testkit::artifact::GATEWAY_WASM;
 use oma_testkit::oma_json::{block_json, run_result_json};
 use oma_testkit::serve::{ServeOptions, Server};
 use oma_testkit::{
-    agent_config, aws_event_message, call_options, chat_request, endpoint, error_json, AgentEvent,
-    CallOptions, DriverHarness, Endpoint, GuestOptions, Harness, LlmResponse, LoopbackOnly, Reply,
-    RunInput, RunResult, Simulator, StreamEvent, WitError,
+    agent_config, aws_event_message, call_options, chat_request, endpoint, error_json, retries,
+    AgentEvent, CallOptions, DriverHarness, Endpoint, GuestOptions, Harness, LlmResponse,
+    LoopbackOnly, Reply, RunInput, RunResult, Simulator, StreamEvent, WitError,
 };
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
@@ -169,7 +169,7 @@ fn case_endpoint(case: &Value, base_url: &str) -> Endpoint {
 
 fn options() -> CallOptions {
     CallOptions {
-        max_attempts: 1,
+        retry: retries(1),
         timeout_ms: 30_000,
         ..call_options()
     }
@@ -342,6 +342,8 @@ fn gateway_env(base_url: &str) -> Vec<(String, String)> {
     env.push(("AWS_BEARER_TOKEN_BEDROCK".into(), KEY.into()));
     env.push(("AWS_ENDPOINT_URL_BEDROCK_RUNTIME".into(), base_url.into()));
     env.push(("AWS_REGION".into(), "us-east-1".into()));
+    // One attempt, as in the other worlds: each recording is one answer.
+    env.push(("OMA_GATEWAY_MAX_RETRIES".into(), "0".into()));
     env
 }
 

@@ -4,8 +4,8 @@
 //! `agent.rs`.)
 
 use oma_testkit::driver_types::{
-    Answer, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step, ToolAnswerJson,
-    TransportFailure, TransportFailureKind,
+    Answer, Due, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+    ToolAnswerJson, TransportFailure, TransportFailureKind,
 };
 use oma_testkit::{
     artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest,
@@ -251,11 +251,79 @@ async fn a_json_session_takes_and_gives_oma_json() {
     );
 }
 
+/// Without retry options the session follows Anthropic's default policy: a refused
+/// connection is a wait of 0.375 to 0.5 s, then the same request again; the provider's code (its
+/// `error.type`) reaches the JSON result's `errorInfo.code`, and a `retry-after` header is the
+/// wait.
 #[tokio::test]
-async fn answers_that_were_not_asked_for_change_nothing() {
+async fn the_default_policy_and_the_providers_code_reach_the_session() {
     let mut guest = guest().await;
     let agent = guest
         .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let session = run_json(&mut guest, agent.resource(), r#""hi""#)
+        .await
+        .unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        Answer::Failure(TransportFailure {
+            kind: TransportFailureKind::Refused,
+            message: "connection refused".into(),
+        }),
+    )
+    .await
+    .expect("due");
+    match next(&mut guest, session).await.expect("a step") {
+        Poll::Step(Step::Wait(ms)) => assert!((375..=500).contains(&ms), "{ms}"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    answer(&mut guest, session, Answer::Waited)
+        .await
+        .expect("due");
+    until_send(&mut guest, session).await;
+    let overloaded = |retry_after: &str| {
+        Answer::Response(Response {
+            status: 529,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("retry-after".into(), retry_after.into()),
+            ],
+            body: json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                .to_string(),
+        })
+    };
+    answer(&mut guest, session, overloaded("2"))
+        .await
+        .expect("due");
+    match next(&mut guest, session).await.expect("a step") {
+        Poll::Step(Step::Wait(ms)) => assert_eq!(ms, 2_000, "the provider's wait"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    answer(&mut guest, session, Answer::Waited)
+        .await
+        .expect("due");
+    until_send(&mut guest, session).await;
+    answer(&mut guest, session, overloaded("0"))
+        .await
+        .expect("due");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], false, "three attempts: {result}");
+    assert_eq!(result["errorInfo"]["code"], "overloaded_error", "{result}");
+    assert_eq!(result["errorInfo"]["httpStatus"], 529);
+    assert!(result["errorInfo"].get("type").is_none(), "OMA's keys only");
+}
+
+#[tokio::test]
+async fn answers_that_were_not_asked_for_change_nothing() {
+    let mut guest = guest().await;
+    // One attempt: the refused connection below ends the run (Anthropic's default policy
+    // would retry it; `the_default_policy_and_the_providers_code_reach_the_session`).
+    let agent = guest
+        .create_agent_json(&config(json!({"call": {"maxRetries": 0}})))
         .await
         .unwrap()
         .unwrap();
@@ -268,10 +336,14 @@ async fn answers_that_were_not_asked_for_change_nothing() {
         Some("SESSION_STATE")
     );
     until_send(&mut guest, session).await;
-    let again = next(&mut guest, session)
+    // Asked again while the answer is due, the session says what it waits for: no error.
+    let Poll::Waiting(waiting) = next(&mut guest, session)
         .await
-        .expect_err("an answer is due");
-    assert_eq!(again.name, "SessionStateError");
+        .expect("waiting is not an error")
+    else {
+        panic!("the send's answer is due");
+    };
+    assert_eq!(waiting.due, vec![Due::Http]);
     for wrong in [
         Answer::Waited,
         Answer::End,

@@ -5,12 +5,16 @@ URL, headers with the key, JSON body, timeout, whether to stream) and the host a
 response's head and then its body chunks, or a transport failure. urllib3 does the sending: it
 has no dependencies of its own, pools connections, applies the connect and between-bytes timeouts
 the step asks for, and reports refused connections, resets and timeouts as distinct exceptions, which
-map one-to-one onto the ``transport-failure-kind`` the component classifies.
+map onto the ``transport-failure-kind`` the component classifies (see :func:`classify`).
 """
 
 from __future__ import annotations
 
+import errno
+import http.client
 import socket
+import ssl
+import sys
 import time
 from typing import Any, Iterator, List, Optional, Tuple
 
@@ -29,22 +33,76 @@ class TransportFailure(Exception):
         self.message = message[:300]
 
 
-def _classify(exc: BaseException) -> TransportFailure:
-    e: Optional[BaseException] = exc
-    if isinstance(e, u3.MaxRetryError) and e.reason is not None:
-        e = e.reason
-    if isinstance(e, (u3.ConnectTimeoutError, u3.ReadTimeoutError, socket.timeout, TimeoutError)):
-        return TransportFailure("timed-out", f"timed out: {type(e).__name__}")
-    if isinstance(e, u3.NewConnectionError):
-        cause = e.__cause__ or e.__context__
-        if isinstance(cause, ConnectionRefusedError) or "refused" in str(e).lower():
+def _chain(exc: BaseException) -> List[BaseException]:
+    """``exc`` and what caused it: causes, contexts, the reason of urllib3's ``MaxRetryError``
+    and exceptions carried as arguments (urllib3's ``ProtocolError("...", error)``)."""
+    out: List[BaseException] = []
+    todo = [exc]
+    while todo and len(out) < 16:
+        e = todo.pop(0)
+        if any(e is seen for seen in out):
+            continue
+        out.append(e)
+        todo.extend(x for x in (getattr(e, "reason", None), e.__cause__, e.__context__) if isinstance(x, BaseException))
+        todo.extend(a for a in e.args if isinstance(a, BaseException))
+    return out
+
+
+_REFUSED = {errno.ECONNREFUSED}
+_RESET = {errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ENOTCONN}
+
+
+def classify(exc: BaseException) -> TransportFailure:
+    """What a failed request is, as the component's ``transport-failure-kind`` says it (the
+    kinds the component and the JavaScript package report): ``refused`` (nothing listens),
+    ``reset`` (the connection broke), ``timed-out``, or ``other`` with what it was (a DNS
+    lookup, a TLS handshake, ...). What the operating system says decides before any timeout
+    class: urllib3's ``NewConnectionError`` is a subclass of ``ConnectTimeoutError``, so a
+    refused connection must not be read as a timeout."""
+    chain = _chain(exc)
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            return TransportFailure("other", f"DNS lookup failed: {e.strerror or e}")
+        if isinstance(e, ssl.SSLError):
+            reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or str(e)
+            return TransportFailure("other", f"TLS failure: {reason}")
+        if isinstance(e, ssl.CertificateError):
+            return TransportFailure("other", f"TLS failure: {e}")
+        if isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and e.errno in _REFUSED):
             return TransportFailure("refused", "connection refused")
-        return TransportFailure("other", f"cannot connect: {type(cause or e).__name__}")
-    if isinstance(e, (u3.ProtocolError, ConnectionError, u3.IncompleteRead)):
-        return TransportFailure("reset", f"connection broken: {type(e).__name__}")
-    if isinstance(e, u3.SSLError):
-        return TransportFailure("other", "TLS failure")
-    return TransportFailure("other", f"{type(e).__name__}")
+        if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) or (
+            isinstance(e, OSError) and e.errno in _RESET
+        ):
+            return TransportFailure("reset", f"connection reset: {e.strerror or type(e).__name__}")
+    for e in chain:
+        if isinstance(e, (u3.ConnectTimeoutError, u3.ReadTimeoutError, socket.timeout, TimeoutError,
+                          _httpx_timeouts())):
+            return TransportFailure("timed-out", f"timed out: {type(e).__name__}")
+    for e in chain:
+        if isinstance(e, u3.NameResolutionError):
+            return TransportFailure("other", "DNS lookup failed")
+        if isinstance(e, u3.SSLError):
+            return TransportFailure("other", "TLS failure")
+        if isinstance(e, (u3.ProtocolError, u3.IncompleteRead, ConnectionError, http.client.HTTPException,
+                          _httpx_broken())):
+            return TransportFailure("reset", f"connection broken: {type(e).__name__}")
+    return TransportFailure("other", f"{type(exc).__name__}")
+
+
+def _httpx_timeouts() -> Tuple[type, ...]:
+    httpx = sys.modules.get("httpx")
+    return (httpx.TimeoutException,) if httpx is not None else ()
+
+
+def _httpx_broken() -> Tuple[type, ...]:
+    """httpx's errors for a connection that broke (the package's asyncio client)."""
+    httpx = sys.modules.get("httpx")
+    if httpx is None:
+        return ()
+    return (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError)
+
+
+_classify = classify
 
 
 # The component's default response limit (``call-options.max-response-bytes``): where a whole
@@ -146,8 +204,8 @@ class StreamingResponse:
         self._bound_next_read()
         try:
             if self._reader is not None:
-                return self._reader(self._chunk_size)
-            return self.resp.read(self._chunk_size)
+                return bytes(self._reader(self._chunk_size))
+            return bytes(self.resp.read(self._chunk_size))
         except Exception as e:  # noqa: BLE001
             raise _classify(e) from None
 

@@ -26,6 +26,8 @@ pub(super) fn parse_completion(provider: &str, body: &[u8]) -> Result<LlmRespons
             provider: provider.to_string(),
             status: None,
             message: "OpenAI returned a completion with no choices".into(),
+            code: None,
+            error_type: None,
         });
     };
     let Some(message) = choice.get("message").and_then(Value::as_object) else {

@@ -9,8 +9,9 @@ use super::*;
 use crate::adapter::Credentials;
 use crate::agent::before_run::BeforeRunResult;
 use crate::agent::config::AgentSettings;
+use crate::agent::entry::{start_run_agent, Agent};
 use crate::agent::input::PromptInput;
-use crate::agent::session::{outcome_json, start_run_agent, Agent};
+use crate::agent::outcome::outcome_json;
 use crate::agent::turn::Event;
 use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
 use crate::message::{ImageBlock, ImageSource, ToolResultContent};
@@ -18,8 +19,10 @@ use crate::message::{ImageBlock, ImageSource, ToolResultContent};
 const KEY: &str = "sk-machine-SECRET-7fa1";
 const NOW: u64 = 1_796_036_400_000;
 
+/// An agent of `provider` whose calls make one attempt: these tests drive the machine, not a
+/// provider's default retry policy (`http::call` tests that), so every failure ends its call.
 fn settings(provider: &str) -> AgentSettings {
-    AgentSettings {
+    let mut settings = AgentSettings {
         name: "helper".into(),
         model: "claude-x".into(),
         provider: provider.into(),
@@ -28,7 +31,9 @@ fn settings(provider: &str) -> AgentSettings {
             ..Endpoint::default()
         },
         ..AgentSettings::default()
-    }
+    };
+    settings.call.retry = Some(crate::http::retry::RetryPolicy::none());
+    settings
 }
 
 fn spec() -> RunSpec {
@@ -384,11 +389,12 @@ fn tool_loops_and_broken_tool_answers() {
 #[test]
 fn retries_are_waits_the_host_performs() {
     let mut settings = settings("anthropic");
-    settings.call.retry = crate::http::retry::RetryPolicy {
+    settings.call.retry = Some(crate::http::retry::RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 10,
         backoff: 2.0,
-    };
+        ..crate::http::retry::RetryPolicy::default()
+    });
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut host = Host::replying(&[(503, "busy"), (529, "busy"), (200, &reply("ok", 1, 1))]);
@@ -773,6 +779,10 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
         crate::agent::outcome::StatusCode::Timeout
     );
     assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(
+        failure.error_info.kind,
+        crate::agent::outcome::FailureKind::Timeout
+    );
     // The tool's late answer is handed back: the run is over.
     let late = machine.handle(tool_answer("t1")).expect_err("too late");
     assert_eq!(late.answer, tool_answer("t1"));
@@ -782,7 +792,11 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
 #[test]
 fn wake_at_covers_a_retry_wait() {
     let mut settings = settings("anthropic");
-    settings.call.retry = crate::http::retry::RetryPolicy::from_oma(1, Some(250.0), None);
+    settings.call.retry = Some(crate::http::retry::RetryPolicy::from_oma(
+        1,
+        Some(250.0),
+        None,
+    ));
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut machine = agent.start(text("q"), false, 1).expect("valid");

@@ -66,13 +66,18 @@ commands:
                   progress events as JSON lines on stderr. Requests go to public, loopback
                   and private (LAN) addresses only, checked after DNS resolution: never to
                   link-local, cloud-metadata or unspecified ones
-  serve [--addr IP:PORT] [--component PATH]
+  serve [--addr IP:PORT] [--component PATH] [--max-in-flight N] [--memory-budget MIB]
+        [--max-instances N]
                   serve the gateway (oma_gateway.wasm, or the wasi:http/proxy component at
                   PATH) over HTTP/1.1 on --addr (127.0.0.1:8080 by default; port 0 picks a free
                   one) until SIGINT or SIGTERM, printing "oma-host: listening on
                   http://IP:PORT" on stderr. One fresh instance per request (the pooling
                   allocator); the component's environment is only the variables named
-                  OMA_GATEWAY_*, AWS_*, *_API_KEY and *_BASE_URL; its requests go where run's do
+                  OMA_GATEWAY_*, AWS_*, *_API_KEY and *_BASE_URL; its requests go where run's do.
+                  At most --max-in-flight requests at once (1024) and --memory-budget MiB of
+                  memory for all instances together (1024): past either, 503 with Retry-After
+                  (GET /healthz is answered outside both); --max-instances (256) run at once,
+                  more wait for one. A client that disconnects cancels its run
   demo            the whole pipeline on a bundled conversation with an image and a video, with
                   no network and no key: validation, two wire formats, the hook, wasi-http to a
                   loopback provider, a tool call, the result
@@ -563,12 +568,8 @@ fn error_value(failure: &Failure) -> Option<Value> {
     match failure {
         Failure::Usage(_) | Failure::RunFailed(_) => None,
         Failure::Component(error) => Some(error_json(error)),
-        Failure::Host(error) => Some(json!({"error": {
-            "name": "HostError",
-            "code": null,
-            "message": format!("{error:#}"),
-            "retryable": false,
-        }})),
+        // One line, which limit when one was hit, never the guest's wasm backtrace.
+        Failure::Host(error) => Some(oma_wasmtime::host_error_json(error)),
         Failure::NotText(error) => Some(json!({"error": {
             "name": "InvalidMessageError",
             "code": "INVALID_MESSAGE",
@@ -661,6 +662,61 @@ mod tests {
     /// A command line as `parse` gets it.
     pub(crate) fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A trap is reported as one typed line without the wasm backtrace wasmtime attaches, and
+    /// names the linear-memory limit when that is what ended the call.
+    #[test]
+    fn a_trap_is_a_host_error_without_a_backtrace() {
+        let backtrace = "error while executing at wasm backtrace:\n    0: 0x5b7f - \
+                         oma_component.wasm!sbrk\n    1: 0x61a2 - oma_component.wasm!malloc";
+        let memory = anyhow::Error::new(oma_wasmtime::LimitExceeded::Memory {
+            limit: 512 << 20,
+            requested: (512 << 20) + 65536,
+        })
+        .context(backtrace);
+        let trap = anyhow::anyhow!("wasm trap: wasm `unreachable` instruction executed")
+            .context(backtrace)
+            .context("the run failed");
+        for (failure, says, code) in [
+            (
+                memory,
+                "past its limit of 536870912 bytes",
+                json!("GUEST_LIMIT_EXCEEDED"),
+            ),
+            (
+                trap,
+                "the run failed: wasm trap: wasm `unreachable`",
+                Value::Null,
+            ),
+        ] {
+            let value = error_value(&Failure::Host(failure)).expect("an error JSON");
+            let message = value["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert_eq!(value["error"]["name"], "HostError", "{value}");
+            assert_eq!(value["error"]["code"], code, "{value}");
+            assert!(message.contains(says), "{message}");
+            assert!(
+                !message.contains("backtrace") && !message.contains(".wasm!"),
+                "{message}"
+            );
+            assert!(!message.contains('\n'), "{message}");
+        }
+        let value = error_value(&Failure::Host(anyhow::Error::new(
+            oma_wasmtime::LimitExceeded::Memory {
+                limit: 1,
+                requested: 2,
+            },
+        )))
+        .expect("an error JSON");
+        assert!(
+            value["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("linear-memory limit")),
+            "{value}"
+        );
     }
 
     #[test]

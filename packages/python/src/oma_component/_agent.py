@@ -323,7 +323,13 @@ def _tool_variant(call_id: str, value: Any = None, error: Optional[BaseException
 
 
 def _unknown_tool(name: str) -> str:
-    return f'Tool "{name}" is not registered'
+    # OMA's default-deny text, as the JavaScript package gives it: a tool the agent was not
+    # granted is not run.
+    return (
+        f'Tool "{name}" is not granted to this agent. '
+        'Built-in tools are opt-in: grant it via the agent\'s "tools" allowlist or '
+        '"toolPreset" (or set the orchestrator\'s "defaultToolPreset").'
+    )
 
 
 def _external_variant(value: Any = None, error: Optional[BaseException] = None) -> Variant:

@@ -242,7 +242,7 @@ def assert_timed_out(result: Dict[str, Any], t0: float, within: float) -> None:
 def test_a_whole_response_that_trickles_is_cut_at_the_call_timeout(providers):
     provider = providers(trickle("application/json"))
     t0 = time.monotonic()
-    result = agent(provider.base, call={"timeout_ms": 400}).run("hi")
+    result = agent(provider.base, call={"timeout_ms": 400, "max_retries": 0}).run("hi")
     assert_timed_out(result, t0, 1.5)
     assert time.monotonic() - t0 >= 0.35
     assert result["errorInfo"]["message"] == "LLM call exceeded per-call timeout of 400ms"
@@ -259,7 +259,7 @@ def test_a_stream_that_stalls_is_cut_at_the_call_timeout(providers):
 
     provider = providers(stall)
     t0 = time.monotonic()
-    assert_timed_out(streamed(agent(provider.base, call={"timeout_ms": 400})), t0, 1.5)
+    assert_timed_out(streamed(agent(provider.base, call={"timeout_ms": 400, "max_retries": 0})), t0, 1.5)
 
 
 def test_a_stream_that_trickles_ends_at_the_run_and_call_deadlines(providers):

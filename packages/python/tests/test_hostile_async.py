@@ -161,7 +161,7 @@ def test_the_client_reads_an_encoded_body_as_it_came(providers):
 def test_a_whole_response_that_trickles_is_cut_at_the_call_timeout(providers):
     provider = providers(trickle("application/json"))
     t0 = time.monotonic()
-    result = asyncio.run(ran(agent(provider.base, call={"timeout_ms": 400})))
+    result = asyncio.run(ran(agent(provider.base, call={"timeout_ms": 400, "max_retries": 0})))
     assert_timed_out(result, t0, 1.5)
     assert time.monotonic() - t0 >= 0.35
     assert result["errorInfo"]["message"] == "LLM call exceeded per-call timeout of 400ms"
@@ -180,7 +180,7 @@ def test_a_head_that_trickles_is_cut_at_the_call_timeout(providers):
 
     provider = providers(slow_head)
     t0 = time.monotonic()
-    assert_timed_out(asyncio.run(ran(agent(provider.base, call={"timeout_ms": 400}))), t0, 1.5)
+    assert_timed_out(asyncio.run(ran(agent(provider.base, call={"timeout_ms": 400, "max_retries": 0}))), t0, 1.5)
 
 
 def test_a_stream_that_stalls_is_cut_at_the_call_timeout(providers):
@@ -194,7 +194,7 @@ def test_a_stream_that_stalls_is_cut_at_the_call_timeout(providers):
 
     provider = providers(stall)
     t0 = time.monotonic()
-    assert_timed_out(asyncio.run(streamed(agent(provider.base, call={"timeout_ms": 400}))), t0, 1.5)
+    assert_timed_out(asyncio.run(streamed(agent(provider.base, call={"timeout_ms": 400, "max_retries": 0}))), t0, 1.5)
 
 
 def test_a_stream_that_trickles_ends_at_the_run_and_call_deadlines(providers):

@@ -236,6 +236,28 @@ impl Settings {
         provider_env(provider, None, |name| self.vars.get(name).cloned())
     }
 
+    /// Every value the gateway must never show, whichever provider a request names: the keys,
+    /// tokens and AWS credentials of its environment, its own token, and the credentials in
+    /// base URLs. For replies written before a request names its provider (a request body of
+    /// the wrong shape echoes the field names it was given).
+    pub fn all_secrets(&self) -> Vec<String> {
+        let mut secrets: Vec<String> = self.token.iter().cloned().collect();
+        for (name, value) in &self.vars {
+            if name.ends_with("_BASE_URL") || name.starts_with("AWS_ENDPOINT_URL") {
+                secrets.extend(oma_core::secret::url_secrets(value));
+            } else if name.ends_with("_API_KEY")
+                || (name.starts_with("AWS_")
+                    && (name.contains("SECRET")
+                        || name.contains("TOKEN")
+                        || name.contains("KEY_ID")))
+            {
+                secrets.push(value.clone());
+            }
+        }
+        secrets.retain(|secret| !secret.is_empty());
+        secrets
+    }
+
     /// Where a run with `provider` may send: `OMA_GATEWAY_EGRESS` when set; otherwise anywhere
     /// the configuration points (a configured provider's URL comes from the environment, not
     /// from the request) and nowhere for a provider the environment does not name.

@@ -309,13 +309,20 @@ impl RunBody {
     }
 }
 
-/// The request's fields, or `400` (not JSON) / `422` (another shape).
-fn fields<T>(body: &[u8], read: fn(Object) -> Result<T, ShapeError>) -> Result<T, Reply> {
+/// The request's fields, or `400` (not JSON) / `422` (another shape). A shape error names the
+/// fields it was given, so it is redacted of every configured secret: a client that sends a key
+/// as a field name does not get it back.
+fn fields<T>(
+    settings: &Settings,
+    body: &[u8],
+    read: fn(Object) -> Result<T, ShapeError>,
+) -> Result<T, Reply> {
     let value = parse_body(body)?;
     Object::strict(value).and_then(read).map_err(|e| {
-        unprocessable(&Error::InvalidRequest {
+        let error = Error::InvalidRequest {
             message: format!("the request is not valid: {e}"),
-        })
+        };
+        unprocessable(&error.redact(&secret_refs(&settings.all_secrets())))
     })
 }
 
@@ -323,7 +330,7 @@ fn fields<T>(body: &[u8], read: fn(Object) -> Result<T, ShapeError>) -> Result<T
 /// shown as `[redacted]`; `422` for invalid or unsupported content. `now_ms` and `seed` feed
 /// what a format makes up (SigV4 dates, Gemini ids).
 pub fn format(settings: &Settings, body: &[u8], now_ms: u64, seed: u64) -> Reply {
-    let fields = match fields(body, FormatBody::read) {
+    let fields = match fields(settings, body, FormatBody::read) {
         Ok(fields) => fields,
         Err(reply) => return reply,
     };
@@ -379,7 +386,7 @@ pub fn start_run(
     streaming: bool,
     seed: u64,
 ) -> Result<RunMachine, Reply> {
-    let fields = fields(body, RunBody::read)?;
+    let fields = fields(settings, body, RunBody::read)?;
     let input = match (fields.messages, fields.prompt) {
         (Some(messages), None) => {
             RunInput::Messages(json::messages_from_value(messages).map_err(|e| unprocessable(&e))?)

@@ -462,3 +462,21 @@ fn a_body_of_a_million_blocks_is_too_large() {
         .2
         .contains("more than the 16384 a message may hold"));
 }
+
+/// A shape error names the fields it was given: a client that sends a configured key as a field
+/// name gets `[redacted]` back, never the key (found by the `gateway_requests` fuzz target).
+#[test]
+fn a_key_given_as_a_field_name_is_not_echoed() {
+    let settings = configured();
+    let field = format!("prompt{KEY}x");
+    let body = json!({"provider": "anthropic", "model": "m", field: "hi"}).to_string();
+    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1) else {
+        panic!("an unknown field is refused");
+    };
+    assert_eq!(reply.status, 422);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+    assert!(reply.body.contains("[redacted]"), "{}", reply.body);
+    let reply = format(&settings, body.as_bytes(), 0, 1);
+    assert_eq!(reply.status, 422);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+}

@@ -17,6 +17,11 @@
 #   CELL_QUIET_WAIT=600    seconds to wait, at most, before each cell while a rustc runs
 #   RESULTS_DIR=bench/gateway-load   where results.md, results.json and rps.svg are written
 #   SKIP_BUILD=0           1: use the binaries already built
+#   PRESSURE=1             1: also the pressure cases of oma-host serve (abandoned clients, large
+#                          requests in parallel), written to pressure.md in RESULTS_DIR
+#   PRESSURE_ONLY=0        1: the pressure cases only (no OMA, no cells; SIDES is oma-host)
+#   ABANDONED=300          clients that post a run to a provider holding it, then leave after 1 s
+#   LARGE_PARALLEL=24      large requests sent at once (each case)
 #
 # Every run is bounded: each server and the provider exit by themselves after a deadline, each
 # request has a timeout, each cell lasts WARMUP + DURATION seconds plus start and stop.
@@ -38,6 +43,11 @@ QUIET_LOAD=${QUIET_LOAD:-1.0}
 CELL_QUIET_WAIT=${CELL_QUIET_WAIT:-600}
 RESULTS_DIR=${RESULTS_DIR:-$here}
 SKIP_BUILD=${SKIP_BUILD:-0}
+PRESSURE=${PRESSURE:-1}
+PRESSURE_ONLY=${PRESSURE_ONLY:-0}
+ABANDONED=${ABANDONED:-300}
+LARGE_PARALLEL=${LARGE_PARALLEL:-24}
+if [[ "$PRESSURE_ONLY" == 1 ]]; then SIDES=oma-host; PRESSURE=1; fi
 
 MODEL=claude-sonnet-4-6
 CANNED_TEXT='Hello from the simulator.'
@@ -238,6 +248,7 @@ provider_pid=
 cleanup() {
   stop_server
   [[ -n "$provider_pid" ]] && kill "$provider_pid" 2>/dev/null || true
+  [[ -n "${holding_pid:-}" ]] && kill "$holding_pid" 2>/dev/null || true
   rm -f "$work"/*.sampling
 }
 trap cleanup EXIT
@@ -315,6 +326,7 @@ provider_pid=$!
 provider_url=$(wait_listening "$work/provider.log" "$provider_pid") || die "the provider did not start"
 say "provider: $provider_url"
 
+if [[ "$PRESSURE_ONLY" != 1 ]]; then
 # --- Priming -------------------------------------------------------------------------------------
 # Each side started once and stopped before any cell: the first start of oma-host compiles the
 # component (then cached on disk), which would otherwise land in the first cell's peak memory.
@@ -408,3 +420,111 @@ echo "after: $(loadavg)" >>"$work/loadavg.txt"
 say "load average after: $(loadavg)"
 
 node "$here/report.mjs" "$work" "$RESULTS_DIR"
+fi
+
+# --- Pressure (oma-host serve only) -------------------------------------------------------------
+# Two cases, each on a fresh server with its default limits (1024 requests in flight, a 1 GiB
+# memory budget for all instances together), the peak memory of the server's process sampled
+# throughout:
+#
+# 1. Abandoned clients: ABANDONED clients post a run while the provider holds every request for
+#    60 s, and leave after 1 s. Recorded: how many provider connections are still open 2 s after
+#    the last client left (0 when every abandoned run was cancelled), and how long /healthz takes
+#    then.
+# 2. Large requests in parallel: LARGE_PARALLEL bodies of a million empty text blocks (26 MB,
+#    under the 32 MiB body limit; refused before parsing), then LARGE_PARALLEL valid 16 MiB
+#    conversations, all at once. Recorded: the statuses (200, 413, 503) and the peak memory.
+if [[ "$PRESSURE" == 1 ]] && has_side oma-host; then
+  say "pressure: abandoned clients and large requests in parallel"
+  wait_no_rustc
+  holding_log=$work/holding-provider.log
+  "$PROVIDER" --addr 127.0.0.1:0 --threads 2 --hold-ms 60000 --max-seconds 900 2>"$holding_log" &
+  holding_pid=$!
+  holding_url=$(wait_listening "$holding_log" "$holding_pid") || die "the holding provider did not start"
+  open_connections() {
+    { curl -sf "$holding_url/__stats"; echo; } | sed -E 's/.*"open":([0-9]+).*/\1/'
+  }
+  pressure_server() {
+    local log=$1
+    env -i PATH="$PATH" HOME="$HOME" \
+      ANTHROPIC_BASE_URL="$holding_url" ANTHROPIC_API_KEY=sk-bench \
+      OMA_GATEWAY_EGRESS="$holding_url" \
+      timeout -k 5 600 "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" \
+      >"$log.out" 2>"$log" &
+    server_pid=$!
+  }
+
+  # 1. Abandoned clients.
+  pressure_server "$work/pressure.abandoned.log"
+  url=$(wait_listening "$work/pressure.abandoned.log" "$server_pid") || die "oma-host did not start"
+  pid=$(server_leaf "$server_pid")
+  touch "$work/pressure.abandoned.sampling"
+  sample_rss "$pid" "$work/pressure.abandoned.rss" "$work/pressure.abandoned.sampling" &
+  sampler=$!
+  run_body='{"provider": "anthropic", "model": "'"$MODEL"'", "prompt": "hi"}'
+  clients=()
+  for ((i = 0; i < ABANDONED; i++)); do
+    curl -s -o /dev/null --max-time 1 -X POST -H 'content-type: application/json' \
+      --data-binary "$run_body" "$url/v1/run" &
+    clients+=($!)
+  done
+  sleep 0.5
+  held=$(open_connections)
+  wait "${clients[@]}" 2>/dev/null || true
+  sleep 2
+  left_open=$(open_connections)
+  health_s=$(curl -s -o /dev/null -w '%{time_total}' --max-time 30 "$url/healthz" || echo timeout)
+  abandoned_hwm=$(tree_status_kb "$pid" VmHWM)
+  rm -f "$work/pressure.abandoned.sampling"; wait "$sampler" 2>/dev/null || true
+  stop_server
+
+  # 2. Large requests in parallel.
+  node -e '
+    const fs = require("fs");
+    const [dir] = process.argv.slice(1);
+    const blocks = new Array(1000000).fill("{\"type\":\"text\",\"text\":\"\"}").join(",");
+    fs.writeFileSync(dir + "/million-blocks.json", `[{"role":"user","content":[${blocks}]}]`);
+    const text = "x".repeat(16 << 20);
+    fs.writeFileSync(dir + "/text-16mib.json",
+      JSON.stringify([{ role: "user", content: [{ type: "text", text }] }]));
+  ' "$work"
+  pressure_server "$work/pressure.large.log"
+  url=$(wait_listening "$work/pressure.large.log" "$server_pid") || die "oma-host did not start"
+  pid=$(server_leaf "$server_pid")
+  touch "$work/pressure.large.sampling"
+  sample_rss "$pid" "$work/pressure.large.rss" "$work/pressure.large.sampling" &
+  sampler=$!
+  : >"$work/pressure.large.codes"
+  for body in million-blocks text-16mib; do
+    clients=()
+    for ((i = 0; i < LARGE_PARALLEL; i++)); do
+      curl -s -o /dev/null -w "$body %{http_code}\n" --max-time 120 -X POST \
+        -H 'content-type: application/json' --data-binary @"$work/$body.json" \
+        "$url/v1/validate" >>"$work/pressure.large.codes" &
+      clients+=($!)
+    done
+    wait "${clients[@]}" 2>/dev/null || true
+  done
+  large_health=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "$url/healthz" || echo none)
+  large_hwm=$(tree_status_kb "$pid" VmHWM)
+  rm -f "$work/pressure.large.sampling"; wait "$sampler" 2>/dev/null || true
+  stop_server
+  kill "$holding_pid" 2>/dev/null || true
+
+  {
+    echo "# Pressure cases of oma-host serve"
+    echo
+    echo "Written by bench/gateway-load/run.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD), load $(loadavg)."
+    echo
+    echo "| case | result | peak MiB (VmHWM) |"
+    echo "| --- | --- | ---: |"
+    echo "| $ABANDONED abandoned runs (provider holds 60 s, clients leave after 1 s) | provider connections open: $held while held, $left_open 2 s after the clients left; /healthz then in ${health_s} s | $((abandoned_hwm / 1024)) |"
+    for body in million-blocks text-16mib; do
+      codes=$(awk -v b="$body" '$1 == b { print $2 }' "$work/pressure.large.codes" | sort | uniq -c | awk '{ printf "%s%s x %s", sep, $1, $2; sep = ", " }')
+      echo "| $LARGE_PARALLEL x $body to /v1/validate at once | $codes | |"
+    done
+    echo "| the large cases together | /healthz afterwards: $large_health | $((large_hwm / 1024)) |"
+  } >"$RESULTS_DIR/pressure.md"
+  say "pressure: written to $RESULTS_DIR/pressure.md"
+  cat "$RESULTS_DIR/pressure.md" >&2
+fi

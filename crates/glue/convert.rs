@@ -26,7 +26,7 @@ pub(super) fn adapter_for(
 pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
     let extra_body = match request.extra_body.as_deref() {
         None => Default::default(),
-        Some(text) => match serde_json::from_str(text) {
+        Some(text) => match oma_core::json::from_str(text) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => {
                 return Err(Error::InvalidRequest {
@@ -55,10 +55,11 @@ pub(super) fn from_wit_tools(
     tools
         .into_iter()
         .map(|tool| {
-            let input_schema =
-                serde_json::from_str(&tool.input_schema).map_err(|e| Error::InvalidRequest {
+            let input_schema = oma_core::json::from_str(&tool.input_schema).map_err(|e| {
+                Error::InvalidRequest {
                     message: format!("tool {:?}: input-schema must be JSON text: {e}", tool.name),
-                })?;
+                }
+            })?;
             Ok(a::ToolDefinition {
                 name: tool.name,
                 description: tool.description,
@@ -110,11 +111,12 @@ pub(super) fn from_wit_endpoint(endpoint: wire::Endpoint, now_ms: u64) -> a::End
 
 pub(super) fn from_wit_options(options: wire::CallOptions) -> CallOptions {
     CallOptions {
-        retry: RetryPolicy {
-            max_attempts: options.max_attempts.max(1),
-            base_delay_ms: options.base_delay_ms,
-            backoff: options.backoff.max(1.0),
-        },
+        retry: options.retry.map(|retry| RetryPolicy {
+            max_attempts: retry.max_attempts.max(1),
+            base_delay_ms: retry.base_delay_ms,
+            backoff: retry.backoff.max(1.0),
+            ..RetryPolicy::default()
+        }),
         limits: Limits {
             timeout_ms: options.timeout_ms,
             max_response_bytes: usize::try_from(options.max_response_bytes).unwrap_or(usize::MAX),
@@ -158,6 +160,7 @@ impl From<Error> for wit::Error {
             },
             name: error.name().to_string(),
             code: error.code().map(str::to_string),
+            error_type: error.error_type().map(str::to_string),
             message: error.to_string(),
             retryable: error.retryable(),
             http_status: error.http_status(),
@@ -229,7 +232,7 @@ pub(super) fn from_wit_block(
             source: from_wit_source(video.source),
         }),
         wit::ContentBlock::ToolUse(call) => m::ContentBlock::ToolUse(m::ToolUseBlock {
-            input: serde_json::from_str(&call.input).map_err(|e| {
+            input: oma_core::json::from_str(&call.input).map_err(|e| {
                 Error::invalid(format!(
                     "messages[{i}].content[{j}].input must be JSON text: {e}"
                 ))

@@ -8,13 +8,14 @@ use serde_json::Value;
 use oma_core::agent::before_run::{BeforeRunContext, BeforeRunResult, ExternalKind};
 use oma_core::agent::config::AgentSettings;
 use oma_core::agent::evaluation::{RunInput, StorePayloads};
-use oma_core::agent::input::PromptInput;
-use oma_core::agent::machine::RunSpec;
-use oma_core::agent::outcome::{FailureKind, StatusCode};
-use oma_core::agent::session::{
+use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use oma_core::agent::turn::{Event, RunOutcome};
+use oma_core::agent::input::PromptInput;
+use oma_core::agent::machine::RunSpec;
+use oma_core::agent::outcome::RunOutcome;
+use oma_core::agent::outcome::{FailureKind, StatusCode};
+use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::message as m;
 
@@ -62,7 +63,7 @@ pub(super) fn run_agent_machine(
     seed: u64,
 ) -> Result<oma_core::agent::machine::RunMachine, Error> {
     let (spec, _history) = from_wit_config(config)?;
-    oma_core::agent::session::start_run_agent(
+    oma_core::agent::entry::start_run_agent(
         spec,
         from_wit_input(input)?,
         options.progress,
@@ -136,7 +137,7 @@ pub(super) fn to_wit_context(
 pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
     match answer {
         ex::BeforeRunAnswer::Failed(message) => HookAnswer::Failed(message),
-        ex::BeforeRunAnswer::Json(text) => match serde_json::from_str::<Value>(&text) {
+        ex::BeforeRunAnswer::Json(text) => match oma_core::json::from_str::<Value>(&text) {
             Ok(value) => HookAnswer::Result(BeforeRunResult::from_value(value)),
             Err(e) => HookAnswer::Rejected(Error::invalid(format!(
                 "beforeRun result must be JSON text: {e}"
@@ -243,6 +244,7 @@ pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
                 kind: match failure.error_info.kind {
                     FailureKind::Validation => oc::FailureKind::Validation,
                     FailureKind::Budget => oc::FailureKind::Budget,
+                    FailureKind::Timeout => oc::FailureKind::Timeout,
                     FailureKind::Callback => oc::FailureKind::Callback,
                     FailureKind::Provider => oc::FailureKind::Provider,
                     _ => oc::FailureKind::Unknown,

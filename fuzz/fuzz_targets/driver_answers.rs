@@ -5,8 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 use oma_core::agent::before_run::BeforeRunResult;
 use oma_core::agent::config::AgentSettings;
-use oma_core::agent::machine::{Answer, RunMachine, Step};
-use oma_core::agent::session::{HookAnswer, ToolOutcome};
+use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
+use oma_core::agent::exchange::{HookAnswer, ToolOutcome};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::retry::RetryPolicy;
 use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
@@ -30,11 +30,12 @@ fn machine(selector: u8) -> RunMachine {
     };
     settings.endpoint.base_url = Some("http://127.0.0.1:9".into());
     settings.endpoint.region = Some("us-east-1".into());
-    settings.call.retry = RetryPolicy {
+    settings.call.retry = Some(RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 1,
         backoff: 2.0,
-    };
+        ..RetryPolicy::default()
+    });
     let (spec, _) = settings.into_spec().expect("a valid configuration");
     RunMachine::run(spec, vec![LlmMessage::user_text("q")], selector & 8 != 0, 7)
 }
@@ -113,9 +114,9 @@ fuzz_target!(|data: &[u8]| {
         now += tick;
         for _ in 0..64 {
             match machine.poll(now) {
-                Some(Step::Done(_)) => done += 1,
-                Some(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
-                Some(_) | None => break,
+                Poll::Finished(_) => done += 1,
+                Poll::Step(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+                Poll::Step(_) | Poll::Waiting(_) | Poll::Over => break,
             }
         }
         let refused = machine.handle(answer).is_err();

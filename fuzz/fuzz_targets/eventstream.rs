@@ -7,9 +7,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use oma_component_fuzz::{adapter, chunks};
 use oma_core::adapter::bedrock::eventstream::{encode, EventStreamDecoder, HeaderValue};
 use oma_core::adapter::ChatRequest;
-use oma_component_fuzz::{adapter, chunks};
 
 const KINDS: &[(&str, &str)] = &[
     ("event", "messageStart"),

@@ -5,13 +5,20 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_core::agent::machine::{Answer, Step};
-use oma_gateway::{self as gateway, Head, Reply, Route, Settings};
+use oma_core::agent::machine::{Answer, Poll, Step};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::HttpResponse;
+use oma_gateway::{self as gateway, Head, Reply, Route, Settings};
 
 const ANSWER: &[u8] = br#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
-const PATHS: [&str; 6] = ["/healthz", "/v1/validate", "/v1/format", "/v1/run", "/v1/run?x", "/nope"];
+const PATHS: [&str; 6] = [
+    "/healthz",
+    "/v1/validate",
+    "/v1/format",
+    "/v1/run",
+    "/v1/run?x",
+    "/nope",
+];
 const STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 408, 413, 422, 500, 504];
 
 fn check(reply: &Reply) {
@@ -23,7 +30,11 @@ fn check(reply: &Reply) {
         assert!(error["message"].is_string(), "{body}");
         assert!(error["retryable"].is_boolean(), "{body}");
     }
-    assert!(!reply.body.contains("sk-fuzz-SECRET-1234"), "{}", reply.body);
+    assert!(
+        !reply.body.contains("sk-fuzz-SECRET-1234"),
+        "{}",
+        reply.body
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -31,9 +42,18 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut vars = vec![
-        ("ANTHROPIC_API_KEY".to_string(), "sk-fuzz-SECRET-1234".to_string()),
-        ("ANTHROPIC_BASE_URL".to_string(), "http://127.0.0.1:9".to_string()),
-        ("OPENAI_BASE_URL".to_string(), "http://127.0.0.1:9/v1".to_string()),
+        (
+            "ANTHROPIC_API_KEY".to_string(),
+            "sk-fuzz-SECRET-1234".to_string(),
+        ),
+        (
+            "ANTHROPIC_BASE_URL".to_string(),
+            "http://127.0.0.1:9".to_string(),
+        ),
+        (
+            "OPENAI_BASE_URL".to_string(),
+            "http://127.0.0.1:9/v1".to_string(),
+        ),
     ];
     if selector & 8 != 0 {
         vars.push(("OMA_GATEWAY_TOKEN".into(), "t0ken".into()));
@@ -42,7 +62,10 @@ fuzz_target!(|data: &[u8]| {
         vars.push(("OMA_GATEWAY_MAX_BODY_BYTES".into(), "64".into()));
     }
     if selector & 32 != 0 {
-        vars.push(("OMA_GATEWAY_EGRESS".into(), "https://api.anthropic.com".into()));
+        vars.push((
+            "OMA_GATEWAY_EGRESS".into(),
+            "https://api.anthropic.com".into(),
+        ));
     }
     let settings = Settings::from_vars(vars).expect("valid settings");
     let head = Head {
@@ -66,13 +89,14 @@ fuzz_target!(|data: &[u8]| {
             };
             let mut sent = false;
             for _ in 0..64 {
-                let Some(step) = machine.poll(1_796_036_400_000) else {
-                    panic!("the run waits for an answer it did not ask for");
-                };
-                let answer = match step {
-                    Step::Done(outcome) => {
+                let step = match machine.poll(1_796_036_400_000) {
+                    Poll::Step(step) => step,
+                    Poll::Finished(outcome) => {
                         return check(&gateway::run_reply(&outcome, sent, 0, settings.deadline_ms))
                     }
+                    other => panic!("the run waits for an answer it did not ask for: {other:?}"),
+                };
+                let answer = match step {
                     Step::Event(event) => {
                         assert!(gateway::sse_event(&event).ends_with("\n\n"));
                         continue;

@@ -56,7 +56,13 @@ fn by_the_rules(text: &str) -> String {
             return part(0).to_owned();
         }
         let close = if part(6).is_empty() { part(4) } else { part(6) };
-        format!("{}{}{}{}[redacted]{close}", part(1), part(2), part(3), part(4))
+        format!(
+            "{}{}{}{}[redacted]{close}",
+            part(1),
+            part(2),
+            part(3),
+            part(4)
+        )
     });
     let mut text = text.into_owned();
     for literal in &r.literals {

@@ -4,10 +4,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use oma_component_fuzz::{adapter, chunks};
 use oma_core::adapter::sse::SseParser;
 use oma_core::adapter::{ChatRequest, StreamEvent};
 use oma_core::error::Error;
-use oma_component_fuzz::{adapter, chunks};
 
 /// Everything a decoder gives for `pieces`: the events up to the first error, and that error.
 fn decode(selector: u8, pieces: &[&[u8]]) -> (Vec<StreamEvent>, Option<Error>) {

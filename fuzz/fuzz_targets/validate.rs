@@ -4,10 +4,10 @@
 
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
+use oma_component_fuzz::{adapter, messages, PROVIDERS};
 use oma_core::adapter::{ChatRequest, Endpoint};
 use oma_core::json::{messages_from_json, messages_to_json};
 use oma_core::validate::validate_messages;
-use oma_component_fuzz::{adapter, messages, PROVIDERS};
 
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);

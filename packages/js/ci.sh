@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # CI for the oma-component npm package; call it from the repository root (any directory works).
 # Needs Node >= 20 with npm, and Rust with rustup (the wasm32 targets the guest build asks for).
-# Installs the package's dev dependencies from package-lock.json, builds the component and its
-# jco transpilation, runs `npm test` and the packaging test, and exits non-zero on any failure.
+#
+# 1. installs the dev dependencies from package-lock.json and checks that `npm install` leaves
+#    the committed lock file as it is;
+# 2. builds the package (the portable world only, transpiled into gen/);
+# 3. runs `npm test` (the API, the hostile-provider tests, the OMA compatibility corpus; set
+#    OMA_DIR to a built OMA packages/core to compare with OMA live);
+# 4. packs the tarball once and tests it installed in an empty project with no cargo, rustc or
+#    rustup on PATH (test-pack/);
+# and exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -14,9 +21,27 @@ if [ "$major" -lt 20 ]; then echo "ci.sh: Node >= 20 needed, found $(node --vers
 echo "ci.sh: node $(node --version), npm $(npm --version), $(cargo --version)"
 
 npm ci --no-audit --no-fund
+lock=$(mktemp)
+cp package-lock.json "$lock"
+npm install --no-audit --no-fund --ignore-scripts >/dev/null
+if ! cmp -s package-lock.json "$lock"; then
+  echo "ci.sh: npm install changed package-lock.json:" >&2
+  diff "$lock" package-lock.json | head -40 >&2 || true
+  cp "$lock" package-lock.json
+  rm -f "$lock"
+  exit 1
+fi
+rm -f "$lock"
+echo "ci.sh: npm install leaves package-lock.json as committed"
+
 npm run build
 status=0
 npm test || status=$?
-npm run test:pack || status=$?
+
+packdir=$(mktemp -d)
+trap 'rm -rf "$packdir"' EXIT
+tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
+echo "ci.sh: packed $(basename "$tarball"): $(wc -c < "$tarball") bytes"
+OMA_TARBALL="$tarball" npm run test:pack || status=$?
 if [ "$status" -ne 0 ]; then echo "ci.sh: FAILED" >&2; exit "$status"; fi
 echo "ci.sh: all passed"

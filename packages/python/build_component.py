@@ -5,7 +5,7 @@ Needs Rust through rustup (the repository's rust-toolchain.toml names the toolch
 wasm32-unknown-unknown target; `rustup target add wasm32-unknown-unknown` where rustup does not
 add it itself).
 
-    python build_component.py [--profile release|wasm-release]
+    python build_component.py [--profile wasm-release|release]
 """
 
 from __future__ import annotations
@@ -21,9 +21,14 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 TARGET = os.path.join(HERE, "src", "oma_component", "oma_portable.wasm")
 
 
-def build(profile: str = "release") -> str:
+def build(profile: str = "wasm-release") -> str:
     if not os.path.exists(os.path.join(REPO, "Cargo.toml")):
         raise SystemExit(f"not inside the oma-component repository ({REPO}); cannot build the component")
+    if shutil.which("cargo") is None:
+        raise SystemExit(
+            "oma_portable.wasm is not built and cargo is not on PATH: building the component from "
+            "source needs Rust through rustup (https://rustup.rs); or install the wheel, which carries it"
+        )
     out = subprocess.run(
         ["cargo", "run", "-q", "-p", "oma-guest-build", "--", "--profile", profile],
         cwd=REPO, check=True, stdout=subprocess.PIPE, text=True,
@@ -39,7 +44,7 @@ def build(profile: str = "release") -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default=os.environ.get("OMA_WASM_PROFILE", "release"))
+    parser.add_argument("--profile", default=os.environ.get("OMA_WASM_PROFILE", "wasm-release"))
     args = parser.parse_args()
     path = build(args.profile)
     print(path, os.path.getsize(path), "bytes", file=sys.stderr)

@@ -20,7 +20,7 @@ class BuildPyWithComponent(build_py):
             sys.path.insert(0, HERE)
             import build_component
 
-            build_component.build(os.environ.get("OMA_WASM_PROFILE", "release"))
+            build_component.build(os.environ.get("OMA_WASM_PROFILE", "wasm-release"))
         super().run()
 
 

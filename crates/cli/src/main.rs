@@ -17,6 +17,10 @@
 //! `serve` is the exception to all of the above: it runs the gateway component
 //! (`oma_gateway.wasm`) behind an HTTP server until it gets a signal; see `src/serve.rs`.
 
+// `Failure` carries the component's error record by value to the one place that prints it, once
+// per process: its size costs nothing worth a box.
+#![allow(clippy::result_large_err)]
+
 mod demo;
 mod run;
 mod serve;
@@ -62,13 +66,18 @@ commands:
                   progress events as JSON lines on stderr. Requests go to public, loopback
                   and private (LAN) addresses only, checked after DNS resolution: never to
                   link-local, cloud-metadata or unspecified ones
-  serve [--addr IP:PORT] [--component PATH]
+  serve [--addr IP:PORT] [--component PATH] [--max-in-flight N] [--memory-budget MIB]
+        [--max-instances N]
                   serve the gateway (oma_gateway.wasm, or the wasi:http/proxy component at
                   PATH) over HTTP/1.1 on --addr (127.0.0.1:8080 by default; port 0 picks a free
                   one) until SIGINT or SIGTERM, printing "oma-host: listening on
                   http://IP:PORT" on stderr. One fresh instance per request (the pooling
                   allocator); the component's environment is only the variables named
-                  OMA_GATEWAY_*, AWS_*, *_API_KEY and *_BASE_URL; its requests go where run's do
+                  OMA_GATEWAY_*, AWS_*, *_API_KEY and *_BASE_URL; its requests go where run's do.
+                  At most --max-in-flight requests at once (1024) and --memory-budget MiB of
+                  memory for all instances together (1024): past either, 503 with Retry-After
+                  (GET /healthz is answered outside both); --max-instances (256) run at once,
+                  more wait for one. A client that disconnects cancels its run
   demo            the whole pipeline on a bundled conversation with an image and a video, with
                   no network and no key: validation, two wire formats, the hook, wasi-http to a
                   loopback provider, a tool call, the result
@@ -374,19 +383,30 @@ async fn guest() -> Result<Guest, Failure> {
     guest_with(GuestOptions::default()).await
 }
 
+/// The harness every guest of this process comes from: the built-in guest's
+/// ([`Harness::shared`]), or, with `OMA_COMPONENT` set, one for that component, made once with
+/// the same options as the built-in one, so that the two behave alike (a command that needs
+/// two instances, as `demo` does, or a run that streams, gets them either way).
+fn harness() -> Result<&'static Harness, Failure> {
+    static OVERRIDE: std::sync::OnceLock<Result<Harness, String>> = std::sync::OnceLock::new();
+    match std::env::var_os("OMA_COMPONENT") {
+        Some(wasm) => OVERRIDE
+            .get_or_init(|| {
+                Harness::new(HarnessOptions {
+                    wasm: wasm.into(),
+                    ..HarnessOptions::default()
+                })
+                .map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| Failure::Host(anyhow::anyhow!("{e}"))),
+        None => Harness::shared().map_err(Failure::Host),
+    }
+}
+
 /// A guest set up as `options` says (outbound HTTP, the host's hooks).
 async fn guest_with(options: GuestOptions) -> Result<Guest, Failure> {
-    let harness = match std::env::var_os("OMA_COMPONENT") {
-        Some(wasm) => Harness::new(HarnessOptions {
-            wasm: wasm.into(),
-            max_instances: 1,
-            ..HarnessOptions::default()
-        })
-        .map(|harness| &*Box::leak(Box::new(harness))),
-        None => Harness::shared(),
-    }
-    .map_err(Failure::Host)?;
-    harness
+    harness()?
         .instantiate_with(options)
         .await
         .map_err(Failure::Host)
@@ -408,9 +428,6 @@ async fn validate(input: &Input) -> Result<String, Failure> {
         .map_err(Failure::Host)?
         .map_err(Failure::Component)
 }
-
-/// What `[redacted]` replaces.
-const REDACTED: &str = oma_core::http::display::REDACTED;
 
 /// The endpoint for `provider`, its credentials (and, without `base_url`, its base URL) read
 /// through `var` under the names the gateway reads too (`docs/gateway.md#configuration-the-environment-only`;
@@ -551,12 +568,8 @@ fn error_value(failure: &Failure) -> Option<Value> {
     match failure {
         Failure::Usage(_) | Failure::RunFailed(_) => None,
         Failure::Component(error) => Some(error_json(error)),
-        Failure::Host(error) => Some(json!({"error": {
-            "name": "HostError",
-            "code": null,
-            "message": format!("{error:#}"),
-            "retryable": false,
-        }})),
+        // One line, which limit when one was hit, never the guest's wasm backtrace.
+        Failure::Host(error) => Some(oma_wasmtime::host_error_json(error)),
         Failure::NotText(error) => Some(json!({"error": {
             "name": "InvalidMessageError",
             "code": "INVALID_MESSAGE",
@@ -649,6 +662,61 @@ mod tests {
     /// A command line as `parse` gets it.
     pub(crate) fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A trap is reported as one typed line without the wasm backtrace wasmtime attaches, and
+    /// names the linear-memory limit when that is what ended the call.
+    #[test]
+    fn a_trap_is_a_host_error_without_a_backtrace() {
+        let backtrace = "error while executing at wasm backtrace:\n    0: 0x5b7f - \
+                         oma_component.wasm!sbrk\n    1: 0x61a2 - oma_component.wasm!malloc";
+        let memory = anyhow::Error::new(oma_wasmtime::LimitExceeded::Memory {
+            limit: 512 << 20,
+            requested: (512 << 20) + 65536,
+        })
+        .context(backtrace);
+        let trap = anyhow::anyhow!("wasm trap: wasm `unreachable` instruction executed")
+            .context(backtrace)
+            .context("the run failed");
+        for (failure, says, code) in [
+            (
+                memory,
+                "past its limit of 536870912 bytes",
+                json!("GUEST_LIMIT_EXCEEDED"),
+            ),
+            (
+                trap,
+                "the run failed: wasm trap: wasm `unreachable`",
+                Value::Null,
+            ),
+        ] {
+            let value = error_value(&Failure::Host(failure)).expect("an error JSON");
+            let message = value["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            assert_eq!(value["error"]["name"], "HostError", "{value}");
+            assert_eq!(value["error"]["code"], code, "{value}");
+            assert!(message.contains(says), "{message}");
+            assert!(
+                !message.contains("backtrace") && !message.contains(".wasm!"),
+                "{message}"
+            );
+            assert!(!message.contains('\n'), "{message}");
+        }
+        let value = error_value(&Failure::Host(anyhow::Error::new(
+            oma_wasmtime::LimitExceeded::Memory {
+                limit: 1,
+                requested: 2,
+            },
+        )))
+        .expect("an error JSON");
+        assert!(
+            value["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("linear-memory limit")),
+            "{value}"
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::{
     endpoint_from, env_var, guest_with, options_and_operands, read_input, read_messages,
-    single_input, Failure, Input, RequestArgs, REDACTED, REQUEST_OPTIONS,
+    single_input, Failure, Input, RequestArgs, REQUEST_OPTIONS,
 };
 
 /// The operands of `run`.
@@ -198,8 +198,9 @@ async fn run_agent(
     let mut config = agent_config("oma-host", &request.model, endpoint);
     request.apply(&mut config.system_prompt, &mut config.sampling);
     config.before_run = args.before_run.is_some();
-    config.call.max_attempts = 3;
-    config.call.base_delay_ms = 1_000;
+    // Each provider's default retry policy (`docs/errors.md#default-retry-policy`), the one the
+    // component, the packages and the gateway apply too.
+    config.call.retry = None;
     config.call.timeout_ms = 120_000;
     // A run past its deadline ends as a failed result with status `timeout` (exit 1).
     config.deadline_ms = Some(u64::try_from(args.timeout.as_millis()).unwrap_or(u64::MAX));
@@ -425,15 +426,13 @@ fn seconds(timeout: Duration) -> String {
     format!("{} s", timeout.as_secs_f64())
 }
 
-/// `text` with every secret of 4 characters or more replaced by `[redacted]`: the component
-/// already keeps keys out of results; this is the host's own guarantee for what it prints.
+/// `text` with every secret of 4 characters or more replaced by `[redacted]`, in every form the
+/// core redacts (`oma_core::secret::redact_known`: as it is, base64, percent-encoded): the
+/// component already keeps keys out of results; this is the host's own guarantee for what it
+/// prints.
 fn scrub(text: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .filter(|s| s.len() >= 4)
-        .fold(text.to_owned(), |text, secret| {
-            text.replace(secret.as_str(), REDACTED)
-        })
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    oma_core::secret::redact_known(text, &secrets).into_owned()
 }
 
 #[cfg(test)]
@@ -505,6 +504,15 @@ mod tests {
         assert_eq!(
             scrub("key sk-1234 and sk-1234", &["sk-1234".into(), "ab".into()]),
             "key [redacted] and [redacted]"
+        );
+        // Encoded forms too: base64 and percent-encoding.
+        let key = "sk-cli-secret/42".to_string();
+        assert_eq!(
+            scrub(
+                "echo c2stY2xpLXNlY3JldC80Mg and sk-cli-secret%2F42",
+                std::slice::from_ref(&key)
+            ),
+            "echo [redacted] and [redacted]"
         );
     }
 }

@@ -16,11 +16,19 @@
 //! their values never are. The guest's own output (one line per request) goes to standard
 //! error too. On a signal the server stops accepting, finishes the requests in flight (30 s at
 //! most) and exits 0.
+//!
+//! Under pressure: `--max-in-flight N` requests at once (1024 by default) and
+//! `--memory-budget MIB` of linear memory for all instances together (1024 MiB by default);
+//! past either a request is answered `503` with `Retry-After`, and `GET /healthz` is answered
+//! outside both. `--max-instances N` (256) instances run at once; more requests wait for one.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use oma_wasmtime::serve::{gateway_environment, ServeOptions, Server, DEFAULT_ADDR};
+use oma_wasmtime::serve::{
+    gateway_environment, ServeOptions, Server, DEFAULT_ADDR, DEFAULT_MAX_INSTANCES,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MEMORY_BUDGET,
+};
 
 use crate::{options_and_operands, Failure};
 
@@ -31,11 +39,43 @@ pub struct ServeArgs {
     addr: SocketAddr,
     /// `--component PATH`; `None` is the gateway this binary was built with.
     component: Option<PathBuf>,
+    /// `--max-in-flight N`: requests admitted at once.
+    max_in_flight: u32,
+    /// `--memory-budget MIB`, in bytes: the linear memory of all instances together.
+    memory_budget: usize,
+    /// `--max-instances N`: instances alive at once.
+    max_instances: u32,
+}
+
+/// The most `--memory-budget` may be, in MiB (1 TiB).
+const MAX_BUDGET_MIB: u64 = 1 << 20;
+
+/// A whole number from 1 to `max` for `--name`.
+fn count(name: &str, value: Option<String>, default: u64, max: u64) -> Result<u64, String> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("--{name} must be a whole number from 1 to {max}, got `{value}`"))
 }
 
 /// Parses the arguments after `serve`.
 pub fn parse_args(args: &[String]) -> Result<ServeArgs, String> {
-    let (mut options, operands) = options_and_operands("serve", args, &["addr", "component"], &[])?;
+    let (mut options, operands) = options_and_operands(
+        "serve",
+        args,
+        &[
+            "addr",
+            "component",
+            "max-in-flight",
+            "memory-budget",
+            "max-instances",
+        ],
+        &[],
+    )?;
     if let Some(operand) = operands.first() {
         return Err(format!("`serve` takes no operands, got `{operand}`"));
     }
@@ -45,9 +85,30 @@ pub fn parse_args(args: &[String]) -> Result<ServeArgs, String> {
             format!("--addr must be an IP address and a port, such as 127.0.0.1:8080, got `{addr}`")
         })?,
     };
+    let max_in_flight = count(
+        "max-in-flight",
+        options.take("max-in-flight"),
+        DEFAULT_MAX_IN_FLIGHT.into(),
+        1 << 20,
+    )?;
+    let budget_mib = count(
+        "memory-budget",
+        options.take("memory-budget"),
+        (DEFAULT_MEMORY_BUDGET >> 20) as u64,
+        MAX_BUDGET_MIB,
+    )?;
+    let max_instances = count(
+        "max-instances",
+        options.take("max-instances"),
+        DEFAULT_MAX_INSTANCES.into(),
+        4096,
+    )?;
     Ok(ServeArgs {
         addr,
         component: options.take("component").map(PathBuf::from),
+        max_in_flight: u32::try_from(max_in_flight).unwrap_or(u32::MAX),
+        memory_budget: usize::try_from(budget_mib << 20).unwrap_or(usize::MAX),
+        max_instances: u32::try_from(max_instances).unwrap_or(u32::MAX),
     })
 }
 
@@ -63,6 +124,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let mut options = ServeOptions {
             addr: args.addr,
             env: gateway_environment(),
+            max_in_flight: args.max_in_flight,
+            memory_budget: args.memory_budget,
+            max_instances: args.max_instances,
             ..ServeOptions::default()
         };
         if let Some(component) = args.component {
@@ -126,7 +190,22 @@ mod tests {
             ServeArgs {
                 addr: "127.0.0.1:8080".parse().unwrap(),
                 component: None,
+                max_in_flight: 1024,
+                memory_budget: 1 << 30,
+                max_instances: 256,
             }
+        );
+        let ok = parse_args(&args(&[
+            "--max-in-flight",
+            "8",
+            "--memory-budget=256",
+            "--max-instances",
+            "4",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (ok.max_in_flight, ok.memory_budget, ok.max_instances),
+            (8, 256 << 20, 4)
         );
         let ok = parse_args(&args(&[
             "--addr",
@@ -146,6 +225,9 @@ mod tests {
             (&["--port", "8080"], "`serve` has no option `--port`"),
             (&["gateway.wasm"], "`serve` takes no operands, got `gateway.wasm`"),
             (&["-v"], "`serve` has no option `-v`"),
+            (&["--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 1048576, got `0`"),
+            (&["--memory-budget", "1.5"], "--memory-budget must be a whole number from 1 to 1048576, got `1.5`"),
+            (&["--max-instances", "many"], "--max-instances must be a whole number from 1 to 4096, got `many`"),
         ] {
             assert_eq!(parse_args(&args(line)).unwrap_err(), error, "{line:?}");
         }

@@ -243,6 +243,48 @@ fn format_sends_video_to_minimax_as_a_video_url_part() {
     assert!(!String::from_utf8_lossy(&output.stdout).contains("mm-test-secret-key"));
 }
 
+/// A base URL's userinfo and credential query values are never printed, from `--base-url` or
+/// the environment.
+#[test]
+fn format_never_prints_the_credentials_of_a_base_url() {
+    let path = path_str(conversations().join("vision.json"));
+    let from_flag = oma_host_env(
+        &[
+            "format",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            "http://user:flag-pass-9911@127.0.0.1:9/v1?api-key=flag-query-7733",
+            &path,
+        ],
+        None,
+        &[],
+    );
+    let from_env = oma_host_env(
+        &["format", "--provider", "openai", "--model", "m", &path],
+        None,
+        &[("OPENAI_BASE_URL", "http://env-token-5522@127.0.0.1:9/v1")],
+    );
+    for output in [from_flag, from_env] {
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for secret in ["flag-pass-9911", "flag-query-7733", "env-token-5522"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        let url = stdout_json(&output)["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(url.starts_with("http://[redacted]@127.0.0.1:9/v1"), "{url}");
+    }
+}
+
 #[test]
 fn format_never_prints_the_key() {
     let path = path_str(conversations().join("vision.json"));
@@ -888,4 +930,170 @@ fn run_never_reaches_metadata_or_link_local_addresses() {
         assert!(!stderr.contains(RUN_KEY) && !result.to_string().contains(RUN_KEY));
     }
     assert_eq!(simulator.request_count(), 0);
+}
+
+// ---------------------------------------------------------------- OMA_COMPONENT
+
+/// Every command that runs the guest, with the built-in guest and with `OMA_COMPONENT` naming
+/// the built component: the same exit status and, where the output does not depend on the
+/// moment (`validate`, `format`, `parse`), the same output; every run ends with its result.
+/// `run --stream` with `OMA_COMPONENT` used to end with "maximum concurrent limit of 1 for
+/// fibers reached" after its events, and `demo` (two instances) could not run at all.
+/// (`serve` runs the gateway component, chosen with `--component`, not `OMA_COMPONENT`;
+/// `tests/gateway.rs` covers it.)
+#[test]
+fn every_command_runs_with_the_built_in_guest_and_with_oma_component() {
+    let component = oma_testkit::artifact::GUEST_WASM;
+    assert!(
+        std::path::Path::new(component).is_file(),
+        "the built component at {component}"
+    );
+    let media = path_str(conversations().join("media.json"));
+    let tools = path_str(conversations().join("tools.json"));
+    let response = path_str(responses().join("openai.json"));
+    let invalid = path_str(conversations().join("invalid-video-url.json"));
+    let offline: Vec<(Vec<&str>, Option<&str>)> = vec![
+        (vec!["validate", &media], None),
+        (vec!["validate", "-"], Some("[]")),
+        (
+            vec![
+                "format",
+                "--provider",
+                "anthropic",
+                "--model",
+                "claude-sonnet-4-6",
+                &tools,
+            ],
+            None,
+        ),
+        (
+            vec![
+                "parse",
+                "--provider",
+                "openai",
+                "--model",
+                "gpt-4o",
+                &response,
+            ],
+            None,
+        ),
+        (vec!["validate", &invalid], None),
+    ];
+    for (args, stdin) in &offline {
+        let built_in = oma_host(args, *stdin);
+        let overridden = oma_host_env(args, *stdin, &[("OMA_COMPONENT", component)]);
+        assert_eq!(
+            built_in.status.code(),
+            overridden.status.code(),
+            "{args:?}: {overridden:?}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&built_in.stdout),
+            String::from_utf8_lossy(&overridden.stdout),
+            "{args:?}"
+        );
+    }
+
+    for env in [vec![], vec![("OMA_COMPONENT", component)]] {
+        let simulator = Simulator::start().unwrap();
+        let base = simulator.base_url();
+        let run = |extra: &[&str], stdin: Option<&str>| {
+            let mut args = vec![
+                "run",
+                "--provider",
+                "openai",
+                "--model",
+                "gpt-4o",
+                "--base-url",
+                &base,
+            ];
+            args.extend_from_slice(extra);
+            let mut env = env.clone();
+            env.push(("OPENAI_API_KEY", RUN_KEY));
+            oma_host_env(&args, stdin, &env)
+        };
+        let label = if env.is_empty() {
+            "built-in"
+        } else {
+            "OMA_COMPONENT"
+        };
+        let last_line = |output: &Output| -> Value {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let line = stdout.lines().last().unwrap_or_default().to_owned();
+            serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!(
+                    "{label}: a JSON result last ({e}): {stdout}\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+        };
+        for extra in [
+            &["--text", "hi"][..],
+            &["--text", "hi", "--stream"],
+            &["--text", "hi", "--progress"],
+            &["--prompt", "--text", "hi"],
+            &[&media],
+            &[&media, "--stream"],
+        ] {
+            let output = run(extra, None);
+            let result = last_line(&output);
+            assert_eq!(output.status.code(), Some(0), "{label} {extra:?}: {result}");
+            assert_eq!(result["success"], true, "{label} {extra:?}: {result}");
+            assert_eq!(result["output"], CANNED_TEXT, "{label} {extra:?}");
+        }
+        // A failed streamed run ends with its result too, and exits 1.
+        simulator.script([Reply::status(400)]);
+        let output = run(&["--text", "hi", "--stream"], None);
+        let result = last_line(&output);
+        assert_eq!(output.status.code(), Some(1), "{label}: {result}");
+        assert_eq!(result["success"], false, "{label}: {result}");
+        assert_eq!(result["errorInfo"]["httpStatus"], 400, "{label}: {result}");
+
+        let mut env = env.clone();
+        env.push(("OPENAI_API_KEY", "unused"));
+        let demo = oma_host_env(&["demo"], None, &env);
+        let stdout = String::from_utf8_lossy(&demo.stdout);
+        assert!(
+            demo.status.success(),
+            "{label}: {stdout}\n{}",
+            String::from_utf8_lossy(&demo.stderr)
+        );
+        assert!(stdout.contains("\"success\": true"), "{label}: {stdout}");
+    }
+}
+
+/// `oma-host run` has no retry count of its own: a provider's 500 is retried by the provider's
+/// default policy (the OpenAI SDK's: after about half a second), and a 400 is not retried.
+#[test]
+fn run_retries_as_the_providers_default_policy_says() {
+    let simulator = Simulator::start().unwrap();
+    simulator.script([Reply::status(500)]);
+    let output = run_against(&simulator, &["--text", "hi"], None);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(simulator.request_count(), 2);
+
+    let simulator = Simulator::start().unwrap();
+    simulator.script([Reply::status(500), Reply::status(500), Reply::status(500)]);
+    let output = run_against(&simulator, &["--text", "hi"], None);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        simulator.request_count(),
+        3,
+        "two retries, as the SDK makes"
+    );
+
+    // The provider's code reaches the printed result.
+    let simulator = Simulator::start().unwrap();
+    simulator.script([Reply::json(
+        400,
+        r#"{"error": {"message": "Unsupported parameter: 'max_tokens'.", "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}}"#,
+    )]);
+    let output = run_against(&simulator, &["--text", "hi"], None);
+    assert_eq!(output.status.code(), Some(1));
+    let result = stdout_json(&output);
+    assert_eq!(
+        result["errorInfo"]["code"], "unsupported_parameter",
+        "{result}"
+    );
+    assert_eq!(simulator.request_count(), 1);
 }

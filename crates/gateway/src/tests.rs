@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::*;
-use oma_core::agent::machine::{Answer, Step};
+use oma_core::agent::machine::{Answer, Poll, Step};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::HttpResponse;
 
@@ -133,6 +133,49 @@ fn validation_answers_the_list_or_omas_message() {
     );
 }
 
+/// A base URL with credentials in its userinfo and its query is shown without them, and a
+/// failure that would quote them quotes none.
+#[test]
+fn format_hides_the_credentials_of_the_base_url() {
+    for base in [
+        "http://user:hunter2-pass@127.0.0.1:9",
+        "http://127.0.0.1:9/p?api-key=qsecret-1234&v=1",
+        "http://tok-abcdef-99@127.0.0.1:9",
+    ] {
+        let settings = settings(&[("ANTHROPIC_API_KEY", KEY), ("ANTHROPIC_BASE_URL", base)]);
+        let body = json!({
+            "provider": "anthropic", "model": "claude-x",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        })
+        .to_string();
+        let reply = format(&settings, body.as_bytes(), NOW, 7);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        for secret in ["hunter2-pass", "qsecret-1234", "tok-abcdef-99", KEY] {
+            assert!(!reply.body.contains(secret), "{base}: {}", reply.body);
+        }
+        let url = body_json(&reply)["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            url.contains("[redacted]") && url.contains("127.0.0.1:9"),
+            "{url}"
+        );
+        // The conversation quoting the password is refused, showing nothing.
+        let quoting = json!({
+            "provider": "anthropic", "model": "claude-x",
+            "messages": [{"role": "user", "content": [{"type": "text",
+                "text": "my password is hunter2-pass, qsecret-1234, tok-abcdef-99"}]}],
+        })
+        .to_string();
+        let reply = format(&settings, quoting.as_bytes(), NOW, 7);
+        assert_eq!(reply.status, 422, "{base}: {}", reply.body);
+        for secret in ["hunter2-pass", "qsecret-1234", "tok-abcdef-99"] {
+            assert!(!reply.body.contains(secret), "{base}: {}", reply.body);
+        }
+    }
+}
+
 #[test]
 fn format_shows_the_request_with_keys_redacted() {
     let body = json!({
@@ -228,7 +271,11 @@ fn drive(
     let mut events = Vec::new();
     let mut sent = Vec::new();
     for _ in 0..100 {
-        let step = machine.poll(NOW).expect("a step");
+        let step = match machine.poll(NOW) {
+            Poll::Step(step) => step,
+            Poll::Finished(outcome) => return (*outcome, events, sent),
+            other => panic!("a step while nothing is due, got {other:?}"),
+        };
         let answer = match step {
             Step::Send(outgoing) => {
                 sent.push((*outgoing.body).clone());
@@ -243,7 +290,6 @@ fn drive(
                 events.push(event);
                 continue;
             }
-            Step::Done(outcome) => return (outcome, events, sent),
             other => panic!("the gateway's run asked for {other:?}"),
         };
         machine.handle(answer).expect("the answer asked for");
@@ -387,4 +433,50 @@ fn stream_events_are_server_sent_events() {
         .expect("one data line");
     let value: Value = serde_json::from_str(data).expect("JSON");
     assert_eq!(value["output"], "Hello.");
+}
+
+/// A body under the byte limit with more values than a JSON text may hold (a million empty
+/// text blocks) is a `413` naming the limit, before it is parsed.
+#[test]
+fn a_body_of_a_million_blocks_is_too_large() {
+    let blocks = vec![r#"{"type":"text","text":""}"#; 1_000_000].join(",");
+    let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
+    for reply in [
+        validate(body.as_bytes()),
+        format(&configured(), body.as_bytes(), NOW, 7),
+    ] {
+        assert_eq!(reply.status, 413, "{}", reply.body);
+        let (name, code, message) = error_of(&reply);
+        assert_eq!(
+            (name.as_str(), code.as_deref()),
+            ("Error", Some("PAYLOAD_TOO_LARGE"))
+        );
+        assert!(message.contains("the limit"), "{message}");
+    }
+    // Under the limits, a conversation past the block limit is a typed 422.
+    let blocks = vec![r#"{"type":"text","text":""}"#; 20_000].join(",");
+    let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
+    let reply = validate(body.as_bytes());
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(error_of(&reply)
+        .2
+        .contains("more than the 16384 a message may hold"));
+}
+
+/// A shape error names the fields it was given: a client that sends a configured key as a field
+/// name gets `[redacted]` back, never the key (found by the `gateway_requests` fuzz target).
+#[test]
+fn a_key_given_as_a_field_name_is_not_echoed() {
+    let settings = configured();
+    let field = format!("prompt{KEY}x");
+    let body = json!({"provider": "anthropic", "model": "m", field: "hi"}).to_string();
+    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1) else {
+        panic!("an unknown field is refused");
+    };
+    assert_eq!(reply.status, 422);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+    assert!(reply.body.contains("[redacted]"), "{}", reply.body);
+    let reply = format(&settings, body.as_bytes(), 0, 1);
+    assert_eq!(reply.status, 422);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
 }

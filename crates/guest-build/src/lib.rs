@@ -72,31 +72,38 @@ pub struct SizeLimit {
     /// for ordinary changes. A change that goes past it must earn its bytes and raise it here,
     /// saying why.
     pub ceiling: u64,
-    /// What the artifact should weigh, if there is a target (`None`: no target set).
-    pub budget: Option<u64>,
 }
 
 /// The ceilings `oma-guest-build --check-sizes` (run by CI) holds the shipped artifacts to.
-/// The budgets are 600 KiB for `oma_component.wasm` and 400 KiB for `oma_portable.wasm`; both
-/// are over them (the README's size section says where the bytes go), so the ceilings only
-/// keep the sizes from growing while they are brought down.
+/// The old budgets (600 KiB for `oma_component.wasm`, 400 KiB for `oma_portable.wasm`) are
+/// retired: what the portable world needs whatever its own code does (URL parsing with IDNA,
+/// serde_json's parser, the bindings) was measured above them, and what users download is
+/// measured where they download it (the npm tarball, the Workers bundle, the wheel). The
+/// ceilings keep the sizes from growing and are lowered as they shrink.
+///
+/// Raised by about 127 KB each (component 1,230,247 B, portable 1,149,826 B, gateway
+/// 1,051,170 B when raised): the providers' error codes and types, one default retry policy per
+/// provider with requested waits, Gemini's streamed argument pieces, the limits on what a
+/// conversation, a response and a JSON text may hold, and the key redaction in every encoded
+/// form; and about 45 KB that came with the split into crates (the portable world measured
+/// 1,058,028 B right after it against about 1,013,000 B before, with the same code), not yet
+/// explained.
+///
+/// The component's ceiling lowered to 1,202,000 B when it came to be built for
+/// `wasm32-unknown-unknown` like the others (1,178,113 B, from 1,230,247 B: the standard library
+/// of `wasm32-wasip2` brought all of wasi:cli and the hash seed with it).
 pub const SIZE_LIMITS: [SizeLimit; 3] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        // 1,080,347 bytes built for wasm32-unknown-unknown (1,131,275 for wasm32-wasip2, whose
-        // standard library brought all of wasi:cli and the hash seed with it).
-        ceiling: 1_102_000,
-        budget: Some(600 * 1024),
+        ceiling: 1_202_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_022_000,
-        budget: Some(400 * 1024),
+        ceiling: 1_173_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 923_000,
-        budget: None,
+        ceiling: 1_073_000,
     },
 ];
 
@@ -109,13 +116,8 @@ pub fn check_sizes(dir: &Path, report: &dyn Fn(&str)) -> Result<(), String> {
         let size = std::fs::metadata(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?
             .len();
-        let budget = match limit.budget {
-            Some(budget) if size <= budget => format!("within its budget of {budget}"),
-            Some(budget) => format!("{} over its budget of {budget}", size - budget),
-            None => "no budget set".to_owned(),
-        };
         report(&format!(
-            "{}: {size} bytes (ceiling {}; {budget})",
+            "{}: {size} bytes (ceiling {})",
             limit.artifact, limit.ceiling
         ));
         if size > limit.ceiling {
@@ -194,8 +196,8 @@ fn profile_dir(profile: &str) -> &str {
 }
 
 /// Builds the libraries of `packages` for `target`; returns the directory their artifacts
-/// land in.
-fn build_guest(
+/// land in. Public so that `oma-guest-build --world` can build one world alone.
+pub fn build_guest(
     workspace: &Path,
     target_dir: &Path,
     profile: &str,

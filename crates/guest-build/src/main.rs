@@ -1,13 +1,20 @@
-//! `oma-guest-build [--profile PROFILE] [--target-dir DIR] [--check-sizes]`: builds
-//! `oma_component.wasm`, `oma_portable.wasm` and `oma_gateway.wasm` and prints where they landed,
-//! one path a line. With `--check-sizes` it then holds the `wasm-release` artifacts to their
-//! ceilings (`SIZE_LIMITS`) and fails if one is over.
+//! `oma-guest-build [--profile PROFILE] [--target-dir DIR] [--world WORLD] [--check-sizes]`:
+//! builds `oma_component.wasm`, `oma_portable.wasm` and `oma_gateway.wasm` and prints where they
+//! landed, one path a line. With `--world portable` (or `component`, `gateway`) it builds that
+//! artifact alone and prints its one path: the language packages need only the portable world,
+//! and building it alone skips the other two. With `--check-sizes` it then holds the
+//! `wasm-release` artifacts to their ceilings (`SIZE_LIMITS`) and fails if one is over.
 //!
 //! The default profile is `wasm-release` (the shipped artifacts); the default directory is
 //! `target/oma-guest` in the workspace, where the harness builds them too.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use oma_guest_build::{
+    build_all, build_guest, componentize, ARTIFACT_DIR, GATEWAY_ARTIFACT, GATEWAY_PACKAGE,
+    GUEST_ARTIFACT, GUEST_PACKAGE, GUEST_TARGET, PORTABLE_ARTIFACT, PORTABLE_PACKAGE,
+};
 
 fn main() -> ExitCode {
     match run() {
@@ -19,6 +26,67 @@ fn main() -> ExitCode {
     }
 }
 
+/// One artifact, chosen with `--world`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum World {
+    Component,
+    Portable,
+    Gateway,
+}
+
+impl World {
+    fn parse(name: &str) -> Result<World, String> {
+        match name {
+            "component" => Ok(World::Component),
+            "portable" => Ok(World::Portable),
+            "gateway" => Ok(World::Gateway),
+            other => Err(format!(
+                "unknown world {other:?}: expected component, portable or gateway"
+            )),
+        }
+    }
+}
+
+/// Builds one world's artifact and returns its path, where `build_all` would put it (beside
+/// the others, in the [`ARTIFACT_DIR`] directory of the profile).
+fn build_one(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    world: World,
+    note: &dyn Fn(&str),
+) -> Result<PathBuf, String> {
+    let (package, artifact) = match world {
+        World::Component => (GUEST_PACKAGE, GUEST_ARTIFACT),
+        World::Portable => (PORTABLE_PACKAGE, PORTABLE_ARTIFACT),
+        World::Gateway => (GATEWAY_PACKAGE, GATEWAY_ARTIFACT),
+    };
+    let modules = build_guest(
+        workspace,
+        target_dir,
+        profile,
+        GUEST_TARGET,
+        &[package],
+        note,
+    )?;
+    let dir = modules
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("the target directory has no parent")?
+        .join(ARTIFACT_DIR)
+        .join(
+            modules
+                .file_name()
+                .ok_or("the profile directory has no name")?,
+        );
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    note(&format!("making {artifact} a component"));
+    let out = dir.join(artifact);
+    componentize(&modules.join(artifact), &out)?;
+    Ok(out)
+}
+
 fn run() -> Result<(), String> {
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -27,6 +95,7 @@ fn run() -> Result<(), String> {
     let mut profile = "wasm-release".to_owned();
     let mut target_dir = workspace.join("target").join("oma-guest");
     let mut check_sizes = false;
+    let mut world = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -34,12 +103,15 @@ fn run() -> Result<(), String> {
             "--target-dir" => {
                 target_dir = PathBuf::from(args.next().ok_or("--target-dir needs a value")?)
             }
+            "--world" => world = Some(World::parse(&args.next().ok_or("--world needs a value")?)?),
             "--check-sizes" => check_sizes = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: oma-guest-build [--profile PROFILE] [--target-dir DIR] [--check-sizes]\n\
+                    "usage: oma-guest-build [--profile PROFILE] [--target-dir DIR] [--world WORLD] \
+                     [--check-sizes]\n\
                      builds oma_component.wasm, oma_portable.wasm and oma_gateway.wasm (default profile \
                      wasm-release, default directory target/oma-guest) and prints their paths;\n\
+                     --world component|portable|gateway builds that artifact alone and prints its path;\n\
                      --check-sizes then fails if a wasm-release artifact is over its size ceiling"
                 );
                 return Ok(());
@@ -47,12 +119,20 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument {other:?}; see --help")),
         }
     }
+    if check_sizes && world.is_some() {
+        return Err("--check-sizes checks all three artifacts; leave out --world".into());
+    }
     eprintln!(
         "building the guest (profile {profile}) in {}",
         target_dir.display()
     );
     let note = |message: &str| eprintln!("{message}");
-    let built = oma_guest_build::build_all(&workspace, &target_dir, &profile, &note)?;
+    if let Some(world) = world {
+        let path = build_one(&workspace, &target_dir, &profile, world, &note)?;
+        println!("{}", path.display());
+        return Ok(());
+    }
+    let built = build_all(&workspace, &target_dir, &profile, &note)?;
     println!("{}", built.component.display());
     println!("{}", built.portable.display());
     println!("{}", built.gateway.display());

@@ -1,18 +1,22 @@
 //! The `driver` export: agents whose runs are [`RunMachine`]s handed to the host as `session`
-//! resources. Each `next` polls the machine and gives its step as a WIT value; each `answer`
-//! is converted and handed back. OMA JSON is accepted wherever a dynamic host holds JSON.
+//! resources. Each `next` polls the machine and gives what it found (a step, the answers it
+//! waits for with the instant to ask again, or the result) as a WIT value; each `answer` is
+//! converted and handed to it. OMA JSON is accepted wherever a dynamic host holds JSON.
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use oma_core::agent::config::AgentSettings;
+use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
+use oma_core::agent::exchange::{EvaluationRecord, ToolOutcome};
 use oma_core::agent::input::PromptInput;
-use oma_core::agent::machine::{Answer, RunMachine, Step};
-use oma_core::agent::session::{self, outcome_json, EvaluationRecord, ToolOutcome};
-use oma_core::agent::turn::RunOutcome;
+use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
+use oma_core::agent::outcome::outcome_json;
+use oma_core::agent::outcome::RunOutcome;
 use oma_core::error::Error;
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
@@ -47,7 +51,7 @@ impl dr::Guest for Component {
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let (spec, _history) = AgentSettings::from_json(&config)?.into_spec()?;
-        let machine = session::start_run_agent(
+        let machine = entry::start_run_agent(
             spec,
             run_input_json(&input)?,
             options.progress,
@@ -61,11 +65,11 @@ impl dr::Guest for Component {
 /// An `agent` resource. Its sessions hold a weak reference, so dropping the agent leaves them
 /// running (a `prompt` then has no history to commit to).
 pub struct AgentResource {
-    agent: Rc<RefCell<session::Agent>>,
+    agent: Rc<RefCell<entry::Agent>>,
 }
 
 impl AgentResource {
-    fn wrap(agent: session::Agent) -> dr::Agent {
+    fn wrap(agent: entry::Agent) -> dr::Agent {
         dr::Agent::new(AgentResource {
             agent: Rc::new(RefCell::new(agent)),
         })
@@ -95,12 +99,12 @@ impl AgentResource {
 impl dr::GuestAgent for AgentResource {
     fn create(config: oc::AgentConfig) -> Result<dr::Agent, wit::Error> {
         let (spec, history) = from_wit_config(config)?;
-        Ok(AgentResource::wrap(session::Agent::new(spec, history)?))
+        Ok(AgentResource::wrap(entry::Agent::new(spec, history)?))
     }
 
     fn create_json(config: String) -> Result<dr::Agent, wit::Error> {
         let (spec, history) = AgentSettings::from_json(&config)?.into_spec()?;
-        Ok(AgentResource::wrap(session::Agent::new(spec, history)?))
+        Ok(AgentResource::wrap(entry::Agent::new(spec, history)?))
     }
 
     fn run(
@@ -194,7 +198,8 @@ fn prompt_input_json(text: &str) -> Result<PromptInput, Error> {
 }
 
 fn parse_json(text: &str) -> Result<Value, Error> {
-    serde_json::from_str(text).map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))
+    oma_core::json::from_str(text)
+        .map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))
 }
 
 /// A `session` resource: one run in flight.
@@ -206,7 +211,7 @@ struct SessionState {
     machine: RunMachine,
     payloads: dr::Payloads,
     /// For a `prompt`: the agent and the user turn to commit when the run completes.
-    commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,
+    commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
     over: bool,
 }
 
@@ -214,7 +219,7 @@ impl SessionResource {
     fn wrap(
         machine: RunMachine,
         payloads: dr::Payloads,
-        commit: Option<(Weak<RefCell<session::Agent>>, LlmMessage)>,
+        commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
     ) -> dr::Session {
         dr::Session::new(SessionResource {
             state: RefCell::new(SessionState {
@@ -228,20 +233,36 @@ impl SessionResource {
 }
 
 impl dr::GuestSession for SessionResource {
-    fn next(&self, now_ms: u64) -> Result<dr::Step, wit::Error> {
+    fn next(&self, now_ms: u64) -> Result<dr::Poll, wit::Error> {
         let mut state = self.state.borrow_mut();
         if state.over {
-            return Err(session_error(
-                "the run is over: its result was the last step",
-            ));
+            return Err(session_error("the run is over: its result was given"));
         }
-        let Some(step) = state.machine.poll(now_ms) else {
-            return Err(session_error(
-                "the session waits for the answer to its last step",
-            ));
+        let step = match state.machine.poll(now_ms) {
+            Poll::Step(step) => step,
+            Poll::Waiting(due) => {
+                return Ok(dr::Poll::Waiting(dr::Waiting {
+                    due: due.into_iter().map(to_wit_due).collect(),
+                    wake_at_ms: state.machine.wake_at(),
+                }))
+            }
+            Poll::Finished(outcome) => {
+                state.over = true;
+                if let Some((agent, turn)) = state.commit.take() {
+                    if let Some(agent) = agent.upgrade() {
+                        agent.borrow_mut().commit(turn, &outcome);
+                    }
+                }
+                let json = matches!(state.payloads, dr::Payloads::Json);
+                return Ok(dr::Poll::Finished(report(*outcome, json)));
+            }
+            Poll::Over => {
+                state.over = true;
+                return Err(session_error("the run is over: its result was given"));
+            }
         };
         let json = matches!(state.payloads, dr::Payloads::Json);
-        Ok(match step {
+        Ok(dr::Poll::Step(match step {
             Step::BeforeRun {
                 agent,
                 context,
@@ -275,16 +296,7 @@ impl dr::GuestSession for SessionResource {
             } else {
                 dr::EvaluationCase::Typed(to_wit_evaluation(*record))
             }),
-            Step::Done(outcome) => {
-                state.over = true;
-                if let Some((agent, turn)) = state.commit.take() {
-                    if let Some(agent) = agent.upgrade() {
-                        agent.borrow_mut().commit(turn, &outcome);
-                    }
-                }
-                dr::Step::Done(report(outcome, json))
-            }
-        })
+        }))
     }
 
     fn answer(&self, answer: dr::Answer) -> Result<(), wit::Error> {
@@ -295,7 +307,19 @@ impl dr::GuestSession for SessionResource {
             ));
         }
         let answer = from_wit_answer(answer)?;
-        Ok(state.machine.handle(answer)?)
+        state
+            .machine
+            .handle(answer)
+            .map_err(|refused| refused.reason.into())
+    }
+}
+
+fn to_wit_due(due: Due) -> dr::Due {
+    match due {
+        Due::Hook => dr::Due::BeforeRun,
+        Due::Http => dr::Due::Http,
+        Due::Tool(id) => dr::Due::Tool(id),
+        Due::External => dr::Due::External,
     }
 }
 
@@ -332,7 +356,7 @@ fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
         headers: outgoing.headers,
         // Moved when this is the call's last attempt (the usual case: no retries configured);
         // copied only while the call keeps the body for a retry.
-        body: Rc::try_unwrap(outgoing.body).unwrap_or_else(|shared| (*shared).clone()),
+        body: Arc::try_unwrap(outgoing.body).unwrap_or_else(|shared| (*shared).clone()),
         timeout_ms: outgoing.timeout_ms,
         stream: outgoing.stream,
         attempt: outgoing.attempt,

@@ -11,7 +11,9 @@
 use std::time::Instant;
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use oma_testkit::driver_types::{Answer, Payloads, Response, RunReport, SessionOptions, Step};
+use oma_testkit::driver_types::{
+    Answer, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+};
 use oma_testkit::workloads::{read_workload, WORKLOADS};
 use oma_testkit::{Ask, DriverHarness, GuestOptions};
 use serde_json::json;
@@ -71,7 +73,7 @@ fn driver_run(c: &mut Criterion) {
                             .expect("the workload is valid");
                         let result = loop {
                             match guest.next_step(session).await.expect("no trap") {
-                                Ok(Step::Send(request)) => {
+                                Ok(Poll::Step(Step::Send(request))) => {
                                     black_box(request);
                                     let answer = Answer::Response(Response {
                                         status: 200,
@@ -84,7 +86,7 @@ fn driver_run(c: &mut Criterion) {
                                         .expect("no trap")
                                         .expect("due");
                                 }
-                                Ok(Step::Done(RunReport::Json(result))) => break result,
+                                Ok(Poll::Finished(RunReport::Json(result))) => break result,
                                 Ok(_) => {}
                                 Err(error) => panic!("{}", error.message),
                             }

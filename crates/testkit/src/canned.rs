@@ -334,28 +334,40 @@ fn sse_data(data: &Value) -> Vec<u8> {
 /// One AWS event-stream message: prelude (lengths and their CRC32), the `:event-type`,
 /// `:content-type` and `:message-type` string headers, the JSON payload, and the message CRC32.
 fn event_frame(kind: &str, payload: &Value) -> Vec<u8> {
-    let payload = payload.to_string().into_bytes();
-    let mut headers = Vec::new();
-    for (name, value) in [
-        (":event-type", kind),
-        (":content-type", "application/json"),
-        (":message-type", "event"),
-    ] {
-        // Names and values here are short constants, far below the u8 and u16 limits.
-        headers.push(name.len() as u8);
-        headers.extend_from_slice(name.as_bytes());
-        headers.push(7);
-        headers.extend_from_slice(&(value.len() as u16).to_be_bytes());
-        headers.extend_from_slice(value.as_bytes());
+    aws_event_message(
+        &[
+            (":event-type", kind),
+            (":content-type", "application/json"),
+            (":message-type", "event"),
+        ],
+        &payload.to_string().into_bytes(),
+    )
+}
+
+/// One AWS event-stream message with these string headers and this payload, exactly as
+/// Bedrock's ConverseStream frames its events: the prelude (total and header lengths and their
+/// CRC32), the headers (name length, name, type 7, value length, value), the payload and the
+/// CRC32 of all of it. Names longer than 255 bytes or values longer than 65535 bytes are cut
+/// to those lengths (the format cannot carry more); recorded event names are far shorter.
+pub fn aws_event_message(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (name, value) in headers {
+        let name = &name.as_bytes()[..name.len().min(usize::from(u8::MAX))];
+        let value = &value.as_bytes()[..value.len().min(usize::from(u16::MAX))];
+        block.push(name.len() as u8);
+        block.extend_from_slice(name);
+        block.push(7);
+        block.extend_from_slice(&(value.len() as u16).to_be_bytes());
+        block.extend_from_slice(value);
     }
-    let total = 12 + headers.len() + payload.len() + 4;
+    let total = 12 + block.len() + payload.len() + 4;
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(&(total as u32).to_be_bytes());
-    out.extend_from_slice(&(headers.len() as u32).to_be_bytes());
+    out.extend_from_slice(&(block.len() as u32).to_be_bytes());
     let prelude_crc = crc32fast::hash(&out);
     out.extend_from_slice(&prelude_crc.to_be_bytes());
-    out.extend_from_slice(&headers);
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(&block);
+    out.extend_from_slice(payload);
     let message_crc = crc32fast::hash(&out);
     out.extend_from_slice(&message_crc.to_be_bytes());
     out

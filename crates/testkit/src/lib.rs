@@ -76,6 +76,6 @@ pub mod workloads;
 
 pub use oma_wasmtime::*;
 
-pub use canned::{Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
+pub use canned::{aws_event_message, Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
 pub use outbound::{is_loopback, BareRequest, CannedResponse, CaptureOutbound, LoopbackOnly};
 pub use simulator::{RecordedRequest, Reply, RequestLog, Simulator};

@@ -142,6 +142,17 @@ pub enum Reply {
     Stall(Duration),
     /// 200 with a valid JSON success padded to at least this many bytes.
     Oversized(usize),
+    /// A recorded answer: `status` and `headers` (a `content-type` among them), then each chunk
+    /// as it was recorded, [`Simulator::CHUNK_DELAY`] apart (one chunk: sent whole, with a
+    /// length), so a recorded stream reaches the client event by event, byte for byte.
+    Recorded {
+        /// The HTTP status.
+        status: u16,
+        /// Header names and values, in order.
+        headers: Vec<(String, String)>,
+        /// The body, in the pieces it is flushed in.
+        chunks: Vec<Vec<u8>>,
+    },
     /// Exactly this answer, sent whole.
     Custom {
         /// The HTTP status.
@@ -491,6 +502,27 @@ async fn respond(ask: &Ask, reply: Reply, chunk_delay: Duration) -> http::Respon
             content_type,
             body,
         } => response(status, &content_type, &[], SimBody::full(body)),
+        Reply::Recorded {
+            status,
+            headers,
+            mut chunks,
+        } => {
+            let body = if chunks.len() == 1 {
+                SimBody::full(chunks.remove(0))
+            } else {
+                SimBody::chunked(chunks, chunk_delay, Cut::None)
+            };
+            let mut answer = response(status, "", &[], body);
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    http::HeaderName::from_bytes(name.as_bytes()),
+                    http::HeaderValue::from_str(&value),
+                ) {
+                    answer.headers_mut().append(name, value);
+                }
+            }
+            answer
+        }
     }
 }
 
@@ -522,8 +554,10 @@ fn response(
     *response.status_mut() =
         http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
-    if let Ok(value) = http::HeaderValue::from_str(content_type) {
-        headers.insert(http::header::CONTENT_TYPE, value);
+    if !content_type.is_empty() {
+        if let Ok(value) = http::HeaderValue::from_str(content_type) {
+            headers.insert(http::header::CONTENT_TYPE, value);
+        }
     }
     for (name, value) in extra {
         if let (Ok(name), Ok(value)) = (

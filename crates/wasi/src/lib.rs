@@ -11,6 +11,10 @@
 #![cfg(target_arch = "wasm32")]
 #![deny(missing_docs)]
 
+mod run;
+
+pub use run::{Next, StepHost, WasiRun};
+
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
@@ -291,7 +295,7 @@ impl HttpIo {
         // refusal ends the call rather than looping.
         match call.handle(answer, adapter, request) {
             Ok(()) => None,
-            Err(error) => Some(CallEvent::Done(Err(error))),
+            Err(refused) => Some(CallEvent::Done(Err(refused.reason))),
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::bindings::oma::agent::outcome::{
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::engine::{engine, guard_store, load_component, start_call, HarnessOptions};
 use crate::portable_bindings::exports::oma::agent::driver::{
-    Answer, EvaluationCase, HookContext, OutgoingRequest, Payloads, ResponseHead, RunReport,
+    Answer, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll, ResponseHead, RunReport,
     SessionOptions, Step, ToolAnswer, TransportFailure, TransportFailureKind,
 };
 use crate::portable_bindings::{PortableHost, PortableHostPre};
@@ -381,11 +381,11 @@ impl DriverGuest {
         }
     }
 
-    /// `session.next`, unperformed: the raw step (for tests of the protocol itself).
+    /// `session.next`, unperformed: the raw poll (for tests of the protocol itself).
     pub async fn next_step(
         &mut self,
         session: ResourceAny,
-    ) -> anyhow::Result<Result<Step, WitError>> {
+    ) -> anyhow::Result<Result<Poll, WitError>> {
         start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         Ok(driver
@@ -457,13 +457,19 @@ impl DriverGuest {
     /// Asks for one step and performs it.
     async fn step(&mut self, session: ResourceAny, flight: &mut Flight) -> anyhow::Result<Driven> {
         let step = match self.next_step(session).await? {
-            Ok(step) => step,
+            Ok(Poll::Step(step)) => step,
+            Ok(Poll::Finished(RunReport::Typed(result))) => return Ok(Driven::Done(result)),
+            Ok(Poll::Finished(RunReport::Json(_))) => {
+                return Err(anyhow!("a typed session gave JSON"))
+            }
+            // This driver answers every step before it asks again, so nothing can be due.
+            Ok(Poll::Waiting(waiting)) => {
+                return Err(anyhow!("the session waits for {:?}", waiting.due))
+            }
             Err(error) => return Err(anyhow!("session.next failed: {}", error.message)),
         };
         let answer = match step {
             Step::Event(event) => return Ok(Driven::Event(event)),
-            Step::Done(RunReport::Typed(result)) => return Ok(Driven::Done(result)),
-            Step::Done(RunReport::Json(_)) => return Err(anyhow!("a typed session gave JSON")),
             Step::Progress(event) => {
                 self.store.data_mut().agent_host().progress(event);
                 return Ok(Driven::Continue);

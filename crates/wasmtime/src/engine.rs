@@ -264,6 +264,10 @@ pub(crate) fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
     Ok(engine)
 }
 
+/// Async (fiber) stacks the pool reserves per instance slot: the running call's, and the
+/// worker fiber wasmtime's component-model runtime parks in a store between calls.
+const STACKS_PER_INSTANCE: u32 = 2;
+
 fn engine_with(options: &HarnessOptions, epochs: bool) -> anyhow::Result<Engine> {
     let mut pool = PoolingAllocationConfig::new();
     let instances = options.max_instances.max(1);
@@ -275,7 +279,13 @@ fn engine_with(options: &HarnessOptions, epochs: bool) -> anyhow::Result<Engine>
         .max_memories_per_component(2)
         .total_tables(instances.saturating_mul(4))
         .max_tables_per_component(4)
-        .total_stacks(instances)
+        // Two async stacks per instance: besides the stack of the call in progress, a store
+        // keeps the component-model runtime's worker fiber, parked on a stack of its own, once
+        // wasmtime has used it (wasi-http streaming does), so the next call of the same
+        // instance needs a second stack. With one per instance, a streamed run's last call
+        // (dropping its stream) failed with "maximum concurrent limit of 1 for fibers
+        // reached" in a one-instance harness.
+        .total_stacks(instances.saturating_mul(STACKS_PER_INSTANCE))
         .max_memory_size(options.max_memory)
         .linear_memory_keep_resident(options.keep_resident)
         .table_keep_resident(options.keep_resident.min(1 << 16));

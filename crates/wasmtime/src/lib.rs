@@ -149,17 +149,19 @@ pub use bindings::oma::agent::types::{
 };
 pub use bindings::oma::agent::wire::{
     AwsCredentials, CallOptions, ChatRequest, EgressPolicy, Endpoint, HttpRequest, LlmResponse,
-    Sampling, TokenUsage, ToolDefinition,
+    RetryOptions, Sampling, TokenUsage, ToolDefinition,
 };
 pub use driver::{empty_linker, instantiate_empty, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
 pub use engine::{default_cache_dir, ComponentOrigin, Harness, HarnessOptions};
-pub use error_json::error_json;
+pub use error_json::{error_json, host_error_json, host_error_message};
 pub use guard::{
     AddressPolicy, AllowOutbound, GuardedOutbound, Refusal, Resolve, ResolveFuture, StaticResolver,
     SystemResolver,
 };
 pub use guest::Guest;
-pub use limits::{LimitExceeded, Limits};
-pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
+pub use limits::{LimitExceeded, Limits, MemoryBudget};
+pub use provider::{
+    call_options, chat_request, endpoint, retries, ChatStreamHandle, MAX_STREAM_EVENTS,
+};
 pub use state::{DenyOutbound, GuestOptions, HostState};
 pub use wasmtime_wasi_http::WasiHttpHooks;

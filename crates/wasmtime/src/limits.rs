@@ -12,10 +12,15 @@
 //!   of all the store's instances together at [`Limits::memory`]; a `memory.grow` past it traps
 //!   with [`LimitExceeded::Memory`] instead of returning -1 (which a Rust guest turns into an
 //!   abort with no explanation).
+//! - **A shared budget.** Stores may also share a [`MemoryBudget`]: the linear memory of all of
+//!   them together. A `memory.grow` that would pass it traps with [`LimitExceeded::Budget`];
+//!   a store gives its memory back to the budget when it is dropped. `oma-host serve` gives
+//!   every request's store the server's budget, so that no number of large requests at once
+//!   can take the process past it.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
@@ -74,6 +79,17 @@ pub enum LimitExceeded {
         /// The total the refused `memory.grow` would have reached.
         requested: usize,
     },
+    /// The guest asked for `growth` more bytes of linear memory while the stores sharing its
+    /// [`MemoryBudget`] held `in_use` bytes together: past the budget's `limit`. Another time,
+    /// with fewer requests running, the same call may fit.
+    Budget {
+        /// The budget, in bytes.
+        limit: usize,
+        /// What the stores sharing it held when the growth was refused.
+        in_use: usize,
+        /// The growth refused.
+        growth: usize,
+    },
 }
 
 impl LimitExceeded {
@@ -97,11 +113,81 @@ impl fmt::Display for LimitExceeded {
                 "the guest asked for {requested} bytes of linear memory, past its limit of \
                  {limit} bytes"
             ),
+            LimitExceeded::Budget {
+                limit,
+                in_use,
+                growth,
+            } => write!(
+                f,
+                "the guest asked for {growth} more bytes of linear memory while all instances \
+                 held {in_use} bytes together, past their shared budget of {limit} bytes"
+            ),
         }
     }
 }
 
 impl std::error::Error for LimitExceeded {}
+
+/// Linear memory that several stores share: the most they may hold together. Cloning gives
+/// another handle on the same budget.
+#[derive(Clone, Debug)]
+pub struct MemoryBudget {
+    inner: Arc<BudgetInner>,
+}
+
+#[derive(Debug)]
+struct BudgetInner {
+    limit: usize,
+    used: AtomicUsize,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit` bytes, none of it in use.
+    pub fn new(limit: usize) -> Self {
+        MemoryBudget {
+            inner: Arc::new(BudgetInner {
+                limit,
+                used: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The budget, in bytes.
+    pub fn limit(&self) -> usize {
+        self.inner.limit
+    }
+
+    /// What the stores sharing it hold now, in bytes.
+    pub fn in_use(&self) -> usize {
+        self.inner.used.load(Ordering::Relaxed)
+    }
+
+    /// What is left of it, in bytes.
+    pub fn available(&self) -> usize {
+        self.limit().saturating_sub(self.in_use())
+    }
+
+    /// Takes `bytes` from the budget, or says how much was in use when they did not fit.
+    fn take(&self, bytes: usize) -> Result<(), usize> {
+        let limit = self.inner.limit;
+        self.inner
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|total| *total <= limit)
+            })
+            .map(drop)
+    }
+
+    /// Gives `bytes` back.
+    fn give_back(&self, bytes: usize) {
+        let _ = self
+            .inner
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                Some(used.saturating_sub(bytes))
+            });
+    }
+}
 
 /// Ticks far enough away to never come (about 350 years of 10 ms ticks).
 const NEVER: u64 = 1 << 40;
@@ -160,6 +246,17 @@ pub(crate) struct StoreGuard {
     store_limits: StoreLimits,
     memory_total: usize,
     pending_growth: usize,
+    /// The budget this store shares with others, and how much of it the store holds.
+    budget: Option<MemoryBudget>,
+    from_budget: usize,
+}
+
+impl Drop for StoreGuard {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.give_back(self.from_budget);
+        }
+    }
 }
 
 impl StoreGuard {
@@ -175,6 +272,8 @@ impl StoreGuard {
             store_limits: StoreLimits::default(),
             memory_total: 0,
             pending_growth: 0,
+            budget: None,
+            from_budget: 0,
         };
         guard.set_limits(limits);
         guard
@@ -193,6 +292,16 @@ impl StoreGuard {
         }
         self.store_limits = builder.build();
         self.limits = limits;
+    }
+
+    /// Makes the store's memory count against `budget` from now on (before the store has any,
+    /// so that all of it counts).
+    pub(crate) fn share_budget(&mut self, budget: MemoryBudget) {
+        if let Some(old) = self.budget.take() {
+            old.give_back(self.from_budget);
+        }
+        self.from_budget = 0;
+        self.budget = Some(budget);
     }
 
     pub(crate) fn set_tick(&mut self, tick: Duration) {
@@ -286,18 +395,36 @@ impl ResourceLimiter for StoreGuard {
                 }));
             }
         }
+        if let Some(budget) = &self.budget {
+            if let Err(in_use) = budget.take(growth) {
+                return Err(wasmtime::Error::new(LimitExceeded::Budget {
+                    limit: budget.limit(),
+                    in_use,
+                    growth,
+                }));
+            }
+        }
         let allowed = self
             .store_limits
             .memory_growing(current, desired, maximum)?;
         if allowed {
             self.memory_total = requested;
             self.pending_growth = growth;
+            if self.budget.is_some() {
+                self.from_budget = self.from_budget.saturating_add(growth);
+            }
+        } else if let Some(budget) = &self.budget {
+            budget.give_back(growth);
         }
         Ok(allowed)
     }
 
     fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
         self.memory_total = self.memory_total.saturating_sub(self.pending_growth);
+        if let Some(budget) = &self.budget {
+            budget.give_back(self.pending_growth);
+            self.from_budget = self.from_budget.saturating_sub(self.pending_growth);
+        }
         self.pending_growth = 0;
         self.store_limits.memory_grow_failed(error)
     }
@@ -403,6 +530,39 @@ mod tests {
         );
         assert!(guard.memory_growing(60, 100, None).unwrap());
         assert_eq!(Limits::unlimited().deadline, None);
+        assert_eq!(StoreGuard::new(Limits::unlimited()).start_call(), NEVER);
+    }
+
+    #[test]
+    fn stores_that_share_a_budget_hold_it_together_and_give_it_back() {
+        let budget = MemoryBudget::new(100);
+        let mut a = StoreGuard::new(Limits::unlimited());
+        let mut b = StoreGuard::new(Limits::unlimited());
+        a.share_budget(budget.clone());
+        b.share_budget(budget.clone());
+        assert!(a.memory_growing(0, 60, None).unwrap());
+        assert_eq!(budget.in_use(), 60);
+        let error = b.memory_growing(0, 50, None).unwrap_err();
+        assert_eq!(
+            error.downcast_ref::<LimitExceeded>(),
+            Some(&LimitExceeded::Budget {
+                limit: 100,
+                in_use: 60,
+                growth: 50
+            })
+        );
+        assert_eq!(budget.in_use(), 60, "a refused growth takes nothing");
+        assert!(b.memory_growing(0, 40, None).unwrap());
+        assert_eq!(budget.available(), 0);
+        // A growth that failed later is given back.
+        b.memory_grow_failed(wasmtime::Error::msg("mmap failed"))
+            .unwrap_or(());
+        assert_eq!(budget.in_use(), 60);
+        drop(a);
+        assert_eq!(budget.in_use(), 0, "a dropped store gives its memory back");
+        assert!(b.memory_growing(0, 100, None).unwrap());
+        drop(b);
+        assert_eq!(budget.in_use(), 0);
         assert_eq!(StoreGuard::new(Limits::unlimited()).start_call(), NEVER);
     }
 }

@@ -169,6 +169,7 @@ pub fn run_result_json(result: &RunResult) -> Value {
             json!(match info.kind {
                 FailureKind::Validation => "validation",
                 FailureKind::Budget => "budget",
+                FailureKind::Timeout => "timeout",
                 FailureKind::Callback => "callback",
                 FailureKind::Provider => "provider",
                 FailureKind::Unknown => "unknown",

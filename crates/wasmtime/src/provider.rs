@@ -11,7 +11,7 @@ use wasmtime::component::ResourceAny;
 use crate::bindings::exports::oma::agent::provider::StreamEvent;
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::oma::agent::wire::{
-    CallOptions, ChatRequest, EgressPolicy, Endpoint, LlmResponse, Sampling,
+    CallOptions, ChatRequest, EgressPolicy, Endpoint, LlmResponse, RetryOptions, Sampling,
 };
 use crate::guest::Guest;
 
@@ -65,13 +65,22 @@ pub fn endpoint(provider: &str, base_url: Option<&str>, api_key: Option<&str>) -
     }
 }
 
-/// Call options for tests: one attempt, 10 ms base delay, backoff 2, a 30 s timeout, a 32 MiB
-/// response limit, and the open egress policy (the host's hooks still decide).
-pub fn call_options() -> CallOptions {
-    CallOptions {
-        max_attempts: 1,
+/// A retry schedule of the test's own (OMA's, with a 10 ms base delay and backoff 2), in place
+/// of the provider's default: `max_attempts` attempts in all.
+pub fn retries(max_attempts: u32) -> Option<RetryOptions> {
+    Some(RetryOptions {
+        max_attempts,
         base_delay_ms: 10,
         backoff: 2.0,
+    })
+}
+
+/// Call options for tests: one attempt ([`retries`]`(1)`, so that no test waits on a provider's
+/// default backoff unless it asks for it with `retry: None`), a 30 s timeout, a 32 MiB response
+/// limit, and the open egress policy (the host's hooks still decide).
+pub fn call_options() -> CallOptions {
+    CallOptions {
+        retry: retries(1),
         timeout_ms: 30_000,
         deadline_ms: None,
         max_response_bytes: 32 << 20,

@@ -27,8 +27,18 @@
 //!   every request gets a fresh store and instance, dropped when its response has been written.
 //!   Nothing a request leaves in the guest's memory reaches the next one.
 //! - **The pooling allocator.** Instances come from a pool of
-//!   [`ServeOptions::max_instances`] slots, each linear memory at most
-//!   [`ServeOptions::max_memory`]. A request waits for a free slot rather than failing.
+//!   [`ServeOptions::max_instances`] slots (and [`HEALTH_INSTANCES`] more kept for
+//!   `GET /healthz`), each linear memory at most [`ServeOptions::max_memory`]. A request
+//!   waits for a free slot rather than failing.
+//! - **Pressure.** At most [`ServeOptions::max_in_flight`] requests are admitted at once
+//!   (those waiting for a slot included), and the linear memory of all their instances together
+//!   is held to [`ServeOptions::memory_budget`] ([`MemoryBudget`]): a request past the first,
+//!   or arriving while less than [`ADMISSION_MEMORY`] of the budget is free, or whose instance
+//!   would grow past the budget, is answered `503` with `Retry-After` ([`RETRY_AFTER_SECS`]).
+//!   `GET /healthz` is answered outside both limits, by an instance from its own slots.
+//! - **Clients that leave.** A request whose client closes its connection, before the response
+//!   or while its body is being written, has its instance dropped within a tick: the run stops,
+//!   and its provider requests in flight are dropped with it (their connections closed).
 //! - **Limits.** Every store runs under the harness's [`Limits`]: a deadline of guest time for
 //!   instantiation and again for the handler (time spent waiting in host calls, such as on a
 //!   provider, does not count), checked every epoch tick, at which a busy guest also yields its
@@ -88,7 +98,7 @@ use wasmtime_wasi_http::WasiHttpView;
 
 use crate::engine::{engine, guard_store, load_component, start_call};
 use crate::guard::{AddressPolicy, GuardedOutbound};
-use crate::limits::{LimitExceeded, Limits};
+use crate::limits::{LimitExceeded, Limits, MemoryBudget};
 use crate::state::HostState;
 use crate::{ComponentOrigin, HarnessOptions};
 
@@ -110,6 +120,25 @@ pub const DEFAULT_KEEP_RESIDENT: usize = 16 << 20;
 
 /// How long a stop waits by default for the requests in flight: 30 s.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// How many requests may be in flight at once by default (waiting for a slot included): past
+/// it a request is answered `503`. Each waiting request holds only its connection.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1024;
+
+/// The linear memory all instances may hold together by default: 1 GiB. With the host's own
+/// memory and the slots' resident pages, `oma-host serve` stays near this (see
+/// `docs/security.md#limits`).
+pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
+
+/// How much of the memory budget must be free for a request to be admitted: 8 MiB, about what
+/// a small request's instance takes.
+pub const ADMISSION_MEMORY: usize = 8 << 20;
+
+/// The pool slots kept for `GET /healthz`, which is answered outside the request limits.
+pub const HEALTH_INSTANCES: u32 = 4;
+
+/// The `Retry-After` of a `503` under pressure, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 /// How a [`Server`] is set up. `ServeOptions::default()` serves the gateway the build made on
 /// [`DEFAULT_ADDR`] with an empty environment; `oma-host serve` sets
@@ -137,6 +166,12 @@ pub struct ServeOptions {
     pub keep_resident: usize,
     /// Guest time per call and memory per store: `Limits::default()`, 30 s and 512 MiB.
     pub limits: Limits,
+    /// How many requests (other than `GET /healthz`) may be in flight at once, those waiting
+    /// for a slot included; [`DEFAULT_MAX_IN_FLIGHT`] by default. Past it, `503`.
+    pub max_in_flight: u32,
+    /// The most linear memory all instances may hold together, in bytes;
+    /// [`DEFAULT_MEMORY_BUDGET`] by default. Past it, `503`.
+    pub memory_budget: usize,
     /// The most wall-clock time one request may take; [`DEFAULT_REQUEST_TIMEOUT`] by default.
     pub request_timeout: Duration,
     /// How long a stop waits for the requests in flight; [`DEFAULT_SHUTDOWN_GRACE`] by default.
@@ -161,6 +196,8 @@ impl Default for ServeOptions {
             max_memory: Limits::DEFAULT_MEMORY,
             keep_resident: DEFAULT_KEEP_RESIDENT,
             limits: Limits::default(),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             policy: AddressPolicy::LOCAL_SERVERS,
@@ -181,6 +218,8 @@ impl fmt::Debug for ServeOptions {
             .field("max_instances", &self.max_instances)
             .field("max_memory", &self.max_memory)
             .field("limits", &self.limits)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("memory_budget", &self.memory_budget)
             .field("request_timeout", &self.request_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("policy", &self.policy)
@@ -256,6 +295,14 @@ struct Shared {
     /// store is dropped.
     slots: Arc<Semaphore>,
     max_instances: u32,
+    /// The slots kept for `GET /healthz`.
+    health_slots: Arc<Semaphore>,
+    /// One permit per request admitted (other than `GET /healthz`), held until its instance is
+    /// gone.
+    in_flight: Arc<Semaphore>,
+    max_in_flight: u32,
+    /// The linear memory all request instances share.
+    budget: MemoryBudget,
 }
 
 impl Server {
@@ -271,7 +318,7 @@ impl Server {
             wasm: options.component.clone(),
             cache: options.cache,
             cache_dir: options.cache_dir.clone(),
-            max_instances,
+            max_instances: max_instances.saturating_add(HEALTH_INSTANCES),
             max_memory: options.max_memory,
             keep_resident: options.keep_resident,
             limits: options.limits,
@@ -325,6 +372,10 @@ impl Server {
                 connections: GuardedOutbound::new(options.policy),
                 slots: Arc::new(Semaphore::new(max_instances as usize)),
                 max_instances,
+                health_slots: Arc::new(Semaphore::new(HEALTH_INSTANCES as usize)),
+                in_flight: Arc::new(Semaphore::new(options.max_in_flight.max(1) as usize)),
+                max_in_flight: options.max_in_flight.max(1),
+                budget: MemoryBudget::new(options.memory_budget),
             }),
             origin,
             load_time,
@@ -391,6 +442,7 @@ impl Server {
             while connections.join_next().await.is_some() {}
             // Every slot free: no instance is running any more.
             let _ = shared.slots.acquire_many(shared.max_instances).await;
+            let _ = shared.health_slots.acquire_many(HEALTH_INSTANCES).await;
         })
         .await;
         if drained.is_err() {
@@ -438,6 +490,73 @@ enum Ended {
     TimedOut,
 }
 
+/// Aborts a request's instance task when dropped before [`Cancel::disarm`]: the handler's
+/// future is dropped when its client's connection closes before the response, and the
+/// response body when it closes before the body's end.
+struct Cancel(Option<tokio::task::AbortHandle>);
+
+impl Cancel {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A response body that cancels its instance if it is dropped before its end (the client
+/// left while it was being written).
+struct Watched {
+    body: HyperOutgoingBody,
+    cancel: Cancel,
+}
+
+impl hyper::body::Body for Watched {
+    type Data = Bytes;
+    type Error = <HyperOutgoingBody as hyper::body::Body>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) {
+            self.cancel.disarm();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The `503` of a server under pressure, with `Retry-After`: retryable, since the same request
+/// may fit once others are done.
+fn unavailable(message: &str) -> Response {
+    let mut response =
+        error_response_with(StatusCode::SERVICE_UNAVAILABLE, "HostError", message, true);
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        HeaderValue::from(RETRY_AFTER_SECS),
+    );
+    response
+}
+
+/// Whether the request is the health check, answered outside the request limits.
+fn is_health_check<B>(request: &hyper::Request<B>) -> bool {
+    request.method() == http::Method::GET && request.uri().path() == "/healthz"
+}
+
 /// One request: a fresh instance handles it in a task of its own (which goes on writing the
 /// body after the head has been returned here).
 async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Response {
@@ -453,7 +572,30 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
             "the request has no Host header (HTTP/1.1 requires one)",
         );
     }
-    let Ok(slot) = Arc::clone(&shared.slots).acquire_owned().await else {
+    let health = is_health_check(&request);
+    let admitted = if health {
+        None
+    } else {
+        let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
+            return unavailable(&format!(
+                "the server is serving its limit of {} requests at once; try again shortly",
+                shared.max_in_flight
+            ));
+        };
+        if shared.budget.available() < ADMISSION_MEMORY {
+            return unavailable(&format!(
+                "the server's instances hold their memory budget of {} bytes; try again shortly",
+                shared.budget.limit()
+            ));
+        }
+        Some(permit)
+    };
+    let slots = if health {
+        &shared.health_slots
+    } else {
+        &shared.slots
+    };
+    let Ok(slot) = Arc::clone(slots).acquire_owned().await else {
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "HostError",
@@ -463,6 +605,12 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
     let label = format!("{} {}", request.method(), request.uri().path());
     let guard = GuardedOutbound::new(shared.policy).sharing_connections(&shared.connections);
     let mut store = new_store(&shared, guard.clone());
+    if !health {
+        store
+            .data_mut()
+            .guard_mut()
+            .share_budget(shared.budget.clone());
+    }
     let (sender, receiver) = oneshot::channel();
     let incoming = store
         .data_mut()
@@ -487,17 +635,28 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
             );
         }
     };
-    let task = tokio::spawn(run_instance(
+    let mut task = tokio::spawn(run_instance(
         Arc::clone(&shared),
         store,
         request,
         out,
-        slot,
+        (slot, admitted),
         guard,
         label.clone(),
     ));
-    match receiver.await {
-        Ok(Ok(response)) => response,
+    // Should this future be dropped (the client left before the response), so is the instance.
+    let mut cancel = Cancel(Some(task.abort_handle()));
+    let answered = receiver.await;
+    cancel.disarm();
+    match answered {
+        Ok(Ok(response)) => {
+            let (parts, body) = response.into_parts();
+            let watched = Watched {
+                body,
+                cancel: Cancel(Some(task.abort_handle())),
+            };
+            hyper::Response::from_parts(parts, watched.boxed_unsync())
+        }
         Ok(Err(code)) => {
             // Only the variant: whatever text the guest put in it stays out of the log.
             let kind = format!("{code:?}");
@@ -510,7 +669,7 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
             )
         }
         // The instance ended without setting a response.
-        Err(_) => match task.await {
+        Err(_) => match (&mut task).await {
             Ok(Ended::TimedOut) => error_response(
                 StatusCode::GATEWAY_TIMEOUT,
                 "HostError",
@@ -519,10 +678,13 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
                     shared.request_timeout.as_secs_f64()
                 ),
             ),
+            Ok(Ended::Limit(exceeded @ LimitExceeded::Budget { .. })) => {
+                unavailable(&format!("{exceeded}; try again shortly"))
+            }
             Ok(Ended::Limit(exceeded)) => error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "HostError",
-                &exceeded.to_string(),
+                &crate::host_error_message(&anyhow::Error::new(exceeded)),
             ),
             Ok(Ended::Returned) => error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -570,7 +732,7 @@ async fn run_instance(
     mut store: Store<HostState>,
     request: Resource<HostIncomingRequest>,
     out: Resource<HostResponseOutparam>,
-    slot: OwnedSemaphorePermit,
+    slot: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
     guard: GuardedOutbound,
     label: String,
 ) -> Ended {
@@ -594,7 +756,9 @@ async fn run_instance(
                     Ended::Limit(exceeded.clone())
                 }
                 None => {
-                    eprintln!("oma-host: {label}: the component failed: {error:#}");
+                    // One line, without the guest's wasm backtrace.
+                    let message = crate::host_error_message(&error);
+                    eprintln!("oma-host: {label}: the component failed: {message}");
                     Ended::Failed
                 }
             }
@@ -623,10 +787,15 @@ type Response = hyper::Response<HyperOutgoingBody>;
 
 /// `{"error": {"name", "message", "retryable": false}}` with `status`, as the gateway's errors.
 fn error_response(status: StatusCode, name: &str, message: &str) -> Response {
+    error_response_with(status, name, message, false)
+}
+
+/// [`error_response`] with `retryable` as given.
+fn error_response_with(status: StatusCode, name: &str, message: &str, retryable: bool) -> Response {
     let mut error = Map::new();
     error.insert("name".into(), Value::from(name));
     error.insert("message".into(), Value::from(message));
-    error.insert("retryable".into(), Value::Bool(false));
+    error.insert("retryable".into(), Value::Bool(retryable));
     let mut body = Map::new();
     body.insert("error".into(), Value::Object(error));
     let text = Value::Object(body).to_string();

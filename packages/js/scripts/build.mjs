@@ -1,18 +1,23 @@
 #!/usr/bin/env node
-// npm run build: builds oma_portable.wasm with cargo (the repository's oma-guest-build command),
-// copies it to wasm/, transpiles it with jco into gen/, and applies scripts/patch-gen.mjs.
+// npm run build: builds oma_portable.wasm alone with cargo (the repository's oma-guest-build
+// command, `--world portable`), transpiles it with jco into gen/, and applies
+// scripts/patch-gen.mjs; then makes the Workers build in workerd/ (scripts/workerd-gen.mjs: a
+// second transpilation whose core modules are imported statically, chosen by the `workerd`
+// import condition; not part of the npm tarball yet). It prints each step, cargo's progress,
+// and a line every 20 s that cargo is quiet.
 //
 // Environment:
 //   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;
 //                      `release` builds faster)
 //   OMA_PORTABLE_WASM  use this oma_portable.wasm instead of building one (no Rust needed)
 
-import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { patchGenerated } from './patch-gen.mjs'
+import { buildWorkerd } from './workerd-gen.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -23,25 +28,49 @@ function fail(message) {
   process.exit(1)
 }
 
-let wasm = process.env.OMA_PORTABLE_WASM
-if (!wasm) {
-  const profile = process.env.OMA_PROFILE || 'wasm-release'
-  console.error(`build: cargo run -q -p oma-guest-build -- --profile ${profile} (in ${root})`)
-  const cargo = spawnSync('cargo', ['run', '-q', '-p', 'oma-guest-build', '--', '--profile', profile], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    encoding: 'utf8',
+const started = Date.now()
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`
+
+/** Runs cargo, its progress on stderr as it comes, with a line every 20 s while it is quiet. */
+function cargoBuild(profile) {
+  const args = ['run', '-p', 'oma-guest-build', '--', '--profile', profile, '--world', 'portable']
+  console.error(`build: [1/3] building oma_portable.wasm: cargo ${args.join(' ')} (in ${root}); a few minutes the first time`)
+  return new Promise((resolvePath) => {
+    const child = spawn('cargo', args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let quietSince = Date.now()
+    child.stdout.on('data', (d) => { stdout += d })
+    child.stderr.on('data', (d) => {
+      quietSince = Date.now()
+      process.stderr.write(d)
+    })
+    const ticker = setInterval(() => {
+      if (Date.now() - quietSince >= 20000) {
+        console.error(`build: still building (${elapsed()})`)
+        quietSince = Date.now()
+      }
+    }, 5000)
+    child.on('error', (error) => {
+      clearInterval(ticker)
+      fail(`cannot run cargo (${error.message}); install Rust with rustup, or set OMA_PORTABLE_WASM`)
+    })
+    child.on('close', (code) => {
+      clearInterval(ticker)
+      if (code !== 0) fail(`cargo exited with ${code}`)
+      const line = stdout.trim().split('\n').find((l) => l.trim().endsWith('oma_portable.wasm'))
+      if (!line) fail(`no oma_portable.wasm path in cargo's output:\n${stdout}`)
+      resolvePath(line.trim())
+    })
   })
-  if (cargo.error) fail(`cannot run cargo (${cargo.error.message}); install Rust with rustup`)
-  if (cargo.status !== 0) fail(`cargo exited with ${cargo.status}`)
-  const lines = cargo.stdout.trim().split('\n')
-  wasm = lines.find((line) => line.trim().endsWith('oma_portable.wasm')) ?? lines[1]
-  if (!wasm) fail(`no oma_portable.wasm path in cargo's output:\n${cargo.stdout}`)
-  wasm = wasm.trim()
 }
 
-mkdirSync(join(pkg, 'wasm'), { recursive: true })
-copyFileSync(wasm, join(pkg, 'wasm', 'oma_portable.wasm'))
+let wasm = process.env.OMA_PORTABLE_WASM
+if (wasm) console.error(`build: [1/3] using OMA_PORTABLE_WASM=${wasm}`)
+else wasm = await cargoBuild(process.env.OMA_PROFILE || 'wasm-release')
+if (!existsSync(wasm)) fail(`${wasm} does not exist`)
+console.error(`build: oma_portable.wasm is ${statSync(wasm).size} bytes (${elapsed()})`)
+// The package ships only the transpiled component (gen/); an older build's copy is removed.
+rmSync(join(pkg, 'wasm'), { recursive: true, force: true })
 
 const require = createRequire(import.meta.url)
 // jco's package.json is not exported; find the package directory from its main entry.
@@ -52,15 +81,17 @@ const jcoBin = JSON.parse(readFileSync(jcoPkg, 'utf8')).bin
 const jco = join(dirname(jcoPkg), typeof jcoBin === 'string' ? jcoBin : jcoBin.jco)
 
 rmSync(join(pkg, 'gen'), { recursive: true, force: true })
+console.error('build: [2/3] transpiling it with jco into gen/')
 const transpile = spawnSync(
   process.execPath,
-  [jco, 'transpile', join(pkg, 'wasm', 'oma_portable.wasm'), '--name', 'oma_portable', '-o', join(pkg, 'gen'), '--quiet'],
+  [jco, 'transpile', wasm, '--name', 'oma_portable', '-o', join(pkg, 'gen'), '--quiet'],
   { cwd: pkg, stdio: 'inherit' },
 )
 if (transpile.status !== 0) fail(`jco transpile exited with ${transpile.status}`)
 
 // Speed patches to jco's output (see scripts/patch-gen.mjs); each fails the build when jco's
 // code is not what it expects.
+console.error('build: [3/3] patching and checking the transpiled module')
 let js = readFileSync(join(pkg, 'gen', 'oma_portable.js'), 'utf8')
 try {
   js = patchGenerated(js)
@@ -76,4 +107,7 @@ const foreign = [...imports, ...dynamic].filter((spec) => !/^node:(fs\/promises)
 if (foreign.length > 0 || js.includes('preview2-shim')) {
   fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected nothing`)
 }
-console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports)`)
+console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports), done in ${elapsed()}`)
+
+// The Workers build: the same component, transpiled a second time for workerd.
+buildWorkerd({ pkg, wasm, jco, fail })

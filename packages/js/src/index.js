@@ -2,17 +2,20 @@
 //
 // The component never does I/O. Every run is a driver session that this module steps: it asks
 // for the next step, performs it with the platform's means (fetch, timers, the caller's hook and
-// tools, a child process), answers, and asks again until the `done` step.
+// tools, a child process), answers, and asks again until the session is `finished`. Around it
+// sits OMA's agent API: `Agent(config, registry?, executor?)`, `OpenMultiAgent.runAgent`, the
+// tool framework (`tools.js`), OMA's error classes (`errors.js`) and OMA's result fields.
 
 import { driver } from '../gen/oma_portable.js'
 import {
   InvalidMessageError,
   TokenBudgetExceededError,
-  SessionStateError,
   errorFrom,
   fromComponent,
 } from './errors.js'
 import { preflightMessages, preflightBlocks } from './guard.js'
+import { send, receive } from './transport.js'
+import { ToolRegistry, ToolExecutor, grantedTools, zodToJsonSchema } from './tools.js'
 
 export {
   OMAError,
@@ -21,17 +24,291 @@ export {
   UnsupportedToolResultContentError,
   UnsupportedToolCallError,
   TokenBudgetExceededError,
+  CostBudgetExceededError,
   LLMCallTimeoutError,
   EgressPolicyError,
+  StructuredOutputValidationError,
   ProviderError,
   SessionStateError,
+  isRetryableError,
 } from './errors.js'
+export { defineTool, ToolRegistry, ToolExecutor, zodToJsonSchema, truncateToolOutput } from './tools.js'
 
-const CALL_KEYS = ['maxRetries', 'retryDelayMs', 'retryBackoff', 'timeoutMs', 'maxResponseBytes', 'egress']
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+/** Keys of OMA's AgentConfig passed to the component as they are. */
 const PLAIN_KEYS = [
   'name', 'model', 'provider', 'baseURL', 'apiKey', 'region', 'systemPrompt', 'maxTurns',
-  'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK', 'thinkingBudget',
+  'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK',
 ]
+/** The package's own keys, passed to the component as they are. */
+const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
+
+/**
+ * OMA AgentConfig keys the package does not implement. Each would change what is sent or how a
+ * run goes, so a configuration that sets one is refused rather than run differently.
+ */
+const UNSUPPORTED = {
+  adapter: 'custom LLM adapters',
+  contextStrategy: 'context strategies',
+  loopDetection: 'loop detection',
+  compressToolResults: 'tool-result compression',
+  preserveReasoningAsText: 'reasoning downgraded to text',
+  compressReasoningText: 'reasoning text compression',
+  toolPreset: "OMA's built-in tools",
+  frequencyPenalty: 'frequency penalties',
+  presencePenalty: 'presence penalties',
+  minP: 'min-p sampling',
+  parallelToolCalls: 'the parallel_tool_calls switch',
+  extraBody: 'extra request body fields',
+  outputSchema: 'structured output',
+}
+
+/** Where OMA's provider SDKs read an API key from when `apiKey` is absent (docs/api-keys.md). */
+const KEY_ENV = {
+  anthropic: ['ANTHROPIC_API_KEY'],
+  openai: ['OPENAI_API_KEY'],
+  'azure-openai': ['AZURE_OPENAI_API_KEY'],
+  gemini: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'],
+  grok: ['XAI_API_KEY'],
+  minimax: ['MINIMAX_API_KEY'],
+  mimo: ['MIMO_API_KEY'],
+  deepseek: ['DEEPSEEK_API_KEY'],
+  doubao: ['ARK_API_KEY'],
+  hunyuan: ['HUNYUAN_API_KEY'],
+  qiniu: ['QINIU_API_KEY'],
+  copilot: ['GITHUB_COPILOT_TOKEN', 'GITHUB_TOKEN'],
+}
+
+/** Where OMA (or its SDK) reads a base URL from when `baseURL` is absent. */
+const BASE_URL_ENV = {
+  anthropic: 'ANTHROPIC_BASE_URL',
+  openai: 'OPENAI_BASE_URL',
+  minimax: 'MINIMAX_BASE_URL',
+  mimo: 'MIMO_BASE_URL',
+  hunyuan: 'HUNYUAN_BASE_URL',
+}
+
+function environment(name) {
+  const value = globalThis.process?.env?.[name]
+  return typeof value === 'string' && value !== '' ? value : undefined
+}
+
+/** The API key for `provider` from its usual environment variable, if one is set. */
+function keyFromEnvironment(provider) {
+  for (const name of KEY_ENV[provider] ?? []) {
+    const value = environment(name)
+    if (value !== undefined) return value
+  }
+  return undefined
+}
+
+function isObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+/** Refuses keys of one of the package's own option objects that it does not know. */
+function refuseUnknown(what, value, known) {
+  if (!isObject(value)) throw new TypeError(`${what} must be an object`)
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      throw new TypeError(`${what} has an unknown key "${key}"; known keys: ${known.join(', ')}`)
+    }
+  }
+}
+
+function callTimeout(config) {
+  const call = config.call === undefined || config.call === null ? undefined : config.call
+  if (call !== undefined && !isObject(call)) throw new TypeError('call must be an object')
+  const out = call === undefined ? undefined : { ...call }
+  if (config.callTimeoutMs !== undefined && config.callTimeoutMs > 0) {
+    // OMA's per-call bound: one model call with whatever its transport retries.
+    if (out?.deadlineMs === undefined) return { ...out, deadlineMs: config.callTimeoutMs }
+  }
+  return out
+}
+
+function egress(config, call) {
+  const policy = config.egressPolicy
+  if (policy === undefined || policy === null) return call
+  if (call?.egress !== undefined) {
+    throw new TypeError('set either egressPolicy or call.egress, not both')
+  }
+  if (policy.mode === 'offline') return { ...call, egress: 'offline' }
+  if (policy.mode === 'allowlist' && Array.isArray(policy.allowedOrigins)) {
+    return { ...call, egress: [...policy.allowedOrigins] }
+  }
+  throw new TypeError('egressPolicy must be {mode: "offline"} or {mode: "allowlist", allowedOrigins}')
+}
+
+/** A tool definition's JSON form for the component, and whether it follows OMA's rules. */
+function toolEntry(tool, where) {
+  if (tool === null || typeof tool !== 'object' || typeof tool.name !== 'string') {
+    throw new TypeError(`${where} must be a tool definition {name, description, inputSchema, execute}`)
+  }
+  const zod = tool.inputSchema !== undefined && typeof tool.inputSchema?.safeParse === 'function'
+  const schema = tool.llmInputSchema ??
+    (zod ? zodToJsonSchema(tool.inputSchema) : tool.inputSchema ?? tool.input_schema ?? tool.parameters) ??
+    { type: 'object', properties: {} }
+  return {
+    json: { name: tool.name, description: tool.description ?? '', inputSchema: schema },
+    tool,
+    oma: zod || tool.llmInputSchema !== undefined,
+  }
+}
+
+const BACKEND_KEYS = ['kind', 'command', 'args', 'cwd', 'env', 'timeoutMs', 'input', 'permission', 'send']
+
+/**
+ * Splits an OMA AgentConfig into the component's JSON configuration (without tools, which are
+ * resolved per run from the registry) and what the host side needs.
+ */
+function prepareConfig(config, registry, executor) {
+  if (config === null || typeof config !== 'object') {
+    throw new TypeError('the agent configuration must be an object')
+  }
+  for (const key of Object.keys(UNSUPPORTED)) {
+    if (config[key] !== undefined) {
+      throw new TypeError(
+        `${key} (${UNSUPPORTED[key]}) is not supported by oma-component; see "OMA's agent API" in its README`,
+      )
+    }
+  }
+  const name = typeof config.name === 'string' ? config.name : 'agent'
+  if (config.model === undefined && (config.backend === undefined || config.backend === null)) {
+    throw new Error(
+      `Agent "${name}" has no model. Set 'model' in its config, or a 'backend', ` +
+        `or run it through OpenMultiAgent to inherit 'defaultModel'.`,
+    )
+  }
+  const json = {}
+  for (const key of [...PLAIN_KEYS, ...PACKAGE_PLAIN_KEYS]) {
+    if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
+  }
+  json.provider ??= 'anthropic'
+  json.model ??= 'external'
+  if (json.apiKey === undefined) {
+    const key = keyFromEnvironment(json.provider)
+    if (key !== undefined) json.apiKey = key
+  }
+  if (json.baseURL === undefined && BASE_URL_ENV[json.provider] !== undefined) {
+    const url = environment(BASE_URL_ENV[json.provider])
+    if (url !== undefined) json.baseURL = url
+  }
+  if (json.provider === 'bedrock' && json.region === undefined) {
+    json.region = environment('AWS_REGION') ?? 'us-east-1'
+  }
+  if (config.thinking !== undefined && config.thinking !== null) {
+    if (config.thinking.effort !== undefined) {
+      throw new TypeError('thinking.effort (reasoning effort) is not supported by oma-component; set thinking.budgetTokens')
+    }
+    if (config.thinking.enabled === true && json.thinkingBudget === undefined) {
+      json.thinkingBudget = config.thinking.budgetTokens ?? 1024
+    }
+  }
+  if (config.timeoutMs !== undefined && config.timeoutMs > 0 && json.deadlineMs === undefined) {
+    // OMA's whole-run bound is the component's run deadline.
+    json.deadlineMs = config.timeoutMs
+  }
+  const call = egress(config, callTimeout(config))
+  if (call !== undefined) json.call = call
+  if (config.beforeRun !== undefined && config.beforeRun !== null) {
+    if (typeof config.beforeRun !== 'function') throw new TypeError('beforeRun must be a function')
+    json.beforeRun = true
+  }
+  if (config.afterRun !== undefined && config.afterRun !== null && typeof config.afterRun !== 'function') {
+    throw new TypeError('afterRun must be a function')
+  }
+  let backend = null
+  if (config.backend !== undefined && config.backend !== null) {
+    backend = config.backend
+    refuseUnknown('backend', backend, BACKEND_KEYS)
+    json.backend = { kind: backend.kind }
+  }
+  if (config.history !== undefined) {
+    preflightMessages(config.history)
+    json.history = config.history
+  }
+  // Tools: names from the registry (OMA's `tools`), the package's tool objects in `tools`,
+  // and OMA's `customTools`.
+  const names = []
+  const legacy = []
+  if (config.tools !== undefined && config.tools !== null) {
+    if (!Array.isArray(config.tools)) throw new TypeError('tools must be an array of tool names')
+    config.tools.forEach((tool, i) => {
+      if (typeof tool === 'string') names.push(tool)
+      else legacy.push(toolEntry(tool, `tools[${i}]`))
+    })
+  }
+  const custom = []
+  if (config.customTools !== undefined && config.customTools !== null) {
+    if (!Array.isArray(config.customTools)) throw new TypeError('customTools must be an array of tool definitions')
+    config.customTools.forEach((tool, i) => custom.push(toolEntry(tool, `customTools[${i}]`)))
+  }
+  const reg = registry ?? new ToolRegistry()
+  const exec = executor ?? new ToolExecutor(reg, { maxToolOutputChars: config.maxToolOutputChars })
+  // The hooks and the secrets are left out of `ctx.agent` (`agentInfo` below).
+  const { beforeRun, afterRun, apiKey, credentials, aws, ...agentInfo } = config
+  return {
+    json,
+    host: {
+      name,
+      model: config.model ?? json.model,
+      role: config.systemPrompt?.slice(0, 50) ?? 'assistant',
+      beforeRun: config.beforeRun ?? null,
+      afterRun: config.afterRun ?? null,
+      onToolCall: config.onToolCall,
+      credentials: config.credentials,
+      cwd: config.cwd,
+      shellExecutor: config.shellExecutor,
+      backend,
+      registry: reg,
+      executor: exec,
+      // A runner for tools outside the registry (customTools), with the agent's output limit.
+      loose: new ToolExecutor(new ToolRegistry(), { maxToolOutputChars: config.maxToolOutputChars }),
+      names: config.tools === undefined || config.tools === null ? undefined : names,
+      disallowed: config.disallowedTools,
+      legacy,
+      custom,
+      // OMA's `ctx.agent`: the configuration without the hooks and without secrets (the key,
+      // the tools' credentials, SigV4 credentials).
+      agentInfo,
+    },
+  }
+}
+
+/** The tools of one run: `{json: [...], byName: Map}`. */
+function resolveTools(host) {
+  const byName = new Map()
+  const json = []
+  const add = (entry, fromRegistry) => {
+    if (byName.has(entry.json.name)) return
+    byName.set(entry.json.name, { ...entry, fromRegistry })
+    json.push(entry.json)
+  }
+  for (const entry of host.legacy) add(entry, false)
+  const customTools = host.custom.map((entry) => entry.tool)
+  for (const tool of grantedTools(host.registry, host.names, host.disallowed, customTools)) {
+    const fromRegistry = host.registry.get(tool.name) === tool
+    add(host.custom.find((entry) => entry.tool === tool) ?? toolEntry(tool, `tool "${tool.name}"`), fromRegistry)
+  }
+  return { json, byName }
+}
+
+const RUN_OPTION_KEYS = [
+  'abortSignal', 'runId', 'onToolCall', 'onToolResult', 'onMessage', 'onWarning', 'onTrace',
+  'taskId', 'traceAgent', 'traceSpanId', 'traceParentId', 'identity', 'team', 'metadata',
+]
+
+function runOptions(options) {
+  if (options === undefined || options === null) return {}
+  refuseUnknown('run options', options, RUN_OPTION_KEYS)
+  if (options.abortSignal !== undefined && !(options.abortSignal instanceof AbortSignal)) {
+    throw new TypeError('abortSignal must be an AbortSignal')
+  }
+  return options
+}
 
 function callComponent(fn) {
   try {
@@ -41,8 +318,7 @@ function callComponent(fn) {
   }
 }
 
-// Session seeds come from the platform's CSPRNG, drawn 64 at a time (one draw per run costs
-// more than a small run's own JavaScript).
+// Session seeds and identities come from the platform's CSPRNG, drawn 64 at a time.
 const seeds = new BigUint64Array(64)
 let seedsLeft = 0
 
@@ -58,67 +334,22 @@ function sessionOptions() {
   return { payloads: 'json', seed: seed() }
 }
 
-function toolSchema(tool, index) {
-  if (tool === null || typeof tool !== 'object' || typeof tool.name !== 'string') {
-    throw new TypeError(
-      `tools[${index}] must be a tool object {name, description, inputSchema, execute}`,
-    )
-  }
-  const schema = tool.inputSchema ?? tool.input_schema ?? tool.parameters ?? {
-    type: 'object',
-    properties: {},
-  }
-  return { name: tool.name, description: tool.description ?? '', inputSchema: schema }
+function hex(bytes) {
+  const buf = new Uint8Array(bytes)
+  globalThis.crypto.getRandomValues(buf)
+  return Array.from(buf, (b) => b.toString(16).padStart(2, '0')).join('')
 }
 
-/** The component's JSON configuration (`agent.create-json`) and the host-side parts. */
-function prepareConfig(config) {
-  if (config === null || typeof config !== 'object') {
-    throw new TypeError('the agent configuration must be an object')
-  }
-  const json = {}
-  for (const key of PLAIN_KEYS) {
-    if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
-  }
-  // Both SDKs and the component's adapters append their path to baseURL the same way
-  // (Anthropic: `{baseURL}/v1/messages`, OpenAI-compatible: `{baseURL}/chat/completions`).
-  const tools = new Map()
-  if (config.tools !== undefined) {
-    if (!Array.isArray(config.tools)) throw new TypeError('tools must be an array of tool objects')
-    json.tools = config.tools.map((tool, i) => {
-      const schema = toolSchema(tool, i)
-      tools.set(tool.name, tool)
-      return schema
-    })
-  }
-  if (config.beforeRun !== undefined && config.beforeRun !== null) {
-    if (typeof config.beforeRun !== 'function') throw new TypeError('beforeRun must be a function')
-    json.beforeRun = true
-  }
-  let backend = null
-  if (config.backend !== undefined && config.backend !== null) {
-    backend = config.backend
-    json.backend = { kind: backend.kind }
-  }
-  if (config.history !== undefined) {
-    preflightMessages(config.history)
-    json.history = config.history
-  }
-  if (config.call !== undefined && config.call !== null) {
-    json.call = {}
-    for (const key of CALL_KEYS) {
-      if (config.call[key] !== undefined) json.call[key] = config.call[key]
-    }
+/** OMA's RunIdentity: a run id (a UUID unless given), attempt 1, W3C trace and span ids. */
+function runIdentity(runId) {
+  if (runId !== undefined && (typeof runId !== 'string' || runId.length < 1 || runId.length > 128)) {
+    throw new TypeError('runId must be a string of 1 to 128 characters')
   }
   return {
-    json: JSON.stringify(json),
-    host: {
-      name: typeof config.name === 'string' ? config.name : 'agent',
-      model: config.model,
-      beforeRun: config.beforeRun ?? null,
-      tools,
-      backend,
-    },
+    runId: runId ?? globalThis.crypto.randomUUID(),
+    attempt: 1,
+    traceId: hex(16),
+    rootSpanId: hex(8),
   }
 }
 
@@ -137,130 +368,36 @@ function promptInputJson(input) {
 // ---------------------------------------------------------------------------------------------
 // The host loop
 
-function failureKind(error, timedOut) {
-  if (timedOut) return 'timed-out'
-  const cause = error?.cause ?? {}
-  const code = cause.code ?? error?.code ?? ''
-  const name = error?.name ?? ''
-  if (name === 'TimeoutError' || /TIMEOUT/.test(code)) return 'timed-out'
-  if (code === 'ECONNREFUSED') return 'refused'
-  if (
-    code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' ||
-    code === 'UND_ERR_CLOSED' || /terminated|other side closed/i.test(String(error?.message))
-  ) {
-    return 'reset'
-  }
-  return 'other'
-}
-
-function failureMessage(error) {
-  const cause = error?.cause
-  const parts = [String(error?.message ?? error)]
-  if (cause && typeof cause === 'object') {
-    if (cause.code) parts.push(String(cause.code))
-    else if (cause.message) parts.push(String(cause.message))
-  }
-  return parts.join(': ').slice(0, 300)
-}
-
-/** An in-flight HTTP exchange with a resettable timeout (connect, first byte, between bytes). */
-class Exchange {
-  constructor(timeoutMs) {
-    this.controller = new AbortController()
-    this.timeoutMs = timeoutMs
-    this.timedOut = false
-    this.timer = null
-    this.reader = null
-    this.arm()
-  }
-  arm() {
-    this.disarm()
-    this.timer = setTimeout(() => {
-      this.timedOut = true
-      this.controller.abort()
-    }, this.timeoutMs)
-  }
-  disarm() {
-    if (this.timer !== null) clearTimeout(this.timer)
-    this.timer = null
-  }
-  close() {
-    this.disarm()
-    if (this.reader) this.reader.cancel().catch(() => {})
-    this.reader = null
-    this.controller.abort()
-  }
-  failure(error) {
-    return {
-      tag: 'failure',
-      val: { kind: failureKind(error, this.timedOut), message: failureMessage(error) },
-    }
-  }
-}
-
-/**
- * The request's headers for fetch. The body comes as bytes (scripts/patch-gen.mjs), for which
- * fetch sets no `content-type`; where the component sets none, this adds the one fetch gives a
- * string body, so the wire is what it was with a string.
- */
-function requestHeaders(request) {
-  const headers = request.headers
-  if (typeof request.body === 'string') return headers
-  for (let i = 0; i < headers.length; i++) {
-    if (headers[i][0].toLowerCase() === 'content-type') return headers
-  }
-  return [...headers, ['content-type', 'text/plain;charset=UTF-8']]
-}
-
-async function send(request) {
-  const exchange = new Exchange(Number(request.timeoutMs))
-  try {
-    const res = await fetch(request.url, {
-      method: request.method,
-      headers: requestHeaders(request),
-      body: request.body,
-      signal: exchange.controller.signal,
-    })
-    const headers = [...res.headers]
-    if (!request.stream) {
-      const body = await res.text()
-      exchange.disarm()
-      return { exchange: null, answer: { tag: 'response', val: { status: res.status, headers, body } } }
-    }
-    exchange.disarm()
-    exchange.reader = res.body ? res.body.getReader() : null
-    return { exchange, answer: { tag: 'head', val: { status: res.status, headers } } }
-  } catch (error) {
-    const answer = exchange.failure(error)
-    exchange.close()
-    return { exchange: null, answer }
-  }
-}
-
-async function receive(exchange) {
-  if (!exchange || !exchange.reader) return { tag: 'end' }
-  exchange.arm()
-  try {
-    const { done, value } = await exchange.reader.read()
-    exchange.disarm()
-    return done ? { tag: 'end' } : { tag: 'chunk', val: value }
-  } catch (error) {
-    exchange.disarm()
-    return exchange.failure(error)
-  }
-}
-
 function errorMessage(error) {
   if (error instanceof Error) return error.message
   return String(error)
 }
 
+/** What a run is cancelled with when the caller's signal aborts. */
+const CANCELLED = Symbol('cancelled')
+
+/** A promise that rejects with CANCELLED when `signal` aborts (never, without one). */
+function cancellation(signal) {
+  let dispose = () => {}
+  const promise = new Promise((_, reject) => {
+    if (!signal) return
+    const onAbort = () => reject(CANCELLED)
+    if (signal.aborted) reject(CANCELLED)
+    else {
+      signal.addEventListener('abort', onAbort, { once: true })
+      dispose = () => signal.removeEventListener('abort', onAbort)
+    }
+  })
+  promise.catch(() => {})
+  return { promise, dispose: () => dispose() }
+}
+
 function toolContent(value) {
-  // A tool returns a string, OMA tool-result content parts, or OMA's ToolResult {data, isError}.
+  // The package's tool objects return a string, OMA tool-result parts, or `{data, isError}`.
   if (typeof value === 'string') return { content: value, isError: false }
   if (Array.isArray(value)) return { content: value, isError: false }
-  if (value && typeof value === 'object' && ('data' in value || 'content' in value)) {
-    const inner = 'data' in value ? value.data : value.content
+  if (value && typeof value === 'object' && ('data' in value || 'content' in value || 'modelOutput' in value)) {
+    const inner = value.modelOutput ?? ('data' in value ? value.data : value.content)
     const content = typeof inner === 'string' || Array.isArray(inner) ? inner : JSON.stringify(inner) ?? ''
     return { content, isError: Boolean(value.isError ?? value.is_error) }
   }
@@ -268,28 +405,76 @@ function toolContent(value) {
   return { content: JSON.stringify(value) ?? String(value), isError: false }
 }
 
-async function callTool(host, call) {
-  const tool = host.tools.get(call.name)
-  if (!tool || typeof tool.execute !== 'function') {
-    return { content: `Tool "${call.name}" is not registered`, isError: true }
+function toolContext(host, run, call) {
+  const context = {
+    agent: { name: host.name, role: host.role, model: host.model },
+    toolUseId: call.id,
+    toolCallId: call.id,
+    runId: run.identity.runId,
+  }
+  if (call.signature !== undefined) context.signature = call.signature
+  if (run.signal) context.abortSignal = run.signal
+  if (host.cwd !== undefined) context.cwd = host.cwd
+  if (host.credentials !== undefined) context.credentials = host.credentials
+  if (host.shellExecutor !== undefined) context.shellExecutor = host.shellExecutor
+  return context
+}
+
+async function callTool(host, run, call) {
+  let input
+  try {
+    input = call.input ? JSON.parse(call.input) : {}
+  } catch {
+    input = {}
   }
   try {
-    const input = call.input ? JSON.parse(call.input) : {}
-    const context = {
-      agent: { name: host.name, role: 'assistant', model: host.model },
-      toolUseId: call.id,
-    }
-    if (call.signature !== undefined) context.signature = call.signature
-    return toolContent(await tool.execute(input, context))
-  } catch (error) {
-    return { content: errorMessage(error), isError: true }
+    run.options.onToolCall?.(call.name, input)
+  } catch {
+    // An observer that throws does not change the run.
   }
+  const entry = run.tools.byName.get(call.name)
+  const context = toolContext(host, run, call)
+  let outcome
+  if (!entry) {
+    // OMA's default-deny: a tool the agent was not granted (registered or not) is not run.
+    outcome = {
+      content:
+        `Tool "${call.name}" is not granted to this agent. ` +
+        'Built-in tools are opt-in: grant it via the agent\'s "tools" allowlist or ' +
+        '"toolPreset" (or set the orchestrator\'s "defaultToolPreset").',
+      isError: true,
+    }
+  } else if (entry.oma) {
+    const result = entry.fromRegistry && typeof host.executor.execute === 'function'
+      ? await host.executor.execute(call.name, input, context, { onToolCall: host.onToolCall })
+      : await host.loose.run(entry.tool, input, context, { onToolCall: host.onToolCall })
+    try {
+      run.options.onToolResult?.(call.name, result)
+    } catch {
+      // As above.
+    }
+    outcome = { content: result.modelOutput ?? result.data, isError: result.isError ?? false }
+  } else if (typeof entry.tool.execute !== 'function') {
+    outcome = { content: `Tool "${call.name}" has no execute function`, isError: true }
+  } else {
+    try {
+      outcome = toolContent(await entry.tool.execute(input, context))
+    } catch (error) {
+      outcome = { content: errorMessage(error), isError: true }
+    }
+    try {
+      run.options.onToolResult?.(call.name, { data: outcome.content, isError: outcome.isError })
+    } catch {
+      // As above.
+    }
+  }
+  return outcome
 }
 
 function answerTool(session, id, outcome) {
   let content
   try {
-    content = JSON.stringify(outcome.content)
+    content = JSON.stringify(outcome.content ?? '')
   } catch (error) {
     content = JSON.stringify(`tool result is not JSON data: ${errorMessage(error)}`)
     outcome = { ...outcome, isError: true }
@@ -307,15 +492,17 @@ function answerTool(session, id, outcome) {
   }
 }
 
-async function runProcess(backend, text) {
+async function runProcess(backend, text, signal) {
   const { spawn } = await import('node:child_process')
   return new Promise((resolve) => {
     let child
+    const mode = backend.input ?? 'stdin'
+    const args = [...(backend.args ?? []), ...(mode === 'argument' ? [text] : [])]
     try {
-      child = spawn(backend.command, backend.args ?? [], {
+      child = spawn(backend.command, args, {
         cwd: backend.cwd,
         env: backend.env ? { ...process.env, ...backend.env } : process.env,
-        stdio: ['pipe', 'pipe', 'pipe'],
+        stdio: [mode === 'stdin' ? 'pipe' : 'ignore', 'pipe', 'pipe'],
       })
     } catch (error) {
       resolve({ tag: 'err', val: errorMessage(error) })
@@ -324,41 +511,46 @@ async function runProcess(backend, text) {
     const out = []
     const err = []
     let timer = null
-    if (backend.timeoutMs) {
-      timer = setTimeout(() => child.kill('SIGKILL'), backend.timeoutMs)
+    if (backend.timeoutMs) timer = setTimeout(() => child.kill('SIGKILL'), backend.timeoutMs)
+    const onAbort = () => child.kill('SIGKILL')
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const done = () => {
+      if (timer) clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
     }
     child.stdout.on('data', (d) => out.push(d))
     child.stderr.on('data', (d) => err.push(d))
     child.on('error', (error) => {
-      if (timer) clearTimeout(timer)
+      done()
       resolve({ tag: 'err', val: errorMessage(error) })
     })
-    child.on('close', (code, signal) => {
-      if (timer) clearTimeout(timer)
+    child.on('close', (code, sig) => {
+      done()
       const stdout = Buffer.concat(out).toString('utf8')
       if (code === 0) resolve({ tag: 'ok', val: stdout })
       else {
         const stderr = Buffer.concat(err).toString('utf8').trim().slice(0, 500)
-        const how = signal ? `signal ${signal}` : `code ${code}`
-        resolve({
-          tag: 'err',
-          val: `process backend exited with ${how}${stderr ? `: ${stderr}` : ''}`,
-        })
+        const how = sig ? `signal ${sig}` : `code ${code}`
+        resolve({ tag: 'err', val: `process backend exited with ${how}${stderr ? `: ${stderr}` : ''}` })
       }
     })
-    child.stdin.on('error', () => {})
-    child.stdin.end(text)
+    if (child.stdin) {
+      child.stdin.on('error', () => {})
+      child.stdin.end(text)
+    }
   })
 }
 
-async function external(host, request) {
+async function external(host, run, request) {
   const backend = host.backend ?? {}
   try {
     if (typeof backend.send === 'function') {
-      return { tag: 'ok', val: String(await backend.send(request.text, { kind: request.kind })) }
+      const info = { kind: request.kind }
+      if (run.signal) info.abortSignal = run.signal
+      return { tag: 'ok', val: String(await backend.send(request.text, info)) }
     }
     if (request.kind === 'process' && typeof backend.command === 'string') {
-      return await runProcess(backend, request.text)
+      return await runProcess(backend, request.text, run.signal)
     }
     return {
       tag: 'err',
@@ -380,51 +572,125 @@ async function safely(fn, value) {
   }
 }
 
+/** The steps that may come while a response body is still being read. */
+const READING = new Set(['receive', 'event', 'progress', 'evaluation'])
+
+/**
+ * A timer that resolves with `null` at `atMs` (milliseconds since the Unix epoch) and can be
+ * cancelled, so that a run that ends early leaves no timer keeping the process alive.
+ */
+function wakeAt(atMs) {
+  let timer
+  const promise = new Promise((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, atMs - Date.now()), null)
+  })
+  return { promise, cancel: () => clearTimeout(timer) }
+}
+
+function sleep(ms) {
+  let timer
+  const promise = new Promise((resolve) => {
+    timer = setTimeout(resolve, ms)
+  })
+  return { promise, cancel: () => clearTimeout(timer) }
+}
+
+/** Describes what a session waits for, for an error message. */
+function dueText(due) {
+  return due.map((d) => (d.tag === 'tool' ? `tool ${d.val}` : d.tag)).join(', ')
+}
+
+/** The beforeRun hook's answer: only `prompt` and `messages` go back to the component. */
+function hookAnswer(result) {
+  if (!isObject(result)) return JSON.stringify(result) ?? 'null'
+  const out = { prompt: result.prompt }
+  if (result.messages !== undefined) out.messages = result.messages
+  return JSON.stringify(out)
+}
+
 /**
  * Steps a session to its end. Yields each `event` step's agent event; returns the parsed
- * AgentRunResult.
+ * AgentRunResult. Throws CANCELLED when the caller's signal aborts: the request in flight is
+ * aborted, a retry wait and pending hooks and tools are left, and the session is dropped.
+ *
+ * HTTP steps are performed in turn. The hook, tools and external backends run as pending
+ * answers: tool calls of one turn start at once and run concurrently, and while the session
+ * waits for them it is asked again at the instant it names (`wake-at-ms`, the run's deadline),
+ * so a hook or a tool that outlives the deadline ends the run with OMA's timeout instead of
+ * holding it.
  */
-async function* drive(session, host) {
+async function* drive(session, host, run) {
   let exchange = null
+  /** Answers under way, by the `due` they will answer: promises of `[key, answer]`. */
   const pending = new Map()
+  const cancel = cancellation(run.signal)
+  const race = (promise) => Promise.race([promise, cancel.promise])
   try {
     for (;;) {
-      let step
+      if (run.signal?.aborted) throw CANCELLED
+      let polled
       try {
-        step = session.next(BigInt(Date.now()))
+        polled = session.next(BigInt(Date.now()))
       } catch (e) {
-        const error = fromComponent(e)
-        if (error instanceof SessionStateError && pending.size > 0) {
-          // Tool calls of one turn run concurrently; answer the first one that finishes.
-          const [id, outcome] = await Promise.race(pending.values())
-          pending.delete(id)
-          answerTool(session, id, outcome)
-          continue
+        throw fromComponent(e)
+      }
+      if (polled.tag === 'finished') return JSON.parse(polled.val.val)
+      if (polled.tag === 'waiting') {
+        const { due, wakeAtMs } = polled.val
+        if (pending.size === 0) {
+          throw new Error(`the session waits for ${dueText(due)}, which this host does not owe`)
         }
-        throw error
+        const timer = wakeAtMs === undefined ? null : wakeAt(Number(wakeAtMs))
+        try {
+          const first = await Promise.race([
+            ...pending.values(),
+            ...(timer ? [timer.promise] : []),
+            cancel.promise,
+          ])
+          if (first !== null) {
+            const [key, answer] = first
+            pending.delete(key)
+            answer(session)
+          }
+        } finally {
+          timer?.cancel()
+        }
+        continue
+      }
+      const step = polled.val
+      if (exchange && !READING.has(step.tag)) {
+        // The call is over with this response (its end, a limit, a retry's wait): the rest of
+        // its body is not read.
+        exchange.close()
+        exchange = null
       }
       switch (step.tag) {
         case 'before-run': {
-          const context = JSON.parse(step.val.val)
-          let hook
-          try {
-            const result = await host.beforeRun(context)
-            hook = { tag: 'json', val: JSON.stringify(result) ?? 'null' }
-          } catch (error) {
-            hook = { tag: 'failed', val: errorMessage(error) }
-          }
-          session.answer({ tag: 'hook', val: hook })
+          const raw = JSON.parse(step.val.val)
+          // OMA's context: the prompt, the messages, and the agent's configuration (without
+          // hooks and secrets); `config` is the component's view of it, kept for older callers.
+          const context = { prompt: raw.prompt, messages: raw.messages, agent: host.agentInfo, config: raw.config }
+          const answer = (async () => {
+            try {
+              return { tag: 'json', val: hookAnswer(await host.beforeRun(context)) }
+            } catch (error) {
+              return { tag: 'failed', val: errorMessage(error) }
+            }
+          })()
+          pending.set(
+            'before-run',
+            answer.then((hook) => ['before-run', (s) => s.answer({ tag: 'hook', val: hook })]),
+          )
           break
         }
         case 'send': {
-          if (exchange) exchange.close()
-          const sent = await send(step.val)
+          const sent = await race(send(step.val, run.signal))
           exchange = sent.exchange
           session.answer(sent.answer)
           break
         }
         case 'receive': {
-          const answer = await receive(exchange)
+          const answer = await race(receive(exchange))
           if (answer.tag !== 'chunk') {
             if (exchange) exchange.close()
             exchange = null
@@ -432,76 +698,198 @@ async function* drive(session, host) {
           session.answer(answer)
           break
         }
-        case 'wait':
-          await new Promise((resolve) => setTimeout(resolve, Number(step.val)))
+        case 'wait': {
+          const timer = sleep(Number(step.val))
+          try {
+            await race(timer.promise)
+          } finally {
+            timer.cancel()
+          }
           session.answer({ tag: 'waited' })
           break
+        }
         case 'call-tool': {
           const call = step.val
+          const key = `tool:${call.id}`
+          const timing = { start: Date.now(), end: undefined }
+          run.timings.push(timing)
           pending.set(
-            call.id,
-            callTool(host, call).then((outcome) => [call.id, outcome]),
+            key,
+            callTool(host, run, call).then((outcome) => {
+              timing.end = Date.now()
+              return [key, (s) => answerTool(s, call.id, outcome)]
+            }),
           )
           break
         }
-        case 'external-send':
-          session.answer({ tag: 'external', val: await external(host, step.val) })
+        case 'external-send': {
+          const reply = external(host, run, step.val)
+          pending.set(
+            'external',
+            reply.then((val) => ['external', (s) => s.answer({ tag: 'external', val })]),
+          )
           break
+        }
         case 'event':
           yield step.val
           break
-        case 'progress':
-          await safely(host.onProgress, {
-            type: step.val.type,
-            agent: step.val.agent,
-            data: JSON.parse(step.val.data),
-          })
+        case 'progress': {
+          const data = JSON.parse(step.val.data)
+          const event = { type: step.val.type, agent: step.val.agent, data }
+          if (event.type === 'budget_exceeded' && isObject(data) && typeof data.message === 'string') {
+            event.data = errorFrom({ name: 'TokenBudgetExceededError', code: 'TOKEN_BUDGET_EXCEEDED', ...data })
+          }
+          await safely(host.onProgress, event)
           break
-        case 'evaluation':
-          await safely(host.onCase, JSON.parse(step.val.val))
+        }
+        case 'evaluation': {
+          const evaluationCase = JSON.parse(step.val.val)
+          if (evaluationCase.payload === null || evaluationCase.payload === undefined) delete evaluationCase.payload
+          await safely(host.onCase, evaluationCase)
           break
-        case 'done':
-          return JSON.parse(step.val.val)
+        }
         default:
           throw new Error(`unknown step ${step.tag}`)
       }
     }
   } finally {
+    cancel.dispose()
     if (exchange) exchange.close()
     session[Symbol.dispose ?? Symbol.for('dispose')]?.()
   }
 }
 
-function internalFailure(error) {
+// ---------------------------------------------------------------------------------------------
+// Results
+
+const ZERO_USAGE = Object.freeze({ input_tokens: 0, output_tokens: 0 })
+
+function mediaSummary(part) {
+  const location = part.source?.type === 'base64' ? 'inline data' : 'URL reference'
+  if (part.type === 'image') return `[image: ${part.source?.media_type}; ${location}]`
+  return `[file: ${part.filename}; ${part.source?.media_type}; ${location}]`
+}
+
+/** OMA's record of a tool result: its text, media named by a placeholder. */
+function recordedOutput(output) {
+  if (typeof output === 'string') return output
+  if (!Array.isArray(output)) return output === undefined || output === null ? '' : String(output)
+  return output.map((part) => (part?.type === 'text' ? part.text : mediaSummary(part ?? {}))).join('\n')
+}
+
+function failedResult(run, error, status, kind) {
   const message = errorMessage(error)
+  const info = { kind }
+  if (error?.code !== undefined) info.code = String(error.code)
+  if (error instanceof Error) info.name = error.name
+  info.message = message.slice(0, 1024)
+  info.retryable = kind === 'cancellation' ? false : Boolean(error?.retryable ?? true)
   return {
     success: false,
+    identity: run.identity,
+    status: { code: status, message: message.slice(0, 256) },
+    errorInfo: info,
     output: message,
     messages: [],
-    tokenUsage: { input_tokens: 0, output_tokens: 0 },
+    tokenUsage: { ...ZERO_USAGE },
     toolCalls: [],
+    structured: undefined,
+    ...(run.metadata ? { metadata: run.metadata } : {}),
     turns: 0,
-    status: { code: 'error', message: message.slice(0, 256) },
-    errorInfo: {
-      kind: 'unknown',
-      ...(error?.code ? { code: error.code } : {}),
-      name: error?.name ?? 'Error',
-      message: message.slice(0, 1024),
-      retryable: false,
-    },
+    error,
   }
 }
 
-async function complete(session, host) {
-  const steps = drive(session, host)
+function cancelledResult(run) {
+  const error = new Error('Run cancelled by caller.')
+  error.name = 'AbortError'
+  return failedResult(run, error, 'cancelled', 'cancellation')
+}
+
+/** The component's AgentRunResult in OMA's form: identity, status, records, key order. */
+function omaResult(raw, run) {
+  const toolCalls = (raw.toolCalls ?? []).map((call, i) => {
+    const timing = run.timings[i]
+    return {
+      toolName: call.toolName,
+      input: call.input,
+      output: recordedOutput(call.output),
+      duration: timing?.end !== undefined ? Math.max(0, timing.end - timing.start) : 0,
+    }
+  })
+  const success = Boolean(raw.success)
+  const result = {
+    success,
+    identity: run.identity,
+    status: raw.status ?? (success ? { code: 'ok' } : { code: 'error', message: String(raw.output ?? '').slice(0, 256) }),
+    ...(raw.errorInfo ? { errorInfo: raw.errorInfo } : {}),
+    output: raw.output,
+    messages: raw.messages ?? [],
+    tokenUsage: raw.tokenUsage ?? { ...ZERO_USAGE },
+    toolCalls,
+    structured: undefined,
+    ...(raw.loopDetected ? { loopDetected: true } : {}),
+    ...(raw.budgetExceeded ? { budgetExceeded: true } : {}),
+    ...(run.metadata ? { metadata: run.metadata } : {}),
+    turns: raw.turns ?? 0,
+  }
+  if (!success && !raw.budgetExceeded) {
+    result.error = errorFrom(raw.errorInfo ?? { name: 'Error', message: raw.output })
+  }
+  return result
+}
+
+/** OMA's ensureAgentOutcome after afterRun: the status agrees with `success`. */
+function ensureOutcome(result, run) {
+  let status = result.status
+  let errorInfo = result.errorInfo
+  if (result.budgetExceeded) {
+    status = { code: 'budget_exhausted', ...(status?.message ? { message: status.message } : {}) }
+  } else if (result.success && status?.code !== 'ok') {
+    status = { code: 'ok' }
+    errorInfo = undefined
+  } else if (!result.success && (status === undefined || status.code === 'ok')) {
+    status = { code: 'error', message: String(result.output ?? '').slice(0, 256) }
+  }
+  const out = { ...result, success: status.code === 'ok', identity: run.identity, status }
+  if (errorInfo === undefined) delete out.errorInfo
+  else out.errorInfo = errorInfo
+  return out
+}
+
+async function finish(raw, host, run) {
+  let result = omaResult(raw, run)
+  if (host.afterRun && (result.success || result.budgetExceeded)) {
+    try {
+      result = ensureOutcome(await host.afterRun(result), run)
+    } catch (error) {
+      const failed = failedResult(run, error instanceof Error ? error : new Error(String(error)), 'error', 'callback')
+      return failed
+    }
+  }
+  return result
+}
+
+function internalFailure(run, error) {
+  return failedResult(run, error instanceof Error ? error : new Error(String(error)), 'error', 'unknown')
+}
+
+async function complete(session, host, run) {
+  const steps = drive(session, host, run)
+  let raw
   try {
     for (;;) {
       const { done, value } = await steps.next()
-      if (done) return value
+      if (done) {
+        raw = value
+        break
+      }
     }
   } catch (error) {
-    return internalFailure(error)
+    return error === CANCELLED ? cancelledResult(run) : internalFailure(run, error)
   }
+  if (run.signal?.aborted) return cancelledResult(run)
+  return finish(raw, host, run)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -529,13 +917,6 @@ function toolUseBlock(block) {
   return out
 }
 
-function errorOfResult(result) {
-  const info = result.errorInfo ?? { name: 'Error', message: result.output }
-  const error = errorFrom(info)
-  error.result = result
-  return error
-}
-
 function streamEvent(event) {
   switch (event.tag) {
     case 'text-delta':
@@ -556,68 +937,141 @@ function streamEvent(event) {
       return { type: 'tool_result', data: block }
     }
     case 'budget-exceeded':
-      return { type: 'budget_exceeded', data: new TokenBudgetExceededError(event.val) }
+      return {
+        type: 'budget_exceeded',
+        data: errorFrom({ name: 'TokenBudgetExceededError', code: 'TOKEN_BUDGET_EXCEEDED', message: event.val }),
+      }
     default:
       return null
   }
 }
 
-async function* streamEvents(session, host) {
-  const steps = drive(session, host)
+/** The last event of a stream: `done` for a success or a spent budget (as OMA), else `error`. */
+function lastEvent(result) {
+  if (result.success || result.budgetExceeded) return { type: 'done', data: result }
+  const error = result.error instanceof Error ? result.error : errorFrom(result.errorInfo ?? { name: 'Error', message: result.output })
+  // The failed result stays reachable from the error (the package's older `error.result`).
+  Object.defineProperty(error, 'result', { value: result, enumerable: false, configurable: true, writable: true })
+  return { type: 'error', data: error, ...(result.errorInfo ? { errorInfo: result.errorInfo } : {}) }
+}
+
+async function* streamEvents(session, host, run) {
+  const steps = drive(session, host, run)
   let result
   try {
     for (;;) {
       const { done, value } = await steps.next()
       if (done) {
-        result = value
+        result = run.signal?.aborted ? cancelledResult(run) : await finish(value, host, run)
         break
       }
       const event = streamEvent(value)
       if (event) yield event
     }
   } catch (error) {
-    result = internalFailure(error)
+    result = error === CANCELLED ? cancelledResult(run) : internalFailure(run, error)
   } finally {
     await steps.return?.()
   }
-  if (result.success) yield { type: 'done', data: result }
-  else yield { type: 'error', data: errorOfResult(result) }
+  yield lastEvent(result)
 }
 
 // ---------------------------------------------------------------------------------------------
 // The API
 
+function newRun(host, options) {
+  const opts = runOptions(options)
+  const run = {
+    options: opts,
+    signal: opts.abortSignal,
+    identity: runIdentity(opts.runId),
+    timings: [],
+    metadata: opts.metadata,
+    tools: resolveTools(host),
+  }
+  return run
+}
+
 export class Agent {
   #agent
   #host
+  #json
+  #toolsKey
+  #state = { status: 'idle', messages: [], tokenUsage: { ...ZERO_USAGE } }
 
-  /** Creates an agent; an invalid configuration or history throws here. */
-  constructor(config) {
-    const { json, host } = prepareConfig(config)
-    this.#agent = callComponent(() => driver.Agent.createJson(json))
+  /**
+   * OMA's `new Agent(config, toolRegistry?, toolExecutor?)`. An invalid configuration or
+   * history throws here. Tools named in `config.tools` come from the registry; `customTools`
+   * and tools added with `addTool` are offered as well.
+   */
+  constructor(config, toolRegistry, toolExecutor) {
+    const { json, host } = prepareConfig(config, toolRegistry, toolExecutor)
+    this.#json = json
     this.#host = host
+    const tools = resolveTools(host).json
+    this.#toolsKey = JSON.stringify(tools)
+    this.#agent = callComponent(() => driver.Agent.createJson(JSON.stringify({ ...json, tools })))
     this.name = host.name
+    this.config = config
+  }
+
+  /** The component agent for this run's tools (re-made, history kept, when they changed). */
+  #agentFor(run) {
+    const key = JSON.stringify(run.tools.json)
+    if (key !== this.#toolsKey) {
+      const history = JSON.parse(this.#agent.getHistoryJson())
+      const json = { ...this.#json, tools: run.tools.json, history }
+      const previous = this.#agent
+      this.#agent = callComponent(() => driver.Agent.createJson(JSON.stringify(json)))
+      previous[Symbol.dispose ?? Symbol.for('dispose')]?.()
+      this.#toolsKey = key
+    }
+    return this.#agent
+  }
+
+  async #settle(promise) {
+    this.#state = { ...this.#state, status: 'running' }
+    const result = await promise
+    const usage = this.#state.tokenUsage
+    this.#state = {
+      status: result.success || result.budgetExceeded ? 'completed' : 'error',
+      messages: [...result.messages],
+      tokenUsage: {
+        input_tokens: usage.input_tokens + result.tokenUsage.input_tokens,
+        output_tokens: usage.output_tokens + result.tokenUsage.output_tokens,
+      },
+      ...(result.success || result.budgetExceeded ? {} : { error: result.error }),
+    }
+    return result
   }
 
   /** A fresh run (history neither read nor written): OMA's AgentRunResult. */
-  async run(input) {
+  async run(input, options) {
     const text = runInputJson(input)
-    const session = callComponent(() => this.#agent.runJson(text, sessionOptions()))
-    return complete(session, this.#host)
+    const run = newRun(this.#host, options)
+    if (run.signal?.aborted) return cancelledResult(run)
+    const agent = this.#agentFor(run)
+    const session = callComponent(() => agent.runJson(text, sessionOptions()))
+    return this.#settle(complete(session, this.#host, run))
   }
 
   /** As `run`, as OMA StreamEvents; invalid input throws here, at the call. */
-  stream(input) {
+  stream(input, options) {
     const text = runInputJson(input)
-    const session = callComponent(() => this.#agent.streamJson(text, sessionOptions()))
-    return streamEvents(session, this.#host)
+    const run = newRun(this.#host, options)
+    const agent = this.#agentFor(run)
+    const session = callComponent(() => agent.streamJson(text, sessionOptions()))
+    return streamEvents(session, this.#host, run)
   }
 
   /** One user turn (a string or content blocks) on the persistent history. */
-  async prompt(input) {
+  async prompt(input, options) {
     const text = promptInputJson(input)
-    const session = callComponent(() => this.#agent.promptJson(text, sessionOptions()))
-    return complete(session, this.#host)
+    const run = newRun(this.#host, options)
+    if (run.signal?.aborted) return cancelledResult(run)
+    const agent = this.#agentFor(run)
+    const session = callComponent(() => agent.promptJson(text, sessionOptions()))
+    return this.#settle(complete(session, this.#host, run))
   }
 
   /** A copy of the persistent history (OMA LLMMessage[]). */
@@ -628,6 +1082,27 @@ export class Agent {
   /** Clears the persistent history. */
   reset() {
     this.#agent.reset()
+    this.#state = { status: 'idle', messages: [], tokenUsage: { ...ZERO_USAGE } }
+  }
+
+  /** OMA's AgentState: `idle`, `running`, `completed` or `error`, with the last run's messages. */
+  getState() {
+    return { ...this.#state, messages: [...this.#state.messages] }
+  }
+
+  /** Registers a tool for the next runs (OMA's `addTool`). */
+  addTool(tool) {
+    this.#host.registry.register(tool, { runtimeAdded: true })
+  }
+
+  /** Removes a registered tool (no-op when absent). */
+  removeTool(name) {
+    this.#host.registry.deregister(name)
+  }
+
+  /** The names of the registered tools. */
+  getTools() {
+    return this.#host.registry.list().map((tool) => tool.name)
   }
 }
 
@@ -638,13 +1113,24 @@ function storePayloads(value) {
   throw new TypeError('evaluation.storePayloads must be "none", "redacted" or "full"')
 }
 
-/** OMA's runAgent: a one-off agent, with progress events and online evaluation. */
-export async function runAgent(config, input, options = {}) {
-  const { json, host } = prepareConfig(config)
-  const text = runInputJson(input)
+const RUN_AGENT_KEYS = ['onProgress', 'evaluation', 'abortSignal', 'runId', 'metadata', 'egressPolicy']
+const EVALUATION_KEYS = ['sampleRate', 'storePayloads', 'onCase']
+
+async function runAgentWith(config, input, options, onProgress) {
+  refuseUnknown('runAgent options', options, RUN_AGENT_KEYS)
   const evaluation = options.evaluation
+  if (evaluation !== undefined && evaluation !== null) refuseUnknown('evaluation', evaluation, EVALUATION_KEYS)
+  const effective = options.egressPolicy !== undefined && config.egressPolicy === undefined
+    ? { ...config, egressPolicy: options.egressPolicy }
+    : config
+  const { json, host } = prepareConfig(effective)
+  const text = runInputJson(input)
+  const run = newRun(host, { abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata })
+  if (run.signal?.aborted) return cancelledResult(run)
+  json.tools = run.tools.json
+  const progress = onProgress ?? options.onProgress
   const runOptions = {
-    progress: typeof options.onProgress === 'function',
+    progress: typeof progress === 'function',
     evaluation: evaluation
       ? {
           storePayloads: storePayloads(evaluation.storePayloads),
@@ -653,11 +1139,67 @@ export async function runAgent(config, input, options = {}) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgentJson(json, text, runOptions, sessionOptions()),
+    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions()),
   )
-  return complete(session, {
-    ...host,
-    onProgress: options.onProgress,
-    onCase: evaluation?.onCase,
-  })
+  return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
+}
+
+/**
+ * The package's `runAgent(config, input, {onProgress, evaluation, abortSignal, runId,
+ * metadata})`: a one-off agent, with progress events and online evaluation.
+ */
+export async function runAgent(config, input, options = {}) {
+  return runAgentWith(config, input, options ?? {})
+}
+
+/**
+ * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
+ * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
+ * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`) and its
+ * `onProgress`. Teams and task graphs are not part of the package.
+ */
+export class OpenMultiAgent {
+  #config
+
+  constructor(config = {}) {
+    if (!isObject(config)) throw new TypeError('the orchestrator configuration must be an object')
+    this.#config = config
+  }
+
+  /** Runs one agent with the orchestrator's defaults: OMA's AgentRunResult. */
+  async runAgent(config, input, options = {}) {
+    if (!isObject(config)) throw new TypeError('the agent configuration must be an object')
+    const src = this.#config
+    const budgets = [config.maxTokenBudget, src.maxTokenBudget].filter((b) => b !== undefined)
+    const effective = {
+      ...config,
+      model: config.model ?? src.defaultModel,
+      provider: config.provider ?? src.defaultProvider,
+      baseURL: config.baseURL ?? src.defaultBaseURL,
+      apiKey: config.apiKey ?? src.defaultApiKey,
+      ...(budgets.length ? { maxTokenBudget: Math.min(...budgets) } : {}),
+      egressPolicy: config.egressPolicy ?? src.egressPolicy,
+      onToolCall: config.onToolCall ?? src.onToolCall,
+      cwd: config.cwd === undefined ? src.defaultCwd : config.cwd,
+      shellExecutor: config.shellExecutor ?? src.defaultShellExecutor,
+    }
+    for (const key of Object.keys(effective)) {
+      if (effective[key] === undefined) delete effective[key]
+    }
+    const opts = options ?? {}
+    refuseUnknown('runAgent options', opts, ['abortSignal', 'runId', 'metadata', 'egressPolicy'])
+    const { abortSignal, runId, metadata, egressPolicy } = opts
+    return runAgentWith(
+      effective,
+      input,
+      {
+        ...(abortSignal ? { abortSignal } : {}),
+        ...(runId !== undefined ? { runId } : {}),
+        ...(metadata !== undefined ? { metadata } : {}),
+        ...(egressPolicy !== undefined ? { egressPolicy } : {}),
+      },
+      typeof src.onProgress === 'function' ? src.onProgress : undefined,
+    )
+  }
+
 }

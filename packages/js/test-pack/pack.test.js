@@ -1,59 +1,102 @@
-// The packaging test: `npm pack` gives a tarball that installs into an empty directory (offline:
-// the package has no dependencies) and works there against a loopback provider.
+// The packaging test: the npm tarball installs into an empty project with no Rust on PATH (no
+// cargo, rustc or rustup: PATH is filtered) and works there against a loopback provider, from
+// JavaScript and from strict TypeScript. It holds only what runs: the sources, the transpiled
+// portable world (gen/oma_portable.js and its core wasm), the types and the README.
+//
+// OMA_TARBALL names a tarball already packed (ci.sh packs once); without it the test packs one.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, writeFileSync, rmSync, readdirSync, existsSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, dirname } from 'node:path'
+import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startServer, anthropicMessage } from '../test/helpers/server.js'
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), '..')
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm'
+const RUST = ['cargo', 'rustc', 'rustup']
 
-test('npm pack -> npm install <tarball> in an empty directory -> a run works', async () => {
+/** PATH without any directory that holds a Rust tool, plus a directory with node alone. */
+function pathWithoutRust(scratch) {
+  const bin = join(scratch, 'bin')
+  mkdirSync(bin)
+  symlinkSync(process.execPath, join(bin, 'node'))
+  const kept = (process.env.PATH ?? '').split(delimiter).filter((dir) => dir && !RUST.some((tool) => existsSync(join(dir, tool))))
+  return [bin, ...kept].join(delimiter)
+}
+
+function run(command, args, options) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, options)
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { err += d })
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${command} timed out`)) }, 120000)
+    child.on('close', (code) => { clearTimeout(timer); code === 0 ? resolve(out) : reject(new Error(`${command} ${args.join(' ')}: exit ${code}: ${err}${out}`)) })
+  })
+}
+
+test('the tarball installs and runs with no Rust on PATH, from JavaScript and strict TypeScript', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'oma-pack-'))
   const server = await startServer()
   try {
-    const out = execFileSync(npm, ['pack', '--json', '--pack-destination', dir], { cwd: pkg, encoding: 'utf8' })
-    const [info] = JSON.parse(out)
-    const files = info.files.map((f) => f.path)
-    for (const needed of ['src/index.js', 'src/errors.js', 'src/guard.js', 'gen/oma_portable.js', 'gen/oma_portable.core.wasm', 'wasm/oma_portable.wasm', 'index.d.ts', 'package.json']) {
-      assert.ok(files.includes(needed), `${needed} is not in the tarball`)
+    let tarball = process.env.OMA_TARBALL
+    if (!tarball) {
+      const out = execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: pkg, encoding: 'utf8' })
+      tarball = join(dir, JSON.parse(out)[0].filename)
     }
-    assert.ok(!files.some((f) => f.startsWith('test') || f.startsWith('node_modules')))
-    const tarball = join(dir, info.filename)
+    const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
+    const files = listing.filter((f) => !f.endsWith('/')).sort()
+    assert.deepEqual(files, [
+      'README.md', 'gen/oma_portable.core.wasm', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
+      'src/errors.js', 'src/guard.js', 'src/index.js', 'src/tools.js', 'src/transport.js',
+    ])
+    const size = statSync(tarball).size
+    assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)
+
+    const PATH = pathWithoutRust(dir)
+    const env = { PATH, HOME: process.env.HOME, npm_config_cache: process.env.npm_config_cache ?? join(process.env.HOME ?? dir, '.npm') }
+    await assert.rejects(run('sh', ['-c', 'command -v cargo || command -v rustc'], { env }), 'a Rust tool is still on PATH')
     const app = join(dir, 'app')
-    execFileSync('mkdir', ['-p', app])
+    mkdirSync(app)
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }))
-    execFileSync(npm, ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: app, stdio: 'pipe' })
-    assert.ok(existsSync(join(app, 'node_modules', 'oma-component', 'gen', 'oma_portable.core.wasm')))
+    const npmCli = join(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'bin', 'npm-cli.js')
+    const npm = existsSync(npmCli) ? [process.execPath, [npmCli]] : ['npm', []]
+    await run(npm[0], [...npm[1], 'install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: app, env })
     assert.deepEqual(readdirSync(join(app, 'node_modules')).filter((n) => !n.startsWith('.')), ['oma-component'])
+
     writeFileSync(join(app, 'main.js'), `
       import { Agent, InvalidMessageError } from 'oma-component'
       const agent = new Agent({ name: 'packed', model: 'claude-test', provider: 'anthropic', baseURL: process.env.BASE_URL, apiKey: 'sk-packed' })
       const result = await agent.run('hello from the tarball')
       let rejected = ''
       try { await agent.run([{ role: 'user', content: 'x' }]) } catch (e) { rejected = (e instanceof InvalidMessageError) + ' ' + e.message }
-      console.log(JSON.stringify({ output: result.output, success: result.success, rejected }))
+      console.log(JSON.stringify({ output: result.output, status: result.status, rejected }))
     `)
     server.queue(anthropicMessage('packed answer'))
-    const stdout = await new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['main.js'], { cwd: app, env: { ...process.env, BASE_URL: server.url } })
-      let text = ''
-      let err = ''
-      child.stdout.on('data', (d) => { text += d })
-      child.stderr.on('data', (d) => { err += d })
-      const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error('the packed script timed out')) }, 60000)
-      child.on('close', (code) => { clearTimeout(timer); code === 0 ? resolve(text) : reject(new Error(`exit ${code}: ${err}`)) })
-    })
-    const got = JSON.parse(stdout.trim().split('\n').at(-1))
-    assert.deepEqual(got, {
-      output: 'packed answer', success: true,
+    const stdout = await run(process.execPath, ['main.js'], { cwd: app, env: { ...env, BASE_URL: server.url } })
+    assert.deepEqual(JSON.parse(stdout.trim().split('\n').at(-1)), {
+      output: 'packed answer', status: { code: 'ok' },
       rejected: 'true messages[0].content must be a ContentBlock[], got string',
     })
     assert.equal(server.requests[0].url, '/v1/messages')
+
+    // The installed types, from an OMA-style program with only the import changed.
+    writeFileSync(join(app, 'main.ts'), `
+      import { Agent, ToolRegistry, ToolExecutor, type AgentRunResult, type LLMMessage } from 'oma-component'
+      const registry = new ToolRegistry()
+      const agent = new Agent({ name: 'typed', model: 'claude-test' }, registry, new ToolExecutor(registry))
+      const history: readonly LLMMessage[] = [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]
+      const result: AgentRunResult = await agent.run(history)
+      const code: 'ok' | string | undefined = result.status?.code
+      console.log(code, result.toolCalls.map((c) => c.duration))
+    `)
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM'], types: [] },
+      files: ['main.ts'],
+    }))
+    await run(process.execPath, [join(pkg, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app, env })
   } finally {
     await server.close()
     rmSync(dir, { recursive: true, force: true })

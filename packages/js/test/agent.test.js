@@ -208,13 +208,16 @@ test('stream: text deltas as they arrive, the turn text, then done', async () =>
 
 test('stream: a provider failure is an error event; iteration does not throw', async () => {
   server.queue({ status: 500, json: { type: 'error', error: { type: 'api_error', message: 'boom' } } })
-  const events = await collect(agent().stream('hi'))
+  const events = await collect(agent({ call: { maxRetries: 0 } }).stream('hi'))
   assert.equal(events.length, 1)
   assert.equal(events[0].type, 'error')
   const error = events[0].data
   assert.ok(error instanceof ProviderError && error instanceof Error)
   assert.equal(error.name, 'ProviderError')
   assert.equal(error.httpStatus, 500)
+  // Anthropic's error.type is the provider's code, and its type.
+  assert.equal(error.code, 'api_error')
+  assert.equal(error.result.errorInfo.code, 'api_error')
   assert.equal(error.result.success, false)
 })
 
@@ -244,11 +247,12 @@ test('prompt appends to history; getHistory copies; reset clears', async () => {
   assert.deepEqual(a.getHistory(), [])
 })
 
-test('async beforeRun: context {agent, prompt, messages, config}; the rewrite is sent', async () => {
+test('async beforeRun: OMA context {prompt, messages, agent} (agent: the configuration, no secrets); the rewrite is sent', async () => {
   server.queue(anthropicMessage('hooked'))
   let seen
   const a = agent({
     systemPrompt: 'sys',
+    credentials: { TOOL_TOKEN: 'tool-secret-value' },
     beforeRun: async (ctx) => {
       seen = ctx
       await new Promise((r) => setTimeout(r, 10))
@@ -258,10 +262,17 @@ test('async beforeRun: context {agent, prompt, messages, config}; the rewrite is
   const result = await a.run([{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }])
   assert.equal(result.success, true)
   assert.equal(seen.prompt, 'ab')
-  assert.equal(seen.agent, 'tester')
+  assert.equal(seen.agent.name, 'tester')
+  assert.equal(seen.agent.model, 'claude-test')
+  assert.equal(seen.agent.systemPrompt, 'sys')
+  assert.equal(seen.agent.baseURL, server.url)
+  assert.equal('apiKey' in seen.agent, false)
+  assert.equal('credentials' in seen.agent, false)
+  assert.equal('beforeRun' in seen.agent, false)
   assert.equal(seen.messages.length, 1)
   assert.equal(seen.config.model, 'claude-test')
   assert.ok(!JSON.stringify(seen).includes(KEY))
+  assert.ok(!JSON.stringify(seen).includes('tool-secret-value'))
   assert.deepEqual(server.requests[0].body.messages[0].content, [{ type: 'text', text: 'ab (rewritten)' }])
 })
 
@@ -339,7 +350,10 @@ test('a failing tool and an unknown tool answer is_error: true; the run goes on'
   assert.match(JSON.stringify(results[0].content), /disk on fire/)
   assert.equal(results[1].is_error, true)
   assert.match(JSON.stringify(results[1].content), /missing/)
-  assert.deepEqual(result.toolCalls.map((c) => c.isError), [true, true])
+  // OMA's records: text output and a duration, no error flag (the tool_result block has it).
+  assert.deepEqual(result.toolCalls.map((c) => Object.keys(c).sort()), [['duration', 'input', 'output', 'toolName'], ['duration', 'input', 'output', 'toolName']])
+  assert.equal(result.toolCalls[0].output, 'disk on fire')
+  assert.match(result.toolCalls[1].output, /^Tool "missing" is not granted to this agent\./)
 })
 
 test('process backend: the prompt on stdin, stdout is the output', async () => {
@@ -406,7 +420,7 @@ test('provider error: success false with errorInfo; no key anywhere', async () =
 
 test('retries: 429 then 200 with call.maxRetries', async () => {
   server.queue(
-    { status: 429, headers: { 'retry-after': '0' }, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } },
+    { status: 429, headers: { 'retry-after': '0.08' }, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } },
     anthropicMessage('after retry'),
   )
   const a = agent({ call: { maxRetries: 2, retryDelayMs: 20 } })
@@ -415,25 +429,43 @@ test('retries: 429 then 200 with call.maxRetries', async () => {
   assert.equal(result.success, true, JSON.stringify(result))
   assert.equal(result.output, 'after retry')
   assert.equal(server.requests.length, 2)
-  assert.ok(Date.now() - t0 >= 10)
-  // without retries, the 429 is the result
+  // The provider's requested wait (80 ms) replaces the schedule's delay.
+  assert.ok(Date.now() - t0 >= 70)
+  // with maxRetries: 0, the 429 is the result
   server.reset()
   server.queue({ status: 429, json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } })
-  const r2 = await agent().run('hi')
+  const r2 = await agent({ call: { maxRetries: 0 } }).run('hi')
   assert.equal(r2.success, false)
   assert.equal(r2.errorInfo.retryable, true)
+  assert.equal(r2.errorInfo.code, 'rate_limit_error')
   assert.equal(server.requests.length, 1)
+})
+
+test('retries: without retry options, the provider SDK default retries a 500', async () => {
+  // Anthropic's SDK: two retries, after about 0.5 s and 1 s.
+  server.queue(
+    { status: 500, json: { type: 'error', error: { type: 'api_error', message: 'boom' } } },
+    anthropicMessage('second time'),
+  )
+  const t0 = Date.now()
+  const result = await agent().run('hi')
+  assert.equal(result.success, true, JSON.stringify(result))
+  assert.equal(result.output, 'second time')
+  assert.equal(server.requests.length, 2)
+  assert.ok(Date.now() - t0 >= 350)
 })
 
 test('timeout: status timeout, LLMCallTimeoutError', async () => {
   server.queue({ hang: true })
   const t0 = Date.now()
-  const result = await agent({ call: { timeoutMs: 200 } }).run('hi')
+  // One attempt: the provider's default policy would retry the timeout.
+  const result = await agent({ call: { timeoutMs: 200, maxRetries: 0 } }).run('hi')
   assert.ok(Date.now() - t0 < 5000)
   assert.equal(result.success, false)
   assert.equal(result.status.code, 'timeout')
   assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
   assert.equal(result.errorInfo.code, 'LLM_CALL_TIMEOUT')
+  assert.equal(result.errorInfo.kind, 'timeout', 'OMA classifies a timeout as kind timeout')
   assert.equal(result.errorInfo.retryable, true)
 })
 
@@ -445,16 +477,19 @@ test('a refused connection is a failed result, not a rejection', async () => {
   assert.ok(!JSON.stringify(result).includes(KEY))
 })
 
-test('token budget: budget_exceeded event and a failed result', async () => {
+test('token budget: budget_exceeded, then done with the failed result (as OMA ends such a stream)', async () => {
   server.queue(anthropicMessage('expensive', { usage: { input_tokens: 50, output_tokens: 60 } }))
   const events = await collect(agent({ maxTokenBudget: 100 }).stream('hi'))
+  assert.deepEqual(events.map((e) => e.type).filter((t) => t !== 'text_delta'), ['text', 'budget_exceeded', 'done'])
   const budget = events.find((e) => e.type === 'budget_exceeded')
   assert.ok(budget.data instanceof TokenBudgetExceededError)
   assert.equal(budget.data.message, 'Agent "tester" exceeded token budget: 110 tokens used (budget: 100)')
+  assert.deepEqual([budget.data.agent, budget.data.tokensUsed, budget.data.budget], ['tester', 110, 100])
   const last = events.at(-1)
-  assert.equal(last.type, 'error')
-  assert.equal(last.data.result.budgetExceeded, true)
-  assert.equal(last.data.result.status.code, 'budget_exhausted')
+  assert.equal(last.data.success, false)
+  assert.equal(last.data.budgetExceeded, true)
+  assert.equal(last.data.status.code, 'budget_exhausted')
+  assert.equal(last.data.errorInfo.kind, 'budget')
 })
 
 test('unsupported content: video on Anthropic fails the run, nothing sent', async () => {
@@ -468,14 +503,18 @@ test('unsupported content: video on Anthropic fails the run, nothing sent', asyn
   assert.ok(events.at(-1).data instanceof UnsupportedContentBlockError)
 })
 
-test('error classes carry OMA name and code', () => {
+test("error classes carry OMA's name, code, constructor and fields", () => {
   const e = new InvalidMessageError('x')
   assert.ok(e instanceof OMAError && e instanceof Error)
   assert.equal(e.name, 'InvalidMessageError')
   assert.equal(e.code, 'INVALID_MESSAGE')
-  assert.equal(new LLMCallTimeoutError('t').retryable, true)
+  const timeout = new LLMCallTimeoutError(500, 'a')
+  assert.deepEqual([timeout.retryable, timeout.timeoutMs, timeout.agent, timeout.message], [true, 500, 'a', 'Agent "a" LLM call exceeded per-call timeout of 500ms'])
+  assert.equal(new LLMCallTimeoutError(5).message, 'LLM call exceeded per-call timeout of 5ms')
   assert.equal(new ProviderError('p').code, undefined)
-  assert.equal(String(new TokenBudgetExceededError('b')), 'TokenBudgetExceededError: b')
+  const budget = new TokenBudgetExceededError('b', 12, 10)
+  assert.equal(String(budget), 'TokenBudgetExceededError: Agent "b" exceeded token budget: 12 tokens used (budget: 10)')
+  assert.deepEqual([budget.agent, budget.tokensUsed, budget.budget, budget.code, budget.retryable], ['b', 12, 10, 'TOKEN_BUDGET_EXCEEDED', false])
 })
 
 test('tool calls of one turn are executed concurrently', async () => {
@@ -523,8 +562,40 @@ test('egress allowlist: another origin is rejected before anything is sent', asy
 
 test('a prompt with a failing run keeps the user turn and no reply', async () => {
   server.queue({ status: 500, json: { type: 'error', error: { type: 'api_error', message: 'down' } } })
-  const a = agent()
+  const a = agent({ call: { maxRetries: 0 } })
   const r = await a.prompt('hello?')
   assert.equal(r.success, false)
   assert.deepEqual(a.getHistory(), [{ role: 'user', content: [{ type: 'text', text: 'hello?' }] }])
+})
+
+test('a tool that outlives the run deadline ends the run with OMA timeout, not a hang', async () => {
+  server.queue(anthropicToolUse([['t1', 'stuck', {}]]))
+  let finish
+  const stuck = new Promise((resolve) => { finish = resolve })
+  const a = agent({
+    deadlineMs: 300,
+    tools: [{ name: 'stuck', description: 'never answers in time', inputSchema: { type: 'object' },
+      execute: async () => { await stuck; return 'too late' } }],
+  })
+  const started = Date.now()
+  const result = await a.run('go')
+  const elapsed = Date.now() - started
+  finish()
+  assert.equal(result.success, false)
+  assert.equal(result.status.code, 'timeout')
+  assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
+  assert.ok(elapsed >= 250 && elapsed < 2000, `ended after ${elapsed} ms`)
+  assert.equal(server.requests.length, 1, 'nothing was sent after the deadline')
+})
+
+test('a beforeRun hook that outlives the run deadline ends the run with OMA timeout', async () => {
+  let finish
+  const stuck = new Promise((resolve) => { finish = resolve })
+  const a = agent({ deadlineMs: 300, beforeRun: async (ctx) => { await stuck; return ctx } })
+  const started = Date.now()
+  const result = await a.run('go')
+  finish()
+  assert.equal(result.status.code, 'timeout')
+  assert.ok(Date.now() - started < 2000)
+  assert.equal(server.requests.length, 0, 'the hook never answered, so nothing was sent')
 })

@@ -70,6 +70,11 @@ def openai_sse(pieces: List[str]) -> List[bytes]:
     return events
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog of 5 resets connections when many runs start at once.
+    request_queue_size = 128
+
+
 class Reply:
     """One scripted answer."""
 
@@ -152,7 +157,7 @@ class Loopback:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -72,7 +72,7 @@ def test_stream_events_with_deltas(loop, anthropic):
     loop.script(Reply(sse=anthropic_sse(["The ", "answer ", "is 42."]), delay=0.01))
     agent = oma.Agent(**anthropic)
     events = list(agent.stream("q"))
-    deltas = [e["text"] for e in events if e["type"] == "text_delta"]
+    deltas = [e["data"] for e in events if e["type"] == "text_delta"]
     assert deltas == ["The ", "answer ", "is 42."]
     assert {"type": "text", "data": "The answer is 42."} in events
     assert events[-1]["type"] == "done" and events[-1]["data"]["output"] == "The answer is 42."
@@ -83,7 +83,7 @@ def test_stream_events_with_deltas(loop, anthropic):
 def test_stream_openai(loop, openai):
     loop.script(Reply(sse=openai_sse(["a", "b", "c"])))
     events = list(oma.Agent(**openai).stream("q"))
-    assert [e["text"] for e in events if e["type"] == "text_delta" and e["text"]] == ["a", "b", "c"]
+    assert [e["data"] for e in events if e["type"] == "text_delta" and e["data"]] == ["a", "b", "c"]
     assert events[-1]["data"]["output"] == "abc"
     assert events[-1]["data"]["tokenUsage"] == {"input_tokens": 5, "output_tokens": 3}
 
@@ -91,7 +91,10 @@ def test_stream_openai(loop, openai):
 def test_stream_error_event(loop, anthropic):
     loop.script(Reply(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}))
     events = list(oma.Agent(**anthropic).stream("q"))
-    assert events[-1]["type"] == "error" and events[-1]["data"]["success"] is False
+    error = events[-1]["data"]
+    assert events[-1]["type"] == "error" and isinstance(error, oma.ProviderError)
+    assert error.message == "400 bad" and error.http_status == 400
+    assert error.result is not None and error.result["success"] is False
 
 
 def test_prompt_history_reset(loop, anthropic):
@@ -291,7 +294,7 @@ def test_process_backend(loop, anthropic):
     failing = oma.Agent(model="local", provider="anthropic",
                         backend=oma.ProcessBackend([sys.executable, "-c", "import sys; sys.exit(3)"]))
     result = failing.run("x")
-    assert result["success"] is False and "status 3" in result["output"]
+    assert result["success"] is False and "exited with code 3" in result["output"]
     assert loop.requests == []
 
 
@@ -347,9 +350,22 @@ def test_provider_error_is_a_failed_result(loop, anthropic):
     info = result["errorInfo"]
     assert info["kind"] == "provider" and info["httpStatus"] == 400 and info["retryable"] is False
     assert info["name"] == "ProviderError" and info["provider"] == "anthropic"
+    # Anthropic's error.type is the provider's code.
+    assert info["code"] == "invalid_request_error"
     assert result["status"]["code"] == "error"
     no_key(result)
     assert len(loop.requests) == 1
+
+
+def test_the_default_policy_retries_a_500(loop, anthropic):
+    # No retry options: Anthropic's SDK default, two retries after about 0.5 s and 1 s.
+    loop.script(Reply(500, {"type": "error", "error": {"type": "api_error", "message": "boom"}}),
+                Reply(body=anthropic_text("second time")))
+    t0 = time.monotonic()
+    result = oma.Agent(**anthropic).run("x")
+    assert result["success"] and result["output"] == "second time"
+    assert len(loop.requests) == 2
+    assert time.monotonic() - t0 >= 0.35
 
 
 def test_retries_429_then_200(loop, anthropic):
@@ -373,7 +389,8 @@ def test_terminal_error_not_retried(loop, anthropic):
 
 def test_timeout(loop, anthropic):
     loop.script(Reply(hang=2.0))
-    cfg = dict(anthropic, call={"egress": "offline", "timeout_ms": 200})
+    # One attempt: a timeout is retried by the provider's default policy otherwise.
+    cfg = dict(anthropic, call={"egress": "offline", "timeout_ms": 200, "max_retries": 0})
     t0 = time.monotonic()
     result = oma.Agent(**cfg).run("x")
     assert time.monotonic() - t0 < 1.8
@@ -427,3 +444,74 @@ def test_seeded_runs_are_deterministic(loop, anthropic):
 def test_agent_context_manager(loop, anthropic):
     with oma.Agent(**anthropic) as agent:
         assert agent.run("x")["success"]
+
+
+def test_a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, anthropic):
+    loop.script(Reply(body=anthropic_tool_use([{"id": "t1", "name": "stuck", "input": {}}])))
+    release = __import__("threading").Event()
+
+    def stuck(_args):
+        release.wait(5)
+        return "too late"
+
+    agent = oma.Agent(tools=[oma.Tool("stuck", "never in time", {"type": "object"}, stuck)],
+                      deadline_ms=300, **anthropic)
+    started = time.monotonic()
+    result = agent.run("go")
+    elapsed = time.monotonic() - started
+    release.set()
+    assert result["success"] is False
+    assert result["status"]["code"] == "timeout"
+    assert result["errorInfo"]["name"] == "LLMCallTimeoutError"
+    assert 0.25 <= elapsed < 2.0, elapsed
+    assert len(loop.requests) == 1, "nothing was sent after the deadline"
+
+
+def test_a_hook_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, anthropic):
+    release = __import__("threading").Event()
+
+    def hook(ctx):
+        release.wait(5)
+        return ctx
+
+    agent = oma.Agent(before_run=hook, deadline_ms=300, **anthropic)
+    started = time.monotonic()
+    result = agent.run("go")
+    release.set()
+    assert result["status"]["code"] == "timeout"
+    assert time.monotonic() - started < 2.0
+    assert loop.requests == [], "the hook never answered, so nothing was sent"
+
+
+def test_the_api_key_comes_from_the_providers_variable(loop, monkeypatch):
+    assert [oma.key_variable(p) for p in ("anthropic", "openai", "gemini", "grok", "bedrock", "deepseek", "my-llm")] == [
+        "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "XAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK",
+        "DEEPSEEK_API_KEY", "MY_LLM_API_KEY"]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env-SECRET123")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oai-from-env-SECRET456")
+    call = {"egress": "offline"}
+    result = oma.Agent(model="m", provider="anthropic", base_url=loop.base, call=call).run("hi")
+    assert result["success"] and loop.requests[-1]["headers"]["x-api-key"] == "sk-ant-from-env-SECRET123"
+    assert "from-env" not in json.dumps(result)
+    oma.Agent(model="m", provider="openai", base_url=loop.base + "/v1", call=call).run("hi")
+    assert loop.requests[-1]["headers"]["authorization"] == "Bearer sk-oai-from-env-SECRET456"
+    oma.run_agent("hi", model="m", provider="anthropic", base_url=loop.base, call=call)
+    assert loop.requests[-1]["headers"]["x-api-key"] == "sk-ant-from-env-SECRET123"
+    oma.Agent(model="m", provider="anthropic", base_url=loop.base, api_key="given", call=call).run("hi")
+    assert loop.requests[-1]["headers"]["x-api-key"] == "given"  # an explicit key wins
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")  # empty counts as unset
+    oma.Agent(model="m", provider="anthropic", base_url=loop.base, call=call).run("hi")
+    assert "x-api-key" not in loop.requests[-1]["headers"]
+
+
+def test_observers_that_raise_change_nothing(loop, anthropic):
+    seen = []
+
+    def broken(event):
+        seen.append(event.get("type", "case"))
+        raise RuntimeError("observer broke")
+
+    result = oma.run_agent("x", name="o", on_progress=broken, on_case=broken,
+                           evaluation={"store_payloads": "none"}, **anthropic)
+    assert result["success"] is True
+    assert seen == ["agent_start", "agent_complete", "case"]

@@ -91,3 +91,60 @@ def test_error_to_dict():
     except oma.OmaError as e:
         assert e.to_dict() == {"name": "InvalidMessageError", "code": "INVALID_MESSAGE",
                                "message": "messages must be an array, got null", "retryable": False}
+
+
+@pytest.mark.parametrize("given, message", [
+    ({}, "messages must be an array, got object"),
+    ({"role": "user", "content": []}, "messages must be an array, got object"),
+    (None, "messages must be an array, got null"),
+    ("x", "messages must be an array, got string"),
+    ("not json at all", "messages must be an array, got string"),
+    ("null", "messages must be an array, got null"),
+    ('{"a": 1}', "messages must be an array, got object"),
+    (3, "messages must be an array, got number"),
+])
+def test_the_guard_applies_to_whatever_is_given(given, message, anthropic):
+    with pytest.raises(oma.InvalidMessageError) as info:
+        oma.validate(given)
+    assert info.value.message == message
+    with pytest.raises(oma.InvalidMessageError, match=message):
+        oma.format_request(given, provider="anthropic", model="m")
+    if not isinstance(given, str):
+        with pytest.raises(oma.InvalidMessageError, match=message):
+            oma.Agent(**anthropic).run(given)
+    if given is not None and not isinstance(given, str):  # None is no history
+        with pytest.raises(oma.InvalidMessageError, match=message):
+            oma.Agent(history=given, **anthropic)
+
+
+BYTES_IMAGE = [{"role": "user", "content": [{"type": "text", "text": "see"},
+                                            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                         "data": b"\x89PNG"}}]}]
+
+
+def test_bytes_for_base64_data_are_refused_naming_the_path(anthropic, loop):
+    path = "messages[0].content[1].source.data must be JSON data, got bytes"
+    for call in (lambda: oma.validate(BYTES_IMAGE),
+                 lambda: oma.format_request(BYTES_IMAGE, provider="anthropic", model="m"),
+                 lambda: oma.Agent(**anthropic).run(BYTES_IMAGE),
+                 lambda: oma.Agent(**anthropic).stream(BYTES_IMAGE),
+                 lambda: oma.run_agent(BYTES_IMAGE, **anthropic),
+                 lambda: oma.Agent(history=BYTES_IMAGE, **anthropic)):
+        with pytest.raises(oma.InvalidMessageError) as info:
+            call()
+        assert info.value.message == path
+        assert info.value.code == "INVALID_MESSAGE"
+    with pytest.raises(oma.InvalidMessageError, match=r"^messages\[0\]\.content\[0\]\.source\.data must be JSON data"):
+        oma.Agent(**anthropic).prompt(BYTES_IMAGE[0]["content"][1:])
+    assert loop.requests == []
+
+
+def test_values_json_cannot_carry_are_refused_naming_the_path():
+    cyclic: list = [{"role": "user", "content": []}]
+    cyclic[0]["content"].append(cyclic)
+    with pytest.raises(oma.InvalidMessageError, match=r"messages\[0\]\.content\[0\] must be JSON data: it contains a circular"):
+        oma.validate(cyclic)
+    with pytest.raises(oma.InvalidMessageError, match=r"messages\[0\]\.content\[0\]\.x must be JSON data, got nan"):
+        oma.validate([{"role": "user", "content": [{"x": float("nan")}]}])
+    with pytest.raises(oma.InvalidMessageError, match=r"messages\[0\] must be JSON data, got set"):
+        oma.validate([{1, 2}])

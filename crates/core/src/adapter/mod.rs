@@ -15,7 +15,6 @@
 pub mod ai_sdk;
 pub mod anthropic;
 pub mod bedrock;
-pub mod body;
 pub mod gemini;
 pub mod openai;
 pub mod reasoning;
@@ -153,7 +152,10 @@ pub struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("base_url", &self.base_url)
+            .field(
+                "base_url",
+                &self.base_url.as_deref().map(crate::secret::display_url),
+            )
             .field("credentials", &"[redacted]")
             .field("region", &self.region)
             .finish()
@@ -161,20 +163,24 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// The secrets this endpoint holds (an API key, an AWS secret key and session token), for
-    /// [`Error::redact`].
-    pub fn secrets(&self) -> Vec<&str> {
-        match &self.credentials {
+    /// The secrets this endpoint holds (an API key, an AWS secret key and session token, the
+    /// credentials in its base URL: [`crate::secret::url_secrets`]), for [`Error::redact`].
+    pub fn secrets(&self) -> Vec<String> {
+        let mut secrets: Vec<String> = match &self.credentials {
             Credentials::None => Vec::new(),
-            Credentials::ApiKey(key) => vec![key.as_str()],
+            Credentials::ApiKey(key) => vec![key.clone()],
             Credentials::Aws {
                 secret_access_key,
                 session_token,
                 ..
-            } => std::iter::once(secret_access_key.as_str())
-                .chain(session_token.as_deref())
+            } => std::iter::once(secret_access_key.clone())
+                .chain(session_token.clone())
                 .collect(),
+        };
+        if let Some(url) = &self.base_url {
+            secrets.extend(crate::secret::url_secrets(url));
         }
+        secrets
     }
 }
 
@@ -264,28 +270,137 @@ pub enum StreamEvent {
 /// is never an error), then [`finish`](StreamDecoder::finish) once the body ends; `finish`
 /// returns the last events, ending with [`StreamEvent::Done`], or an error if the stream was
 /// cut short or reported an error.
-pub trait StreamDecoder {
+///
+/// `Send`, so that a run in flight can move between threads (an async host's tasks).
+pub trait StreamDecoder: Send {
     /// Decodes the bytes that arrived; returns the events they complete.
     fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, Error>;
     /// Ends the stream.
     fn finish(&mut self) -> Result<Vec<StreamEvent>, Error>;
 }
 
+/// A chat request whose messages passed [`validate_messages`](crate::validate::validate_messages):
+/// a proof only validation gives. [`Validated::check`] validates a request no one has checked;
+/// the turn loop hands out its own request this way, because every message joins its
+/// conversation validated (the input when the run is made, the hook's messages when they are
+/// merged, each tool result and each response as it arrives). An adapter given one formats it
+/// without checking again, so a run's conversation is validated once, not once per turn.
+#[derive(Clone, Copy, Debug)]
+pub struct Validated<'a>(&'a ChatRequest);
+
+impl<'a> Validated<'a> {
+    /// `request`, once its messages pass validation; else OMA's error for the first that fails.
+    pub fn check(request: &'a ChatRequest) -> Result<Self, Error> {
+        crate::validate::validate_messages(&request.messages)?;
+        Ok(Validated(request))
+    }
+
+    /// `request`, whose messages the caller validated: for the turn loop alone.
+    pub(crate) fn trusted(request: &'a ChatRequest) -> Self {
+        Validated(request)
+    }
+
+    /// The request.
+    pub fn request(self) -> &'a ChatRequest {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Validated<'_> {
+    type Target = ChatRequest;
+
+    fn deref(&self) -> &ChatRequest {
+        self.0
+    }
+}
+
 /// A provider wire format.
-pub trait Adapter {
+///
+/// `Send`, so that a run in flight can move between threads (an async host's tasks).
+pub trait Adapter: Send {
     /// The adapter's name, used as `provenance` and in errors: `anthropic`, `openai`, `gemini`…
     fn name(&self) -> &str;
-    /// Builds the HTTP request for one chat turn. Validates the messages first and fails before
-    /// anything exists to send.
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error>;
+    /// Builds the HTTP request for one chat turn whose messages are validated: the conversion
+    /// fails (e.g. `UnsupportedContentBlockError`) before anything exists to send.
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error>;
+    /// Builds the HTTP request for one chat turn no one has validated: validates the messages
+    /// first ([`Validated::check`]) and fails before anything exists to send.
+    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+        self.format_validated(Validated::check(request)?, endpoint)
+    }
     /// Reads a successful (2xx) response body.
     fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
     /// A decoder for the body of a streamed response to `request`.
     fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder>;
-    /// The provider's own message in an error (non-2xx) body, when it has one.
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        let _ = body;
-        None
+    /// What an error (non-2xx) answer says beyond its status: the provider's own message,
+    /// code and type, and a wait it asks for in its body (`docs/errors.md#provider-error-codes`).
+    /// `headers` have lowercase names.
+    fn error_detail(&self, headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        let _ = (headers, body);
+        ErrorDetail::default()
+    }
+    /// The retry policy a call gets when its options name none: the one the provider's SDK
+    /// applies by default (`docs/errors.md#default-retry-policy`).
+    fn default_retry(&self) -> crate::http::retry::RetryPolicy;
+}
+
+/// What a provider's error answer says, read by [`Adapter::error_detail`]. Every field is
+/// optional: a body that is not the provider's error shape (an HTML page from a proxy) gives
+/// none, and the error's message is then the start of the body.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ErrorDetail {
+    /// The provider's message.
+    pub message: Option<String>,
+    /// The provider's error code as text (see [`Error::code`]).
+    pub code: Option<String>,
+    /// The provider's error type.
+    pub error_type: Option<String>,
+    /// The wait before a retry that the body asks for (Gemini's `RetryInfo.retryDelay`), in
+    /// milliseconds.
+    pub retry_delay_ms: Option<u64>,
+}
+
+impl ErrorDetail {
+    /// The error of a failure this detail describes: a provider error with `status` and the
+    /// provider's message (else `fallback`), code and type.
+    pub fn into_error(self, provider: &str, status: Option<u16>, fallback: String) -> Error {
+        Error::Provider {
+            provider: provider.to_owned(),
+            status,
+            message: self.message.unwrap_or(fallback),
+            code: self.code,
+            error_type: self.error_type,
+        }
+    }
+}
+
+/// A code as text: a non-empty string as it is, an integer in decimal (OpenRouter sends its
+/// codes as numbers), anything else (null, an object) none. OMA does the same
+/// (`String(code)` for a string or a number).
+pub fn code_text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(text) if !text.is_empty() => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// The detail of the common error object `{"message", "code", "type"}` (OpenAI-compatible
+/// providers, the AI SDK bridge): a string `message`, `code` as [`code_text`], a string `type`.
+pub fn error_object_detail(error: &Value) -> ErrorDetail {
+    let text = |key: &str| match error.get(key) {
+        Some(Value::String(text)) if !text.is_empty() => Some(text.clone()),
+        _ => None,
+    };
+    ErrorDetail {
+        message: text("message"),
+        code: code_text(error.get("code")),
+        error_type: text("type"),
+        retry_delay_ms: None,
     }
 }
 
@@ -358,16 +473,8 @@ pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
         provider: provider.to_string(),
         status: None,
         message: format!("malformed {provider} response: {what}"),
-    }
-}
-
-/// The message of the common error body `{"error": {"message": ...}}` (Google, the AI SDK
-/// bridge, and others).
-pub fn error_object_message(body: &[u8]) -> Option<String> {
-    let value: Value = crate::json::from_bytes(body).ok()?;
-    match value.get("error")?.get("message")? {
-        Value::String(message) => Some(message.clone()),
-        _ => None,
+        code: None,
+        error_type: None,
     }
 }
 

@@ -117,7 +117,7 @@ impl AgentSettings {
     /// [`Error::InvalidRequest`] for a configuration of another shape (naming the field), and
     /// with [`Error::InvalidMessage`] for a history that breaks OMA's rules.
     pub fn from_json(text: &str) -> Result<Self, Error> {
-        let value: Value = serde_json::from_str(text).map_err(|e| bad(&e))?;
+        let value: Value = crate::json::from_str(text).map_err(|e| bad(&e))?;
         let (mut settings, history) = Object::strict(value)
             .and_then(Self::from_object)
             .map_err(|e| bad(&e))?;
@@ -266,8 +266,13 @@ fn call_options(mut call: Object) -> Result<CallOptions, ShapeError> {
         }
     };
     call.finish()?;
+    // Any of OMA's three retry options makes the schedule the caller's own; none leaves the
+    // provider's default (`docs/errors.md#default-retry-policy`).
+    let explicit = max_retries.is_some() || retry_delay_ms.is_some() || retry_backoff.is_some();
     Ok(CallOptions {
-        retry: RetryPolicy::from_oma(max_retries.unwrap_or(0), retry_delay_ms, retry_backoff),
+        retry: explicit.then(|| {
+            RetryPolicy::from_oma(max_retries.unwrap_or(0), retry_delay_ms, retry_backoff)
+        }),
         limits,
         egress,
     })
@@ -316,7 +321,7 @@ mod tests {
         )
         .expect("a valid configuration");
         assert!(settings.endpoint.credentials == Credentials::ApiKey("sk-1".into()));
-        assert_eq!(settings.call.retry.max_attempts, 3);
+        assert_eq!(settings.call.retry.map(|r| r.max_attempts), Some(3));
         assert_eq!(settings.call.limits.timeout_ms, 500);
         assert_eq!(settings.call.egress, EgressPolicy::Offline);
         assert_eq!(settings.history.len(), 1);
@@ -328,6 +333,30 @@ mod tests {
         let config: Value = serde_json::from_str(&spec.config_json).expect("JSON");
         assert_eq!(config["tools"], json!(["t"]));
         assert_eq!(config["baseURL"], "http://127.0.0.1:9");
+    }
+
+    /// Without OMA's retry options an agent gets its provider's default policy; any one of
+    /// them makes the schedule OMA's (a missing `maxRetries` counts as 0, as in OMA).
+    #[test]
+    fn retry_options_replace_the_providers_default() {
+        let call = |json: &str| {
+            AgentSettings::from_json(&format!(
+                r#"{{"name": "r", "model": "m", "provider": "anthropic", "call": {json}}}"#
+            ))
+            .expect("valid")
+            .call
+            .retry
+        };
+        assert_eq!(call("{}"), None);
+        assert_eq!(call(r#"{"timeoutMs": 5}"#), None);
+        assert_eq!(
+            call(r#"{"retryDelayMs": 5}"#),
+            Some(RetryPolicy::from_oma(0, Some(5.0), None))
+        );
+        assert_eq!(
+            call(r#"{"maxRetries": 4, "retryBackoff": 3}"#),
+            Some(RetryPolicy::from_oma(4, None, Some(3.0)))
+        );
     }
 
     #[test]

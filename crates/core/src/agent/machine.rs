@@ -3,27 +3,35 @@
 //! at each point what it needs from the world.
 //!
 //! In the manner of rustls's `Connection` and quinn-proto's `poll`/`handle`: [`RunMachine::poll`]
-//! gives the next [`Step`] (call the hook, send this request, read more of the body, wait, call
-//! this tool, send this text to an external backend, deliver an event, a progress event or an
-//! evaluation case, and finally the result), and [`RunMachine::handle`] takes the [`Answer`] to
-//! a step that needs one. Time comes in with each `poll` and randomness from the seed the run
-//! was made with, so the machine reads no clock and no random source.
+//! says what the run needs now, one of three things ([`Poll`]): a [`Step`] to perform or deliver
+//! (call the hook, send this request, read more of the body, wait, call this tool, send this
+//! text to an external backend, deliver an event, a progress event or an evaluation case);
+//! that it is waiting for the answers listed ([`Due`]); or that it is finished, with its
+//! outcome. [`RunMachine::handle`] takes the [`Answer`] to a step that needs one.
+//! [`RunMachine::wake_at`] says when the machine next needs a `poll` even if no answer comes
+//! (the end of a retry wait, the run's deadline), so that a host holds a hook, a tool or an
+//! external backend to the deadline: it polls at that instant, and a run past its deadline ends
+//! with OMA's timeout whatever was in flight. Time comes in with each `poll` and randomness
+//! from the seed the run was made with, so the machine reads no clock and no random source.
 //!
 //! Call order:
 //!
 //! 1. Make a machine ([`RunMachine::run`] or [`RunMachine::run_agent`]) over prepared input
 //!    ([`crate::agent::input`]): invalid input has already failed, before anything happened.
-//! 2. `poll(now)` until it returns `None`; each step either needs an answer (`BeforeRun`,
+//! 2. `poll(now)`: perform each [`Poll::Step`]; a step either needs an answer (`BeforeRun`,
 //!    `Send`, `Receive`, `Wait`, `CallTool`, `External`) or only delivery (`Event`,
-//!    `Progress`, `Evaluation`); `Done` is the last step.
-//! 3. `handle` the answer of each step that needs one (tool calls of one turn may be answered in
-//!    any order), and go back to 2.
+//!    `Progress`, `Evaluation`).
+//! 3. On [`Poll::Waiting`], `handle` the answers listed as they arrive (tool calls of one turn
+//!    in any order, at once if the host likes), polling again after each, and at
+//!    [`wake_at`](RunMachine::wake_at) at the latest.
+//! 4. [`Poll::Finished`] carries the outcome, once; a later poll says [`Poll::Over`].
 //!
 //! An answer the machine did not ask for (a tool outcome while it waits for HTTP, an unknown
-//! tool id, a second answer to one step, anything after the result) fails with
-//! [`Error::Session`] and changes nothing. Everything that goes wrong in the run itself (a hook
-//! that failed, a provider error, unsupported content, a broken tool answer, an exceeded budget)
-//! ends it with a failed [`RunOutcome`], never with an error. Never panics.
+//! tool id, a second answer to one step, anything after the result) is handed back in a
+//! [`Refused`] with an [`Error::Session`] as the reason, and nothing changes: the convention the
+//! call and turn machines share. Everything that goes wrong in the run itself (a hook that
+//! failed, a provider error, unsupported content, a broken tool answer, an exceeded budget, the
+//! deadline) ends it with a failed [`RunOutcome`], never with an error. Never panics.
 
 use std::collections::VecDeque;
 
@@ -32,13 +40,15 @@ use serde_json::json;
 use crate::adapter::{self, Adapter, ChatRequest, Endpoint, IdSource, StreamEvent};
 use crate::agent::before_run::{self, transport_prompt, BeforeRunContext, ExternalKind};
 use crate::agent::evaluation::{scorer_input, stored_payload, RunInput, StorePayloads};
-use crate::agent::outcome::classify;
-use crate::agent::progress::agent_start_data;
-use crate::agent::session::{
-    outcome_json, AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+use crate::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use crate::agent::turn::{Action, Ending, RunOutcome, TurnLoop, TurnOptions};
-use crate::error::Error;
+use crate::agent::outcome::classify;
+use crate::agent::outcome::outcome_json;
+use crate::agent::outcome::{Ending, RunOutcome};
+use crate::agent::progress::agent_start_data;
+use crate::agent::turn::{Action, TurnLoop, TurnOptions};
+use crate::error::{Error, Refused};
 use crate::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
 use crate::message::{ContentBlock, LlmMessage, Role, TextBlock, TokenUsage, ToolResultBlock};
 use crate::rng::Rng;
@@ -117,8 +127,37 @@ pub enum Step {
     Progress(ProgressEvent),
     /// An online-evaluation case of `run-agent`; no answer.
     Evaluation(Box<EvaluationRecord>),
-    /// The run is over; nothing follows.
-    Done(RunOutcome),
+}
+
+/// What [`RunMachine::poll`] found: the three cases a host acts on, and [`Poll::Over`] for a
+/// machine whose outcome was already handed out.
+// A step is handed out by value on every poll, the hot path of a run; boxing it would cost an
+// allocation per step to shrink the rare `Waiting` and `Over`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, PartialEq)]
+pub enum Poll {
+    /// Perform (or deliver) this step.
+    Step(Step),
+    /// Nothing to do until these answers arrive (or [`RunMachine::wake_at`] passes). Never
+    /// empty.
+    Waiting(Vec<Due>),
+    /// The run is over, with its outcome (given once).
+    Finished(Box<RunOutcome>),
+    /// The outcome was handed out by an earlier poll; nothing follows.
+    Over,
+}
+
+/// An answer the machine waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// The `beforeRun` hook's answer.
+    Hook,
+    /// The answer to the last `Send`, `Receive` or `Wait`.
+    Http,
+    /// The outcome of the tool call with this id.
+    Tool(String),
+    /// The external backend's reply.
+    External,
 }
 
 /// The answer to a step.
@@ -163,8 +202,9 @@ enum Phase {
     /// The turn loop is running, with the provider call of the current turn when one is in
     /// flight.
     Turns(Box<Turns>),
-    /// `Done` was queued.
-    Over,
+    /// The run ended: the steps that follow it are queued, and its outcome waits to be handed
+    /// out (`None` once it was).
+    Over(Option<Box<RunOutcome>>),
 }
 
 struct Turns {
@@ -182,6 +222,8 @@ pub struct RunMachine {
     now_ms: u64,
     /// The time of the first poll.
     started_ms: Option<u64>,
+    /// When the retry wait handed out last ends, while it is due.
+    wait_until_ms: Option<u64>,
     reporting: Option<Reporting>,
 }
 
@@ -208,6 +250,7 @@ impl RunMachine {
             rng: Rng::new(seed),
             now_ms: 0,
             started_ms: None,
+            wait_until_ms: None,
             reporting: None,
         }
     }
@@ -243,28 +286,51 @@ impl RunMachine {
         self.spec.name()
     }
 
-    /// Whether the machine waits for an answer (a step that needs one was handed out).
-    pub fn awaits_answer(&self) -> bool {
+    /// The answers the machine waits for; empty while steps are queued, before the first poll
+    /// and after the end.
+    pub fn due(&self) -> Vec<Due> {
         if !self.queue.is_empty() {
-            return false;
+            return Vec::new();
         }
         match &self.phase {
-            Phase::Hook(_) | Phase::External => true,
+            Phase::Hook(_) => vec![Due::Hook],
+            Phase::External => vec![Due::External],
             Phase::Turns(turns) => match &turns.call {
-                Some((call, _)) => call.awaits_answer(),
-                None => !turns.turn.is_finished(),
+                Some((call, _)) if call.awaits_answer() => vec![Due::Http],
+                Some(_) => Vec::new(),
+                None => turns.turn.pending_tools().map(Due::Tool).collect(),
             },
-            Phase::Start(_) | Phase::Over => false,
+            Phase::Start(_) | Phase::Over(_) => Vec::new(),
         }
     }
 
-    /// The next step at time `now_ms` (milliseconds since the Unix epoch), or `None` while an
-    /// answer is due, and after `Done`.
-    pub fn poll(&mut self, now_ms: u64) -> Option<Step> {
+    /// The instant (milliseconds since the Unix epoch) at which the machine needs a `poll`
+    /// even if no answer has come: the end of a retry wait it handed out, or the run's
+    /// deadline, whichever is first. `None` before the first poll, without either, and once the
+    /// run is over. A host that holds a hook, a tool or an external backend polls at this
+    /// instant; past the deadline the run ends with OMA's timeout.
+    pub fn wake_at(&self) -> Option<u64> {
+        if matches!(self.phase, Phase::Over(_)) {
+            return None;
+        }
+        let deadline = self
+            .spec
+            .deadline_ms
+            .zip(self.started_ms)
+            .map(|(deadline, started)| started.saturating_add(deadline));
+        match (deadline, self.wait_until_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// What the run needs at time `now_ms` (milliseconds since the Unix epoch): a step, the
+    /// answers it waits for, or its outcome.
+    pub fn poll(&mut self, now_ms: u64) -> Poll {
         self.now_ms = now_ms;
         self.started_ms.get_or_insert(now_ms);
         self.report_start();
-        if self.remaining_ms() == Some(0) && !matches!(self.phase, Phase::Over) {
+        if self.remaining_ms() == Some(0) && !matches!(self.phase, Phase::Over(_)) {
             // Past the run's deadline: whatever was in flight is abandoned.
             let deadline = self.spec.deadline_ms.unwrap_or_default();
             let error = Error::Timeout {
@@ -275,34 +341,43 @@ impl RunMachine {
         }
         loop {
             if let Some(step) = self.queue.pop_front() {
-                return Some(step);
+                return Poll::Step(step);
             }
-            match std::mem::replace(&mut self.phase, Phase::Over) {
+            match std::mem::replace(&mut self.phase, Phase::Over(None)) {
                 Phase::Start(messages) => self.start(messages),
-                phase @ (Phase::Hook(_) | Phase::External | Phase::Over) => {
+                Phase::Over(outcome) => {
+                    return match outcome {
+                        Some(outcome) => Poll::Finished(outcome),
+                        None => Poll::Over,
+                    };
+                }
+                phase @ (Phase::Hook(_) | Phase::External) => {
                     self.phase = phase;
-                    return None;
+                    return Poll::Waiting(self.due());
                 }
                 Phase::Turns(turns) => {
                     if let Some(step) = self.step_turns(turns) {
-                        return Some(step);
+                        return Poll::Step(step);
                     }
-                    if !matches!(self.phase, Phase::Over) && self.queue.is_empty() {
-                        return None;
+                    if !matches!(self.phase, Phase::Over(_)) && self.queue.is_empty() {
+                        return Poll::Waiting(self.due());
                     }
                 }
             }
         }
     }
 
-    /// Feeds the answer to a step. Fails with [`Error::Session`], changing nothing, when the
-    /// machine did not ask for it.
-    #[must_use = "an answer the run did not ask for is refused with an error"]
-    pub fn handle(&mut self, answer: Answer) -> Result<(), Error> {
+    /// Feeds the answer to a step. Hands it back, refused with an [`Error::Session`] and
+    /// changing nothing, when the machine did not ask for it.
+    #[must_use = "an answer the run did not ask for is handed back, refused"]
+    pub fn handle(&mut self, answer: Answer) -> Result<(), Refused<Answer>> {
         if !self.queue.is_empty() {
-            return Err(self.refuse(&answer));
+            return Err(self.refuse(answer));
         }
-        match (std::mem::replace(&mut self.phase, Phase::Over), answer) {
+        match (
+            std::mem::replace(&mut self.phase, Phase::Over(None)),
+            answer,
+        ) {
             (Phase::Hook(context), Answer::Hook(answer)) => {
                 let merged = match answer {
                     HookAnswer::Failed(message) => Err(Error::Host { message }),
@@ -338,11 +413,17 @@ impl RunMachine {
             }
             (Phase::Turns(mut turns), Answer::Http(answer)) => {
                 let result = match &mut turns.call {
-                    Some((call, adapter)) => {
-                        call.handle(answer, adapter.as_ref(), turns.turn.request())
+                    Some((call, adapter)) => call
+                        .handle(answer, adapter.as_ref(), turns.turn.request())
+                        .map_err(|refused| refused.map(Answer::Http)),
+                    None => {
+                        self.phase = Phase::Turns(turns);
+                        return Err(self.refuse(Answer::Http(answer)));
                     }
-                    None => Err(self.refuse(&Answer::Http(answer))),
                 };
+                if result.is_ok() {
+                    self.wait_until_ms = None;
+                }
                 self.phase = Phase::Turns(turns);
                 result
             }
@@ -353,12 +434,11 @@ impl RunMachine {
                 };
                 let Some((message, block)) = position else {
                     self.phase = Phase::Turns(turns);
-                    return Err(Error::Session {
-                        message: format!(
-                            "unexpected answer: no tool call with id {:?} is waiting for its result",
-                            shorten(&id)
-                        ),
-                    });
+                    let message = format!(
+                        "unexpected answer: no tool call with id {:?} is waiting for its result",
+                        shorten(&id)
+                    );
+                    return Err(Refused::new(Answer::Tool { id, outcome }, message));
                 };
                 // A tool's answer is input too: it must pass OMA's rules (media, error
                 // results) before it can travel in the next request.
@@ -367,21 +447,22 @@ impl RunMachine {
                     content: outcome.content,
                     is_error: outcome.is_error.then_some(true),
                 };
-                let taken = match validate_tool_result_at(&result, message, block) {
-                    Ok(()) => turns.turn.handle_tool_result(
-                        &result.tool_use_id,
-                        result.content,
-                        outcome.is_error,
-                    ),
-                    Err(error) => turns.turn.handle_failure(error),
+                // The position was checked, so the loop takes the result (or the failure).
+                let checked = crate::limits::check_tool_result(&result.content)
+                    .and_then(|()| validate_tool_result_at(&result, message, block));
+                let _ = match checked {
+                    Ok(()) => turns
+                        .turn
+                        .handle_tool_result(&result.tool_use_id, result.content, outcome.is_error)
+                        .map_err(drop),
+                    Err(error) => turns.turn.handle_failure(error).map_err(drop),
                 };
-                debug_assert!(taken, "the position was checked");
                 self.phase = Phase::Turns(turns);
                 Ok(())
             }
             (phase, answer) => {
                 self.phase = phase;
-                Err(self.refuse(&answer))
+                Err(self.refuse(answer))
             }
         }
     }
@@ -440,6 +521,7 @@ impl RunMachine {
                         return Some(Step::Receive);
                     }
                     Some(CallStep::Wait(ms)) => {
+                        self.wait_until_ms = Some(self.now_ms.saturating_add(ms));
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Wait(ms));
                     }
@@ -455,11 +537,11 @@ impl RunMachine {
                     }
                     Some(CallStep::Done(result)) => {
                         turns.call = None;
-                        let taken = match result {
-                            Ok(response) => turns.turn.handle_response(response),
-                            Err(error) => turns.turn.handle_failure(error),
+                        // A response is due while a call is in flight, so the loop takes it.
+                        let _ = match result {
+                            Ok(response) => turns.turn.handle_response(response).map_err(drop),
+                            Err(error) => turns.turn.handle_failure(error).map_err(drop),
                         };
-                        debug_assert!(taken, "a response is due while a call is in flight");
                     }
                     None => {
                         self.phase = Phase::Turns(turns);
@@ -481,9 +563,9 @@ impl RunMachine {
                                 timestamp: Some(adapter::amz_timestamp(self.now_ms / 1000)),
                                 ..self.spec.endpoint.clone()
                             };
-                            let call = Call::new(
+                            let call = Call::new_validated(
                                 adapter.as_ref(),
-                                turns.turn.request(),
+                                turns.turn.validated(),
                                 &endpoint,
                                 self.spec.call.clone(),
                                 seed,
@@ -491,8 +573,8 @@ impl RunMachine {
                             turns.call = Some((call, adapter));
                         }
                         Err(error) => {
-                            let taken = turns.turn.handle_failure(error);
-                            debug_assert!(taken);
+                            // The loop asked for a request, so it is not over.
+                            let _ = turns.turn.handle_failure(error);
                         }
                     }
                 }
@@ -524,7 +606,7 @@ impl RunMachine {
 
     /// Queues what follows a run: `run-agent`'s progress and evaluation, then `Done`.
     fn end(&mut self, outcome: RunOutcome) {
-        self.phase = Phase::Over;
+        self.wait_until_ms = None;
         if let Some(reporting) = self.reporting.take() {
             if reporting.progress {
                 if outcome.budget_exceeded() {
@@ -566,7 +648,7 @@ impl RunMachine {
                     })));
             }
         }
-        self.queue.push_back(Step::Done(outcome));
+        self.phase = Phase::Over(Some(Box::new(outcome)));
     }
 
     /// What is left of the run's deadline, if it has one.
@@ -596,8 +678,8 @@ impl RunMachine {
         }
     }
 
-    fn refuse(&self, answer: &Answer) -> Error {
-        let given = match answer {
+    fn refuse(&self, answer: Answer) -> Refused<Answer> {
+        let given = match &answer {
             Answer::Hook(_) => "a beforeRun answer",
             Answer::Http(_) => "an HTTP answer",
             Answer::Tool { .. } => "a tool outcome",
@@ -614,12 +696,11 @@ impl RunMachine {
                     Some((call, _)) => call.expected(),
                     None => "tool outcomes",
                 },
-                Phase::Over => "nothing: the run is over",
+                Phase::Over(_) => "nothing: the run is over",
             }
         };
-        Error::Session {
-            message: format!("unexpected answer: got {given}, the run waits for {expected}"),
-        }
+        let message = format!("unexpected answer: got {given}, the run waits for {expected}");
+        Refused::new(answer, message)
     }
 }
 

@@ -1,15 +1,17 @@
-//! The agent runtime: how a call's input is prepared, how a `beforeRun` hook's result is merged
-//! into the run, what progress events and online evaluation carry, how a failure becomes a run
-//! outcome, the turn loop, and the run itself as one state machine with no I/O ([`machine`]),
-//! which every world drives with its own I/O.
+//! The agent runtime: where runs start ([`entry`]: OMA's `Agent` and `runAgent`), how a call's
+//! input is prepared, how a `beforeRun` hook's result is merged into the run, what a run hands
+//! its host and takes back ([`exchange`]), what progress events and online evaluation carry, how
+//! a failure becomes a run outcome, the turn loop, and the run itself as one state machine with
+//! no I/O ([`machine`]), which every world drives with its own I/O.
 
 pub mod before_run;
 pub mod config;
+pub mod entry;
 pub mod evaluation;
+pub mod exchange;
 pub mod input;
 pub mod machine;
 pub mod outcome;
 pub mod progress;
 pub mod redact;
-pub mod session;
 pub mod turn;

@@ -1,14 +1,18 @@
-//! How a failed run is reported (`docs/agent.md#failure-classification`, OMA's `classifyRunFailure`):
-//! the `status` and `errorInfo` of an `AgentRunResult`, built from an [`Error`].
+//! How a run ended ([`RunOutcome`], the fields of OMA's `AgentRunResult` a run knows, and its
+//! OMA JSON), and how a failed run is reported (`docs/agent.md#failure-classification`, OMA's
+//! `classifyRunFailure`): the `status` and `errorInfo` of an `AgentRunResult`, built from an
+//! [`Error`].
 //!
 //! Messages are redacted with [`redact_secrets`] before they are cut, so no secret and no
 //! half of one reaches a result: `errorInfo.message` keeps at most 1024 characters and
 //! `status.message` at most 256 (UTF-16 code units, as OMA counts them).
 
 use serde::Serialize;
+use serde_json::{json, Value};
 
 use crate::agent::redact::redact_secrets;
 use crate::error::{Error, ErrorKind};
+use crate::message::{LlmMessage, TokenUsage, ToolResultContent};
 
 /// The most characters `errorInfo.message` keeps.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 1024;
@@ -40,6 +44,9 @@ pub enum FailureKind {
     Validation,
     /// A budget ran out (`TokenBudgetExceededError`).
     Budget,
+    /// The run or a provider call ran past its time (`LLMCallTimeoutError`), as OMA classifies
+    /// a timeout.
+    Timeout,
     /// A hook (`beforeRun`, `afterRun`) failed.
     Callback,
     /// The provider failed, or the agent has a configured provider.
@@ -122,7 +129,7 @@ fn truncate_units(text: &str, max: usize) -> String {
 
 /// Classifies a run's failure as OMA's `classifyRunFailure` does (`docs/agent.md#failure-classification`), in OMA's order:
 ///
-/// 1. [`Error::Timeout`]: status `timeout`;
+/// 1. [`Error::Timeout`]: status `timeout`, kind `timeout`;
 /// 2. [`Error::EgressDenied`]: status `rejected`, kind `validation`;
 /// 3. anything else: status `error`.
 ///
@@ -137,6 +144,8 @@ pub fn classify(error: &Error, from_hook: bool, configured_provider: Option<&str
     };
     let kind = if status_code == StatusCode::Rejected {
         FailureKind::Validation
+    } else if status_code == StatusCode::Timeout {
+        FailureKind::Timeout
     } else if from_hook {
         FailureKind::Callback
     } else if error.http_status().is_some() || configured_provider.is_some() {
@@ -196,6 +205,8 @@ mod tests {
             provider: "openai".into(),
             status,
             message: message.into(),
+            code: None,
+            error_type: None,
         }
     }
 
@@ -216,21 +227,21 @@ mod tests {
                 false,
                 None,
                 StatusCode::Timeout,
-                FailureKind::Unknown,
+                FailureKind::Timeout,
             ),
             (
                 &timeout,
                 false,
                 Some("anthropic"),
                 StatusCode::Timeout,
-                FailureKind::Provider,
+                FailureKind::Timeout,
             ),
             (
                 &timeout,
                 true,
                 None,
                 StatusCode::Timeout,
-                FailureKind::Callback,
+                FailureKind::Timeout,
             ),
             (
                 &egress,
@@ -317,7 +328,7 @@ mod tests {
             json!({
                 "status": {"code": "timeout",
                     "message": "LLM call exceeded per-call timeout of 30ms"},
-                "errorInfo": {"kind": "unknown", "code": "LLM_CALL_TIMEOUT",
+                "errorInfo": {"kind": "timeout", "code": "LLM_CALL_TIMEOUT",
                     "name": "LLMCallTimeoutError",
                     "message": "LLM call exceeded per-call timeout of 30ms",
                     "retryable": true, "provider": "anthropic"},
@@ -400,6 +411,8 @@ mod tests {
             provider: "openai".into(),
             status: Some(502),
             message,
+            code: None,
+            error_type: None,
         };
         let failure = classify(&error, false, None);
         let info = &failure.error_info.message;
@@ -409,4 +422,118 @@ mod tests {
         // Text shifted into the kept part by the redaction comes from the redacted prefix.
         assert!(info.ends_with('x'));
     }
+}
+
+/// One tool call of the run (OMA's `ToolCallRecord`, without the duration: the loop has no
+/// clock).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallRecord {
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's arguments.
+    pub input: serde_json::Value,
+    /// What the tool returned.
+    pub output: ToolResultContent,
+    /// Whether the tool failed.
+    pub is_error: bool,
+}
+
+/// How a run ended: the fields of OMA's `AgentRunResult` the loop knows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    /// The text of the last assistant turn (its text blocks joined with `''`); the error's
+    /// message after a failure.
+    pub output: String,
+    /// Only the messages this run produced (assistant turns and tool-result user turns), never
+    /// the input; empty after a failure.
+    pub messages: Vec<LlmMessage>,
+    /// Tokens used, summed over the turns; zero after a failure (as OMA reports).
+    pub token_usage: TokenUsage,
+    /// The tool calls, in call order; empty after a failure.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// How many chat requests were sent.
+    pub turns: u32,
+    /// Whether the run completed, ran out of budget, or failed.
+    pub ending: Ending,
+}
+
+/// How a run ended; each case holds exactly what that ending has.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// The run completed (`success: true`).
+    Completed,
+    /// The token budget ran out (`success: false`, `budgetExceeded: true`): the run's messages
+    /// and usage are kept, and the failure is OMA's `TokenBudgetExceededError`.
+    BudgetExceeded(Failure),
+    /// An error ended the run (`success: false`): no messages, zero usage, the error's message
+    /// as output, and its classification.
+    Failed(Failure),
+}
+
+impl RunOutcome {
+    /// A failed outcome for `error` after `turns` requests, classified with `classify`.
+    pub fn failed(error: &Error, turns: u32, failure: Failure) -> Self {
+        RunOutcome {
+            output: error.to_string(),
+            messages: Vec::new(),
+            token_usage: TokenUsage::default(),
+            tool_calls: Vec::new(),
+            turns,
+            ending: Ending::Failed(failure),
+        }
+    }
+
+    /// Whether the run succeeded (OMA's `success`).
+    pub fn success(&self) -> bool {
+        matches!(self.ending, Ending::Completed)
+    }
+
+    /// Whether the run ended because the token budget ran out (OMA's `budgetExceeded`).
+    pub fn budget_exceeded(&self) -> bool {
+        matches!(self.ending, Ending::BudgetExceeded(_))
+    }
+
+    /// `status` and `errorInfo` of a run that did not succeed.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.ending {
+            Ending::Completed => None,
+            Ending::BudgetExceeded(failure) | Ending::Failed(failure) => Some(failure),
+        }
+    }
+}
+
+/// A run result in OMA's JSON shape (`AgentRunResult`): `success`, `output`, `messages`,
+/// `tokenUsage`, `toolCalls`, and `budgetExceeded`, `status`, `errorInfo` when they apply.
+pub fn outcome_json(outcome: &RunOutcome) -> Value {
+    let tool_calls: Vec<Value> = outcome
+        .tool_calls
+        .iter()
+        .map(|call| {
+            let mut record = json!({
+                "toolName": call.tool_name,
+                "input": call.input,
+                "output": call.output,
+            });
+            if call.is_error {
+                record["isError"] = json!(true);
+            }
+            record
+        })
+        .collect();
+    let mut value = json!({
+        "success": outcome.success(),
+        "output": outcome.output,
+        "messages": crate::json::messages_to_value(&outcome.messages),
+        "tokenUsage": outcome.token_usage,
+        "toolCalls": tool_calls,
+        "turns": outcome.turns,
+    });
+    if outcome.budget_exceeded() {
+        value["budgetExceeded"] = json!(true);
+    }
+    if let Some(failure) = outcome.failure() {
+        value["status"] = json!(failure.status);
+        value["errorInfo"] = json!(failure.error_info);
+    }
+    value
 }

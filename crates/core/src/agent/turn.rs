@@ -12,12 +12,12 @@
 //!   starts; otherwise the run is over;
 //! * `max_turns` caps the number of chat requests (OMA's default is 10).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-use crate::adapter::ChatRequest;
-use crate::agent::outcome::{classify, classify_budget, Failure};
-use crate::error::Error;
+use crate::adapter::{ChatRequest, Validated};
+use crate::agent::outcome::{classify, classify_budget, Ending, RunOutcome, ToolCallRecord};
+use crate::error::{Error, Refused};
 use crate::message::{
     ContentBlock, LlmMessage, LlmResponse, Role, TokenUsage, ToolResultBlock, ToolResultContent,
     ToolUseBlock,
@@ -101,84 +101,6 @@ pub enum Event {
     BudgetExceeded(TokenBudgetExceeded),
 }
 
-/// One tool call of the run (OMA's `ToolCallRecord`, without the duration: the loop has no
-/// clock).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolCallRecord {
-    /// The tool's name.
-    pub tool_name: String,
-    /// The call's arguments.
-    pub input: serde_json::Value,
-    /// What the tool returned.
-    pub output: ToolResultContent,
-    /// Whether the tool failed.
-    pub is_error: bool,
-}
-
-/// How a run ended: the fields of OMA's `AgentRunResult` the loop knows.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunOutcome {
-    /// The text of the last assistant turn (its text blocks joined with `''`); the error's
-    /// message after a failure.
-    pub output: String,
-    /// Only the messages this run produced (assistant turns and tool-result user turns), never
-    /// the input; empty after a failure.
-    pub messages: Vec<LlmMessage>,
-    /// Tokens used, summed over the turns; zero after a failure (as OMA reports).
-    pub token_usage: TokenUsage,
-    /// The tool calls, in call order; empty after a failure.
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// How many chat requests were sent.
-    pub turns: u32,
-    /// Whether the run completed, ran out of budget, or failed.
-    pub ending: Ending,
-}
-
-/// How a run ended; each case holds exactly what that ending has.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Ending {
-    /// The run completed (`success: true`).
-    Completed,
-    /// The token budget ran out (`success: false`, `budgetExceeded: true`): the run's messages
-    /// and usage are kept, and the failure is OMA's `TokenBudgetExceededError`.
-    BudgetExceeded(Failure),
-    /// An error ended the run (`success: false`): no messages, zero usage, the error's message
-    /// as output, and its classification.
-    Failed(Failure),
-}
-
-impl RunOutcome {
-    /// A failed outcome for `error` after `turns` requests, classified with `classify`.
-    pub fn failed(error: &Error, turns: u32, failure: Failure) -> Self {
-        RunOutcome {
-            output: error.to_string(),
-            messages: Vec::new(),
-            token_usage: TokenUsage::default(),
-            tool_calls: Vec::new(),
-            turns,
-            ending: Ending::Failed(failure),
-        }
-    }
-
-    /// Whether the run succeeded (OMA's `success`).
-    pub fn success(&self) -> bool {
-        matches!(self.ending, Ending::Completed)
-    }
-
-    /// Whether the run ended because the token budget ran out (OMA's `budgetExceeded`).
-    pub fn budget_exceeded(&self) -> bool {
-        matches!(self.ending, Ending::BudgetExceeded(_))
-    }
-
-    /// `status` and `errorInfo` of a run that did not succeed.
-    pub fn failure(&self) -> Option<&Failure> {
-        match &self.ending {
-            Ending::Completed => None,
-            Ending::BudgetExceeded(failure) | Ending::Failed(failure) => Some(failure),
-        }
-    }
-}
-
 /// What the driver should do next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -203,6 +125,11 @@ enum State {
     AwaitingTools {
         calls: Vec<ToolUseBlock>,
         results: Vec<Option<ToolResultBlock>>,
+        /// For each id, the positions of its calls still waiting, first first: an answer finds
+        /// its call in logarithmic time, so a turn of n calls costs O(n log n), not O(n²).
+        waiting: BTreeMap<String, VecDeque<usize>>,
+        /// How many results are still due.
+        remaining: usize,
     },
     /// `Done` was queued.
     Finished,
@@ -285,22 +212,50 @@ impl TurnLoop {
         &self.request
     }
 
+    /// The same request, as validated, so the adapter formats it without checking it again.
+    /// Every message joined the conversation validated: the loop is made (by the run machine)
+    /// over prepared or merged input, which is validated; the machine checks each tool result
+    /// at its place before handing it over; and a response holds only text, tool-use and
+    /// reasoning blocks, which no rule constrains.
+    pub(crate) fn validated(&self) -> Validated<'_> {
+        Validated::trusted(&self.request)
+    }
+
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
     /// `(message, block)`; `None` when no such call is waiting.
     pub fn result_position(&self, tool_use_id: &str) -> Option<(usize, usize)> {
-        let State::AwaitingTools { calls, .. } = &self.state else {
+        let State::AwaitingTools { waiting, .. } = &self.state else {
             return None;
         };
-        let block = calls.iter().position(|call| call.id == tool_use_id)?;
+        let block = *waiting.get(tool_use_id)?.front()?;
         Some((self.request.messages.len(), block))
     }
 
-    /// Feeds the provider's response to the pending request. Returns `false`, and changes
-    /// nothing, when no response is due.
-    #[must_use = "false means the response was not due and nothing changed"]
-    pub fn handle_response(&mut self, response: LlmResponse) -> bool {
+    /// The ids of the tool calls whose results are due, in the order of the calls.
+    pub fn pending_tools(&self) -> impl Iterator<Item = String> + '_ {
+        let pending = match &self.state {
+            State::AwaitingTools { calls, results, .. } => Some(
+                calls
+                    .iter()
+                    .zip(results)
+                    .filter(|(_, result)| result.is_none())
+                    .map(|(call, _)| call.id.clone()),
+            ),
+            _ => None,
+        };
+        pending.into_iter().flatten()
+    }
+
+    /// Feeds the provider's response to the pending request. Hands it back, refused and
+    /// changing nothing, when no response is due.
+    #[must_use = "a response that was not due is handed back, refused"]
+    pub fn handle_response(&mut self, response: LlmResponse) -> Result<(), Refused<LlmResponse>> {
         if !matches!(self.state, State::AwaitingResponse) {
-            return false;
+            let message = format!(
+                "unexpected answer: got a provider response, the turn loop waits for {}",
+                self.expected()
+            );
+            return Err(Refused::new(response, message));
         }
         self.usage.input_tokens = self
             .usage
@@ -342,12 +297,12 @@ impl TurnLoop {
                 let failure = classify_budget(&exceeded.to_string());
                 self.emit(Event::BudgetExceeded(exceeded));
                 self.finish(text, Ending::BudgetExceeded(failure));
-                return true;
+                return Ok(());
             }
         }
         if calls.is_empty() {
             self.finish(text, Ending::Completed);
-            return true;
+            return Ok(());
         }
         for call in &calls {
             self.emit(Event::ToolUse(call.clone()));
@@ -355,41 +310,64 @@ impl TurnLoop {
         for call in &calls {
             self.actions.push_back(Action::CallTool(call.clone()));
         }
+        let mut waiting: BTreeMap<String, VecDeque<usize>> = BTreeMap::new();
+        for (at, call) in calls.iter().enumerate() {
+            waiting.entry(call.id.clone()).or_default().push_back(at);
+        }
         self.state = State::AwaitingTools {
             results: vec![None; calls.len()],
+            remaining: calls.len(),
+            waiting,
             calls,
         };
-        true
+        Ok(())
     }
 
     /// Feeds the answer of the tool call `tool_use_id`. `is_error` marks a failed tool (the
-    /// block then carries `is_error: true`; otherwise the field is left out). Returns `false`,
-    /// and changes nothing, when no call with that id is waiting.
-    #[must_use = "false means no such call was waiting and nothing changed"]
+    /// block then carries `is_error: true`; otherwise the field is left out). Hands the content
+    /// back, refused and changing nothing, when no call with that id is waiting.
+    #[must_use = "a result no call waited for is handed back, refused"]
     pub fn handle_tool_result(
         &mut self,
         tool_use_id: &str,
         content: ToolResultContent,
         is_error: bool,
-    ) -> bool {
-        let State::AwaitingTools { calls, results } = &mut self.state else {
-            return false;
+    ) -> Result<(), Refused<ToolResultContent>> {
+        let not_waiting = |content| {
+            let id: String = tool_use_id.chars().take(64).collect();
+            let message =
+                format!("unexpected answer: no tool call with id {id:?} is waiting for its result");
+            Err(Refused::new(content, message))
         };
-        let Some(slot) = calls
-            .iter()
-            .zip(results.iter_mut())
-            .find(|(call, result)| call.id == tool_use_id && result.is_none())
-            .map(|(_, result)| result)
+        let State::AwaitingTools {
+            calls,
+            results,
+            waiting,
+            remaining,
+        } = &mut self.state
         else {
-            return false;
+            return not_waiting(content);
+        };
+        let Some(positions) = waiting.get_mut(tool_use_id) else {
+            return not_waiting(content);
+        };
+        let Some(at) = positions.pop_front() else {
+            return not_waiting(content);
+        };
+        if positions.is_empty() {
+            waiting.remove(tool_use_id);
+        }
+        let Some(slot) = results.get_mut(at) else {
+            return not_waiting(content);
         };
         *slot = Some(ToolResultBlock {
             tool_use_id: tool_use_id.to_owned(),
             content,
             is_error: is_error.then_some(true),
         });
-        if results.iter().any(Option::is_none) {
-            return true;
+        *remaining = remaining.saturating_sub(1);
+        if *remaining > 0 {
+            return Ok(());
         }
         let calls = std::mem::take(calls);
         let results: Vec<ToolResultBlock> = std::mem::take(results).into_iter().flatten().collect();
@@ -409,18 +387,19 @@ impl TurnLoop {
         self.request.messages.push(message.clone());
         self.produced.push(message);
         self.next_turn();
-        true
+        Ok(())
     }
 
     /// Ends the run with `error` (a failed request, or anything else the driver cannot get
     /// past): `Done` with `success: false`, the error's message as output, no messages, zero
     /// usage, and `status`/`errorInfo` from [`classify`]. Events already queued are still
-    /// delivered; queued requests and tool calls are dropped. Returns `false` when the run is
-    /// already done.
-    #[must_use = "false means the run was already over"]
-    pub fn handle_failure(&mut self, error: Error) -> bool {
+    /// delivered; queued requests and tool calls are dropped. Hands the error back, refused,
+    /// when the run is already done.
+    #[must_use = "a failure after the end is handed back, refused"]
+    pub fn handle_failure(&mut self, error: Error) -> Result<(), Refused<Error>> {
         if self.is_finished() {
-            return false;
+            let message = "unexpected answer: got a failure, the turn loop is over".to_owned();
+            return Err(Refused::new(error, message));
         }
         self.actions
             .retain(|action| matches!(action, Action::Emit(_)));
@@ -429,7 +408,16 @@ impl TurnLoop {
         self.actions.push_back(Action::Done(RunOutcome::failed(
             &error, self.turns, failure,
         )));
-        true
+        Ok(())
+    }
+
+    /// What the loop waits for, for the message of a refusal.
+    fn expected(&self) -> &'static str {
+        match self.state {
+            State::AwaitingResponse => "a provider response",
+            State::AwaitingTools { .. } => "tool results",
+            State::Finished => "nothing: the loop is over",
+        }
     }
 
     /// Starts the next turn, or ends the run when `max_turns` requests have been sent.
@@ -557,7 +545,9 @@ mod tests {
         assert_eq!(sent.system_prompt.as_deref(), Some("be brief"));
         assert!(turn.poll().is_none());
 
-        assert!(turn.handle_response(response(vec![text("hi")], "end_turn", 3, 2)));
+        assert!(turn
+            .handle_response(response(vec![text("hi")], "end_turn", 3, 2))
+            .is_ok());
         let actions = drain(&mut turn);
         assert_eq!(actions[0], Action::Emit(Event::Text("hi".into())));
         let outcome = done(&actions);
@@ -581,7 +571,9 @@ mod tests {
         assert!(outcome.failure().is_none() && !outcome.budget_exceeded());
         assert!(turn.is_finished());
         assert!(turn.poll().is_none());
-        assert!(!turn.handle_response(response(vec![text("late")], "end_turn", 1, 1)));
+        assert!(turn
+            .handle_response(response(vec![text("late")], "end_turn", 1, 1))
+            .is_err());
         assert!(turn.poll().is_none());
     }
 
@@ -595,12 +587,14 @@ mod tests {
             redacted_data: None,
             provenance: None,
         });
-        assert!(turn.handle_response(response(
-            vec![text("a"), reasoning, text("b"), text(" c")],
-            "end_turn",
-            1,
-            1,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![text("a"), reasoning, text("b"), text(" c")],
+                "end_turn",
+                1,
+                1,
+            ))
+            .is_ok());
         let actions = drain(&mut turn);
         assert_eq!(actions[0], Action::Emit(Event::Text("ab c".into())));
         assert_eq!(done(&actions).output, "ab c");
@@ -610,7 +604,9 @@ mod tests {
     fn a_turn_without_text_emits_no_text_event() {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
-        assert!(turn.handle_response(response(vec![], "end_turn", 1, 0)));
+        assert!(turn
+            .handle_response(response(vec![], "end_turn", 1, 0))
+            .is_ok());
         let actions = drain(&mut turn);
         assert_eq!(actions.len(), 1);
         assert_eq!(done(&actions).output, "");
@@ -621,12 +617,14 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let c = call("t1", "search");
-        assert!(turn.handle_response(response(
-            vec![text("looking"), ContentBlock::ToolUse(c.clone())],
-            "tool_use",
-            10,
-            5,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![text("looking"), ContentBlock::ToolUse(c.clone())],
+                "tool_use",
+                10,
+                5,
+            ))
+            .is_ok());
         let actions = drain(&mut turn);
         assert_eq!(
             actions,
@@ -636,9 +634,15 @@ mod tests {
                 Action::CallTool(c.clone()),
             ]
         );
-        assert!(!turn.handle_response(response(vec![text("early")], "end_turn", 1, 1)));
-        assert!(!turn.handle_tool_result("nope", ToolResultContent::Text("x".into()), false));
-        assert!(turn.handle_tool_result("t1", ToolResultContent::Text("found".into()), false));
+        assert!(turn
+            .handle_response(response(vec![text("early")], "end_turn", 1, 1))
+            .is_err());
+        assert!(turn
+            .handle_tool_result("nope", ToolResultContent::Text("x".into()), false)
+            .is_err());
+        assert!(turn
+            .handle_tool_result("t1", ToolResultContent::Text("found".into()), false)
+            .is_ok());
         let actions = drain(&mut turn);
         let result = ToolResultBlock {
             tool_use_id: "t1".into(),
@@ -662,7 +666,9 @@ mod tests {
         );
         assert_eq!(second.system_prompt.as_deref(), Some("be brief"));
 
-        assert!(turn.handle_response(response(vec![text("done")], "end_turn", 20, 3)));
+        assert!(turn
+            .handle_response(response(vec![text("done")], "end_turn", 20, 3))
+            .is_ok());
         let actions = drain(&mut turn);
         let outcome = done(&actions);
         assert!(outcome.success());
@@ -702,16 +708,18 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let (a, b, c) = (call("a", "one"), call("b", "two"), call("c", "three"));
-        assert!(turn.handle_response(response(
-            vec![
-                ContentBlock::ToolUse(a.clone()),
-                ContentBlock::ToolUse(b.clone()),
-                ContentBlock::ToolUse(c.clone()),
-            ],
-            "tool_use",
-            1,
-            1,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![
+                    ContentBlock::ToolUse(a.clone()),
+                    ContentBlock::ToolUse(b.clone()),
+                    ContentBlock::ToolUse(c.clone()),
+                ],
+                "tool_use",
+                1,
+                1,
+            ))
+            .is_ok());
         let actions = drain(&mut turn);
         assert_eq!(
             actions,
@@ -724,12 +732,20 @@ mod tests {
                 Action::CallTool(c),
             ]
         );
-        assert!(turn.handle_tool_result("c", ToolResultContent::Text("C".into()), false));
+        assert!(turn
+            .handle_tool_result("c", ToolResultContent::Text("C".into()), false)
+            .is_ok());
         assert!(turn.poll().is_none());
-        assert!(turn.handle_tool_result("a", ToolResultContent::Text("A".into()), true));
-        assert!(!turn.handle_tool_result("a", ToolResultContent::Text("again".into()), false));
+        assert!(turn
+            .handle_tool_result("a", ToolResultContent::Text("A".into()), true)
+            .is_ok());
+        assert!(turn
+            .handle_tool_result("a", ToolResultContent::Text("again".into()), false)
+            .is_err());
         assert!(turn.poll().is_none());
-        assert!(turn.handle_tool_result("b", ToolResultContent::Text("B".into()), false));
+        assert!(turn
+            .handle_tool_result("b", ToolResultContent::Text("B".into()), false)
+            .is_ok());
         let actions = drain(&mut turn);
         let ids: Vec<_> = actions
             .iter()
@@ -759,7 +775,9 @@ mod tests {
         assert_eq!(blocks, [("a", Some(true)), ("b", None), ("c", None)]);
         assert_eq!(sent.messages.len(), 3);
 
-        assert!(turn.handle_response(response(vec![text("ok")], "end_turn", 1, 1)));
+        assert!(turn
+            .handle_response(response(vec![text("ok")], "end_turn", 1, 1))
+            .is_ok());
         let actions = drain(&mut turn);
         let outcome = done(&actions);
         let names: Vec<_> = outcome
@@ -776,17 +794,21 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let c = call("x", "t");
-        assert!(turn.handle_response(response(
-            vec![ContentBlock::ToolUse(c.clone())],
-            "max_tokens",
-            1,
-            1,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![ContentBlock::ToolUse(c.clone())],
+                "max_tokens",
+                1,
+                1,
+            ))
+            .is_ok());
         assert_eq!(drain(&mut turn).last(), Some(&Action::CallTool(c)));
         // And `tool_use` without blocks ends the run.
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
-        assert!(turn.handle_response(response(vec![text("t")], "tool_use", 1, 1)));
+        assert!(turn
+            .handle_response(response(vec![text("t")], "tool_use", 1, 1))
+            .is_ok());
         assert!(done(&drain(&mut turn)).success());
     }
 
@@ -803,17 +825,21 @@ mod tests {
             assert!(matches!(actions.last(), Some(Action::SendRequest)));
             requests += 1;
             let id = format!("t{i}");
-            assert!(turn.handle_response(response(
-                vec![
-                    text(&format!("turn {i}")),
-                    ContentBlock::ToolUse(call(&id, "t")),
-                ],
-                "tool_use",
-                1,
-                1,
-            )));
+            assert!(turn
+                .handle_response(response(
+                    vec![
+                        text(&format!("turn {i}")),
+                        ContentBlock::ToolUse(call(&id, "t")),
+                    ],
+                    "tool_use",
+                    1,
+                    1,
+                ))
+                .is_ok());
             drain(&mut turn);
-            assert!(turn.handle_tool_result(&id, ToolResultContent::Text("r".into()), false));
+            assert!(turn
+                .handle_tool_result(&id, ToolResultContent::Text("r".into()), false)
+                .is_ok());
         }
         let actions = drain(&mut turn);
         assert_eq!(requests, 2);
@@ -850,23 +876,29 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), options);
         drain(&mut turn);
         // 60 tokens: within the budget, so the tools run.
-        assert!(turn.handle_response(response(
-            vec![ContentBlock::ToolUse(call("a", "t"))],
-            "tool_use",
-            50,
-            10,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![ContentBlock::ToolUse(call("a", "t"))],
+                "tool_use",
+                50,
+                10,
+            ))
+            .is_ok());
         drain(&mut turn);
-        assert!(turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
+        assert!(turn
+            .handle_tool_result("a", ToolResultContent::Text("r".into()), false)
+            .is_ok());
         drain(&mut turn);
         // 60 + 41 = 101 > 100.
         let c = call("b", "t");
-        assert!(turn.handle_response(response(
-            vec![text("partial"), ContentBlock::ToolUse(c)],
-            "tool_use",
-            40,
-            1,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![text("partial"), ContentBlock::ToolUse(c)],
+                "tool_use",
+                40,
+                1,
+            ))
+            .is_ok());
         let actions = drain(&mut turn);
         let exceeded = TokenBudgetExceeded {
             agent: "writer".into(),
@@ -918,7 +950,9 @@ mod tests {
         };
         let mut turn = TurnLoop::new(input(), template(), options);
         drain(&mut turn);
-        assert!(turn.handle_response(response(vec![text("x")], "end_turn", 5, 5)));
+        assert!(turn
+            .handle_response(response(vec![text("x")], "end_turn", 5, 5))
+            .is_ok());
         let outcome = done(&drain(&mut turn)).clone();
         assert!(outcome.success() && !outcome.budget_exceeded());
     }
@@ -931,21 +965,27 @@ mod tests {
         };
         let mut turn = TurnLoop::new(input(), template(), options);
         drain(&mut turn);
-        assert!(turn.handle_response(response(
-            vec![ContentBlock::ToolUse(call("a", "t"))],
-            "tool_use",
-            5,
-            5,
-        )));
+        assert!(turn
+            .handle_response(response(
+                vec![ContentBlock::ToolUse(call("a", "t"))],
+                "tool_use",
+                5,
+                5,
+            ))
+            .is_ok());
         drain(&mut turn);
-        assert!(turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
+        assert!(turn
+            .handle_tool_result("a", ToolResultContent::Text("r".into()), false)
+            .is_ok());
         drain(&mut turn);
         let error = Error::Provider {
             provider: "anthropic".into(),
             status: Some(529),
             message: "overloaded".into(),
+            code: None,
+            error_type: None,
         };
-        assert!(turn.handle_failure(error.clone()));
+        assert!(turn.handle_failure(error.clone()).is_ok());
         let actions = drain(&mut turn);
         assert_eq!(actions.len(), 1);
         let outcome = done(&actions);
@@ -956,7 +996,7 @@ mod tests {
         assert_eq!(outcome.turns, 2);
         let failure = outcome.failure().unwrap_or_else(|| panic!("no failure"));
         assert_eq!(failure, &classify(&error, false, Some("anthropic")));
-        assert!(!turn.handle_failure(error));
+        assert!(turn.handle_failure(error).is_err());
         assert!(turn.poll().is_none());
     }
 
@@ -965,18 +1005,22 @@ mod tests {
         let mut turn = TurnLoop::new(input(), template(), TurnOptions::default());
         drain(&mut turn);
         let c = call("a", "t");
-        assert!(turn.handle_response(response(
-            vec![text("hm"), ContentBlock::ToolUse(c.clone())],
-            "tool_use",
-            1,
-            1,
-        )));
-        assert!(turn.handle_failure(Error::invalid("bad")));
+        assert!(turn
+            .handle_response(response(
+                vec![text("hm"), ContentBlock::ToolUse(c.clone())],
+                "tool_use",
+                1,
+                1,
+            ))
+            .is_ok());
+        assert!(turn.handle_failure(Error::invalid("bad")).is_ok());
         let actions = drain(&mut turn);
         assert_eq!(actions[0], Action::Emit(Event::Text("hm".into())));
         assert_eq!(actions[1], Action::Emit(Event::ToolUse(c)));
         assert_eq!(actions.len(), 3);
         assert!(!done(&actions).success());
-        assert!(!turn.handle_tool_result("a", ToolResultContent::Text("r".into()), false));
+        assert!(turn
+            .handle_tool_result("a", ToolResultContent::Text("r".into()), false)
+            .is_err());
     }
 }

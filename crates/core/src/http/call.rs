@@ -18,20 +18,23 @@
 //! would end after it.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::sync::Arc;
 
-use super::retry::RetryPolicy;
+use super::retry::{RequestedWait, RetryHints, RetryPolicy};
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
-use crate::adapter::{Adapter, ChatRequest, Endpoint, StreamDecoder, StreamEvent};
-use crate::error::Error;
+use crate::adapter::{
+    Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder, StreamEvent, Validated,
+};
+use crate::error::{Error, Refused};
 use crate::message::LlmResponse;
 use crate::rng::Rng;
 
 /// How a call is bounded and retried.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallOptions {
-    /// When to try again.
-    pub retry: RetryPolicy,
+    /// When to try again; `None` for the provider's default policy ([`Adapter::default_retry`],
+    /// `docs/errors.md#default-retry-policy`).
+    pub retry: Option<RetryPolicy>,
     /// Timeouts and size limits.
     pub limits: Limits,
     /// Where requests may go.
@@ -51,7 +54,7 @@ pub struct Outgoing {
     /// attempt copies no bytes, a host that only reads it (wasi:http) never copies it at all,
     /// and the last attempt's body is the call's no longer, so a host that takes it (the
     /// portable driver) does not copy it either.
-    pub body: Rc<String>,
+    pub body: Arc<String>,
     /// The timeout to apply to connecting, the first byte and between bytes, in milliseconds.
     pub timeout_ms: u64,
     /// Whether the response is a stream to be delivered as it arrives.
@@ -109,6 +112,9 @@ enum State {
     Receiving(Receiving),
     /// A wait is to be handed out.
     WaitDue(u64),
+    /// A wait until this time (ms since the epoch) is to be handed out: the provider's
+    /// `retry-after` date, turned into a length at the next poll.
+    WaitUntil(u64),
     /// A wait was handed out; `Waited` is due.
     Waiting,
     /// `Done` was queued.
@@ -129,6 +135,8 @@ pub struct Call {
     provider: String,
     outgoing: Outgoing,
     options: CallOptions,
+    /// The policy in force: the options' own, else the provider's default.
+    retry: RetryPolicy,
     secrets: Vec<String>,
     rng: Rng,
     state: State,
@@ -150,9 +158,9 @@ impl std::fmt::Debug for Call {
 }
 
 impl Call {
-    /// A call of `request` to `endpoint` in `adapter`'s format. Formatting and the egress check
-    /// happen now: when either fails, the first step is `Done` with the error and nothing is
-    /// ever sent. `seed` seeds the retry jitter.
+    /// A call of `request` to `endpoint` in `adapter`'s format. Validation, formatting and the
+    /// egress check happen now: when one fails, the first step is `Done` with the error and
+    /// nothing is ever sent. `seed` seeds the retry jitter.
     pub fn new(
         adapter: &dyn Adapter,
         request: &ChatRequest,
@@ -160,18 +168,52 @@ impl Call {
         options: CallOptions,
         seed: u64,
     ) -> Call {
-        let secrets: Vec<String> = endpoint.secrets().into_iter().map(str::to_owned).collect();
+        let formatted = Validated::check(request)
+            .and_then(|validated| adapter.format_validated(validated, endpoint));
+        Call::with_formatted(adapter, request, formatted, options, seed, endpoint)
+    }
+
+    /// As [`Call::new`], for a request whose messages are already validated (a run's turn):
+    /// nothing is checked twice.
+    pub fn new_validated(
+        adapter: &dyn Adapter,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+        options: CallOptions,
+        seed: u64,
+    ) -> Call {
+        let formatted = adapter.format_validated(request, endpoint);
+        Call::with_formatted(
+            adapter,
+            request.request(),
+            formatted,
+            options,
+            seed,
+            endpoint,
+        )
+    }
+
+    fn with_formatted(
+        adapter: &dyn Adapter,
+        request: &ChatRequest,
+        formatted: Result<HttpRequest, Error>,
+        options: CallOptions,
+        seed: u64,
+        endpoint: &Endpoint,
+    ) -> Call {
+        let secrets = endpoint.secrets();
         let mut call = Call {
             provider: adapter.name().to_owned(),
             outgoing: Outgoing {
                 method: String::new(),
                 url: String::new(),
                 headers: Vec::new(),
-                body: Rc::default(),
+                body: Arc::default(),
                 timeout_ms: options.limits.timeout_ms,
                 stream: request.stream,
                 attempt: 1,
             },
+            retry: options.retry.unwrap_or_else(|| adapter.default_retry()),
             options,
             secrets,
             rng: Rng::new(seed),
@@ -180,7 +222,7 @@ impl Call {
             started_ms: None,
             last_error: None,
         };
-        let formatted = adapter.format(request, endpoint).and_then(|http| {
+        let formatted = formatted.and_then(|http| {
             if !(http.url.starts_with("https://") || http.url.starts_with("http://")) {
                 return Err(Error::InvalidRequest {
                     message: "the request URL must be http or https".into(),
@@ -194,7 +236,7 @@ impl Call {
                 call.outgoing.method = method;
                 call.outgoing.url = url;
                 call.outgoing.headers = headers;
-                call.outgoing.body = Rc::new(body);
+                call.outgoing.body = Arc::new(body);
             }
             Err(error) => call.finish(Err(error)),
         }
@@ -207,6 +249,9 @@ impl Call {
         if let Some(step) = self.queue.pop_front() {
             return Some(step);
         }
+        if let State::WaitUntil(at) = self.state {
+            self.state = State::WaitDue(at.saturating_sub(now_ms));
+        }
         let deadline = self.options.limits.deadline_ms;
         let remaining = match self.started_ms {
             None => deadline,
@@ -214,13 +259,18 @@ impl Call {
         };
         let due = matches!(
             self.state,
-            State::SendDue | State::Receiving(_) | State::WaitDue(_)
+            State::SendDue | State::Receiving(_) | State::WaitDue(_) | State::WaitUntil(_)
         );
         if due && remaining == 0 {
-            self.finish(Err(Error::Timeout {
+            // A retry that is due now has its own error to end with: the provider's.
+            let error = match self.state {
+                State::WaitDue(_) => self.last_error.take(),
+                _ => None,
+            };
+            self.finish(Err(error.unwrap_or(Error::Timeout {
                 provider: self.provider.clone(),
                 timeout_ms: deadline,
-            }));
+            })));
             return self.queue.pop_front();
         }
         match &self.state {
@@ -229,7 +279,7 @@ impl Call {
                 self.state = State::Sent;
                 let mut outgoing = self.outgoing.clone();
                 outgoing.timeout_ms = outgoing.timeout_ms.min(remaining);
-                if self.options.retry.is_last(self.outgoing.attempt) {
+                if self.retry.is_last(self.outgoing.attempt) {
                     // No attempt follows, so the call lets go of the body: a host that takes it
                     // (the portable driver) takes it without a copy.
                     outgoing.body = std::mem::take(&mut self.outgoing.body);
@@ -254,7 +304,7 @@ impl Call {
                 self.state = State::Waiting;
                 Some(CallStep::Wait(ms))
             }
-            State::Sent | State::Waiting | State::Over => None,
+            State::Sent | State::Waiting | State::WaitUntil(_) | State::Over => None,
         }
     }
 
@@ -281,19 +331,24 @@ impl Call {
 
     /// Feeds the answer to the step handed out last. `adapter` and `request` must be the ones
     /// the call was made with (they parse and decode the answer). Fails with
-    /// [`Error::Session`], changing nothing, when the answer does not fit the step.
-    #[must_use = "an answer the call did not ask for is refused with an error"]
+    /// [`Error::Session`], changing nothing, when the answer does not fit the step: the answer
+    /// is handed back in the [`Refused`].
+    #[must_use = "an answer the call did not ask for is handed back, refused"]
     pub fn handle(
         &mut self,
         answer: CallAnswer,
         adapter: &dyn Adapter,
         request: &ChatRequest,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Refused<CallAnswer>> {
         if !self.queue.is_empty() {
-            return Err(self.refuse(&answer));
+            return Err(self.refuse(answer));
         }
         match (std::mem::replace(&mut self.state, State::Over), answer) {
             (State::Sent, CallAnswer::Response(response)) => {
+                if let Some(error) = self.encoded(response.status, &response.headers) {
+                    self.refuse_encoded(response.status, &response.headers, error);
+                    return Ok(());
+                }
                 // A whole response is a head, one chunk and the end.
                 let receiving = self.receiving(response.status, response.headers, adapter, request);
                 if let Some(receiving) = self.on_chunk(receiving, response.body) {
@@ -301,6 +356,10 @@ impl Call {
                 }
             }
             (State::Sent, CallAnswer::Head { status, headers }) => {
+                if let Some(error) = self.encoded(status, &headers) {
+                    self.refuse_encoded(status, &headers, error);
+                    return Ok(());
+                }
                 let receiving = self.receiving(status, headers, adapter, request);
                 self.state = State::Receiving(receiving);
             }
@@ -314,7 +373,7 @@ impl Call {
             }
             (State::Sent, CallAnswer::Failure(failure)) => {
                 let error = failure.into_error(&self.provider, self.options.limits.timeout_ms);
-                self.fail(error, None);
+                self.fail(error, RetryHints::default());
             }
             (State::Receiving(receiving), CallAnswer::Failure(failure)) => {
                 let error = failure.into_error(&self.provider, self.options.limits.timeout_ms);
@@ -322,7 +381,7 @@ impl Call {
                     // A stream that was accepted is not sent again: its pieces are out.
                     self.finish(Err(error));
                 } else {
-                    self.fail(error, None);
+                    self.fail(error, RetryHints::default());
                 }
             }
             (State::Waiting, CallAnswer::Waited) => {
@@ -331,14 +390,14 @@ impl Call {
             }
             (state, answer) => {
                 self.state = state;
-                return Err(self.refuse(&answer));
+                return Err(self.refuse(answer));
             }
         }
         Ok(())
     }
 
-    fn refuse(&self, answer: &CallAnswer) -> Error {
-        let given = match answer {
+    fn refuse(&self, answer: CallAnswer) -> Refused<CallAnswer> {
+        let given = match &answer {
             CallAnswer::Response(_) => "an HTTP response",
             CallAnswer::Head { .. } => "a response head",
             CallAnswer::Chunk(_) => "a body chunk",
@@ -346,12 +405,50 @@ impl Call {
             CallAnswer::Failure(_) => "a transport failure",
             CallAnswer::Waited => "the end of a wait",
         };
-        Error::Session {
-            message: format!(
-                "unexpected answer: got {given}, the call waits for {}",
-                self.expected()
-            ),
+        let message = format!(
+            "unexpected answer: got {given}, the call waits for {}",
+            self.expected()
+        );
+        Refused::new(answer, message)
+    }
+
+    /// The error for a body in a content encoding other than `identity`, if it is one. Hosts
+    /// ask for `identity` and nothing here inflates a body, so an encoded body could only be
+    /// read as garbage, and inflating it would let a few kilobytes grow past any limit before
+    /// a byte is counted. The encoding is named when it is a short token (never cut, so the
+    /// redaction of a key echoed there leaves no prefix).
+    fn encoded(&self, status: u16, headers: &[(String, String)]) -> Option<Error> {
+        let value = headers
+            .iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("content-encoding"))
+            .map(|(_, value)| value.trim())
+            .find(|value| !value.is_empty() && !value.eq_ignore_ascii_case("identity"))?;
+        let named = value.len() <= 32 && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+        Some(Error::Provider {
+            provider: self.provider.clone(),
+            status: Some(status),
+            message: if named {
+                format!("the response body is content-encoded ({value}); only identity is accepted")
+            } else {
+                "the response body is content-encoded; only identity is accepted".into()
+            },
+            code: None,
+            error_type: None,
+        })
+    }
+
+    /// Ends an attempt whose body is encoded, before any of it is read: a 2xx is not asked for
+    /// again (the same provider would encode it again), any other status is retried as its
+    /// status says.
+    fn refuse_encoded(&mut self, status: u16, headers: &[(String, String)], error: Error) {
+        if (200..300).contains(&status) {
+            return self.finish(Err(error));
         }
+        let hints = RetryHints {
+            wait: super::retry::requested_wait(headers),
+            should_retry: None,
+        };
+        self.fail(error, hints);
     }
 
     fn receiving(
@@ -387,6 +484,8 @@ impl Call {
                     "response body exceeds the limit of {} bytes",
                     self.options.limits.max_response_bytes
                 ),
+                code: None,
+                error_type: None,
             };
             if (200..300).contains(&receiving.status) {
                 // A completion too large to take would be as large the next time.
@@ -413,7 +512,7 @@ impl Call {
                 None
             }
             Err(error) => {
-                self.fail(error, None);
+                self.fail(error, RetryHints::default());
                 None
             }
         }
@@ -431,6 +530,8 @@ impl Call {
                     provider: self.provider.clone(),
                     status: None,
                     message: "the stream ended without a complete response".into(),
+                    code: None,
+                    error_type: None,
                 }));
             }
             return;
@@ -444,11 +545,11 @@ impl Call {
         let classified = classify_status(
             &self.provider,
             &response,
-            &|body| adapter.error_message(body),
+            &|headers, body| adapter.error_detail(headers, body),
             &secrets,
         );
         if let Err(failure) = classified {
-            return self.fail(failure.error, failure.retry_after_ms);
+            return self.fail(failure.error, failure.hints);
         }
         // A 2xx body that does not parse is an answer that was paid for: not asked again.
         let parsed = adapter.parse(request, &response.body);
@@ -466,23 +567,46 @@ impl Call {
     }
 
     /// A failed attempt: wait and try again when the policy says so, else end with the error.
-    fn fail(&mut self, error: Error, retry_after_ms: Option<u64>) {
-        let delay = self.options.retry.next_delay_ms(
+    /// A wait the provider asked for is honoured however long it is; the next poll ends the
+    /// call with this error instead if the wait would end past the deadline.
+    fn fail(&mut self, error: Error, hints: RetryHints) {
+        let until = match hints.wait {
+            Some(RequestedWait::Until(at)) => Some(at),
+            _ => None,
+        };
+        // A date is turned into a length at the next poll, which knows the time.
+        let hints = match until {
+            Some(_) => RetryHints {
+                wait: Some(RequestedWait::After(0)),
+                ..hints
+            },
+            None => hints,
+        };
+        let delay = self.retry.next_delay_ms(
             self.outgoing.attempt,
             &error,
             self.rng.next_unit(),
-            retry_after_ms,
+            hints,
+            0,
         );
-        match delay {
-            Some(ms) => {
+        match (delay, until) {
+            (Some(_), Some(at)) => {
+                self.state = State::WaitUntil(at);
+                self.last_error = Some(error);
+            }
+            (Some(ms), None) => {
                 self.state = State::WaitDue(ms);
                 self.last_error = Some(error);
             }
-            None => self.finish(Err(error)),
+            (None, _) => self.finish(Err(error)),
         }
     }
 
     fn finish(&mut self, result: Result<LlmResponse, Error>) {
+        // A response past the size limits ends the call before the run does anything with it.
+        let result = result.and_then(|response| {
+            crate::limits::check_response(&self.provider, &response).map(|()| response)
+        });
         let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
         self.state = State::Over;
         self.queue.push_back(CallStep::Done(

@@ -1,11 +1,13 @@
 //! A request as people may see it: `{"method", "url", "headers", "body"}` with every credential
-//! shown as `[redacted]`. What `oma-host format` prints and the gateway's `/v1/format` answers,
+//! shown as `[redacted]` (headers, the URL's userinfo and credential-looking query values, the
+//! configured secrets in any encoding). What `oma-host format` prints and the gateway's `/v1/format` answers,
 //! from one implementation.
 
 use serde_json::{json, Map, Value};
 
 use crate::adapter::HttpRequest;
 use crate::error::Error;
+use crate::secret;
 
 /// Header names whose values are credentials, whatever they hold.
 pub const SECRET_HEADERS: &[&str] = &[
@@ -17,31 +19,34 @@ pub const SECRET_HEADERS: &[&str] = &[
 ];
 
 /// What a credential is replaced with.
-pub const REDACTED: &str = "[redacted]";
+pub const REDACTED: &str = crate::secret::REDACTED;
 
 /// Secrets shorter than this are matched only as whole header values: a few characters would
 /// match anywhere.
 pub const MIN_SECRET_MATCH: usize = 8;
 
 /// `request` as compact JSON text: credential headers (by name, or by holding one of
-/// `secrets`) and any secret in the URL replaced by [`REDACTED`]; header names lowercase,
-/// repeated headers joined with `", "`; a JSON body as JSON, any other body as a string.
+/// `secrets` in any of its forms, [`crate::secret::secret_forms`]) replaced by [`REDACTED`];
+/// the URL with its userinfo, its credential-looking query values
+/// ([`crate::secret::display_url`]) and any secret redacted; header names lowercase, repeated
+/// headers joined with `", "`; a JSON body as JSON, any other body as a string.
 ///
 /// Fails, showing nothing of the request, if a secret would still appear (the conversation
 /// itself holds the key, say).
 pub fn render_request(request: &HttpRequest, secrets: &[String]) -> Result<String, Error> {
+    let from_url = secret::url_secrets(&request.url);
     let long: Vec<&str> = secrets
         .iter()
+        .chain(&from_url)
         .map(String::as_str)
         .filter(|secret| secret.len() >= MIN_SECRET_MATCH)
         .collect();
-    let holds_secret = |text: &str| long.iter().any(|secret| text.contains(secret));
     let mut headers = Map::new();
     for (name, value) in &request.headers {
         let name = name.to_ascii_lowercase();
         let secret = SECRET_HEADERS.contains(&name.as_str())
             || secrets.iter().any(|s| s == value)
-            || holds_secret(value);
+            || secret::holds_known(value, &long);
         let value = if secret { REDACTED } else { value.as_str() };
         match headers.get_mut(&name) {
             Some(Value::String(joined)) => {
@@ -53,9 +58,7 @@ pub fn render_request(request: &HttpRequest, secrets: &[String]) -> Result<Strin
             }
         }
     }
-    let url = long.iter().fold(request.url.clone(), |url, secret| {
-        url.replace(secret, REDACTED)
-    });
+    let url = secret::display_url(&secret::redact_known(&request.url, &long));
     let body = serde_json::from_str::<Value>(&request.body)
         .unwrap_or_else(|_| Value::String(request.body.clone()));
     let text = json!({
@@ -65,7 +68,7 @@ pub fn render_request(request: &HttpRequest, secrets: &[String]) -> Result<Strin
         "body": body,
     })
     .to_string();
-    if holds_secret(&text) {
+    if secret::holds_known(&text, &long) {
         return Err(Error::InvalidRequest {
             message: "the formatted request would show a credential outside its headers; \
                       nothing is shown"
@@ -115,6 +118,45 @@ mod tests {
                 "body": {"model": "m"},
             })
         );
+    }
+
+    /// A base URL's userinfo and credential query values never show, and its password is
+    /// searched for elsewhere as any configured secret is.
+    #[test]
+    fn a_base_urls_credentials_are_redacted() {
+        let mut shown = request(r#"{"model": "m"}"#);
+        shown.url =
+            "http://user:pa55word-xyz@127.0.0.1:9/v1/messages?api-key=q-secret-123&v=2".into();
+        let text = render_request(&shown, &[]).expect("renders");
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            value["url"],
+            "http://[redacted]@127.0.0.1:9/v1/messages?api-key=[redacted]&v=2"
+        );
+        assert!(
+            !text.contains("pa55word") && !text.contains("q-secret"),
+            "{text}"
+        );
+        shown.body = r#"{"note": "cGE1NXdvcmQteHl6"}"#.into();
+        assert!(
+            render_request(&shown, &[]).is_err(),
+            "the password, base64-encoded"
+        );
+    }
+
+    /// The configured key in an encoded form is caught too: in a header it is redacted, in
+    /// the body nothing is shown.
+    #[test]
+    fn an_encoded_key_is_caught() {
+        let secrets = ["sk-very-secret".to_string()];
+        let mut shown = request(r#"{"model": "m"}"#);
+        shown
+            .headers
+            .push(("x-echo".into(), "c2stdmVyeS1zZWNyZXQ=".into()));
+        let text = render_request(&shown, &secrets).expect("renders");
+        assert!(text.contains(r#""x-echo":"[redacted]""#), "{text}");
+        shown.body = r#"{"note": "c2stdmVyeS1zZWNyZXQ"}"#.into();
+        assert!(render_request(&shown, &secrets).is_err());
     }
 
     #[test]

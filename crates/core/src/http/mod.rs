@@ -14,8 +14,9 @@ pub mod call;
 pub mod display;
 pub mod retry;
 
+use crate::adapter::ErrorDetail;
 use crate::error::Error;
-use retry::parse_retry_after;
+use retry::{requested_wait, RequestedWait, RetryHints};
 
 /// Where requests may go.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -71,20 +72,20 @@ impl HttpResponse {
     }
 }
 
-/// A failed call: the error, and how long the provider asked us to wait before retrying.
+/// A failed call: the error, and what the answer said about retrying it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
     /// The classified error.
     pub error: Error,
-    /// The provider's `retry-after`, in milliseconds.
-    pub retry_after_ms: Option<u64>,
+    /// The wait the provider asked for and its `x-should-retry` verdict.
+    pub hints: RetryHints,
 }
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         Failure {
             error,
-            retry_after_ms: None,
+            hints: RetryHints::default(),
         }
     }
 }
@@ -121,37 +122,58 @@ pub fn check_egress(url: &str, policy: &EgressPolicy) -> Result<(), Error> {
     }
 }
 
-/// Classifies a response: `Ok` for 2xx, otherwise a provider error with the status, the
-/// provider's own message when `error_message` finds one in the body (else the start of the
-/// body), and the `retry-after` delay. The message has `secrets` redacted before it is cut to
-/// 512 characters, so a key across the cut leaves no prefix behind.
+/// Reads what a provider's error answer says from its headers and body
+/// ([`crate::adapter::Adapter::error_detail`]).
+pub type ErrorDetailFn<'a> = dyn Fn(&[(String, String)], &[u8]) -> ErrorDetail + 'a;
+
+/// Classifies a response: `Ok` for 2xx, otherwise a provider error with the status and what
+/// `error_detail` finds in the answer: the provider's message (else the start of the body), its
+/// code and type. The message has `secrets` redacted before it is cut to 512 characters, so a
+/// key across the cut leaves no prefix behind. The retry hints are the wait the provider asks
+/// for (`retry-after-ms`, `retry-after`, else a wait in the body such as Gemini's
+/// `RetryInfo`) and `x-should-retry`.
 pub fn classify_status(
     provider: &str,
     response: &HttpResponse,
-    error_message: &dyn Fn(&[u8]) -> Option<String>,
+    error_detail: &ErrorDetailFn<'_>,
     secrets: &[&str],
 ) -> Result<(), Failure> {
     if (200..300).contains(&response.status) {
         return Ok(());
     }
-    let message = error_message(&response.body)
+    let mut detail = error_detail(&response.headers, &response.body);
+    let message = detail
+        .message
+        .take()
         .unwrap_or_else(|| String::from_utf8_lossy(&response.body).into_owned());
+    let wait = requested_wait(&response.headers)
+        .or_else(|| detail.retry_delay_ms.map(RequestedWait::After));
+    let should_retry = match response.header("x-should-retry").map(str::trim) {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    let bound = |text: &str| {
+        crate::error::redact_and_bound(
+            // A body can be megabytes; redaction only needs what could reach the cut.
+            text.trim()
+                .char_indices()
+                .nth(512 + 4096)
+                .map_or(text.trim(), |(end, _)| &text.trim()[..end]),
+            secrets,
+            512,
+        )
+    };
+    let error = Error::Provider {
+        provider: provider.to_string(),
+        status: Some(response.status),
+        message: bound(&message),
+        code: detail.code.as_deref().map(&bound),
+        error_type: detail.error_type.as_deref().map(&bound),
+    };
     Err(Failure {
-        error: Error::Provider {
-            provider: provider.to_string(),
-            status: Some(response.status),
-            message: crate::error::redact_and_bound(
-                // A body can be megabytes; redaction only needs what could reach the cut.
-                message
-                    .trim()
-                    .char_indices()
-                    .nth(512 + 4096)
-                    .map_or(message.trim(), |(end, _)| &message.trim()[..end]),
-                secrets,
-                512,
-            ),
-        },
-        retry_after_ms: response.header("retry-after").and_then(parse_retry_after),
+        error,
+        hints: RetryHints { wait, should_retry },
     })
 }
 
@@ -229,6 +251,8 @@ impl TransportFailure {
             provider: provider.to_string(),
             status: None,
             message,
+            code: None,
+            error_type: None,
         };
         match self.kind {
             TransportFailureKind::TimedOut => Error::Timeout {
@@ -315,9 +339,9 @@ mod tests {
                 .unwrap_or_default(),
             body: body.as_bytes().to_vec(),
         };
-        fn message(body: &[u8]) -> Option<String> {
-            let v: serde_json::Value = crate::json::from_bytes(body).ok()?;
-            Some(v["error"]["message"].as_str()?.to_string())
+        fn message(_headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+            let v: serde_json::Value = crate::json::from_bytes(body).unwrap_or_default();
+            crate::adapter::error_object_detail(&v["error"])
         }
         assert_eq!(
             classify_status("openai", &response(200, "{}", None), &message, &[]),
@@ -330,7 +354,7 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert_eq!(failure.retry_after_ms, Some(3000));
+        assert_eq!(failure.hints.wait, Some(RequestedWait::After(3000)));
         assert_eq!(failure.error.to_string(), "429 slow down");
         assert!(failure.error.retryable());
         let failure = classify_status(
@@ -350,6 +374,54 @@ mod tests {
         assert!(failure.error.retryable());
     }
 
+    /// The provider's code and type, the wait it asks for in a header or in the body, and
+    /// `x-should-retry` come out of one classification; a key in a code is redacted.
+    #[test]
+    fn codes_waits_and_verdicts_are_classified() {
+        let detail = |_: &[(String, String)], body: &[u8]| ErrorDetail {
+            message: Some("slow down".into()),
+            code: Some(String::from_utf8_lossy(body).into_owned()),
+            error_type: Some("requests".into()),
+            retry_delay_ms: Some(34_400),
+        };
+        let response = |headers: &[(&str, &str)], body: &str| HttpResponse {
+            status: 429,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: body.as_bytes().to_vec(),
+        };
+        let failure = classify_status("gemini", &response(&[], "RESOURCE_EXHAUSTED"), &detail, &[])
+            .unwrap_err();
+        assert_eq!(failure.error.code(), Some("RESOURCE_EXHAUSTED"));
+        assert_eq!(failure.error.error_type(), Some("requests"));
+        assert_eq!(failure.hints.wait, Some(RequestedWait::After(34_400)));
+        assert_eq!(failure.hints.should_retry, None);
+        assert_eq!(
+            failure.error.to_json()["error"]["type"],
+            serde_json::json!("requests")
+        );
+        // A header's wait wins over the body's.
+        let failure = classify_status(
+            "gemini",
+            &response(&[("retry-after", "2"), ("x-should-retry", "false")], "x"),
+            &detail,
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(failure.hints.wait, Some(RequestedWait::After(2000)));
+        assert_eq!(failure.hints.should_retry, Some(false));
+        let failure = classify_status(
+            "openai",
+            &response(&[], "code-sk-secret-1234"),
+            &detail,
+            &["sk-secret-1234"],
+        )
+        .unwrap_err();
+        assert_eq!(failure.error.code(), Some("code-[redacted]"));
+    }
+
     /// A key that straddles the 512-character cut must not leave its prefix behind: redaction
     /// comes before the cut.
     #[test]
@@ -362,7 +434,9 @@ mod tests {
                 headers: vec![],
                 body: body.into_bytes(),
             };
-            let failure = classify_status("openai", &response, &|_| None, &[key]).unwrap_err();
+            let failure =
+                classify_status("openai", &response, &|_, _| ErrorDetail::default(), &[key])
+                    .unwrap_err();
             let message = failure.error.to_string();
             assert!(!message.contains(&key[..4]), "offset {offset}: {message}");
         }

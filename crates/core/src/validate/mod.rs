@@ -14,8 +14,12 @@ use crate::message::{
     ContentBlock, LlmMessage, ToolResultBlock, ToolResultContent, ToolResultPart,
 };
 
-/// Checks messages against OMA's rules; the first broken rule is the error.
+/// Checks messages against the size limits ([`crate::limits::check_messages`], an
+/// `Error::InvalidRequest` past one), then against OMA's rules; the first broken rule is the
+/// error.
 pub fn validate_messages(messages: &[LlmMessage]) -> Result<(), Error> {
+    // The sizes first: a conversation past a limit is refused before any block is looked at.
+    crate::limits::check_messages(messages)?;
     for (i, message) in messages.iter().enumerate() {
         for (j, block) in message.content.iter().enumerate() {
             validate_block_at(block, i, j)?;

@@ -1,4 +1,4 @@
-//! `loopback-provider [--addr 127.0.0.1:PORT] [--threads N] [--max-seconds S]`: a provider for
+//! `loopback-provider [--addr 127.0.0.1:PORT] [--threads N] [--max-seconds S] [--hold-ms MS]`: a provider for
 //! load tests, answering every wire format with the canned bodies of [`oma_testkit::Ask`] (the
 //! same bytes the test [`Simulator`](oma_testkit::Simulator) sends) as fast as it can.
 //!
@@ -9,9 +9,13 @@
 //!
 //! - The address must be a loopback one (`127.0.0.0/8` or `::1`); port 0 picks a free port.
 //! - It prints `loopback-provider: listening on http://ADDR` on stderr once it accepts.
-//! - `GET /__stats` answers `{"requests": N, "body_bytes": B, "connections": C}`: the provider
-//!   requests answered so far (`/__stats` itself not counted), the bytes of their bodies, and
-//!   the connections accepted (a client that keeps connections alive opens few).
+//! - `GET /__stats` answers `{"requests": N, "body_bytes": B, "connections": C, "open": O}`:
+//!   the provider requests answered so far (`/__stats` itself not counted), the bytes of their
+//!   bodies, the connections accepted (a client that keeps connections alive opens few), and
+//!   the connections open now (this one included).
+//! - With `--hold-ms MS` every provider request is held that long before it is answered: a
+//!   slow provider, for the load test's abandoned clients (a client that leaves should close
+//!   the request it caused, which `open` shows).
 //! - It exits by itself after `--max-seconds` (600 by default), and on a closed standard input
 //!   if `--exit-on-stdin-eof` is given.
 //!
@@ -39,6 +43,7 @@ struct Stats {
     requests: AtomicU64,
     body_bytes: AtomicU64,
     connections: AtomicU64,
+    open: AtomicU64,
 }
 
 struct Options {
@@ -46,10 +51,11 @@ struct Options {
     threads: usize,
     max_seconds: u64,
     exit_on_stdin_eof: bool,
+    hold: Duration,
 }
 
 const USAGE: &str = "usage: loopback-provider [--addr 127.0.0.1:PORT] [--threads N] \
-                     [--max-seconds S] [--exit-on-stdin-eof]";
+                     [--max-seconds S] [--hold-ms MS] [--exit-on-stdin-eof]";
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
@@ -57,6 +63,7 @@ fn parse_options() -> Result<Options, String> {
         threads: 2,
         max_seconds: 600,
         exit_on_stdin_eof: false,
+        hold: Duration::ZERO,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -81,6 +88,14 @@ fn parse_options() -> Result<Options, String> {
                     .ok()
                     .filter(|&n| n > 0)
                     .ok_or(format!("--max-seconds {text}: a positive integer"))?;
+            }
+            "--hold-ms" => {
+                let text = value("--hold-ms")?;
+                let ms = text
+                    .parse::<u64>()
+                    .ok()
+                    .ok_or(format!("--hold-ms {text}: a whole number of milliseconds"))?;
+                options.hold = Duration::from_millis(ms);
             }
             "--exit-on-stdin-eof" => options.exit_on_stdin_eof = true,
             "-h" | "--help" => return Err(String::new()),
@@ -139,7 +154,7 @@ fn main() -> ExitCode {
         let local = listener.local_addr().unwrap_or(options.addr);
         eprintln!("loopback-provider: listening on http://{local}");
         let stats = Arc::new(Stats::default());
-        match tokio::time::timeout(max, accept_loop(listener, stats)).await {
+        match tokio::time::timeout(max, accept_loop(listener, stats, options.hold)).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => {
                 eprintln!(
@@ -152,7 +167,7 @@ fn main() -> ExitCode {
     })
 }
 
-async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>) {
+async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>, hold: Duration) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // E.g. out of file descriptors: back off instead of spinning.
@@ -161,13 +176,16 @@ async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>) {
         };
         let _ = stream.set_nodelay(true);
         stats.connections.fetch_add(1, Ordering::Relaxed);
+        stats.open.fetch_add(1, Ordering::Relaxed);
         let stats = Arc::clone(&stats);
         tokio::spawn(async move {
-            let service = service_fn(move |request| answer(Arc::clone(&stats), request));
+            let counted = Arc::clone(&stats);
+            let service = service_fn(move |request| answer(Arc::clone(&stats), request, hold));
             let _ = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
+            counted.open.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
@@ -175,6 +193,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>) {
 async fn answer(
     stats: Arc<Stats>,
     request: http::Request<Incoming>,
+    hold: Duration,
 ) -> Result<http::Response<Full<Bytes>>, Infallible> {
     let (parts, body) = request.into_parts();
     let body = match body.collect().await {
@@ -187,10 +206,11 @@ async fn answer(
         .map_or_else(|| parts.uri.path(), |pq| pq.as_str());
     if parts.method == http::Method::GET && path == "/__stats" {
         let text = format!(
-            "{{\"requests\":{},\"body_bytes\":{},\"connections\":{}}}",
+            "{{\"requests\":{},\"body_bytes\":{},\"connections\":{},\"open\":{}}}",
             stats.requests.load(Ordering::Relaxed),
             stats.body_bytes.load(Ordering::Relaxed),
-            stats.connections.load(Ordering::Relaxed)
+            stats.connections.load(Ordering::Relaxed),
+            stats.open.load(Ordering::Relaxed)
         );
         return Ok(response(200, "application/json", text.into_bytes()));
     }
@@ -198,6 +218,10 @@ async fn answer(
     stats
         .body_bytes
         .fetch_add(body.len() as u64, Ordering::Relaxed);
+    if !hold.is_zero() {
+        // A connection closed meanwhile drops this future, and with it the connection.
+        tokio::time::sleep(hold).await;
+    }
     let ask = Ask::of(path, &body);
     if ask.route == oma_testkit::Route::Unknown || parts.method != http::Method::POST {
         let (text, content_type) = ask.error_body(404);

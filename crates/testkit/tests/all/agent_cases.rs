@@ -274,7 +274,7 @@ async fn an_invalid_history_fails_creation() {
 async fn video_for_a_format_without_a_mapping_fails_once_with_nothing_sent() {
     let mut bench = Bench::text("never", ScriptedHost::new()).await;
     let mut cfg = config("anthropic");
-    cfg.call.max_attempts = 5;
+    cfg.call.retry = oma_testkit::retries(5);
     let agent = bench.agent(&cfg).await;
     let input = RunInput::Messages(vec![user(vec![
         text("Describe."),
@@ -308,7 +308,7 @@ async fn video_is_refused_by_bedrock_gemini_and_the_ai_sdk_in_run_and_stream() {
             "some-model",
             endpoint(provider, Some("https://provider.example"), Some(KEY)),
         );
-        cfg.call.max_attempts = 3;
+        cfg.call.retry = oma_testkit::retries(3);
         if provider == "bedrock" {
             cfg.endpoint.region = Some("us-east-1".into());
         }
@@ -343,7 +343,7 @@ async fn a_provider_that_refuses_video_ends_the_run_as_a_terminal_failure() {
     )
     .await;
     let mut cfg = config("openai");
-    cfg.call.max_attempts = 4;
+    cfg.call.retry = oma_testkit::retries(4);
     let agent = bench.agent(&cfg).await;
     let input = RunInput::Messages(vec![user(vec![
         text("Describe."),
@@ -1642,4 +1642,36 @@ async fn the_hosts_run_result_json_matches_the_components() {
             from_component
         );
     }
+}
+
+#[tokio::test]
+async fn a_tool_that_outlives_the_run_deadline_ends_the_run_with_omas_timeout() {
+    // The host's tool takes longer than the whole run may: the run ends with OMA's timeout when
+    // the tool comes back, and nothing more is sent.
+    let host = ScriptedHost::new().with_tool(|_call: &ToolUseBlock| {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        ToolOutcome {
+            content: ToolResultContent::Text("too late".into()),
+            is_error: false,
+        }
+    });
+    let mut bench = Bench::new(
+        vec![
+            (200, tool_reply("call_1", "screenshot", json!({}))),
+            (200, text_reply("never asked", 1, 1)),
+        ],
+        host,
+    )
+    .await;
+    let mut cfg = config("anthropic");
+    cfg.tools = vec![lookup_tool()];
+    cfg.deadline_ms = Some(200);
+    let agent = bench.agent(&cfg).await;
+    let result = bench.run_ok(&agent, &RunInput::Text("Look".into())).await;
+    assert!(!result.success, "{result:?}");
+    let failure = result.failure.as_ref().expect("a failed run says why");
+    assert_eq!(failure.status.code, StatusCode::Timeout);
+    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(failure.error_info.kind, FailureKind::Timeout);
+    assert_eq!(bench.requests.all().len(), 1, "nothing was sent past the deadline");
 }

@@ -4,8 +4,8 @@
 //! `agent.rs`.)
 
 use oma_testkit::driver_types::{
-    Answer, HookContext, Payloads, Response, RunReport, SessionOptions, Step, ToolAnswerJson,
-    TransportFailure, TransportFailureKind,
+    Answer, Due, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+    ToolAnswerJson, TransportFailure, TransportFailureKind,
 };
 use oma_testkit::{
     artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest,
@@ -99,7 +99,7 @@ async fn history_json(guest: &mut DriverGuest, agent: ResourceAny) -> String {
         .expect("no trap")
 }
 
-async fn next(guest: &mut DriverGuest, session: ResourceAny) -> Result<Step, WitError> {
+async fn next(guest: &mut DriverGuest, session: ResourceAny) -> Result<Poll, WitError> {
     guest.next_step(session).await.expect("no trap")
 }
 
@@ -115,7 +115,7 @@ async fn answer(
 async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
     for _ in 0..100 {
         match next(guest, session).await.expect("a step") {
-            Step::Send(request) => {
+            Poll::Step(Step::Send(request)) => {
                 assert!(
                     request.url.starts_with("http://127.0.0.1:9/"),
                     "{}",
@@ -123,7 +123,7 @@ async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
                 );
                 return serde_json::from_str(&request.body).expect("a JSON body");
             }
-            Step::Event(_) | Step::Progress(_) => {}
+            Poll::Step(Step::Event(_)) | Poll::Step(Step::Progress(_)) => {}
             other => panic!("expected a request, got {other:?}"),
         }
     }
@@ -133,11 +133,13 @@ async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
 async fn until_done(guest: &mut DriverGuest, session: ResourceAny) -> Value {
     for _ in 0..100 {
         match next(guest, session).await.expect("a step") {
-            Step::Done(RunReport::Json(result)) => {
+            Poll::Finished(RunReport::Json(result)) => {
                 assert!(!result.contains(KEY), "the key leaked: {result}");
                 return serde_json::from_str(&result).expect("OMA JSON");
             }
-            Step::Event(_) | Step::Progress(_) | Step::Evaluation(_) => {}
+            Poll::Step(Step::Event(_))
+            | Poll::Step(Step::Progress(_))
+            | Poll::Step(Step::Evaluation(_)) => {}
             other => panic!("expected the result, got {other:?}"),
         }
     }
@@ -172,7 +174,8 @@ async fn a_json_session_takes_and_gives_oma_json() {
         .await
         .expect("valid input");
 
-    let Step::BeforeRun(HookContext::Json(context)) = next(&mut guest, session).await.unwrap()
+    let Poll::Step(Step::BeforeRun(HookContext::Json(context))) =
+        next(&mut guest, session).await.unwrap()
     else {
         panic!("expected the hook");
     };
@@ -202,11 +205,11 @@ async fn a_json_session_takes_and_gives_oma_json() {
         .expect("due");
     loop {
         match next(&mut guest, session).await.unwrap() {
-            Step::CallTool(call) => {
+            Poll::Step(Step::CallTool(call)) => {
                 assert_eq!(call.input, r#"{"q":2}"#);
                 break;
             }
-            Step::Event(_) => {}
+            Poll::Step(Step::Event(_)) => {}
             other => panic!("expected the tool, got {other:?}"),
         }
     }
@@ -248,11 +251,79 @@ async fn a_json_session_takes_and_gives_oma_json() {
     );
 }
 
+/// Without retry options the session follows Anthropic's default policy: a refused
+/// connection is a wait of 0.375 to 0.5 s, then the same request again; the provider's code (its
+/// `error.type`) reaches the JSON result's `errorInfo.code`, and a `retry-after` header is the
+/// wait.
 #[tokio::test]
-async fn answers_that_were_not_asked_for_change_nothing() {
+async fn the_default_policy_and_the_providers_code_reach_the_session() {
     let mut guest = guest().await;
     let agent = guest
         .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let session = run_json(&mut guest, agent.resource(), r#""hi""#)
+        .await
+        .unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        Answer::Failure(TransportFailure {
+            kind: TransportFailureKind::Refused,
+            message: "connection refused".into(),
+        }),
+    )
+    .await
+    .expect("due");
+    match next(&mut guest, session).await.expect("a step") {
+        Poll::Step(Step::Wait(ms)) => assert!((375..=500).contains(&ms), "{ms}"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    answer(&mut guest, session, Answer::Waited)
+        .await
+        .expect("due");
+    until_send(&mut guest, session).await;
+    let overloaded = |retry_after: &str| {
+        Answer::Response(Response {
+            status: 529,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("retry-after".into(), retry_after.into()),
+            ],
+            body: json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                .to_string(),
+        })
+    };
+    answer(&mut guest, session, overloaded("2"))
+        .await
+        .expect("due");
+    match next(&mut guest, session).await.expect("a step") {
+        Poll::Step(Step::Wait(ms)) => assert_eq!(ms, 2_000, "the provider's wait"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    answer(&mut guest, session, Answer::Waited)
+        .await
+        .expect("due");
+    until_send(&mut guest, session).await;
+    answer(&mut guest, session, overloaded("0"))
+        .await
+        .expect("due");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], false, "three attempts: {result}");
+    assert_eq!(result["errorInfo"]["code"], "overloaded_error", "{result}");
+    assert_eq!(result["errorInfo"]["httpStatus"], 529);
+    assert!(result["errorInfo"].get("type").is_none(), "OMA's keys only");
+}
+
+#[tokio::test]
+async fn answers_that_were_not_asked_for_change_nothing() {
+    let mut guest = guest().await;
+    // One attempt: the refused connection below ends the run (Anthropic's default policy
+    // would retry it; `the_default_policy_and_the_providers_code_reach_the_session`).
+    let agent = guest
+        .create_agent_json(&config(json!({"call": {"maxRetries": 0}})))
         .await
         .unwrap()
         .unwrap();
@@ -265,10 +336,14 @@ async fn answers_that_were_not_asked_for_change_nothing() {
         Some("SESSION_STATE")
     );
     until_send(&mut guest, session).await;
-    let again = next(&mut guest, session)
+    // Asked again while the answer is due, the session says what it waits for: no error.
+    let Poll::Waiting(waiting) = next(&mut guest, session)
         .await
-        .expect_err("an answer is due");
-    assert_eq!(again.name, "SessionStateError");
+        .expect("waiting is not an error")
+    else {
+        panic!("the send's answer is due");
+    };
+    assert_eq!(waiting.due, vec![Due::Http]);
     for wrong in [
         Answer::Waited,
         Answer::End,

@@ -88,3 +88,50 @@ async fn a_test_can_install_its_own_http_hooks() {
     assert!(guest.validate_messages(&[]).await.expect("no trap").is_ok());
     let _hooks = guest.state_mut().hooks_mut();
 }
+
+/// A harness with a single instance slot runs every kind of call of one guest, a streamed run
+/// to its end and the drop of its stream included: one guest needs one instance, whatever it
+/// does. (`oma-host` with `OMA_COMPONENT` used a one-slot harness and failed at the end of
+/// `run --stream` with "maximum concurrent limit of 1 for fibers reached".)
+#[tokio::test]
+async fn a_one_instance_harness_runs_a_whole_streamed_run() {
+    use oma_testkit::{agent_config, endpoint, AgentEvent, LoopbackOnly, RunInput, Simulator};
+    let harness = Harness::new(HarnessOptions {
+        max_instances: 1,
+        ..HarnessOptions::default()
+    })
+    .expect("loads");
+    let simulator = Simulator::start().expect("the simulator starts");
+    for round in 0..2 {
+        let mut guest = harness
+            .instantiate_with(GuestOptions {
+                hooks: Some(Box::new(LoopbackOnly::new())),
+                ..GuestOptions::default()
+            })
+            .await
+            .expect("the one slot");
+        let config = agent_config(
+            "one-slot",
+            "gpt-4o",
+            endpoint("openai", Some(&simulator.base_url()), Some("sk-one")),
+        );
+        let agent = guest.create_agent(&config).await.unwrap().expect("valid");
+        let input = RunInput::Text("hi".into());
+        let result = guest
+            .run(&agent, &input)
+            .await
+            .expect("no trap")
+            .expect("ok");
+        assert!(result.success, "{round}: {result:?}");
+        let stream = guest.stream(&agent, &input).await.unwrap().expect("valid");
+        let events = guest
+            .collect_agent_stream(stream)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e:#}"));
+        assert!(
+            matches!(events.last(), Some(AgentEvent::Done(r)) if r.success),
+            "{round}: {events:?}"
+        );
+        guest.drop_agent(agent).await.expect("dropped");
+    }
+}

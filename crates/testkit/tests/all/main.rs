@@ -4,12 +4,14 @@
 //! exact messages (`fixtures/`, the same tables the native unit tests can read), round trips of
 //! every kind of block, each artifact's imports and exports against its world in `wit/`
 //! (`contract`), `validate-messages` on WIT values, a 16 MiB workload, the harness itself,
-//! provider calls through wasi-http against the loopback simulator (`provider`), and the gateway
-//! served over HTTP in process (`serve`).
+//! provider calls through wasi-http against the loopback simulator (`provider`), the gateway
+//! served over HTTP in process (`serve`), and the recorded-response corpus replayed to every world
+//! (`corpus`, `fixtures/corpus/`).
 
 mod agent;
 mod common;
 mod contract;
+mod corpus;
 mod driver;
 mod guard;
 mod hardening;

@@ -7,10 +7,10 @@
 //! (`assert_clean_error`).
 
 use oma_testkit::{
-    call_options, chat_request, endpoint, error_json, AwsCredentials, CallOptions, CaptureOutbound,
-    ContentBlock, EgressPolicy, ErrorKind, Guest, GuestOptions, Harness, LlmMessage, LlmResponse,
-    LoopbackOnly, RecordedRequest, Reply, RequestLog, Simulator, StreamEvent, WasiHttpHooks,
-    WitError, CANNED_TEXT, CANNED_USAGE,
+    chat_request, endpoint, error_json, AwsCredentials, CallOptions, CaptureOutbound, ContentBlock,
+    EgressPolicy, ErrorKind, Guest, GuestOptions, Harness, LlmMessage, LlmResponse, LoopbackOnly,
+    RecordedRequest, Reply, RequestLog, Simulator, StreamEvent, WasiHttpHooks, WitError,
+    CANNED_TEXT, CANNED_USAGE,
 };
 
 use crate::common::{base64, text, tool_result, url, user, video};
@@ -27,6 +27,10 @@ struct Call {
     base_url: Option<String>,
     region: Option<&'static str>,
     max_attempts: u32,
+    /// Use the provider's default retry policy instead of `max_attempts`.
+    provider_default: bool,
+    /// The call's deadline; `None` for the component's 10 minutes.
+    deadline_ms: Option<u64>,
     timeout_ms: u64,
     max_response_bytes: u64,
     egress: EgressPolicy,
@@ -41,6 +45,8 @@ impl Default for Call {
             base_url: None,
             region: None,
             max_attempts: 1,
+            provider_default: false,
+            deadline_ms: None,
             timeout_ms: 10_000,
             max_response_bytes: 32 << 20,
             egress: EgressPolicy::Open,
@@ -58,13 +64,15 @@ impl Call {
 
     fn options(&self) -> CallOptions {
         CallOptions {
-            max_attempts: self.max_attempts,
-            base_delay_ms: 2,
+            retry: (!self.provider_default).then_some(oma_testkit::RetryOptions {
+                max_attempts: self.max_attempts,
+                base_delay_ms: 2,
+                backoff: 2.0,
+            }),
             timeout_ms: self.timeout_ms,
-            deadline_ms: None,
+            deadline_ms: self.deadline_ms,
             max_response_bytes: self.max_response_bytes,
             egress: self.egress.clone(),
-            ..call_options()
         }
     }
 
@@ -475,6 +483,169 @@ async fn retries_stop_when_attempts_run_out() {
     assert_eq!(sim.request_count(), 2);
 }
 
+/// The default policy is each provider's SDK's (`docs/errors.md#default-retry-policy`): the
+/// Anthropic and OpenAI SDKs retry a 500 after about half a second, so the call succeeds.
+#[tokio::test]
+async fn a_500_then_a_success_succeeds_with_the_default_policy() {
+    for (provider, model) in [("anthropic", "claude-sonnet-4-6"), ("openai", "gpt-4o")] {
+        let sim = simulator();
+        sim.script([Reply::status(500)]);
+        let call = Call {
+            provider,
+            model,
+            provider_default: true,
+            ..Call::default()
+        };
+        let started = std::time::Instant::now();
+        assert_canned(&call.chat(&sim).await.expect("retried"), model);
+        let waited = started.elapsed();
+        assert_eq!(sim.request_count(), 2, "{provider}");
+        assert!(
+            waited >= std::time::Duration::from_millis(370),
+            "{provider}: 0.5 s less up to a quarter, waited {waited:?}"
+        );
+    }
+    // Gemini's SDK does not retry: the 500 is the answer.
+    let sim = simulator();
+    sim.script([Reply::status(500)]);
+    let call = Call {
+        provider: "gemini",
+        model: "gemini-2.5-flash",
+        provider_default: true,
+        ..Call::default()
+    };
+    let error = call.chat(&sim).await.expect_err("not retried");
+    assert_provider_error(&error, Some(500), true);
+    assert_eq!(sim.request_count(), 1);
+}
+
+/// A 429 with `retry-after` waits what it asks for, not the policy's own delay.
+#[tokio::test]
+async fn a_429_with_retry_after_waits_about_that_long() {
+    let sim = simulator();
+    sim.script([Reply::rate_limited("1.2")]);
+    let call = Call {
+        provider_default: true,
+        ..Call::default()
+    };
+    let started = std::time::Instant::now();
+    assert_canned(
+        &call.chat(&sim).await.expect("retried"),
+        "claude-sonnet-4-6",
+    );
+    let waited = started.elapsed();
+    assert_eq!(sim.request_count(), 2);
+    assert!(
+        waited >= std::time::Duration::from_millis(1_150)
+            && waited < std::time::Duration::from_secs(5),
+        "waited {waited:?}"
+    );
+}
+
+/// Gemini's `RetryInfo.retryDelay` is the wait; one longer than what is left of the deadline is
+/// not waited for: the call fails at once with Gemini's 429, its code and message, not a timeout.
+#[tokio::test]
+async fn a_retry_delay_past_the_deadline_fails_at_once_with_the_providers_error() {
+    let body = |delay: &str| {
+        format!(
+            r#"{{"error": {{"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+                "status": "RESOURCE_EXHAUSTED", "details": [
+                {{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "{delay}"}}]}}}}"#
+        )
+    };
+    let sim = simulator();
+    sim.script([Reply::json(429, &body("34.4s"))]);
+    let call = Call {
+        provider: "gemini",
+        model: "gemini-2.5-flash",
+        max_attempts: 3,
+        deadline_ms: Some(10_000),
+        ..Call::default()
+    };
+    let started = std::time::Instant::now();
+    let error = call.chat(&sim).await.expect_err("no time to wait 34.4 s");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_provider_error(&error, Some(429), true);
+    assert_eq!(error.name, "ProviderError");
+    assert_eq!(error.code.as_deref(), Some("RESOURCE_EXHAUSTED"));
+    assert!(
+        error.message.contains("Resource has been exhausted"),
+        "{}",
+        error.message
+    );
+    assert_eq!(sim.request_count(), 1);
+
+    // A short delay is waited for, then the call succeeds.
+    let sim = simulator();
+    sim.script([Reply::json(429, &body("0.4s"))]);
+    let started = std::time::Instant::now();
+    assert_canned(&call.chat(&sim).await.expect("retried"), "gemini-2.5-flash");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(390));
+    assert_eq!(sim.request_count(), 2);
+}
+
+/// The provider's own code and type reach the component's error: OpenAI's string code,
+/// OpenRouter's numeric one, Anthropic's `error.type`, Bedrock's error type header.
+#[tokio::test]
+async fn provider_error_codes_reach_the_error() {
+    let cases = [
+        (
+            "openai",
+            Reply::json(
+                400,
+                r#"{"error": {"message": "Unsupported value: 'temperature'.", "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}}"#,
+            ),
+            Some("unsupported_value"),
+            Some("invalid_request_error"),
+        ),
+        (
+            "openai",
+            Reply::json(
+                402,
+                r#"{"error": {"code": 402, "message": "Insufficient credits"}}"#,
+            ),
+            Some("402"),
+            None,
+        ),
+        (
+            "anthropic",
+            Reply::json(
+                529,
+                r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#,
+            ),
+            Some("overloaded_error"),
+            Some("overloaded_error"),
+        ),
+        (
+            "bedrock",
+            Reply::json(
+                400,
+                r#"{"__type": "com.amazon.coral.validate#ValidationException", "message": "bad model"}"#,
+            ),
+            Some("ValidationException"),
+            None,
+        ),
+    ];
+    for (provider, reply, code, error_type) in cases {
+        let sim = simulator();
+        sim.script([reply]);
+        let call = Call {
+            provider,
+            region: Some("us-east-1"),
+            ..Call::default()
+        };
+        let error = call.chat(&sim).await.expect_err(provider);
+        assert_eq!(error.code.as_deref(), code, "{provider}: {error:?}");
+        assert_eq!(error.error_type.as_deref(), error_type, "{provider}");
+        let json = error_json(&error);
+        assert_eq!(json["error"]["code"].as_str(), code, "{json}");
+    }
+}
+
 #[tokio::test]
 async fn a_400_is_terminal() {
     let sim = simulator();
@@ -652,6 +823,70 @@ async fn the_host_hook_denies_anything_but_loopback() {
 }
 
 // ----- streaming ----------------------------------------------------------------------------
+
+/// A Gemini 3 stream that sends each call's arguments in pieces (`partialArgs` at JSON paths,
+/// `willContinue`, an empty `functionCall` closing each call; the shape of Google's streams for
+/// `streamFunctionCallArguments`), with two calls of one turn: two tool-use events with their
+/// whole inputs, and the same two calls in the response (`docs/wire-formats.md#gemini-response`).
+#[tokio::test]
+async fn gemini_streamed_argument_pieces_become_whole_calls() {
+    let chunk = |part: &str, last: bool| {
+        format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"role\":\"model\",\"parts\":[{part}]}}{}}}]{}}}\r\n\r\n",
+            if last { ",\"finishReason\":\"STOP\"" } else { "" },
+            if last { ",\"usageMetadata\":{\"promptTokenCount\":26,\"candidatesTokenCount\":23}" } else { "" },
+        )
+    };
+    let stream = [
+        chunk(r#"{"functionCall":{"name":"getWeather","willContinue":true},"thoughtSignature":"c2ln"}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.location","stringValue":"Boston","willContinue":true}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.location","stringValue":", MA"}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{}}"#, false),
+        chunk(r#"{"functionCall":{"name":"getWeather","willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.location","stringValue":"San Francisco","willContinue":true}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.location","stringValue":""},{"jsonPath":"$.brightness","numberValue":50}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{}}"#, true),
+    ]
+    .concat();
+    let sim = simulator();
+    sim.script([Reply::sse(&stream)]);
+    let call = Call {
+        provider: "gemini",
+        model: "gemini-3.1-pro-preview",
+        ..Call::default()
+    };
+    let events = call.stream(&sim).await.expect("a whole stream");
+    let calls: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            StreamEvent::ToolUse(call) => Some(call.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2, "{events:?}");
+    let input = |i: usize| serde_json::from_str::<serde_json::Value>(&calls[i].input).unwrap();
+    assert_eq!(calls[0].name, "getWeather");
+    assert_eq!(input(0), serde_json::json!({"location": "Boston, MA"}));
+    assert_eq!(calls[0].signature.as_deref(), Some("c2ln"));
+    assert_eq!(calls[1].name, "getWeather");
+    assert_eq!(
+        input(1),
+        serde_json::json!({"location": "San Francisco", "brightness": 50})
+    );
+    let Some(StreamEvent::Done(response)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(response.stop_reason, "tool_use");
+    let in_response: Vec<_> = response
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse(call) => Some(call.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(in_response, calls);
+}
 
 #[tokio::test]
 async fn anthropic_streams_text_before_done() {

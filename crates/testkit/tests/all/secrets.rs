@@ -1,11 +1,15 @@
 //! One distinctive key through every public path of both worlds: a provider that echoes it in
 //! an error body, a hook that is shown the configuration, a tool, progress events, evaluation
 //! cases, streams, single provider calls, the codec, and the driver's JSON results. The key may
-//! appear in no error, event, record, progress datum, output or `Debug` text.
+//! appear in no error, event, record, progress datum, output or `Debug` text, neither as it is
+//! nor base64-encoded (padded, base64url unpadded) nor percent-encoded: the provider echoes it
+//! in all four forms.
 
 use std::sync::{Arc, Mutex};
 
-use oma_testkit::driver_types::{Answer, Payloads, Response, RunReport, SessionOptions, Step};
+use oma_testkit::driver_types::{
+    Answer, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+};
 use oma_testkit::{
     agent_config, call_options, chat_request, endpoint, BeforeRunAnswer, BeforeRunResult,
     CannedResponse, CaptureOutbound, DriverHarness, EvaluationOptions, GuestOptions, Harness,
@@ -17,7 +21,29 @@ use serde_json::json;
 use crate::common::text;
 use crate::worlds::{AnyGuest, World};
 
-const KEY: &str = "sk-sweep-7Qz9-DISTINCTIVE-a1b2c3";
+const KEY: &str = "sk-sweep-7Qz9/DISTINCTIVE+a1b2c3~~~";
+
+/// The forms of [`KEY`] a provider echoes: as it is, base64 (padded), base64url (unpadded) and
+/// percent-encoded.
+fn echoed_forms() -> [String; 4] {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use base64::Engine;
+    [
+        KEY.to_owned(),
+        STANDARD.encode(KEY),
+        URL_SAFE_NO_PAD.encode(KEY),
+        "sk-sweep-7Qz9%2FDISTINCTIVE%2Ba1b2c3~~~".to_owned(),
+    ]
+}
+
+/// An error body that echoes the key in every form.
+fn echo_message() -> String {
+    let [plain, standard, url_safe, percent] = echoed_forms();
+    format!(
+        "invalid x-api-key {plain} (base64 {standard}, base64url {url_safe}, in the query \
+         ?key={percent})"
+    )
+}
 
 /// A provider that calls a tool once, then fails with a 401 whose body echoes the key.
 fn echoing() -> CaptureOutbound {
@@ -33,7 +59,7 @@ fn echoing() -> CaptureOutbound {
             })
         } else {
             json!({"type": "error", "error": {"type": "authentication_error",
-                   "message": format!("invalid x-api-key {KEY} (key {KEY})")}})
+                   "message": echo_message()}})
         };
         CannedResponse {
             status: if *n == 1 { 200 } else { 401 },
@@ -44,7 +70,12 @@ fn echoing() -> CaptureOutbound {
 }
 
 fn assert_clean(what: &str, text: &str) {
-    assert!(!text.contains(KEY), "the key leaked through {what}: {text}");
+    for form in echoed_forms() {
+        assert!(
+            !text.contains(&form),
+            "the key leaked through {what} as {form}: {text}"
+        );
+    }
     assert!(
         !text.contains("DISTINCTIVE"),
         "part of the key leaked through {what}: {text}"
@@ -177,17 +208,18 @@ async fn no_path_of_the_portable_world_shows_the_key() {
         let step = guest.next_step(session).await.unwrap().unwrap();
         let shown = format!("{step:?}");
         let answer = match step {
-            Step::BeforeRun(_) => {
+            Poll::Step(Step::BeforeRun(_)) => {
                 assert_clean("the hook's context", &shown);
                 Answer::Hook(BeforeRunAnswer::Json(r#"{"prompt": "go"}"#.into()))
             }
             // The request itself carries the key in its headers, as it must.
-            Step::Send(_) => Answer::Response(Response {
+            Poll::Step(Step::Send(_)) => Answer::Response(Response {
                 status: 401,
                 headers: Vec::new(),
-                body: format!(r#"{{"type":"error","error":{{"type":"x","message":"bad {KEY}"}}}}"#),
+                body: json!({"type": "error", "error": {"type": "x", "message": echo_message()}})
+                    .to_string(),
             }),
-            Step::Done(RunReport::Json(result)) => {
+            Poll::Finished(RunReport::Json(result)) => {
                 assert_clean("the JSON result", &result);
                 return;
             }

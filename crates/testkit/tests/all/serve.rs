@@ -310,7 +310,9 @@ async fn the_limits_apply_to_every_request() {
     assert!(
         error["message"]
             .as_str()
-            .is_some_and(|m| m.contains("linear memory")),
+            .is_some_and(|m| m.contains("linear memory")
+                && m.contains("linear-memory limit")
+                && !m.contains("backtrace")),
         "{error}"
     );
     assert_eq!(get(server.addr, "/healthz").await.status, StatusCode::OK);
@@ -396,4 +398,260 @@ fn a_component_that_is_not_a_proxy_is_refused() {
         format!("{error:#}").contains("could not read the component"),
         "{error:#}"
     );
+}
+
+/// A loopback provider that accepts connections and holds every request open, never
+/// answering; it reports each request's arrival and the instant its connection was closed by
+/// the other side.
+struct HoldingProvider {
+    addr: SocketAddr,
+    arrived: tokio::sync::mpsc::UnboundedReceiver<()>,
+    closed: tokio::sync::mpsc::UnboundedReceiver<std::time::Instant>,
+    task: JoinHandle<()>,
+}
+
+impl HoldingProvider {
+    async fn start() -> HoldingProvider {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let addr = listener.local_addr().expect("an address");
+        let (arrived_tx, arrived) = tokio::sync::mpsc::unbounded_channel();
+        let (closed_tx, closed) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let arrived_tx = arrived_tx.clone();
+                let closed_tx = closed_tx.clone();
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    let mut told = false;
+                    loop {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => {
+                                let _ = closed_tx.send(std::time::Instant::now());
+                                return;
+                            }
+                            Ok(n) => {
+                                seen.extend_from_slice(&buffer[..n]);
+                                if !told && seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                                    told = true;
+                                    let _ = arrived_tx.send(());
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        HoldingProvider {
+            addr,
+            arrived,
+            closed,
+            task,
+        }
+    }
+}
+
+/// Writes a raw HTTP/1.1 request on a connection of its own and returns the connection, its
+/// response unread.
+async fn raw_request(addr: SocketAddr, path: &str, headers: &str, body: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("writes");
+    stream
+}
+
+/// A client that leaves cancels its run: the provider sees its connection closed within about
+/// a second of the client closing its own, before the response (a plain run) and while the
+/// body is being written (a streamed run, whose head went out before the provider was asked);
+/// the request's place in flight is given back at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_cancels_its_run_and_its_provider_request() {
+    let mut provider = HoldingProvider::start().await;
+    let server = Running::start_with(ServeOptions {
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "sk-serve-test".into()),
+            (
+                "ANTHROPIC_BASE_URL".into(),
+                format!("http://{}", provider.addr),
+            ),
+        ],
+        max_instances: 2,
+        max_in_flight: 1,
+        ..ServeOptions::default()
+    });
+    let body = r#"{"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "hi"}"#;
+    for (what, headers) in [
+        ("a plain run", ""),
+        ("a streamed run", "accept: text/event-stream\r\n"),
+    ] {
+        let mut client = raw_request(server.addr, "/v1/run", headers, body).await;
+        tokio::time::timeout(Duration::from_secs(30), provider.arrived.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the run reached the provider"));
+        if !headers.is_empty() {
+            // The streamed response's head is out before the provider is asked.
+            let mut head = [0u8; 12];
+            tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut head))
+                .await
+                .expect("the head in time")
+                .expect("reads");
+            assert_eq!(&head, b"HTTP/1.1 200", "{what}");
+        }
+        // The only place in flight is taken: another request is turned away meanwhile.
+        let busy = send(server.addr, Method::POST, "/v1/validate", &[], HI).await;
+        assert_eq!(busy.status, StatusCode::SERVICE_UNAVAILABLE, "{what}");
+        drop(client);
+        let left = std::time::Instant::now();
+        let closed = tokio::time::timeout(Duration::from_secs(5), provider.closed.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the provider's connection was never closed"))
+            .expect("a close");
+        let after = closed.saturating_duration_since(left);
+        assert!(
+            after < Duration::from_millis(1200),
+            "{what}: closed {after:?} after"
+        );
+        // The place is free again.
+        let mut freed = None;
+        for _ in 0..100 {
+            let answer = send(server.addr, Method::POST, "/v1/validate", &[], HI).await;
+            if answer.status == StatusCode::OK {
+                freed = Some(answer);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            freed.is_some(),
+            "{what}: the place in flight was not given back"
+        );
+    }
+    provider.task.abort();
+    server.stop().await;
+}
+
+/// Past the limit of requests in flight a request is a `503` with `Retry-After`, while
+/// `/healthz` is still answered; and a run whose instance would grow past the memory budget
+/// all instances share is a `503` too, with the server serving on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pressure_is_answered_with_a_503_and_healthz_stays_up() {
+    let mut provider = HoldingProvider::start().await;
+    let server = Running::start_with(ServeOptions {
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "sk-serve-test".into()),
+            (
+                "ANTHROPIC_BASE_URL".into(),
+                format!("http://{}", provider.addr),
+            ),
+        ],
+        max_instances: 2,
+        max_in_flight: 2,
+        ..ServeOptions::default()
+    });
+    let body = r#"{"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "hi"}"#;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(raw_request(server.addr, "/v1/run", "", body).await);
+        tokio::time::timeout(Duration::from_secs(30), provider.arrived.recv())
+            .await
+            .expect("the run reached the provider");
+    }
+    let refused = send(server.addr, Method::POST, "/v1/validate", &[], HI).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    let error = &refused.json()["error"];
+    assert_eq!(error["name"], "HostError", "{error}");
+    assert_eq!(error["retryable"], true, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit of 2 requests at once")),
+        "{error}"
+    );
+    for _ in 0..3 {
+        let health = get(server.addr, "/healthz").await;
+        assert_eq!(health.status, StatusCode::OK, "healthz outside the limit");
+    }
+    drop(held);
+    provider.task.abort();
+    server.stop().await;
+
+    // A budget smaller than one large request: its instance is stopped when it would grow past
+    // it, and answered 503; small requests and the health check go on.
+    let server = Running::start_with(ServeOptions {
+        max_instances: 2,
+        memory_budget: 32 << 20,
+        ..ServeOptions::default()
+    });
+    let text = "x".repeat(16 << 20);
+    let big = json!([{"role": "user", "content": [{"type": "text", "text": text}]}]).to_string();
+    let answer = send(server.addr, Method::POST, "/v1/validate", &[], &big).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    let error = &answer.json()["error"];
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shared budget of 33554432 bytes")),
+        "{error}"
+    );
+    let small = send(server.addr, Method::POST, "/v1/validate", &[], HI).await;
+    assert_eq!(small.status, StatusCode::OK);
+    assert_eq!(get(server.addr, "/healthz").await.status, StatusCode::OK);
+    server.stop().await;
+}
+
+/// A body under the body limit that holds a million empty text blocks (26 MB) is refused
+/// before it is parsed, with a typed error naming the limit, and costs the instance little: it
+/// fits in a 128 MiB memory cap. Several at once fit in the default budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_blocks_under_the_body_limit_are_refused_cheaply() {
+    let block = r#"{"type":"text","text":""}"#;
+    let blocks = vec![block; 1_000_000].join(",");
+    let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
+    assert!(
+        body.len() > 24 << 20 && body.len() < 32 << 20,
+        "{}",
+        body.len()
+    );
+    let server = Running::start_with(ServeOptions {
+        limits: Limits {
+            deadline: Limits::DEFAULT_DEADLINE.into(),
+            memory: Some(128 << 20),
+        },
+        max_instances: 4,
+        ..ServeOptions::default()
+    });
+    let body = std::sync::Arc::new(body);
+    let answers: Vec<JoinHandle<Answer>> = (0..3)
+        .map(|_| {
+            let (addr, body) = (server.addr, std::sync::Arc::clone(&body));
+            tokio::spawn(async move { send(addr, Method::POST, "/v1/validate", &[], &body).await })
+        })
+        .collect();
+    for answer in answers {
+        let answer = answer.await.expect("no panic");
+        assert_eq!(
+            answer.status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{:?}",
+            answer.body
+        );
+        let error = &answer.json()["error"];
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("values, the limit")
+                    || m.contains("objects and arrays, the limit")),
+            "{error}"
+        );
+    }
+    assert_eq!(get(server.addr, "/healthz").await.status, StatusCode::OK);
+    server.stop().await;
 }

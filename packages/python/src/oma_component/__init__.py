@@ -2,10 +2,12 @@
 
 Runs ``oma_portable.wasm`` (shipped in this package) on wasmtime; every step of a run that
 touches the outside world (HTTP, waits, tools, the beforeRun hook, process backends) is done
-here in Python. See README.md for the API.
+here in Python: by :class:`Agent` and :func:`run_agent` (sync, over urllib3), or by
+:class:`AsyncAgent` and :func:`run_agent_async` (asyncio, over httpx). See README.md.
 """
 
-from ._agent import Agent, Backend, CallableBackend, ProcessBackend, Tool, ToolResult, run_agent, tool
+from ._agent import Agent, Backend, CallableBackend, ProcessBackend, Tool, ToolResult, key_variable, run_agent, tool
+from ._aio import AsyncAgent, AsyncHttpClient, run_agent_async
 from ._codec import format_request, parse_response, validate
 from ._errors import (
     ComponentTrapError,
@@ -22,14 +24,64 @@ from ._errors import (
 )
 from ._http import HttpClient
 from ._runtime import Runtime, default_runtime, set_default_runtime
+from ._types import (
+    AgentRunResult,
+    Base64Source,
+    BeforeRunContext,
+    BeforeRunResult,
+    BudgetExceededEvent,
+    CallOptions,
+    ContentBlock,
+    DoneEvent,
+    ErrorDict,
+    ErrorEvent,
+    EvaluationCase,
+    EvaluationOptions,
+    FormattedRequest,
+    ImageBlock,
+    LLMMessage,
+    LLMResponse,
+    MediaSource,
+    Messages,
+    ProgressEvent,
+    PromptInput,
+    ReasoningBlock,
+    ReasoningEvent,
+    RunInput,
+    RunStatus,
+    StreamEvent,
+    StructuredTraceError,
+    TextBlock,
+    TextDeltaEvent,
+    TextEvent,
+    TokenUsage,
+    ToolCallRecord,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolResultContent,
+    ToolResultEvent,
+    ToolResultPart,
+    ToolUseBlock,
+    ToolUseEvent,
+    UrlSource,
+    VideoBlock,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agent", "Backend", "CallableBackend", "ProcessBackend", "Tool", "ToolResult", "run_agent", "tool",
+    "Agent", "AsyncAgent", "Backend", "CallableBackend", "ProcessBackend", "Tool", "ToolResult", "run_agent",
+    "run_agent_async", "tool", "key_variable",
     "format_request", "parse_response", "validate",
     "OmaError", "InvalidMessageError", "UnsupportedContentBlockError", "UnsupportedToolResultContentError",
     "UnsupportedToolCallError", "TokenBudgetExceededError", "LLMCallTimeoutError", "EgressPolicyError",
     "ProviderError", "SessionStateError", "ComponentTrapError",
-    "HttpClient", "Runtime", "default_runtime", "set_default_runtime",
+    "HttpClient", "AsyncHttpClient", "Runtime", "default_runtime", "set_default_runtime",
+    "AgentRunResult", "Base64Source", "BeforeRunContext", "BeforeRunResult", "BudgetExceededEvent", "CallOptions",
+    "ContentBlock", "DoneEvent", "ErrorDict", "ErrorEvent", "EvaluationCase", "EvaluationOptions",
+    "FormattedRequest", "ImageBlock", "LLMMessage", "LLMResponse", "MediaSource", "Messages", "ProgressEvent",
+    "PromptInput", "ReasoningBlock", "ReasoningEvent", "RunInput", "RunStatus", "StreamEvent",
+    "StructuredTraceError", "TextBlock", "TextDeltaEvent", "TextEvent", "TokenUsage", "ToolCallRecord",
+    "ToolDefinition", "ToolResultBlock", "ToolResultContent", "ToolResultEvent", "ToolResultPart", "ToolUseBlock",
+    "ToolUseEvent", "UrlSource", "VideoBlock",
 ]

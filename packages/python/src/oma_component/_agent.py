@@ -1,26 +1,71 @@
-"""Agents, tools, backends and the host loop that drives a ``driver`` session."""
+"""Agents, tools, backends, and the host loop that drives a ``driver`` session (the sync API).
+
+The asyncio API (``_aio.py``) drives the same sessions: the answers it gives are built here,
+so both APIs answer every step alike (the same tool texts, the same events, the same failures).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import json
+import os
+import queue
+import re
 import secrets
 import subprocess
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Generic,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    ParamSpec,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    cast,
+    overload,
+)
 
 from wasmtime.component import Variant
 
-from ._errors import OmaError
-from ._http import HttpClient, TransportFailure, default_client
+from ._errors import ComponentTrapError, InvalidMessageError, OmaError, TokenBudgetExceededError, error_from_info
+from ._http import DEFAULT_MAX_RESPONSE_BYTES, HttpClient, TransportFailure, default_client
+from ._runtime import ChunkAnswer, Runtime, default_runtime, input_json, record
 from ._runtime import dumps as _dumps
-from ._runtime import ChunkAnswer, Runtime, default_runtime, record
+from ._types import (
+    AgentRunResult,
+    BeforeRunContext,
+    CallOptions,
+    EvaluationCase,
+    EvaluationOptions,
+    LLMMessage,
+    ProgressEvent,
+    PromptInput,
+    RunInput,
+    StreamEvent,
+    ToolDefinition,
+    ToolResultContent,
+)
 
-Json = Any
-RunInputT = Union[str, Sequence[Dict[str, Any]]]
-PromptInputT = Union[str, Sequence[Dict[str, Any]]]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: A ``before_run`` hook: gets the context, returns ``{"prompt", "messages"?}`` (or awaits it).
+BeforeRun = Callable[[BeforeRunContext], Any]
+#: A progress or evaluation observer; what it raises is ignored.
+Observer = Callable[[Any], Any]
 
 
 # -- tools and backends -----------------------------------------------------------------------
@@ -30,46 +75,70 @@ PromptInputT = Union[str, Sequence[Dict[str, Any]]]
 class ToolResult:
     """What a tool may return to say more than its content: ``is_error`` marks a failure."""
 
-    content: Union[str, List[Dict[str, Any]]]
+    content: ToolResultContent
     is_error: bool = False
 
 
-@dataclass
-class Tool:
-    """A tool the model may call. ``fn(input)`` gets the call's arguments as a dict and returns a
-    string, a list of OMA tool-result parts (``{"type": "text" | "image" | "file", ...}``), a
-    :class:`ToolResult`, or any other JSON value (sent as its JSON text). An exception is sent to
-    the model as a failed result with the exception's message."""
+class Tool(Generic[P, R]):
+    """A tool the model may call. ``fn(input)`` gets the call's arguments as a dict and returns
+    (or, for an ``async def``, awaits) a string, a list of OMA tool-result parts
+    (``{"type": "text" | "image" | "file", ...}``), a :class:`ToolResult` (or OMA's
+    ``{"data", "isError"}``), ``None`` (empty content), or any other JSON value (sent as its
+    JSON text). What it raises is sent to the model as a failed result with the exception's
+    message. A ``Tool`` is still callable as ``fn`` is, with ``fn``'s types."""
 
-    name: str
-    description: str
-    input_schema: Dict[str, Any]
-    fn: Callable[[Dict[str, Any]], Any]
+    def __init__(self, name: str, description: str, input_schema: Mapping[str, Any], fn: Callable[P, R]) -> None:
+        self.name = name
+        self.description = description
+        self.input_schema: Dict[str, Any] = dict(input_schema)
+        self.fn: Callable[P, R] = fn
 
-    def definition(self) -> Dict[str, Any]:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def definition(self) -> ToolDefinition:
+        """The tool as the model is told of it."""
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
 
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r})"
 
-def tool(name: Optional[str] = None, description: str = "", input_schema: Optional[Dict[str, Any]] = None):
-    """Decorator form: ``@tool(description=..., input_schema=...)`` on ``def fn(input): ...``."""
 
-    def wrap(fn: Callable[[Dict[str, Any]], Any]) -> Tool:
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    name: Optional[str] = None, description: str = "", input_schema: Optional[Mapping[str, Any]] = None
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(name: Any = None, description: str = "", input_schema: Optional[Mapping[str, Any]] = None) -> Any:
+    """Decorator: ``@tool`` or ``@tool(name=..., description=..., input_schema=...)`` on
+    ``def fn(input): ...`` or ``async def fn(input): ...``. The name defaults to the function's,
+    the description to its docstring, the schema to an object with no properties."""
+
+    def wrap(fn: Callable[P, R], given: Optional[str] = name if isinstance(name, str) else None) -> Tool[P, R]:
         return Tool(
-            name or fn.__name__,
+            given or str(getattr(fn, "__name__", "tool")),
             description or (fn.__doc__ or "").strip(),
             input_schema or {"type": "object", "properties": {}},
             fn,
         )
 
+    if callable(name):
+        return wrap(name, None)
     return wrap
 
 
 class Backend:
-    """An external text-only backend (OMA's process and ACP backends)."""
+    """An external text-only backend (OMA's process and ACP backends). ``send`` returns the
+    answer's text, or awaits it (``async def send``)."""
 
     kind = "process"
 
-    def send(self, text: str) -> str:  # pragma: no cover - interface
+    def send(self, text: str) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -98,25 +167,27 @@ class ProcessBackend(Backend):
             raise RuntimeError(f"process backend could not start: {e.strerror or e}") from None
         if done.returncode != 0:
             detail = (done.stderr or "").strip()[:500]
-            raise RuntimeError(f"process backend exited with status {done.returncode}" + (f": {detail}" if detail else ""))
+            how = f"signal {-done.returncode}" if done.returncode < 0 else f"code {done.returncode}"
+            raise RuntimeError(f"process backend exited with {how}" + (f": {detail}" if detail else ""))
         return done.stdout
 
 
 class CallableBackend(Backend):
-    """Any function ``send(text) -> str`` as a backend of ``kind`` ``process`` or ``acp``."""
+    """Any function ``send(text) -> str`` (or ``async def``) as a backend of ``kind``
+    ``process`` or ``acp``."""
 
-    def __init__(self, fn: Callable[[str], str], kind: str = "acp") -> None:
+    def __init__(self, fn: Callable[[str], Any], kind: str = "acp") -> None:
         self.fn = fn
         self.kind = kind
 
-    def send(self, text: str) -> str:
+    def send(self, text: str) -> Any:
         return self.fn(text)
 
 
 # -- values ------------------------------------------------------------------------------------
 
 
-def _source_json(source: Any) -> Dict[str, Any]:
+def _source_json(source: Any) -> Any:
     p = source.payload
     if source.tag == "base64":
         return {"type": "base64", "media_type": getattr(p, "media-type"), "data": p.data}
@@ -158,11 +229,12 @@ def _tool_use_json(block: Any) -> Dict[str, Any]:
 
 
 def _event_json(event: Any) -> Optional[Dict[str, Any]]:
+    """An ``event`` step as OMA's StreamEvent (the shapes of the JavaScript package and OMA)."""
     tag, p = event.tag, event.payload
     if tag == "text-delta":
-        return {"type": "text_delta", "text": p}
+        return {"type": "text_delta", "data": p}
     if tag == "reasoning-delta":
-        return {"type": "reasoning_delta", "text": p}
+        return {"type": "reasoning", "data": p}
     if tag == "text":
         return {"type": "text", "data": p}
     if tag == "tool-use":
@@ -173,8 +245,20 @@ def _event_json(event: Any) -> Optional[Dict[str, Any]]:
             data["is_error"] = getattr(p, "is-error")
         return {"type": "tool_result", "data": data}
     if tag == "budget-exceeded":
-        return {"type": "budget_exceeded", "data": p}
-    return None  # done / error: delivered from the `done` step with the JSON result
+        return {"type": "budget_exceeded", "data": TokenBudgetExceededError(p)}
+    return None  # done / error: delivered from the `finished` poll with the JSON result
+
+
+def _last_event(result: AgentRunResult) -> StreamEvent:
+    """A stream's last event: ``done`` with the result (a run stopped by its token budget too,
+    after its ``budget_exceeded`` event), or ``error`` with the error (whose ``.result`` is the
+    result), as in OMA."""
+    if result.get("success") or result.get("budgetExceeded"):
+        return {"type": "done", "data": result}
+    info: Mapping[str, Any] = result.get("errorInfo") or {"name": "Error", "message": result.get("output", "")}
+    error = error_from_info(info)
+    error.result = result
+    return {"type": "error", "data": error}
 
 
 def _text_of(value: Any) -> str:
@@ -186,79 +270,278 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _message(error: BaseException) -> str:
+    """An exception's text as a tool, hook or backend failure shows it (the message only, as
+    JavaScript shows ``error.message``)."""
+    if isinstance(error, OmaError):
+        return error.message
+    return str(error)
+
+
+# -- answers, shared by both APIs ---------------------------------------------------------------
+
+
+def _hook_variant(value: Any = None, error: Optional[BaseException] = None) -> Variant:
+    """``answer.hook``: the hook's return value as JSON text, or its failure."""
+    if error is None:
+        try:
+            return Variant("hook", Variant("json", _dumps(value)))
+        except (TypeError, ValueError) as e:
+            error = e
+    return Variant("hook", Variant("failed", _message(error)))
+
+
+def _tool_outcome(value: Any) -> Tuple[Any, bool]:
+    """What a tool returned as ``(content, is_error)``, read as the JavaScript package reads it."""
+    if isinstance(value, ToolResult):
+        return value.content, value.is_error
+    if isinstance(value, (str, list)):
+        return value, False
+    if isinstance(value, Mapping) and ("data" in value or "content" in value):
+        inner = value["data"] if "data" in value else value["content"]
+        content = inner if isinstance(inner, (str, list)) else _dumps(inner)
+        return content, bool(value.get("isError", value.get("is_error", False)))
+    if value is None:
+        return "", False
+    return _dumps(value), False
+
+
+def _tool_variant(call_id: str, value: Any = None, error: Optional[BaseException] = None) -> Variant:
+    """``answer.tool-json`` for a tool's return value or its failure."""
+    if error is None:
+        try:
+            content, is_error = _tool_outcome(value)
+        except (TypeError, ValueError) as e:
+            content, is_error = _message(e), True
+    else:
+        content, is_error = _message(error), True
+    try:
+        text = _dumps(content)
+    except (TypeError, ValueError) as e:
+        text, is_error = _dumps(f"tool result is not JSON data: {_message(e)}"), True
+    return Variant("tool-json", record(id=call_id, content=text, is_error=is_error))
+
+
+def _unknown_tool(name: str) -> str:
+    # OMA's default-deny text, as the JavaScript package gives it: a tool the agent was not
+    # granted is not run.
+    return (
+        f'Tool "{name}" is not granted to this agent. '
+        'Built-in tools are opt-in: grant it via the agent\'s "tools" allowlist or '
+        '"toolPreset" (or set the orchestrator\'s "defaultToolPreset").'
+    )
+
+
+def _external_variant(value: Any = None, error: Optional[BaseException] = None) -> Variant:
+    if error is None:
+        return Variant("external", Variant("ok", value if isinstance(value, str) else str(value)))
+    return Variant("external", Variant("err", _message(error)))
+
+
+def _failure_variant(f: TransportFailure) -> Variant:
+    return Variant("failure", record(kind=f.kind, message=f.message))
+
+
+def _answer(rt: Runtime, generation: int, session: Any, answer: Any, tool_id: Optional[str] = None) -> None:
+    """Gives the session an answer. A tool's content the component cannot read as OMA's
+    tool-result content goes to the model as a failed result saying why, as in JavaScript."""
+    try:
+        rt.call("[method]session.answer", session, answer, generation=generation)
+    except InvalidMessageError as e:
+        if tool_id is None:
+            raise
+        rt.call("[method]session.answer", session,
+                Variant("tool-json", record(id=tool_id, content=_dumps(e.message), is_error=True)),
+                generation=generation)
+
+
+def _progress_json(p: Any) -> ProgressEvent:
+    return {"type": p.type, "agent": p.agent, "data": json.loads(p.data)}
+
+
+def _internal_failure(error: BaseException) -> AgentRunResult:
+    """A run the host loop could not finish, as a failed result (as the JavaScript package
+    reports it): nothing after the input's check raises, except a trap."""
+    message = _message(error)
+    info: Dict[str, Any] = {"kind": "unknown"}
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        info["code"] = code
+    info.update(name=getattr(error, "name", None) or type(error).__name__, message=message[:1024], retryable=False)
+    return cast(AgentRunResult, {
+        "success": False, "output": message, "messages": [], "tokenUsage": {"input_tokens": 0, "output_tokens": 0},
+        "toolCalls": [], "turns": 0, "status": {"code": "error", "message": message[:256]}, "errorInfo": info,
+    })
+
+
+def _settle(value: Any) -> Any:
+    """A value a user's function returned, awaited first when it is awaitable (an ``async def``
+    tool, hook or backend in the sync API runs to its end on an event loop of its own)."""
+    if inspect.isawaitable(value):
+        async def wait() -> Any:
+            return await value
+
+        return asyncio.run(wait())
+    return value
+
+
+def _observe(fn: Optional[Observer], value: Any) -> None:
+    """Calls an observer; what it raises (or awaits and raises) does not change the run."""
+    if fn is None:
+        return
+    try:
+        returned = fn(value)
+        if inspect.isawaitable(returned):
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                _settle(returned)
+            else:  # pragma: no cover - the sync API called from inside an event loop
+                close = getattr(returned, "close", None)
+                if close is not None:
+                    close()
+    except Exception:  # noqa: BLE001 - a throwing observer does not change the run
+        pass
+
+
 # -- the host loop -----------------------------------------------------------------------------
 
 
 @dataclass
 class _Host:
-    """What answers a session's steps."""
+    """What answers a session's steps (both APIs; ``client`` is the sync API's)."""
 
-    client: HttpClient
-    tools: Dict[str, Tool] = field(default_factory=dict)
-    before_run: Optional[Callable[[Dict[str, Any]], Any]] = None
+    client: Any = None
+    tools: Dict[str, "Tool[..., Any]"] = field(default_factory=dict)
+    before_run: Optional[BeforeRun] = None
     backend: Optional[Backend] = None
-    on_progress: Optional[Callable[[Dict[str, Any]], None]] = None
-    on_case: Optional[Callable[[Dict[str, Any]], None]] = None
+    on_progress: Optional[Observer] = None
+    on_case: Optional[Observer] = None
     sleep: Callable[[float], None] = time.sleep
+    # Where a whole response's read stops (the component decides what a body past it means).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
 
 def _hook_answer(host: _Host, context_json: str) -> Variant:
     if host.before_run is None:
         return Variant("hook", Variant("failed", "no beforeRun hook is registered"))
     try:
-        returned = host.before_run(json.loads(context_json))
-        text = _dumps(returned)
+        returned = _settle(host.before_run(json.loads(context_json)))
     except Exception as e:  # noqa: BLE001 - OMA: a throwing hook fails the run
-        return Variant("hook", Variant("failed", str(e) or type(e).__name__))
-    return Variant("hook", Variant("json", text))
+        return _hook_variant(error=e)
+    return _hook_variant(returned)
 
 
 def _tool_answer(host: _Host, call: Any) -> Variant:
     t = host.tools.get(call.name)
-    is_error = False
     if t is None:
-        content: Any = f'Tool "{call.name}" is not registered'
-        is_error = True
-    else:
+        return _tool_variant(call.id, error=LookupError(_unknown_tool(call.name)))
+    try:
+        arguments = json.loads(call.input) if call.input else {}
+        value = _settle(t.fn(arguments))
+    except Exception as e:  # noqa: BLE001 - the model sees the failure
+        return _tool_variant(call.id, error=e)
+    return _tool_variant(call.id, value)
+
+
+def _external_answer(host: _Host, p: Any) -> Variant:
+    backend = host.backend
+    try:
+        if backend is None:
+            raise RuntimeError("no external backend is configured")
+        return _external_variant(_settle(backend.send(p.text)))
+    except Exception as e:  # noqa: BLE001 - a failing backend fails the run
+        return _external_variant(error=e)
+
+
+# The steps that may come while a response body is still being read.
+_READING = frozenset(("receive", "event", "progress", "evaluation"))
+
+
+class _Pending:
+    """The hook, tool and backend calls of a run under way, each on a daemon thread of its own.
+
+    Their answers come back through one queue and are given to the session on the caller's
+    thread (the component is not shared between threads). While the session waits for them it
+    is asked again at the instant it names (the run's deadline), so a call that outlives the
+    deadline ends the run with OMA's timeout instead of holding it; the abandoned call's thread
+    finishes on its own and its answer is dropped.
+    """
+
+    def __init__(self) -> None:
+        self._answers: "queue.Queue[Any]" = queue.Queue()
+        self.count = 0
+
+    def start(self, compute: Callable[[], Variant], tool_id: Optional[str] = None) -> None:
+        def work() -> None:
+            try:
+                self._answers.put((tool_id, compute()))
+            except BaseException as e:  # noqa: BLE001 - compute() catches what the user raises
+                self._answers.put(e)
+
+        self.count += 1
+        threading.Thread(target=work, name="oma-host-call", daemon=True).start()
+
+    def next(self, wake_at_ms: Optional[int]) -> Optional[Tuple[Optional[str], Variant]]:
+        """The next ``(tool id, answer)``, or ``None`` when ``wake_at_ms`` passed first."""
+        timeout = None if wake_at_ms is None else max(0.0, (wake_at_ms - _now_ms()) / 1000.0)
         try:
-            arguments = json.loads(call.input) if call.input else {}
-            value = t.fn(arguments)
-            if isinstance(value, ToolResult):
-                content, is_error = value.content, value.is_error
-            elif isinstance(value, (str, list)):
-                content = value
-            else:
-                content = _dumps(value)
-        except Exception as e:  # noqa: BLE001 - the model sees the failure
-            content, is_error = f"{type(e).__name__}: {e}", True
-    return Variant("tool-json", record(id=call.id, content=_dumps(content), is_error=is_error))
+            answer = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.count -= 1
+        if isinstance(answer, BaseException):
+            raise answer
+        return cast(Tuple[Optional[str], Variant], answer)
 
 
-def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[Dict[str, Any]]:
-    """Steps ``session`` to its end; yields stream events; returns the result dict."""
+def _due_text(due: Any) -> str:
+    return ", ".join(f"tool {d.payload}" if d.tag == "tool" else d.tag for d in due)
+
+
+def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[Dict[str, Any], None, Dict[str, Any]]:
+    """Steps ``session`` to its end; yields stream events; returns the result dict.
+
+    HTTP steps are performed in turn; the hook, tools and external backends run as pending calls
+    (tools of one turn at once), held to the run's deadline.
+    """
     response = None
-
-    def reply(answer: Any) -> None:
-        rt.call("[method]session.answer", session, answer, generation=generation)
+    pending = _Pending()
+    answer: Any
 
     try:
         while True:
-            step = rt.call("[method]session.next", session, _now_ms(), generation=generation)
+            polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
+            if polled.tag == "finished":
+                return cast(Dict[str, Any], json.loads(_text_of(polled.payload)))
+            if polled.tag == "waiting":
+                waiting = polled.payload
+                if pending.count == 0:
+                    raise OmaError(f"the session waits for {_due_text(waiting.due)}, which this host does not owe")
+                ready = pending.next(getattr(waiting, "wake-at-ms"))
+                if ready is not None:
+                    _answer(rt, generation, session, ready[1], ready[0])
+                continue
+            step = polled.payload
             tag, p = step.tag, step.payload
+            if response is not None and tag not in _READING:
+                # The call is over with this response (its end, a limit, a retry's wait): the
+                # rest of its body is not read.
+                response.close()
+                response = None
             if tag == "send":
-                if response is not None:
-                    response.close()
-                    response = None
                 try:
                     if p.stream:
+                        # The head first, the body as the session asks for it: the component
+                        # counts each chunk against its limit as it arrives.
                         response = host.client.open(p)
                         answer = Variant("head", record(status=response.status, headers=response.headers))
                     else:
-                        status, headers, body = host.client.send(p)
+                        status, headers, body = host.client.send(p, host.max_response_bytes)
                         answer = Variant("response", record(status=status, headers=headers, body=body))
                 except TransportFailure as f:
-                    answer = Variant("failure", record(kind=f.kind, message=f.message))
-                reply(answer)
+                    answer = _failure_variant(f)
+                _answer(rt, generation, session, answer)
             elif tag == "receive":
                 try:
                     data = response.read() if response is not None else b""
@@ -267,36 +550,26 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
                         response.close()
                         response = None
                 except TransportFailure as f:
-                    answer = Variant("failure", record(kind=f.kind, message=f.message))
-                reply(answer)
+                    answer = _failure_variant(f)
+                _answer(rt, generation, session, answer)
             elif tag == "wait":
                 host.sleep(p / 1000.0)
-                reply(Variant("waited"))
+                _answer(rt, generation, session, Variant("waited"))
             elif tag == "before-run":
-                reply(_hook_answer(host, _text_of(p)))
+                context = _text_of(p)
+                pending.start(lambda: _hook_answer(host, context))
             elif tag == "call-tool":
-                reply(_tool_answer(host, p))
+                pending.start(functools.partial(_tool_answer, host, p), p.id)
             elif tag == "external-send":
-                backend = host.backend
-                try:
-                    if backend is None:
-                        raise RuntimeError("no external backend is configured")
-                    outcome = Variant("ok", backend.send(p.text))
-                except Exception as e:  # noqa: BLE001 - a failing backend fails the run
-                    outcome = Variant("err", str(e) or type(e).__name__)
-                reply(Variant("external", outcome))
+                pending.start(functools.partial(_external_answer, host, p))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:
                     yield event
             elif tag == "progress":
-                if host.on_progress is not None:
-                    host.on_progress({"type": p.type, "agent": p.agent, "data": json.loads(p.data)})
+                _observe(host.on_progress, _progress_json(p))
             elif tag == "evaluation":
-                if host.on_case is not None:
-                    host.on_case(json.loads(_text_of(p)))
-            elif tag == "done":
-                return json.loads(_text_of(p))
+                _observe(host.on_case, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -305,64 +578,208 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Iterator[D
         rt.drop(generation, session)
 
 
-def _collect(gen: Iterator[Dict[str, Any]]) -> Dict[str, Any]:
-    while True:
-        try:
+def _complete(gen: Generator[Dict[str, Any], None, Dict[str, Any]]) -> AgentRunResult:
+    """Drives a session to its result; a failure of the loop itself is a failed result."""
+    try:
+        while True:
             next(gen)
-        except StopIteration as stop:
-            return stop.value
+    except StopIteration as stop:
+        return cast(AgentRunResult, stop.value)
+    except ComponentTrapError:
+        raise
+    except Exception as e:  # noqa: BLE001 - as the JavaScript package: a result, never a throw
+        return _internal_failure(e)
+
+
+def _events(gen: Generator[Dict[str, Any], None, Dict[str, Any]]) -> Iterator[StreamEvent]:
+    """A session's events, then its last event (``done`` or ``error``)."""
+    result: AgentRunResult
+    try:
+        result = cast(AgentRunResult, (yield from cast(Generator[StreamEvent, None, Dict[str, Any]], gen)))
+    except ComponentTrapError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        result = _internal_failure(e)
+    finally:
+        gen.close()
+    yield _last_event(result)
 
 
 # -- agents ------------------------------------------------------------------------------------
 
 
-def _config(
-    *, name: str, model: str, provider: str, base_url: Optional[str], api_key: Optional[str],
-    region: Optional[str], system_prompt: Optional[str], max_turns: Optional[int],
-    max_token_budget: Optional[int], max_tokens: Optional[int], temperature: Optional[float],
-    top_p: Optional[float], top_k: Optional[int], thinking_budget: Optional[int],
-    tools: Sequence[Tool], before_run: bool, backend: Optional[Backend], history: Optional[Sequence[Any]],
-    call: Optional[Dict[str, Any]],
-) -> Dict[str, Any]:
-    cfg: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
-    optional = {
-        "baseURL": base_url, "apiKey": api_key, "region": region, "systemPrompt": system_prompt,
-        "maxTurns": max_turns, "maxTokenBudget": max_token_budget, "maxTokens": max_tokens,
-        "temperature": temperature, "topP": top_p, "topK": top_k, "thinkingBudget": thinking_budget,
-    }
-    cfg.update({k: v for k, v in optional.items() if v is not None})
-    if tools:
-        cfg["tools"] = [t.definition() for t in tools]
-    if before_run:
-        cfg["beforeRun"] = True
-    if backend is not None:
-        cfg["backend"] = {"kind": backend.kind}
-    if history:
-        cfg["history"] = list(history)
-    if call:
-        cfg["call"] = {_CALL_KEYS.get(k, k): v for k, v in call.items()}
-    return cfg
+def key_variable(provider: str) -> str:
+    """The environment variable that holds ``provider``'s API key, as the gateway and the
+    JavaScript package name it: ``XAI_API_KEY`` for ``grok``, ``AWS_BEARER_TOKEN_BEDROCK`` for
+    ``bedrock``, else ``<PROVIDER>_API_KEY`` (upper-cased, anything but ASCII letters and digits
+    as ``_``): ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY``, ..."""
+    if provider == "grok":
+        return "XAI_API_KEY"
+    if provider == "bedrock":
+        return "AWS_BEARER_TOKEN_BEDROCK"
+    return re.sub(r"[^A-Za-z0-9]", "_", provider).upper() + "_API_KEY"
+
+
+def _env_key(provider: Any) -> Optional[str]:
+    if not isinstance(provider, str):
+        return None
+    return os.environ.get(key_variable(provider)) or None  # an empty value counts as unset
 
 
 _CALL_KEYS = {
     "max_retries": "maxRetries", "retry_delay_ms": "retryDelayMs", "retry_backoff": "retryBackoff",
-    "timeout_ms": "timeoutMs", "max_response_bytes": "maxResponseBytes",
+    "timeout_ms": "timeoutMs", "max_response_bytes": "maxResponseBytes", "deadline_ms": "deadlineMs",
+}
+
+_PLAIN_KEYS = {
+    "base_url": "baseURL", "api_key": "apiKey", "region": "region", "system_prompt": "systemPrompt",
+    "max_turns": "maxTurns", "max_token_budget": "maxTokenBudget", "max_tokens": "maxTokens",
+    "temperature": "temperature", "top_p": "topP", "top_k": "topK", "thinking_budget": "thinkingBudget",
+    "deadline_ms": "deadlineMs",
 }
 
 
-class Agent:
-    """An OMA agent running inside the component.
+class _Spec:
+    """An agent's configuration: the component's JSON and the host's parts."""
+
+    def __init__(self, *, name: str, model: str, provider: str, tools: Sequence["Tool[..., Any]"],
+                 before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
+                 call: Optional[Mapping[str, Any]], options: Mapping[str, Any]) -> None:
+        unknown = set(options) - set(_PLAIN_KEYS)
+        if unknown:
+            raise TypeError(f"unknown configuration: {', '.join(sorted(unknown))}")
+        cfg: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
+        values = dict(options)
+        if values.get("api_key") is None and backend is None:
+            values["api_key"] = _env_key(provider)
+        cfg.update({_PLAIN_KEYS[k]: v for k, v in values.items() if v is not None})
+        if tools:
+            cfg["tools"] = [t.definition() for t in tools]
+        if before_run is not None:
+            cfg["beforeRun"] = True
+        if backend is not None:
+            cfg["backend"] = {"kind": backend.kind}
+        if call:
+            cfg["call"] = {_CALL_KEYS.get(k, k): v for k, v in call.items()}
+        self.cfg = cfg
+        # The history as OMA JSON text, checked by OMA's guard when the agent is made.
+        self.history_json: Optional[str] = None if history is None else input_json(history)
+        self.tools = {t.name: t for t in tools}
+        self.before_run = before_run
+        self.backend = backend
+        limit = cfg.get("call", {}).get("maxResponseBytes")
+        # The response limit the configuration sets (the component refuses one that is not a count).
+        self.max_response_bytes = limit if isinstance(limit, int) and limit >= 0 else DEFAULT_MAX_RESPONSE_BYTES
+
+    def json(self, history_json: Optional[str]) -> str:
+        text = _dumps(self.cfg)
+        if history_json is None:
+            return text
+        return text[:-1] + ',"history":' + history_json + "}"
+
+    def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
+        return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
+                     on_progress=on_progress, on_case=on_case, max_response_bytes=self.max_response_bytes)
+
+
+def _seed() -> int:
+    return secrets.randbits(64)
+
+
+class _AgentCore:
+    """What both agent classes share: the configuration, and the agent inside the component,
+    re-created from its configuration and last committed history after a trap."""
+
+    def __init__(self, spec: _Spec, runtime: Optional[Runtime], seed: Optional[int]) -> None:
+        self.name: str = spec.cfg["name"]
+        self._rt = runtime or default_runtime()
+        self._spec = spec
+        self._seed = seed
+        # The committed history as OMA JSON text, kept so a replaced instance can re-create us.
+        self._history_json = spec.history_json
+        self._handle: Any = None
+        self._generation = -1
+        self._finalizer: "Optional[weakref.finalize[Any, Any]]" = None
+        self._ensure()
+
+    def _ensure(self) -> Any:
+        rt = self._rt
+        with rt.lock():
+            if self._handle is None or self._generation != rt.generation:
+                handle = rt.call("[static]agent.create-json", self._spec.json(self._history_json))
+                if self._finalizer is not None:
+                    self._finalizer.detach()
+                self._handle, self._generation = handle, rt.generation
+                self._finalizer = weakref.finalize(self, rt.drop_later, rt.generation, handle)
+            return self._handle
+
+    def _session_options(self, seed: Optional[int]) -> Any:
+        if seed is None:
+            seed = self._seed if self._seed is not None else _seed()
+        return record(payloads="json", seed=seed)
+
+    def _start(self, method: str, input: Any, seed: Optional[int]) -> Tuple[int, Any]:
+        rt = self._rt
+        # prompt's blocks are checked as OMA checks them, as the one message of a user turn
+        where = "messages[0].content" if method == "[method]agent.prompt-json" else "messages"
+        payload = _dumps(input) if isinstance(input, str) else input_json(input, where)
+        with rt.lock():
+            handle = self._ensure()
+            session = rt.call(method, handle, payload, self._session_options(seed))
+            return rt.generation, session
+
+    def _snapshot(self) -> None:
+        rt = self._rt
+        with rt.lock():
+            if self._generation == rt.generation:
+                self._history_json = rt.call("[method]agent.get-history-json", self._handle)
+
+    def get_history(self) -> List[LLMMessage]:
+        """A copy of the persistent history as OMA messages."""
+        rt = self._rt
+        with rt.lock():
+            return cast(List[LLMMessage], json.loads(rt.call("[method]agent.get-history-json", self._ensure())))
+
+    def reset(self) -> None:
+        """Clears the persistent history."""
+        rt = self._rt
+        with rt.lock():
+            rt.call("[method]agent.reset", self._ensure())
+            self._history_json = "[]"
+
+    def close(self) -> None:
+        """Frees the agent inside the component (also done when the agent is collected)."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self._handle = None
+
+
+_AGENT_DOC = """
+
+    ``deadline_ms`` is the most one run may take (past it the run fails with status
+    ``timeout``; hooks and tools are held to it too). ``api_key`` defaults to the provider's
+    usual environment variable (:func:`key_variable`). ``call`` sets the provider call options:
+    ``max_retries``, ``retry_delay_ms``, ``retry_backoff``, ``timeout_ms`` (connecting and the
+    head; then each gap between a stream's bytes, or a whole response up to its last byte),
+    ``max_response_bytes`` (32 MiB by default, counted as the bytes arrive), ``deadline_ms`` (one
+    call with its retries, 10 minutes by default), ``egress`` (``"open"``, ``"offline"`` or a
+    list of origins); what is not given is the component's default.
+"""
+
+
+class Agent(_AgentCore):
+    """An OMA agent running inside the component (the sync API; :class:`AsyncAgent` is the
+    asyncio one).
 
     ``run(input)`` starts a fresh conversation (a string, or a list of OMA messages as dicts);
     ``stream(input)`` yields its events as dicts; ``prompt(input)`` adds one user turn to the
     persistent history; ``get_history()`` and ``reset()`` read and clear that history. Results are
     OMA's ``AgentRunResult`` as a dict. Invalid input raises :class:`InvalidMessageError` before
     anything happens; anything that fails later is a result with ``success: False``.
-
-    ``call`` sets the provider call options: ``max_retries``, ``retry_delay_ms``,
-    ``retry_backoff``, ``timeout_ms``, ``max_response_bytes``, ``egress`` (``"open"``,
-    ``"offline"`` or a list of origins).
     """
+
+    __doc__ = (__doc__ or "") + _AGENT_DOC
 
     def __init__(
         self,
@@ -381,115 +798,46 @@ class Agent:
         top_p: Optional[float] = None,
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
-        history: Optional[Sequence[Dict[str, Any]]] = None,
-        before_run: Optional[Callable[[Dict[str, Any]], Any]] = None,
-        tools: Sequence[Tool] = (),
+        deadline_ms: Optional[int] = None,
+        history: Optional[Sequence[LLMMessage]] = None,
+        before_run: Optional[BeforeRun] = None,
+        tools: Sequence["Tool[..., Any]"] = (),
         backend: Optional[Backend] = None,
-        call: Optional[Dict[str, Any]] = None,
+        call: Optional[CallOptions] = None,
         http_client: Optional[HttpClient] = None,
         runtime: Optional[Runtime] = None,
         seed: Optional[int] = None,
     ) -> None:
-        self.name = name
-        self._rt = runtime or default_runtime()
-        self._config = _config(
-            name=name, model=model, provider=provider, base_url=base_url, api_key=api_key, region=region,
-            system_prompt=system_prompt, max_turns=max_turns, max_token_budget=max_token_budget,
-            max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            thinking_budget=thinking_budget, tools=tools, before_run=before_run is not None,
-            backend=backend, history=None, call=call,
-        )
-        self._host = _Host(client=http_client or default_client(), tools={t.name: t for t in tools},
-                           before_run=before_run, backend=backend)
-        self._seed = seed
+        spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run,
+                     backend=backend, history=history, call=cast(Optional[Mapping[str, Any]], call),
+                     options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
+                                  max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
+                                  temperature=temperature, top_p=top_p, top_k=top_k,
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms))
+        self._host = spec.host(http_client or default_client())
         self._lock = threading.Lock()
-        # The committed history as OMA JSON text, kept so a replaced instance can re-create us.
-        self._history_json = _dumps(list(history or []))
-        self._handle: Any = None
-        self._generation = -1
-        self._finalizer: Optional[weakref.finalize] = None
-        self._ensure()
+        super().__init__(spec, runtime, seed)
 
-    # -- the handle, re-created after a trap --------------------------------------------------
-
-    def _ensure(self) -> Any:
-        rt = self._rt
-        with rt.lock():
-            if self._handle is None or self._generation != rt.generation:
-                cfg = dict(self._config)
-                history = json.loads(self._history_json)
-                if history:
-                    cfg["history"] = history
-                handle = rt.call("[static]agent.create-json", _dumps(cfg))
-                if self._finalizer is not None:
-                    self._finalizer.detach()
-                self._handle, self._generation = handle, rt.generation
-                self._finalizer = weakref.finalize(self, rt.drop_later, rt.generation, handle)
-            return self._handle
-
-    def _session_options(self, seed: Optional[int]) -> Any:
-        if seed is None:
-            seed = self._seed if self._seed is not None else secrets.randbits(64)
-        return record(payloads="json", seed=seed)
-
-    def _start(self, method: str, input: Any, seed: Optional[int]):
-        rt = self._rt
-        with rt.lock():
-            handle = self._ensure()
-            session = rt.call(method, handle, _dumps(input), self._session_options(seed))
-            return rt.generation, session
-
-    # -- OMA's API ----------------------------------------------------------------------------
-
-    def run(self, input: RunInputT, *, seed: Optional[int] = None) -> Dict[str, Any]:
+    def run(self, input: RunInput, *, seed: Optional[int] = None) -> AgentRunResult:
         """OMA's ``agent.run``: a fresh conversation; returns the ``AgentRunResult`` dict."""
-        generation, session = self._start("[method]agent.run-json", _input(input), seed)
-        return _collect(drive(self._rt, generation, session, self._host))
+        generation, session = self._start("[method]agent.run-json", input, seed)
+        return _complete(drive(self._rt, generation, session, self._host))
 
-    def stream(self, input: RunInputT, *, seed: Optional[int] = None) -> Iterator[Dict[str, Any]]:
-        """OMA's ``agent.stream``: yields ``text_delta``, ``reasoning_delta``, ``text``,
-        ``tool_use``, ``tool_result``, ``budget_exceeded`` events and finally ``done`` or
-        ``error`` with the result. Invalid input raises here, before the iterator exists."""
-        generation, session = self._start("[method]agent.stream-json", _input(input), seed)
-        return self._stream_events(generation, session)
+    def stream(self, input: RunInput, *, seed: Optional[int] = None) -> Iterator[StreamEvent]:
+        """OMA's ``agent.stream``: yields ``text_delta``, ``reasoning``, ``text``, ``tool_use``,
+        ``tool_result``, ``budget_exceeded`` events and finally ``done`` (the result) or
+        ``error`` (the error, the result as its ``.result``). Invalid input raises here, before
+        the iterator exists."""
+        generation, session = self._start("[method]agent.stream-json", input, seed)
+        return _events(drive(self._rt, generation, session, self._host))
 
-    def _stream_events(self, generation: int, session: Any) -> Iterator[Dict[str, Any]]:
-        result = yield from drive(self._rt, generation, session, self._host)
-        yield {"type": "done" if result.get("success") else "error", "data": result}
-
-    def prompt(self, input: PromptInputT, *, seed: Optional[int] = None) -> Dict[str, Any]:
+    def prompt(self, input: PromptInput, *, seed: Optional[int] = None) -> AgentRunResult:
         """OMA's ``agent.prompt``: one user turn (a string or content blocks) on the history."""
         with self._lock:
-            generation, session = self._start("[method]agent.prompt-json", _input(input), seed)
-            result = _collect(drive(self._rt, generation, session, self._host))
+            generation, session = self._start("[method]agent.prompt-json", input, seed)
+            result = _complete(drive(self._rt, generation, session, self._host))
             self._snapshot()
             return result
-
-    def _snapshot(self) -> None:
-        rt = self._rt
-        with rt.lock():
-            if self._generation == rt.generation:
-                self._history_json = rt.call("[method]agent.get-history-json", self._handle)
-
-    def get_history(self) -> List[Dict[str, Any]]:
-        """A copy of the persistent history as OMA messages."""
-        rt = self._rt
-        with rt.lock():
-            return json.loads(rt.call("[method]agent.get-history-json", self._ensure()))
-
-    def reset(self) -> None:
-        """Clears the persistent history."""
-        rt = self._rt
-        with rt.lock():
-            rt.call("[method]agent.reset", self._ensure())
-            self._history_json = "[]"
-
-    def close(self) -> None:
-        """Frees the agent inside the component (also done when the agent is collected)."""
-        if self._finalizer is not None:
-            self._finalizer()
-            self._finalizer = None
-        self._handle = None
 
     def __enter__(self) -> "Agent":
         return self
@@ -498,61 +846,53 @@ class Agent:
         self.close()
 
 
-def _input(value: Any) -> Any:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, tuple):
-        return list(value)
-    return value  # anything else goes to OMA's shape guard, which names what is wrong
+def _run_agent_session(rt: Runtime, spec: _Spec, input: Any, progress: bool,
+                       evaluation: Optional[EvaluationOptions], seed: Optional[int]) -> Tuple[int, Any]:
+    """Starts a ``run-agent`` session; invalid input raises here."""
+    evaluation_record = None
+    if evaluation is not None:
+        e = cast(Mapping[str, Any], evaluation)
+        evaluation_record = record(
+            store_payloads=e.get("store_payloads", e.get("storePayloads", "none")),
+            sample_rate=float(e.get("sample_rate", e.get("sampleRate", 1.0))),
+        )
+    options = record(progress=progress, evaluation=evaluation_record)
+    session_options = record(payloads="json", seed=seed if seed is not None else _seed())
+    payload = _dumps(input) if isinstance(input, str) else input_json(input)
+    with rt.lock():
+        session = rt.call("run-agent-json", spec.json(spec.history_json), payload, options, session_options)
+        return rt.generation, session
 
 
 def run_agent(
-    input: RunInputT,
+    input: RunInput,
     *,
-    on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
-    evaluation: Optional[Dict[str, Any]] = None,
-    on_case: Optional[Callable[[Dict[str, Any]], None]] = None,
-    before_run: Optional[Callable[[Dict[str, Any]], Any]] = None,
-    tools: Sequence[Tool] = (),
+    model: str,
+    provider: str,
+    name: str = "agent",
+    on_progress: Optional[Callable[[ProgressEvent], Any]] = None,
+    evaluation: Optional[EvaluationOptions] = None,
+    on_case: Optional[Callable[[EvaluationCase], Any]] = None,
+    before_run: Optional[BeforeRun] = None,
+    tools: Sequence["Tool[..., Any]"] = (),
     backend: Optional[Backend] = None,
+    history: Optional[Sequence[LLMMessage]] = None,
+    call: Optional[CallOptions] = None,
     http_client: Optional[HttpClient] = None,
     runtime: Optional[Runtime] = None,
     seed: Optional[int] = None,
-    name: str = "agent",
-    model: str,
-    provider: str,
     **config: Any,
-) -> Dict[str, Any]:
+) -> AgentRunResult:
     """OMA's ``runAgent``: a one-off agent with progress events and online evaluation.
 
     ``on_progress(event)`` gets ``{"type", "agent", "data"}`` (``agent_start``,
     ``budget_exceeded``, ``agent_complete``); ``evaluation={"store_payloads": "none" | "redacted"
-    | "full", "sample_rate": 1.0}`` hands each evaluated case to ``on_case(case)``. ``config``
-    takes the keyword arguments of :class:`Agent` (``base_url``, ``api_key``, ...)."""
+    | "full", "sample_rate": 1.0}`` hands each evaluated case to ``on_case(case)``. What an
+    observer raises is ignored. ``config`` takes the other keyword arguments of :class:`Agent`
+    (``base_url``, ``api_key``, ``system_prompt``, ...)."""
     rt = runtime or default_runtime()
-    cfg = _config(
-        name=name, model=model, provider=provider, base_url=config.pop("base_url", None),
-        api_key=config.pop("api_key", None), region=config.pop("region", None),
-        system_prompt=config.pop("system_prompt", None), max_turns=config.pop("max_turns", None),
-        max_token_budget=config.pop("max_token_budget", None), max_tokens=config.pop("max_tokens", None),
-        temperature=config.pop("temperature", None), top_p=config.pop("top_p", None),
-        top_k=config.pop("top_k", None), thinking_budget=config.pop("thinking_budget", None),
-        tools=tools, before_run=before_run is not None, backend=backend,
-        history=config.pop("history", None), call=config.pop("call", None),
-    )
-    if config:
-        raise TypeError(f"unknown configuration: {', '.join(sorted(config))}")
-    evaluation_record = None
-    if evaluation is not None:
-        evaluation_record = record(
-            store_payloads=evaluation.get("store_payloads", evaluation.get("storePayloads", "none")),
-            sample_rate=float(evaluation.get("sample_rate", evaluation.get("sampleRate", 1.0))),
-        )
-    options = record(progress=on_progress is not None, evaluation=evaluation_record)
-    session_options = record(payloads="json", seed=seed if seed is not None else secrets.randbits(64))
-    host = _Host(client=http_client or default_client(), tools={t.name: t for t in tools}, before_run=before_run,
-                 backend=backend, on_progress=on_progress, on_case=on_case)
-    with rt.lock():
-        session = rt.call("run-agent-json", _dumps(cfg), _dumps(_input(input)), options, session_options)
-        generation = rt.generation
-    return _collect(drive(rt, generation, session, host))
+    spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
+                 history=history, call=cast(Optional[Mapping[str, Any]], call), options=config)
+    generation, session = _run_agent_session(rt, spec, input, on_progress is not None, evaluation, seed)
+    host = spec.host(http_client or default_client(), on_progress, on_case)
+    return _complete(drive(rt, generation, session, host))

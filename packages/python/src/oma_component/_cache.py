@@ -24,9 +24,10 @@ import hashlib
 import os
 import platform
 import stat
+import sys
 import tempfile
 import warnings
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 MAGIC = b"OMA-CWASM\x01"
 
@@ -141,11 +142,21 @@ def write(directory: str, key: str, compiled: bytes) -> str:
     return path
 
 
-def load_or_compile(engine, wasm: bytes, wasmtime_version: str, directory: Optional[str]) -> Tuple[object, str]:
+def _say_compiling(where: str) -> None:
+    """One line on standard error before the compile that a first use costs (about a second):
+    what is happening and where the result goes. ``OMA_COMPONENT_QUIET=1`` leaves it out."""
+    if os.environ.get("OMA_COMPONENT_QUIET", "") not in ("", "0"):
+        return
+    print(f"oma_component: compiling the WebAssembly component for wasmtime (once; {where})",
+          file=sys.stderr, flush=True)
+
+
+def load_or_compile(engine: Any, wasm: bytes, wasmtime_version: str, directory: Optional[str]) -> Tuple[Any, str]:
     """Returns ``(component, how)`` with ``how`` one of ``hit``, ``miss``, ``off``, ``refused``."""
     from wasmtime.component import Component
 
     if directory is None:
+        _say_compiling("the compiled-code cache is off, so this happens in every process")
         return Component(engine, wasm), "off"
     try:
         directory = ensure_dir(directory)
@@ -153,12 +164,14 @@ def load_or_compile(engine, wasm: bytes, wasmtime_version: str, directory: Optio
         compiled = read(directory, key)
     except (CacheRefused, OSError) as e:
         warnings.warn(f"oma_component: not using the compiled-code cache: {e}", RuntimeWarning, stacklevel=3)
+        _say_compiling("not cached")
         return Component(engine, wasm), "refused"
     if compiled is not None:
         try:
             return Component.deserialize(engine, compiled), "hit"
         except Exception:
             pass  # incompatible engine settings: compile and replace below
+    _say_compiling(f"caching it in {directory}")
     component = Component(engine, wasm)
     try:
         write(directory, key, bytes(component.serialize()))

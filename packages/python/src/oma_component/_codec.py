@@ -3,28 +3,39 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 from ._agent import Tool, _content_json, _source_json, _tool_use_json
+from ._errors import InvalidMessageError
 from ._runtime import dumps as _dumps
-from ._runtime import Runtime, default_runtime, record
-
-Messages = Union[str, Sequence[Dict[str, Any]]]
-
-
-def _text(messages: Messages) -> str:
-    return messages if isinstance(messages, str) else _dumps(list(messages))
+from ._runtime import Runtime, default_runtime, input_json, record
+from ._types import FormattedRequest, LLMMessage, LLMResponse, Messages
 
 
-def validate(messages: Messages, *, runtime: Optional[Runtime] = None) -> List[Dict[str, Any]]:
+def _typed(rt: Runtime, messages: Any) -> Any:
+    """The component's typed messages for whatever was given, through OMA's guard: a list (or
+    anything else) as its JSON; a string as JSON text, and a string that is not JSON text as
+    the string it is (``messages must be an array, got string``)."""
+    if not isinstance(messages, str):
+        return rt.call("messages-from-json", input_json(messages))
+    try:
+        return rt.call("messages-from-json", messages)
+    except InvalidMessageError as e:
+        if not e.message.startswith("messages must be valid JSON"):
+            raise
+        return rt.call("messages-from-json", _dumps(messages))
+
+
+def validate(messages: Messages, *, runtime: Optional[Runtime] = None) -> List[LLMMessage]:
     """Checks an OMA message list (dicts, or its JSON text) with OMA's shape guard and media rules.
 
     Returns the validated list in OMA's JSON shape; raises :class:`InvalidMessageError` with OMA's
-    message (e.g. ``messages[0].content[1].source.url must use HTTP or HTTPS``)."""
+    message (e.g. ``messages[0].content[1].source.url must use HTTP or HTTPS``; for a dict,
+    ``messages must be an array, got object``; for ``None``, ``got null``)."""
     rt = runtime or default_runtime()
     with rt.lock():
-        typed = rt.call("messages-from-json", _text(messages))
-        return json.loads(rt.call("messages-to-json", typed))
+        typed = _typed(rt, messages)
+        return cast(List[LLMMessage], json.loads(rt.call("messages-to-json", typed)))
 
 
 def _endpoint(provider: str, base_url: Optional[str], api_key: Optional[str], region: Optional[str],
@@ -75,7 +86,7 @@ def format_request(
     now_ms: Optional[int] = None,
     runtime: Optional[Runtime] = None,
     **sampling: Any,
-) -> Dict[str, Any]:
+) -> FormattedRequest:
     """The HTTP request a provider call would send: ``{"method", "url", "headers", "body"}``.
 
     Nothing is sent. ``headers`` carry the API key: show them to nobody. Sampling options
@@ -85,14 +96,14 @@ def format_request(
     """
     rt = runtime or default_runtime()
     with rt.lock():
-        typed = rt.call("messages-from-json", _text(messages))
+        typed = _typed(rt, messages)
         request = _chat_request(typed, model, system_prompt, tools, sampling, thinking_budget, extra_body,
                                 preserve_reasoning_as_text, stream)
         out = rt.call("format-request", request, _endpoint(provider, base_url, api_key, region, aws, now_ms))
     return {"method": out.method, "url": out.url, "headers": dict(out.headers), "body": out.body}
 
 
-def _block_json(block: Any) -> Dict[str, Any]:
+def _block_json(block: Any) -> Any:
     tag, p = block.tag, block.payload
     if tag == "text":
         return {"type": "text", "text": p}
@@ -123,12 +134,12 @@ def parse_response(
     base_url: Optional[str] = None,
     messages: Messages = (),
     runtime: Optional[Runtime] = None,
-) -> Dict[str, Any]:
+) -> LLMResponse:
     """Reads a provider's successful response body into OMA's ``LLMResponse`` dict:
     ``{"id", "content", "model", "stop_reason", "usage": {"input_tokens", "output_tokens"}}``."""
     rt = runtime or default_runtime()
     with rt.lock():
-        typed = rt.call("messages-from-json", _text(messages))
+        typed = _typed(rt, messages)
         request = _chat_request(typed, model, None, (), {}, None, None, False, False)
         out = rt.call("parse-response", request, _endpoint(provider, base_url, None, None, None, None), body)
     return {

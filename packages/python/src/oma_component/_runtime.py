@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import threading
 from importlib import metadata, resources
@@ -22,7 +23,7 @@ from wasmtime.component import Linker, Record, ResultType, Variant
 from wasmtime.component._enter import enter_wasm
 
 from . import _cache
-from ._errors import ComponentTrapError, error_from_wit
+from ._errors import ComponentTrapError, InvalidMessageError, error_from_wit
 
 DRIVER = "oma:agent/driver@0.1.0"
 CODEC = "oma:agent/codec@0.1.0"
@@ -275,6 +276,49 @@ def _unwrap(fn: _Fn, value: Any) -> Any:
 def dumps(value: Any) -> str:
     """JSON text for the component: compact, UTF-8 kept as is (half the time of ASCII escaping)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def input_json(value: Any, path: str = "messages") -> str:
+    """The JSON text of a value given to OMA's guard, whatever it is (a dict reaches the guard
+    as an object, ``None`` as null). A value JSON cannot carry (``bytes``, a set, NaN, a cycle)
+    raises :class:`InvalidMessageError` naming its path: ``bytes`` are refused, never encoded,
+    as in JavaScript (base64 text is what OMA holds)."""
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        problem = _non_json(value, path, set())
+        raise InvalidMessageError(problem or f"{path} must be JSON data") from None
+
+
+def _non_json(value: Any, path: str, seen: "set[int]") -> Optional[str]:
+    """What the first value JSON cannot carry is, by its path (depth first, in order)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path} must be JSON data, got {value!r}"
+    if isinstance(value, (list, tuple, dict)):
+        if id(value) in seen:
+            return f"{path} must be JSON data: it contains a circular reference"
+        seen.add(id(value))
+        try:
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not isinstance(key, (str, int, float, bool)) and key is not None:
+                        return f"{path} must be JSON data: its keys must be strings, got {type(key).__name__}"
+                    found = _non_json(item, f"{path}.{key}", seen)
+                    if found:
+                        return found
+            else:
+                for i, item in enumerate(value):
+                    found = _non_json(item, f"{path}[{i}]", seen)
+                    if found:
+                        return found
+        finally:
+            seen.discard(id(value))
+        return None
+    return f"{path} must be JSON data, got {type(value).__name__}"
 
 
 def record(**fields: Any) -> Record:

@@ -52,15 +52,18 @@
 //!
 //! **Failures.** When `generateText` or `streamText` throws before any answer exists, the host
 //! answers with the error's HTTP status (an `APICallError`'s `statusCode`, else 500) and the
-//! body `{"error": {"message": "..."}}`, which [`error_message`] reads.
+//! body `{"error": {"message": "..."}}`, which [`error_detail`] reads; the host may add the
+//! provider's `code` and `type` there (and in an `error` part), which become the error's.
 
 mod request;
 mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
+use crate::adapter::Validated;
+use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
+use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
 
 /// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
@@ -81,15 +84,25 @@ pub const STREAM_TEXT_URL: &str = "ai-sdk:streamText";
 pub struct AiSdk;
 
 impl Adapter for AiSdk {
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        error_message(body)
+    fn error_detail(&self, _headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        error_detail(body)
+    }
+
+    /// OMA's `AISDKAdapter` calls `generateText` and `streamText` with `maxRetries: 0`.
+    fn default_retry(&self) -> RetryPolicy {
+        RetryPolicy::none()
     }
 
     fn name(&self) -> &str {
         NAME
     }
 
-    fn format(&self, request: &ChatRequest, _endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        _endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         request::format(request)
     }
 
@@ -104,5 +117,13 @@ impl Adapter for AiSdk {
 
 /// The message of the host's error body, `{"error": {"message"}}`.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    super::error_object_message(body)
+    error_detail(body).message
+}
+
+/// What the host's error body `{"error": {"message", "code"?, "type"?}}` says.
+pub fn error_detail(body: &[u8]) -> ErrorDetail {
+    crate::json::from_bytes::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| value.get("error").map(super::error_object_detail))
+        .unwrap_or_default()
 }

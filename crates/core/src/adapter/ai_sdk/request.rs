@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::{GENERATE_TEXT_URL, PROVIDER_LABEL, STREAM_TEXT_URL};
-use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{ChatRequest, HttpRequest, ToolDefinition};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, ReasoningBlock, Role, ToolResultBlock,
     ToolResultContent, ToolResultPart,
@@ -304,7 +304,6 @@ impl<'a> Options<'a> {
 
 /// Builds the call (see the module docs for the protocol).
 pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
-    crate::validate::validate_messages(&request.messages)?;
     let messages = to_model_messages(&request.messages, request.preserve_reasoning_as_text)?;
 
     let s = &request.sampling;

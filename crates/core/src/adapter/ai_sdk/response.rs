@@ -150,8 +150,12 @@ fn usage_field(part: &mut Value) -> Result<Option<TokenUsage>, Error> {
     }
 }
 
-/// The `error` part as a provider error: a string, or `{message, statusCode?}`.
+/// The `error` part as a provider error: a string, or `{message, statusCode?, code?, type?}`.
 fn stream_error(error: Option<&Value>) -> Error {
+    let detail = error
+        .filter(|e| e.is_object())
+        .map(crate::adapter::error_object_detail)
+        .unwrap_or_default();
     let (message, status) = match error {
         Some(Value::String(s)) => (s.clone(), None),
         Some(Value::Object(o)) => (
@@ -170,6 +174,8 @@ fn stream_error(error: Option<&Value>) -> Error {
         provider: NAME.into(),
         status,
         message,
+        code: detail.code,
+        error_type: detail.error_type,
     }
 }
 

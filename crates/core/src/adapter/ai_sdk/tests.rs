@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{error_message, AiSdk};
+use super::{error_detail, error_message, AiSdk};
 use crate::adapter::test_support::{assistant, text, user};
 use crate::adapter::{
     Adapter, ChatRequest, Credentials, Endpoint, StreamEvent, Thinking, ToolDefinition,
@@ -499,6 +499,11 @@ fn error_message_reads_the_host_error() {
         Some("rate limited".into())
     );
     assert_eq!(error_message(b"oops"), None);
+    let detail = error_detail(
+        br#"{"error": {"message": "m", "code": "context_length_exceeded", "type": "invalid_request_error"}}"#,
+    );
+    assert_eq!(detail.code.as_deref(), Some("context_length_exceeded"));
+    assert_eq!(detail.error_type.as_deref(), Some("invalid_request_error"));
 }
 
 pub(crate) const STREAM: &str = concat!(
@@ -642,14 +647,16 @@ fn a_stream_without_finish_is_truncated() {
 fn error_parts_fail_the_stream_after_the_events_before_them() {
     let cases = [
         (
-            "{\"type\":\"error\",\"error\":{\"message\":\"Too many requests\",\"statusCode\":429}}\n",
+            "{\"type\":\"error\",\"error\":{\"message\":\"Too many requests\",\"statusCode\":429,\"code\":\"rate_limit_exceeded\",\"type\":\"requests\"}}\n",
             Some(429),
             "Too many requests",
+            Some("rate_limit_exceeded"),
+            Some("requests"),
         ),
-        ("{\"type\":\"error\",\"error\":\"boom\"}\n", None, "boom"),
-        ("{\"type\":\"error\",\"error\":{\"code\":1}}\n", None, "{\"code\":1}"),
+        ("{\"type\":\"error\",\"error\":\"boom\"}\n", None, "boom", None, None),
+        ("{\"type\":\"error\",\"error\":{\"code\":1}}\n", None, "{\"code\":1}", Some("1"), None),
     ];
-    for (error_line, status, message) in cases {
+    for (error_line, status, message, code, error_type) in cases {
         let stream = format!(
             "{{\"type\":\"text-delta\",\"text\":\"part\"}}\n{error_line}{{\"type\":\"finish\",\"finishReason\":\"stop\"}}\n"
         );
@@ -677,7 +684,9 @@ fn error_parts_fail_the_stream_after_the_events_before_them() {
                 Error::Provider {
                     provider: "ai-sdk".into(),
                     status,
-                    message: message.into()
+                    message: message.into(),
+                    code: code.map(str::to_owned),
+                    error_type: error_type.map(str::to_owned),
                 }
             );
             assert!(decoder.finish().is_err(), "the error sticks");

@@ -14,10 +14,12 @@ mod stream;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use response::error_message;
+pub use response::{error_detail, error_message};
 
-use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
+use crate::adapter::Validated;
+use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
+use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
 
 /// The base URL used when the endpoint names none.
@@ -39,15 +41,25 @@ pub const PROVIDER_LABEL: &str = "Anthropic Messages";
 pub struct Anthropic;
 
 impl Adapter for Anthropic {
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        error_message(body)
+    fn error_detail(&self, _headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        error_detail(body)
+    }
+
+    /// OMA's `AnthropicAdapter` makes its client with `@anthropic-ai/sdk`'s defaults.
+    fn default_retry(&self) -> RetryPolicy {
+        RetryPolicy::stainless()
     }
 
     fn name(&self) -> &str {
         NAME
     }
 
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         request::format(request, endpoint)
     }
 

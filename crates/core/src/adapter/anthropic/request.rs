@@ -15,10 +15,10 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::{API_VERSION, DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, ReasoningBlock, Role, ToolResultBlock,
     ToolResultContent, ToolResultPart,
@@ -33,7 +33,6 @@ const TOOL_RESULT_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gi
 
 /// Builds the HTTP request: validation, conversion, thinking checks, then the body.
 pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-    crate::validate::validate_messages(&request.messages)?;
     let messages = request
         .messages
         .iter()

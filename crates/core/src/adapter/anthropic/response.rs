@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::NAME;
-use crate::adapter::malformed;
+use crate::adapter::{malformed, ErrorDetail};
 use crate::error::Error;
 use crate::json::object::{Object, ShapeError};
 use crate::message::{
@@ -31,19 +31,40 @@ impl WireUsage {
 /// The message of an Anthropic error body (`{"type":"error","error":{"type","message"}}`), for
 /// the transport to report; `None` when the body has another shape.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    error_message_of(&crate::json::from_bytes(body).ok()?)
+    error_detail(body).message
 }
 
-/// The message of an error body or an `error` stream event, if `value` is one.
-pub(super) fn error_message_of(value: &Value) -> Option<String> {
-    if value.get("type")?.as_str()? != "error" {
-        return None;
+/// What an Anthropic error body says: its message, and its `error.type` (e.g.
+/// `overloaded_error`) as both code and type, the only identifier Anthropic sends. Nothing when
+/// the body has another shape.
+pub fn error_detail(body: &[u8]) -> ErrorDetail {
+    crate::json::from_bytes(body)
+        .ok()
+        .map(|value| error_detail_of(&value))
+        .unwrap_or_default()
+}
+
+/// The detail of an error body or an `error` stream event, if `value` is one.
+pub(super) fn error_detail_of(value: &Value) -> ErrorDetail {
+    if value.get("type").and_then(Value::as_str) != Some("error") {
+        return ErrorDetail::default();
     }
-    value
-        .get("error")?
-        .get("message")?
-        .as_str()
-        .map(str::to_owned)
+    let Some(error) = value.get("error") else {
+        return ErrorDetail::default();
+    };
+    let text = |key: &str| {
+        error
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+            .map(str::to_owned)
+    };
+    ErrorDetail {
+        message: text("message"),
+        code: text("type"),
+        error_type: text("type"),
+        retry_delay_ms: None,
+    }
 }
 
 /// Reads a 2xx body: a message response (`{"type": "message", id, model, content,
@@ -52,12 +73,9 @@ pub(super) fn error_message_of(value: &Value) -> Option<String> {
 /// provider's error.
 pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
     let value: Value = crate::json::from_bytes(body).map_err(|e| malformed(NAME, e))?;
-    if let Some(message) = error_message_of(&value) {
-        return Err(Error::Provider {
-            provider: NAME.into(),
-            status: None,
-            message,
-        });
+    let detail = error_detail_of(&value);
+    if detail.message.is_some() {
+        return Err(detail.into_error(NAME, None, String::new()));
     }
     let wire = Object::new(value)
         .and_then(WireResponse::read)

@@ -37,6 +37,8 @@ struct WireEvent {
     usage: Option<WireUsage>,
     /// The `error` object's message.
     error: Option<String>,
+    /// The `error` object's `type` (e.g. `overloaded_error`): the error's code and type.
+    error_type: Option<String>,
 }
 
 /// The message skeleton of `message_start`.
@@ -61,6 +63,7 @@ struct WireDelta {
 impl WireEvent {
     fn read(value: Value) -> Result<Self, ShapeError> {
         let mut o = Object::new(value)?;
+        let mut error_type = None;
         let message = match o.object("message")? {
             Some(mut m) => Some(WireStart {
                 id: m.required_string("id")?,
@@ -89,9 +92,13 @@ impl WireEvent {
             delta,
             usage: o.object("usage")?.map(WireUsage::read).transpose()?,
             error: match o.object("error")? {
-                Some(mut e) => e.string("message")?,
+                Some(mut e) => {
+                    error_type = e.string("type")?;
+                    e.string("message")?
+                }
                 None => None,
             },
+            error_type,
         })
     }
 }
@@ -211,6 +218,8 @@ impl Decoder {
                 provider: NAME.into(),
                 status: None,
                 message,
+                code: wire.error_type.clone(),
+                error_type: wire.error_type,
             });
         }
         match wire.kind.as_str() {
@@ -346,7 +355,7 @@ impl Decoder {
 /// then bounds it ([`Error::redact`]); cutting it here first could cut a key in two and leave its
 /// prefix, which redaction no longer finds.
 fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
-    let read = serde_json::from_str(&event.data)
+    let read = crate::json::from_str(&event.data)
         .map_err(|e| e.to_string())
         .and_then(|value| WireEvent::read(value).map_err(|e| e.to_string()));
     read.map_err(|e| {
@@ -355,6 +364,8 @@ fn parse_event(event: &SseEvent) -> Result<WireEvent, Error> {
                 provider: NAME.into(),
                 status: None,
                 message: event.data.clone(),
+                code: None,
+                error_type: None,
             };
         }
         malformed(
@@ -404,7 +415,7 @@ fn tool_input(start_input: &Value, json: &str) -> Value {
     let value = if json.is_empty() {
         start_input.clone()
     } else {
-        serde_json::from_str(json).unwrap_or(Value::Null)
+        crate::json::from_str(json).unwrap_or(Value::Null)
     };
     match value {
         Value::Object(_) => value,

@@ -676,7 +676,9 @@ fn error_bodies() {
         Error::Provider {
             provider: "anthropic".into(),
             status: None,
-            message: "Overloaded".into()
+            message: "Overloaded".into(),
+            code: Some("overloaded_error".into()),
+            error_type: Some("overloaded_error".into()),
         }
     );
 }
@@ -845,7 +847,9 @@ fn error_events_fail_the_stream() {
         Error::Provider {
             provider: "anthropic".into(),
             status: None,
-            message: "Overloaded".into()
+            message: "Overloaded".into(),
+            code: Some("overloaded_error".into()),
+            error_type: Some("overloaded_error".into()),
         }
     );
     assert_eq!(decoder.finish().unwrap_err(), err);

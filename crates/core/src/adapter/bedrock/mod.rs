@@ -21,14 +21,15 @@ pub mod sigv4;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::adapter::Validated;
 use serde_json::Value;
 
 use crate::adapter::{
-    join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest, StreamDecoder,
+    join_url, Adapter, ChatRequest, Credentials, Endpoint, ErrorDetail, HttpRequest, StreamDecoder,
 };
 use crate::error::Error;
+use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
-use crate::validate::validate_messages;
 
 /// The adapter's name, used as `provenance` and in provider errors.
 pub const NAME: &str = "bedrock";
@@ -48,8 +49,14 @@ pub const SIGNING_SERVICE: &str = "bedrock";
 pub struct Bedrock;
 
 impl Adapter for Bedrock {
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        error_message(body)
+    fn error_detail(&self, headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        error_detail(headers, body)
+    }
+
+    /// OMA's `BedrockAdapter` makes a `BedrockRuntimeClient` with the AWS SDK's defaults: the
+    /// standard retry mode.
+    fn default_retry(&self) -> RetryPolicy {
+        RetryPolicy::aws_standard()
     }
 
     fn name(&self) -> &str {
@@ -61,8 +68,12 @@ impl Adapter for Bedrock {
     ///
     /// Fails with [`Error::InvalidRequest`] for a malformed region or base URL, and for AWS
     /// credentials without [`Endpoint::timestamp`].
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-        validate_messages(&request.messages)?;
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         let body = request::Body::new(request)?.write(request.size_hint());
         let region = region(endpoint)?;
         let base = match &endpoint.base_url {
@@ -133,11 +144,53 @@ pub fn default_base_url(region: &str) -> String {
 /// The message of a Bedrock error body (`{"message": "..."}`, or `{"Message": "..."}` from
 /// the AWS front door), if it has one.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    let value: Value = crate::json::from_bytes(body).ok()?;
-    ["message", "Message"]
+    error_detail(&[], body).message
+}
+
+/// What a Bedrock error answer says: the message of its body, and its error type (e.g.
+/// `ThrottlingException`) as the code, from the `x-amzn-errortype` header, else the body's
+/// `__type`, else its `code` or `Code`, as the AWS SDK reads it for the error's `name`. The
+/// type is cut at the first `:` (a header may add a namespace URL) and after the last `#` (a
+/// body may prefix a Smithy namespace).
+pub fn error_detail(headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+    let value: Value = crate::json::from_bytes(body).unwrap_or(Value::Null);
+    let text = |key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+    };
+    let header = headers
         .iter()
-        .find_map(|key| value.get(key)?.as_str())
-        .map(str::to_string)
+        .find(|(name, _)| name == "x-amzn-errortype")
+        .map(|(_, value)| value.as_str());
+    let code = header
+        .or_else(|| text("__type"))
+        .or_else(|| text("code"))
+        .or_else(|| text("Code"))
+        .map(|raw| {
+            let raw = raw.split(':').next().unwrap_or(raw);
+            raw.rsplit('#').next().unwrap_or(raw).trim().to_owned()
+        })
+        .filter(|code| !code.is_empty());
+    ErrorDetail {
+        message: text("message")
+            .or_else(|| text("Message"))
+            .map(str::to_owned),
+        code,
+        error_type: None,
+        retry_delay_ms: None,
+    }
+}
+
+/// An event stream's exception member name (`throttlingException`) as the error type the AWS
+/// SDK throws (`ThrottlingException`).
+pub(crate) fn exception_type_name(member: &str) -> String {
+    let mut chars = member.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 fn invalid(message: String) -> Error {

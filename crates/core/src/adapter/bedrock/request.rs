@@ -10,9 +10,9 @@ use serde_json::{Map, Value};
 
 use super::b64::node_round_trip;
 use super::PROVIDER_LABEL;
-use crate::adapter::body::Writer;
 use crate::adapter::{reasoning, ChatRequest, ToolDefinition};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, ReasoningBlock, Role, ToolResultBlock,
     ToolResultContent, ToolResultPart,

@@ -208,12 +208,27 @@ impl ConverseStream {
                     .ok()
                     .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
                     .unwrap_or_else(|| String::from_utf8_lossy(&message.payload).into_owned());
-                return Err(provider_error(format!("{kind}: {detail}")));
+                let mut error = provider_error(format!("{kind}: {detail}"));
+                if let Error::Provider { code, .. } = &mut error {
+                    // The stream names the exception as a member (`throttlingException`); the
+                    // AWS SDK throws it as the error type `ThrottlingException`.
+                    *code = message
+                        .header_str(":exception-type")
+                        .map(super::exception_type_name);
+                }
+                return Err(error);
             }
             Some("error") => {
                 let code = message.header_str(":error-code").unwrap_or("error");
                 let detail = message.header_str(":error-message").unwrap_or("");
-                return Err(provider_error(format!("{code}: {detail}")));
+                let mut error = provider_error(format!("{code}: {detail}"));
+                if let Error::Provider { code: slot, .. } = &mut error {
+                    *slot = message
+                        .header_str(":error-code")
+                        .filter(|code| !code.is_empty())
+                        .map(str::to_owned);
+                }
+                return Err(error);
             }
             other => {
                 return Err(malformed(
@@ -329,7 +344,7 @@ impl ConverseStream {
             } else {
                 &buffer.json
             };
-            let input = match serde_json::from_str::<Value>(json) {
+            let input = match crate::json::from_str::<Value>(json) {
                 Ok(object @ Value::Object(_)) => object,
                 _ => Value::Object(Map::new()),
             };
@@ -350,6 +365,8 @@ fn provider_error(message: String) -> Error {
         provider: NAME.into(),
         status: None,
         message,
+        code: None,
+        error_type: None,
     }
 }
 

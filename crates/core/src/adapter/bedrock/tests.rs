@@ -716,6 +716,38 @@ fn malformed_bodies_are_provider_errors() {
 }
 
 #[test]
+fn error_types_are_the_code() {
+    let header = |value: &str| vec![("x-amzn-errortype".to_string(), value.to_string())];
+    let body = br#"{"message":"Too many requests, please wait before trying again."}"#;
+    let detail = error_detail(
+        &header("ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+        body,
+    );
+    assert_eq!(detail.code.as_deref(), Some("ThrottlingException"));
+    assert_eq!(
+        detail.message.as_deref(),
+        Some("Too many requests, please wait before trying again.")
+    );
+    let detail = error_detail(
+        &[],
+        br#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad"}"#,
+    );
+    assert_eq!(detail.code.as_deref(), Some("ValidationException"));
+    assert_eq!(
+        error_detail(&[], br#"{"Code":"AccessDeniedException","Message":"no"}"#)
+            .code
+            .as_deref(),
+        Some("AccessDeniedException")
+    );
+    assert_eq!(error_detail(&[], b"<html>").code, None);
+    assert_eq!(
+        exception_type_name("modelStreamErrorException"),
+        "ModelStreamErrorException"
+    );
+    assert_eq!(exception_type_name(""), "");
+}
+
+#[test]
 fn error_messages_are_extracted() {
     assert_eq!(
         error_message(br#"{"message":"The provided model identifier is invalid."}"#).as_deref(),
@@ -998,6 +1030,8 @@ fn exceptions_are_provider_errors_after_the_events_before_them() {
                 provider: "bedrock".into(),
                 status: None,
                 message: "throttlingException: Too many requests, please wait".into(),
+                code: Some("ThrottlingException".into()),
+                error_type: None,
             }
         );
     }

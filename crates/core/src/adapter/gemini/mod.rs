@@ -21,8 +21,12 @@ mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::adapter::{Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder};
+use crate::adapter::Validated;
+use serde_json::Value;
+
+use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
+use crate::http::retry::{parse_duration_seconds, RetryPolicy};
 use crate::message::LlmResponse;
 
 /// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
@@ -60,15 +64,26 @@ impl Gemini {
 }
 
 impl Adapter for Gemini {
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        error_message(body)
+    fn error_detail(&self, _headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        error_detail(body)
+    }
+
+    /// `@google/genai` retries nothing unless its client is given `retryOptions`, and OMA gives
+    /// none.
+    fn default_retry(&self) -> RetryPolicy {
+        RetryPolicy::none()
     }
 
     fn name(&self) -> &str {
         NAME
     }
 
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         request::format(request, endpoint)
     }
 
@@ -83,7 +98,49 @@ impl Adapter for Gemini {
 
 /// The message of a Gemini error body, `{"error": {"code", "message", "status"}}`.
 pub fn error_message(body: &[u8]) -> Option<String> {
-    super::error_object_message(body)
+    error_detail(body).message
+}
+
+/// What a Gemini error body (`{"error": {"code", "message", "status", "details"}}`, Google's
+/// `google.rpc.Status`) says: its message; its `status` (e.g. `RESOURCE_EXHAUSTED`) as the
+/// code, else the numeric `code` as text; and the `retryDelay` of a `google.rpc.RetryInfo`
+/// detail (`"34.4s"`) as the wait it asks for.
+pub fn error_detail(body: &[u8]) -> ErrorDetail {
+    let Ok(value) = crate::json::from_bytes::<Value>(body) else {
+        return ErrorDetail::default();
+    };
+    value
+        .get("error")
+        .map_or_else(ErrorDetail::default, status_detail)
+}
+
+/// The detail of one `google.rpc.Status` object (an error body's `error`, or a stream chunk's).
+pub(crate) fn status_detail(error: &Value) -> ErrorDetail {
+    let text = |key: &str| {
+        error
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+            .map(str::to_owned)
+    };
+    let retry_delay_ms = error
+        .get("details")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|detail| {
+            detail
+                .get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|detail| parse_duration_seconds(detail.get("retryDelay")?.as_str()?));
+    ErrorDetail {
+        message: text("message"),
+        code: text("status").or_else(|| crate::adapter::code_text(error.get("code"))),
+        error_type: None,
+        retry_delay_ms,
+    }
 }
 
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::body::Writer;
 use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
+use crate::json::writer::Writer;
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
 };
@@ -260,7 +260,6 @@ enum ResponsePart<'a> {
 
 /// Builds the request (see the module docs for the route and the body).
 pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-    crate::validate::validate_messages(&request.messages)?;
     let contents = to_contents(&request.messages, request.preserve_reasoning_as_text)?;
     let body = Body {
         contents,

@@ -1,7 +1,7 @@
 //! Reading Gemini's answers: a `GenerateContentResponse` body, and the SSE stream of them that
 //! `streamGenerateContent?alt=sse` sends.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{IdGen, NAME};
 use crate::adapter::sse::SseParser;
@@ -39,6 +39,19 @@ struct FunctionCall {
     id: Option<String>,
     name: Option<String>,
     args: Option<Value>,
+    /// Pieces of the arguments, each addressed by a JSON path (streamed function-call
+    /// arguments, `docs/wire-formats.md#gemini`).
+    partial_args: Vec<PartialArg>,
+    /// More parts of this same call follow.
+    will_continue: bool,
+}
+
+/// One piece of a streamed call's arguments: the value at `json_path`, or, for a string whose
+/// piece has `will_continue`, the start of it (the next piece for the same path goes on).
+struct PartialArg {
+    json_path: String,
+    value: Value,
+    will_continue: bool,
 }
 
 struct Usage {
@@ -49,6 +62,8 @@ struct Usage {
 struct ErrorBody {
     code: Option<u16>,
     message: Option<String>,
+    /// `google.rpc.Status.status`, e.g. `RESOURCE_EXHAUSTED`: the error's code.
+    status: Option<String>,
 }
 
 impl Response {
@@ -81,6 +96,7 @@ impl Response {
                     ),
                 },
                 message: e.string("message")?,
+                status: e.string("status")?,
             }),
             None => None,
         };
@@ -117,6 +133,12 @@ impl Part {
                 id: f.string("id")?,
                 name: f.string("name")?,
                 args: f.take("args"),
+                partial_args: f
+                    .objects("partialArgs")?
+                    .into_iter()
+                    .map(PartialArg::read)
+                    .collect::<Result<_, _>>()?,
+                will_continue: f.bool("willContinue")?.unwrap_or(false),
             }),
             None => None,
         };
@@ -125,6 +147,30 @@ impl Part {
             thought: p.bool("thought")?,
             thought_signature: p.string("thoughtSignature")?,
             function_call,
+        })
+    }
+}
+
+impl PartialArg {
+    fn read(mut a: Object) -> Result<Self, ShapeError> {
+        let json_path = a.required_string("jsonPath")?;
+        let value = if let Some(text) = a.string("stringValue")? {
+            Value::String(text)
+        } else if let Some(number) = a.take("numberValue") {
+            if !number.is_number() {
+                return Err(a.invalid("numberValue", "must be a number"));
+            }
+            number
+        } else if let Some(flag) = a.bool("boolValue")? {
+            Value::Bool(flag)
+        } else {
+            // `nullValue`, or no value at all.
+            Value::Null
+        };
+        Ok(PartialArg {
+            json_path,
+            value,
+            will_continue: a.bool("willContinue")?.unwrap_or(false),
         })
     }
 }
@@ -208,6 +254,149 @@ fn stop_reason(finish_reason: Option<&str>, content: &[ContentBlock]) -> String 
     .into()
 }
 
+/// A streamed function call whose arguments are still arriving in pieces.
+struct OpenCall {
+    id: Option<String>,
+    name: Option<String>,
+    /// The arguments assembled so far: always an object.
+    args: Value,
+    signature: Option<String>,
+    /// The JSON path of a string whose last piece said more of it follows.
+    continuing: Option<String>,
+}
+
+impl OpenCall {
+    /// The call as one whole `functionCall` part.
+    fn into_part(self) -> Part {
+        Part {
+            text: None,
+            thought: None,
+            thought_signature: self.signature,
+            function_call: Some(FunctionCall {
+                id: self.id,
+                name: self.name,
+                args: Some(self.args),
+                partial_args: Vec::new(),
+                will_continue: false,
+            }),
+        }
+    }
+}
+
+/// One step of a JSON path: a member name or an array index.
+#[derive(Debug, PartialEq)]
+enum PathStep {
+    Key(String),
+    Index(usize),
+}
+
+/// The largest array index a path may name: a piece cannot make the decoder allocate more.
+const MAX_PATH_INDEX: usize = 4096;
+
+/// The most steps a path may have.
+const MAX_PATH_DEPTH: usize = 64;
+
+/// A JSON path (RFC 9535) of the singular form Google uses for `partialArgs`: `$`, then
+/// `.name`, `['name']` or `["name"]`, and `[index]` steps (`$.recipe.ingredients[0].name`).
+/// `None` for anything else (wildcards, filters, slices, negative indices).
+fn parse_json_path(path: &str) -> Option<Vec<PathStep>> {
+    let mut rest = path.strip_prefix('$')?;
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if steps.len() == MAX_PATH_DEPTH {
+            return None;
+        }
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let name = &after[..end];
+            if name.is_empty() || name == "*" {
+                return None;
+            }
+            steps.push(PathStep::Key(name.to_owned()));
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let quote = after.chars().next()?;
+            if quote == '\'' || quote == '"' {
+                // A quoted name; `\` escapes the next character.
+                let mut name = String::new();
+                let mut chars = after[1..].char_indices();
+                let close = loop {
+                    let (at, c) = chars.next()?;
+                    match c {
+                        '\\' => name.push(chars.next()?.1),
+                        c if c == quote => break at + 1,
+                        c => name.push(c),
+                    }
+                };
+                rest = after[1 + close..].strip_prefix(']')?;
+                steps.push(PathStep::Key(name));
+            } else {
+                let end = after.find(']')?;
+                let digits = &after[..end];
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                let index: usize = digits.parse().ok()?;
+                if index > MAX_PATH_INDEX {
+                    return None;
+                }
+                steps.push(PathStep::Index(index));
+                rest = &after[end + 1..];
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
+}
+
+/// Puts `value` at `path` in `root`, making the objects and arrays on the way (an array is
+/// padded with `null` up to the index). With `append`, a string value goes on the end of the
+/// string already there. A path through a value of another kind (a member of a string) is a
+/// malformed stream; the root path `$` itself names the arguments object and takes an object.
+fn set_at(root: &mut Value, path: &[PathStep], value: Value, append: bool) -> Result<(), Error> {
+    let clash = || {
+        malformed(
+            NAME,
+            "partialArgs paths disagree about the arguments' shape",
+        )
+    };
+    let mut slot = root;
+    for step in path {
+        slot = match step {
+            PathStep::Key(key) => {
+                if slot.is_null() {
+                    *slot = Value::Object(Map::new());
+                }
+                slot.as_object_mut()
+                    .ok_or_else(clash)?
+                    .entry(key.clone())
+                    .or_insert(Value::Null)
+            }
+            PathStep::Index(index) => {
+                if slot.is_null() {
+                    *slot = Value::Array(Vec::new());
+                }
+                let array = slot.as_array_mut().ok_or_else(clash)?;
+                if array.len() <= *index {
+                    array.resize(index + 1, Value::Null);
+                }
+                &mut array[*index]
+            }
+        };
+    }
+    match (slot, value) {
+        (Value::String(existing), Value::String(more)) if append => existing.push_str(&more),
+        (slot, value) => {
+            if path.is_empty() && !value.is_object() {
+                return Err(clash());
+            }
+            *slot = value;
+        }
+    }
+    Ok(())
+}
+
 /// The decoder of a `streamGenerateContent?alt=sse` body: every chunk's parts become events at
 /// once and are appended as blocks of their own; usage and the finish reason are the last seen.
 /// A stream that ends before any chunk carried a `finishReason` (or, for a refused prompt, a
@@ -223,6 +412,8 @@ pub(super) struct GeminiStream {
     /// A `finishReason` or a `blockReason` arrived: the answer is complete.
     complete: bool,
     failed: Option<Error>,
+    /// A function call whose argument pieces are still arriving.
+    open_call: Option<OpenCall>,
 }
 
 impl GeminiStream {
@@ -237,6 +428,7 @@ impl GeminiStream {
             finish_reason: None,
             complete: false,
             failed: None,
+            open_call: None,
         }
     }
 
@@ -253,6 +445,10 @@ impl GeminiStream {
                 message: error
                     .message
                     .unwrap_or_else(|| "gemini stream reported an error".into()),
+                code: error
+                    .status
+                    .or_else(|| error.code.map(|code| code.to_string())),
+                error_type: None,
             });
         }
         if let Some(usage) = chunk.usage {
@@ -272,18 +468,103 @@ impl GeminiStream {
             self.complete = true;
         }
         for part in candidate.parts {
+            let part = match self.assemble(part, events)? {
+                Some(part) => part,
+                None => continue,
+            };
             let Some(block) = to_block(part, &mut self.ids) else {
                 continue;
             };
-            events.push(match &block {
-                ContentBlock::Text(t) => StreamEvent::Text(t.text.clone()),
-                ContentBlock::Reasoning(r) => StreamEvent::Reasoning(r.text.clone()),
-                ContentBlock::ToolUse(call) => StreamEvent::ToolUse(call.clone()),
-                _ => continue,
-            });
-            self.content.push(block);
+            self.push(block, events);
+        }
+        if self.complete {
+            // The turn is over: a call still waiting for its last piece ends with what came.
+            if let Some(open) = self.open_call.take() {
+                let block = to_block(open.into_part(), &mut self.ids);
+                if let Some(block) = block {
+                    self.push(block, events);
+                }
+            }
         }
         Ok(())
+    }
+
+    fn push(&mut self, block: ContentBlock, events: &mut Vec<StreamEvent>) {
+        let event = match &block {
+            ContentBlock::Text(t) => StreamEvent::Text(t.text.clone()),
+            ContentBlock::Reasoning(r) => StreamEvent::Reasoning(r.text.clone()),
+            ContentBlock::ToolUse(call) => StreamEvent::ToolUse(call.clone()),
+            _ => return,
+        };
+        events.push(event);
+        self.content.push(block);
+    }
+
+    /// Streamed function-call arguments (`docs/wire-formats.md#gemini`): a `functionCall` part
+    /// with `willContinue: true` opens a call (its name, id and signature); the parts that
+    /// follow carry pieces of its arguments (`partialArgs`, each at a JSON path, a string in
+    /// several pieces while its piece has `willContinue`) and keep it open while their own
+    /// `willContinue` is true; the first one without it (often an empty `functionCall`) closes
+    /// it. Returns the part to map: the whole call once it is closed, the part itself when it is
+    /// no piece of a call, `None` while a call is being assembled.
+    fn assemble(
+        &mut self,
+        mut part: Part,
+        events: &mut Vec<StreamEvent>,
+    ) -> Result<Option<Part>, Error> {
+        let Some(call) = part.function_call.take() else {
+            return Ok(Some(part));
+        };
+        // A part that names a call while another is open starts a new one: the open one ends.
+        if call.name.is_some() && self.open_call.as_ref().is_some_and(|o| o.name.is_some()) {
+            if let Some(open) = self.open_call.take() {
+                if let Some(block) = to_block(open.into_part(), &mut self.ids) {
+                    self.push(block, events);
+                }
+            }
+        }
+        let mut open = match self.open_call.take() {
+            Some(open) => open,
+            None if !call.will_continue && call.partial_args.is_empty() => {
+                part.function_call = Some(call);
+                return Ok(Some(part));
+            }
+            None => OpenCall {
+                id: None,
+                name: None,
+                args: Value::Object(Map::new()),
+                signature: None,
+                continuing: None,
+            },
+        };
+        open.id = open.id.or(call.id);
+        open.name = open.name.or(call.name);
+        open.signature = open.signature.or(part.thought_signature);
+        if let Some(Value::Object(args)) = call.args {
+            for (key, value) in args {
+                set_at(&mut open.args, &[PathStep::Key(key)], value, false)?;
+            }
+        }
+        for piece in call.partial_args {
+            let path = parse_json_path(&piece.json_path).ok_or_else(|| {
+                malformed(
+                    NAME,
+                    format_args!(
+                        "partialArgs has an unsupported jsonPath {:?}",
+                        piece.json_path
+                    ),
+                )
+            })?;
+            let append = open.continuing.as_deref() == Some(piece.json_path.as_str());
+            set_at(&mut open.args, &path, piece.value, append)?;
+            open.continuing = piece.will_continue.then_some(piece.json_path);
+        }
+        if call.will_continue {
+            self.open_call = Some(open);
+            Ok(None)
+        } else {
+            Ok(Some(open.into_part()))
+        }
     }
 
     /// Events decoded before an error are returned first; the error comes on the next call.

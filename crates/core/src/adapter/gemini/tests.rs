@@ -566,6 +566,7 @@ fn malformed_bodies_are_provider_errors() {
             provider,
             status,
             message,
+            ..
         } = &err
         else {
             panic!("{err:?}")
@@ -733,7 +734,9 @@ fn stream_errors_keep_the_events_before_them() {
             Error::Provider {
                 provider: "gemini".into(),
                 status: Some(503),
-                message: "overloaded".into()
+                message: "overloaded".into(),
+                code: Some("UNAVAILABLE".into()),
+                error_type: None,
             }
         );
         assert!(error.retryable());
@@ -744,4 +747,191 @@ fn stream_errors_keep_the_events_before_them() {
         err.to_string().starts_with("malformed gemini response"),
         "{err}"
     );
+}
+
+#[test]
+fn error_detail_reads_the_status_and_the_retry_delay() {
+    let detail = super::error_detail(
+        br#"{"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+            "status": "RESOURCE_EXHAUSTED", "details": [
+              {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+              {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "34.4s"}]}}"#,
+    );
+    assert_eq!(detail.code.as_deref(), Some("RESOURCE_EXHAUSTED"));
+    assert_eq!(detail.retry_delay_ms, Some(34_400));
+    assert_eq!(
+        detail.message.as_deref(),
+        Some("Resource has been exhausted (e.g. check quota).")
+    );
+    // Without a status the numeric code is the code; a detail of another type is no wait.
+    let detail = super::error_detail(
+        br#"{"error": {"code": 500, "message": "x", "details": [{"@type": "x", "retryDelay": "1s"}]}}"#,
+    );
+    assert_eq!(detail.code.as_deref(), Some("500"));
+    assert_eq!(detail.retry_delay_ms, None);
+    assert_eq!(super::error_detail(b"<html>"), Default::default());
+}
+
+/// A function call streamed with its arguments in pieces, in the shape of the streams Google's
+/// Vertex AI sends for `streamFunctionCallArguments` (the `functionCall` parts of a
+/// `streamGenerateContent` answer recorded in `vercel/ai`,
+/// `packages/google/src/__fixtures__/google-stream-tool-call-arguments.chunks.txt`): two calls
+/// of one turn, each opened by a part with its name and `willContinue`, its string argument in
+/// pieces, and closed by an empty `functionCall`.
+const PARTIAL_ARGS_STREAM: &str = concat!(
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"getWeather\",\"willContinue\":true},\"thoughtSignature\":\"c2lnLTE=\"}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"partialArgs\":[{\"jsonPath\":\"$.location\",\"stringValue\":\"Bos\",\"willContinue\":true}],\"willContinue\":true}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"partialArgs\":[{\"jsonPath\":\"$.location\",\"stringValue\":\"ton\",\"willContinue\":true}],\"willContinue\":true}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"partialArgs\":[{\"jsonPath\":\"$.location\",\"stringValue\":\"\"}],\"willContinue\":true}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"getWeather\",\"willContinue\":true}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"partialArgs\":[{\"jsonPath\":\"$.location\",\"stringValue\":\"San Francisco\",\"willContinue\":true}],\"willContinue\":true}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"partialArgs\":[{\"jsonPath\":\"$.location\",\"stringValue\":\"\"},{\"jsonPath\":\"$.days\",\"numberValue\":3},{\"jsonPath\":\"$.metric\",\"boolValue\":true}],\"willContinue\":true}}]}}]}\n\n",
+    "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{}}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":26,\"candidatesTokenCount\":23}}\n\n",
+);
+
+#[test]
+fn streamed_argument_pieces_become_one_call_each() {
+    let whole = decode(
+        Gemini::with_ids(1700000000000, 2),
+        PARTIAL_ARGS_STREAM,
+        PARTIAL_ARGS_STREAM.len(),
+    )
+    .expect("a complete stream");
+    for size in [1, 7, 64] {
+        assert_eq!(
+            decode(
+                Gemini::with_ids(1700000000000, 2),
+                PARTIAL_ARGS_STREAM,
+                size
+            )
+            .expect("complete"),
+            whole,
+            "chunks of {size}"
+        );
+    }
+    let [StreamEvent::ToolUse(first), StreamEvent::ToolUse(second), StreamEvent::Done(done)] =
+        &whole[..]
+    else {
+        panic!("two calls, then the response: {whole:?}")
+    };
+    assert_eq!(first.name, "getWeather");
+    assert_eq!(first.input, json!({"location": "Boston"}));
+    assert_eq!(first.signature.as_deref(), Some("c2lnLTE="));
+    assert_eq!(second.name, "getWeather");
+    assert_eq!(
+        second.input,
+        json!({"location": "San Francisco", "days": 3, "metric": true})
+    );
+    assert_eq!(second.signature, None);
+    assert!(is_generated_id(&first.id) && is_generated_id(&second.id));
+    assert_ne!(first.id, second.id);
+    // The response holds the same two calls and nothing else.
+    assert_eq!(
+        done.content,
+        vec![
+            ContentBlock::ToolUse(first.clone()),
+            ContentBlock::ToolUse(second.clone())
+        ]
+    );
+    assert_eq!(done.stop_reason, "tool_use");
+    assert_eq!(
+        (done.usage.input_tokens, done.usage.output_tokens),
+        (26, 23)
+    );
+}
+
+/// Nested paths, as in Google's `$.recipe.ingredients[0].amount` pieces; parts with only
+/// `willContinue` between them; a call still open at the finish reason is closed with what came;
+/// a part that names a new call closes the open one.
+#[test]
+fn nested_paths_and_calls_without_an_end_part() {
+    let chunk = |part: &str, finish: bool| {
+        format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{part}]}}{}}}]}}\n\n",
+            if finish {
+                ",\"finishReason\":\"STOP\""
+            } else {
+                ""
+            }
+        )
+    };
+    let stream = [
+        chunk(r#"{"functionCall":{"name":"cookRecipe","id":"c1","willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.recipe.ingredients[0].amount","stringValue":"16 oz","willContinue":true}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.recipe.ingredients[0].amount","stringValue":""}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.recipe.ingredients[0].name","stringValue":"noodles"}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.recipe['ingredients'][1].name","stringValue":"beef"},{"jsonPath":"$.recipe.note","nullValue":"NULL_VALUE"}],"willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"name":"setTimer","willContinue":true}}"#, false),
+        chunk(r#"{"functionCall":{"partialArgs":[{"jsonPath":"$.minutes","numberValue":45}],"willContinue":true}}"#, true),
+    ]
+    .concat();
+    let events = decode(Gemini::default(), &stream, 5).expect("complete");
+    let calls: Vec<&ToolUseBlock> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolUse(call) => Some(call),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2, "{events:?}");
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].name.as_str()),
+        ("c1", "cookRecipe")
+    );
+    assert_eq!(
+        calls[0].input,
+        json!({"recipe": {"ingredients": [{"amount": "16 oz", "name": "noodles"}, {"name": "beef"}],
+            "note": null}})
+    );
+    assert_eq!(calls[1].name, "setTimer");
+    assert_eq!(calls[1].input, json!({"minutes": 45}));
+}
+
+/// Whole calls are unchanged; paths of another form, and pieces that disagree about the shape
+/// of the arguments, fail the stream as malformed; a huge index is refused, not allocated.
+#[test]
+fn whole_calls_stay_and_bad_paths_fail() {
+    let one = concat!(
+        "data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{\"a\":1}}},",
+        "{\"functionCall\":{\"name\":\"g\",\"args\":{\"b\":2}}}]},\"finishReason\":\"STOP\"}]}\n\n",
+    );
+    let events = decode(Gemini::default(), one, one.len()).expect("complete");
+    let names: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolUse(call) => Some((call.name.clone(), call.input.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("f".to_string(), json!({"a": 1})),
+            ("g".to_string(), json!({"b": 2}))
+        ]
+    );
+    for path in [
+        "$..a",
+        "$.a[*]",
+        "$[?@.a]",
+        "a",
+        "$.a[-1]",
+        "$.a[99999999]",
+        "$.",
+        "$['a",
+    ] {
+        let stream = format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"functionCall\":{{\"name\":\"f\",\"partialArgs\":[{{\"jsonPath\":\"{path}\",\"stringValue\":\"x\"}}]}}}}]}},\"finishReason\":\"STOP\"}}]}}\n\n"
+        );
+        let error = decode(Gemini::default(), &stream, 9).expect_err(path);
+        assert!(error.to_string().contains("jsonPath"), "{path}: {error}");
+    }
+    let clash = concat!(
+        "data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"willContinue\":true,",
+        "\"partialArgs\":[{\"jsonPath\":\"$.a\",\"stringValue\":\"x\"},{\"jsonPath\":\"$.a.b\",\"stringValue\":\"y\"}]}}]},\"finishReason\":\"STOP\"}]}\n\n",
+    );
+    let error = decode(Gemini::default(), clash, 4).expect_err("a member of a string");
+    assert!(error.to_string().contains("disagree"), "{error}");
 }

@@ -4,10 +4,10 @@
 
 use std::borrow::Cow;
 
-use crate::adapter::body::{DataUrl, Writer};
 use crate::adapter::reasoning;
 use crate::adapter::ChatRequest;
 use crate::error::Error;
+use crate::json::writer::{DataUrl, Writer};
 use crate::message::{ContentBlock, MediaSource, Role, ToolResultContent, ToolResultPart};
 
 /// The wire-format label in OMA's `UnsupportedToolResultContentError` and

@@ -25,13 +25,15 @@ mod parse_tests;
 #[cfg(test)]
 pub(crate) mod stream_tests;
 
+use crate::adapter::Validated;
 use serde_json::{json, Value};
 
 use self::messages::{wire_messages, WireMessage};
-use super::body::Writer;
+use super::{error_object_detail, ErrorDetail, StreamDecoder, ToolDefinition};
 use super::{join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest};
-use super::{StreamDecoder, ToolDefinition};
 use crate::error::Error;
+use crate::http::retry::RetryPolicy;
+use crate::json::writer::Writer;
 use crate::message::LlmResponse;
 
 /// The names [`preset`] knows.
@@ -116,35 +118,57 @@ pub fn preset(name: &str) -> Option<OpenAi> {
     Some(OpenAi::compatible(name, base).with_quirks(quirks))
 }
 
-/// The provider's message from an OpenAI-style error body: `{"error": {"message": …}}`, or
-/// `{"error": "…"}`, or MiniMax's `{"base_resp": {"status_msg": …}}`.
-pub fn error_message(body: &[u8]) -> Option<String> {
-    let value: Value = crate::json::from_bytes(body).ok()?;
-    let text = match value.get("error") {
-        Some(Value::String(message)) => Some(message.as_str()),
-        Some(error) => error.get("message").and_then(Value::as_str),
-        None => None,
-    }
-    .or_else(|| {
-        value
+/// What an OpenAI-style error body says: `{"error": {"message", "code", "type"}}` (the code a
+/// string, or a number as OpenRouter sends it), or `{"error": "…"}`, or MiniMax's
+/// `{"base_resp": {"status_msg": …}}` (message only).
+pub fn error_detail(body: &[u8]) -> ErrorDetail {
+    let Ok(value) = crate::json::from_bytes::<Value>(body) else {
+        return ErrorDetail::default();
+    };
+    let mut detail = match value.get("error") {
+        Some(Value::String(message)) => ErrorDetail {
+            message: Some(message.clone()),
+            ..ErrorDetail::default()
+        },
+        Some(error) => error_object_detail(error),
+        None => ErrorDetail::default(),
+    };
+    if detail.message.is_none() {
+        detail.message = value
             .get("base_resp")
             .and_then(|b| b.get("status_msg"))
             .and_then(Value::as_str)
-    })?;
-    (!text.is_empty()).then(|| text.to_string())
+            .map(str::to_owned);
+    }
+    detail.message = detail.message.filter(|text| !text.is_empty());
+    detail
+}
+
+/// The provider's message from an OpenAI-style error body (see [`error_detail`]).
+pub fn error_message(body: &[u8]) -> Option<String> {
+    error_detail(body).message
 }
 
 impl Adapter for OpenAi {
-    fn error_message(&self, body: &[u8]) -> Option<String> {
-        error_message(body)
+    fn error_detail(&self, _headers: &[(String, String)], body: &[u8]) -> ErrorDetail {
+        error_detail(body)
+    }
+
+    /// OMA calls every OpenAI-compatible provider through the `openai` SDK.
+    fn default_retry(&self) -> RetryPolicy {
+        RetryPolicy::stainless()
     }
 
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-        crate::validate::validate_messages(&request.messages)?;
+    fn format_validated(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Result<HttpRequest, Error> {
+        let request = request.request();
         let echo = self.quirks.echo_reasoning.then_some(self.name.as_str());
         let messages = wire_messages(request, echo)?;
         let authorization = match &endpoint.credentials {

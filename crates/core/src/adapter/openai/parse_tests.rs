@@ -304,6 +304,54 @@ fn odd_but_readable_fields() {
 }
 
 #[test]
+fn provider_error_codes_and_types() {
+    // OpenAI's 400, with a string code and a type.
+    let detail = error_detail(
+        br#"{"error": {"message": "Unsupported value: 'temperature' does not support 0.2.", "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}}"#,
+    );
+    assert_eq!(detail.code.as_deref(), Some("unsupported_value"));
+    assert_eq!(detail.error_type.as_deref(), Some("invalid_request_error"));
+    // OpenRouter's numeric code.
+    let detail = error_detail(
+        br#"{"error": {"code": 429, "message": "Rate limit exceeded", "metadata": {}}}"#,
+    );
+    assert_eq!(detail.code.as_deref(), Some("429"));
+    assert_eq!(detail.error_type, None);
+    // A null code and an empty one are none.
+    for body in [
+        &br#"{"error": {"message": "m", "type": "server_error", "code": null}}"#[..],
+        br#"{"error": {"message": "m", "code": ""}}"#,
+        br#"{"error": "model not found"}"#,
+        b"<html>502</html>",
+    ] {
+        assert_eq!(error_detail(body).code, None);
+    }
+}
+
+/// Groq fails a stream with `event: error` whose data is the error object; the code travels.
+#[test]
+fn a_mid_stream_error_event_carries_the_code() {
+    let stream = concat!(
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+        "event: error\n",
+        "data: {\"error\":{\"message\":\"Failed to call a function. Please adjust your prompt.\",\"type\":\"invalid_request_error\",\"code\":\"tool_use_failed\",\"failed_generation\":\"<function=x>\"}}\n\n",
+    );
+    let mut decoder =
+        OpenAi::compatible("groq", "http://127.0.0.1:9").stream_decoder(&ChatRequest::default());
+    let error = decoder
+        .feed(stream.as_bytes())
+        .and_then(|_| decoder.finish())
+        .expect_err("the stream failed");
+    assert_eq!(error.code(), Some("tool_use_failed"));
+    assert_eq!(error.error_type(), Some("invalid_request_error"));
+    assert_eq!(error.http_status(), None);
+    assert_eq!(
+        error.to_string(),
+        "Failed to call a function. Please adjust your prompt."
+    );
+}
+
+#[test]
 fn provider_error_messages() {
     assert_eq!(
         error_message(br#"{"error": {"message": "Invalid video_url", "type": "invalid_request_error", "code": null}}"#),

@@ -26,6 +26,8 @@ pub(super) fn parse_completion(provider: &str, body: &[u8]) -> Result<LlmRespons
             provider: provider.to_string(),
             status: None,
             message: "OpenAI returned a completion with no choices".into(),
+            code: None,
+            error_type: None,
         });
     };
     let Some(message) = choice.get("message").and_then(Value::as_object) else {
@@ -144,7 +146,7 @@ fn parts_text(value: &Value) -> String {
 /// Tool-call arguments: a JSON object is kept; other JSON gives `{}`; text that is not JSON
 /// goes through OMA's single-parameter repair, else `{}`.
 pub(super) fn tool_input(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
+    match crate::json::from_str::<Value>(arguments) {
         Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) => Value::Object(Map::new()),
         Err(_) => Value::Object(repair_tool_args(arguments).unwrap_or_default()),

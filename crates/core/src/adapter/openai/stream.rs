@@ -79,22 +79,21 @@ impl Decoder {
             self.done = true;
             return Ok(());
         }
-        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
+        let chunk: Value = crate::json::from_str(&event.data).map_err(|e| {
             malformed(
                 &self.provider,
                 format_args!("a stream chunk is not JSON ({e})"),
             )
         })?;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_string);
-            return Err(Error::Provider {
-                provider: self.provider.clone(),
-                status: None,
-                message,
-            });
+            // A mid-stream error (Groq's `event: error`, OpenRouter's error chunk) carries the
+            // same `{"message", "code", "type"}` object as an error body.
+            let fallback = error.to_string();
+            return Err(crate::adapter::error_object_detail(error).into_error(
+                &self.provider,
+                None,
+                fallback,
+            ));
         }
         if let Some(id) = chunk.get("id").and_then(Value::as_str) {
             self.id = id.to_string();

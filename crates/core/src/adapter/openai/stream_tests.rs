@@ -208,6 +208,8 @@ fn error_and_malformed_chunks() {
             provider: "grok".into(),
             status: None,
             message: "Rate limit reached".into(),
+            code: None,
+            error_type: Some("rate_limit".into()),
         }
     );
     // The decoder stays failed.

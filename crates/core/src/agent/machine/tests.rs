@@ -9,8 +9,9 @@ use super::*;
 use crate::adapter::Credentials;
 use crate::agent::before_run::BeforeRunResult;
 use crate::agent::config::AgentSettings;
+use crate::agent::entry::{start_run_agent, Agent};
 use crate::agent::input::PromptInput;
-use crate::agent::session::{outcome_json, start_run_agent, Agent};
+use crate::agent::outcome::outcome_json;
 use crate::agent::turn::Event;
 use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
 use crate::message::{ImageBlock, ImageSource, ToolResultContent};
@@ -18,8 +19,10 @@ use crate::message::{ImageBlock, ImageSource, ToolResultContent};
 const KEY: &str = "sk-machine-SECRET-7fa1";
 const NOW: u64 = 1_796_036_400_000;
 
+/// An agent of `provider` whose calls make one attempt: these tests drive the machine, not a
+/// provider's default retry policy (`http::call` tests that), so every failure ends its call.
 fn settings(provider: &str) -> AgentSettings {
-    AgentSettings {
+    let mut settings = AgentSettings {
         name: "helper".into(),
         model: "claude-x".into(),
         provider: provider.into(),
@@ -28,7 +31,9 @@ fn settings(provider: &str) -> AgentSettings {
             ..Endpoint::default()
         },
         ..AgentSettings::default()
-    }
+    };
+    settings.call.retry = Some(crate::http::retry::RetryPolicy::none());
+    settings
 }
 
 fn spec() -> RunSpec {
@@ -86,12 +91,15 @@ impl Host {
         let mut now = NOW;
         for _ in 0..10_000 {
             now += 1;
-            let step = machine.poll(now).expect("a step while nothing is due");
-            let answer = match step {
-                Step::Done(outcome) => {
-                    assert!(machine.poll(now).is_none(), "nothing after Done");
-                    return outcome;
+            let step = match machine.poll(now) {
+                Poll::Step(step) => step,
+                Poll::Finished(outcome) => {
+                    assert_eq!(machine.poll(now), Poll::Over, "nothing after the outcome");
+                    return *outcome;
                 }
+                other => panic!("a step while nothing is due, got {other:?}"),
+            };
+            let answer = match step {
                 Step::Event(event) => {
                     self.events.push(event);
                     continue;
@@ -134,7 +142,40 @@ impl Host {
                     Answer::External(self.backend.clone().expect("a scripted backend"))
                 }
             };
-            assert!(machine.poll(now).is_none(), "an answer is due");
+            assert!(
+                matches!(machine.poll(now), Poll::Waiting(due) if !due.is_empty()),
+                "an answer is due"
+            );
+            machine.handle(answer).expect("the answer was asked for");
+        }
+        panic!("the run did not end");
+    }
+
+    /// Steps a run of many tool calls to its end, answering each call as soon as it is asked
+    /// for (as the wasi step loop does); sends and tools only.
+    fn drive_long(&mut self, machine: &mut RunMachine) -> RunOutcome {
+        for _ in 0..1_000_000 {
+            let answer = match machine.poll(NOW) {
+                Poll::Finished(outcome) => return *outcome,
+                Poll::Step(Step::Send(outgoing)) => {
+                    self.sent.push(outgoing);
+                    let (status, body) = self.replies.pop_front().expect("a scripted reply");
+                    Answer::Http(CallAnswer::Response(HttpResponse {
+                        status,
+                        headers: vec![],
+                        body: body.into_bytes(),
+                    }))
+                }
+                Poll::Step(Step::CallTool(call)) => {
+                    self.tools.push(call.name.clone());
+                    Answer::Tool {
+                        id: call.id,
+                        outcome: self.tool.clone().expect("a scripted tool"),
+                    }
+                }
+                Poll::Step(_) => continue,
+                other => panic!("nothing should be due, got {other:?}"),
+            };
             machine.handle(answer).expect("the answer was asked for");
         }
         panic!("the run did not end");
@@ -348,11 +389,12 @@ fn tool_loops_and_broken_tool_answers() {
 #[test]
 fn retries_are_waits_the_host_performs() {
     let mut settings = settings("anthropic");
-    settings.call.retry = crate::http::retry::RetryPolicy {
+    settings.call.retry = Some(crate::http::retry::RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 10,
         backoff: 2.0,
-    };
+        ..crate::http::retry::RetryPolicy::default()
+    });
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut host = Host::replying(&[(503, "busy"), (529, "busy"), (200, &reply("ok", 1, 1))]);
@@ -437,22 +479,27 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         machine
             .handle(tool.clone())
             .expect_err("nothing asked")
+            .reason
             .name(),
         "SessionStateError"
     );
-    let Some(Step::Send(_)) = machine.poll(NOW) else {
+    let Poll::Step(Step::Send(_)) = machine.poll(NOW) else {
         panic!("expected a send");
     };
-    assert!(machine.awaits_answer());
-    assert!(machine.poll(NOW).is_none());
+    assert_eq!(machine.due(), vec![Due::Http]);
+    assert_eq!(machine.poll(NOW), Poll::Waiting(vec![Due::Http]));
     for wrong in [
         tool.clone(),
         Answer::Hook(HookAnswer::Failed("x".into())),
         Answer::External(Ok("x".into())),
         Answer::Http(CallAnswer::Waited),
     ] {
-        let error = machine.handle(wrong).expect_err("not due");
-        assert_eq!(error.code(), Some("SESSION_STATE"), "{error}");
+        let error = machine.handle(wrong.clone()).expect_err("not due");
+        assert_eq!(error.reason.code(), Some("SESSION_STATE"), "{error}");
+        assert_eq!(
+            error.answer, wrong,
+            "a refused answer is handed back as it was"
+        );
     }
     machine
         .handle(Answer::Http(CallAnswer::Response(HttpResponse {
@@ -463,7 +510,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         .expect("the right answer still works");
     // The turn's events, then the tool call.
     let mut steps = Vec::new();
-    while let Some(step) = machine.poll(NOW) {
+    while let Poll::Step(step) = machine.poll(NOW) {
         steps.push(step);
     }
     assert!(matches!(steps.last(), Some(Step::CallTool(_))), "{steps:?}");
@@ -478,7 +525,11 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
     assert!(error.to_string().contains("\"nope\""), "{error}");
     machine.handle(tool.clone()).expect("the call's answer");
     assert_eq!(
-        machine.handle(tool).expect_err("a second answer").name(),
+        machine
+            .handle(tool)
+            .expect_err("a second answer")
+            .reason
+            .name(),
         "SessionStateError"
     );
     machine
@@ -489,8 +540,8 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         .expect_err("the next request was not handed out yet");
     let second = loop {
         match machine.poll(NOW) {
-            Some(Step::Send(outgoing)) => break outgoing,
-            Some(Step::Event(_)) => {}
+            Poll::Step(Step::Send(outgoing)) => break outgoing,
+            Poll::Step(Step::Event(_)) => {}
             other => panic!("expected the second request, got {other:?}"),
         }
     };
@@ -503,13 +554,13 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         .expect("due");
     let outcome = loop {
         match machine.poll(NOW) {
-            Some(Step::Done(outcome)) => break outcome,
-            Some(_) => {}
-            None => panic!("the run must end"),
+            Poll::Finished(outcome) => break *outcome,
+            Poll::Step(_) => {}
+            Poll::Waiting(_) | Poll::Over => panic!("the run must end"),
         }
     };
     assert_eq!(outcome.output, "transport error: gone");
-    assert!(machine.poll(NOW).is_none());
+    assert!(matches!(machine.poll(NOW), Poll::Waiting(_) | Poll::Over));
     assert!(machine
         .handle(Answer::Http(CallAnswer::End))
         .expect_err("after the result")
@@ -521,7 +572,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
 fn streaming_turns_deliver_deltas_before_the_turn() {
     let agent = Agent::new(spec(), vec![]).expect("valid");
     let mut machine = agent.start(text("q"), true, 1).expect("valid");
-    let Some(Step::Send(outgoing)) = machine.poll(NOW) else {
+    let Poll::Step(Step::Send(outgoing)) = machine.poll(NOW) else {
         panic!("expected a send");
     };
     assert!(outgoing.stream);
@@ -546,15 +597,15 @@ fn streaming_turns_deliver_deltas_before_the_turn() {
     let mut chunks = body.as_bytes().chunks(10);
     let mut events = Vec::new();
     let outcome = loop {
-        match machine.poll(NOW).expect("a step") {
-            Step::Receive => {
+        match machine.poll(NOW) {
+            Poll::Step(Step::Receive) => {
                 let answer = chunks
                     .next()
                     .map_or(CallAnswer::End, |c| CallAnswer::Chunk(c.to_vec()));
                 machine.handle(Answer::Http(answer)).expect("due");
             }
-            Step::Event(event) => events.push(event),
-            Step::Done(outcome) => break outcome,
+            Poll::Step(Step::Event(event)) => events.push(event),
+            Poll::Finished(outcome) => break *outcome,
             other => panic!("unexpected {other:?}"),
         }
     };
@@ -598,5 +649,239 @@ fn invalid_input_fails_before_any_step_and_images_pass_unchanged() {
     assert_eq!(
         host.sent_bodies()[0]["messages"][0]["content"][0]["source"]["data"],
         "aGk="
+    );
+}
+
+fn two_tools_reply() -> String {
+    json!({
+        "id": "msg_t", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "lookup", "input": {"q": 1}},
+            {"type": "tool_use", "id": "b", "name": "lookup", "input": {"q": 2}}
+        ],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 5}
+    })
+    .to_string()
+}
+
+fn answer_ok(body: String) -> Answer {
+    Answer::Http(CallAnswer::Response(HttpResponse {
+        status: 200,
+        headers: vec![],
+        body: body.into_bytes(),
+    }))
+}
+
+fn tool_answer(id: &str) -> Answer {
+    Answer::Tool {
+        id: id.into(),
+        outcome: ToolOutcome {
+            content: ToolResultContent::Text(format!("result {id}")),
+            is_error: false,
+        },
+    }
+}
+
+/// Steps out everything that needs no answer; returns what the poll ended on.
+fn settle(machine: &mut RunMachine, now: u64) -> (Vec<Step>, Poll) {
+    let mut steps = Vec::new();
+    loop {
+        match machine.poll(now) {
+            Poll::Step(step @ (Step::Event(_) | Step::Progress(_) | Step::Evaluation(_))) => {
+                steps.push(step)
+            }
+            other => return (steps, other),
+        }
+    }
+}
+
+#[test]
+fn poll_says_which_answers_are_due() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let mut machine = agent.start(text("q"), false, 1).expect("valid");
+    assert!(machine.due().is_empty(), "nothing before the first poll");
+    let Poll::Step(Step::Send(_)) = machine.poll(NOW) else {
+        panic!("expected a send");
+    };
+    assert_eq!(machine.poll(NOW), Poll::Waiting(vec![Due::Http]));
+    machine
+        .handle(answer_ok(two_tools_reply()))
+        .expect("the response is due");
+    let (_, first) = settle(&mut machine, NOW);
+    let (_, second) = settle(&mut machine, NOW);
+    assert!(
+        matches!(first, Poll::Step(Step::CallTool(ref c)) if c.id == "a"),
+        "{first:?}"
+    );
+    assert!(
+        matches!(second, Poll::Step(Step::CallTool(ref c)) if c.id == "b"),
+        "{second:?}"
+    );
+    assert_eq!(
+        machine.poll(NOW),
+        Poll::Waiting(vec![Due::Tool("a".into()), Due::Tool("b".into())]),
+        "both calls are due at once, so a host may run them concurrently"
+    );
+    machine.handle(tool_answer("b")).expect("b is due");
+    assert_eq!(
+        machine.poll(NOW),
+        Poll::Waiting(vec![Due::Tool("a".into())])
+    );
+    machine.handle(tool_answer("a")).expect("a is due");
+    let (_, next) = settle(&mut machine, NOW);
+    assert!(matches!(next, Poll::Step(Step::Send(_))), "{next:?}");
+    machine
+        .handle(answer_ok(reply("done", 1, 1)))
+        .expect("the response is due");
+    let (_, end) = settle(&mut machine, NOW);
+    let Poll::Finished(outcome) = end else {
+        panic!("expected the outcome, got {end:?}");
+    };
+    assert!(outcome.success());
+    assert_eq!(machine.poll(NOW), Poll::Over);
+    assert_eq!(machine.wake_at(), None, "a finished run needs no time");
+}
+
+#[test]
+fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
+    let mut settings = settings("anthropic");
+    settings.deadline_ms = Some(1_000);
+    let (spec, _) = settings.into_spec().expect("valid");
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut machine = agent.start(text("q"), false, 1).expect("valid");
+    assert_eq!(
+        machine.wake_at(),
+        None,
+        "the clock starts at the first poll"
+    );
+    let Poll::Step(Step::Send(_)) = machine.poll(NOW) else {
+        panic!("expected a send");
+    };
+    assert_eq!(machine.wake_at(), Some(NOW + 1_000));
+    machine
+        .handle(answer_ok(tool_reply("t1")))
+        .expect("the response is due");
+    let (_, call) = settle(&mut machine, NOW + 10);
+    assert!(matches!(call, Poll::Step(Step::CallTool(_))), "{call:?}");
+    assert_eq!(
+        machine.poll(NOW + 999),
+        Poll::Waiting(vec![Due::Tool("t1".into())])
+    );
+    // The host polls at the instant the machine asked for, the tool still running.
+    let wake = machine.wake_at().expect("a deadline");
+    let (_, end) = settle(&mut machine, wake);
+    let Poll::Finished(outcome) = end else {
+        panic!("expected the outcome, got {end:?}");
+    };
+    let failure = outcome.failure().expect("failed");
+    assert_eq!(
+        failure.status.code,
+        crate::agent::outcome::StatusCode::Timeout
+    );
+    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(
+        failure.error_info.kind,
+        crate::agent::outcome::FailureKind::Timeout
+    );
+    // The tool's late answer is handed back: the run is over.
+    let late = machine.handle(tool_answer("t1")).expect_err("too late");
+    assert_eq!(late.answer, tool_answer("t1"));
+    assert!(late.to_string().contains("over"), "{late}");
+}
+
+#[test]
+fn wake_at_covers_a_retry_wait() {
+    let mut settings = settings("anthropic");
+    settings.call.retry = Some(crate::http::retry::RetryPolicy::from_oma(
+        1,
+        Some(250.0),
+        None,
+    ));
+    let (spec, _) = settings.into_spec().expect("valid");
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut machine = agent.start(text("q"), false, 1).expect("valid");
+    let Poll::Step(Step::Send(_)) = machine.poll(NOW) else {
+        panic!("expected a send");
+    };
+    machine
+        .handle(Answer::Http(CallAnswer::Response(HttpResponse {
+            status: 503,
+            headers: vec![],
+            body: br#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#
+                .to_vec(),
+        })))
+        .expect("the response is due");
+    let (_, wait) = settle(&mut machine, NOW + 5);
+    let Poll::Step(Step::Wait(ms)) = wait else {
+        panic!("expected a retry wait, got {wait:?}");
+    };
+    let deadline = NOW + crate::http::Limits::default().deadline_ms;
+    assert_eq!(machine.wake_at(), Some((NOW + 5 + ms).min(deadline)));
+    machine
+        .handle(Answer::Http(CallAnswer::Waited))
+        .expect("the wait is due");
+    assert_eq!(
+        machine.wake_at(),
+        settings_deadline(&machine),
+        "the wait is over"
+    );
+}
+
+fn settings_deadline(machine: &RunMachine) -> Option<u64> {
+    machine.spec.deadline_ms.map(|deadline| NOW + deadline)
+}
+
+#[test]
+fn a_run_in_flight_can_move_between_threads() {
+    fn is_send<T: Send>() {}
+    is_send::<RunMachine>();
+    is_send::<crate::http::call::Call>();
+}
+
+/// A response with more tool calls than a response may carry ends the run with a typed,
+/// terminal provider error before any tool is called or another request sent; one at the
+/// limit runs all its calls in one turn.
+#[test]
+fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
+    use crate::limits::MAX_TOOL_CALLS;
+    let calls = |n: usize| {
+        let content: Vec<Value> = (0..n)
+            .map(|i| json!({"type": "tool_use", "id": format!("t{i}"), "name": "lookup", "input": {}}))
+            .collect();
+        json!({"id": "m", "type": "message", "role": "assistant", "model": "claude-x",
+               "content": content, "stop_reason": "tool_use",
+               "usage": {"input_tokens": 1, "output_tokens": 1}})
+        .to_string()
+    };
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let too_many = calls(MAX_TOOL_CALLS + 1);
+    let mut host = Host::replying(&[(200, too_many.as_str())]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: false,
+    });
+    let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(!outcome.success());
+    assert!(host.tools.is_empty(), "no tool ran");
+    assert_eq!(host.sent.len(), 1, "nothing retried");
+    assert_eq!(
+        outcome.output,
+        "200 the response is too large: 4097 tool calls, more than the 4096 a response may carry"
+    );
+
+    let at_limit = calls(MAX_TOOL_CALLS);
+    let done = reply("done", 1, 1);
+    let mut host = Host::replying(&[(200, at_limit.as_str()), (200, done.as_str())]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: false,
+    });
+    let outcome = host.drive_long(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(outcome.success(), "{}", outcome.output);
+    assert_eq!(host.tools.len(), MAX_TOOL_CALLS);
+    let sent = host.sent_bodies();
+    assert_eq!(
+        sent[1]["messages"][2]["content"].as_array().map(Vec::len),
+        Some(MAX_TOOL_CALLS)
     );
 }

@@ -28,11 +28,12 @@ fn endpoint() -> Endpoint {
 
 fn options(max_attempts: u32) -> CallOptions {
     CallOptions {
-        retry: RetryPolicy {
+        retry: Some(RetryPolicy {
             max_attempts,
             base_delay_ms: 100,
             backoff: 2.0,
-        },
+            ..RetryPolicy::default()
+        }),
         ..CallOptions::default()
     }
 }
@@ -140,6 +141,90 @@ fn retry_after_raises_the_wait() {
     });
     call.handle(limited, &Anthropic, &request).expect("due");
     assert_eq!(call.poll(NOW), Some(CallStep::Wait(2000)));
+}
+
+/// `retry-after` as an HTTP date waits until that time, counted from the poll that hands the
+/// wait out; `retry-after-ms` wins over `retry-after`; a wait longer than what is left of the
+/// deadline is not waited for: the call ends with the provider's error, not a timeout.
+#[test]
+fn requested_waits_are_honoured_up_to_the_deadline() {
+    let request = request(false);
+    let limited = |headers: &[(&str, &str)]| {
+        CallAnswer::Response(HttpResponse {
+            status: 429,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#
+                .to_vec(),
+        })
+    };
+    // NOW is 2026-11-30T11:00:00Z; the date is 3 s later.
+    let mut call = self::call(&request, options(2));
+    expect_send(&mut call);
+    call.handle(
+        limited(&[("retry-after", "Mon, 30 Nov 2026 11:00:03 GMT")]),
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    assert_eq!(call.poll(NOW + 1_000), Some(CallStep::Wait(2_000)));
+
+    let mut call = self::call(&request, options(2));
+    expect_send(&mut call);
+    call.handle(
+        limited(&[("retry-after", "1"), ("retry-after-ms", "250")]),
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    assert_eq!(call.poll(NOW), Some(CallStep::Wait(250)));
+
+    // 40 s asked for, 30 s of the deadline left: the 429 at once.
+    let options = CallOptions {
+        limits: Limits {
+            deadline_ms: 30_000,
+            ..Limits::default()
+        },
+        ..options(3)
+    };
+    let mut call = call_of(&request, options);
+    expect_send(&mut call);
+    call.handle(limited(&[("retry-after", "40")]), &Anthropic, &request)
+        .expect("due");
+    let error = expect_done(&mut call).expect_err("not waited for");
+    assert_eq!(error.name(), "ProviderError");
+    assert_eq!(error.http_status(), Some(429));
+    assert_eq!(error.code(), Some("rate_limit_error"));
+}
+
+/// Without a policy of its own a call gets its provider's default: Anthropic's SDK retries
+/// twice, after 0.5 s and 1 s (up to a quarter less).
+#[test]
+fn a_call_without_a_policy_gets_the_providers_default() {
+    let request = request(false);
+    let mut call = call_of(&request, CallOptions::default());
+    for (attempt, range) in [(1, 375..=500), (2, 750..=1000)] {
+        assert_eq!(expect_send(&mut call).attempt, attempt);
+        call.handle(response(500, "oops"), &Anthropic, &request)
+            .expect("due");
+        let Some(CallStep::Wait(ms)) = call.poll(NOW) else {
+            panic!("attempt {attempt} is retried");
+        };
+        assert!(range.contains(&ms), "{attempt}: {ms}");
+        call.handle(CallAnswer::Waited, &Anthropic, &request)
+            .expect("due");
+    }
+    assert_eq!(expect_send(&mut call).attempt, 3);
+    call.handle(response(500, "oops"), &Anthropic, &request)
+        .expect("due");
+    assert_eq!(
+        expect_done(&mut call)
+            .expect_err("3 attempts")
+            .http_status(),
+        Some(500)
+    );
 }
 
 #[test]
@@ -319,7 +404,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
     let refused = call
         .handle(CallAnswer::Chunk(b"x".to_vec()), &Anthropic, &request)
         .expect_err("nothing asked yet");
-    assert_eq!(refused.name(), "SessionStateError");
+    assert_eq!(refused.reason.name(), "SessionStateError");
     expect_send(&mut call);
     for wrong in [
         CallAnswer::Chunk(b"x".to_vec()),
@@ -329,7 +414,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         let error = call
             .handle(wrong, &Anthropic, &request)
             .expect_err("not due");
-        assert_eq!(error.code(), Some("SESSION_STATE"));
+        assert_eq!(error.reason.code(), Some("SESSION_STATE"));
         assert!(error.to_string().contains("HTTP response"), "{error}");
     }
     call.handle(response(200, &reply("fine")), &Anthropic, &request)
@@ -337,7 +422,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
     let late = call
         .handle(response(200, &reply("again")), &Anthropic, &request)
         .expect_err("a second answer");
-    assert_eq!(late.name(), "SessionStateError");
+    assert_eq!(late.reason.name(), "SessionStateError");
     assert!(expect_done(&mut call).is_ok());
     assert!(call.handle(CallAnswer::End, &Anthropic, &request).is_err());
 }
@@ -388,7 +473,7 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
         let error = expect_done(&mut call).expect_err("not a 2xx");
         assert_eq!(error.http_status(), Some(status));
     }
-    // A retry-after of absurd size waits at most the cap.
+    // A retry-after of absurd size is past any deadline: the call ends with the 429 at once.
     let mut call = call(&request, options(2));
     expect_send(&mut call);
     let answer = CallAnswer::Response(HttpResponse {
@@ -397,10 +482,8 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
         body: Vec::new(),
     });
     call.handle(answer, &Anthropic, &request).expect("due");
-    assert_eq!(
-        call.poll(NOW),
-        Some(CallStep::Wait(crate::http::retry::MAX_DELAY_MS))
-    );
+    let error = expect_done(&mut call).expect_err("no time to wait that long");
+    assert_eq!(error.http_status(), Some(429));
 }
 
 #[test]
@@ -455,11 +538,12 @@ fn a_call_past_its_deadline_ends_however_its_bytes_trickle() {
     let mut call = call_of(
         &request_plain(),
         CallOptions {
-            retry: RetryPolicy {
+            retry: Some(RetryPolicy {
                 max_attempts: 5,
                 base_delay_ms: 5_000,
                 backoff: 2.0,
-            },
+                ..RetryPolicy::default()
+            }),
             ..short
         },
     );
@@ -522,13 +606,13 @@ fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
     // One attempt: the call lets go of the body, so taking it copies nothing.
     let mut single = call_with_one_attempt(&request);
     let outgoing = expect_send(&mut single);
-    assert_eq!(std::rc::Rc::strong_count(&outgoing.body), 1);
+    assert_eq!(std::sync::Arc::strong_count(&outgoing.body), 1);
     assert!(outgoing.body.contains("\"messages\""), "{}", outgoing.body);
     // Two attempts: the first is shared with the call, which sends it again after a failure;
     // the second, the last, is handed over with the same bytes.
     let mut call = call(&request, options(2));
     let first = expect_send(&mut call);
-    assert_eq!(std::rc::Rc::strong_count(&first.body), 2);
+    assert_eq!(std::sync::Arc::strong_count(&first.body), 2);
     let answer = CallAnswer::Response(HttpResponse {
         status: 500,
         headers: Vec::new(),
@@ -542,5 +626,58 @@ fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
     assert_eq!(second.attempt, 2);
     assert_eq!(*second.body, *first.body);
     drop(first);
-    assert_eq!(std::rc::Rc::strong_count(&second.body), 1);
+    assert_eq!(std::sync::Arc::strong_count(&second.body), 1);
+}
+
+/// Hosts ask for `identity`; a body encoded anyway is refused at its head, before a byte of it
+/// is read or inflated: a 2xx is not asked for again, an error status is retried as its status
+/// says, and a key echoed in the header is redacted.
+#[test]
+fn encoded_bodies_are_refused_at_the_head() {
+    let encoded = |status: u16, value: &str| CallAnswer::Head {
+        status,
+        headers: vec![("Content-Encoding".into(), value.into())],
+    };
+    for stream in [false, true] {
+        let request = request(stream);
+        let mut call = call(&request, options(3));
+        expect_send(&mut call);
+        call.handle(encoded(200, "gzip"), &Anthropic, &request)
+            .expect("due");
+        let error = expect_done(&mut call).expect_err("encoded");
+        assert_eq!(
+            error.to_string(),
+            "200 the response body is content-encoded (gzip); only identity is accepted"
+        );
+        assert!(!error.retryable());
+        assert!(call.poll(NOW).is_none(), "nothing more is read");
+    }
+    // `identity`, in any case, and an empty value are plain bodies.
+    let request = request(false);
+    for value in ["identity", " Identity ", ""] {
+        let mut call = call_with_one_attempt(&request);
+        expect_send(&mut call);
+        let answer = CallAnswer::Response(HttpResponse {
+            status: 200,
+            headers: vec![("content-encoding".into(), value.into())],
+            body: reply("plain").into_bytes(),
+        });
+        call.handle(answer, &Anthropic, &request).expect("due");
+        assert!(expect_done(&mut call).is_ok(), "{value:?}");
+    }
+    // A 503 that is encoded is retried like any 503.
+    let mut call = call(&request, options(2));
+    expect_send(&mut call);
+    call.handle(encoded(503, "br"), &Anthropic, &request)
+        .expect("due");
+    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
+    // A key in the header never reaches the error; a long value is not echoed at all.
+    for value in [KEY.to_owned(), format!("gzip, {}", "x".repeat(100))] {
+        let mut call = call_with_one_attempt(&request);
+        expect_send(&mut call);
+        call.handle(encoded(200, &value), &Anthropic, &request)
+            .expect("due");
+        let error = expect_done(&mut call).expect_err("encoded").to_string();
+        assert!(!error.contains(KEY) && !error.contains("xxxx"), "{error}");
+    }
 }

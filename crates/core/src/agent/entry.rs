@@ -1,5 +1,5 @@
-//! Agents (OMA's `Agent`): the configuration a run is made from, the persistent history that
-//! `prompt` appends to, and the values a run hands to its host. The runs themselves are
+//! Where runs start: OMA's `Agent` (the configuration a run is made from and the persistent
+//! history that `prompt` appends to) and OMA's `runAgent`. The runs themselves are
 //! [`RunMachine`]s; this module only prepares their input and commits what a `prompt` produced
 //! (see `docs/agent.md`).
 //!
@@ -8,76 +8,13 @@
 //! any external backend; the outcome becomes the result; [`Agent::commit`] appends a completed
 //! `prompt`'s user turn and the messages it produced.
 
-use serde_json::{json, Value};
-
-use crate::agent::before_run::BeforeRunResult;
 use crate::agent::evaluation::{RunInput, StorePayloads};
 use crate::agent::input::{prepare_prompt, prepare_run, PromptInput};
 use crate::agent::machine::{RunMachine, RunSpec};
-use crate::agent::turn::{Event, RunOutcome};
+use crate::agent::outcome::RunOutcome;
 use crate::error::Error;
-use crate::message::{ContentBlock, LlmMessage, Role, ToolResultContent};
+use crate::message::{ContentBlock, LlmMessage, Role};
 use crate::validate::validate_messages;
-
-/// How a `beforeRun` hook answered.
-#[derive(Clone, Debug, PartialEq)]
-pub enum HookAnswer {
-    /// Its result, to be merged.
-    Result(BeforeRunResult),
-    /// It failed (OMA: it threw) with this message.
-    Failed(String),
-    /// Its answer could not be read (e.g. messages that do not convert); ends the run as a
-    /// hook failure with this error.
-    Rejected(Error),
-}
-
-/// What a tool returned.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolOutcome {
-    /// The answer.
-    pub content: ToolResultContent,
-    /// Whether the tool failed.
-    pub is_error: bool,
-}
-
-/// A progress event of `run-agent`: OMA's `{type, agent, data}`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProgressEvent {
-    /// `agent_start`, `budget_exceeded` or `agent_complete`.
-    pub kind: &'static str,
-    /// The agent's name.
-    pub agent: String,
-    /// The event's data, in OMA's JSON shape.
-    pub data: Value,
-}
-
-/// An online-evaluation case of `run-agent`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EvaluationRecord {
-    /// The agent's name.
-    pub agent: String,
-    /// What scorers get as input, per the payload policy.
-    pub input: String,
-    /// The stored payload `{input, output}`; `None` under the `none` policy.
-    pub payload: Option<Value>,
-    /// The full result.
-    pub result: RunOutcome,
-    /// How long the run took.
-    pub duration_ms: u64,
-}
-
-/// An event of a run, as `stream` delivers it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AgentEvent {
-    /// A piece of text as the provider sent it (streaming only).
-    TextDelta(String),
-    /// A piece of reasoning as the provider sent it (streaming only).
-    ReasoningDelta(String),
-    /// A turn-level event of the loop (text, tool use, tool result, budget exceeded).
-    Turn(Event),
-    /// The run is over; the result says whether it succeeded.
-    Done(RunOutcome),
-}
 
 /// An agent with a persistent history (OMA's `Agent`).
 #[derive(Clone, Debug)]
@@ -177,40 +114,4 @@ pub fn start_run_agent(
     Ok(RunMachine::run_agent(
         spec, messages, given, progress, evaluation, seed,
     ))
-}
-
-/// A run result in OMA's JSON shape (`AgentRunResult`): `success`, `output`, `messages`,
-/// `tokenUsage`, `toolCalls`, and `budgetExceeded`, `status`, `errorInfo` when they apply.
-pub fn outcome_json(outcome: &RunOutcome) -> Value {
-    let tool_calls: Vec<Value> = outcome
-        .tool_calls
-        .iter()
-        .map(|call| {
-            let mut record = json!({
-                "toolName": call.tool_name,
-                "input": call.input,
-                "output": call.output,
-            });
-            if call.is_error {
-                record["isError"] = json!(true);
-            }
-            record
-        })
-        .collect();
-    let mut value = json!({
-        "success": outcome.success(),
-        "output": outcome.output,
-        "messages": crate::json::messages_to_value(&outcome.messages),
-        "tokenUsage": outcome.token_usage,
-        "toolCalls": tool_calls,
-        "turns": outcome.turns,
-    });
-    if outcome.budget_exceeded() {
-        value["budgetExceeded"] = json!(true);
-    }
-    if let Some(failure) = outcome.failure() {
-        value["status"] = json!(failure.status);
-        value["errorInfo"] = json!(failure.error_info);
-    }
-    value
 }

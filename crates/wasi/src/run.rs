@@ -1,0 +1,152 @@
+//! The one wasi step loop: drives a [`RunMachine`] to its end, performing its HTTP steps with
+//! [`HttpIo`] and handing every other step to the world that runs it ([`StepHost`]). The
+//! `component` world answers those through its `host` imports; the gateway answers them
+//! itself (no tools, no hook). Both get the same loop, the same deadline handling and the same
+//! fallback should the machine ever refuse an answer.
+
+use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
+use oma_core::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
+use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
+use oma_core::agent::outcome::RunOutcome;
+use oma_core::http::call::Outgoing;
+use oma_core::message::ToolUseBlock;
+
+use crate::{now_ms, HttpIo};
+
+/// What a world does with the steps wasi:http cannot perform. Calls are synchronous: the run
+/// waits for each answer (a host import returns when it is done).
+pub trait StepHost {
+    /// Runs the `beforeRun` hook of `agent` on `context`.
+    fn before_run(
+        &mut self,
+        agent: String,
+        context: BeforeRunContext,
+        config: String,
+    ) -> HookAnswer;
+    /// Calls the tool `call` asks for, for `agent`.
+    fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome;
+    /// Sends `text` through the external backend `kind`.
+    fn external(&mut self, agent: &str, kind: ExternalKind, text: String)
+        -> Result<String, String>;
+    /// Delivers a progress event of `run-agent`.
+    fn progress(&mut self, event: ProgressEvent);
+    /// Delivers an evaluation case of `run-agent`.
+    fn evaluation(&mut self, record: EvaluationRecord);
+}
+
+/// What [`WasiRun::next`] has to tell.
+#[derive(Debug)]
+pub enum Next {
+    /// An event of the run.
+    Event(AgentEvent),
+    /// A request is about to go out (it is sent on the next call of [`WasiRun::next`]), so a
+    /// caller that answers over HTTP itself can commit to its own response first.
+    Sending,
+    /// The run is over.
+    Done(RunOutcome),
+}
+
+/// A run machine and its HTTP in flight.
+pub struct WasiRun {
+    machine: RunMachine,
+    http: HttpIo,
+    /// The request announced by [`Next::Sending`], sent at the next call.
+    held: Option<Outgoing>,
+    over: bool,
+}
+
+impl WasiRun {
+    /// A run of `machine`, nothing done yet.
+    pub fn new(machine: RunMachine) -> Self {
+        WasiRun {
+            machine,
+            http: HttpIo::default(),
+            held: None,
+            over: false,
+        }
+    }
+
+    /// Runs to the end, delivering events to nobody; the outcome.
+    pub fn finish(mut self, host: &mut dyn StepHost) -> RunOutcome {
+        loop {
+            if let Next::Done(outcome) = self.next(host) {
+                return outcome;
+            }
+        }
+    }
+
+    /// Performs steps until there is something to tell. After [`Next::Done`] it says `Done`
+    /// again with a failed outcome: the run is over.
+    pub fn next(&mut self, host: &mut dyn StepHost) -> Next {
+        loop {
+            if self.over {
+                return Next::Done(broken_run());
+            }
+            let answer = if let Some(outgoing) = self.held.take() {
+                Answer::Http(self.http.send(&outgoing))
+            } else {
+                let step = match self.machine.poll(now_ms()) {
+                    Poll::Step(step) => step,
+                    Poll::Finished(outcome) => {
+                        self.over = true;
+                        return Next::Done(*outcome);
+                    }
+                    // Every answer is given before the next poll, so nothing can be due here;
+                    // should it be, the run cannot go on.
+                    Poll::Waiting(_) | Poll::Over => {
+                        self.over = true;
+                        return Next::Done(broken_run());
+                    }
+                };
+                match step {
+                    Step::Event(event) => return Next::Event(event),
+                    Step::Send(outgoing) => {
+                        self.held = Some(outgoing);
+                        return Next::Sending;
+                    }
+                    Step::Receive => Answer::Http(self.http.receive()),
+                    Step::Wait(ms) => Answer::Http(HttpIo::wait(ms)),
+                    Step::Progress(event) => {
+                        host.progress(event);
+                        continue;
+                    }
+                    Step::Evaluation(record) => {
+                        host.evaluation(*record);
+                        continue;
+                    }
+                    Step::BeforeRun {
+                        agent,
+                        context,
+                        config,
+                    } => Answer::Hook(host.before_run(agent, context, config)),
+                    Step::CallTool(call) => {
+                        let id = call.id.clone();
+                        let outcome = host.call_tool(self.machine.agent_name(), call);
+                        Answer::Tool { id, outcome }
+                    }
+                    Step::External { kind, text } => {
+                        Answer::External(host.external(self.machine.agent_name(), kind, text))
+                    }
+                }
+            };
+            if self.machine.handle(answer).is_err() {
+                // The machine asked for exactly this answer; a refusal would be a bug here,
+                // and ending the run beats looping.
+                self.over = true;
+                return Next::Done(broken_run());
+            }
+        }
+    }
+}
+
+/// The outcome of a run the driver could not go on with: reported as a failed run rather than
+/// a hang or a trap.
+fn broken_run() -> RunOutcome {
+    let error = oma_core::Error::Host {
+        message: "the run ended without a result".into(),
+    };
+    let failure = oma_core::agent::outcome::classify(&error, false, None);
+    RunOutcome::failed(&error, 0, failure)
+}

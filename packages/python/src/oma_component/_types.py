@@ -1,0 +1,359 @@
+"""OMA's values as ``TypedDict``s: what the package takes and gives, key for key.
+
+Every value crosses as a plain dict in OMA's JSON shape; these types only tell a type checker
+(mypy, pyright) which keys exist, so that ``result["sucess"]`` or an event without ``data`` is
+caught before it runs. Keys that OMA leaves out when they do not apply are in a ``total=False``
+base class (``NotRequired`` needs Python 3.11).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Sequence, TypedDict, Union
+
+if TYPE_CHECKING:  # pragma: no cover - the event types name the error classes
+    from ._errors import OmaError, TokenBudgetExceededError
+
+# -- messages and blocks ------------------------------------------------------------------------
+
+
+class TextBlock(TypedDict):
+    """``{"type": "text", "text"}``."""
+
+    type: Literal["text"]
+    text: str
+
+
+class Base64Source(TypedDict):
+    """Inline media: raw canonical base64 text (never ``bytes``: encode them first)."""
+
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class UrlSource(TypedDict):
+    """Media by an absolute http/https URL."""
+
+    type: Literal["url"]
+    media_type: str
+    url: str
+
+
+MediaSource = Union[Base64Source, UrlSource]
+
+
+class ImageBlock(TypedDict):
+    """An image (inline base64)."""
+
+    type: Literal["image"]
+    source: MediaSource
+
+
+class VideoBlock(TypedDict):
+    """A video, inline or by URL (formats without a mapping refuse it before any request)."""
+
+    type: Literal["video"]
+    source: MediaSource
+
+
+class _ToolUseOptional(TypedDict, total=False):
+    signature: str
+
+
+class ToolUseBlock(_ToolUseOptional):
+    """A tool call the model asked for."""
+
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: Dict[str, Any]
+
+
+class ToolResultTextPart(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ToolResultImagePart(TypedDict):
+    type: Literal["image"]
+    source: MediaSource
+
+
+class ToolResultFilePart(TypedDict):
+    type: Literal["file"]
+    filename: str
+    source: MediaSource
+
+
+ToolResultPart = Union[ToolResultTextPart, ToolResultImagePart, ToolResultFilePart]
+ToolResultContent = Union[str, List[ToolResultPart]]
+
+
+class _ToolResultOptional(TypedDict, total=False):
+    is_error: bool
+
+
+class ToolResultBlock(_ToolResultOptional):
+    """A tool's answer, by the id of its call."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: ToolResultContent
+
+
+class _ReasoningOptional(TypedDict, total=False):
+    signature: str
+    redactedData: str
+    provenance: str
+
+
+class ReasoningBlock(_ReasoningOptional):
+    """The model's reasoning, with what a provider needs to have it back."""
+
+    type: Literal["reasoning"]
+    text: str
+
+
+ContentBlock = Union[TextBlock, ImageBlock, VideoBlock, ToolUseBlock, ToolResultBlock, ReasoningBlock]
+
+
+class LLMMessage(TypedDict):
+    """One message of a conversation."""
+
+    role: Literal["user", "assistant"]
+    content: List[ContentBlock]
+
+
+#: What ``run`` and ``stream`` take: a prompt, or a message list (typed, or plain mappings,
+#: which OMA's guard checks at run time).
+RunInput = Union[str, Sequence[LLMMessage], Sequence[Mapping[str, Any]]]
+#: What ``prompt`` takes: a prompt, or the content blocks of one user turn.
+PromptInput = Union[str, Sequence[ContentBlock], Sequence[Mapping[str, Any]]]
+#: What ``validate`` and ``format_request`` take: a message list or its JSON text.
+Messages = Union[str, Sequence[LLMMessage], Sequence[Mapping[str, Any]]]
+
+# -- results ------------------------------------------------------------------------------------
+
+
+class TokenUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+
+
+class _ToolCallOptional(TypedDict, total=False):
+    isError: bool
+
+
+class ToolCallRecord(_ToolCallOptional):
+    """One tool call of a run, as OMA records it."""
+
+    toolName: str
+    input: Dict[str, Any]
+    output: ToolResultContent
+
+
+RunStatusCode = Literal["error", "timeout", "rejected", "budget_exhausted"]
+
+
+class _RunStatusOptional(TypedDict, total=False):
+    message: str
+
+
+class RunStatus(_RunStatusOptional):
+    code: RunStatusCode
+
+
+class _TraceErrorOptional(TypedDict, total=False):
+    code: str
+    httpStatus: int
+    provider: str
+
+
+class StructuredTraceError(_TraceErrorOptional):
+    """Why a run failed (OMA's ``errorInfo``)."""
+
+    kind: Literal["validation", "budget", "callback", "provider", "unknown"]
+    name: str
+    message: str
+    retryable: bool
+
+
+class _RunResultOptional(TypedDict, total=False):
+    budgetExceeded: bool
+    status: RunStatus
+    errorInfo: StructuredTraceError
+
+
+class AgentRunResult(_RunResultOptional):
+    """OMA's ``AgentRunResult``; ``status`` and ``errorInfo`` are there after a failure."""
+
+    success: bool
+    output: str
+    messages: List[LLMMessage]
+    tokenUsage: TokenUsage
+    toolCalls: List[ToolCallRecord]
+    turns: int
+
+
+class _ErrorDictOptional(TypedDict, total=False):
+    code: str
+    httpStatus: int
+    provider: str
+
+
+class ErrorDict(_ErrorDictOptional):
+    """``OmaError.to_dict()``: an error as the ``oma-host`` CLI prints it."""
+
+    name: str
+    message: str
+    retryable: bool
+
+
+# -- events -------------------------------------------------------------------------------------
+
+
+class TextDeltaEvent(TypedDict):
+    """A piece of the model's text as the provider sent it."""
+
+    type: Literal["text_delta"]
+    data: str
+
+
+class ReasoningEvent(TypedDict):
+    """A piece of the model's reasoning as the provider sent it."""
+
+    type: Literal["reasoning"]
+    data: str
+
+
+class TextEvent(TypedDict):
+    """The whole text of a turn, after its deltas."""
+
+    type: Literal["text"]
+    data: str
+
+
+class ToolUseEvent(TypedDict):
+    type: Literal["tool_use"]
+    data: ToolUseBlock
+
+
+class ToolResultEvent(TypedDict):
+    type: Literal["tool_result"]
+    data: ToolResultBlock
+
+
+class BudgetExceededEvent(TypedDict):
+    type: Literal["budget_exceeded"]
+    data: "TokenBudgetExceededError"
+
+
+class DoneEvent(TypedDict):
+    """The last event of a run that succeeded."""
+
+    type: Literal["done"]
+    data: AgentRunResult
+
+
+class ErrorEvent(TypedDict):
+    """The last event of a run that failed: the error, with the result as ``data.result``."""
+
+    type: Literal["error"]
+    data: "OmaError"
+
+
+StreamEvent = Union[TextDeltaEvent, ReasoningEvent, TextEvent, ToolUseEvent, ToolResultEvent,
+                    BudgetExceededEvent, DoneEvent, ErrorEvent]
+
+# -- hooks, progress, evaluation ----------------------------------------------------------------
+
+
+class BeforeRunContext(TypedDict):
+    """What the ``before_run`` hook gets."""
+
+    agent: str
+    #: The text blocks of the latest user message, joined with no separator.
+    prompt: str
+    messages: List[LLMMessage]
+    #: The agent's configuration without hooks and secrets.
+    config: Dict[str, Any]
+
+
+class _BeforeRunResultOptional(TypedDict, total=False):
+    messages: List[LLMMessage]
+
+
+class BeforeRunResult(_BeforeRunResultOptional):
+    """What the hook returns (checked exactly as OMA checks it)."""
+
+    prompt: str
+
+
+class ProgressEvent(TypedDict):
+    """A ``run_agent`` progress event: ``agent_start``, ``budget_exceeded``, ``agent_complete``."""
+
+    type: str
+    agent: str
+    data: Any
+
+
+class EvaluationCase(TypedDict):
+    """An evaluated case of ``run_agent``."""
+
+    agent: str
+    input: Any
+    payload: Any
+    result: Any
+    durationMs: int
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+class CallOptions(TypedDict, total=False):
+    """Provider call options (``call=``)."""
+
+    max_retries: int
+    retry_delay_ms: int
+    retry_backoff: float
+    timeout_ms: int
+    max_response_bytes: int
+    deadline_ms: int
+    egress: Union[Literal["open", "offline"], List[str]]
+
+
+class EvaluationOptions(TypedDict, total=False):
+    """Online evaluation of ``run_agent`` (``evaluation=``)."""
+
+    store_payloads: Literal["none", "redacted", "full"]
+    sample_rate: float
+
+
+class ToolDefinition(TypedDict):
+    """A tool as the model is told of it."""
+
+    name: str
+    description: str
+    inputSchema: Dict[str, Any]
+
+
+# -- the codec ----------------------------------------------------------------------------------
+
+
+class FormattedRequest(TypedDict):
+    """The HTTP request a provider call would send (``headers`` carry the key)."""
+
+    method: str
+    url: str
+    headers: Dict[str, str]
+    body: str
+
+
+class LLMResponse(TypedDict):
+    """OMA's ``LLMResponse``."""
+
+    id: str
+    content: List[ContentBlock]
+    model: str
+    stop_reason: str
+    usage: TokenUsage

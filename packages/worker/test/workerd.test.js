@@ -1,0 +1,141 @@
+// The package on Cloudflare Workers: src/probe.js bundled as Workers bundle (esbuild with the
+// `workerd` condition, scripts/bundle.mjs) and served by `workerd serve workerd.capnp` (npm's
+// workerd, pinned), its fetch confined to loopback, against a loopback provider in this process.
+// Checks that the Workers build loads where no WebAssembly may be compiled at run time, that a
+// run reaches the provider with the Worker's fetch and gives OMA's result, that invalid input is
+// OMA's error with nothing sent, and records the bundle size and the cold start.
+import { spawn } from 'node:child_process'
+import http from 'node:http'
+import net from 'node:net'
+import { once } from 'node:events'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { bundle } from '../scripts/bundle.mjs'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const pkg = join(here, '..')
+const KEY = 'sk-worker-test-SECRET-5150'
+const START_TIMEOUT_MS = 60_000
+
+const requests = []
+const provider = http.createServer((req, res) => {
+  const chunks = []
+  req.on('data', (c) => chunks.push(c))
+  req.on('end', () => {
+    requests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() })
+    const body = JSON.stringify({
+      id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-test',
+      content: [{ type: 'text', text: 'Hello from the loopback provider.' }],
+      stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 12, output_tokens: 6 },
+    })
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+    res.end(body)
+  })
+})
+provider.listen(0, '127.0.0.1')
+await once(provider, 'listening')
+
+async function freePort() {
+  const server = net.createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address()
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+const built = await bundle(join(pkg, 'src', 'probe.js'), join(pkg, 'dist'))
+const port = await freePort()
+const output = []
+const started = performance.now()
+const workerd = spawn(
+  join(pkg, 'node_modules', '.bin', 'workerd'),
+  ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`],
+  {
+    cwd: pkg,
+    env: {
+      PATH: process.env.PATH,
+      ANTHROPIC_API_KEY: KEY,
+      ANTHROPIC_BASE_URL: `http://127.0.0.1:${provider.address().port}`,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  },
+)
+workerd.stdout.on('data', (d) => output.push(d))
+workerd.stderr.on('data', (d) => output.push(d))
+after(() => {
+  try { process.kill(-workerd.pid, 'SIGKILL') } catch {}
+  provider.close()
+})
+
+async function call(body) {
+  const res = await fetch(`http://127.0.0.1:${port}/run`, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(20_000),
+  })
+  return { status: res.status, json: await res.json() }
+}
+
+/** The first answer from the Worker, and how long after workerd's start it came. */
+async function firstAnswer() {
+  for (;;) {
+    if (workerd.exitCode !== null) throw new Error(`workerd exited:\n${Buffer.concat(output)}`)
+    if (performance.now() - started > START_TIMEOUT_MS) throw new Error('workerd did not answer in time')
+    try {
+      const answer = await call('Hello?')
+      return { answer, ms: performance.now() - started }
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  }
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]
+}
+
+test('the Workers build runs under workerd: a run reaches the loopback provider', async () => {
+  const { answer, ms } = await firstAnswer()
+  assert.equal(answer.status, 200)
+  assert.equal(answer.json.success, true, JSON.stringify(answer.json))
+  assert.equal(answer.json.output, 'Hello from the loopback provider.')
+  assert.deepEqual(answer.json.tokenUsage, { input_tokens: 12, output_tokens: 6 })
+  assert.equal(requests.length, 1)
+  assert.equal(requests[0].url, '/v1/messages')
+  assert.equal(requests[0].headers['x-api-key'], KEY)
+  assert.equal(JSON.parse(requests[0].body).messages[0].content[0].text, 'Hello?')
+
+  const warm = []
+  for (let i = 0; i < 20; i++) {
+    const t = performance.now()
+    const { json } = await call('Hello?')
+    warm.push(performance.now() - t)
+    assert.equal(json.success, true)
+  }
+  const sizes = Object.fromEntries(built.files.map((f) => [f.name, f.gzipBytes]))
+  console.log(`# workerd: first answer ${ms.toFixed(0)} ms after start (cold start with one run); ` +
+    `warm run median ${median(warm).toFixed(2)} ms over ${warm.length}; ` +
+    `bundle ${(built.gzipBytes / 1024).toFixed(0)} KiB gzipped ${JSON.stringify(sizes)}`)
+})
+
+test('invalid input is OMA\'s InvalidMessageError and nothing is sent', async () => {
+  const before = requests.length
+  const { status, json } = await call([{ role: 'user', content: 'hi' }])
+  assert.equal(status, 422)
+  assert.deepEqual(json.error, {
+    name: 'InvalidMessageError',
+    code: 'INVALID_MESSAGE',
+    message: 'messages[0].content must be a ContentBlock[], got string',
+  })
+  assert.equal(requests.length, before)
+})
+
+test('the key never reaches a result or workerd\'s output', async () => {
+  const { json } = await call('Hello?')
+  assert.ok(!JSON.stringify(json).includes('SECRET'))
+  assert.ok(!Buffer.concat(output).toString().includes('SECRET'))
+})

@@ -72,7 +72,8 @@
 mod canned;
 mod outbound;
 mod simulator;
-pub mod workloads;
+/// The benchmark inputs (the `oma-workloads` crate, re-exported so a bench imports one crate).
+pub use oma_workloads as workloads;
 
 pub use oma_wasmtime::*;
 

@@ -1,6 +1,7 @@
 //! The benchmark inputs: six OMA message lists, generated here, deterministically, so every
-//! benchmark (the Rust ones in `benches/` and OMA on Node in `bench/oma-node/`) measures the same
-//! bytes on every machine.
+//! benchmark (the core's native ones in `crates/core/benches/`, the component's in
+//! `crates/testkit/benches/`, and OMA on Node in `bench/oma-node/`) measures the same bytes on
+//! every machine.
 //!
 //! [`generate`] builds a workload in memory; the `gen-workloads` binary writes all of them as
 //! files (`cargo run -p oma-testkit --bin gen-workloads -- target/workloads`) for the Node
@@ -15,6 +16,8 @@
 //! | `tools-rich-20` | 42 | 20 tool calls, each answered with a 300-character text, a URL image and a 2 KiB base64 PDF |
 //! | `video-url` | 1 | a text and a `video/mp4` URL video (MiniMax's `video_url`) |
 //! | `video-16mib` | 1 | a text and a `video/mp4` video of 12 MiB random bytes (16 MiB of base64) |
+
+#![deny(missing_docs)]
 
 use std::path::PathBuf;
 

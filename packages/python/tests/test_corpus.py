@@ -283,7 +283,8 @@ def run_sync(case: Dict[str, Any], base: str) -> Tuple[Dict[str, Any], List[Dict
         agent.close()
 
 
-def run_async(case: Dict[str, Any], base: str) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+def run_async(case: Dict[str, Any], base: str, loop: asyncio.AbstractEventLoop) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """On one event loop for the whole corpus (the package keeps one HTTP client per loop)."""
     async def main() -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
         agent = oma.AsyncAgent(**agent_options(case, base))
         try:
@@ -294,7 +295,7 @@ def run_async(case: Dict[str, Any], base: str) -> Tuple[Dict[str, Any], List[Dic
         finally:
             agent.close()
 
-    return asyncio.run(main())
+    return loop.run_until_complete(main())
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
@@ -305,6 +306,16 @@ def test_every_recording_gives_the_documented_result(provider: Any, api: str) ->
     expected_failures: List[str] = []
     passing_early: List[str] = []
     started = time.monotonic()
+    loop = asyncio.new_event_loop()
+    try:
+        run_corpus(state, base, api, loop, merged, failures, expected_failures, passing_early)
+    finally:
+        loop.close()
+    report(api, started, failures, expected_failures, passing_early)
+
+
+def run_corpus(state: Recorded, base: str, api: str, loop: asyncio.AbstractEventLoop, merged: set,
+               failures: List[str], expected_failures: List[str], passing_early: List[str]) -> None:
     for case in MANIFEST["cases"]:
         needs = case["needs"] if case.get("needs") and case["needs"] not in merged else None
         label = f"{case['name']} [{api} {'stream' if case['stream'] else 'run'}]"
@@ -312,7 +323,7 @@ def test_every_recording_gives_the_documented_result(provider: Any, api: str) ->
             state.reply = (case["status"], dict(case.get("headers") or {}), chunks(case))
             before = state.requests
         try:
-            result, events = (run_sync if api == "sync" else run_async)(case, base)
+            result, events = run_sync(case, base) if api == "sync" else run_async(case, base, loop)
         except Exception as error:  # noqa: BLE001 - reported with the case's name
             failures.append(f"{label}: raised {error!r}")
             continue
@@ -338,6 +349,10 @@ def test_every_recording_gives_the_documented_result(provider: Any, api: str) ->
                 failures.append(line)
         if needs and not mismatches:
             passing_early.append(f"{case['name']} (needs {needs})")
+
+
+def report(api: str, started: float, failures: List[str], expected_failures: List[str],
+           passing_early: List[str]) -> None:
     for line in expected_failures:
         print(f"corpus: xfail {line}")
     for name in passing_early:

@@ -647,7 +647,8 @@ async fn every_recording_gives_the_documented_result_in_every_world() {
 }
 
 /// The corpus is what the README promises: at least 40 recordings, every family, every file
-/// present, a source and an edit note for each, and each kind of coverage asked for.
+/// present, a source and an edit note for each, each kind of coverage asked for, and every
+/// stop reason each provider documents.
 #[test]
 fn the_corpus_is_complete_and_sourced() {
     let cases = cases();
@@ -710,9 +711,90 @@ fn the_corpus_is_complete_and_sourced() {
         "error body 529",
         "stop length",
         "stop refusal",
+        "redacted reasoning",
+        "streamed redacted reasoning",
+        "argument deltas interleaved by index",
     ] {
         assert!(covers.contains(wanted), "nothing covers {wanted}");
     }
+    // Every stop reason each provider documents, in a recording of its family.
+    for (family, reasons) in [
+        (
+            "anthropic",
+            &[
+                "end_turn",
+                "max_tokens",
+                "stop_sequence",
+                "tool_use",
+                "pause_turn",
+                "refusal",
+            ][..],
+        ),
+        (
+            "openai",
+            &[
+                "stop",
+                "length",
+                "tool_calls",
+                "content_filter",
+                "function_call",
+            ][..],
+        ),
+        (
+            "gemini",
+            &[
+                "STOP",
+                "MAX_TOKENS",
+                "SAFETY",
+                "RECITATION",
+                "LANGUAGE",
+                "OTHER",
+                "BLOCKLIST",
+                "PROHIBITED_CONTENT",
+                "SPII",
+                "MALFORMED_FUNCTION_CALL",
+            ][..],
+        ),
+        (
+            "bedrock",
+            &[
+                "end_turn",
+                "tool_use",
+                "max_tokens",
+                "stop_sequence",
+                "guardrail_intervened",
+                "content_filtered",
+            ][..],
+        ),
+    ] {
+        for reason in reasons {
+            let wanted = format!("stop {reason}");
+            assert!(
+                cases.iter().any(|case| case["family"] == family
+                    && case["covers"]
+                        .as_array()
+                        .is_some_and(|covers| covers.iter().filter_map(Value::as_str).any(
+                            |cover| cover == wanted || cover.starts_with(&format!("{wanted} "))
+                        ))),
+                "no {family} recording covers {wanted}"
+            );
+        }
+    }
+    // Parallel tool calls, plain and streamed, in the OpenAI-compatible family.
+    let parallel: Vec<&Value> = cases
+        .iter()
+        .filter(|case| case["family"] == "openai")
+        .filter(|case| {
+            case["covers"]
+                .as_array()
+                .is_some_and(|covers| covers.iter().any(|c| c == "parallel tool calls"))
+        })
+        .collect();
+    assert!(
+        parallel.iter().any(|case| case["stream"] == true)
+            && parallel.iter().any(|case| case["stream"] == false),
+        "OpenAI parallel tool calls: wanted a plain and a streamed recording"
+    );
 }
 
 /// The splitter keeps every byte and cuts after each blank line.

@@ -621,8 +621,28 @@ function hookAnswer(result) {
  */
 async function* drive(session, host, run) {
   let exchange = null
-  /** Answers under way, by the `due` they will answer: promises of `[key, answer]`. */
-  const pending = new Map()
+  /**
+   * Answers under way, by the `due` they will answer, and the ones that have settled, in the
+   * order they settled: each settled answer is queued once, so a turn of n tools costs O(n) in
+   * all (a race over every pending promise on each answer would cost O(n²)).
+   */
+  const pending = new Set()
+  const ready = []
+  let wake = null
+  const settle = (key, promise) => {
+    pending.add(key)
+    promise.then(
+      (answer) => {
+        ready.push([key, answer])
+        if (wake) wake()
+      },
+      (error) => {
+        // The answers catch their callers' errors; one that still throws is this host's bug.
+        ready.push([key, () => { throw error }])
+        if (wake) wake()
+      },
+    )
+  }
   const cancel = cancellation(run.signal)
   const race = (promise) => Promise.race([promise, cancel.promise])
   try {
@@ -640,20 +660,20 @@ async function* drive(session, host, run) {
         if (pending.size === 0) {
           throw new Error(`the session waits for ${dueText(due)}, which this host does not owe`)
         }
-        const timer = wakeAtMs === undefined ? null : wakeAt(Number(wakeAtMs))
-        try {
-          const first = await Promise.race([
-            ...pending.values(),
-            ...(timer ? [timer.promise] : []),
-            cancel.promise,
-          ])
-          if (first !== null) {
-            const [key, answer] = first
-            pending.delete(key)
-            answer(session)
+        if (ready.length === 0) {
+          const timer = wakeAtMs === undefined ? null : wakeAt(Number(wakeAtMs))
+          const settled = new Promise((resolve) => { wake = resolve })
+          try {
+            await Promise.race([settled, ...(timer ? [timer.promise] : []), cancel.promise])
+          } finally {
+            wake = null
+            timer?.cancel()
           }
-        } finally {
-          timer?.cancel()
+        }
+        // Every answer that has settled, before the session is asked again.
+        for (const [key, answer] of ready.splice(0)) {
+          pending.delete(key)
+          answer(session)
         }
         continue
       }
@@ -677,10 +697,7 @@ async function* drive(session, host, run) {
               return { tag: 'failed', val: errorMessage(error) }
             }
           })()
-          pending.set(
-            'before-run',
-            answer.then((hook) => ['before-run', (s) => s.answer({ tag: 'hook', val: hook })]),
-          )
+          settle('before-run', answer.then((hook) => (s) => s.answer({ tag: 'hook', val: hook })))
           break
         }
         case 'send': {
@@ -713,21 +730,18 @@ async function* drive(session, host, run) {
           const key = `tool:${call.id}`
           const timing = { start: Date.now(), end: undefined }
           run.timings.push(timing)
-          pending.set(
+          settle(
             key,
             callTool(host, run, call).then((outcome) => {
               timing.end = Date.now()
-              return [key, (s) => answerTool(s, call.id, outcome)]
+              return (s) => answerTool(s, call.id, outcome)
             }),
           )
           break
         }
         case 'external-send': {
           const reply = external(host, run, step.val)
-          pending.set(
-            'external',
-            reply.then((val) => ['external', (s) => s.answer({ tag: 'external', val })]),
-          )
+          settle('external', reply.then((val) => (s) => s.answer({ tag: 'external', val })))
           break
         }
         case 'event':

@@ -534,6 +534,28 @@ test('tool calls of one turn are executed concurrently', async () => {
   assert.deepEqual(result.toolCalls.map((c) => c.output), ['together:a', 'together:b'])
 })
 
+test('a turn of many tool calls settling out of order: every answer reaches its call once', async () => {
+  // Each settled answer is queued and handed to the session once; the calls settle in an order
+  // unlike the one they were made in, some in the same tick.
+  const n = 400
+  const calls = Array.from({ length: n }, (_, i) => [`c${i}`, 'slot', { i }])
+  server.queue(anthropicToolUse(calls), anthropicMessage('all done'))
+  const tools = [{
+    name: 'slot', description: 'answers after a delay of its own', inputSchema: { type: 'object' },
+    execute: async ({ i }) => {
+      await new Promise((r) => setTimeout(r, (i * 7919) % 23))
+      return `answer ${i}`
+    },
+  }]
+  const result = await agent({ tools, maxTurns: 3 }).run('go')
+  assert.equal(result.success, true, JSON.stringify(result.errorInfo))
+  assert.equal(result.output, 'all done')
+  assert.equal(result.toolCalls.length, n)
+  const sent = server.requests[1].body.messages.at(-1).content
+  assert.deepEqual(sent.map((b) => b.tool_use_id), calls.map(([id]) => id))
+  assert.deepEqual(sent.map((b) => b.content), calls.map((_, i) => `answer ${i}`))
+})
+
 test('breaking out of a stream abandons the run cleanly', async () => {
   server.queue(anthropicSse(['a', 'b', 'c', 'd', 'e'], { delayMs: 30 }))
   const a = agent()

@@ -105,6 +105,24 @@ def test_async_tools_of_one_turn_run_concurrently(loop, anthropic):
     assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1]
 
 
+def test_a_turn_of_many_tools_settling_out_of_order(loop, anthropic):
+    # Each settled answer is queued once and handed to the session; the calls settle in an
+    # order unlike the one they were made in, several in the same tick.
+    n = 400
+
+    @oma.tool(description="answers after a delay of its own")
+    async def slot(args: Dict[str, Any]) -> str:
+        await asyncio.sleep(((args["i"] * 7919) % 23) / 1000)
+        return f"answer {args['i']}"
+
+    calls = [{"id": f"c{i}", "name": "slot", "input": {"i": i}} for i in range(n)]
+    loop.script(Reply(body=anthropic_tool_use(calls)), Reply(body=anthropic_text("all done")))
+    result = run(oma.AsyncAgent(tools=[slot], **anthropic).run("go"))
+    assert result["success"], result.get("errorInfo")
+    assert result["output"] == "all done"
+    assert [c["output"] for c in result["toolCalls"]] == [f"answer {i}" for i in range(n)]
+
+
 def test_sync_tools_and_hooks_work_in_the_async_api(loop, anthropic):
     threads: List[str] = []
 

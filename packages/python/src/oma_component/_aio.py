@@ -16,6 +16,7 @@ result is made.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import json
 import ssl
@@ -318,10 +319,21 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
     ``_Finished`` with the result. The hook, tools and backends run as tasks (tools of one turn
     at once); while the session waits for them it is asked again at the instant it names."""
     response: Optional[AsyncStreamingResponse] = None
+    # Answers under way, and the ones that have settled in the order they settled: each settled
+    # answer is queued once by its done-callback, so a turn of n tools costs O(n) in all (waiting
+    # on every pending future for each answer would cost O(n^2)).
     pending: Dict["asyncio.Future[Variant]", Optional[str]] = {}
+    ready: "collections.deque[asyncio.Future[Variant]]" = collections.deque()
+    settled = asyncio.Event()
+
+    def on_done(future: "asyncio.Future[Variant]") -> None:
+        ready.append(future)
+        settled.set()
 
     def start(answer: Awaitable[Variant], tool_id: Optional[str] = None) -> None:
-        pending[asyncio.ensure_future(answer)] = tool_id
+        future = asyncio.ensure_future(answer)
+        pending[future] = tool_id
+        future.add_done_callback(on_done)
 
     try:
         while True:
@@ -335,9 +347,15 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                     raise OmaError(f"the session waits for {_due_text(waiting.due)}, which this host does not owe")
                 wake = getattr(waiting, "wake-at-ms")
                 timeout = None if wake is None else max(0.0, (wake - _now_ms()) / 1000.0)
-                done, _ = await asyncio.wait(list(pending), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if done:
-                    future = next(iter(done))
+                if not ready:
+                    settled.clear()
+                    try:
+                        await asyncio.wait_for(settled.wait(), timeout)
+                    except asyncio.TimeoutError:
+                        pass
+                # Every answer that has settled, before the session is asked again.
+                while ready:
+                    future = ready.popleft()
                     tool_id = pending.pop(future)
                     _answer(rt, generation, session, future.result(), tool_id)
                 continue

@@ -200,6 +200,7 @@ class NodeExchange {
     this.ended = false
     this.error = null
     this.closed = false
+    this.gather = null
     this.arm()
   }
   arm() {
@@ -222,7 +223,31 @@ class NodeExchange {
   fail(error) {
     if (this.ended || this.error) return
     this.error = error
+    const gather = this.gather
+    if (gather !== null) {
+      this.gather = null
+      gather(null)
+      return
+    }
     this.wake()
+  }
+  /** The gathered body's end: its text for a whole `response` answer, if it is UTF-8. */
+  gathered() {
+    const gather = this.gather
+    this.gather = null
+    const bytes = this.queue.length === 1 ? this.queue[0] : Buffer.concat(this.queue)
+    let text
+    try {
+      text = STRICT_UTF8.decode(bytes)
+    } catch {
+      // Not UTF-8: the component gets the bytes as they are and says so.
+      this.queue = [bytes]
+      gather(null)
+      return
+    }
+    this.queue = []
+    this.disarm()
+    gather(text)
   }
   wake() {
     const waiter = this.waiter
@@ -249,17 +274,24 @@ class NodeExchange {
     }
     return null
   }
-  /** Takes a response: its body is queued as it arrives. */
-  attach(res) {
+  /**
+   * Takes a response: its body is queued as it arrives. With `gather`, the body is first
+   * gathered whole: `gather(text)` gets it at its end as text, or `gather(null)` (answer with
+   * the head; what came follows as chunks) when it is not UTF-8 or the exchange fails first.
+   */
+  attach(res, gather = null) {
     this.res = res
+    this.gather = gather
     res.on('data', (chunk) => {
       this.queue.push(chunk)
+      if (this.gather !== null) return
       if (this.waiter !== null) this.wake()
       else res.pause()
     })
     res.on('end', () => {
       this.ended = true
-      this.wake()
+      if (this.gather !== null) this.gathered()
+      else this.wake()
     })
     res.on('error', (error) => this.fail(error))
     res.on('close', () => {
@@ -303,6 +335,23 @@ function nodeFailureMessage(error) {
   const message = String(error?.message ?? error)
   const code = error?.code
   return (code && !message.includes(code) ? `${message}: ${code}` : message).slice(0, 300)
+}
+
+/** A BOM stays in the text, as it is in the bytes; bytes that are not UTF-8 throw. */
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+/**
+ * The most body a whole (not streamed) response may have, by its `content-length`, to be handed
+ * to the component as one `response` answer when it has all arrived with its head: one call
+ * instead of a head, a chunk and an end (three `answer`s and two more `next`s). The component
+ * reads such an answer exactly as that head, chunk and end.
+ */
+const WHOLE_MAX = 64 * 1024
+
+function gatherable(res) {
+  const length = res.headers['content-length']
+  if (length === undefined || !/^\d+$/.test(length)) return false
+  return Number(length) <= WHOLE_MAX
 }
 
 /** Headers that `fetch` sends when the request does not set them, in the order it adds them. */
@@ -354,7 +403,7 @@ function nodeSend(request, signal) {
     const settle = (answer) => {
       if (settled) return
       settled = true
-      if (answer.tag === 'failure') {
+      if (answer.tag === 'failure' || answer.tag === 'response') {
         exchange.close()
         resolve({ exchange: null, answer })
       } else {
@@ -380,8 +429,15 @@ function nodeSend(request, signal) {
       exchange.req = req
       req.on('response', (res) => {
         exchange.waiter = null
+        const head = { status: res.statusCode, headers: responseHeaders(res.rawHeaders) }
+        if (!exchange.stream && gatherable(res)) {
+          exchange.attach(res, (text) => settle(
+            text === null ? { tag: 'head', val: head } : { tag: 'response', val: { ...head, body: text } },
+          ))
+          return
+        }
         exchange.attach(res)
-        settle({ tag: 'head', val: { status: res.statusCode, headers: responseHeaders(res.rawHeaders) } })
+        settle({ tag: 'head', val: head })
       })
       req.on('error', (error) => {
         if (exchange.res === null) settle(exchange.failure(exchange.error ?? error))
@@ -401,7 +457,8 @@ function nodeSend(request, signal) {
 
 /**
  * Sends a `send` step's request: the Node path where there is one, else `fetch`. Resolves with
- * the exchange (null once it is over) and the answer: a `head`, or a `failure`.
+ * the exchange (null once it is over) and the answer: a `head`, a whole `response` (Node, a small
+ * body that came with its head), or a `failure`.
  */
 export function send(request, signal) {
   return nodeModules !== null ? nodeSend(request, signal) : fetchSend(request, signal)

@@ -53,7 +53,7 @@ impl dr::Guest for Component {
         let (spec, _history) = AgentSettings::from_json(&config)?.into_spec()?;
         let machine = entry::start_run_agent(
             spec,
-            run_input_json(&input)?,
+            run_input_json(&input, Vec::new())?,
             options.progress,
             from_wit_evaluation(&options),
             session.seed,
@@ -120,7 +120,16 @@ impl dr::GuestAgent for AgentResource {
         input: String,
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        self.run_session(run_input_json(&input)?, false, options)
+        self.run_session(run_input_json(&input, Vec::new())?, false, options)
+    }
+
+    fn run_json_parts(
+        &self,
+        input: String,
+        strings: Vec<(String, String)>,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.run_session(run_input_json(&input, strings)?, false, options)
     }
 
     fn stream(
@@ -136,7 +145,16 @@ impl dr::GuestAgent for AgentResource {
         input: String,
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        self.run_session(run_input_json(&input)?, true, options)
+        self.run_session(run_input_json(&input, Vec::new())?, true, options)
+    }
+
+    fn stream_json_parts(
+        &self,
+        input: String,
+        strings: Vec<(String, String)>,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.run_session(run_input_json(&input, strings)?, true, options)
     }
 
     fn prompt(
@@ -152,7 +170,16 @@ impl dr::GuestAgent for AgentResource {
         input: String,
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        self.prompt_session(prompt_input_json(&input)?, options)
+        self.prompt_session(prompt_input_json(&input, Vec::new())?, options)
+    }
+
+    fn prompt_json_parts(
+        &self,
+        input: String,
+        strings: Vec<(String, String)>,
+        options: dr::SessionOptions,
+    ) -> Result<dr::Session, wit::Error> {
+        self.prompt_session(prompt_input_json(&input, strings)?, options)
     }
 
     fn get_history(&self) -> Vec<wit::LlmMessage> {
@@ -175,18 +202,18 @@ impl dr::GuestAgent for AgentResource {
     }
 }
 
-/// OMA's `string | LLMMessage[]` as JSON text.
-fn run_input_json(text: &str) -> Result<RunInput, Error> {
-    match parse_json(text)? {
+/// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it.
+fn run_input_json(text: &str, strings: Vec<(String, String)>) -> Result<RunInput, Error> {
+    match parse_json(text, strings)? {
         Value::String(text) => Ok(RunInput::Text(text)),
         other => Ok(RunInput::Messages(json::messages_from_value(other)?)),
     }
 }
 
-/// A prompt's `string | ContentBlock[]` as JSON text; blocks are checked as the one user turn
-/// they form.
-fn prompt_input_json(text: &str) -> Result<PromptInput, Error> {
-    match parse_json(text)? {
+/// A prompt's `string | ContentBlock[]` as JSON text (with the long strings passed beside it);
+/// blocks are checked as the one user turn they form.
+fn prompt_input_json(text: &str, strings: Vec<(String, String)>) -> Result<PromptInput, Error> {
+    match parse_json(text, strings)? {
         Value::String(text) => Ok(PromptInput::Text(text)),
         blocks => {
             let mut turn = json::messages_from_value(json!([{"role": "user", "content": blocks}]))?;
@@ -197,9 +224,11 @@ fn prompt_input_json(text: &str) -> Result<PromptInput, Error> {
     }
 }
 
-fn parse_json(text: &str) -> Result<Value, Error> {
-    oma_core::json::from_str(text)
-        .map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))
+fn parse_json(text: &str, strings: Vec<(String, String)>) -> Result<Value, Error> {
+    let mut value = oma_core::json::from_str(text)
+        .map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))?;
+    json::place_strings(&mut value, strings)?;
+    Ok(value)
 }
 
 /// A `session` resource: one run in flight.

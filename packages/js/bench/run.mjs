@@ -8,6 +8,8 @@
 //
 // WORKLOAD_DIR defaults to $OMA_WORKLOADS, then ../../target/workloads. OMA is loaded from
 // $OMA_DIR/dist/index.js (see bench/oma-node/README.md for building it) and skipped when absent.
+// BASE_DIR=<a copy of this package, built> adds a third side, that copy's Agent.run(), for
+// measuring a change against the code before it in the same run (`before` in the output).
 // Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ROUNDS (6),
 // BENCH_ONLY=a,b. The two sides are warmed together and then alternate in rounds (see measure).
 // Output: a table on stderr and one JSON object on stdout.
@@ -124,6 +126,10 @@ async function main() {
   } else {
     console.error(`OMA not available (${omaDir ? `${omaDir}/dist/index.js is missing` : 'OMA_DIR is not set'}); measuring oma-component only`)
   }
+  let base = null
+  if (process.env.BASE_DIR) {
+    base = await import(pathToFileURL(join(resolve(process.env.BASE_DIR), 'src', 'index.js')).href)
+  }
   const server = await startServer()
   const baseURL = `http://127.0.0.1:${server.address().port}`
   const config = { name: 'bench', model: 'claude-sonnet-4-6', provider: 'anthropic', apiKey: 'sk-bench', baseURL }
@@ -141,17 +147,31 @@ async function main() {
       const theirs = new oma.Agent(config, registry, new oma.ToolExecutor(registry))
       sides.push(side((m) => theirs.run(m)))
     }
-    const [component, omaResult] = await measure(sides, messages, big)
+    if (base) {
+      const before = new base.Agent(config)
+      sides.push(side((m) => before.run(m)))
+    }
+    const measured = await measure(sides, messages, big)
+    const component = measured[0]
+    const omaResult = oma ? measured[1] : null
+    const beforeResult = base ? measured[oma ? 2 : 1] : null
     const entry = { component }
+    const ratio = (a, b) => (a?.median_us && b?.median_us ? Math.round((a.median_us / b.median_us) * 100) / 100 : undefined)
     if (omaResult) {
       entry.oma = omaResult
-      if (entry.oma.median_us && entry.component.median_us) {
-        entry.ratio = Math.round((entry.component.median_us / entry.oma.median_us) * 100) / 100
-      }
+      entry.ratio = ratio(entry.component, entry.oma)
+      // How many times faster than OMA: OMA's median over the component's.
+      entry.speedup = ratio(entry.oma, entry.component)
+    }
+    if (beforeResult) {
+      entry.before = beforeResult
+      entry.before_speedup = ratio(entry.before, entry.component)
+      if (omaResult) entry.before_vs_oma = ratio(entry.oma, entry.before)
     }
     results[name] = entry
     const fmt = (r) => (r?.median_us ? `${r.median_us} (${r.p10_us}–${r.p90_us}, n=${r.iterations})` : r ? `unsupported: ${r.unsupported.slice(0, 60)}` : '-')
-    console.error(`${name.padEnd(16)} component ${fmt(entry.component).padEnd(40)} oma ${fmt(entry.oma).padEnd(40)} ratio ${entry.ratio ?? '-'}`)
+    const extra = beforeResult ? ` before ${fmt(entry.before).padEnd(36)} oma/before ${entry.before_vs_oma ?? '-'}` : ''
+    console.error(`${name.padEnd(16)} component ${fmt(entry.component).padEnd(36)} oma ${fmt(entry.oma).padEnd(36)} oma/component ${entry.speedup ?? '-'}${extra}`)
   }
   server.close()
   const meta = {

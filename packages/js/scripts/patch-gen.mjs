@@ -16,6 +16,9 @@
 //    image). The patched lifting copies the bytes out as a Uint8Array, which `fetch` sends as
 //    they are: the same bytes on the wire (the component sets `content-type` itself; src/index.js
 //    adds fetch's string default where it does not).
+// 4. Every `_debugLog(...)` statement is guarded by that flag (`_JCO_DEBUG && _debugLog(...)`):
+//    jco's task machinery logs at every step of every component call, and the arguments (object
+//    literals, getter calls) were built on each one even with logging off.
 //
 // Usage: node scripts/patch-gen.mjs [gen/oma_portable.js]
 
@@ -137,10 +140,27 @@ function sendBodyAsBytes(js) {
   )
 }
 
+/**
+ * Patch 4: `_debugLog(` at the start of a statement becomes `_JCO_DEBUG && _debugLog(`, so that
+ * its arguments are not evaluated with logging off. Statements only: a call elsewhere (none in
+ * jco 1.35.0) fails the build.
+ */
+function guardDebugLogs(js) {
+  const statement = /^(\s*)_debugLog\(/gm
+  const count = [...js.matchAll(statement)].length
+  const all = [...js.matchAll(/(?<![\w$.])_debugLog\(/g)].length
+  // Commented-out calls (`// _debugLog(`) are left as they are.
+  const commented = [...js.matchAll(/\/\/\s*_debugLog\(/g)].length
+  if (count < 50 || count + commented !== all) {
+    throw new Error(`patch-gen: _debugLog calls: ${count} statements of ${all - commented} calls (was jco upgraded?)`)
+  }
+  return js.replace(statement, '$1_JCO_DEBUG && _debugLog(')
+}
+
 /** Applies the patches to jco's output text; throws when a piece is not found exactly once. */
 export function patchGenerated(js) {
   for (const [what, original, patched] of PATCHES) js = once(js, what, original, patched)
-  return sendBodyAsBytes(js)
+  return guardDebugLogs(sendBodyAsBytes(js))
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -90,6 +90,61 @@ test('run with OMA messages (image, history) sends them as given', async () => {
   assert.equal(result.messages.length, 1)
 })
 
+test('long media data goes beside the JSON text: sent byte for byte, checked as in the text, input untouched', async () => {
+  // 64 KiB of base64 in an image, a video and a tool result's image part: each one goes to the
+  // component beside the JSON text (run-json-parts / stream-json-parts / prompt-json-parts).
+  const data = Buffer.alloc(48 * 1024, 7).toString('base64')
+  const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data } }
+  const messages = [
+    { role: 'user', content: [{ type: 'text', text: 'look' }, image] },
+    { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'snap', input: {} }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'shot' }, { ...image, extra: 1 }] }] },
+  ]
+  const before = JSON.stringify(messages)
+  const a = agent()
+  for (const call of ['run', 'stream']) {
+    server.reset()
+    server.queue(anthropicMessage('seen'))
+    const result = call === 'run' ? await a.run(messages) : (await collect(a.stream(messages))).at(-1).data
+    assert.equal(result.success, true, JSON.stringify(result.errorInfo))
+    const sent = server.requests[0].body.messages
+    assert.deepEqual(sent[0].content[1], image)
+    assert.deepEqual(sent[2].content[0].content[1], { type: 'image', source: image.source })
+  }
+  assert.equal(JSON.stringify(messages), before, 'the caller\'s input is not changed')
+  server.reset()
+  server.queue(anthropicMessage('seen'))
+  const prompted = await a.prompt([image, { type: 'text', text: 'and this?' }])
+  assert.equal(prompted.success, true)
+  assert.deepEqual(server.requests[0].body.messages[0].content[0], image)
+  assert.deepEqual(a.getHistory()[0].content[0], image)
+  // A long value that breaks a media rule fails with the message it has in the JSON text.
+  const bad = `${data.slice(0, -4)}@@@@`
+  for (const [input, message] of [
+    [[{ role: 'user', content: [{ type: 'video', source: { ...image.source, media_type: 'video/mp4', data: bad } }] }], 'messages[0].content[0].source.data must contain raw base64 data'],
+    [[{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'image', source: { ...image.source, data: bad } }] }] }], 'messages[0].content[0].content[0].source.data must contain raw base64 data'],
+  ]) {
+    const short = JSON.parse(JSON.stringify(input).replace(bad, '@@@@'))
+    for (const value of [input, short]) {
+      await assert.rejects(a.run(value), (e) => {
+        assert.ok(e instanceof InvalidMessageError, String(e))
+        assert.equal(e.message, message)
+        return true
+      })
+    }
+  }
+  // A lone surrogate stays in the JSON text: the component sees it as JSON carries it, long or not.
+  for (const prefix of [data, 'AA']) {
+    const lone = [{ role: 'user', content: [{ type: 'image', source: { ...image.source, data: `${prefix}\ud800` } }] }]
+    await assert.rejects(a.run(lone), (e) => {
+      assert.ok(e instanceof InvalidMessageError, String(e))
+      assert.match(e.message, /^input must be JSON text: unexpected end of hex escape/)
+      return true
+    })
+  }
+  assert.equal(server.requests.length, 1)
+})
+
 test('OpenAI-compatible provider posts to {baseURL}/chat/completions', async () => {
   server.queue(openaiMessage('from openai'))
   const a = new Agent({ name: 'o', model: 'gpt-test', provider: 'openai', baseURL: `${server.url}/v1`, apiKey: 'sk-openai-XYZ' })

@@ -230,3 +230,47 @@ test('a stream that trickles ends at the run deadline and at the call deadline',
     await provider.close()
   }
 })
+
+test('a small whole response handed over in one answer reads as the same response in chunks', { timeout: 20000 }, async () => {
+  const good = JSON.stringify(anthropicMessage('héllo wörld').json)
+  const bodies = {
+    json: Buffer.from(good),
+    bom: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(good)]),
+    'not UTF-8': Buffer.concat([Buffer.from(good.slice(0, 40)), Buffer.from([0xff, 0xfe]), Buffer.from(good.slice(40))]),
+    'an error': Buffer.from(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'bad' } })),
+  }
+  for (const [name, body] of Object.entries(bodies)) {
+    const outcomes = []
+    for (const sized of [true, false]) {
+      // With a content-length the body comes with its head (one `response` answer); chunked,
+      // it is a head, chunks and an end.
+      const provider = await listen((req, res) => {
+        res.writeHead(name === 'an error' ? 400 : 200, { 'content-type': 'application/json', ...(sized ? { 'content-length': body.length } : {}) })
+        if (sized) res.end(body)
+        else { res.write(body.subarray(0, 10)); setTimeout(() => res.end(body.subarray(10)), 5) }
+      })
+      try {
+        const r = await agent(provider.url, { call: { maxRetries: 0 } }).run('hi')
+        outcomes.push({ success: r.success, output: r.output, messages: r.messages, errorInfo: r.errorInfo, tokenUsage: r.tokenUsage })
+      } finally {
+        await provider.close()
+      }
+    }
+    assert.deepEqual(outcomes[0], outcomes[1], name)
+    if (name === 'json') assert.equal(outcomes[0].output, 'héllo wörld')
+  }
+  // A body cut short of its content-length is a reset connection, as in chunks.
+  const provider = await listen((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': 1000 })
+    res.write('{"id":')
+    setTimeout(() => res.destroy(), 20)
+  })
+  try {
+    const r = await agent(provider.url, { call: { maxRetries: 0 } }).run('hi')
+    assert.equal(r.success, false)
+    assert.equal(r.errorInfo.name, 'ProviderError')
+    assert.match(r.errorInfo.message, /^transport error/)
+  } finally {
+    await provider.close()
+  }
+})

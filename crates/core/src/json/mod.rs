@@ -49,6 +49,31 @@ pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_j
     serde_json::from_str(text)
 }
 
+/// Puts long strings that travelled beside a JSON text back into its parsed value: each
+/// `(pointer, text)` replaces the value at that JSON Pointer (RFC 6901), in order, so the value
+/// is the one the whole text would have parsed to. A host passes a run's input this way to keep
+/// large media out of its own JSON writer and out of the parser (the `*-json-parts` functions of
+/// the `portable` world's driver). A pointer that names no value fails with
+/// [`Error::InvalidRequest`], naming the pointer; `value` may then hold some of the strings.
+pub fn place_strings(
+    value: &mut serde_json::Value,
+    strings: Vec<(String, String)>,
+) -> Result<(), crate::error::Error> {
+    for (pointer, text) in strings {
+        match value.pointer_mut(&pointer) {
+            Some(slot) => *slot = serde_json::Value::String(text),
+            None => {
+                return Err(crate::error::Error::InvalidRequest {
+                    message: format!(
+                        "a string passed beside the JSON text names no value of it: {pointer:?}"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why [`from_bytes`] failed.
 #[derive(Debug)]
 pub enum BytesError {
@@ -178,6 +203,45 @@ mod tests {
         let messages = messages_from_json(text).unwrap();
         assert_eq!(messages_to_json(&messages), text);
         assert_eq!(messages_to_value(&messages).to_string(), text);
+    }
+
+    #[test]
+    fn strings_beside_the_text_are_put_back_in_place() {
+        let whole = r#"[{"role":"user","content":[{"type":"text","text":"a/b"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]"#;
+        let mut value: Value = from_str(
+            r#"[{"role":"user","content":[{"type":"text","text":""},{"type":"image","source":{"type":"base64","media_type":"image/png","data":""}}]}]"#,
+        )
+        .unwrap();
+        place_strings(
+            &mut value,
+            vec![
+                ("/0/content/1/source/data".into(), "AAAA".into()),
+                ("/0/content/0/text".into(), "a/b".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(value, from_str::<Value>(whole).unwrap());
+        assert_eq!(
+            messages_from_value(value).unwrap(),
+            messages_from_json(whole).unwrap()
+        );
+        // The root itself, and a later string over an earlier one.
+        let mut value = Value::Null;
+        place_strings(
+            &mut value,
+            vec![("".into(), "x".into()), ("".into(), "y".into())],
+        )
+        .unwrap();
+        assert_eq!(value, Value::String("y".into()));
+        for pointer in ["/1", "/0/content/9/text", "0", "/0/nope"] {
+            let mut value: Value = from_str(whole).unwrap();
+            let error = place_strings(&mut value, vec![(pointer.into(), "x".into())]).unwrap_err();
+            assert_eq!(error.kind(), crate::error::ErrorKind::Other, "{pointer}");
+            assert_eq!(
+                error.to_string(),
+                format!("a string passed beside the JSON text names no value of it: {pointer:?}")
+            );
+        }
     }
 
     #[test]

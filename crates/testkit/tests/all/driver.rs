@@ -461,6 +461,112 @@ async fn prompt_sessions_commit_only_when_done_and_outlive_their_agent() {
     );
 }
 
+/// `run-json-parts`, or `prompt-json-parts` when `prompt`.
+async fn json_parts(
+    guest: &mut DriverGuest,
+    agent: ResourceAny,
+    input: String,
+    strings: Vec<(String, String)>,
+    prompt: bool,
+) -> Result<ResourceAny, WitError> {
+    let (store, bindings) = guest.parts();
+    let api = bindings.oma_agent_driver().agent();
+    if prompt {
+        api.call_prompt_json_parts(store, agent, &input, &strings, json_options())
+            .await
+    } else {
+        api.call_run_json_parts(store, agent, &input, &strings, json_options())
+            .await
+    }
+    .expect("no trap")
+}
+
+/// `run-json-parts` / `prompt-json-parts`: strings passed beside the text land at their JSON
+/// Pointers, and the input is what the whole text would have been, checked the same way.
+#[tokio::test]
+async fn strings_beside_the_json_text_take_their_places() {
+    let mut guest = guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let data = "QUJD".repeat(5000);
+    let placeholder = json!([{"role": "user", "content": [
+        {"type": "text", "text": ""},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+    ]}])
+    .to_string();
+    let strings = vec![
+        ("/0/content/0/text".to_string(), "what is this?".to_string()),
+        ("/0/content/1/source/data".to_string(), data.clone()),
+    ];
+    let session = json_parts(
+        &mut guest,
+        agent.resource(),
+        placeholder.clone(),
+        strings.clone(),
+        false,
+    )
+    .await
+    .expect("valid input");
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+        ]}])
+    );
+    // A prompt's pointers are into its block list.
+    let blocks = json!([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]).to_string();
+    let session = json_parts(
+        &mut guest,
+        agent.resource(),
+        blocks,
+        vec![("/0/source/data".into(), data.clone())],
+        true,
+    )
+    .await
+    .expect("valid input");
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(body["messages"][0]["content"][0]["source"]["data"], data);
+
+    // Checked as the whole text is: a video's data that is not base64 fails with OMA's message.
+    let video = json!([{"role": "user", "content": [
+        {"type": "video", "source": {"type": "base64", "media_type": "video/mp4", "data": ""}}
+    ]}])
+    .to_string();
+    let error = json_parts(
+        &mut guest,
+        agent.resource(),
+        video,
+        vec![("/0/content/0/source/data".into(), "@@@@".into())],
+        false,
+    )
+    .await
+    .expect_err("OMA's media rule");
+    assert_eq!(
+        error.message,
+        "messages[0].content[0].source.data must contain raw base64 data"
+    );
+    // A pointer that names nothing fails, and no session exists.
+    let error = json_parts(
+        &mut guest,
+        agent.resource(),
+        placeholder,
+        vec![("/0/content/7/text".into(), "x".into())],
+        false,
+    )
+    .await
+    .expect_err("no such place");
+    assert_eq!(error.name, "Error");
+    assert_eq!(
+        error.message,
+        r#"a string passed beside the JSON text names no value of it: "/0/content/7/text""#
+    );
+}
+
 #[tokio::test]
 async fn both_worlds_format_the_same_bytes_when_given_the_same_time() {
     let mut portable = guest().await;

@@ -401,10 +401,7 @@ impl Transport for FastlyIo {
 fn response_headers(response: &Response) -> Vec<(String, String)> {
     let mut names = Vec::new();
     let mut cursor = 0;
-    loop {
-        let Ok((list, next)) = response.get_header_names(MAX_VALUE, cursor) else {
-            break;
-        };
+    while let Ok((list, next)) = response.get_header_names(MAX_VALUE, cursor) {
         names.extend(
             list.split('\0')
                 .filter(|name| !name.is_empty())

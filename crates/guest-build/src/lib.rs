@@ -209,6 +209,34 @@ pub fn build_all(
     Ok(artifacts)
 }
 
+/// Builds the artifact `artifact` of the one package `package` (a world crate, or
+/// [`FASTLY_PACKAGE`]) and returns its path, where [`build_all`] would put it (beside the
+/// others, in the [`ARTIFACT_DIR`] directory of the profile).
+pub fn build_artifact(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    package: &str,
+    artifact: &str,
+    note: &dyn Fn(&str),
+) -> Result<PathBuf, String> {
+    let modules = build_guest(
+        workspace,
+        target_dir,
+        profile,
+        GUEST_TARGET,
+        &[package],
+        note,
+    )?;
+    let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+    note(&format!("making {artifact} a component"));
+    let out = dir.join(artifact);
+    componentize(&modules.join(artifact), &out)?;
+    Ok(out)
+}
+
 /// The directory cargo puts a profile's output in.
 fn profile_dir(profile: &str) -> &str {
     match profile {

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use oma_guest_build::{
-    build_all, build_guest, componentize, ARTIFACT_DIR, FASTLY_ARTIFACT, FASTLY_PACKAGE,
-    FASTLY_SIZE_LIMIT, GATEWAY_ARTIFACT, GATEWAY_PACKAGE, GUEST_ARTIFACT, GUEST_PACKAGE,
-    GUEST_TARGET, PORTABLE_ARTIFACT, PORTABLE_PACKAGE,
+    build_all, build_artifact, FASTLY_ARTIFACT, FASTLY_PACKAGE, FASTLY_SIZE_LIMIT,
+    GATEWAY_ARTIFACT, GATEWAY_PACKAGE, GUEST_ARTIFACT, GUEST_PACKAGE, PORTABLE_ARTIFACT,
+    PORTABLE_PACKAGE,
 };
 
 fn main() -> ExitCode {
@@ -52,8 +52,7 @@ impl World {
     }
 }
 
-/// Builds one world's artifact and returns its path, where `build_all` would put it (beside
-/// the others, in the [`ARTIFACT_DIR`] directory of the profile).
+/// Builds one world's artifact and returns its path (beside the others).
 fn build_one(
     workspace: &Path,
     target_dir: &Path,
@@ -67,30 +66,7 @@ fn build_one(
         World::Gateway => (GATEWAY_PACKAGE, GATEWAY_ARTIFACT),
         World::Fastly => (FASTLY_PACKAGE, FASTLY_ARTIFACT),
     };
-    let modules = build_guest(
-        workspace,
-        target_dir,
-        profile,
-        GUEST_TARGET,
-        &[package],
-        note,
-    )?;
-    let dir = modules
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("the target directory has no parent")?
-        .join(ARTIFACT_DIR)
-        .join(
-            modules
-                .file_name()
-                .ok_or("the profile directory has no name")?,
-        );
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
-    note(&format!("making {artifact} a component"));
-    let out = dir.join(artifact);
-    componentize(&modules.join(artifact), &out)?;
-    Ok(out)
+    build_artifact(workspace, target_dir, profile, package, artifact, note)
 }
 
 fn run() -> Result<(), String> {

@@ -8,6 +8,11 @@
 //!   by default, since cargo does not install them; `.ci/run` installs them and runs
 //!   `cargo test -p oma-host --test gateway -- --ignored`. Run without its tool, such a test fails
 //!   and says how to install it: it never passes without having run.
+//! - Viceroy (Fastly's local runtime) serving `oma_fastly.wasm`, the gateway built for Fastly
+//!   Compute, configured by `crates/fastly/fastly.toml`: ignored too, and not run by `.ci/run`
+//!   (Viceroy takes about an hour to build from crates.io on a CI machine); run it with
+//!   `OMA_VICEROY=/path/to/viceroy cargo test -p oma-host --test gateway viceroy -- --ignored`
+//!   after `cargo run -p oma-guest-build -- --world fastly`.
 //!
 //! One suite for every host. Each check is one point of the contract; the suite runs them all,
 //! in order, and fails listing every check that failed and why. The hosts run one at a time (the
@@ -142,12 +147,19 @@ fn wash_dev_meets_the_gateway_contract() {
     run_suite(HostKind::Wash);
 }
 
+#[test]
+#[ignore = "needs Viceroy (OMA_VICEROY) and oma_fastly.wasm (oma-guest-build --world fastly)"]
+fn viceroy_meets_the_gateway_contract() {
+    run_suite(HostKind::Viceroy);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HostKind {
     OmaHost,
     Wasmtime,
     Jco,
     Wash,
+    Viceroy,
 }
 
 impl HostKind {
@@ -157,6 +169,7 @@ impl HostKind {
             HostKind::Wasmtime => "wasmtime serve",
             HostKind::Jco => "jco serve",
             HostKind::Wash => "wash dev",
+            HostKind::Viceroy => "viceroy serve",
         }
     }
 }
@@ -230,6 +243,7 @@ fn spawn_host(
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let stdout = Arc::new(Mutex::new(Vec::new()));
     let (lines, listening) = mpsc::channel::<String>();
+    let out_lines = lines.clone();
     let (err_pipe, out_pipe) = (child.stderr.take(), child.stdout.take());
     let mut host = RunningHost {
         name: name.to_owned(),
@@ -251,13 +265,23 @@ fn spawn_host(
         });
     }
     if let Some(mut pipe) = out_pipe {
+        // Viceroy says where it listens on stdout: its lines are looked at for the marker too.
+        let lines = out_lines;
         std::thread::spawn(move || {
             let mut buffer = [0u8; 8192];
+            let mut line = Vec::new();
             while let Ok(n) = pipe.read(&mut buffer) {
                 if n == 0 {
                     break;
                 }
                 lock(&stdout).extend_from_slice(&buffer[..n]);
+                for &byte in &buffer[..n] {
+                    line.push(byte);
+                    if byte == b'\n' {
+                        let _ = lines.send(String::from_utf8_lossy(&line).into_owned());
+                        line.clear();
+                    }
+                }
             }
         });
     }
@@ -560,6 +584,143 @@ fn start_wash(environment: &Environment) -> Result<RunningHost, String> {
     }
 }
 
+/// The repository's Viceroy configuration: `crates/fastly/fastly.toml`.
+fn fastly_toml() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fastly/fastly.toml")
+}
+
+/// The gateway built for Fastly Compute: `OMA_FASTLY_WASM`, else `oma_fastly.wasm` beside the
+/// gateway's artifact, where `oma-guest-build --world fastly` puts it.
+fn fastly_wasm() -> Result<PathBuf, String> {
+    let path = match std::env::var_os("OMA_FASTLY_WASM") {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(gateway_wasm()).with_file_name("oma_fastly.wasm"),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is missing: build it with `cargo run -p oma-guest-build -- --world fastly \
+             --profile {}` (or set OMA_FASTLY_WASM)",
+            path.display(),
+            oma_testkit::artifact::GUEST_PROFILE
+        ))
+    }
+}
+
+/// The shipped `fastly.toml` made this run's: each setting of `environment` that the config
+/// store `oma_gateway` holds takes the run's value, and the provider's loopback address there
+/// becomes the simulator's; every other variable of `environment` must be an entry of the
+/// secret store `oma_gateway_secrets` that Viceroy reads from its own environment (`env`),
+/// returned so that [`start_viceroy`] sets it. A variable the file passes nowhere is an error:
+/// the suite would fail for a reason that is the file's.
+fn fastly_toml_for_run(
+    template: &str,
+    environment: &Environment,
+) -> Result<(String, Vec<&'static str>), String> {
+    let file = fastly_toml().display().to_string();
+    let mut config: toml::Table = template
+        .parse()
+        .map_err(|e| format!("{file} is not TOML: {e}"))?;
+    let local = config
+        .get_mut("local_server")
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| format!("{file} has no [local_server]"))?;
+    let secret_names: Vec<String> = local
+        .get("secret_stores")
+        .and_then(|stores| stores.get("oma_gateway_secrets"))
+        .and_then(toml::Value::as_array)
+        .ok_or_else(|| format!("{file} has no secret store oma_gateway_secrets"))?
+        .iter()
+        .filter_map(|entry| {
+            let key = entry.get("key")?.as_str()?;
+            (entry.get("env")?.as_str()? == key).then(|| key.to_owned())
+        })
+        .collect();
+    let contents = local
+        .get_mut("config_stores")
+        .and_then(|stores| stores.get_mut("oma_gateway"))
+        .and_then(|store| store.get_mut("contents"))
+        .and_then(toml::Value::as_table_mut)
+        .ok_or_else(|| format!("{file} has no config store oma_gateway with contents"))?;
+    let mut secrets = Vec::new();
+    for (name, value) in environment {
+        let in_config = contents.contains_key(*name);
+        let in_secrets = secret_names.iter().any(|secret| secret == name);
+        match (in_config, in_secrets) {
+            (true, false) => {
+                contents.insert((*name).to_owned(), toml::Value::String(value.clone()));
+            }
+            (false, true) => secrets.push(*name),
+            _ => {
+                return Err(format!(
+                    "{file}: {name} must be a key of the config store oma_gateway or an entry \
+                     of the secret store oma_gateway_secrets taken from Viceroy's environment \
+                     (config store: {in_config}, secret store: {in_secrets})"
+                ))
+            }
+        }
+    }
+    let text = toml::to_string(&config).map_err(|e| format!("{file}: {e}"))?;
+    if text.contains("127.0.0.1:8787") {
+        return Err(format!(
+            "the provider's placeholder address is still in the run's configuration:\n{text}"
+        ));
+    }
+    Ok((text, secrets))
+}
+
+/// `viceroy serve -v --addr 127.0.0.1:0 -C fastly.toml oma_fastly.wasm` with the run's
+/// `fastly.toml` ([`fastly_toml_for_run`]); the secrets it takes from Viceroy's environment are
+/// set there, and no other gateway variable is. Viceroy says `Listening on
+/// http://127.0.0.1:PORT` (on stdout, with `-v`).
+fn start_viceroy(environment: &Environment) -> Result<RunningHost, String> {
+    let binary = tool_binary(
+        "OMA_VICEROY",
+        "viceroy",
+        "`cargo install viceroy --version 0.22.0 --locked` builds one, in about an hour",
+    )?;
+    let component = fastly_wasm()?;
+    let template = std::fs::read_to_string(fastly_toml())
+        .map_err(|e| format!("{}: {e}", fastly_toml().display()))?;
+    let (config, secrets) = fastly_toml_for_run(&template, environment)?;
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "viceroy-gateway-{}-{}",
+        std::process::id(),
+        VICEROY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .and_then(|()| std::fs::write(scratch.join("fastly.toml"), config))
+        .map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let mut command = Command::new(binary);
+    command
+        .current_dir(&scratch)
+        .args(["serve", "-v", "--addr", "127.0.0.1:0", "-C"])
+        .arg(scratch.join("fastly.toml"))
+        .arg(component)
+        .env_remove("RUST_LOG");
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_gateway_variable) {
+            command.env_remove(name);
+        }
+    }
+    for (name, value) in environment {
+        if secrets.contains(name) {
+            command.env(name, value);
+        }
+    }
+    spawn_host(
+        "viceroy serve",
+        command,
+        "Listening on http://",
+        Some(scratch),
+    )
+}
+
+/// Numbers the Viceroy runs of one test process (each has its own directory).
+static VICEROY_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Numbers the `wash dev` runs of one test process (each has its own project directory).
 static WASH_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -650,6 +811,7 @@ fn start(kind: HostKind, environment: &Environment) -> Result<RunningHost, Strin
         HostKind::Wasmtime => start_wasmtime(environment),
         HostKind::Jco => start_jco(environment),
         HostKind::Wash => start_wash(environment),
+        HostKind::Viceroy => start_viceroy(environment),
     }
 }
 
@@ -669,6 +831,7 @@ fn run_suite(kind: HostKind) {
         started.elapsed()
     );
     let gateway = Gateway {
+        kind,
         addr: host.addr,
         simulator: &simulator,
         transcript: Mutex::new(Vec::new()),
@@ -744,6 +907,7 @@ fn run_suite(kind: HostKind) {
         let outcome = match start(kind, &environment) {
             Ok(misconfigured) => {
                 let gateway = Gateway {
+                    kind,
                     addr: misconfigured.addr,
                     simulator: &simulator,
                     transcript: Mutex::new(Vec::new()),
@@ -802,6 +966,8 @@ impl Report {
 /// The gateway as the checks see it: its address, the simulator behind it, and everything it
 /// answered and printed.
 struct Gateway<'a> {
+    /// The host serving the gateway (for a check of a host's documented limit).
+    kind: HostKind,
     addr: SocketAddr,
     simulator: &'a Simulator,
     /// Every response head and body, for the secrets sweep.
@@ -1799,9 +1965,16 @@ async fn an_unconfigured_provider_is_403_and_sends_nothing(gw: &Gateway<'_>) -> 
 /// `REQUEST_TIMEOUT` at the deadline.
 async fn a_body_that_stops_arriving_is_408(gw: &Gateway<'_>) -> anyhow::Result<()> {
     let body = text_message("Hello?").to_string().into_bytes();
-    let (response, sent) = gw
-        .send_counting(Call::post("/v1/validate", body).stalling())
-        .await?;
+    if gw.kind == HostKind::Viceroy {
+        return viceroy_holds_a_declared_body_until_it_is_whole(gw, body).await;
+    }
+    expect_408_at_the_deadline(gw, Call::post("/v1/validate", body).stalling()).await
+}
+
+/// `call`, whose body stops arriving, is a `408` `REQUEST_TIMEOUT` at the deadline, and
+/// nothing is sent to the provider.
+async fn expect_408_at_the_deadline(gw: &Gateway<'_>, call: Call) -> anyhow::Result<()> {
+    let (response, sent) = gw.send_counting(call).await?;
     response.expect_error(408, "Error", Some("REQUEST_TIMEOUT"))?;
     ensure!(sent.is_empty(), "something was sent to the provider");
     let deadline = Duration::from_millis(DEADLINE_MS);
@@ -1816,6 +1989,37 @@ async fn a_body_that_stops_arriving_is_408(gw: &Gateway<'_>) -> anyhow::Result<(
         response.elapsed
     );
     Ok(())
+}
+
+/// Viceroy's limit (`docs/deploy.md`, Fastly Compute): it reads a request body of declared
+/// length whole before it calls the component, so a body that stops arriving never reaches the
+/// gateway and nothing answers it (Viceroy holds the connection until the client gives up). A
+/// chunked body is handed over as it arrives, and its stall is the gateway's `408`.
+async fn viceroy_holds_a_declared_body_until_it_is_whole(
+    gw: &Gateway<'_>,
+    body: Vec<u8>,
+) -> anyhow::Result<()> {
+    let calls = || {
+        String::from_utf8_lossy(&lock(&gw.stderr))
+            .lines()
+            .filter(|line| line.contains("oma-gateway: POST /v1/validate"))
+            .count()
+    };
+    let before = calls();
+    let wait = Duration::from_millis(DEADLINE_MS) + Duration::from_secs(3);
+    let declared = Call::post("/v1/validate", body.clone()).stalling();
+    if let Ok(answer) = tokio::time::timeout(wait, gw.send(declared)).await {
+        let status = answer.map(|response| response.status.to_string());
+        bail!(
+            "Viceroy answered a stalled body of declared length ({status:?}): its limit is gone, \
+             and this host can run the 408 check as the others do"
+        );
+    }
+    ensure!(
+        calls() == before,
+        "the component was called for a body that never arrived whole"
+    );
+    expect_408_at_the_deadline(gw, Call::post("/v1/validate", body).chunked().stalling()).await
 }
 
 /// A run that reached the provider and failed there is not an error of the gateway: a `200`

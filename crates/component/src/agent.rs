@@ -12,7 +12,7 @@ use oma_core::agent::exchange::{
 use oma_core::agent::machine::RunMachine;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::message::ToolUseBlock;
-use oma_wasi::{self as wasi, Next, StepHost, WasiRun};
+use oma_wasi::{self as wasi, HttpIo, Next, StepHost, WasiRun};
 
 use super::convert::*;
 use super::exports::oma::agent::agent as ag;
@@ -141,7 +141,7 @@ impl StepHost for HostImports {
 
 /// A run on the wasi step loop, its events handed out one at a time.
 struct Driver {
-    run: WasiRun,
+    run: WasiRun<HttpIo>,
     done: bool,
 }
 

@@ -147,6 +147,62 @@ pub fn provider_env(
     ProviderEnv { endpoint, secrets }
 }
 
+/// The gateway's own variables (`OMA_GATEWAY_*`), as [`Settings::from_vars`] reads them.
+pub const GATEWAY_VARIABLES: [&str; 5] = [
+    "OMA_GATEWAY_TOKEN",
+    "OMA_GATEWAY_MAX_BODY_BYTES",
+    "OMA_GATEWAY_DEADLINE_MS",
+    "OMA_GATEWAY_MAX_RETRIES",
+    "OMA_GATEWAY_EGRESS",
+];
+
+/// The AWS variables [`provider_env`] reads for Bedrock.
+pub const AWS_VARIABLES: [&str; 7] = [
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
+
+/// Names more providers for a platform whose configuration cannot be listed (a Fastly config
+/// store is read key by key): a comma-separated list of provider names, e.g. `my-llm`, whose
+/// `<PROVIDER>_API_KEY` and `<PROVIDER>_BASE_URL` are read besides those of the built-in
+/// providers.
+pub const PROVIDERS_VARIABLE: &str = "OMA_GATEWAY_PROVIDERS";
+
+/// Every variable the gateway reads, for a platform that can only look a variable up by name:
+/// the gateway's own, the AWS ones, the key and base URL of each built-in provider, and those
+/// of each provider `providers` names (the value of [`PROVIDERS_VARIABLE`], if set). Reading
+/// these names and passing what was found to [`Settings::from_vars`] gives the settings an
+/// environment holding the same values would.
+pub fn variable_names(providers: Option<&str>) -> Vec<String> {
+    use oma_core::adapter::{ai_sdk, anthropic, bedrock, gemini, openai};
+    let mut names: Vec<String> = GATEWAY_VARIABLES
+        .iter()
+        .chain(AWS_VARIABLES.iter())
+        .map(|name| (*name).to_owned())
+        .collect();
+    let built_in = [anthropic::NAME, gemini::NAME, ai_sdk::NAME, bedrock::NAME]
+        .into_iter()
+        .chain(openai::PRESETS.iter().copied());
+    let named = providers
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty());
+    for provider in built_in.chain(named) {
+        for name in [key_variable(provider), base_url_variable(provider)] {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
 /// A variable whose value the gateway cannot use; the gateway answers 500 naming it (never
 /// its value).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -345,6 +401,37 @@ mod tests {
         for secret in ["sk-ant-1", "xai-1", "m-1"] {
             assert!(!shown.contains(secret), "{shown}");
         }
+    }
+
+    #[test]
+    fn variable_names_cover_what_the_settings_read() {
+        let names = variable_names(Some(" my-llm, ,grok"));
+        for name in [
+            "OMA_GATEWAY_TOKEN",
+            "OMA_GATEWAY_EGRESS",
+            "AWS_SECRET_ACCESS_KEY",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "OPENAI_API_KEY",
+            "GEMINI_BASE_URL",
+            "AI_SDK_BASE_URL",
+            "XAI_API_KEY",
+            "MY_LLM_API_KEY",
+            "MY_LLM_BASE_URL",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+        let unique: std::collections::HashSet<&String> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "no name twice");
+        assert!(!variable_names(None).iter().any(|n| n.starts_with("MY_LLM")));
+        // What is found under those names configures the gateway as an environment would.
+        let found = [
+            ("MY_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("OMA_GATEWAY_DEADLINE_MS", "500"),
+        ];
+        let s = settings(&found).expect("valid");
+        assert!(s.provider("my-llm").configured());
+        assert_eq!(s.deadline_ms, 500);
     }
 
     #[test]

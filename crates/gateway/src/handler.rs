@@ -1,23 +1,19 @@
-//! The wasi:http side of the gateway: `wasi:http/incoming-handler`. It reads the request (head,
-//! then the body within the limit and the deadline), lets the pure half of the gateway decide,
-//! drives a run's machine on the wasi step loop ([`WasiRun`], the one the `component` world
-//! uses), and writes the response: whole, or as server-sent events while the run goes on.
+//! The wasi:http side of the gateway: `wasi:http/incoming-handler`. It gives [`serve`] the
+//! request (head, then the body within the limit and the deadline) and the response (whole, or
+//! as server-sent events while the run goes on), and the run's provider calls go out on
+//! wasi:http ([`HttpIo`], the transport the `component` world uses too). What is answered is
+//! decided by the pure half of the gateway; the Fastly layer (`crates/fastly`) serves the same
+//! way over Fastly's hostcalls.
 
 use exports::wasi::http::incoming_handler::Guest;
 use wasip2::http::types::{
     Fields, IncomingBody, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
-use wasip2::io::streams::{OutputStream, StreamError};
+use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-use super::{Head, Reply, Route, Settings};
-use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
-use oma_core::agent::exchange::{
-    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
-};
-use oma_core::agent::machine::RunMachine;
-use oma_core::agent::outcome::RunOutcome;
-use oma_core::message::{ToolResultContent, ToolUseBlock};
-use oma_wasi::{self as wasi, Next, StepHost, WasiRun};
+use super::serve::{log_line, serve, Exchange};
+use super::{Reply, Settings};
+use oma_wasi::{self as wasi, HttpIo};
 
 // The world `gateway` of `wit/world.wit`, bound here so that the component's type is that
 // world: its WASI imports are the `wasip2` crate's bindings (which `oma-wasi` and this file
@@ -52,104 +48,136 @@ impl Guest for Gateway {
         let started = monotonic_ms();
         let method = method_name(&request.method());
         let path = request.path_with_query().unwrap_or_default();
-        let status = serve(&request, &method, &path, out);
+        let settings = Settings::from_vars(wasip2::cli::environment::get_environment());
+        let mut exchange = WasiExchange {
+            request: &request,
+            out: Some(out),
+            events: None,
+        };
+        let status = serve(settings, &method, &path, &mut exchange);
+        drop(exchange);
         drop(request);
-        log(
+        let line = log_line(
             &method,
             &path,
             status,
             monotonic_ms().saturating_sub(started),
         );
+        let stderr = wasip2::cli::stderr::get_stderr();
+        let _ = stderr.blocking_write_and_flush(line.as_bytes());
     }
 }
 
-/// Answers one request; returns the status it answered with.
-fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutparam) -> u16 {
-    let started_ms = wasi::now_ms();
-    let settings = match Settings::from_vars(wasip2::cli::environment::get_environment()) {
-        Ok(settings) => settings,
-        Err(bad) => return respond(out, Reply::bad_configuration(&bad)),
-    };
-    let headers = request.headers();
-    let header = |name: &str| {
-        headers
+/// One request over wasi:http, and its response: the outparam until a head is sent, then the
+/// body of a stream of events.
+struct WasiExchange<'a> {
+    request: &'a IncomingRequest,
+    out: Option<ResponseOutparam>,
+    events: Option<(OutgoingBody, OutputStream)>,
+}
+
+impl Exchange for WasiExchange<'_> {
+    type Transport = HttpIo;
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.request
+            .headers()
             .get(name)
             .into_iter()
             .next()
             .map(|value| String::from_utf8_lossy(&value).into_owned())
-    };
-    let authorization = header("authorization");
-    let accept = header("accept").unwrap_or_default();
-    let content_length = header("content-length").and_then(|v| v.trim().parse().ok());
-    drop(headers);
-    let head = Head {
-        method,
-        path,
-        authorization: authorization.as_deref(),
-        content_length,
-    };
-    let route = match super::route(&settings, &head) {
-        Ok(route) => route,
-        Err(reply) => return respond(out, reply),
-    };
-    if route == Route::Health {
-        return respond(out, super::health());
     }
-    let deadline_at = started_ms.saturating_add(settings.deadline_ms);
-    let body = match read_body(
-        request,
-        content_length,
-        settings.max_body_bytes,
-        deadline_at,
-    ) {
-        Ok(body) => body,
-        Err(reply) => return respond(out, reply),
-    };
-    match route {
-        Route::Health => respond(out, super::health()),
-        Route::Validate => respond(out, super::validate(&body)),
-        Route::Format => respond(
-            out,
-            super::format(&settings, &body, wasi::now_ms(), wasi::random_u64()),
-        ),
-        Route::Run => {
-            let streaming = accept
-                .split(',')
-                .any(|kind| kind.trim().starts_with("text/event-stream"));
-            match super::start_run(&settings, &body, streaming, wasi::random_u64()) {
-                Err(reply) => respond(out, reply),
-                Ok(machine) => {
-                    let run = Run::new(machine);
-                    if streaming {
-                        stream(run, out)
-                    } else {
-                        let (outcome, sent) = run.finish();
-                        let elapsed = wasi::now_ms().saturating_sub(started_ms);
-                        respond(
-                            out,
-                            super::run_reply(&outcome, sent, elapsed, settings.deadline_ms),
-                        )
-                    }
-                }
-            }
+
+    fn now_ms(&self) -> u64 {
+        wasi::now_ms()
+    }
+
+    fn random_u64(&self) -> u64 {
+        wasi::random_u64()
+    }
+
+    fn read_body(
+        &mut self,
+        declared: Option<u64>,
+        limit: u64,
+        deadline_at: u64,
+    ) -> Result<Vec<u8>, Reply> {
+        let body = self
+            .request
+            .consume()
+            .map_err(|()| Reply::unreadable("the body was already taken"))?;
+        let stream = body
+            .stream()
+            .map_err(|()| Reply::unreadable("the body stream was already taken"))?;
+        let bytes = read_stream(&stream, declared, limit, deadline_at)?;
+        drop(stream);
+        drop(IncomingBody::finish(body));
+        Ok(bytes)
+    }
+
+    fn respond(&mut self, reply: &Reply) {
+        let Some(out) = self.out.take() else {
+            return;
+        };
+        let mut headers: Vec<(String, Vec<u8>)> = vec![
+            ("content-type".into(), b"application/json".to_vec()),
+            (
+                "content-length".into(),
+                reply.body.len().to_string().into_bytes(),
+            ),
+        ];
+        headers.extend(
+            reply
+                .headers
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())),
+        );
+        let Some((body, stream)) = start_response(out, reply.status, &headers) else {
+            return;
+        };
+        let _ = wasi::write_all(&stream, reply.body.as_bytes());
+        drop(stream);
+        let _ = OutgoingBody::finish(body, None);
+    }
+
+    fn open_events(&mut self) -> bool {
+        let headers = [
+            ("content-type".to_owned(), b"text/event-stream".to_vec()),
+            ("cache-control".to_owned(), b"no-cache".to_vec()),
+        ];
+        self.events = self
+            .out
+            .take()
+            .and_then(|out| start_response(out, 200, &headers));
+        self.events.is_some()
+    }
+
+    fn write_events(&mut self, bytes: &[u8]) -> bool {
+        self.events
+            .as_ref()
+            .is_some_and(|(_, stream)| wasi::write_all(stream, bytes).is_ok())
+    }
+
+    fn close_events(&mut self) {
+        if let Some((body, stream)) = self.events.take() {
+            drop(stream);
+            let _ = OutgoingBody::finish(body, None);
         }
+    }
+
+    fn transport(&mut self) -> HttpIo {
+        HttpIo::default()
     }
 }
 
-/// The whole body, at most `limit` bytes, read before `deadline_at` (wall clock, ms); the
+/// The whole of `stream`, at most `limit` bytes, read before `deadline_at` (wall clock, ms); the
 /// declared length (already checked against the limit) is allocated at once.
-fn read_body(
-    request: &IncomingRequest,
+fn read_stream(
+    stream: &InputStream,
     declared: Option<u64>,
     limit: u64,
     deadline_at: u64,
 ) -> Result<Vec<u8>, Reply> {
-    let body = request
-        .consume()
-        .map_err(|()| Reply::unreadable("the body was already taken"))?;
-    let stream = body
-        .stream()
-        .map_err(|()| Reply::unreadable("the body stream was already taken"))?;
     let expected = declared.unwrap_or(0).min(limit);
     let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     loop {
@@ -158,12 +186,7 @@ fn read_body(
         let timer =
             wasip2::clocks::monotonic_clock::subscribe_duration(left.saturating_mul(1_000_000));
         if left == 0 || !wasip2::io::poll::poll(&[&readable, &timer]).contains(&0) {
-            return Err(Reply::error(
-                408,
-                "Error",
-                Some("REQUEST_TIMEOUT"),
-                "the request body did not arrive within the gateway's deadline",
-            ));
+            return Err(Reply::body_timeout());
         }
         match stream.read(READ_CHUNK) {
             Ok(chunk) => {
@@ -178,33 +201,7 @@ fn read_body(
             }
         }
     }
-    drop(stream);
-    drop(IncomingBody::finish(body));
     Ok(bytes)
-}
-
-/// Writes `reply` as the whole response; returns its status.
-fn respond(out: ResponseOutparam, reply: Reply) -> u16 {
-    let mut headers: Vec<(String, Vec<u8>)> = vec![
-        ("content-type".into(), b"application/json".to_vec()),
-        (
-            "content-length".into(),
-            reply.body.len().to_string().into_bytes(),
-        ),
-    ];
-    headers.extend(
-        reply
-            .headers
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())),
-    );
-    let Some((body, stream)) = start_response(out, reply.status, &headers) else {
-        return reply.status;
-    };
-    let _ = wasi::write_all(&stream, reply.body.as_bytes());
-    drop(stream);
-    let _ = OutgoingBody::finish(body, None);
-    reply.status
 }
 
 /// Sends the response head; returns the body to write, or `None` when the host refused the
@@ -221,136 +218,6 @@ fn start_response(
     ResponseOutparam::set(out, Ok(response));
     let stream = body.write().ok()?;
     Some((body, stream))
-}
-
-/// A streamed run: the head goes out just before the first request to the provider (so that
-/// input refused while formatting is still a `422`), then each event as it happens, then `done`.
-fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
-    let mut out = Some(out);
-    let mut writer: Option<(OutgoingBody, OutputStream)> = None;
-    // Sends the head once; false when the host refused it (then nobody can be told anything,
-    // and the run stops).
-    let open = |out: &mut Option<ResponseOutparam>,
-                writer: &mut Option<(OutgoingBody, OutputStream)>| {
-        if writer.is_none() {
-            let headers = [
-                ("content-type".to_owned(), b"text/event-stream".to_vec()),
-                ("cache-control".to_owned(), b"no-cache".to_vec()),
-            ];
-            *writer = out
-                .take()
-                .and_then(|out| start_response(out, 200, &headers));
-        }
-        writer.is_some()
-    };
-    loop {
-        let event = match run.next() {
-            Next::Sending => {
-                if !open(&mut out, &mut writer) {
-                    break;
-                }
-                continue;
-            }
-            Next::Event(event) => event,
-            Next::Done(outcome) => {
-                if writer.is_none() {
-                    if let Some(reply) = super::refusal(&outcome, run.sent) {
-                        return match out.take() {
-                            Some(out) => respond(out, reply),
-                            None => reply.status,
-                        };
-                    }
-                }
-                AgentEvent::Done(outcome)
-            }
-        };
-        if !open(&mut out, &mut writer) {
-            break;
-        }
-        let over = matches!(event, AgentEvent::Done(_));
-        let written = writer.as_ref().map_or(Ok(()), |(_, stream)| {
-            wasi::write_all(stream, super::sse_event(&event).as_bytes())
-        });
-        // A caller that went away ends the run: nothing more is sent for it.
-        if over || written.is_err() {
-            break;
-        }
-    }
-    if let Some((body, stream)) = writer {
-        drop(stream);
-        let _ = OutgoingBody::finish(body, None);
-    }
-    200
-}
-
-/// The gateway's answers to the steps only a world can perform: its agents have no tools, no
-/// hook, no external backend and no reporting.
-struct NoHost;
-
-impl StepHost for NoHost {
-    // Neither a hook nor an external backend is configured; should one be asked for, it fails
-    // rather than hangs.
-    fn before_run(&mut self, _: String, _: BeforeRunContext, _: String) -> HookAnswer {
-        HookAnswer::Failed("the gateway runs no hooks".into())
-    }
-
-    // A model that asks for a tool anyway is told so, as a failed tool.
-    fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
-        ToolOutcome {
-            content: ToolResultContent::Text("no tools are available through the gateway".into()),
-            is_error: true,
-        }
-    }
-
-    fn external(&mut self, _: &str, _: ExternalKind, _: String) -> Result<String, String> {
-        Err("the gateway has no external backend".into())
-    }
-
-    fn progress(&mut self, _: ProgressEvent) {}
-
-    fn evaluation(&mut self, _: EvaluationRecord) {}
-}
-
-/// A run on the wasi step loop, and whether it sent anything to the provider.
-struct Run {
-    run: WasiRun,
-    /// Whether a request was sent to the provider.
-    sent: bool,
-}
-
-impl Run {
-    fn new(machine: RunMachine) -> Self {
-        Run {
-            run: WasiRun::new(machine),
-            sent: false,
-        }
-    }
-
-    /// Runs to the end, ignoring events; the outcome and whether anything was sent.
-    fn finish(mut self) -> (RunOutcome, bool) {
-        loop {
-            match self.run.next(&mut NoHost) {
-                Next::Done(outcome) => return (outcome, self.sent),
-                Next::Sending => self.sent = true,
-                Next::Event(_) => {}
-            }
-        }
-    }
-
-    /// Performs steps until there is something to tell; [`Next::Sending`] only before the
-    /// first request.
-    fn next(&mut self) -> Next {
-        loop {
-            match self.run.next(&mut NoHost) {
-                Next::Sending if self.sent => continue,
-                Next::Sending => {
-                    self.sent = true;
-                    return Next::Sending;
-                }
-                other => return other,
-            }
-        }
-    }
 }
 
 fn method_name(method: &Method) -> String {
@@ -370,23 +237,4 @@ fn method_name(method: &Method) -> String {
 
 fn monotonic_ms() -> u64 {
     wasip2::clocks::monotonic_clock::now() / 1_000_000
-}
-
-/// One line per request on stderr: method, path without its query, status, duration. Nothing
-/// else of the request (a key never reaches a log line).
-fn log(method: &str, path: &str, status: u16, ms: u64) {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    let path: String = path
-        .chars()
-        .take(200)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    let method: String = method
-        .chars()
-        .take(16)
-        .filter(|c| !c.is_control())
-        .collect();
-    let line = format!("oma-gateway: {method} {path} {status} {ms}ms\n");
-    let stderr = wasip2::cli::stderr::get_stderr();
-    let _ = stderr.blocking_write_and_flush(line.as_bytes());
 }

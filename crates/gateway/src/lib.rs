@@ -4,14 +4,17 @@
 //! Everything here but `handler` is pure: [`route`] decides from a request's head, [`validate`]
 //! and [`format()`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
 //! machine every world drives), and [`run_reply`] / [`sse_event`] turn what the run produced into
-//! the response. `handler` (wasm32 only) is the wasi:http side: it reads the
-//! request, performs the run's HTTP steps with `oma-wasi`, and writes the response.
+//! the response; [`serve::serve`] puts them together for one request on any platform. `handler`
+//! (wasm32, feature `wasi-http`, on by default) is the wasi:http binding: it gives `serve` the
+//! request, the response and `oma-wasi`'s wasi:http transport. The Fastly layer
+//! (`crates/fastly`) builds this crate without that feature and binds `serve` to Fastly Compute.
 
 #![deny(missing_docs)]
 
 pub mod env;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "wasi-http"))]
 mod handler;
+pub mod serve;
 
 use serde_json::{json, Value};
 
@@ -116,6 +119,16 @@ impl Reply {
             "Error",
             Some("BAD_REQUEST"),
             &format!("the request body could not be read: {reason}"),
+        )
+    }
+
+    /// `408`: the body did not arrive whole within the deadline.
+    pub fn body_timeout() -> Reply {
+        Reply::error(
+            408,
+            "Error",
+            Some("REQUEST_TIMEOUT"),
+            "the request body did not arrive within the gateway's deadline",
         )
     }
 

@@ -2,8 +2,10 @@
 //! builds `oma_component.wasm`, `oma_portable.wasm` and `oma_gateway.wasm` and prints where they
 //! landed, one path a line. With `--world portable` (or `component`, `gateway`) it builds that
 //! artifact alone and prints its one path: the language packages need only the portable world,
-//! and building it alone skips the other two. With `--check-sizes` it then holds the
-//! `wasm-release` artifacts to their ceilings (`SIZE_LIMITS`) and fails if one is over.
+//! and building it alone skips the other two. `--world fastly` builds the opt-in
+//! `oma_fastly.wasm` (the gateway on Fastly Compute), which the default build leaves out. With
+//! `--check-sizes` it then holds the `wasm-release` artifacts to their ceilings (`SIZE_LIMITS`,
+//! or `FASTLY_SIZE_LIMIT` with `--world fastly`) and fails if one is over.
 //!
 //! The default profile is `wasm-release` (the shipped artifacts); the default directory is
 //! `target/oma-guest` in the workspace, where the harness builds them too.
@@ -12,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use oma_guest_build::{
-    build_all, build_guest, componentize, ARTIFACT_DIR, GATEWAY_ARTIFACT, GATEWAY_PACKAGE,
-    GUEST_ARTIFACT, GUEST_PACKAGE, GUEST_TARGET, PORTABLE_ARTIFACT, PORTABLE_PACKAGE,
+    build_all, build_artifact, FASTLY_ARTIFACT, FASTLY_PACKAGE, FASTLY_SIZE_LIMIT,
+    GATEWAY_ARTIFACT, GATEWAY_PACKAGE, GUEST_ARTIFACT, GUEST_PACKAGE, PORTABLE_ARTIFACT,
+    PORTABLE_PACKAGE,
 };
 
 fn main() -> ExitCode {
@@ -32,6 +35,7 @@ enum World {
     Component,
     Portable,
     Gateway,
+    Fastly,
 }
 
 impl World {
@@ -40,15 +44,15 @@ impl World {
             "component" => Ok(World::Component),
             "portable" => Ok(World::Portable),
             "gateway" => Ok(World::Gateway),
+            "fastly" => Ok(World::Fastly),
             other => Err(format!(
-                "unknown world {other:?}: expected component, portable or gateway"
+                "unknown world {other:?}: expected component, portable, gateway or fastly"
             )),
         }
     }
 }
 
-/// Builds one world's artifact and returns its path, where `build_all` would put it (beside
-/// the others, in the [`ARTIFACT_DIR`] directory of the profile).
+/// Builds one world's artifact and returns its path (beside the others).
 fn build_one(
     workspace: &Path,
     target_dir: &Path,
@@ -60,31 +64,9 @@ fn build_one(
         World::Component => (GUEST_PACKAGE, GUEST_ARTIFACT),
         World::Portable => (PORTABLE_PACKAGE, PORTABLE_ARTIFACT),
         World::Gateway => (GATEWAY_PACKAGE, GATEWAY_ARTIFACT),
+        World::Fastly => (FASTLY_PACKAGE, FASTLY_ARTIFACT),
     };
-    let modules = build_guest(
-        workspace,
-        target_dir,
-        profile,
-        GUEST_TARGET,
-        &[package],
-        note,
-    )?;
-    let dir = modules
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("the target directory has no parent")?
-        .join(ARTIFACT_DIR)
-        .join(
-            modules
-                .file_name()
-                .ok_or("the profile directory has no name")?,
-        );
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
-    note(&format!("making {artifact} a component"));
-    let out = dir.join(artifact);
-    componentize(&modules.join(artifact), &out)?;
-    Ok(out)
+    build_artifact(workspace, target_dir, profile, package, artifact, note)
 }
 
 fn run() -> Result<(), String> {
@@ -112,6 +94,7 @@ fn run() -> Result<(), String> {
                      builds oma_component.wasm, oma_portable.wasm and oma_gateway.wasm (default profile \
                      wasm-release, default directory target/oma-guest) and prints their paths;\n\
                      --world component|portable|gateway builds that artifact alone and prints its path;\n\
+                     --world fastly builds the opt-in oma_fastly.wasm (the gateway on Fastly Compute);\n\
                      --check-sizes then fails if a wasm-release artifact is over its size ceiling"
                 );
                 return Ok(());
@@ -119,8 +102,17 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument {other:?}; see --help")),
         }
     }
-    if check_sizes && world.is_some() {
-        return Err("--check-sizes checks all three artifacts; leave out --world".into());
+    if check_sizes && world.is_some_and(|world| world != World::Fastly) {
+        return Err(
+            "--check-sizes checks all three artifacts (or, with --world fastly, that one); leave \
+             out --world"
+                .into(),
+        );
+    }
+    if check_sizes && profile != "wasm-release" {
+        return Err(format!(
+            "--check-sizes applies to the shipped profile, wasm-release, not {profile}"
+        ));
     }
     eprintln!(
         "building the guest (profile {profile}) in {}",
@@ -130,6 +122,12 @@ fn run() -> Result<(), String> {
     if let Some(world) = world {
         let path = build_one(&workspace, &target_dir, &profile, world, &note)?;
         println!("{}", path.display());
+        if check_sizes {
+            let dir = path.parent().ok_or("the artifact has no directory")?;
+            oma_guest_build::check_limits(dir, &[FASTLY_SIZE_LIMIT], &|line| {
+                eprintln!("size: {line}")
+            })?;
+        }
         return Ok(());
     }
     let built = build_all(&workspace, &target_dir, &profile, &note)?;
@@ -137,11 +135,6 @@ fn run() -> Result<(), String> {
     println!("{}", built.portable.display());
     println!("{}", built.gateway.display());
     if check_sizes {
-        if profile != "wasm-release" {
-            return Err(format!(
-                "--check-sizes applies to the shipped profile, wasm-release, not {profile}"
-            ));
-        }
         let dir = built
             .component
             .parent()

@@ -1,8 +1,12 @@
-//! The one wasi step loop: drives a [`RunMachine`] to its end, performing its HTTP steps with
-//! [`HttpIo`] and handing every other step to the world that runs it ([`StepHost`]). The
-//! `component` world answers those through its `host` imports; the gateway answers them
-//! itself (no tools, no hook). Both get the same loop, the same deadline handling and the same
-//! fallback should the machine ever refuse an answer.
+//! The one step loop of the worlds that do their own I/O: drives a [`RunMachine`] to its end,
+//! performing its HTTP steps with a [`Transport`] ([`HttpIo`] over wasi:http, or the Fastly
+//! layer's over Fastly's hostcalls) and handing every other step to the world that runs it
+//! ([`StepHost`]). The `component` world answers those through its `host` imports; the gateway
+//! answers them itself (no tools, no hook). All get the same loop, the same deadline handling
+//! and the same fallback should the machine ever refuse an answer.
+//!
+//! Pure: the loop compiles on every target, so that any binding (and a native test) can drive
+//! it with a transport of its own.
 
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
 use oma_core::agent::exchange::{
@@ -10,10 +14,24 @@ use oma_core::agent::exchange::{
 };
 use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::agent::outcome::RunOutcome;
-use oma_core::http::call::Outgoing;
+use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::message::ToolUseBlock;
 
-use crate::{now_ms, HttpIo};
+/// How a run's HTTP steps are performed: one request in flight at a time, its head answered by
+/// [`Transport::send`] and its body read chunk by chunk by [`Transport::receive`]. What a
+/// failure means (timeout, retry, egress) is the run's to decide, not the transport's.
+pub trait Transport {
+    /// Sends a request and answers with its head ([`CallAnswer::Head`]; the body stays in
+    /// flight) or the failure ([`CallAnswer::Failure`]).
+    fn send(&mut self, outgoing: &Outgoing) -> CallAnswer;
+    /// The next chunk of the body in flight ([`CallAnswer::Chunk`]), its end
+    /// ([`CallAnswer::End`]) or the failure.
+    fn receive(&mut self) -> CallAnswer;
+    /// Waits `ms` milliseconds (between retries); answers [`CallAnswer::Waited`].
+    fn wait(&mut self, ms: u64) -> CallAnswer;
+    /// Milliseconds since the Unix epoch, from the host's wall clock.
+    fn now_ms(&self) -> u64;
+}
 
 /// What a world does with the steps wasi:http cannot perform. Calls are synchronous: the run
 /// waits for each answer (a host import returns when it is done).
@@ -48,21 +66,30 @@ pub enum Next {
     Done(RunOutcome),
 }
 
-/// A run machine and its HTTP in flight.
-pub struct WasiRun {
+/// A run machine and its HTTP in flight, on transport `T` ([`HttpIo`](crate) over wasi:http
+/// for the `component` world and the gateway).
+pub struct WasiRun<T: Transport> {
     machine: RunMachine,
-    http: HttpIo,
+    http: T,
     /// The request announced by [`Next::Sending`], sent at the next call.
     held: Option<Outgoing>,
     over: bool,
 }
 
-impl WasiRun {
-    /// A run of `machine`, nothing done yet.
+#[cfg(all(target_arch = "wasm32", feature = "http"))]
+impl WasiRun<crate::HttpIo> {
+    /// A run of `machine` over wasi:http, nothing done yet.
     pub fn new(machine: RunMachine) -> Self {
+        WasiRun::with_transport(machine, crate::HttpIo::default())
+    }
+}
+
+impl<T: Transport> WasiRun<T> {
+    /// A run of `machine` whose HTTP steps `transport` performs, nothing done yet.
+    pub fn with_transport(machine: RunMachine, transport: T) -> Self {
         WasiRun {
             machine,
-            http: HttpIo::default(),
+            http: transport,
             held: None,
             over: false,
         }
@@ -87,7 +114,7 @@ impl WasiRun {
             let answer = if let Some(outgoing) = self.held.take() {
                 Answer::Http(self.http.send(&outgoing))
             } else {
-                let step = match self.machine.poll(now_ms()) {
+                let step = match self.machine.poll(self.http.now_ms()) {
                     Poll::Step(step) => step,
                     Poll::Finished(outcome) => {
                         self.over = true;
@@ -107,7 +134,7 @@ impl WasiRun {
                         return Next::Sending;
                     }
                     Step::Receive => Answer::Http(self.http.receive()),
-                    Step::Wait(ms) => Answer::Http(HttpIo::wait(ms)),
+                    Step::Wait(ms) => Answer::Http(self.http.wait(ms)),
                     Step::Progress(event) => {
                         host.progress(event);
                         continue;

@@ -1,0 +1,252 @@
+//! How one request is served, whatever the platform: [`serve`] reads the configuration's
+//! result, routes the request, reads its body within the limit and the deadline, answers
+//! `/healthz`, `/v1/validate` and `/v1/format`, and drives a `/v1/run` on the one step loop
+//! ([`WasiRun`]), writing its result whole or as server-sent events. A binding gives it the
+//! request and the response through [`Exchange`] and the provider calls through a
+//! [`Transport`]: `handler` binds it to `wasi:http/incoming-handler`, `crates/fastly` to Fastly
+//! Compute's `http-incoming`. Neither decides anything the other does not.
+
+use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
+use oma_core::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
+use oma_core::agent::machine::RunMachine;
+use oma_core::agent::outcome::RunOutcome;
+use oma_core::message::{ToolResultContent, ToolUseBlock};
+use oma_wasi::{Next, StepHost, Transport, WasiRun};
+
+use crate::env::BadVariable;
+use crate::{Head, Reply, Route, Settings};
+
+/// One request and its response, as a platform offers them.
+pub trait Exchange {
+    /// What performs the run's provider calls.
+    type Transport: Transport;
+
+    /// The first value of the request header `name` (lowercase), if any.
+    fn header(&self, name: &str) -> Option<String>;
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+    /// A random 64-bit number (for the ids and dates a format makes up, and a run's seed).
+    fn random_u64(&self) -> u64;
+    /// The whole request body: at most `limit` bytes ([`Reply::too_large`] past it), read
+    /// before `deadline_at` (wall clock, ms; a `408` after it); `declared` is its
+    /// `content-length`, already checked against the limit.
+    fn read_body(
+        &mut self,
+        declared: Option<u64>,
+        limit: u64,
+        deadline_at: u64,
+    ) -> Result<Vec<u8>, Reply>;
+    /// Sends `reply` as the whole response (`content-type: application/json`, its length, its
+    /// headers). Called at most once, and never after [`Exchange::open_events`].
+    fn respond(&mut self, reply: &Reply);
+    /// Sends the head of a `200` server-sent event stream (`content-type: text/event-stream`,
+    /// `cache-control: no-cache`); false when the platform refused it.
+    fn open_events(&mut self) -> bool;
+    /// Writes `bytes` to the open stream; false when the caller went away.
+    fn write_events(&mut self, bytes: &[u8]) -> bool;
+    /// Ends the open stream.
+    fn close_events(&mut self);
+    /// The transport a run's provider calls go out on.
+    fn transport(&mut self) -> Self::Transport;
+}
+
+/// Answers one request (`method`, `path` with its query) with `settings` (the configuration as
+/// read, or the variable that cannot be used: then every request is a `500` naming it);
+/// returns the status it answered with.
+pub fn serve<X: Exchange>(
+    settings: Result<Settings, BadVariable>,
+    method: &str,
+    path: &str,
+    exchange: &mut X,
+) -> u16 {
+    let started_ms = exchange.now_ms();
+    let settings = match settings {
+        Ok(settings) => settings,
+        Err(bad) => return respond(exchange, Reply::bad_configuration(&bad)),
+    };
+    let authorization = exchange.header("authorization");
+    let accept = exchange.header("accept").unwrap_or_default();
+    let content_length = exchange
+        .header("content-length")
+        .and_then(|v| v.trim().parse().ok());
+    let head = Head {
+        method,
+        path,
+        authorization: authorization.as_deref(),
+        content_length,
+    };
+    let route = match crate::route(&settings, &head) {
+        Ok(route) => route,
+        Err(reply) => return respond(exchange, reply),
+    };
+    if route == Route::Health {
+        return respond(exchange, crate::health());
+    }
+    let deadline_at = started_ms.saturating_add(settings.deadline_ms);
+    let body = match exchange.read_body(content_length, settings.max_body_bytes, deadline_at) {
+        Ok(body) => body,
+        Err(reply) => return respond(exchange, reply),
+    };
+    match route {
+        Route::Health => respond(exchange, crate::health()),
+        Route::Validate => respond(exchange, crate::validate(&body)),
+        Route::Format => {
+            let reply = crate::format(&settings, &body, exchange.now_ms(), exchange.random_u64());
+            respond(exchange, reply)
+        }
+        Route::Run => {
+            let streaming = accept
+                .split(',')
+                .any(|kind| kind.trim().starts_with("text/event-stream"));
+            match crate::start_run(&settings, &body, streaming, exchange.random_u64()) {
+                Err(reply) => respond(exchange, reply),
+                Ok(machine) => {
+                    let run = Run::new(machine, exchange.transport());
+                    if streaming {
+                        stream(run, exchange)
+                    } else {
+                        let (outcome, sent) = run.finish();
+                        let elapsed = exchange.now_ms().saturating_sub(started_ms);
+                        let reply = crate::run_reply(&outcome, sent, elapsed, settings.deadline_ms);
+                        respond(exchange, reply)
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn respond<X: Exchange>(exchange: &mut X, reply: Reply) -> u16 {
+    exchange.respond(&reply);
+    reply.status
+}
+
+/// A streamed run: the head goes out just before the first request to the provider (so that
+/// input refused while formatting is still a `422`), then each event as it happens, then `done`.
+fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
+    // None: not opened yet; Some(false): the platform refused the head.
+    let mut opened: Option<bool> = None;
+    let open = |opened: &mut Option<bool>, exchange: &mut X| {
+        *opened.get_or_insert_with(|| exchange.open_events())
+    };
+    loop {
+        let event = match run.next() {
+            Next::Sending => {
+                if !open(&mut opened, exchange) {
+                    return 200;
+                }
+                continue;
+            }
+            Next::Event(event) => event,
+            Next::Done(outcome) => {
+                if opened.is_none() {
+                    if let Some(reply) = crate::refusal(&outcome, run.sent) {
+                        return respond(exchange, reply);
+                    }
+                }
+                AgentEvent::Done(outcome)
+            }
+        };
+        if !open(&mut opened, exchange) {
+            return 200;
+        }
+        let over = matches!(event, AgentEvent::Done(_));
+        let written = exchange.write_events(crate::sse_event(&event).as_bytes());
+        // A caller that went away ends the run: nothing more is sent for it.
+        if over || !written {
+            break;
+        }
+    }
+    exchange.close_events();
+    200
+}
+
+/// The gateway's answers to the steps only a world can perform: its agents have no tools, no
+/// hook, no external backend and no reporting.
+struct NoHost;
+
+impl StepHost for NoHost {
+    // Neither a hook nor an external backend is configured; should one be asked for, it fails
+    // rather than hangs.
+    fn before_run(&mut self, _: String, _: BeforeRunContext, _: String) -> HookAnswer {
+        HookAnswer::Failed("the gateway runs no hooks".into())
+    }
+
+    // A model that asks for a tool anyway is told so, as a failed tool.
+    fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
+        ToolOutcome {
+            content: ToolResultContent::Text("no tools are available through the gateway".into()),
+            is_error: true,
+        }
+    }
+
+    fn external(&mut self, _: &str, _: ExternalKind, _: String) -> Result<String, String> {
+        Err("the gateway has no external backend".into())
+    }
+
+    fn progress(&mut self, _: ProgressEvent) {}
+
+    fn evaluation(&mut self, _: EvaluationRecord) {}
+}
+
+/// A run on the step loop, and whether it sent anything to the provider.
+struct Run<T: Transport> {
+    run: WasiRun<T>,
+    /// Whether a request was sent to the provider.
+    sent: bool,
+}
+
+impl<T: Transport> Run<T> {
+    fn new(machine: RunMachine, transport: T) -> Self {
+        Run {
+            run: WasiRun::with_transport(machine, transport),
+            sent: false,
+        }
+    }
+
+    /// Runs to the end, ignoring events; the outcome and whether anything was sent.
+    fn finish(mut self) -> (RunOutcome, bool) {
+        loop {
+            match self.run.next(&mut NoHost) {
+                Next::Done(outcome) => return (outcome, self.sent),
+                Next::Sending => self.sent = true,
+                Next::Event(_) => {}
+            }
+        }
+    }
+
+    /// Performs steps until there is something to tell; [`Next::Sending`] only before the
+    /// first request.
+    fn next(&mut self) -> Next {
+        loop {
+            match self.run.next(&mut NoHost) {
+                Next::Sending if self.sent => continue,
+                Next::Sending => {
+                    self.sent = true;
+                    return Next::Sending;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// The one line a binding logs per request (on stderr): method, path without its query,
+/// status, duration. Nothing else of the request (a key never reaches a log line); control
+/// characters are shown as `?` and long paths cut.
+pub fn log_line(method: &str, path: &str, status: u16, ms: u64) -> String {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let path: String = path
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    let method: String = method
+        .chars()
+        .take(16)
+        .filter(|c| !c.is_control())
+        .collect();
+    format!("oma-gateway: {method} {path} {status} {ms}ms\n")
+}

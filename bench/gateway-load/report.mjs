@@ -34,6 +34,7 @@ const read = (name) => {
 const SIDES = [
   { key: 'oma-host', label: 'oma-host serve (oma_gateway.wasm)', short: 'oma-host', color: '#1f6feb' },
   { key: 'oma-node', label: 'OMA on Node (node:http)', short: 'OMA', color: '#d1242f' },
+  { key: 'litellm', label: "LiteLLM's proxy", short: 'LiteLLM', color: '#8250df' },
 ];
 
 const machine = Object.fromEntries(
@@ -153,7 +154,7 @@ for (const w of workloads) {
     }
     const mark = (x) => (x.others_cpu_share != null && x.others_cpu_share > DISTURBED ? ' †' : '');
     const side = (x) => (x ? [f0(x.rps) + mark(x), f2(x.p50_ms), f2(x.p99_ms), String(x.errors), f1(x.peak_mib)] : ['–', '–', '–', '–', '–']);
-    rows.push([w, String(c), ...side(h), ...side(o), ratio == null ? '–' : `${ratio.toFixed(2)}x`, goal]);
+    if (o) rows.push([w, String(c), ...side(h), ...side(o), ratio == null ? '–' : `${ratio.toFixed(2)}x`, goal]);
   }
 }
 
@@ -165,6 +166,41 @@ const head = [
 ];
 const align = head.map((_, i) => (i < 2 ? '---' : '---:'));
 const table = [head, align, ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
+
+// The gateway against LiteLLM's proxy: goal at least 5x its requests/s at an equal or better p99,
+// no errors, at a tenth of its peak memory.
+const llRows = [];
+let llGoalRows = 0;
+let llGoalMet = 0;
+for (const w of workloads) {
+  for (const c of concurrencies) {
+    const h = find('oma-host', w, c);
+    const l = find('litellm', w, c);
+    if (!l) continue;
+    const ratio = h?.rps && l?.rps ? h.rps / l.rps : null;
+    const mem = h?.peak_mib && l?.peak_mib ? l.peak_mib / h.peak_mib : null;
+    let goal = '';
+    if (ratio != null && h.p99_ms != null && l.p99_ms != null) {
+      llGoalRows += 1;
+      const met = ratio >= 5 && h.p99_ms <= l.p99_ms && h.errors === 0 && mem >= 10;
+      if (met) llGoalMet += 1;
+      goal = met ? 'yes' : 'no';
+    }
+    const mark = (x) => (x.others_cpu_share != null && x.others_cpu_share > DISTURBED ? ' †' : '');
+    const side = (x) => (x ? [f0(x.rps) + mark(x), f2(x.p50_ms), f2(x.p99_ms), String(x.errors), f1(x.peak_mib)] : ['–', '–', '–', '–', '–']);
+    llRows.push([w, String(c), ...side(h), ...side(l), ratio == null ? '–' : `${ratio.toFixed(2)}x`,
+      mem == null ? '–' : `${mem.toFixed(1)}x`, f2(h?.cpu_ms_per_request), f2(l?.cpu_ms_per_request), goal]);
+  }
+}
+const llHead = [
+  'workload', 'conc.',
+  'oma-host rps', 'p50 ms', 'p99 ms', 'errors', 'peak MiB',
+  'LiteLLM rps', 'p50 ms', 'p99 ms', 'errors', 'peak MiB',
+  'rps ratio', 'memory ratio', 'oma-host CPU ms/req', 'LiteLLM CPU ms/req', '≥5x, p99 ≤, ≤1/10 memory',
+];
+const llTable = llRows.length
+  ? [llHead, llHead.map((_, i) => (i < 2 ? '---' : '---:')), ...llRows].map((r) => `| ${r.join(' | ')} |`).join('\n')
+  : '';
 
 const cpuHead = ['workload', 'conc.', 'oma-host CPU ms/req', 'OMA CPU ms/req', 'ratio', 'oma-host requests', 'OMA requests', 'others\' CPU, oma-host / OMA window'];
 const cpuRows = [];
@@ -198,9 +234,10 @@ const providerLine = providerCells.length
 const machineLines = Object.entries(machine).map(([k, v]) => `- ${k}: ${v}`);
 const md = `# Gateway load test results
 
-${table}
+${cells.some((x) => x.side === 'oma-node') ? `## The gateway and OMA on Node\n\n${table}\n` : ''}
+${llTable ? `## The gateway and LiteLLM's proxy\n\n${llTable}\n\nGoal (at least 5x LiteLLM's requests/s at an equal or better p99, no errors, at most a tenth of its peak memory): met on ${llGoalMet} of ${llGoalRows} rows. Memory ratio: LiteLLM's peak over the gateway's.\n` : ''}
 
-${cells.some((x) => x.others_cpu_share > DISTURBED) ? `† other programs kept more than ${DISTURBED * 100}% of the machine busy during this cell's window.\n\n` : ''}${goalRows > 0 ? `Goal (at least 3x OMA's requests/s at equal or better p99, no errors): met on ${goalMet} of ${goalRows} rows; 10x on ${moonshot}.` : 'Only one side was measured: no ratio.'}
+${cells.some((x) => x.others_cpu_share > DISTURBED) ? `† other programs kept more than ${DISTURBED * 100}% of the machine busy during this cell's window.\n\n` : ''}${goalRows > 0 ? `Goal against OMA (at least 3x OMA's requests/s at equal or better p99, no errors): met on ${goalMet} of ${goalRows} rows; 10x on ${moonshot}.` : llTable ? '' : 'Only one side was measured: no ratio.'}
 
 ${providerLine}
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Gateway load test: `oma-host serve` (oma_gateway.wasm) against OMA on Node behind node:http,
-# side by side, on loopback only, against one shared loopback provider. See README.md here.
+# Gateway load test: `oma-host serve` (oma_gateway.wasm) against OMA on Node behind node:http and
+# LiteLLM's proxy, side by side, on loopback only, against one shared loopback provider. See
+# README.md here.
 #
 #   OMA_DIR=<OMA checkout>/packages/core bench/gateway-load/run.sh
 #
@@ -9,9 +10,13 @@
 #   WARMUP=3               seconds of warm-up per cell, at the cell's concurrency, not measured
 #   CONCURRENCY="1 8 32"   connections kept busy by the load generator
 #   WORKLOADS="chat-small chat-history-51 tools-rich-20 vision-1mib"
-#   SIDES="oma-host oma-node"   which servers to measure (oma-node alone needs no gateway build)
+#   SIDES="oma-host oma-node litellm"   which servers to measure (oma-node alone needs no gateway
+#                          build; litellm needs python3 and PyPI, once, for its virtual environment)
 #   PIN=0                  1: the server on CPU 1, the load generator and the provider on CPU 0
 #   NODE_WORKERS=1         processes of the OMA server (node:cluster when > 1)
+#   LITELLM_WORKERS=1      worker processes of LiteLLM's proxy (its --num_workers)
+#   LITELLM_VERSION=1.108.7  the litellm[proxy] release installed into LITELLM_VENV
+#   LITELLM_VENV=target/litellm-venv   the virtual environment (created when missing)
 #   QUIET_WAIT=300         seconds to wait, at most, for no rustc and a 1-minute load below
 #                          QUIET_LOAD (1.0) before starting; then it starts anyway, noting it
 #   CELL_QUIET_WAIT=600    seconds to wait, at most, before each cell while a rustc runs
@@ -22,6 +27,8 @@
 #   PRESSURE_ONLY=0        1: the pressure cases only (no OMA, no cells; SIDES is oma-host)
 #   ABANDONED=300          clients that post a run to a provider holding it, then leave after 1 s
 #   LARGE_PARALLEL=24      large requests sent at once (each case)
+#   BURST=256              connections of the burst before the idle case (the pool's slots)
+#   IDLE_SECONDS=10        how long the server idles after the burst before its memory is read
 #
 # Every run is bounded: each server and the provider exit by themselves after a deadline, each
 # request has a timeout, each cell lasts WARMUP + DURATION seconds plus start and stop.
@@ -35,9 +42,12 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 CONCURRENCY=${CONCURRENCY:-"1 8 32"}
 WORKLOADS=${WORKLOADS:-"chat-small chat-history-51 tools-rich-20 vision-1mib"}
-SIDES=${SIDES:-"oma-host oma-node"}
+SIDES=${SIDES:-"oma-host oma-node litellm"}
 PIN=${PIN:-0}
 NODE_WORKERS=${NODE_WORKERS:-1}
+LITELLM_WORKERS=${LITELLM_WORKERS:-1}
+LITELLM_VERSION=${LITELLM_VERSION:-1.108.7}
+LITELLM_VENV=${LITELLM_VENV:-$root/target/litellm-venv}
 QUIET_WAIT=${QUIET_WAIT:-300}
 QUIET_LOAD=${QUIET_LOAD:-1.0}
 CELL_QUIET_WAIT=${CELL_QUIET_WAIT:-600}
@@ -47,6 +57,8 @@ PRESSURE=${PRESSURE:-1}
 PRESSURE_ONLY=${PRESSURE_ONLY:-0}
 ABANDONED=${ABANDONED:-300}
 LARGE_PARALLEL=${LARGE_PARALLEL:-24}
+BURST=${BURST:-256}
+IDLE_SECONDS=${IDLE_SECONDS:-10}
 if [[ "$PRESSURE_ONLY" == 1 ]]; then SIDES=oma-host; PRESSURE=1; fi
 
 MODEL=claude-sonnet-4-6
@@ -68,6 +80,15 @@ if has_side oma-node; then
   OMA_DIR=$(cd "$OMA_DIR" && pwd)
 fi
 command -v node >/dev/null || die "node (20 or later) is required"
+if has_side litellm; then
+  command -v python3 >/dev/null || die "python3 is required for LiteLLM's proxy"
+  if [[ ! -x "$LITELLM_VENV/bin/litellm" ]] ||
+    [[ "$("$LITELLM_VENV/bin/python" -c 'from importlib.metadata import version; print(version("litellm"))')" != "$LITELLM_VERSION" ]]; then
+    say "installing litellm[proxy]==$LITELLM_VERSION into $LITELLM_VENV (PyPI, a few minutes)"
+    python3 -m venv "$LITELLM_VENV"
+    "$LITELLM_VENV/bin/python" -m pip install -q "litellm[proxy]==$LITELLM_VERSION" >&2
+  fi
+fi
 command -v curl >/dev/null || die "curl is required"
 
 if ! command -v oha >/dev/null; then
@@ -110,6 +131,20 @@ for w in $WORKLOADS; do
     const messages = JSON.parse(fs.readFileSync(src, "utf8"));
     fs.writeFileSync(dst, JSON.stringify({ provider: "anthropic", model, messages }));
   ' "$workloads_dir/$w.json" "$bodies/$w.json" "$MODEL"
+  # LiteLLM's proxy takes OpenAI chat messages: the same workload converted block for block, by
+  # the converter of the Python benchmark (packages/python/bench/litellm_paired.py, to_openai).
+  if has_side litellm; then
+    python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from litellm_paired import to_openai
+src, dst, model = sys.argv[2:]
+with open(src) as f:
+    messages = json.load(f)
+with open(dst, "w") as f:
+    json.dump({"model": model, "messages": to_openai(messages)}, f, separators=(",", ":"))
+' "$root/packages/python/bench" "$workloads_dir/$w.json" "$bodies/$w.litellm.json" "$MODEL"
+  fi
 done
 
 # --- Helpers ------------------------------------------------------------------------------------
@@ -148,7 +183,7 @@ wait_listening() {
   local log=$1 pid=$2 i
   for ((i = 0; i < 600; i++)); do
     local url
-    url=$(grep -o 'listening on http://[^ ]*' "$log" 2>/dev/null | head -n1 | cut -d' ' -f3 || true)
+    url=$(cat "$log" "$log.ready" 2>/dev/null | grep -o 'listening on http://[^ ]*' | head -n1 | cut -d' ' -f3 || true)
     if [[ -n "$url" ]]; then echo "$url"; return 0; fi
     kill -0 "$pid" 2>/dev/null || { say "the server exited:"; cat "$log" >&2; return 1; }
     sleep 0.1
@@ -218,18 +253,33 @@ provider_stats() {
     sed -E 's/.*"requests":([0-9]+).*"connections":([0-9]+).*/\1 \2/'
 }
 
-# One run through the server: must be 200 with success true and the canned output.
+# What each side is asked: the path, the extra headers and the body of a workload. The gateway
+# and the OMA server take {"provider", "model", "messages"} on /v1/run; LiteLLM's proxy an
+# OpenAI chat completion on /v1/chat/completions, with its master key (it refuses to start
+# without one).
+LITELLM_MASTER_KEY=sk-bench-master-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+side_path() { [[ "$1" == litellm ]] && echo /v1/chat/completions || echo /v1/run; }
+side_body() { [[ "$1" == litellm ]] && echo "$bodies/$2.litellm.json" || echo "$bodies/$2.json"; }
+side_headers() {
+  if [[ "$1" == litellm ]]; then echo "authorization: Bearer $LITELLM_MASTER_KEY"; else echo "x-bench: 1"; fi
+}
+
+# One run through the server: must be 200 with success true and the canned output (for
+# LiteLLM's proxy: the canned text as the first choice's content).
 probe() {
-  local url=$1 body=$2 out=$3
+  local url=$1 side=$2 workload=$3 out=$4
   local code
   code=$(curl -s -o "$out" -w '%{http_code}' -X POST -H 'content-type: application/json' \
-    --max-time 60 --data-binary @"$body" "$url/v1/run" || true)
+    -H "$(side_headers "$side")" --max-time 60 --data-binary @"$(side_body "$side" "$workload")" \
+    "$url$(side_path "$side")" || true)
   [[ "$code" == 200 ]] || { say "probe: status $code: $(head -c 600 "$out" 2>/dev/null)"; return 1; }
   node -e '
     const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-    if (r.success !== true || r.output !== process.argv[2]) {
-      console.error(JSON.stringify(r).slice(0, 600)); process.exit(1);
-    }' "$out" "$CANNED_TEXT" || { say "probe: the run did not succeed"; return 1; }
+    const ok = process.argv[3] === "litellm"
+      ? r.choices?.[0]?.message?.content === process.argv[2]
+      : r.success === true && r.output === process.argv[2];
+    if (!ok) { console.error(JSON.stringify(r).slice(0, 600)); process.exit(1); }
+  ' "$out" "$CANNED_TEXT" "$side" || { say "probe: the run did not succeed"; return 1; }
 }
 
 server_pid=
@@ -257,21 +307,65 @@ trap 'exit 130' INT TERM
 # Server deadline: the whole cell and a margin.
 server_seconds=$((WARMUP + DURATION + 120))
 
+# LiteLLM's proxy: one model, the provider's Anthropic Messages endpoint; no database (no
+# DATABASE_URL), no callbacks; everything it would fetch at start (model cost map, beta headers,
+# templates) read from its own package instead.
+litellm_env=(
+  LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True
+  LITELLM_LOCAL_POLICY_TEMPLATES=True LITELLM_LOCAL_AUTOROUTER_PRESETS=True
+  LITELLM_LOCAL_BLOG_POSTS=True LITELLM_MODE=PRODUCTION LITELLM_LOG=ERROR
+  LITELLM_TELEMETRY=False NO_PROXY='*'
+)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# START_WRAP: a command put in front of the server (the network check runs it under strace).
+START_WRAP=()
 start_server() {
   local side=$1 log=$2
   case "$side" in
+    litellm)
+      local port
+      port=$(free_port)
+      cat >"$work/litellm.yaml" <<YAML
+model_list:
+  - model_name: $MODEL
+    litellm_params:
+      model: anthropic/$MODEL
+      api_base: $provider_url
+      api_key: os.environ/ANTHROPIC_API_KEY
+litellm_settings:
+  telemetry: false
+YAML
+      env -i PATH="$PATH" HOME="$HOME" ANTHROPIC_API_KEY=sk-bench LITELLM_MASTER_KEY="$LITELLM_MASTER_KEY" \
+        "${litellm_env[@]}" \
+        timeout -k 5 "$server_seconds" "${pin_server[@]}" "${START_WRAP[@]}" \
+        "$LITELLM_VENV/bin/litellm" --config "$work/litellm.yaml" --host 127.0.0.1 --port "$port" \
+        --num_workers "$LITELLM_WORKERS" >"$log.out" 2>"$log" &
+      server_pid=$!
+      # it prints no address line of its own: the script writes one when it answers
+      local i
+      for ((i = 0; i < 1800; i++)); do
+        if curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/health/liveliness"; then
+          echo "litellm: listening on http://127.0.0.1:$port" >"$log.ready"
+          return 0
+        fi
+        kill -0 "$server_pid" 2>/dev/null || return 0
+        sleep 0.1
+      done
+      return 0
+      ;;
     oma-host)
       env -i PATH="$PATH" HOME="$HOME" \
         ANTHROPIC_BASE_URL="$provider_url" ANTHROPIC_API_KEY=sk-bench \
         OMA_GATEWAY_EGRESS="$provider_url" \
         timeout -k 5 "$server_seconds" "${pin_server[@]}" \
-        "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" >"$log.out" 2>"$log" &
+        "${START_WRAP[@]}" "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" >"$log.out" 2>"$log" &
       ;;
     oma-node)
       env -i PATH="$PATH" HOME="$HOME" OMA_DIR="$OMA_DIR" \
         ANTHROPIC_BASE_URL="$provider_url" ANTHROPIC_API_KEY=sk-bench \
         timeout -k 5 "$server_seconds" "${pin_server[@]}" \
-        node "$here/oma-server.mjs" --addr 127.0.0.1:0 --workers "$NODE_WORKERS" \
+        "${START_WRAP[@]}" node "$here/oma-server.mjs" --addr 127.0.0.1:0 --workers "$NODE_WORKERS" \
         --max-seconds "$server_seconds" >"$log.out" 2>"$log" &
       ;;
   esac
@@ -282,7 +376,7 @@ start_server() {
 server_leaf() {
   local pid=$1 child
   child=$(cat /proc/"$pid"/task/*/children 2>/dev/null | awk '{ print $1 }')
-  while [[ -n "$child" && "$(cat /proc/"$pid"/comm 2>/dev/null)" == timeout ]]; do
+  while [[ -n "$child" && "$(cat /proc/"$pid"/comm 2>/dev/null)" =~ ^(timeout|strace)$ ]]; do
     pid=$child
     child=$(cat /proc/"$pid"/task/*/children 2>/dev/null | awk '{ print $1 }')
   done
@@ -330,12 +424,35 @@ if [[ "$PRESSURE_ONLY" != 1 ]]; then
 # --- Priming -------------------------------------------------------------------------------------
 # Each side started once and stopped before any cell: the first start of oma-host compiles the
 # component (then cached on disk), which would otherwise land in the first cell's peak memory.
+# Each side is primed under `strace -f -e trace=connect` when strace is there, with every workload
+# probed and a second of load: a connect() to anything but 127.0.0.1 or a Unix socket (telemetry,
+# a price list, a package index) stops the run. Recorded in notes.txt.
 for side in $SIDES; do
+  START_WRAP=()
+  if command -v strace >/dev/null; then
+    START_WRAP=(strace -f -qq -e trace=connect -o "$work/$side.prime.strace")
+  fi
   start_server "$side" "$work/$side.prime.log"
   url=$(wait_listening "$work/$side.prime.log" "$server_pid") || { stop_server; die "$side did not start"; }
+  for w in $WORKLOADS; do
+    probe "$url" "$side" "$w" "$work/$side.prime.$w.json" || { stop_server; die "$side: the probe run failed on $w"; }
+  done
   first=$(awk '{ print $1 }' <<<"$WORKLOADS")
-  probe "$url" "$bodies/$first.json" "$work/$side.prime.json" || { stop_server; die "$side: the probe run failed"; }
+  oha --no-tui --output-format json -z 1s -w -c 4 -t 60s -m POST -T application/json \
+    -H "$(side_headers "$side")" -D "$(side_body "$side" "$first")" "$url$(side_path "$side")" \
+    >"$work/$side.prime.oha.json" 2>>"$work/$side.prime.oha.log" || true
   stop_server
+  START_WRAP=()
+  if [[ -f "$work/$side.prime.strace" ]]; then
+    total=$(grep -c 'connect(' "$work/$side.prime.strace" || true)
+    outside=$(grep 'connect(' "$work/$side.prime.strace" | grep -v -e AF_UNIX -e AF_UNSPEC \
+      -e 'inet_addr("127.0.0.1")' || true)
+    if [[ -n "$outside" ]]; then
+      say "$side connected outside loopback while primed:"; echo "$outside" >&2
+      die "stopping: $side made a non-loopback connection (see $work/$side.prime.strace)"
+    fi
+    echo "$side: $total connect() calls while primed (every workload probed, 1 s of load), all to 127.0.0.1 or Unix sockets" >>"$work/notes.txt"
+  fi
 done
 
 # --- The provider alone -------------------------------------------------------------------------
@@ -370,11 +487,12 @@ for workload in $WORKLOADS; do
       start_server "$side" "$log"
       url=$(wait_listening "$log" "$server_pid") || { stop_server; die "$side did not start"; }
       pid=$(server_leaf "$server_pid")
-      probe "$url" "$bodies/$workload.json" "$work/$tag.probe.json" || {
+      probe "$url" "$side" "$workload" "$work/$tag.probe.json" || {
         stop_server; die "$side: the probe run failed on $workload (see $work)"; }
 
       "${pin_client[@]}" oha --no-tui --output-format json -z "${WARMUP}s" -w -c "$c" -t 60s \
-        -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
+        -m POST -T application/json -H "$(side_headers "$side")" -D "$(side_body "$side" "$workload")" \
+        "$url$(side_path "$side")" \
         >"$work/$tag.warmup.json" 2>>"$work/$tag.oha.log" || true
 
       read -r before conns_before < <(provider_stats)
@@ -388,7 +506,8 @@ for workload in $WORKLOADS; do
       # bash's `time` gives oha's own CPU time (user and system, in seconds).
       TIMEFORMAT='%3U %3S'
       { time "${pin_client[@]}" oha --no-tui --output-format json -z "${DURATION}s" -w -c "$c" -t 60s \
-          -m POST -T application/json -D "$bodies/$workload.json" "$url/v1/run" \
+          -m POST -T application/json -H "$(side_headers "$side")" -D "$(side_body "$side" "$workload")" \
+          "$url$(side_path "$side")" \
           >"$work/$tag.oha.json" 2>>"$work/$tag.oha.log" || say "oha failed (see $work/$tag.oha.log)"
       } 2>"$work/$tag.oha.time"
       t1=$(date +%s%N)
@@ -400,7 +519,7 @@ for workload in $WORKLOADS; do
       hwm=$(tree_status_kb "$pid" VmHWM)
       rm -f "$work/$tag.sampling"
       wait "$sampler" 2>/dev/null || true
-      probe "$url" "$bodies/$workload.json" "$work/$tag.probe-after.json" \
+      probe "$url" "$side" "$workload" "$work/$tag.probe-after.json" \
         && probe_after=true || probe_after=false
       stop_server
 
@@ -441,18 +560,23 @@ if [[ "$PRESSURE" == 1 ]] && has_side oma-host; then
   "$PROVIDER" --addr 127.0.0.1:0 --threads 2 --hold-ms 60000 --max-seconds 900 2>"$holding_log" &
   holding_pid=$!
   holding_url=$(wait_listening "$holding_log" "$holding_pid") || die "the holding provider did not start"
+  # The provider's open connections, less the one this question itself opens.
   open_connections() {
-    { curl -sf "$holding_url/__stats"; echo; } | sed -E 's/.*"open":([0-9]+).*/\1/'
+    local n
+    n=$({ curl -sf "$holding_url/__stats"; echo; } | sed -E 's/.*"open":([0-9]+).*/\1/')
+    echo $((n - 1))
   }
+  # pressure_server LOG [PROVIDER_URL]: oma-host serve with its default limits.
   pressure_server() {
-    local log=$1
+    local log=$1 upstream=${2:-$holding_url}
     env -i PATH="$PATH" HOME="$HOME" \
-      ANTHROPIC_BASE_URL="$holding_url" ANTHROPIC_API_KEY=sk-bench \
-      OMA_GATEWAY_EGRESS="$holding_url" \
+      ANTHROPIC_BASE_URL="$upstream" ANTHROPIC_API_KEY=sk-bench \
+      OMA_GATEWAY_EGRESS="$upstream" \
       timeout -k 5 600 "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" \
       >"$log.out" 2>"$log" &
     server_pid=$!
   }
+  rss_kb() { tree_status_kb "$1" VmRSS; }
 
   # 1. Abandoned clients.
   pressure_server "$work/pressure.abandoned.log"
@@ -468,8 +592,12 @@ if [[ "$PRESSURE" == 1 ]] && has_side oma-host; then
       --data-binary "$run_body" "$url/v1/run" &
     clients+=($!)
   done
-  sleep 0.5
-  held=$(open_connections)
+  held=0
+  for ((i = 0; i < 8; i++)); do
+    sleep 0.1
+    now=$(open_connections)
+    (( now > held )) && held=$now
+  done
   wait "${clients[@]}" 2>/dev/null || true
   sleep 2
   left_open=$(open_connections)
@@ -507,9 +635,33 @@ if [[ "$PRESSURE" == 1 ]] && has_side oma-host; then
   done
   large_health=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "$url/healthz" || echo none)
   large_hwm=$(tree_status_kb "$pid" VmHWM)
+  sleep "$IDLE_SECONDS"
+  large_idle=$(rss_kb "$pid")
   rm -f "$work/pressure.large.sampling"; wait "$sampler" 2>/dev/null || true
   stop_server
   kill "$holding_pid" 2>/dev/null || true
+
+  # 3. The pool after a burst: each instance's memory goes back to the pooling allocator, whose
+  #    warm slots keep up to ServeOptions::keep_resident of it resident. A fresh server, BURST
+  #    connections of vision-1mib runs (the fast provider) for 5 s, then IDLE_SECONDS of nothing.
+  idle_w=vision-1mib
+  [[ -f "$bodies/$idle_w.json" ]] || idle_w=$(awk '{ print $1 }' <<<"$WORKLOADS")
+  pressure_server "$work/pressure.idle.log" "$provider_url"
+  url=$(wait_listening "$work/pressure.idle.log" "$server_pid") || die "oma-host did not start"
+  pid=$(server_leaf "$server_pid")
+  probe "$url" oma-host "$idle_w" "$work/pressure.idle.probe.json" || die "the idle case's probe failed"
+  idle_start=$(rss_kb "$pid")
+  oha --no-tui --output-format json -z 5s -w -c "$BURST" -t 60s -m POST -T application/json \
+    -D "$bodies/$idle_w.json" "$url/v1/run" >"$work/pressure.idle.oha.json" 2>>"$work/pressure.idle.oha.log" || true
+  idle_burst=$(rss_kb "$pid")
+  sleep "$IDLE_SECONDS"
+  idle_after=$(rss_kb "$pid")
+  idle_hwm=$(tree_status_kb "$pid" VmHWM)
+  idle_codes=$(node -e '
+    const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    console.log(Object.entries(r.statusCodeDistribution ?? {}).map(([k, v]) => `${v} x ${k}`).join(", ") || "none");
+  ' "$work/pressure.idle.oha.json" 2>/dev/null || echo unknown)
+  stop_server
 
   {
     echo "# Pressure cases of oma-host serve"
@@ -523,7 +675,8 @@ if [[ "$PRESSURE" == 1 ]] && has_side oma-host; then
       codes=$(awk -v b="$body" '$1 == b { print $2 }' "$work/pressure.large.codes" | sort | uniq -c | awk '{ printf "%s%s x %s", sep, $1, $2; sep = ", " }')
       echo "| $LARGE_PARALLEL x $body to /v1/validate at once | $codes | |"
     done
-    echo "| the large cases together | /healthz afterwards: $large_health | $((large_hwm / 1024)) |"
+    echo "| the large cases together | /healthz afterwards: $large_health; resident ${IDLE_SECONDS} s later: $((large_idle / 1024)) MiB | $((large_hwm / 1024)) |"
+    echo "| burst of $BURST connections of $idle_w runs for 5 s ($idle_codes), then ${IDLE_SECONDS} s idle | resident: $((idle_start / 1024)) MiB before, $((idle_burst / 1024)) MiB at the end of the burst, $((idle_after / 1024)) MiB after ${IDLE_SECONDS} s idle | $((idle_hwm / 1024)) |"
   } >"$RESULTS_DIR/pressure.md"
   say "pressure: written to $RESULTS_DIR/pressure.md"
   cat "$RESULTS_DIR/pressure.md" >&2

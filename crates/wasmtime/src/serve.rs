@@ -115,8 +115,15 @@ pub const DEFAULT_MAX_INSTANCES: u32 = 256;
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How much of each memory slot stays resident between requests by default: 16 MiB, more than
-/// a request with a 1 MiB image touches.
+/// a request with a 1 MiB image touches, where the memory budget leaves room for it
+/// ([`ServeOptions::slot_resident_bytes`]).
 pub const DEFAULT_KEEP_RESIDENT: usize = 16 << 20;
+
+/// The pages idle slots keep resident, all slots together, may take at most this share of the
+/// memory budget (one part in four): the budget counts live instances, and a slot keeps the
+/// pages of its last instance after it is gone, so without a bound a burst as wide as the pool
+/// would leave up to `max_instances x keep_resident` resident with nothing running.
+pub const RESIDENT_SHARE_OF_BUDGET: usize = 4;
 
 /// How long a stop waits by default for the requests in flight: 30 s.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -184,6 +191,21 @@ pub struct ServeOptions {
     /// The cache directory; `None` is the per-user default
     /// ([`default_cache_dir`](crate::default_cache_dir)).
     pub cache_dir: Option<PathBuf>,
+}
+
+impl ServeOptions {
+    /// The bytes each memory slot keeps resident between requests: [`ServeOptions::keep_resident`],
+    /// lowered where needed so that every slot together (the request slots and the
+    /// [`HEALTH_INSTANCES`]) keeps at most a [`RESIDENT_SHARE_OF_BUDGET`]th of
+    /// [`ServeOptions::memory_budget`]. With the defaults (1 GiB, 256 slots) that is 1 MiB a slot;
+    /// a smaller pool keeps more of each slot.
+    pub fn slot_resident_bytes(&self) -> usize {
+        let slots = self.max_instances.max(1).saturating_add(HEALTH_INSTANCES) as usize;
+        let share = self.memory_budget / RESIDENT_SHARE_OF_BUDGET / slots;
+        // Whole host pages: wasmtime keeps resident in pages.
+        let share = share & !(4096 - 1);
+        self.keep_resident.min(share)
+    }
 }
 
 impl Default for ServeOptions {
@@ -320,7 +342,7 @@ impl Server {
             cache_dir: options.cache_dir.clone(),
             max_instances: max_instances.saturating_add(HEALTH_INSTANCES),
             max_memory: options.max_memory,
-            keep_resident: options.keep_resident,
+            keep_resident: options.slot_resident_bytes(),
             limits: options.limits,
             ..HarnessOptions::default()
         };
@@ -842,6 +864,28 @@ impl hyper::rt::Sleep for TokioSleep {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_slots_keep_at_most_a_quarter_of_the_budget_resident() {
+        let defaults = ServeOptions::default();
+        // 1 GiB over 4, over 260 slots: just under 1 MiB a slot, in whole pages.
+        let per_slot = defaults.slot_resident_bytes();
+        assert_eq!(per_slot, 1_032_192);
+        let slots = (defaults.max_instances + HEALTH_INSTANCES) as usize;
+        assert!(per_slot * slots <= defaults.memory_budget / RESIDENT_SHARE_OF_BUDGET);
+        // A small pool keeps what `keep_resident` asks for.
+        let small = ServeOptions {
+            max_instances: 8,
+            ..ServeOptions::default()
+        };
+        assert_eq!(small.slot_resident_bytes(), DEFAULT_KEEP_RESIDENT);
+        // Nothing kept stays nothing kept.
+        let none = ServeOptions {
+            keep_resident: 0,
+            ..ServeOptions::default()
+        };
+        assert_eq!(none.slot_resident_bytes(), 0);
+    }
 
     #[test]
     fn only_the_gateways_variables_pass_through() {

@@ -9,7 +9,7 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{OutputStream, StreamError};
 
-use super::{Head, Reply, Route, Settings};
+use super::{BodyVerdict, Head, HeadVerdict, Reply, Settings};
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
 use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
@@ -80,7 +80,7 @@ fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutpa
     };
     let authorization = header("authorization");
     let accept = header("accept").unwrap_or_default();
-    let content_length = header("content-length").and_then(|v| v.trim().parse().ok());
+    let content_length = header("content-length").and_then(|v| Head::parse_content_length(&v));
     drop(headers);
     let head = Head {
         method,
@@ -88,13 +88,10 @@ fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutpa
         authorization: authorization.as_deref(),
         content_length,
     };
-    let route = match super::route(&settings, &head) {
-        Ok(route) => route,
-        Err(reply) => return respond(out, reply),
+    let route = match super::on_head(Ok(&settings), &head) {
+        HeadVerdict::Reply(reply) => return respond(out, reply),
+        HeadVerdict::ReadBody(route) => route,
     };
-    if route == Route::Health {
-        return respond(out, super::health());
-    }
     let deadline_at = started_ms.saturating_add(settings.deadline_ms);
     let body = match read_body(
         request,
@@ -105,32 +102,21 @@ fn serve(request: &IncomingRequest, method: &str, path: &str, out: ResponseOutpa
         Ok(body) => body,
         Err(reply) => return respond(out, reply),
     };
-    match route {
-        Route::Health => respond(out, super::health()),
-        Route::Validate => respond(out, super::validate(&body)),
-        Route::Format => respond(
-            out,
-            super::format(&settings, &body, wasi::now_ms(), wasi::random_u64()),
-        ),
-        Route::Run => {
-            let streaming = accept
-                .split(',')
-                .any(|kind| kind.trim().starts_with("text/event-stream"));
-            match super::start_run(&settings, &body, streaming, wasi::random_u64()) {
-                Err(reply) => respond(out, reply),
-                Ok(machine) => {
-                    let run = Run::new(machine);
-                    if streaming {
-                        stream(run, out)
-                    } else {
-                        let (outcome, sent) = run.finish();
-                        let elapsed = wasi::now_ms().saturating_sub(started_ms);
-                        respond(
-                            out,
-                            super::run_reply(&outcome, sent, elapsed, settings.deadline_ms),
-                        )
-                    }
-                }
+    let streaming = super::wants_stream(&accept);
+    let seed = wasi::random_u64();
+    match super::on_body(&settings, route, &body, streaming, wasi::now_ms(), seed) {
+        BodyVerdict::Reply(reply) => respond(out, reply),
+        BodyVerdict::Run(machine) => {
+            let run = Run::new(*machine);
+            if streaming {
+                stream(run, out)
+            } else {
+                let (outcome, sent) = run.finish();
+                let elapsed = wasi::now_ms().saturating_sub(started_ms);
+                respond(
+                    out,
+                    super::run_reply(&outcome, sent, elapsed, settings.deadline_ms),
+                )
             }
         }
     }
@@ -158,12 +144,7 @@ fn read_body(
         let timer =
             wasip2::clocks::monotonic_clock::subscribe_duration(left.saturating_mul(1_000_000));
         if left == 0 || !wasip2::io::poll::poll(&[&readable, &timer]).contains(&0) {
-            return Err(Reply::error(
-                408,
-                "Error",
-                Some("REQUEST_TIMEOUT"),
-                "the request body did not arrive within the gateway's deadline",
-            ));
+            return Err(Reply::body_timeout());
         }
         match stream.read(READ_CHUNK) {
             Ok(chunk) => {
@@ -185,18 +166,15 @@ fn read_body(
 
 /// Writes `reply` as the whole response; returns its status.
 fn respond(out: ResponseOutparam, reply: Reply) -> u16 {
-    let mut headers: Vec<(String, Vec<u8>)> = vec![
-        ("content-type".into(), b"application/json".to_vec()),
-        (
-            "content-length".into(),
-            reply.body.len().to_string().into_bytes(),
-        ),
-    ];
+    let mut headers: Vec<(String, Vec<u8>)> = vec![(
+        "content-length".into(),
+        reply.body.len().to_string().into_bytes(),
+    )];
     headers.extend(
         reply
-            .headers
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())),
+            .all_headers()
+            .into_iter()
+            .map(|(name, value)| (name, value.into_bytes())),
     );
     let Some((body, stream)) = start_response(out, reply.status, &headers) else {
         return reply.status;
@@ -233,10 +211,8 @@ fn stream(mut run: Run, out: ResponseOutparam) -> u16 {
     let open = |out: &mut Option<ResponseOutparam>,
                 writer: &mut Option<(OutgoingBody, OutputStream)>| {
         if writer.is_none() {
-            let headers = [
-                ("content-type".to_owned(), b"text/event-stream".to_vec()),
-                ("cache-control".to_owned(), b"no-cache".to_vec()),
-            ];
+            let headers = super::STREAM_HEADERS
+                .map(|(name, value)| (name.to_owned(), value.as_bytes().to_vec()));
             *writer = out
                 .take()
                 .and_then(|out| start_response(out, 200, &headers));
@@ -291,19 +267,19 @@ impl StepHost for NoHost {
     // Neither a hook nor an external backend is configured; should one be asked for, it fails
     // rather than hangs.
     fn before_run(&mut self, _: String, _: BeforeRunContext, _: String) -> HookAnswer {
-        HookAnswer::Failed("the gateway runs no hooks".into())
+        HookAnswer::Failed(super::NO_HOOK.into())
     }
 
     // A model that asks for a tool anyway is told so, as a failed tool.
     fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
         ToolOutcome {
-            content: ToolResultContent::Text("no tools are available through the gateway".into()),
+            content: ToolResultContent::Text(super::NO_TOOLS.into()),
             is_error: true,
         }
     }
 
     fn external(&mut self, _: &str, _: ExternalKind, _: String) -> Result<String, String> {
-        Err("the gateway has no external backend".into())
+        Err(super::NO_EXTERNAL.into())
     }
 
     fn progress(&mut self, _: ProgressEvent) {}
@@ -372,21 +348,9 @@ fn monotonic_ms() -> u64 {
     wasip2::clocks::monotonic_clock::now() / 1_000_000
 }
 
-/// One line per request on stderr: method, path without its query, status, duration. Nothing
-/// else of the request (a key never reaches a log line).
+/// One line per request on stderr ([`super::log_line`]).
 fn log(method: &str, path: &str, status: u16, ms: u64) {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    let path: String = path
-        .chars()
-        .take(200)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    let method: String = method
-        .chars()
-        .take(16)
-        .filter(|c| !c.is_control())
-        .collect();
-    let line = format!("oma-gateway: {method} {path} {status} {ms}ms\n");
+    let line = super::log_line(method, path, status, ms);
     let stderr = wasip2::cli::stderr::get_stderr();
     let _ = stderr.blocking_write_and_flush(line.as_bytes());
 }

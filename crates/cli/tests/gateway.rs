@@ -13,6 +13,10 @@
 //!   (Viceroy takes about an hour to build from crates.io on a CI machine); run it with
 //!   `OMA_VICEROY=/path/to/viceroy cargo test -p oma-host --test gateway viceroy -- --ignored`
 //!   after `cargo run -p oma-guest-build -- --world fastly`.
+//! - `workerd serve` (npm's `workerd`, `packages/worker`): not `oma_gateway.wasm` but the gateway
+//!   Worker (`packages/worker/src/gateway.js`, the same rules through the portable world's
+//!   `routes`), bundled by `npm run bundle:gateway` and served with
+//!   `packages/worker/gateway.capnp`; ignored too, run by `.ci/run` with `OMA_WORKERD`.
 //!
 //! One suite for every host. Each check is one point of the contract; the suite runs them all,
 //! in order, and fails listing every check that failed and why. The hosts run one at a time (the
@@ -153,6 +157,12 @@ fn viceroy_meets_the_gateway_contract() {
     run_suite(HostKind::Viceroy);
 }
 
+#[test]
+#[ignore = "needs workerd and the gateway Worker's bundle (packages/worker: npm ci, npm run bundle:gateway): .ci/run builds both and runs the ignored tests"]
+fn workerd_serve_meets_the_gateway_contract() {
+    run_suite(HostKind::Workerd);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HostKind {
     OmaHost,
@@ -160,6 +170,10 @@ enum HostKind {
     Jco,
     Wash,
     Viceroy,
+}
+
+#[test]
+    Workerd,
 }
 
 impl HostKind {
@@ -170,6 +184,7 @@ impl HostKind {
             HostKind::Jco => "jco serve",
             HostKind::Wash => "wash dev",
             HostKind::Viceroy => "viceroy serve",
+            HostKind::Workerd => "workerd serve",
         }
     }
 }
@@ -228,8 +243,19 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// (on stderr) that holds `marker` followed by the loopback address it listens on.
 fn spawn_host(
     name: &str,
-    mut command: Command,
+    command: Command,
     marker: &str,
+    scratch: Option<PathBuf>,
+) -> Result<RunningHost, String> {
+    spawn_process(name, command, Some(marker), scratch)
+}
+
+/// As [`spawn_host`]; without a marker, returns once the process runs (its address unknown:
+/// the caller sets it).
+fn spawn_process(
+    name: &str,
+    mut command: Command,
+    marker: Option<&str>,
     scratch: Option<PathBuf>,
 ) -> Result<RunningHost, String> {
     command
@@ -285,6 +311,9 @@ fn spawn_host(
             }
         });
     }
+    let Some(marker) = marker else {
+        return Ok(host);
+    };
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -791,6 +820,76 @@ fn start_jco(environment: &Environment) -> Result<RunningHost, String> {
     Err(failures.join("\n"))
 }
 
+/// `packages/worker`: the gateway Worker, its workerd configuration and its bundle.
+fn worker_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packages/worker")
+}
+
+/// `workerd serve gateway.capnp --socket-addr http=127.0.0.1:PORT` in `packages/worker`: the
+/// gateway Worker's bundle (`dist-gateway/`, made by `npm run bundle:gateway`) with every
+/// variable of the gateway as a binding taken from workerd's environment (`fromEnvironment`),
+/// the Worker's fetch confined to loopback. The suite's variables are in workerd's environment
+/// and no other gateway variable is. workerd says nothing when it listens, so the port is
+/// chosen here (a free one, tried again if workerd cannot bind it) and the start is over when
+/// it accepts connections.
+fn start_workerd(environment: &Environment) -> Result<RunningHost, String> {
+    let binary = tool_binary(
+        "OMA_WORKERD",
+        "workerd",
+        "`npm ci` in packages/worker installs the pinned one at \
+         packages/worker/node_modules/.bin/workerd; `.ci/run` sets OMA_WORKERD to it",
+    )?;
+    let dir = worker_dir();
+    let bundle = dir.join("dist-gateway/worker.js");
+    if !bundle.is_file() {
+        return Err(format!(
+            "the gateway Worker is not bundled: {} is missing (run `npm ci` and `npm run \
+             bundle:gateway` in {}, after `npm run build` in packages/js)",
+            bundle.display(),
+            dir.display()
+        ));
+    }
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|e| format!("no free loopback port: {e}"))?
+            .port();
+        let mut command = Command::new(&binary);
+        command
+            .current_dir(&dir)
+            .args(["serve", "gateway.capnp", "--socket-addr"])
+            .arg(format!("http=127.0.0.1:{port}"));
+        with_gateway_environment(&mut command, environment);
+        let mut host = spawn_process("workerd serve", command, None, None)?;
+        host.addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if std::net::TcpStream::connect_timeout(&host.addr, Duration::from_secs(1)).is_ok() {
+                return Ok(host);
+            }
+            if let Some(gone) = host.exited() {
+                std::thread::sleep(Duration::from_millis(200));
+                let failure = format!("{gone} before it listened:\n{}", host.output());
+                if !failure.contains("Address already in use") {
+                    return Err(failure);
+                }
+                failures.push(failure);
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "workerd did not listen on {} within {START_TIMEOUT:?}:\n{}",
+                    host.addr,
+                    host.output()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Err(failures.join("\n"))
+}
+
 /// Waits until `addr` accepts connections (jco's server listens from a worker thread).
 fn wait_until_accepting(addr: SocketAddr) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -812,6 +911,7 @@ fn start(kind: HostKind, environment: &Environment) -> Result<RunningHost, Strin
         HostKind::Jco => start_jco(environment),
         HostKind::Wash => start_wash(environment),
         HostKind::Viceroy => start_viceroy(environment),
+        HostKind::Workerd => start_workerd(environment),
     }
 }
 

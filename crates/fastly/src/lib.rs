@@ -35,7 +35,8 @@ use bindings::wasi;
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::http::{TransportFailure, TransportFailureKind as Kind};
 use oma_gateway::env::{variable_names, BadVariable, PROVIDERS_VARIABLE};
-use oma_gateway::serve::{log_line, serve, Exchange};
+use oma_gateway::log_line;
+use oma_gateway::serve::{serve, Exchange};
 use oma_gateway::{Reply, Settings};
 use oma_wasi::Transport;
 

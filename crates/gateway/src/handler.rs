@@ -11,7 +11,8 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-use super::serve::{log_line, serve, Exchange};
+use super::log_line;
+use super::serve::{serve, Exchange};
 use super::{Reply, Settings};
 use oma_wasi::{self as wasi, HttpIo};
 
@@ -141,10 +142,8 @@ impl Exchange for WasiExchange<'_> {
     }
 
     fn open_events(&mut self) -> bool {
-        let headers = [
-            ("content-type".to_owned(), b"text/event-stream".to_vec()),
-            ("cache-control".to_owned(), b"no-cache".to_vec()),
-        ];
+        let headers =
+            super::STREAM_HEADERS.map(|(name, value)| (name.to_owned(), value.as_bytes().to_vec()));
         self.events = self
             .out
             .take()

@@ -8,12 +8,22 @@
 //! (wasm32, feature `wasi-http`, on by default) is the wasi:http binding: it gives `serve` the
 //! request, the response and `oma-wasi`'s wasi:http transport. The Fastly layer
 //! (`crates/fastly`) builds this crate without that feature and binds `serve` to Fastly Compute.
+//!
+//! The portable world compiles this file and `env.rs` into `oma_portable.wasm` too (its
+//! `routes` export, for hosts that serve HTTP themselves), with the cfg `oma_gateway_rules_only`
+//! set, which leaves `serve` and `handler` out: one implementation of the rules, three
+//! artifacts.
 
 #![deny(missing_docs)]
 
 pub mod env;
-#[cfg(all(target_arch = "wasm32", feature = "wasi-http"))]
+#[cfg(all(
+    target_arch = "wasm32",
+    feature = "wasi-http",
+    not(oma_gateway_rules_only)
+))]
 mod handler;
+#[cfg(not(oma_gateway_rules_only))]
 pub mod serve;
 
 use serde_json::{json, Value};
@@ -82,6 +92,18 @@ impl Reply {
             inner.remove("provider");
         }
         Reply::json(status, &value)
+    }
+
+    /// Every header of the response: `content-type: application/json`, then the extra ones
+    /// (the host adds `content-length`).
+    pub fn all_headers(&self) -> Vec<(String, String)> {
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        headers.extend(
+            self.headers
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), value.clone())),
+        );
+        headers
     }
 
     fn with_header(mut self, name: &'static str, value: &str) -> Reply {
@@ -167,6 +189,106 @@ pub struct Head<'a> {
     pub authorization: Option<&'a str>,
     /// The `content-length` header, when it is a number.
     pub content_length: Option<u64>,
+}
+
+impl Head<'_> {
+    /// The value of a `content-length` header as the gateway reads it: a number, surrounding
+    /// blanks allowed; anything else counts as no declared length.
+    pub fn parse_content_length(value: &str) -> Option<u64> {
+        value.trim().parse().ok()
+    }
+}
+
+/// Whether an `accept` header asks for a stream of server-sent events.
+pub fn wants_stream(accept: &str) -> bool {
+    accept
+        .split(',')
+        .any(|kind| kind.trim().starts_with("text/event-stream"))
+}
+
+/// The headers of a streamed run's `200` head.
+pub const STREAM_HEADERS: [(&str, &str); 2] = [
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache"),
+];
+
+/// What the head of a request decides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeadVerdict {
+    /// The whole answer (health, or a refusal).
+    Reply(Reply),
+    /// Read the body, then answer this route.
+    ReadBody(Route),
+}
+
+/// The answer a request's head decides, given the configuration as read (`500` when it cannot
+/// be used): `GET /healthz` is answered here, refusals are [`route`]'s; any other route reads
+/// its body.
+pub fn on_head(settings: Result<&Settings, &env::BadVariable>, head: &Head) -> HeadVerdict {
+    let settings = match settings {
+        Ok(settings) => settings,
+        Err(bad) => return HeadVerdict::Reply(Reply::bad_configuration(bad)),
+    };
+    match route(settings, head) {
+        Err(reply) => HeadVerdict::Reply(reply),
+        Ok(Route::Health) => HeadVerdict::Reply(health()),
+        Ok(route) => HeadVerdict::ReadBody(route),
+    }
+}
+
+/// What a request's body comes to.
+pub enum BodyVerdict {
+    /// The whole answer.
+    Reply(Reply),
+    /// The run of `/v1/run`, to drive.
+    Run(Box<RunMachine>),
+}
+
+/// The answer to `route` with its whole body: `/v1/validate` and `/v1/format` answer here,
+/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`). `now_ms` and `seed` feed
+/// what a format makes up and the run's random draws.
+pub fn on_body(
+    settings: &Settings,
+    route: Route,
+    body: &[u8],
+    streaming: bool,
+    now_ms: u64,
+    seed: u64,
+) -> BodyVerdict {
+    match route {
+        Route::Health => BodyVerdict::Reply(health()),
+        Route::Validate => BodyVerdict::Reply(validate(body)),
+        Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
+        Route::Run => match start_run(settings, body, streaming, seed) {
+            Ok(machine) => BodyVerdict::Run(Box::new(machine)),
+            Err(reply) => BodyVerdict::Reply(reply),
+        },
+    }
+}
+
+/// The hook's failure when a run asks for one: the gateway runs no hooks.
+pub const NO_HOOK: &str = "the gateway runs no hooks";
+/// The failed tool result a model that asks for a tool anyway gets.
+pub const NO_TOOLS: &str = "no tools are available through the gateway";
+/// The failure when a run asks for an external backend.
+pub const NO_EXTERNAL: &str = "the gateway has no external backend";
+
+/// The log line for one request, with its newline: method, path without its query (control
+/// characters shown as `?`, at most 200 characters), status, duration. Nothing else of the
+/// request: a key never reaches a log line.
+pub fn log_line(method: &str, path: &str, status: u16, ms: u64) -> String {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let path: String = path
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    let method: String = method
+        .chars()
+        .take(16)
+        .filter(|c| !c.is_control())
+        .collect();
+    format!("oma-gateway: {method} {path} {status} {ms}ms\n")
 }
 
 /// The route of a request, or the response that refuses it: `404` for no route, `405` (with

@@ -16,7 +16,7 @@ use oma_core::message::{ToolResultContent, ToolUseBlock};
 use oma_wasi::{Next, StepHost, Transport, WasiRun};
 
 use crate::env::BadVariable;
-use crate::{Head, Reply, Route, Settings};
+use crate::{BodyVerdict, Head, HeadVerdict, Reply, Settings};
 
 /// One request and its response, as a platform offers them.
 pub trait Exchange {
@@ -70,49 +70,35 @@ pub fn serve<X: Exchange>(
     let accept = exchange.header("accept").unwrap_or_default();
     let content_length = exchange
         .header("content-length")
-        .and_then(|v| v.trim().parse().ok());
+        .and_then(|v| Head::parse_content_length(&v));
     let head = Head {
         method,
         path,
         authorization: authorization.as_deref(),
         content_length,
     };
-    let route = match crate::route(&settings, &head) {
-        Ok(route) => route,
-        Err(reply) => return respond(exchange, reply),
+    let route = match crate::on_head(Ok(&settings), &head) {
+        HeadVerdict::Reply(reply) => return respond(exchange, reply),
+        HeadVerdict::ReadBody(route) => route,
     };
-    if route == Route::Health {
-        return respond(exchange, crate::health());
-    }
     let deadline_at = started_ms.saturating_add(settings.deadline_ms);
     let body = match exchange.read_body(content_length, settings.max_body_bytes, deadline_at) {
         Ok(body) => body,
         Err(reply) => return respond(exchange, reply),
     };
-    match route {
-        Route::Health => respond(exchange, crate::health()),
-        Route::Validate => respond(exchange, crate::validate(&body)),
-        Route::Format => {
-            let reply = crate::format(&settings, &body, exchange.now_ms(), exchange.random_u64());
-            respond(exchange, reply)
-        }
-        Route::Run => {
-            let streaming = accept
-                .split(',')
-                .any(|kind| kind.trim().starts_with("text/event-stream"));
-            match crate::start_run(&settings, &body, streaming, exchange.random_u64()) {
-                Err(reply) => respond(exchange, reply),
-                Ok(machine) => {
-                    let run = Run::new(machine, exchange.transport());
-                    if streaming {
-                        stream(run, exchange)
-                    } else {
-                        let (outcome, sent) = run.finish();
-                        let elapsed = exchange.now_ms().saturating_sub(started_ms);
-                        let reply = crate::run_reply(&outcome, sent, elapsed, settings.deadline_ms);
-                        respond(exchange, reply)
-                    }
-                }
+    let streaming = crate::wants_stream(&accept);
+    let (now_ms, seed) = (exchange.now_ms(), exchange.random_u64());
+    match crate::on_body(&settings, route, &body, streaming, now_ms, seed) {
+        BodyVerdict::Reply(reply) => respond(exchange, reply),
+        BodyVerdict::Run(machine) => {
+            let run = Run::new(*machine, exchange.transport());
+            if streaming {
+                stream(run, exchange)
+            } else {
+                let (outcome, sent) = run.finish();
+                let elapsed = exchange.now_ms().saturating_sub(started_ms);
+                let reply = crate::run_reply(&outcome, sent, elapsed, settings.deadline_ms);
+                respond(exchange, reply)
             }
         }
     }
@@ -171,19 +157,19 @@ impl StepHost for NoHost {
     // Neither a hook nor an external backend is configured; should one be asked for, it fails
     // rather than hangs.
     fn before_run(&mut self, _: String, _: BeforeRunContext, _: String) -> HookAnswer {
-        HookAnswer::Failed("the gateway runs no hooks".into())
+        HookAnswer::Failed(crate::NO_HOOK.into())
     }
 
     // A model that asks for a tool anyway is told so, as a failed tool.
     fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
         ToolOutcome {
-            content: ToolResultContent::Text("no tools are available through the gateway".into()),
+            content: ToolResultContent::Text(crate::NO_TOOLS.into()),
             is_error: true,
         }
     }
 
     fn external(&mut self, _: &str, _: ExternalKind, _: String) -> Result<String, String> {
-        Err("the gateway has no external backend".into())
+        Err(crate::NO_EXTERNAL.into())
     }
 
     fn progress(&mut self, _: ProgressEvent) {}
@@ -231,22 +217,4 @@ impl<T: Transport> Run<T> {
             }
         }
     }
-}
-
-/// The one line a binding logs per request (on stderr): method, path without its query,
-/// status, duration. Nothing else of the request (a key never reaches a log line); control
-/// characters are shown as `?` and long paths cut.
-pub fn log_line(method: &str, path: &str, status: u16, ms: u64) -> String {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    let path: String = path
-        .chars()
-        .take(200)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    let method: String = method
-        .chars()
-        .take(16)
-        .filter(|c| !c.is_control())
-        .collect();
-    format!("oma-gateway: {method} {path} {status} {ms}ms\n")
 }

@@ -101,6 +101,14 @@ pub struct SizeLimit {
 /// The component's ceiling lowered to 1,202,000 B when it came to be built for
 /// `wasm32-unknown-unknown` like the others (1,178,113 B, from 1,230,247 B: the standard library
 /// of `wasm32-wasip2` brought all of wasi:cli and the hash seed with it).
+///
+/// The portable world's ceiling raised to 1,306,000 B when it came to export `routes`, the
+/// gateway's HTTP rules for hosts that serve HTTP themselves (a Cloudflare Worker): 1,279,897 B
+/// against 1,149,056 B for the same code without the export (+130,841 B; gzipped 445,602 B
+/// against 408,996 B, +36.6 KB): the gateway's configuration, routes, `/v1/format`'s redacted
+/// request rendering, the run replies and the event writer, which the world did not link
+/// before, and the export's bindings. A world of its own for them would weigh about as much as
+/// this whole artifact (it needs the run machine and the codec too), shipped beside it.
 pub const SIZE_LIMITS: [SizeLimit; 3] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
@@ -108,7 +116,7 @@ pub const SIZE_LIMITS: [SizeLimit; 3] = [
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_173_000,
+        ceiling: 1_306_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,

@@ -291,41 +291,7 @@ impl dr::GuestSession for SessionResource {
             }
         };
         let json = matches!(state.payloads, dr::Payloads::Json);
-        Ok(dr::Poll::Step(match step {
-            Step::BeforeRun {
-                agent,
-                context,
-                config,
-            } => dr::Step::BeforeRun(if json {
-                let config: Value = serde_json::from_str(&config).unwrap_or(Value::Null);
-                dr::HookContext::Json(
-                    json!({
-                        "agent": agent,
-                        "prompt": context.prompt,
-                        "messages": json::messages_to_value(&context.messages),
-                        "config": config,
-                    })
-                    .to_string(),
-                )
-            } else {
-                dr::HookContext::Typed(to_wit_context(agent, context, config))
-            }),
-            Step::Send(outgoing) => dr::Step::Send(to_wit_outgoing(outgoing)),
-            Step::Receive => dr::Step::Receive,
-            Step::Wait(ms) => dr::Step::Wait(ms),
-            Step::CallTool(call) => dr::Step::CallTool(to_wit_tool_use(call)),
-            Step::External { kind, text } => dr::Step::ExternalSend(dr::ExternalRequest {
-                kind: to_wit_external(kind),
-                text,
-            }),
-            Step::Event(event) => dr::Step::Event(to_wit_event(event)),
-            Step::Progress(event) => dr::Step::Progress(to_wit_progress(event)),
-            Step::Evaluation(record) => dr::Step::Evaluation(if json {
-                dr::EvaluationCase::Json(evaluation_json(*record))
-            } else {
-                dr::EvaluationCase::Typed(to_wit_evaluation(*record))
-            }),
-        }))
+        Ok(dr::Poll::Step(to_wit_step(step, json)))
     }
 
     fn answer(&self, answer: dr::Answer) -> Result<(), wit::Error> {
@@ -343,7 +309,46 @@ impl dr::GuestSession for SessionResource {
     }
 }
 
-fn to_wit_due(due: Due) -> dr::Due {
+/// A step of the machine as the WIT value `next` hands out; bulky values as JSON when `json`.
+pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
+    match step {
+        Step::BeforeRun {
+            agent,
+            context,
+            config,
+        } => dr::Step::BeforeRun(if json {
+            let config: Value = serde_json::from_str(&config).unwrap_or(Value::Null);
+            dr::HookContext::Json(
+                json!({
+                    "agent": agent,
+                    "prompt": context.prompt,
+                    "messages": json::messages_to_value(&context.messages),
+                    "config": config,
+                })
+                .to_string(),
+            )
+        } else {
+            dr::HookContext::Typed(to_wit_context(agent, context, config))
+        }),
+        Step::Send(outgoing) => dr::Step::Send(to_wit_outgoing(outgoing)),
+        Step::Receive => dr::Step::Receive,
+        Step::Wait(ms) => dr::Step::Wait(ms),
+        Step::CallTool(call) => dr::Step::CallTool(to_wit_tool_use(call)),
+        Step::External { kind, text } => dr::Step::ExternalSend(dr::ExternalRequest {
+            kind: to_wit_external(kind),
+            text,
+        }),
+        Step::Event(event) => dr::Step::Event(to_wit_event(event)),
+        Step::Progress(event) => dr::Step::Progress(to_wit_progress(event)),
+        Step::Evaluation(record) => dr::Step::Evaluation(if json {
+            dr::EvaluationCase::Json(evaluation_json(*record))
+        } else {
+            dr::EvaluationCase::Typed(to_wit_evaluation(*record))
+        }),
+    }
+}
+
+pub(super) fn to_wit_due(due: Due) -> dr::Due {
     match due {
         Due::Hook => dr::Due::BeforeRun,
         Due::Http => dr::Due::Http,
@@ -352,7 +357,7 @@ fn to_wit_due(due: Due) -> dr::Due {
     }
 }
 
-fn session_error(message: &str) -> wit::Error {
+pub(super) fn session_error(message: &str) -> wit::Error {
     Error::Session {
         message: message.into(),
     }
@@ -392,7 +397,7 @@ fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
     }
 }
 
-fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
+pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
     Ok(match answer {
         dr::Answer::Hook(answer) => Answer::Hook(from_wit_hook_answer(answer)),
         dr::Answer::Response(response) => Answer::Http(CallAnswer::Response(HttpResponse {

@@ -19,8 +19,16 @@ mod codec;
 #[path = "../../glue/convert.rs"]
 mod convert;
 mod driver;
+mod routes;
 #[path = "../../glue/run.rs"]
 mod run;
+
+/// The gateway's rules (routes, statuses, configuration, replies), compiled from the gateway
+/// crate's own files so that they exist once; its wasi:http handler is left out here (the cfg
+/// `oma_gateway_rules_only`, set by `build.rs`). What `routes` does not call goes unused.
+#[allow(dead_code)]
+#[path = "../../gateway/src/lib.rs"]
+mod rules;
 
 wit_bindgen::generate!({
     world: "portable",

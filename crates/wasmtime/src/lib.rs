@@ -110,6 +110,7 @@ mod portable_bindings {
                 import oma:agent/exchange@0.1.0;
                 export oma:agent/codec@0.1.0;
                 export oma:agent/driver@0.1.0;
+                export oma:agent/routes@0.1.0;
             }
         ",
         path: "../../wit",
@@ -128,6 +129,10 @@ mod portable_bindings {
 /// The `driver` interface's own types (steps, answers, session options), for tests of the
 /// session protocol.
 pub use portable_bindings::exports::oma::agent::driver as driver_types;
+
+/// The `routes` interface's types (request heads, replies, verdicts), for tests of the
+/// gateway's rules through the portable world.
+pub use portable_bindings::exports::oma::agent::routes as routes_types;
 
 pub use address::{classify, AddressClass};
 pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};

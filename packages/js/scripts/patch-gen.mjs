@@ -112,32 +112,42 @@ function once(js, what, original, patched) {
   return js.slice(0, first) + patched + js.slice(first + original.length)
 }
 
-/** Patch 3: the `send` step's `body` lifted as bytes (a copy out of the guest's memory). */
+/**
+ * Patch 3: the `send` step's `body` lifted as bytes (a copy out of the guest's memory), at each
+ * place jco lifts a step: the driver's `session.next` and the routes' `run.next`.
+ */
 function sendBodyAsBytes(js) {
   const what = "the send step's body"
   const tag = "tag: 'send',"
-  const at = js.indexOf(tag)
-  if (at < 0 || js.indexOf(tag, at + 1) >= 0) throw new Error(`patch-gen: ${what}: no single send step`)
-  const body = /^\s*val: \{\s*method: result\d+,\s*url: result\d+,\s*headers: result\d+,\s*body: (result\d+),/.exec(
-    js.slice(at + tag.length),
-  )
-  if (!body) throw new Error(`patch-gen: ${what}: the send record's fields are not as expected`)
-  const v = body[1]
-  const decode = new RegExp(
-    `var ${v} = TEXT_DECODER_UTF8\\.decode\\(new Uint8Array\\(memory0\\.buffer, (ptr\\d+), (len\\d+)\\)\\);`,
-    'g',
-  )
-  const found = [...js.matchAll(decode)]
-  if (found.length !== 1 || found[0].index > at) {
-    throw new Error(`patch-gen: ${what}: ${v} is not lifted once, before the send record`)
+  const sites = []
+  for (let at = js.indexOf(tag); at >= 0; at = js.indexOf(tag, at + 1)) sites.push(at)
+  if (sites.length === 0) throw new Error(`patch-gen: ${what}: no send step`)
+  // Patched from the last site back, so that the earlier offsets stay valid.
+  for (let i = sites.length - 1; i >= 0; i--) {
+    const at = sites[i]
+    const from = i === 0 ? 0 : sites[i - 1]
+    const body = /^\s*val: \{\s*method: result\d+,\s*url: result\d+,\s*headers: result\d+,\s*body: (result\d+),/.exec(
+      js.slice(at + tag.length),
+    )
+    if (!body) throw new Error(`patch-gen: ${what}: the send record's fields are not as expected`)
+    const v = body[1]
+    const decode = new RegExp(
+      `var ${v} = TEXT_DECODER_UTF8\\.decode\\(new Uint8Array\\(memory0\\.buffer, (ptr\\d+), (len\\d+)\\)\\);`,
+      'g',
+    )
+    const region = js.slice(from, at)
+    const found = [...region.matchAll(decode)]
+    if (found.length !== 1) {
+      throw new Error(`patch-gen: ${what}: ${v} is not lifted once before send step ${i + 1}`)
+    }
+    const [line, ptr, len] = found[0]
+    const start = from + found[0].index
+    js =
+      js.slice(0, start) +
+      `var ${v} = new Uint8Array(memory0.buffer, ${ptr}, ${len}).slice(); // oma-component patch: bytes` +
+      js.slice(start + line.length)
   }
-  const [line, ptr, len] = found[0]
-  return once(
-    js,
-    what,
-    line,
-    `var ${v} = new Uint8Array(memory0.buffer, ${ptr}, ${len}).slice(); // oma-component patch: bytes`,
-  )
+  return js
 }
 
 /**

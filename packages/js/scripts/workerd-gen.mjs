@@ -5,21 +5,17 @@
 // statically (`import core from './x.core.wasm'`): the Workers bundler (wrangler's esbuild, or
 // workerd's own `wasm` module type) hands the importer a compiled `WebAssembly.Module`.
 //
-// This makes `workerd/`, chosen by the `workerd` condition of package.json's `exports`:
+// This makes `workerd/gen/`, which `#oma-portable` (package.json's `imports`, the specifier
+// src/ imports the component by) resolves to under the `workerd` condition: jco's
+// transpilation with `--base64-cutoff 0` (every core module a file), the same speed patches as
+// gen/ (scripts/patch-gen.mjs), and each `fetchCompile(new URL('./NAME', import.meta.url))`
+// replaced by the module imported statically from './NAME'; `fetchCompile` itself (node:fs or
+// fetch) is removed, so the module imports nothing but its own core modules.
 //
-//   workerd/gen/  jco's transpilation with `--base64-cutoff 0` (every core module a file), the
-//                 same speed patches as gen/ (scripts/patch-gen.mjs), and each
-//                 `fetchCompile(new URL('./NAME', import.meta.url))` replaced by the module
-//                 imported statically from './NAME'; `fetchCompile` itself (node:fs or fetch)
-//                 is removed, so the module imports nothing but its own core modules.
-//   workerd/src/  src/*.js byte for byte: src/index.js imports '../gen/oma_portable.js', which
-//                 from here is workerd/gen/. (package.json's `imports` declares `#oma-portable`
-//                 with the same two targets; once src imports that, this copy can go.)
-//
-// Node is unchanged: `default` still resolves to src/ and gen/.
+// Node is unchanged: `default` still resolves `#oma-portable` to gen/.
 
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { patchGenerated } from './patch-gen.mjs'
 
@@ -58,7 +54,7 @@ export function staticCoreModules(js) {
   return header + imports.join('\n') + '\n' + js
 }
 
-/** Transpiles `wasm` into `pkg/workerd/gen` for Workers and copies src/ beside it. */
+/** Transpiles `wasm` into `pkg/workerd/gen` for Workers. */
 export function buildWorkerd({ pkg, wasm, jco, fail }) {
   const out = join(pkg, 'workerd')
   rmSync(out, { recursive: true, force: true })
@@ -80,9 +76,5 @@ export function buildWorkerd({ pkg, wasm, jco, fail }) {
   const imports = [...js.matchAll(/^\s*import\s[^;]*?from\s+['"]([^'"]+)['"]/gm)].map((m) => m[1])
   const foreign = imports.filter((spec) => !/^\.\/oma_portable\.core\d*\.wasm$/.test(spec))
   if (foreign.length > 0) fail(`the Workers transpilation imports ${foreign.join(', ')}`)
-  mkdirSync(join(out, 'src'), { recursive: true })
-  for (const name of readdirSync(join(pkg, 'src'))) {
-    if (name.endsWith('.js')) copyFileSync(join(pkg, 'src', name), join(out, 'src', name))
-  }
   console.error(`build: workerd/gen/ ${readdirSync(gen).join(' ')} (core modules imported: ${imports.length})`)
 }

@@ -6,7 +6,9 @@
 // sits OMA's agent API: `Agent(config, registry?, executor?)`, `OpenMultiAgent.runAgent`, the
 // tool framework (`tools.js`), OMA's error classes (`errors.js`) and OMA's result fields.
 
-import { driver } from '../gen/oma_portable.js'
+// `#oma-portable` (package.json `imports`): gen/ for Node, workerd/gen/ under the `workerd`
+// condition (core modules imported statically, for Workers).
+import { driver } from '#oma-portable'
 import {
   InvalidMessageError,
   TokenBudgetExceededError,
@@ -723,6 +725,8 @@ function hookAnswer(result) {
  * so a hook or a tool that outlives the deadline ends the run with OMA's timeout instead of
  * holding it.
  */
+export { drive as driveSession }
+
 async function* drive(session, host, run) {
   let exchange = null
   /**

@@ -50,7 +50,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
       'README.md', 'gen/oma_portable.core.wasm', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
-      'src/errors.js', 'src/guard.js', 'src/index.js', 'src/tools.js', 'src/transport.js',
+      'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/tools.js', 'src/transport.js',
     ])
     const size = statSync(tarball).size
     assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)

@@ -132,6 +132,37 @@ fn the_portable_artifact_is_its_declared_world() {
     assert_matches(PORTABLE_WASM, "portable");
 }
 
+/// The portable world exports the gateway's HTTP rules (`routes`) beside the codec and the
+/// driver, and still imports nothing.
+#[test]
+fn the_portable_world_exports_the_routes_and_imports_nothing() {
+    let (resolve, package) = declared();
+    let world = resolve.select_world(&[package], Some("portable")).unwrap();
+    let (imports, exports) = items(&resolve, world);
+    assert!(imports.is_empty(), "the portable world imports {imports:?}");
+    let routes = exports
+        .get("oma:agent/routes@0.1.0")
+        .unwrap_or_else(|| panic!("the portable world does not export routes: {exports:?}"));
+    for function in [
+        "[constructor]request",
+        "[method]request.head",
+        "[method]request.body-failed",
+        "[method]request.body",
+        "[method]run.next",
+        "[method]run.answer",
+        "[method]run.event-text",
+        "[method]run.end",
+        "log-line",
+    ] {
+        assert!(
+            routes.contains(function),
+            "routes has no {function}: {routes:?}"
+        );
+    }
+    let built = differences(&std::fs::read(PORTABLE_WASM).unwrap(), "portable");
+    assert!(built.is_empty(), "{PORTABLE_WASM}: {built:?}");
+}
+
 #[test]
 fn the_gateway_artifact_is_its_declared_world() {
     assert_matches(GATEWAY_WASM, "gateway");

@@ -21,6 +21,7 @@ mod media;
 mod parity;
 mod provider;
 mod roundtrip;
+mod routes;
 mod secrets;
 mod serve;
 mod wit_validate;

@@ -20,28 +20,30 @@ pub enum World {
 /// hold an index per export) do not matter.
 #[allow(clippy::large_enum_variant)]
 pub enum AnyGuest {
-    Component(Guest),
-    Driver(DriverGuest),
+    /// Boxed, as the other: both guests are large, and of different sizes.
+    Component(Box<Guest>),
+    /// Boxed.
+    Driver(Box<DriverGuest>),
 }
 
 impl AnyGuest {
     /// A fresh instance of `world` set up as `options` says.
     pub async fn instantiate(world: World, options: GuestOptions) -> AnyGuest {
         match world {
-            World::Component => AnyGuest::Component(
+            World::Component => AnyGuest::Component(Box::new(
                 Harness::shared()
                     .expect("the harness loads the guest")
                     .instantiate_with(options)
                     .await
                     .expect("the guest instantiates"),
-            ),
-            World::Driver => AnyGuest::Driver(
+            )),
+            World::Driver => AnyGuest::Driver(Box::new(
                 DriverHarness::shared()
                     .expect("the harness loads the portable guest")
                     .instantiate_with(options)
                     .await
                     .expect("the portable guest instantiates"),
-            ),
+            )),
         }
     }
 }

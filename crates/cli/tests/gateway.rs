@@ -170,9 +170,6 @@ enum HostKind {
     Jco,
     Wash,
     Viceroy,
-}
-
-#[test]
     Workerd,
 }
 

@@ -17,11 +17,10 @@
 #![deny(missing_docs)]
 
 pub mod env;
-#[cfg(all(
-    target_arch = "wasm32",
-    feature = "wasi-http",
-    not(oma_gateway_rules_only)
-))]
+// The rules-only cfg first: where it is set (the portable world) the item is gone before the
+// feature, which only this crate has, is looked at.
+#[cfg(not(oma_gateway_rules_only))]
+#[cfg(all(target_arch = "wasm32", feature = "wasi-http"))]
 mod handler;
 #[cfg(not(oma_gateway_rules_only))]
 pub mod serve;

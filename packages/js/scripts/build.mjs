@@ -16,6 +16,7 @@ import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync 
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { minifyGenerated } from './minify.mjs'
 import { patchGenerated } from './patch-gen.mjs'
 import { buildWorkerd } from './workerd-gen.mjs'
 
@@ -107,7 +108,12 @@ const foreign = [...imports, ...dynamic].filter((spec) => !/^node:(fs\/promises)
 if (foreign.length > 0 || js.includes('preview2-shim')) {
   fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected nothing`)
 }
-console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports), done in ${elapsed()}`)
+try {
+  writeFileSync(join(pkg, 'gen', 'oma_portable.js'), await minifyGenerated(js, 'gen/oma_portable.js'))
+} catch (e) {
+  fail(e.message)
+}
+console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports, minified), done in ${elapsed()}`)
 
 // The Workers build: the same component, transpiled a second time for workerd.
-buildWorkerd({ pkg, wasm, jco, fail })
+await buildWorkerd({ pkg, wasm, jco, fail })

@@ -17,6 +17,7 @@
 import { spawnSync } from 'node:child_process'
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { minifyGenerated } from './minify.mjs'
 import { patchGenerated } from './patch-gen.mjs'
 
 const FETCH_COMPILE = `const isNode = typeof process !== 'undefined' && process.versions && process.versions.node;
@@ -55,7 +56,7 @@ export function staticCoreModules(js) {
 }
 
 /** Transpiles `wasm` into `pkg/workerd/gen` for Workers. */
-export function buildWorkerd({ pkg, wasm, jco, fail }) {
+export async function buildWorkerd({ pkg, wasm, jco, fail }) {
   const out = join(pkg, 'workerd')
   rmSync(out, { recursive: true, force: true })
   const gen = join(out, 'gen')
@@ -76,5 +77,10 @@ export function buildWorkerd({ pkg, wasm, jco, fail }) {
   const imports = [...js.matchAll(/^\s*import\s[^;]*?from\s+['"]([^'"]+)['"]/gm)].map((m) => m[1])
   const foreign = imports.filter((spec) => !/^\.\/oma_portable\.core\d*\.wasm$/.test(spec))
   if (foreign.length > 0) fail(`the Workers transpilation imports ${foreign.join(', ')}`)
+  try {
+    writeFileSync(file, await minifyGenerated(js, 'workerd/gen/oma_portable.js'))
+  } catch (e) {
+    fail(e.message)
+  }
   console.error(`build: workerd/gen/ ${readdirSync(gen).join(' ')} (core modules imported: ${imports.length})`)
 }

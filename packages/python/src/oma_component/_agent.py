@@ -495,6 +495,47 @@ class _Pending:
         return cast(Tuple[Optional[str], Variant], answer)
 
 
+class _ToolTimings:
+    """When each tool call of a run started and ended (ms since the epoch), in the order the
+    session asked for them: the order of the result's ``toolCalls``. OMA records each call's
+    ``duration``; the component does not see the host's clock."""
+
+    def __init__(self) -> None:
+        self._spans: List[List[Optional[int]]] = []
+
+    def start(self) -> List[Optional[int]]:
+        span: List[Optional[int]] = [_now_ms(), None]
+        self._spans.append(span)
+        return span
+
+    def around(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``fn``, timed as the next tool call."""
+        span = self.start()
+
+        def timed() -> Any:
+            try:
+                return fn()
+            finally:
+                span[1] = _now_ms()
+
+        return timed
+
+    def records(self, result: Dict[str, Any]) -> Dict[str, Any]:
+        """``result`` with OMA's tool-call records: ``toolName``, ``input``, ``output``,
+        ``duration`` (ms; 0 for a call that never ended), as the JavaScript package gives them."""
+        calls = result.get("toolCalls")
+        if isinstance(calls, list):
+            records = []
+            for i, call in enumerate(calls):
+                span = self._spans[i] if i < len(self._spans) else None
+                ended = span is not None and span[1] is not None
+                duration = max(0, cast(int, span[1]) - cast(int, span[0])) if ended and span else 0
+                records.append({"toolName": call.get("toolName"), "input": call.get("input"),
+                                "output": call.get("output"), "duration": duration})
+            result["toolCalls"] = records
+        return result
+
+
 def _due_text(due: Any) -> str:
     return ", ".join(f"tool {d.payload}" if d.tag == "tool" else d.tag for d in due)
 
@@ -507,13 +548,14 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
     """
     response = None
     pending = _Pending()
+    timings = _ToolTimings()
     answer: Any
 
     try:
         while True:
             polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             if polled.tag == "finished":
-                return cast(Dict[str, Any], json.loads(_text_of(polled.payload)))
+                return timings.records(cast(Dict[str, Any], json.loads(_text_of(polled.payload))))
             if polled.tag == "waiting":
                 waiting = polled.payload
                 if pending.count == 0:
@@ -559,7 +601,7 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 context = _text_of(p)
                 pending.start(lambda: _hook_answer(host, context))
             elif tag == "call-tool":
-                pending.start(functools.partial(_tool_answer, host, p), p.id)
+                pending.start(timings.around(functools.partial(_tool_answer, host, p)), p.id)
             elif tag == "external-send":
                 pending.start(functools.partial(_external_answer, host, p))
             elif tag == "event":

@@ -50,6 +50,7 @@ from ._agent import (
     _Spec,
     _text_of,
     _tool_variant,
+    _ToolTimings,
     _unknown_tool,
 )
 from ._errors import ComponentTrapError, OmaError
@@ -313,6 +314,14 @@ class _Finished:
         self.result = result
 
 
+async def _timed(answer: Awaitable[Variant], span: List[Optional[int]]) -> Variant:
+    """``answer``, with the instant it ended written into ``span`` (a tool call's timing)."""
+    try:
+        return await answer
+    finally:
+        span[1] = _now_ms()
+
+
 async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                  client: AsyncHttpClient) -> AsyncIterator[Any]:
     """Steps ``session`` to its end on this event loop; yields stream events, then a
@@ -325,6 +334,7 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
     pending: Dict["asyncio.Future[Variant]", Optional[str]] = {}
     ready: "collections.deque[asyncio.Future[Variant]]" = collections.deque()
     settled = asyncio.Event()
+    timings = _ToolTimings()
 
     def on_done(future: "asyncio.Future[Variant]") -> None:
         ready.append(future)
@@ -339,7 +349,7 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
         while True:
             polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             if polled.tag == "finished":
-                yield _Finished(cast(AgentRunResult, json.loads(_text_of(polled.payload))))
+                yield _Finished(cast(AgentRunResult, timings.records(json.loads(_text_of(polled.payload)))))
                 return
             if polled.tag == "waiting":
                 waiting = polled.payload
@@ -391,7 +401,7 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
             elif tag == "before-run":
                 start(_hook_answer(host, _text_of(p)))
             elif tag == "call-tool":
-                start(_tool_answer(host, p), p.id)
+                start(_timed(_tool_answer(host, p), timings.start()), p.id)
             elif tag == "external-send":
                 start(_external_answer(host, p))
             elif tag == "event":

@@ -140,16 +140,13 @@ class TokenUsage(TypedDict):
     output_tokens: int
 
 
-class _ToolCallOptional(TypedDict, total=False):
-    isError: bool
-
-
-class ToolCallRecord(_ToolCallOptional):
-    """One tool call of a run, as OMA records it."""
+class ToolCallRecord(TypedDict):
+    """One tool call of a run, as OMA records it (``duration`` in milliseconds)."""
 
     toolName: str
     input: Dict[str, Any]
     output: ToolResultContent
+    duration: int
 
 
 RunStatusCode = Literal["error", "timeout", "rejected", "budget_exhausted"]

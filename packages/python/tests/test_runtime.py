@@ -184,3 +184,21 @@ def test_session_of_a_replaced_instance_fails_cleanly(loop, anthropic, small):
     with pytest.raises(oma.ComponentTrapError, match="replaced"):
         next(events)
     assert agent.run("x")["success"]
+
+
+def test_the_components_types_are_read_once() -> None:
+    # wasmtime-py reads a type's structure through its C API on every access; the package keeps
+    # the first reading on the type object (the types of its functions never change), so a run
+    # does not walk the session's variant types again for every value it lifts.
+    from wasmtime.component import ResultType, VariantType
+
+    from oma_component._runtime import default_runtime
+
+    fn = default_runtime()._fns["[method]session.next"]
+    assert isinstance(fn.result, ResultType)
+    poll = fn.result.ok
+    assert poll is fn.result.ok
+    assert isinstance(poll, VariantType)
+    assert poll.cases is poll.cases
+    assert [name for name, _ in poll.cases] == ["step", "waiting", "finished"]
+    assert poll._tagged() is poll._tagged()

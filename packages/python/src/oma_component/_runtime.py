@@ -46,6 +46,63 @@ _FUNCS: List[Tuple[str, str]] = [
 ]
 
 
+#: The properties of wasmtime-py's component types that describe the type itself: fixed for the
+#: life of a type object.
+_TYPE_PROPERTIES = ("cases", "element", "elements", "err", "fields", "names", "ok", "payload")
+
+
+def _read_types_once() -> None:
+    """Makes wasmtime-py read each component type's structure once instead of on every value.
+
+    wasmtime-py (48.0.0, the version this package pins) reads a type's structure through its C
+    API (a variant's cases, a record's fields, a list's element, a result's `ok` and `err`...),
+    building fresh type objects each time, whenever it lowers or lifts a value of that type,
+    and a variant's cases twice per value: about 54 walks of variant cases alone per run of a
+    short prompt, a quarter of the run's time in Python. The package keeps its functions' types
+    for the life of the runtime and a type never changes, so each of these properties is read
+    once per type object and kept on it (with the answer to "is this variant tagged", which is
+    computed from them). Applied only to the properties this is written for; anything else in
+    a newer wasmtime-py is left as it is.
+    """
+    from wasmtime.component import _types
+
+    def kept(name: str, read: Any) -> property:
+        slot = "_oma_" + name
+
+        def get(self: Any) -> Any:
+            known = self.__dict__.get(slot, _MISSING)
+            if known is _MISSING:
+                known = read(self)
+                self.__dict__[slot] = known
+            return known
+
+        return property(get, doc=getattr(read, "__doc__", None))
+
+    for cls in vars(_types).values():
+        if not (isinstance(cls, type) and issubclass(cls, _types.ValType)):
+            continue
+        for name in _TYPE_PROPERTIES:
+            prop = cls.__dict__.get(name)
+            if isinstance(prop, property) and prop.fget is not None and prop.fset is None:
+                setattr(cls, name, kept(name, prop.fget))
+    tagged = getattr(_types, "VariantLikeType", None)
+    method = getattr(tagged, "_tagged", None) if tagged is not None else None
+    if callable(method):
+
+        def _tagged(self: Any) -> bool:
+            known = self.__dict__.get("_oma_tagged")
+            if known is None:
+                known = method(self)
+                self.__dict__["_oma_tagged"] = known
+            return bool(known)
+
+        setattr(tagged, "_tagged", _tagged)
+
+
+_MISSING = object()
+_read_types_once()
+
+
 def wasmtime_version() -> str:
     try:
         return metadata.version("wasmtime")

@@ -517,3 +517,47 @@ def test_observers_that_raise_change_nothing(loop, anthropic):
                            evaluation={"store_payloads": "none"}, **anthropic)
     assert result["success"] is True
     assert seen == ["agent_start", "agent_complete", "case"]
+
+
+def test_long_media_goes_beside_the_json_text(loop, anthropic):
+    # A 1 MiB base64 image (in a block and in a tool result's parts) reaches the provider byte
+    # for byte, through the driver's *-json-parts entry points; the caller's input is unchanged,
+    # and a long value that breaks the media rules gets OMA's message as before.
+    import base64
+    import copy
+
+    data = base64.b64encode(bytes(range(256)) * 3072).decode()  # 768 KiB -> 1 MiB of base64
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}, image]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [image]}]},
+    ]
+    before = copy.deepcopy(messages)
+    loop.script(Reply(body=anthropic_text("seen")))
+    result = oma.Agent(**anthropic).run(messages)
+    assert result["success"], result.get("errorInfo")
+    assert messages == before
+    sent = loop.requests[0]["body"]["messages"]
+    assert sent[0]["content"][1]["source"]["data"] == data
+    assert sent[2]["content"][0]["content"][0]["source"]["data"] == data
+    # prompt() takes blocks: the same path for a content-block list
+    loop.script(Reply(body=anthropic_text("again")))
+    agent = oma.Agent(**anthropic)
+    assert agent.prompt([{"type": "text", "text": "and this"}, image])["success"]
+    assert loop.requests[0]["body"]["messages"][-1]["content"][1]["source"]["data"] == data
+    # a long video that is not base64 is refused with the message a short one gets, naming its place
+    def video(n):
+        return [{"role": "user", "content": [{"type": "video", "source": {
+            "type": "base64", "media_type": "video/mp4", "data": "*" * n}}]}]
+
+    def refusal(messages):
+        try:
+            result = oma.Agent(**anthropic).run(messages)
+        except oma.InvalidMessageError as e:
+            return e.message
+        assert not result["success"]
+        return result["output"]
+
+    long, short = refusal(video(20 * 1024)), refusal(video(8))
+    assert long == short and "messages[0].content[0]" in long, (long, short)

@@ -42,7 +42,7 @@ from wasmtime.component import Variant
 
 from ._errors import ComponentTrapError, InvalidMessageError, OmaError, TokenBudgetExceededError, error_from_info
 from ._http import DEFAULT_MAX_RESPONSE_BYTES, HttpClient, TransportFailure, default_client
-from ._runtime import ChunkAnswer, Runtime, default_runtime, input_json, record
+from ._runtime import ChunkAnswer, Runtime, default_runtime, input_json, input_parts, record
 from ._runtime import dumps as _dumps
 from ._types import (
     AgentRunResult,
@@ -763,11 +763,18 @@ class _AgentCore:
     def _start(self, method: str, input: Any, seed: Optional[int]) -> Tuple[int, Any]:
         rt = self._rt
         # prompt's blocks are checked as OMA checks them, as the one message of a user turn
-        where = "messages[0].content" if method == "[method]agent.prompt-json" else "messages"
-        payload = _dumps(input) if isinstance(input, str) else input_json(input, where)
+        strings: List[Tuple[str, str]] = []
+        if isinstance(input, str):
+            payload = _dumps(input)
+        else:
+            # Long media data goes beside the text (the `*-json-parts` entry points).
+            payload, strings = input_parts(input, blocks=method == "[method]agent.prompt-json")
         with rt.lock():
             handle = self._ensure()
-            session = rt.call(method, handle, payload, self._session_options(seed))
+            if strings:
+                session = rt.call(method + "-parts", handle, payload, strings, self._session_options(seed))
+            else:
+                session = rt.call(method, handle, payload, self._session_options(seed))
             return rt.generation, session
 
     def _snapshot(self) -> None:

@@ -33,6 +33,9 @@ _FUNCS: List[Tuple[str, str]] = [
     (DRIVER, "[method]agent.run-json"),
     (DRIVER, "[method]agent.stream-json"),
     (DRIVER, "[method]agent.prompt-json"),
+    (DRIVER, "[method]agent.run-json-parts"),
+    (DRIVER, "[method]agent.stream-json-parts"),
+    (DRIVER, "[method]agent.prompt-json-parts"),
     (DRIVER, "[method]agent.get-history-json"),
     (DRIVER, "[method]agent.reset"),
     (DRIVER, "[method]session.next"),
@@ -347,6 +350,85 @@ def input_json(value: Any, path: str = "messages") -> str:
     except (TypeError, ValueError, RecursionError):
         problem = _non_json(value, path, set())
         raise InvalidMessageError(problem or f"{path} must be JSON data") from None
+
+
+#: Media `data` strings at least this long go to the component beside the JSON text (the
+#: driver's `*-json-parts` entry points) instead of through `json.dumps` and the component's
+#: JSON parser, which would each scan every character of them; below it, one text is cheaper.
+BESIDE = 16 * 1024
+
+
+def _source_without(source: Any, pointer: str, strings: List[Tuple[str, str]]) -> Any:
+    """``source`` with its long ASCII ``data`` taken out (recorded at ``pointer``), else None."""
+    if type(source) is not dict:
+        return None
+    data = source.get("data")
+    if type(data) is not str or len(data) < BESIDE or not data.isascii():
+        return None
+    strings.append((pointer, data))
+    return {**source, "data": ""}
+
+
+def _blocks_without(content: Any, at: str, strings: List[Tuple[str, str]]) -> Any:
+    """A content-block list with its long media data taken out (copies on the way; the caller's
+    value is untouched), or the list itself when there is none."""
+    if type(content) is not list:
+        return content
+    out = content
+    for j, block in enumerate(content):
+        if type(block) is not dict:
+            continue
+        copy = None
+        if block.get("type") == "tool_result":
+            parts = block.get("content")
+            if type(parts) is not list:
+                continue
+            parts_out = parts
+            for k, part in enumerate(parts):
+                if type(part) is not dict:
+                    continue
+                source = _source_without(part.get("source"), f"{at}/{j}/content/{k}/source/data", strings)
+                if source is None:
+                    continue
+                if parts_out is parts:
+                    parts_out = list(parts)
+                parts_out[k] = {**part, "source": source}
+            if parts_out is not parts:
+                copy = {**block, "content": parts_out}
+        else:
+            source = _source_without(block.get("source"), f"{at}/{j}/source/data", strings)
+            if source is not None:
+                copy = {**block, "source": source}
+        if copy is None:
+            continue
+        if out is content:
+            out = list(content)
+        out[j] = copy
+    return out
+
+
+def input_parts(value: Any, blocks: bool = False) -> Tuple[str, List[Tuple[str, str]]]:
+    """The JSON text of a run's input (a message list; a content-block list when ``blocks``) with
+    its long media data beside it as ``(JSON Pointer, text)`` pairs, for the ``*-json-parts``
+    entry points: the component puts each string back before any check, so the input is the
+    value the whole text would have been. Errors as :func:`input_json`."""
+    strings: List[Tuple[str, str]] = []
+    if blocks:
+        rest = _blocks_without(value, "", strings)
+        return input_json(rest, "messages[0].content"), strings
+    if type(value) is list:
+        out = value
+        for i, message in enumerate(value):
+            if type(message) is not dict:
+                continue
+            content = _blocks_without(message.get("content"), f"/{i}/content", strings)
+            if content is message.get("content"):
+                continue
+            if out is value:
+                out = list(value)
+            out[i] = {**message, "content": content}
+        value = out
+    return input_json(value, "messages"), strings
 
 
 def _non_json(value: Any, path: str, seen: "set[int]") -> Optional[str]:

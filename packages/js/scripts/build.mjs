@@ -18,7 +18,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { minifyGenerated } from './minify.mjs'
 import { patchGenerated } from './patch-gen.mjs'
-import { buildWorkerd } from './workerd-gen.mjs'
+import { staticCoreModules, writeNodeLoaders } from './workerd-gen.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -85,7 +85,7 @@ rmSync(join(pkg, 'gen'), { recursive: true, force: true })
 console.error('build: [2/3] transpiling it with jco into gen/')
 const transpile = spawnSync(
   process.execPath,
-  [jco, 'transpile', wasm, '--name', 'oma_portable', '-o', join(pkg, 'gen'), '--quiet'],
+  [jco, 'transpile', wasm, '--name', 'oma_portable', '-o', join(pkg, 'gen'), '--base64-cutoff', '0', '--quiet'],
   { cwd: pkg, stdio: 'inherit' },
 )
 if (transpile.status !== 0) fail(`jco transpile exited with ${transpile.status}`)
@@ -94,26 +94,29 @@ if (transpile.status !== 0) fail(`jco transpile exited with ${transpile.status}`
 // code is not what it expects.
 console.error('build: [3/3] patching and checking the transpiled module')
 let js = readFileSync(join(pkg, 'gen', 'oma_portable.js'), 'utf8')
+let cores
 try {
-  js = patchGenerated(js)
+  // One module for Node and Workers: its core modules are imported statically through
+  // `#oma-core/NAME` (package.json's `imports`), which Workers resolve to the `.wasm` file itself
+  // (their bundler hands over a compiled `WebAssembly.Module`) and Node to a small module that
+  // compiles the file (scripts/workerd-gen.mjs).
+  ;({ js, cores } = staticCoreModules(patchGenerated(js), '#oma-core/'))
 } catch (e) {
   fail(e.message)
 }
-writeFileSync(join(pkg, 'gen', 'oma_portable.js'), js)
 
-// The portable world imports nothing: the generated module must import no shim at all.
+// The portable world imports nothing: the generated module imports only its own core modules.
 const imports = [...js.matchAll(/^\s*import\s[^;]*?from\s+['"]([^'"]+)['"]/gm)].map((m) => m[1])
 const dynamic = [...js.matchAll(/import\(['"]([^'"]+)['"]\)/g)].map((m) => m[1])
-const foreign = [...imports, ...dynamic].filter((spec) => !/^node:(fs\/promises)$/.test(spec))
+const foreign = [...imports, ...dynamic].filter((spec) => !/^#oma-core\/[A-Za-z0-9_.-]+\.wasm$/.test(spec))
 if (foreign.length > 0 || js.includes('preview2-shim')) {
-  fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected nothing`)
+  fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected only its core modules`)
 }
 try {
   writeFileSync(join(pkg, 'gen', 'oma_portable.js'), await minifyGenerated(js, 'gen/oma_portable.js'))
+  writeNodeLoaders(join(pkg, 'gen'), cores)
 } catch (e) {
   fail(e.message)
 }
-console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (no imports, minified), done in ${elapsed()}`)
+console.error(`build: gen/ ${readdirSync(join(pkg, 'gen')).join(' ')} (core modules imported: ${cores.length}; minified), done in ${elapsed()}`)
 
-// The Workers build: the same component, transpiled a second time for workerd.
-await buildWorkerd({ pkg, wasm, jco, fail })

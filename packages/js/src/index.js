@@ -6,8 +6,9 @@
 // sits OMA's agent API: `Agent(config, registry?, executor?)`, `OpenMultiAgent.runAgent`, the
 // tool framework (`tools.js`), OMA's error classes (`errors.js`) and OMA's result fields.
 
-// `#oma-portable` (package.json `imports`): gen/ for Node, workerd/gen/ under the `workerd`
-// condition (core modules imported statically, for Workers).
+// `#oma-portable` (package.json `imports`): gen/, for Node and Workers alike (its core modules are
+// imported as `#oma-core/NAME`: the .wasm files under the `workerd` condition, gen/node/ loaders
+// elsewhere).
 import { driver } from '#oma-portable'
 import {
   InvalidMessageError,

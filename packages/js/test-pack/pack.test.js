@@ -1,13 +1,14 @@
 // The packaging test: the npm tarball installs into an empty project with no Rust on PATH (no
 // cargo, rustc or rustup: PATH is filtered) and works there against a loopback provider, from
 // JavaScript and from strict TypeScript. It holds only what runs: the sources, the transpiled
-// portable world (gen/oma_portable.js and its core wasm), the types and the README.
+// portable world (gen/oma_portable.js, its core modules and their Node loaders), the types and
+// the README; and the same module serves Node and Workers.
 //
 // OMA_TARBALL names a tarball already packed (ci.sh packs once); without it the test packs one.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -49,7 +50,9 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
-      'README.md', 'gen/oma_portable.core.wasm', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
+      'README.md', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
+      'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
+      'gen/oma_portable.core3.wasm', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
       'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/tools.js', 'src/transport.js',
     ])
     const size = statSync(tarball).size
@@ -65,6 +68,22 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const npm = existsSync(npmCli) ? [process.execPath, [npmCli]] : ['npm', []]
     await run(npm[0], [...npm[1], 'install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: app, env })
     assert.deepEqual(readdirSync(join(app, 'node_modules')).filter((n) => !n.startsWith('.')), ['oma-component'])
+
+    // Every file the package's `imports` name, under every condition (Node's and the `workerd`
+    // one Workers' bundlers set), is in the installed package: the same module serves both, and
+    // each core module it imports resolves to the .wasm file on Workers and to its loader on Node.
+    const installed = join(app, 'node_modules', 'oma-component')
+    const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'))
+    const gen = readFileSync(join(installed, 'gen', 'oma_portable.js'), 'utf8')
+    const cores = [...gen.matchAll(/from\s*['"]#oma-core\/([^'"]+)['"]/g)].map((m) => m[1])
+    assert.deepEqual(cores.sort(), ['oma_portable.core.wasm', 'oma_portable.core2.wasm', 'oma_portable.core3.wasm'])
+    for (const core of cores) {
+      for (const condition of ['workerd', 'default']) {
+        const target = manifest.imports['#oma-core/*'][condition].replace('*', core)
+        assert.ok(existsSync(join(installed, target)), `#oma-core/${core} (${condition}) -> ${target} is missing`)
+      }
+    }
+    assert.ok(existsSync(join(installed, manifest.imports['#oma-portable'])))
 
     writeFileSync(join(app, 'main.js'), `
       import { Agent, InvalidMessageError } from 'oma-component'

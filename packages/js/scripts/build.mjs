@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // npm run build: builds oma_portable.wasm alone with cargo (the repository's oma-guest-build
-// command, `--world portable`), transpiles it with jco into gen/, and applies
-// scripts/patch-gen.mjs; then makes the Workers build in workerd/ (scripts/workerd-gen.mjs: a
-// second transpilation whose core modules are imported statically, chosen by the `workerd`
-// import condition; not part of the npm tarball yet). It prints each step, cargo's progress,
-// and a line every 20 s that cargo is quiet.
+// command, `--world portable`), transpiles it with jco into gen/ (every core module a file),
+// applies scripts/patch-gen.mjs, imports the core modules statically as `#oma-core/NAME` and
+// writes their Node loaders (scripts/workerd-gen.mjs: one module for Node and Workers), and
+// minifies it (scripts/minify.mjs). It prints each step, cargo's progress, and a line every 20 s
+// that cargo is quiet.
 //
 // Environment:
 //   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;

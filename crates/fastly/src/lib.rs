@@ -186,7 +186,7 @@ impl Exchange for FastlyExchange {
     }
 
     fn respond(&mut self, reply: &Reply) {
-        let Some(response) = response_head(reply.status, &reply_headers(reply)) else {
+        let Some(response) = response_head(reply.status, &reply.all_headers()) else {
             return;
         };
         let Ok(body) = http_body::new() else {
@@ -200,10 +200,8 @@ impl Exchange for FastlyExchange {
     }
 
     fn open_events(&mut self) -> bool {
-        let headers = [
-            ("content-type", "text/event-stream".to_owned()),
-            ("cache-control", "no-cache".to_owned()),
-        ];
+        let headers =
+            oma_gateway::STREAM_HEADERS.map(|(name, value)| (name.to_owned(), value.to_owned()));
         let Some(response) = response_head(200, &headers) else {
             return false;
         };
@@ -234,15 +232,8 @@ impl Exchange for FastlyExchange {
     }
 }
 
-/// A reply's headers: its content type and its own.
-fn reply_headers(reply: &Reply) -> Vec<(&'static str, String)> {
-    let mut headers = vec![("content-type", "application/json".to_owned())];
-    headers.extend(reply.headers.iter().cloned());
-    headers
-}
-
 /// A response head with `status` and `headers`; `None` when the platform refuses it.
-fn response_head(status: u16, headers: &[(&str, String)]) -> Option<Response> {
+fn response_head(status: u16, headers: &[(String, String)]) -> Option<Response> {
     let response = Response::new().ok()?;
     response.set_status(status).ok()?;
     for (name, value) in headers {

@@ -120,18 +120,15 @@ impl Exchange for WasiExchange<'_> {
         let Some(out) = self.out.take() else {
             return;
         };
-        let mut headers: Vec<(String, Vec<u8>)> = vec![
-            ("content-type".into(), b"application/json".to_vec()),
-            (
-                "content-length".into(),
-                reply.body.len().to_string().into_bytes(),
-            ),
-        ];
+        let mut headers: Vec<(String, Vec<u8>)> = vec![(
+            "content-length".into(),
+            reply.body.len().to_string().into_bytes(),
+        )];
         headers.extend(
             reply
-                .headers
-                .iter()
-                .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())),
+                .all_headers()
+                .into_iter()
+                .map(|(name, value)| (name, value.into_bytes())),
         );
         let Some((body, stream)) = start_response(out, reply.status, &headers) else {
             return;

@@ -2,7 +2,7 @@
 // npm run build: builds oma_portable.wasm alone with cargo (the repository's oma-guest-build
 // command, `--world portable`), transpiles it with jco into gen/ (every core module a file),
 // applies scripts/patch-gen.mjs, imports the core modules statically as `#oma-core/NAME` and
-// writes their Node loaders (scripts/workerd-gen.mjs: one module for Node and Workers), and
+// writes their Node loaders (scripts/core-modules.mjs: one module for Node and Workers), and
 // minifies it (scripts/minify.mjs). It prints each step, cargo's progress, and a line every 20 s
 // that cargo is quiet.
 //
@@ -18,7 +18,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { minifyGenerated } from './minify.mjs'
 import { patchGenerated } from './patch-gen.mjs'
-import { staticCoreModules, writeNodeLoaders } from './workerd-gen.mjs'
+import { staticCoreModules, writeNodeLoaders } from './core-modules.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -99,7 +99,7 @@ try {
   // One module for Node and Workers: its core modules are imported statically through
   // `#oma-core/NAME` (package.json's `imports`), which Workers resolve to the `.wasm` file itself
   // (their bundler hands over a compiled `WebAssembly.Module`) and Node to a small module that
-  // compiles the file (scripts/workerd-gen.mjs).
+  // compiles the file (scripts/core-modules.mjs).
   ;({ js, cores } = staticCoreModules(patchGenerated(js), '#oma-core/'))
 } catch (e) {
   fail(e.message)

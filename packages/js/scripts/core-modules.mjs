@@ -33,11 +33,11 @@ async function fetchCompile (url) {
  */
 export function staticCoreModules(js, prefix) {
   if (js.split(FETCH_COMPILE).length !== 2) {
-    throw new Error('workerd-gen: fetchCompile is not the one jco 1.35.0 writes (exactly once)')
+    throw new Error('core-modules: fetchCompile is not the one jco 1.35.0 writes (exactly once)')
   }
   js = js.replace(FETCH_COMPILE, '')
   const loads = [...js.matchAll(/fetchCompile\(new URL\('\.\/([A-Za-z0-9_.-]+\.wasm)', import\.meta\.url\)\)/g)]
-  if (loads.length === 0) throw new Error('workerd-gen: no core module is loaded with fetchCompile')
+  if (loads.length === 0) throw new Error('core-modules: no core module is loaded with fetchCompile')
   const imports = []
   const cores = []
   loads.forEach((load, i) => {
@@ -47,9 +47,9 @@ export function staticCoreModules(js, prefix) {
     js = js.replace(load[0], name)
   })
   if (/fetchCompile|import\.meta|import\(|base64Compile|WebAssembly\.compile\(/.test(js)) {
-    throw new Error('workerd-gen: the output still loads or compiles WebAssembly at run time')
+    throw new Error('core-modules: the output still loads or compiles WebAssembly at run time')
   }
-  const header = '// oma-component (scripts/workerd-gen.mjs): core modules imported statically, for Node and Workers.\n'
+  const header = '// oma-component (scripts/core-modules.mjs): core modules imported statically, for Node and Workers.\n'
   return { js: header + imports.join('\n') + '\n' + js, cores }
 }
 

@@ -80,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
     };
     match route {
         Route::Health => check(&gateway::health()),
-        Route::Validate => check(&gateway::validate(body)),
+        Route::Validate => check(&gateway::validate(&settings, body)),
         Route::Format => check(&gateway::format(&settings, body, 1_796_036_400_000, 7)),
         Route::Run => {
             let mut machine = match gateway::start_run(&settings, body, selector & 1 != 0, 7) {

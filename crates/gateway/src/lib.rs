@@ -256,7 +256,7 @@ pub fn on_body(
 ) -> BodyVerdict {
     match route {
         Route::Health => BodyVerdict::Reply(health()),
-        Route::Validate => BodyVerdict::Reply(validate(body)),
+        Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
         Route::Run => match start_run(settings, body, streaming, seed) {
             Ok(machine) => BodyVerdict::Run(Box::new(machine)),
@@ -361,13 +361,17 @@ fn parse_body(body: &[u8]) -> Result<Value, Reply> {
     })
 }
 
-fn unprocessable(error: &Error) -> Reply {
-    Reply::of_error(422, error)
+/// The refusal of a request for `error`, with `status`. Every refusal of a request's body goes
+/// through here: its message may quote what the client sent (a field, a provider name, a block
+/// type), so it is redacted of every configured secret. A client that sends a key it guessed
+/// gets `[redacted]` back, never a confirmation (found by the `gateway_requests` fuzz target).
+fn refuse(settings: &Settings, status: u16, error: Error) -> Reply {
+    Reply::of_error(status, &error.redact(&secret_refs(&settings.all_secrets())))
 }
 
 /// `POST /v1/validate`: an OMA message list, answered with the validated list (`200`) or the
-/// first rule it breaks (`422`).
-pub fn validate(body: &[u8]) -> Reply {
+/// first rule it breaks (`422`, redacted of `settings`' secrets).
+pub fn validate(settings: &Settings, body: &[u8]) -> Reply {
     let value = match parse_body(body) {
         Ok(value) => value,
         Err(reply) => return reply,
@@ -382,7 +386,7 @@ pub fn validate(body: &[u8]) -> Reply {
             headers: Vec::new(),
             body: text,
         },
-        Err(error) => unprocessable(&error),
+        Err(error) => refuse(settings, 422, error),
     }
 }
 
@@ -443,9 +447,8 @@ impl RunBody {
     }
 }
 
-/// The request's fields, or `400` (not JSON) / `422` (another shape). A shape error names the
-/// fields it was given, so it is redacted of every configured secret: a client that sends a key
-/// as a field name does not get it back.
+/// The request's fields, or `400` (not JSON) / `422` (another shape, naming the fields it was
+/// given: redacted by [`refuse`]).
 fn fields<T>(
     settings: &Settings,
     body: &[u8],
@@ -456,7 +459,7 @@ fn fields<T>(
         let error = Error::InvalidRequest {
             message: format!("the request is not valid: {e}"),
         };
-        unprocessable(&error.redact(&secret_refs(&settings.all_secrets())))
+        refuse(settings, 422, error)
     })
 }
 
@@ -502,7 +505,7 @@ pub fn format(settings: &Settings, body: &[u8], now_ms: u64, seed: u64) -> Reply
             headers: Vec::new(),
             body: text,
         },
-        Err(error) => unprocessable(&error.redact(&secret_refs(&provider.secrets))),
+        Err(error) => refuse(settings, 422, error),
     }
 }
 
@@ -522,16 +525,20 @@ pub fn start_run(
 ) -> Result<RunMachine, Reply> {
     let fields = fields(settings, body, RunBody::read)?;
     let input = match (fields.messages, fields.prompt) {
-        (Some(messages), None) => {
-            RunInput::Messages(json::messages_from_value(messages).map_err(|e| unprocessable(&e))?)
-        }
+        (Some(messages), None) => RunInput::Messages(
+            json::messages_from_value(messages).map_err(|e| refuse(settings, 422, e))?,
+        ),
         (None, Some(prompt)) => RunInput::Text(prompt),
         _ => {
-            return Err(unprocessable(&Error::InvalidRequest {
-                message: "the request is not valid: give exactly one of `messages` (an OMA \
-                          message list) and `prompt` (a string)"
-                    .into(),
-            }))
+            return Err(refuse(
+                settings,
+                422,
+                Error::InvalidRequest {
+                    message: "the request is not valid: give exactly one of `messages` (an OMA \
+                              message list) and `prompt` (a string)"
+                        .into(),
+                },
+            ))
         }
     };
     let provider = settings.provider(&fields.provider);
@@ -566,11 +573,12 @@ pub fn start_run(
     };
     // An unknown provider is the caller's mistake (422, from `into_spec`), found before the
     // configuration is.
-    let (spec, history) = agent.into_spec().map_err(|e| unprocessable(&e))?;
+    let (spec, history) = agent.into_spec().map_err(|e| refuse(settings, 422, e))?;
     if settings.egress.is_none() && !configured {
-        return Err(Reply::of_error(
+        return Err(refuse(
+            settings,
             403,
-            &Error::EgressDenied {
+            Error::EgressDenied {
                 message: format!(
                     "egress denied: the provider {name:?} is not configured on this gateway (its \
                      key or base URL is not set)"
@@ -578,10 +586,10 @@ pub fn start_run(
             },
         ));
     }
-    let agent = entry::Agent::new(spec, history).map_err(|e| unprocessable(&e))?;
+    let agent = entry::Agent::new(spec, history).map_err(|e| refuse(settings, 422, e))?;
     agent
         .start(input, streaming, seed)
-        .map_err(|e| unprocessable(&e))
+        .map_err(|e| refuse(settings, 422, e))
 }
 
 /// The response a run's outcome makes when nothing may be streamed yet: `422` when it failed

@@ -98,7 +98,7 @@ fn every_error_has_the_error_shape() {
     let value = body_json(&reply);
     assert_eq!(value["error"]["retryable"], json!(true));
     assert_eq!(value["error"]["name"], "LLMCallTimeoutError");
-    let reply = validate(b"{not json");
+    let reply = validate(&configured(), b"{not json");
     assert_eq!(reply.status, 400);
     assert_eq!(error_of(&reply).1.as_deref(), Some("MALFORMED_JSON"));
     assert_eq!(body_json(&reply)["error"]["retryable"], json!(false));
@@ -107,13 +107,13 @@ fn every_error_has_the_error_shape() {
 #[test]
 fn validation_answers_the_list_or_omas_message() {
     let good = br#"[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]"#;
-    let reply = validate(good);
+    let reply = validate(&configured(), good);
     assert_eq!(reply.status, 200);
     assert_eq!(
         body_json(&reply),
         json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
     );
-    let reply = validate(br#"[{"role": "user", "content": "hi"}]"#);
+    let reply = validate(&configured(), br#"[{"role": "user", "content": "hi"}]"#);
     assert_eq!(reply.status, 422);
     assert_eq!(
         error_of(&reply),
@@ -125,7 +125,7 @@ fn validation_answers_the_list_or_omas_message() {
     );
     let bad_media = br#"[{"role": "user", "content": [{"type": "video",
         "source": {"type": "url", "media_type": "video/mp4; q=1", "url": "https://v.example/a"}}]}]"#;
-    let reply = validate(bad_media);
+    let reply = validate(&configured(), bad_media);
     assert_eq!(reply.status, 422);
     assert_eq!(
         error_of(&reply).2,
@@ -442,7 +442,7 @@ fn a_body_of_a_million_blocks_is_too_large() {
     let blocks = vec![r#"{"type":"text","text":""}"#; 1_000_000].join(",");
     let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
     for reply in [
-        validate(body.as_bytes()),
+        validate(&configured(), body.as_bytes()),
         format(&configured(), body.as_bytes(), NOW, 7),
     ] {
         assert_eq!(reply.status, 413, "{}", reply.body);
@@ -456,7 +456,7 @@ fn a_body_of_a_million_blocks_is_too_large() {
     // Under the limits, a conversation past the block limit is a typed 422.
     let blocks = vec![r#"{"type":"text","text":""}"#; 20_000].join(",");
     let body = format!(r#"[{{"role":"user","content":[{blocks}]}}]"#);
-    let reply = validate(body.as_bytes());
+    let reply = validate(&configured(), body.as_bytes());
     assert_eq!(reply.status, 422, "{}", reply.body);
     assert!(error_of(&reply)
         .2
@@ -478,5 +478,30 @@ fn a_key_given_as_a_field_name_is_not_echoed() {
     assert!(reply.body.contains("[redacted]"), "{}", reply.body);
     let reply = format(&settings, body.as_bytes(), 0, 1);
     assert_eq!(reply.status, 422);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+}
+
+/// Every refusal of a body is redacted, whatever field quotes the key: a provider name (the
+/// run's 422 for an unknown provider, the format's), a block type in `/v1/validate`.
+#[test]
+fn a_key_quoted_anywhere_in_a_refusal_is_redacted() {
+    let settings = configured();
+    let provider = format!("g{KEY}emini");
+    let body = json!({"provider": provider, "model": "m", "prompt": "hi"}).to_string();
+    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1) else {
+        panic!("an unknown provider is refused");
+    };
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+    assert!(reply.body.contains("[redacted]"), "{}", reply.body);
+    let messages = json!([{"role": "user", "content": "hi"}]);
+    let body = json!({"provider": provider, "model": "m", "messages": messages}).to_string();
+    let reply = format(&settings, body.as_bytes(), 0, 1);
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
+    let body = json!([{"role": "user", "content": [{"type": KEY}]}]).to_string();
+    let reply = validate(&settings, body.as_bytes());
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(reply.body.contains("[redacted]"), "{}", reply.body);
     assert!(!reply.body.contains(KEY), "{}", reply.body);
 }

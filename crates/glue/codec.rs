@@ -6,7 +6,7 @@ use oma_core::adapter::IdSource;
 use oma_core::json;
 
 use super::convert::*;
-use super::exports::oma::agent::codec::Guest;
+use super::exports::oma::agent::codec::{Guest, ProviderVariables};
 use super::wit::types as wit;
 use super::wit::wire;
 use super::Component;
@@ -60,5 +60,16 @@ impl Guest for Component {
         let adapter = adapter_for(&endpoint, request_time(&endpoint))?;
         let request = from_wit_request(request)?;
         Ok(to_wit_response(adapter.parse(&request, body.as_bytes())?))
+    }
+
+    fn environment_names(provider: String) -> ProviderVariables {
+        let names = oma_core::environment::environment_names(&provider);
+        let owned = |list: &[&str]| list.iter().map(|name| (*name).to_owned()).collect();
+        ProviderVariables {
+            api_key: owned(names.api_key),
+            base_url: names.base_url.map(str::to_owned),
+            region: owned(names.region),
+            default_region: names.default_region.map(str::to_owned),
+        }
     }
 }

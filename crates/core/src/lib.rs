@@ -35,6 +35,7 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod environment;
 pub mod error;
 pub mod http;
 pub mod json;

@@ -9,7 +9,7 @@
 // `#oma-portable` (package.json `imports`): gen/, for Node and Workers alike (its core modules are
 // imported as `#oma-core/NAME`: the .wasm files under the `workerd` condition, gen/node/ loaders
 // elsewhere).
-import { driver } from '#oma-portable'
+import { codec, driver } from '#oma-portable'
 import {
   InvalidMessageError,
   TokenBudgetExceededError,
@@ -68,43 +68,40 @@ const UNSUPPORTED = {
   outputSchema: 'structured output',
 }
 
-/** Where OMA's provider SDKs read an API key from when `apiKey` is absent (docs/api-keys.md). */
-const KEY_ENV = {
-  anthropic: ['ANTHROPIC_API_KEY'],
-  openai: ['OPENAI_API_KEY'],
-  'azure-openai': ['AZURE_OPENAI_API_KEY'],
-  gemini: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'],
-  grok: ['XAI_API_KEY'],
-  minimax: ['MINIMAX_API_KEY'],
-  mimo: ['MIMO_API_KEY'],
-  deepseek: ['DEEPSEEK_API_KEY'],
-  doubao: ['ARK_API_KEY'],
-  hunyuan: ['HUNYUAN_API_KEY'],
-  qiniu: ['QINIU_API_KEY'],
-  copilot: ['GITHUB_COPILOT_TOKEN', 'GITHUB_TOKEN'],
-}
-
-/** Where OMA (or its SDK) reads a base URL from when `baseURL` is absent. */
-const BASE_URL_ENV = {
-  anthropic: 'ANTHROPIC_BASE_URL',
-  openai: 'OPENAI_BASE_URL',
-  minimax: 'MINIMAX_BASE_URL',
-  mimo: 'MIMO_BASE_URL',
-  hunyuan: 'HUNYUAN_BASE_URL',
-}
-
 function environment(name) {
   const value = globalThis.process?.env?.[name]
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 
-/** The API key for `provider` from its usual environment variable, if one is set. */
-function keyFromEnvironment(provider) {
-  for (const name of KEY_ENV[provider] ?? []) {
+/** The first of `names` that is set and not empty. */
+function firstFromEnvironment(names) {
+  for (const name of names) {
     const value = environment(name)
     if (value !== undefined) return value
   }
   return undefined
+}
+
+/**
+ * What the environment gives an agent's configuration that leaves it out, as OMA (and the SDKs it
+ * drives) read it: the API key, the base URL and Bedrock's region. Which variables those are is
+ * the component's table (`codec.environmentNames`, docs/api-keys.md), so that every package reads
+ * the same ones.
+ */
+function fillFromEnvironment(json) {
+  const names = codec.environmentNames(json.provider)
+  if (json.apiKey === undefined) {
+    const key = firstFromEnvironment(names.apiKey)
+    if (key !== undefined) json.apiKey = key
+  }
+  if (json.baseURL === undefined && names.baseUrl !== undefined) {
+    const url = environment(names.baseUrl)
+    if (url !== undefined) json.baseURL = url
+  }
+  if (json.region === undefined) {
+    const region = firstFromEnvironment(names.region) ?? names.defaultRegion
+    if (region !== undefined) json.region = region
+  }
 }
 
 function isObject(value) {
@@ -191,17 +188,7 @@ function prepareConfig(config, registry, executor) {
   }
   json.provider ??= 'anthropic'
   json.model ??= 'external'
-  if (json.apiKey === undefined) {
-    const key = keyFromEnvironment(json.provider)
-    if (key !== undefined) json.apiKey = key
-  }
-  if (json.baseURL === undefined && BASE_URL_ENV[json.provider] !== undefined) {
-    const url = environment(BASE_URL_ENV[json.provider])
-    if (url !== undefined) json.baseURL = url
-  }
-  if (json.provider === 'bedrock' && json.region === undefined) {
-    json.region = environment('AWS_REGION') ?? 'us-east-1'
-  }
+  fillFromEnvironment(json)
   if (config.thinking !== undefined && config.thinking !== null) {
     if (config.thinking.effort !== undefined) {
       throw new TypeError('thinking.effort (reasoning effort) is not supported by oma-component; set thinking.budgetTokens')

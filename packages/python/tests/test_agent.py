@@ -486,9 +486,6 @@ def test_a_hook_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, ant
 
 
 def test_the_api_key_comes_from_the_providers_variable(loop, monkeypatch):
-    assert [oma.key_variable(p) for p in ("anthropic", "openai", "gemini", "grok", "bedrock", "deepseek", "my-llm")] == [
-        "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "XAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK",
-        "DEEPSEEK_API_KEY", "MY_LLM_API_KEY"]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env-SECRET123")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-oai-from-env-SECRET456")
     call = {"egress": "offline"}

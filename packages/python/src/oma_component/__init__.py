@@ -6,7 +6,8 @@ here in Python: by :class:`Agent` and :func:`run_agent` (sync, over urllib3), or
 :class:`AsyncAgent` and :func:`run_agent_async` (asyncio, over httpx). See README.md.
 """
 
-from ._agent import Agent, Backend, CallableBackend, ProcessBackend, Tool, ToolResult, key_variable, run_agent, tool
+from ._agent import (Agent, Backend, CallableBackend, EnvironmentNames, ProcessBackend, Tool, ToolResult,
+                     environment_names, run_agent, tool)
 from ._aio import AsyncAgent, AsyncHttpClient, run_agent_async
 from ._codec import format_request, parse_response, validate
 from ._errors import (
@@ -71,7 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent", "AsyncAgent", "Backend", "CallableBackend", "ProcessBackend", "Tool", "ToolResult", "run_agent",
-    "run_agent_async", "tool", "key_variable",
+    "run_agent_async", "tool", "environment_names", "EnvironmentNames",
     "format_request", "parse_response", "validate",
     "OmaError", "InvalidMessageError", "UnsupportedContentBlockError", "UnsupportedToolResultContentError",
     "UnsupportedToolCallError", "TokenBudgetExceededError", "LLMCallTimeoutError", "EgressPolicyError",

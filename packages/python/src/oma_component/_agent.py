@@ -32,6 +32,7 @@ from typing import (
     ParamSpec,
     Sequence,
     Tuple,
+    TypedDict,
     TypeVar,
     Union,
     cast,
@@ -650,22 +651,50 @@ def _events(gen: Generator[Dict[str, Any], None, Dict[str, Any]]) -> Iterator[St
 # -- agents ------------------------------------------------------------------------------------
 
 
-def key_variable(provider: str) -> str:
-    """The environment variable that holds ``provider``'s API key, as the gateway and the
-    JavaScript package name it: ``XAI_API_KEY`` for ``grok``, ``AWS_BEARER_TOKEN_BEDROCK`` for
-    ``bedrock``, else ``<PROVIDER>_API_KEY`` (upper-cased, anything but ASCII letters and digits
-    as ``_``): ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY``, ..."""
-    if provider == "grok":
-        return "XAI_API_KEY"
-    if provider == "bedrock":
-        return "AWS_BEARER_TOKEN_BEDROCK"
-    return re.sub(r"[^A-Za-z0-9]", "_", provider).upper() + "_API_KEY"
+class EnvironmentNames(TypedDict):
+    """The environment variables OMA (or the provider SDK it drives) reads for what an agent's
+    configuration leaves out; each list in the order it is read, the first variable that is set
+    and not empty wins."""
+
+    api_key: List[str]
+    base_url: Optional[str]
+    region: List[str]
+    default_region: Optional[str]
 
 
-def _env_key(provider: Any) -> Optional[str]:
+def environment_names(provider: str, *, runtime: Optional[Runtime] = None) -> EnvironmentNames:
+    """The variables an agent of ``provider`` takes its missing ``api_key``, ``base_url`` and
+    ``region`` from, as OMA reads them: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``,
+    ``GEMINI_API_KEY`` then ``GOOGLE_API_KEY``, ``ARK_API_KEY`` for ``doubao``,
+    ``AWS_BEARER_TOKEN_BEDROCK`` and ``AWS_REGION`` (else ``us-east-1``) for ``bedrock``, ...;
+    nothing for a provider OMA reads nothing for. The table is the component's, the one the
+    JavaScript package reads too."""
+    rt = runtime or default_runtime()
+    names = rt.call("environment-names", provider)
+    return EnvironmentNames(api_key=list(getattr(names, "api-key")), base_url=getattr(names, "base-url"),
+                            region=list(names.region), default_region=getattr(names, "default-region"))
+
+
+def _from_environment(names: Sequence[str]) -> Optional[str]:
+    for name in names:
+        value = os.environ.get(name)
+        if value:  # an empty value counts as unset
+            return value
+    return None
+
+
+def _fill_from_environment(values: Dict[str, Any], provider: Any, runtime: Optional[Runtime]) -> None:
+    """Sets the ``api_key``, ``base_url`` and ``region`` that ``values`` leaves out from the
+    provider's environment variables (:func:`environment_names`)."""
     if not isinstance(provider, str):
-        return None
-    return os.environ.get(key_variable(provider)) or None  # an empty value counts as unset
+        return
+    names = environment_names(provider, runtime=runtime)
+    if values.get("api_key") is None:
+        values["api_key"] = _from_environment(names["api_key"])
+    if values.get("base_url") is None and names["base_url"] is not None:
+        values["base_url"] = _from_environment([names["base_url"]])
+    if values.get("region") is None:
+        values["region"] = _from_environment(names["region"]) or names["default_region"]
 
 
 _CALL_KEYS = {
@@ -686,14 +715,15 @@ class _Spec:
 
     def __init__(self, *, name: str, model: str, provider: str, tools: Sequence["Tool[..., Any]"],
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
-                 call: Optional[Mapping[str, Any]], options: Mapping[str, Any]) -> None:
+                 call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
+                 runtime: Optional[Runtime]) -> None:
         unknown = set(options) - set(_PLAIN_KEYS)
         if unknown:
             raise TypeError(f"unknown configuration: {', '.join(sorted(unknown))}")
         cfg: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
         values = dict(options)
-        if values.get("api_key") is None and backend is None:
-            values["api_key"] = _env_key(provider)
+        if backend is None:
+            _fill_from_environment(values, provider, runtime)
         cfg.update({_PLAIN_KEYS[k]: v for k, v in values.items() if v is not None})
         if tools:
             cfg["tools"] = [t.definition() for t in tools]
@@ -808,7 +838,8 @@ _AGENT_DOC = """
 
     ``deadline_ms`` is the most one run may take (past it the run fails with status
     ``timeout``; hooks and tools are held to it too). ``api_key`` defaults to the provider's
-    usual environment variable (:func:`key_variable`). ``call`` sets the provider call options:
+    usual environment variable, and ``base_url`` and ``region`` where OMA reads one
+    (:func:`environment_names`). ``call`` sets the provider call options:
     ``max_retries``, ``retry_delay_ms``, ``retry_backoff``, ``timeout_ms`` (connecting and the
     head; then each gap between a stream's bytes, or a whole response up to its last byte),
     ``max_response_bytes`` (32 MiB by default, counted as the bytes arrive), ``deadline_ms`` (one
@@ -862,7 +893,8 @@ class Agent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms))
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                     runtime=runtime)
         self._host = spec.host(http_client or default_client())
         self._lock = threading.Lock()
         super().__init__(spec, runtime, seed)
@@ -941,7 +973,8 @@ def run_agent(
     (``base_url``, ``api_key``, ``system_prompt``, ...)."""
     rt = runtime or default_runtime()
     spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
-                 history=history, call=cast(Optional[Mapping[str, Any]], call), options=config)
+                 history=history, call=cast(Optional[Mapping[str, Any]], call), options=config,
+                 runtime=rt)
     generation, session = _run_agent_session(rt, spec, input, on_progress is not None, evaluation, seed)
     host = spec.host(http_client or default_client(), on_progress, on_case)
     return _complete(drive(rt, generation, session, host))

@@ -503,7 +503,8 @@ class AsyncAgent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms))
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                     runtime=runtime)
         self._host = spec.host(None)
         self._client = http_client
         self._prompt_lock: Optional[asyncio.Lock] = None
@@ -566,7 +567,7 @@ async def run_agent_async(
     ``async def`` (awaited); what they raise is ignored."""
     rt = runtime or default_runtime()
     spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
-                 history=history, call=cast(Any, call), options=config)
+                 history=history, call=cast(Any, call), options=config, runtime=rt)
     generation, session = _run_agent_session(rt, spec, input, on_progress is not None, evaluation, seed)
     host = spec.host(None, on_progress, on_case)
     return await _acomplete(adrive(rt, generation, session, host, http_client or default_async_client()))

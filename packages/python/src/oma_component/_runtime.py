@@ -46,6 +46,7 @@ _FUNCS: List[Tuple[str, str]] = [
     (CODEC, "validate-messages"),
     (CODEC, "format-request"),
     (CODEC, "parse-response"),
+    (CODEC, "environment-names"),
 ]
 
 

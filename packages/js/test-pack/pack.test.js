@@ -50,9 +50,11 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
-      'README.md', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
+      'README.md', 'gateway.d.ts', 'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
+      'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts', 'gen/interfaces/oma-agent-routes.d.ts',
+      'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
-      'gen/oma_portable.core3.wasm', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
+      'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
       'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/tools.js', 'src/transport.js',
     ])
     const size = statSync(tarball).size
@@ -111,10 +113,36 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       const code: 'ok' | string | undefined = result.status?.code
       console.log(code, result.toolCalls.map((c) => c.duration))
     `)
-    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM'], types: [] },
-      files: ['main.ts'],
-    }))
+    // A gateway host written in TypeScript, as a Worker would be: the routes and the session
+    // loop are typed (a wrong call is an error, not an implicit any).
+    const gateway = `
+      import { routes, driveSession } from 'oma-component/gateway'
+      export async function serve(env: Array<[string, string]>, path: string): Promise<number> {
+        const request = new routes.Request(env, { method: 'POST', path, headers: [] }, BigInt(Date.now()))
+        const head: routes.HeadVerdict = request.head()
+        if (head.tag === 'reply') return head.val.status
+        const verdict = request.body(new TextEncoder().encode('{}'), BigInt(Date.now()), 7n)
+        if (verdict.tag === 'reply') return verdict.val.status
+        const run = verdict.val
+        for await (const event of driveSession(run, {}, { timings: [] })) void event
+        const end = run.end(BigInt(Date.now()))
+        return end.tag === 'reply' ? end.val.status : 200
+      }
+      export const line: string = routes.logLine('GET', '/healthz', 200, 1n)
+    `
+    writeFileSync(join(app, 'gateway.ts'), gateway)
+    // The same program with a mistake: a status is a number, not a string.
+    writeFileSync(join(app, 'gateway-wrong.ts'), gateway.replace('Promise<number>', 'Promise<string>'))
+    const tsconfig = (files) => JSON.stringify({
+      compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM', 'ESNext.Disposable'], types: [] },
+      files,
+    })
+    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts']))
+    writeFileSync(join(app, 'tsconfig-wrong.json'), tsconfig(['gateway-wrong.ts']))
+    await assert.rejects(
+      run(process.execPath, [join(pkg, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig-wrong.json'], { cwd: app, env }),
+      /TS2322/,
+    )
     await run(process.execPath, [join(pkg, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], { cwd: app, env })
   } finally {
     await server.close()

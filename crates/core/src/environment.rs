@@ -63,6 +63,30 @@ pub fn environment_names(provider: &str) -> EnvironmentNames {
     }
 }
 
+/// Every provider [`environment_names`] has variables for.
+pub const PROVIDERS: [&str; 13] = [
+    "anthropic",
+    "openai",
+    "azure-openai",
+    "gemini",
+    "grok",
+    "minimax",
+    "mimo",
+    "deepseek",
+    "doubao",
+    "hunyuan",
+    "qiniu",
+    "copilot",
+    "bedrock",
+];
+
+/// Whether `name` is a variable that holds some provider's API key or token in this table.
+pub fn is_key_variable(name: &str) -> bool {
+    PROVIDERS
+        .iter()
+        .any(|provider| environment_names(provider).api_key.contains(&name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +98,7 @@ mod tests {
             .into_iter()
             .chain(openai_presets)
         {
+            assert!(PROVIDERS.contains(&provider), "{provider} in PROVIDERS");
             assert!(
                 !environment_names(provider).api_key.is_empty(),
                 "{provider} has no key variable"

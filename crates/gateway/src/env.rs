@@ -81,6 +81,20 @@ pub fn key_variable(provider: &str) -> String {
     format!("{}_API_KEY", stem(provider))
 }
 
+/// The variables that may hold the API key of `provider`, in the order they are read: its
+/// [`key_variable`], then the ones OMA reads for it (`oma_core::environment`, e.g.
+/// `GOOGLE_API_KEY` for `gemini`, `ARK_API_KEY` for `doubao`), so that an environment set up
+/// for OMA configures the gateway and the CLI too.
+pub fn key_variables(provider: &str) -> Vec<String> {
+    let mut names = vec![key_variable(provider)];
+    for name in oma_core::environment::environment_names(provider).api_key {
+        if !names.iter().any(|known| known == name) {
+            names.push((*name).to_owned());
+        }
+    }
+    names
+}
+
 /// The variable that holds the base URL of `provider`: `XAI_BASE_URL` for `grok`, else
 /// `<PROVIDER>_BASE_URL`.
 pub fn base_url_variable(provider: &str) -> String {
@@ -137,7 +151,7 @@ pub fn provider_env(
                 session_token: token,
             };
         }
-    } else if let Some(key) = var(&key_variable(provider)) {
+    } else if let Some(key) = key_variables(provider).iter().find_map(|name| var(name)) {
         secrets.push(key.clone());
         endpoint.credentials = Credentials::ApiKey(key);
     }
@@ -194,7 +208,9 @@ pub fn variable_names(providers: Option<&str>) -> Vec<String> {
         .map(str::trim)
         .filter(|name| !name.is_empty());
     for provider in built_in.chain(named) {
-        for name in [key_variable(provider), base_url_variable(provider)] {
+        let mut own = key_variables(provider);
+        own.push(base_url_variable(provider));
+        for name in own {
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -302,6 +318,7 @@ impl Settings {
             if name.ends_with("_BASE_URL") || name.starts_with("AWS_ENDPOINT_URL") {
                 secrets.extend(oma_core::secret::url_secrets(value));
             } else if name.ends_with("_API_KEY")
+                || oma_core::environment::is_key_variable(name)
                 || (name.starts_with("AWS_")
                     && (name.contains("SECRET")
                         || name.contains("TOKEN")
@@ -397,6 +414,28 @@ mod tests {
         assert!(s.provider("grok").endpoint.credentials == Credentials::ApiKey("xai-1".into()));
         assert!(s.provider("my-llm").configured());
         assert!(!s.provider("deepseek").configured(), "empty is unset");
+        // After its own name, a provider's key is read where OMA reads it.
+        let oma = settings(&[
+            ("GOOGLE_API_KEY", "g-1"),
+            ("ARK_API_KEY", "ark-1"),
+            ("DOUBAO_API_KEY", "doubao-1"),
+            ("GITHUB_TOKEN", "gh-1"),
+        ])
+        .expect("valid");
+        let key = |provider: &str| oma.provider(provider).endpoint.credentials;
+        assert!(key("gemini") == Credentials::ApiKey("g-1".into()));
+        assert!(
+            key("doubao") == Credentials::ApiKey("doubao-1".into()),
+            "its own name first"
+        );
+        assert!(key("copilot") == Credentials::ApiKey("gh-1".into()));
+        let secrets = oma.all_secrets();
+        for secret in ["g-1", "ark-1", "doubao-1", "gh-1"] {
+            assert!(
+                secrets.iter().any(|s| s == secret),
+                "{secret} in {secrets:?}"
+            );
+        }
         let shown = format!("{s:?}");
         for secret in ["sk-ant-1", "xai-1", "m-1"] {
             assert!(!shown.contains(secret), "{shown}");
@@ -416,6 +455,8 @@ mod tests {
             "GEMINI_BASE_URL",
             "AI_SDK_BASE_URL",
             "XAI_API_KEY",
+            "GOOGLE_API_KEY",
+            "ARK_API_KEY",
             "MY_LLM_API_KEY",
             "MY_LLM_BASE_URL",
         ] {

@@ -497,7 +497,7 @@ pub fn format(settings: &Settings, body: &[u8], now_ms: u64, seed: u64) -> Reply
             ..provider.endpoint.clone()
         };
         let http = adapter.format(&request, &endpoint)?;
-        render_request(&http, &provider.secrets)
+        render_request(&http, &settings.all_secrets())
     })();
     match formatted {
         Ok(text) => Reply {

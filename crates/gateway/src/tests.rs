@@ -499,6 +499,18 @@ fn a_key_quoted_anywhere_in_a_refusal_is_redacted() {
     let reply = format(&settings, body.as_bytes(), 0, 1);
     assert_eq!(reply.status, 422, "{}", reply.body);
     assert!(!reply.body.contains(KEY), "{}", reply.body);
+    // A formatted request shows no configured key either, whichever provider it is for.
+    let settings = self::settings(&[
+        ("ANTHROPIC_API_KEY", KEY),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+    ]);
+    let messages = json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]);
+    let body = json!({"provider": "openai", "model": "m", "messages": messages}).to_string();
+    assert_eq!(format(&settings, body.as_bytes(), 0, 1).status, 200);
+    let body = json!({"provider": "openai", "model": KEY, "messages": messages}).to_string();
+    let reply = format(&settings, body.as_bytes(), 0, 1);
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert!(!reply.body.contains(KEY), "{}", reply.body);
     let body = json!([{"role": "user", "content": [{"type": KEY}]}]).to_string();
     let reply = validate(&settings, body.as_bytes());
     assert_eq!(reply.status, 422, "{}", reply.body);

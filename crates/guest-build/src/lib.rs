@@ -22,6 +22,8 @@
 //! variables an outer cargo gives a build script removed so that they cannot leak into the
 //! guest build.
 
+pub mod world;
+
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -269,12 +269,7 @@ impl dr::GuestSession for SessionResource {
         }
         let step = match state.machine.poll(now_ms) {
             Poll::Step(step) => step,
-            Poll::Waiting(due) => {
-                return Ok(dr::Poll::Waiting(dr::Waiting {
-                    due: due.into_iter().map(to_wit_due).collect(),
-                    wake_at_ms: state.machine.wake_at(),
-                }))
-            }
+            Poll::Waiting(due) => return Ok(to_wit_waiting(due, state.machine.wake_at())),
             Poll::Finished(outcome) => {
                 state.over = true;
                 if let Some((agent, turn)) = state.commit.take() {
@@ -348,7 +343,15 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
     }
 }
 
-pub(super) fn to_wit_due(due: Due) -> dr::Due {
+/// The poll of a machine that waits for `due`, to be asked again by `wake_at_ms` at the latest.
+pub(super) fn to_wit_waiting(due: Vec<Due>, wake_at_ms: Option<u64>) -> dr::Poll {
+    dr::Poll::Waiting(dr::Waiting {
+        due: due.into_iter().map(to_wit_due).collect(),
+        wake_at_ms,
+    })
+}
+
+fn to_wit_due(due: Due) -> dr::Due {
     match due {
         Due::Hook => dr::Due::BeforeRun,
         Due::Http => dr::Due::Http,

@@ -12,7 +12,7 @@ use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::agent::outcome::{outcome_json, RunOutcome};
 use oma_core::message::ToolResultContent;
 
-use super::driver::{from_wit_answer, session_error, to_wit_due, to_wit_step};
+use super::driver::{from_wit_answer, session_error, to_wit_step, to_wit_waiting};
 use super::exports::oma::agent::driver as dr;
 use super::exports::oma::agent::routes as rt;
 use super::rules::{self, env::BadVariable, BodyVerdict, Head, HeadVerdict, Route, Settings};
@@ -183,12 +183,7 @@ impl rt::GuestRun for RunResource {
         loop {
             let step = match state.machine.poll(now_ms) {
                 Poll::Step(step) => step,
-                Poll::Waiting(due) => {
-                    return Ok(dr::Poll::Waiting(dr::Waiting {
-                        due: due.into_iter().map(to_wit_due).collect(),
-                        wake_at_ms: state.machine.wake_at(),
-                    }))
-                }
+                Poll::Waiting(due) => return Ok(to_wit_waiting(due, state.machine.wake_at())),
                 Poll::Finished(outcome) => {
                     let report = dr::RunReport::Json(outcome_json(&outcome).to_string());
                     state.outcome = Some(*outcome);

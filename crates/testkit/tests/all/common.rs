@@ -1,8 +1,9 @@
 //! Helpers shared by the tests: a guest, the fixtures, WIT value builders and error checks.
 
 use oma_testkit::{
-    Base64Source, ContentBlock, ErrorKind, Guest, Harness, LlmMessage, MediaSource, Role,
-    ToolResultBlock, ToolResultContent, ToolResultPart, UrlSource, VideoBlock, WitError,
+    Base64Source, ContentBlock, DriverGuest, DriverHarness, ErrorKind, Guest, GuestOptions,
+    Harness, LlmMessage, MediaSource, Role, ToolResultBlock, ToolResultContent, ToolResultPart,
+    UrlSource, VideoBlock, WitError,
 };
 use serde_json::Value;
 
@@ -25,6 +26,16 @@ pub async fn guest() -> Guest {
         .instantiate()
         .await
         .expect("the guest instantiates")
+}
+
+/// A fresh instance of the portable guest (the `driver` and `routes` exports) from the shared
+/// harness, with the default options.
+pub async fn driver_guest() -> DriverGuest {
+    DriverHarness::shared()
+        .expect("the portable guest loads")
+        .instantiate_with(GuestOptions::default())
+        .await
+        .expect("it instantiates")
 }
 
 /// Parses a fixture.

@@ -4,12 +4,13 @@
 //! importing something its world does not declare (say `wasi:cli/stdin`), or stops exporting
 //! something it does, fails here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
+use oma_guest_build::world::{self, items, Imports};
 use oma_testkit::artifact::{GATEWAY_WASM, GUEST_WASM, PORTABLE_WASM};
-use wit_component::{ComponentEncoder, DecodedWasm, StringEncoding};
-use wit_parser::{ManglingAndAbi, PackageId, Resolve, WorldId, WorldItem};
+use wit_component::{ComponentEncoder, StringEncoding};
+use wit_parser::{ManglingAndAbi, PackageId, Resolve, WorldId};
 
 /// The version of WASI the worlds use (the vendored `wit/deps`).
 const WASI: &str = "0.2.12";
@@ -22,93 +23,15 @@ fn declared() -> (Resolve, PackageId) {
     (resolve, package)
 }
 
-/// What a world imports or exports: each item by name (an interface by its id with version,
-/// `func NAME` and `type NAME` for a world's own functions and types) with the names of the
-/// functions it holds.
-type Items = BTreeMap<String, BTreeSet<String>>;
-
-/// The imports and exports of `world`.
-fn items(resolve: &Resolve, world: WorldId) -> (Items, Items) {
-    let of = |map: &wit_parser::IndexMap<wit_parser::WorldKey, WorldItem>| -> Items {
-        map.iter()
-            .map(|(key, item)| match item {
-                WorldItem::Interface { id, .. } => (
-                    resolve
-                        .id_of(*id)
-                        .unwrap_or_else(|| resolve.name_world_key(key)),
-                    resolve.interfaces[*id].functions.keys().cloned().collect(),
-                ),
-                WorldItem::Function(f) => (format!("func {}", f.name), BTreeSet::new()),
-                WorldItem::Type { .. } => (
-                    format!("type {}", resolve.name_world_key(key)),
-                    BTreeSet::new(),
-                ),
-            })
-            .collect()
-    };
-    let world = &resolve.worlds[world];
-    (of(&world.imports), of(&world.exports))
-}
-
-/// How the component `bytes` differs from the world `name` of `wit/` (empty: not at all).
-///
-/// The interfaces imported and exported must be the same, with the same versions; an exported
-/// interface must hold the declared functions; an imported one only functions the declared
-/// interface has (a component imports the functions it calls); and `wit-component` must agree
-/// that the component targets the declared world, which checks every type.
+/// How the component `bytes` differs from the world `name` of `wit/` (empty: not at all):
+/// [`world::differences`], every declared import required (each world is declared for exactly
+/// its artifact).
 fn differences(bytes: &[u8], name: &str) -> Vec<String> {
     let (resolve, package) = declared();
     let world = resolve
         .select_world(&[package], Some(name))
         .unwrap_or_else(|e| panic!("wit/ declares world {name}: {e:#}"));
-    let (want_imports, want_exports) = items(&resolve, world);
-
-    let decoded = match wit_component::decode(bytes) {
-        Ok(DecodedWasm::Component(resolve, world)) => (resolve, world),
-        Ok(DecodedWasm::WitPackage(..)) => return vec!["not a component".to_owned()],
-        Err(e) => return vec![format!("does not decode: {e:#}")],
-    };
-    let (got_imports, got_exports) = items(&decoded.0, decoded.1);
-
-    let mut differences = Vec::new();
-    for (direction, verb, want, got, exact) in [
-        ("imports", "import", &want_imports, &got_imports, false),
-        ("exports", "export", &want_exports, &got_exports, true),
-    ] {
-        for item in got.keys().filter(|item| !want.contains_key(*item)) {
-            differences.push(format!(
-                "{direction} {item}, which world {name} does not declare"
-            ));
-        }
-        for item in want.keys().filter(|item| !got.contains_key(*item)) {
-            differences.push(format!(
-                "does not {verb} {item}, which world {name} declares"
-            ));
-        }
-        for (item, functions) in got {
-            let Some(declared) = want.get(item) else {
-                continue;
-            };
-            let extra: Vec<_> = functions.difference(declared).collect();
-            if !extra.is_empty() {
-                differences.push(format!(
-                    "{direction} {item} with undeclared functions {extra:?}"
-                ));
-            }
-            let missing: Vec<_> = declared.difference(functions).collect();
-            if exact && !missing.is_empty() {
-                differences.push(format!(
-                    "{direction} {item} without the functions {missing:?}"
-                ));
-            }
-        }
-    }
-    if differences.is_empty() {
-        if let Err(e) = wit_component::targets(&resolve, world, bytes, false) {
-            differences.push(format!("does not target world {name}: {e:#}"));
-        }
-    }
-    differences
+    world::differences(&resolve, world, bytes, Imports::Declared)
 }
 
 /// Fails with every difference between the artifact at `path` and world `name`.

@@ -8,13 +8,13 @@ use oma_testkit::driver_types::{
     ToolAnswerJson, TransportFailure, TransportFailureKind,
 };
 use oma_testkit::{
-    artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest,
-    DriverHarness, GuestOptions, Harness, Role, WitError,
+    artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest, Harness,
+    Role, WitError,
 };
 use serde_json::{json, Value};
 use wasmtime::component::ResourceAny;
 
-use crate::common::text;
+use crate::common::{driver_guest, text};
 
 const KEY: &str = "sk-driver-SECRET-5150";
 
@@ -23,14 +23,6 @@ fn json_options() -> SessionOptions {
         payloads: Payloads::Json,
         seed: 42,
     }
-}
-
-async fn guest() -> DriverGuest {
-    DriverHarness::shared()
-        .expect("the portable guest loads")
-        .instantiate_with(GuestOptions::default())
-        .await
-        .expect("it instantiates")
 }
 
 fn config(extra: Value) -> String {
@@ -161,7 +153,7 @@ async fn the_portable_component_imports_nothing_and_instantiates_with_an_empty_l
 
 #[tokio::test]
 async fn a_json_session_takes_and_gives_oma_json() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let agent = guest
         .create_agent_json(&config(json!({
             "beforeRun": true,
@@ -257,7 +249,7 @@ async fn a_json_session_takes_and_gives_oma_json() {
 /// wait.
 #[tokio::test]
 async fn the_default_policy_and_the_providers_code_reach_the_session() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let agent = guest
         .create_agent_json(&config(json!({})))
         .await
@@ -319,7 +311,7 @@ async fn the_default_policy_and_the_providers_code_reach_the_session() {
 
 #[tokio::test]
 async fn answers_that_were_not_asked_for_change_nothing() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     // One attempt: the refused connection below ends the run (Anthropic's default policy
     // would retry it; `the_default_policy_and_the_providers_code_reach_the_session`).
     let agent = guest
@@ -387,7 +379,7 @@ async fn answers_that_were_not_asked_for_change_nothing() {
 
 #[tokio::test]
 async fn prompt_sessions_commit_only_when_done_and_outlive_their_agent() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let agent = guest
         .create_agent_json(&config(json!({})))
         .await
@@ -485,7 +477,7 @@ async fn json_parts(
 /// Pointers, and the input is what the whole text would have been, checked the same way.
 #[tokio::test]
 async fn strings_beside_the_json_text_take_their_places() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let agent = guest
         .create_agent_json(&config(json!({})))
         .await
@@ -569,7 +561,7 @@ async fn strings_beside_the_json_text_take_their_places() {
 
 #[tokio::test]
 async fn both_worlds_format_the_same_bytes_when_given_the_same_time() {
-    let mut portable = guest().await;
+    let mut portable = driver_guest().await;
     let mut component = Harness::shared().unwrap().instantiate().await.unwrap();
     let request = ChatRequest {
         messages: vec![oma_testkit::LlmMessage {

@@ -8,7 +8,9 @@ use oma_testkit::driver_types::{Answer, Poll, Response, ResponseHead, Step};
 use oma_testkit::routes_types::{
     BodyFailure, BodyVerdict, HeadVerdict, Reply, RequestHead, RunEnd,
 };
-use oma_testkit::{DriverGuest, DriverHarness, GuestOptions, WitError};
+use oma_testkit::{DriverGuest, WitError};
+
+use crate::common::driver_guest;
 use serde_json::{json, Value};
 use wasmtime::component::ResourceAny;
 
@@ -42,14 +44,6 @@ fn head(method: &str, path: &str, extra: &[(&str, &str)]) -> RequestHead {
         path: path.into(),
         headers,
     }
-}
-
-async fn guest() -> DriverGuest {
-    DriverHarness::shared()
-        .expect("the portable guest loads")
-        .instantiate_with(GuestOptions::default())
-        .await
-        .expect("it instantiates")
 }
 
 async fn request(
@@ -132,7 +126,7 @@ fn reply_of(verdict: BodyVerdict) -> Reply {
 
 #[tokio::test]
 async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let health = request(&mut guest, environment(), head("GET", "/healthz", &[])).await;
     let HeadVerdict::Reply(reply) = on_head(&mut guest, health).await else {
         panic!("/healthz reads no body")
@@ -185,7 +179,7 @@ async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
 
 #[tokio::test]
 async fn a_bad_variable_is_500_naming_it_and_never_its_value() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let mut environment = environment();
     environment.push(("OMA_GATEWAY_DEADLINE_MS".into(), "soon-7731".into()));
     let request = request(&mut guest, environment, head("GET", "/healthz", &[])).await;
@@ -202,7 +196,7 @@ async fn a_bad_variable_is_500_naming_it_and_never_its_value() {
 
 #[tokio::test]
 async fn bodies_are_validated_formatted_and_refused_as_the_gateway_does() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let list = json!([{"role": "user", "content": [{"type": "text", "text": "Hello?"}]}]);
     let reply = reply_of(
         answer(
@@ -323,7 +317,7 @@ async fn event_text(guest: &mut DriverGuest, run: ResourceAny) -> Option<String>
 
 #[tokio::test]
 async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
     let BodyVerdict::Run(run) =
         answer(&mut guest, head("POST", "/v1/run", &[]), &body.to_string()).await
@@ -387,7 +381,7 @@ async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
 
 #[tokio::test]
 async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let accept = [("Accept", "text/event-stream")];
     let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
     let BodyVerdict::Run(run) = answer(
@@ -493,7 +487,7 @@ async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
 
 #[tokio::test]
 async fn the_log_line_shows_no_query() {
-    let mut guest = guest().await;
+    let mut guest = driver_guest().await;
     let (store, bindings) = guest.parts();
     let line = bindings
         .oma_agent_routes()

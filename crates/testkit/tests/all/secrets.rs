@@ -12,9 +12,9 @@ use oma_testkit::driver_types::{
 };
 use oma_testkit::{
     agent_config, call_options, chat_request, endpoint, BeforeRunAnswer, BeforeRunResult,
-    CannedResponse, CaptureOutbound, DriverHarness, EvaluationOptions, GuestOptions, Harness,
-    LlmMessage, RecordedRequest, Role, RunAgentOptions, RunInput, ScriptedHost, StorePayloads,
-    ToolOutcome, ToolResultContent,
+    CannedResponse, CaptureOutbound, EvaluationOptions, GuestOptions, Harness, LlmMessage,
+    RecordedRequest, Role, RunAgentOptions, RunInput, ScriptedHost, StorePayloads, ToolOutcome,
+    ToolResultContent,
 };
 use serde_json::json;
 
@@ -183,11 +183,7 @@ async fn no_path_of_the_component_world_shows_the_key() {
 async fn no_path_of_the_portable_world_shows_the_key() {
     sweep(World::Driver).await;
     // A JSON session: the hook context, the request's error and the result as OMA JSON.
-    let mut guest = DriverHarness::shared()
-        .unwrap()
-        .instantiate_with(GuestOptions::default())
-        .await
-        .unwrap();
+    let mut guest = crate::common::driver_guest().await;
     let config = json!({"name": "s", "model": "m", "provider": "anthropic", "apiKey": KEY,
                         "beforeRun": true})
     .to_string();

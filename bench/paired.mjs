@@ -79,12 +79,12 @@ if (!process.env.OMA_DIR) {
 }
 const workloads = mkdtempSync(join(tmpdir(), 'oma-workloads-'))
 console.error(`generating the workloads in ${workloads}`)
-run('cargo', ['run', '-q', '--release', '-p', 'oma-testkit', '--bin', 'gen-workloads', '--', workloads])
+run('cargo', ['run', '-q', '--release', '-p', 'oma-host-tests', '--bin', 'gen-workloads', '--', workloads])
 
 const before = load()
-console.error('the component: cargo bench -p oma-testkit --bench agent -- "^(run|bare_post)/"')
+console.error('the component: cargo bench -p oma-host-tests --bench agent -- "^(run|bare_post)/"')
 const criterion = run('cargo', [
-  'bench', '-p', 'oma-testkit', '--bench', 'agent', '--',
+  'bench', '-p', 'oma-host-tests', '--bench', 'agent', '--',
   '--measurement-time', seconds, '--warm-up-time', '1', '^(run|bare_post)/',
 ])
 const between = load()

@@ -103,9 +103,9 @@ oha --version >/dev/null || die "oha does not run"
 
 if [[ "$SKIP_BUILD" != 1 ]]; then
   say "building (release): oma-host, loopback-provider, gen-workloads, and the guest's artifacts"
-  cargo build --release -p oma-host -p oma-testkit --bin oma-host --bin loopback-provider --bin gen-workloads >&2
+  cargo build --release -p oma-host -p oma-host-tests --bin oma-host --bin loopback-provider --bin gen-workloads >&2
 fi
-[[ -x "$PROVIDER" ]] || die "$PROVIDER is missing (cargo build --release -p oma-testkit --bin loopback-provider)"
+[[ -x "$PROVIDER" ]] || die "$PROVIDER is missing (cargo build --release -p oma-host-tests --bin loopback-provider)"
 if has_side oma-host; then
   [[ -x "$OMA_HOST" ]] || die "$OMA_HOST is missing (cargo build --release -p oma-host)"
   "$OMA_HOST" --help 2>&1 | grep -q '^ *serve ' || die "this oma-host has no 'serve' command yet"
@@ -116,7 +116,7 @@ workloads_dir=$root/target/workloads
 for w in $WORKLOADS; do
   if [[ ! -f "$workloads_dir/$w.json" ]]; then
     say "writing the workloads to $workloads_dir"
-    cargo run --release -q -p oma-testkit --bin gen-workloads -- "$workloads_dir" >&2
+    cargo run --release -q -p oma-host-tests --bin gen-workloads -- "$workloads_dir" >&2
     break
   fi
 done

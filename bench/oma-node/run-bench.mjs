@@ -9,7 +9,7 @@
 // Usage:
 //   OMA_DIR=<OMA checkout>/packages/core node run-bench.mjs [WORKLOAD_DIR]
 // WORKLOAD_DIR defaults to $OMA_WORKLOADS, then ../../target/workloads relative to this file
-// (written by `cargo run -p oma-testkit --bin gen-workloads -- <dir>` from the repository root).
+// (written by `cargo run -p oma-host-tests --bin gen-workloads -- <dir>` from the repository root).
 //
 // Optional env: OMA_BENCH_MIN_ITERS (default 20), OMA_BENCH_MIN_MS (default 2000),
 // OMA_BENCH_WARMUP (default 5 runs), OMA_BENCH_WARMUP_MS (default 500), OMA_BENCH_ONLY
@@ -17,7 +17,7 @@
 // a worker thread).
 //
 // The loopback server runs on a worker thread of this process by default, like the Rust side's
-// simulator (crates/testkit/src/simulator.rs: its own thread and runtime), so the server's work
+// simulator (host-tests/src/simulator.rs: its own thread and runtime), so the server's work
 // (reading and parsing the request body) overlaps with, rather than adds to, the client's.
 //
 // Output: one JSON object on stdout,
@@ -33,7 +33,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-// --- Canned provider answer (mirrors crates/testkit/src/canned.rs, Route::Anthropic, non-stream) ---
+// --- Canned provider answer (mirrors host-tests/src/canned.rs, Route::Anthropic, non-stream) ---
 const CANNED_TEXT = 'Hello from the simulator.';
 const CANNED_USAGE = [12, 6];
 
@@ -160,7 +160,7 @@ async function main() {
   if (files.length === 0) {
     console.error(
       `no workloads (*.json) in ${workloadDir}; write them with ` +
-        `\`cargo run -p oma-testkit --bin gen-workloads -- ${workloadDir}\` from the repository root`,
+        `\`cargo run -p oma-host-tests --bin gen-workloads -- ${workloadDir}\` from the repository root`,
     );
     process.exit(2);
   }

@@ -3,7 +3,7 @@
 provider (the same workloads as the Rust benches; text and image to the Anthropic format, video
 to MiniMax). Prints medians in ms and the load average.
 
-    cargo run -q -p oma-testkit --bin gen-workloads -- /tmp/wl     # from the repository root
+    cargo run -q -p oma-host-tests --bin gen-workloads -- /tmp/wl     # from the repository root
     PYTHONPATH=src python bench.py /tmp/wl
 """
 

@@ -30,8 +30,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use oma_wasmtime::{
-    error_json, AwsCredentials, ContentBlock, Endpoint, Guest, GuestOptions, Harness,
-    HarnessOptions, HttpRequest, LlmMessage, Role, WitError,
+    error_json, AwsCredentials, ComponentSource, ContentBlock, Endpoint, Guest, GuestOptions,
+    Harness, HarnessOptions, HttpRequest, LlmMessage, Role, WitError,
 };
 use serde_json::{json, Value};
 
@@ -383,25 +383,22 @@ async fn guest() -> Result<Guest, Failure> {
     guest_with(GuestOptions::default()).await
 }
 
-/// The harness every guest of this process comes from: the built-in guest's
-/// ([`Harness::shared`]), or, with `OMA_COMPONENT` set, one for that component, made once with
-/// the same options as the built-in one, so that the two behave alike (a command that needs
-/// two instances, as `demo` does, or a run that streams, gets them either way).
+/// The harness every guest of this process comes from, made once: for the component this
+/// binary carries (`oma_artifacts::COMPONENT`), or, with `OMA_COMPONENT` set, for that file,
+/// with the same options either way, so that the two behave alike (a command that needs two
+/// instances, as `demo` does, or a run that streams, gets them either way).
 fn harness() -> Result<&'static Harness, Failure> {
-    static OVERRIDE: std::sync::OnceLock<Result<Harness, String>> = std::sync::OnceLock::new();
-    match std::env::var_os("OMA_COMPONENT") {
-        Some(wasm) => OVERRIDE
-            .get_or_init(|| {
-                Harness::new(HarnessOptions {
-                    wasm: wasm.into(),
-                    ..HarnessOptions::default()
-                })
-                .map_err(|e| format!("{e:#}"))
-            })
-            .as_ref()
-            .map_err(|e| Failure::Host(anyhow::anyhow!("{e}"))),
-        None => Harness::shared().map_err(Failure::Host),
-    }
+    static HARNESS: std::sync::OnceLock<Result<Harness, String>> = std::sync::OnceLock::new();
+    HARNESS
+        .get_or_init(|| {
+            let component = match std::env::var_os("OMA_COMPONENT") {
+                Some(wasm) => ComponentSource::File(wasm.into()),
+                None => ComponentSource::from(oma_artifacts::COMPONENT),
+            };
+            Harness::new(HarnessOptions::new(component)).map_err(|e| format!("{e:#}"))
+        })
+        .as_ref()
+        .map_err(|e| Failure::Host(anyhow::anyhow!("{e}")))
 }
 
 /// A guest set up as `options` says (outbound HTTP, the host's hooks).

@@ -30,6 +30,8 @@ use oma_wasmtime::serve::{
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MEMORY_BUDGET,
 };
 
+use oma_wasmtime::ComponentSource;
+
 use crate::{options_and_operands, Failure};
 
 /// The operands of `serve`.
@@ -121,17 +123,18 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Host(anyhow::anyhow!("could not start the runtime: {e}")))?;
     runtime.block_on(async {
-        let mut options = ServeOptions {
+        let options = ServeOptions {
             addr: args.addr,
             env: gateway_environment(),
             max_in_flight: args.max_in_flight,
             memory_budget: args.memory_budget,
             max_instances: args.max_instances,
-            ..ServeOptions::default()
+            // The gateway this binary carries, unless `--component` names another.
+            ..ServeOptions::new(match args.component {
+                Some(path) => ComponentSource::File(path),
+                None => ComponentSource::from(oma_artifacts::GATEWAY),
+            })
         };
-        if let Some(component) = args.component {
-            options.component = component;
-        }
         let names: Vec<String> = options.env.iter().map(|(name, _)| name.clone()).collect();
         let server = Server::bind(options).map_err(Failure::Host)?;
         // Before the line that says the server is up: a signal right after it stops it

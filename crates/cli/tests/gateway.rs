@@ -43,7 +43,7 @@ use anyhow::{anyhow, bail, ensure, Context as _};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use oma_testkit::{Reply, Simulator, CANNED_PIECES, CANNED_TEXT};
+use oma_host_tests::{Reply, Simulator, CANNED_PIECES, CANNED_TEXT};
 use serde_json::{json, Value};
 use wasmtime_wasi_http::io::TokioIo;
 
@@ -348,7 +348,7 @@ fn port_after(line: &str, marker: &str) -> Option<u16> {
 }
 
 fn gateway_wasm() -> &'static str {
-    let path = oma_testkit::artifact::GATEWAY_WASM;
+    let path = oma_host_tests::artifact::GATEWAY_FILE;
     assert!(
         Path::new(path).is_file(),
         "the gateway component is missing at {path}"
@@ -629,7 +629,7 @@ fn fastly_wasm() -> Result<PathBuf, String> {
             "{} is missing: build it with `cargo run -p oma-guest-build -- --world fastly \
              --profile {}` (or set OMA_FASTLY_WASM)",
             path.display(),
-            oma_testkit::artifact::GUEST_PROFILE
+            oma_host_tests::artifact::PROFILE
         ))
     }
 }
@@ -1377,7 +1377,7 @@ impl Gateway<'_> {
     async fn send_counting(
         &self,
         call: Call,
-    ) -> anyhow::Result<(Response, Vec<oma_testkit::RecordedRequest>)> {
+    ) -> anyhow::Result<(Response, Vec<oma_host_tests::RecordedRequest>)> {
         let before = self.simulator.request_count();
         let response = self.send(call).await?;
         Ok((response, self.simulator.requests().split_off(before)))
@@ -1388,7 +1388,7 @@ impl Gateway<'_> {
 /// events, and the result `done` carried.
 struct Streamed {
     response: Response,
-    sent: Vec<oma_testkit::RecordedRequest>,
+    sent: Vec<oma_host_tests::RecordedRequest>,
     events: Vec<Event>,
     result: Value,
 }

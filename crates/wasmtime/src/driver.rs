@@ -10,10 +10,9 @@
 //! and external steps to the [`GuestOptions::host`], and `wait` steps to the tokio timer.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime::component::{Component, Linker, ResourceAny};
@@ -51,30 +50,14 @@ impl std::fmt::Debug for DriverHarness {
 }
 
 impl DriverHarness {
-    /// The process-wide harness for the portable guest `build.rs` built.
-    pub fn shared() -> anyhow::Result<&'static DriverHarness> {
-        static SHARED: OnceLock<Result<DriverHarness, String>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| {
-                let options = HarnessOptions {
-                    wasm: crate::artifact::PORTABLE_WASM.into(),
-                    ..HarnessOptions::default()
-                };
-                DriverHarness::new(options).map_err(|e| format!("{e:#}"))
-            })
-            .as_ref()
-            .map_err(|e| anyhow!("{e}"))
-    }
-
-    /// A harness of its own for the portable component at `options.wasm`.
+    /// A new engine with the portable component `options.component` compiled (or loaded from
+    /// the cache) and pre-instantiated from an empty linker. Make one per process and keep it,
+    /// as for [`Harness::new`](crate::Harness::new).
+    ///
+    /// Fails if the component cannot be read or compiled, or imports anything at all.
     pub fn new(options: HarnessOptions) -> anyhow::Result<DriverHarness> {
         let engine = engine(&options)?;
-        let bytes = std::fs::read(&options.wasm).with_context(|| {
-            format!(
-                "could not read the portable guest {}",
-                options.wasm.display()
-            )
-        })?;
+        let bytes = options.component.bytes()?;
         let (component, _) = load_component(&engine, &options, &bytes)?;
         let pre = PortableHostPre::new(empty_linker(&engine).instantiate_pre(&component)?)?;
         Ok(DriverHarness {
@@ -110,9 +93,9 @@ pub fn empty_linker(engine: &Engine) -> Linker<HostState> {
 
 /// Compiles `wasm` and instantiates it with an empty linker; fails if the component imports
 /// anything at all.
-pub async fn instantiate_empty(wasm: &std::path::Path) -> anyhow::Result<Vec<String>> {
+pub async fn instantiate_empty(wasm: &[u8]) -> anyhow::Result<Vec<String>> {
     let engine = Engine::default();
-    let component = Component::from_file(&engine, wasm)?;
+    let component = Component::new(&engine, wasm)?;
     let imports: Vec<String> = component
         .component_type()
         .imports(&engine)

@@ -1,7 +1,7 @@
 //! The engine, the compiled component and the `InstancePre` every guest is instantiated from.
 //!
 //! Compiling the guest with Cranelift takes seconds in a debug host, so it happens once per
-//! process ([`Harness::shared`]) and once per guest build across processes: the compiled code is
+//! [`Harness`] and once per guest build across processes: the compiled code is
 //! serialised into a private per-user cache directory (see [`default_cache_dir`]) as
 //! `<stem>-<key>.cwasm`, where `<key>` hashes the engine's precompile-compatibility hash and the
 //! guest's bytes. A later process deserialises that file instead of compiling; a stale, foreign
@@ -21,10 +21,9 @@ use std::collections::hash_map::DefaultHasher;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{
     CallHook, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
@@ -34,13 +33,14 @@ use wasmtime::{
 use crate::bindings::ComponentPre;
 use crate::guest::Guest;
 use crate::limits::Limits;
+use crate::source::ComponentSource;
 use crate::state::{GuestOptions, HostState};
 
-/// How a [`Harness`] is built. `HarnessOptions::default()` is what [`Harness::shared`] uses.
+/// How a [`Harness`] is built: [`HarnessOptions::new`] with the component and the defaults.
 #[derive(Clone, Debug)]
 pub struct HarnessOptions {
-    /// The guest component (`.wasm`); defaults to the one `build.rs` built.
-    pub wasm: PathBuf,
+    /// The guest component, as bytes or a file its caller chooses.
+    pub component: ComponentSource,
     /// Read and write the compiled code (`.cwasm`) in the cache directory.
     pub cache: bool,
     /// The cache directory; `None` (the default) is the per-user [`default_cache_dir`]. Either
@@ -62,10 +62,12 @@ pub struct HarnessOptions {
     pub epoch_tick: Duration,
 }
 
-impl Default for HarnessOptions {
-    fn default() -> Self {
+impl HarnessOptions {
+    /// The defaults for `component`: the private compiled-code cache on, 32 instances of at
+    /// most 1 GiB of linear memory, nothing kept resident, `Limits::default()`, a 10 ms epoch.
+    pub fn new(component: impl Into<ComponentSource>) -> Self {
         HarnessOptions {
-            wasm: PathBuf::from(crate::artifact::GUEST_WASM),
+            component: component.into(),
             cache: true,
             cache_dir: None,
             max_instances: 32,
@@ -90,7 +92,7 @@ pub enum ComponentOrigin {
 pub struct Harness {
     engine: Engine,
     pre: ComponentPre<HostState>,
-    wasm: PathBuf,
+    component: ComponentSource,
     origin: ComponentOrigin,
     load_time: Duration,
     cache_file: Option<PathBuf>,
@@ -101,7 +103,7 @@ pub struct Harness {
 impl fmt::Debug for Harness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Harness")
-            .field("wasm", &self.wasm)
+            .field("component", &self.component)
             .field("origin", &self.origin)
             .field("load_time", &self.load_time)
             .field("limits", &self.limits)
@@ -110,30 +112,16 @@ impl fmt::Debug for Harness {
 }
 
 impl Harness {
-    /// The process-wide harness for the guest `build.rs` built, created on first use.
+    /// A new engine with the guest compiled (or loaded from the cache) and linked. Make one per
+    /// process and keep it (in a `OnceLock`, say): each harness reserves its own pool and runs
+    /// its own epoch thread (which ends when the engine is dropped), and instances are cheap.
     ///
-    /// Fails if the guest cannot be read, compiled or linked; every later call fails the same way.
-    pub fn shared() -> anyhow::Result<&'static Harness> {
-        static SHARED: OnceLock<Result<Harness, String>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| Harness::new(HarnessOptions::default()).map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow!("{e}"))
-    }
-
-    /// A harness of its own: a new engine, the guest compiled (or loaded from the cache) and
-    /// linked. Prefer [`Harness::shared`]; each harness reserves its own pool and runs its own
-    /// epoch thread (which ends when the engine is dropped).
+    /// Fails if the component cannot be read, compiled or linked.
     pub fn new(options: HarnessOptions) -> anyhow::Result<Harness> {
         let engine = engine(&options)?;
         let epoch_tick = options.epoch_tick.max(Duration::from_micros(100));
         let started = Instant::now();
-        let bytes = std::fs::read(&options.wasm).with_context(|| {
-            format!(
-                "could not read the guest component {}",
-                options.wasm.display()
-            )
-        })?;
+        let bytes = options.component.bytes()?;
         let (component, origin, cache_file) = load(&engine, &options, &bytes)?;
         let load_time = started.elapsed();
 
@@ -149,7 +137,7 @@ impl Harness {
         Ok(Harness {
             engine,
             pre,
-            wasm: options.wasm,
+            component: options.component,
             origin,
             load_time,
             cache_file,
@@ -183,8 +171,8 @@ impl Harness {
     }
 
     /// The guest component this harness runs.
-    pub fn wasm_path(&self) -> &Path {
-        &self.wasm
+    pub fn component(&self) -> &ComponentSource {
+        &self.component
     }
 
     /// Whether the compiled code was compiled here or loaded from the `.cwasm` cache.
@@ -342,7 +330,7 @@ fn load(
             .clone()
             .or_else(default_cache_dir)
             .and_then(|dir| private_dir(&dir).ok())
-            .map(|dir| cache_path(engine, &dir, &options.wasm, bytes))
+            .map(|dir| cache_path(engine, &dir, options.component.stem("component"), bytes))
     } else {
         None
     };
@@ -357,24 +345,20 @@ fn load(
         }
     }
     let component = Component::new(engine, bytes).map_err(|e| {
-        anyhow::Error::from(e).context(format!(
-            "could not compile the guest component {}",
-            options.wasm.display()
-        ))
+        anyhow::Error::from(e).context(format!("could not compile {}", options.component))
     })?;
     // The cache is an optimisation: an unwritable directory only costs a compile next time.
     let cache = cache.filter(|path| write_cache(&component, path).is_ok());
     Ok((component, ComponentOrigin::Compiled, cache))
 }
 
-/// `<dir>/<stem>-<key>.cwasm` for the guest at `wasm`.
-fn cache_path(engine: &Engine, dir: &Path, wasm: &Path, bytes: &[u8]) -> PathBuf {
+/// `<dir>/<stem>-<key>.cwasm` for a guest named `stem` (its file's stem, or `component` for
+/// bytes).
+fn cache_path(engine: &Engine, dir: &Path, stem: &str, bytes: &[u8]) -> PathBuf {
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     bytes.hash(&mut hasher);
-    let stem = wasm
-        .file_stem()
-        .and_then(|stem| stem.to_str())
+    let stem = Some(stem)
         .filter(|stem| !stem.is_empty() && !stem.contains('-'))
         .unwrap_or("guest");
     dir.join(format!("{stem}-{:016x}.cwasm", hasher.finish()))
@@ -519,9 +503,8 @@ mod tests {
         let wasm = dir.join("tiny.wasm");
         let cache_dir = dir.join("cache");
         let options = HarnessOptions {
-            wasm: wasm.clone(),
             cache_dir: Some(cache_dir.clone()),
-            ..HarnessOptions::default()
+            ..HarnessOptions::new(wasm.clone())
         };
         let engine = Engine::default();
         let load = |bytes: &[u8]| load_component(&engine, &options, bytes).expect("loads").1;
@@ -593,9 +576,8 @@ mod tests {
         let engine = Engine::default();
         let cache_dir = dir.join("cache");
         let options = HarnessOptions {
-            wasm,
             cache_dir: Some(cache_dir.clone()),
-            ..HarnessOptions::default()
+            ..HarnessOptions::new(wasm)
         };
         let load = || load(&engine, &options, v1).expect("loads");
         assert_eq!(load().1, ComponentOrigin::Compiled);

@@ -1,16 +1,20 @@
 //! The wasmtime embedding of the oma-component guest: what the `oma-host` CLI and Rust
 //! embedders use.
 //!
-//! `build.rs` builds the guest (`oma-guest-build`); this crate compiles it once per process (and
-//! caches the compiled code across processes as a `.cwasm` next to the guest), links WASI p2 and
-//! wasi-http, and hands out fresh instances. Tests, benchmarks and the `oma-host` CLI all go
-//! through it, so the component is exercised exactly as a Rust host would embed it.
+//! It takes a component as bytes or from a file its caller chooses ([`ComponentSource`]; the
+//! `oma-artifacts` crate carries the ones this repository builds), compiles it once per
+//! [`Harness`] (and caches the compiled code across processes in a private per-user
+//! directory), links WASI p2 and wasi-http, and hands out fresh instances. Tests, benchmarks and
+//! the `oma-host` CLI all go through it, so the component is exercised exactly as a Rust host
+//! would embed it.
 //!
 //! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
-//! use oma_wasmtime::{Harness, ErrorKind};
+//! # async fn demo(component: &'static [u8]) -> anyhow::Result<()> {
+//! use oma_wasmtime::{ErrorKind, Harness, HarnessOptions};
 //!
-//! let mut guest = Harness::shared()?.instantiate().await?;
+//! // `component`: the bytes of `oma_component.wasm`, e.g. `oma_artifacts::COMPONENT`.
+//! let harness = Harness::new(HarnessOptions::new(component))?;
+//! let mut guest = harness.instantiate().await?;
 //! let messages = guest
 //!     .messages_from_json(r#"[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]"#)
 //!     .await??;
@@ -45,7 +49,7 @@
 //! [`DriverGuest`] whose agent calls step a `driver` session, performing each step with the
 //! same [`GuestOptions`] hooks and host, so one test runs against both worlds.
 //!
-//! The test kit's crate docs (`oma-testkit`) show a provider call and an agent run with a hook
+//! The test kit's crate docs (`oma-host-tests`) show a provider call and an agent run with a hook
 //! against its simulator.
 
 #![deny(missing_docs)]
@@ -63,12 +67,8 @@ pub mod oma_json;
 pub mod pool;
 mod provider;
 pub mod serve;
+mod source;
 mod state;
-
-/// Where `build.rs` put the guest component.
-pub mod artifact {
-    include!(concat!(env!("OUT_DIR"), "/guest.rs"));
-}
 
 /// The `component` world as this host binds it: the `oma:agent` part of `wit/world.wit`'s
 /// world `component` (the `host` import and the three exports). Its WASI imports are not
@@ -168,5 +168,6 @@ pub use limits::{LimitExceeded, Limits, MemoryBudget};
 pub use provider::{
     call_options, chat_request, endpoint, retries, ChatStreamHandle, MAX_STREAM_EVENTS,
 };
+pub use source::ComponentSource;
 pub use state::{DenyOutbound, GuestOptions, HostState};
 pub use wasmtime_wasi_http::WasiHttpHooks;

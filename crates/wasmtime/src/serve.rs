@@ -1,14 +1,15 @@
 //! An HTTP/1.1 server that runs a `wasi:http/proxy` component in process: `oma_gateway.wasm`
-//! by default (`docs/gateway.md`), or any other component that exports
-//! `wasi:http/incoming-handler`. `oma-host serve` is this server; tests start it in process.
+//! (`docs/gateway.md`), or any other component that exports `wasi:http/incoming-handler`.
+//! `oma-host serve` is this server, with the gateway it carries; tests start it in process.
 //!
 //! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
+//! # async fn demo(gateway: &'static [u8]) -> anyhow::Result<()> {
 //! use oma_wasmtime::serve::{ServeOptions, Server};
 //!
+//! // `gateway`: the bytes of `oma_gateway.wasm`, e.g. `oma_artifacts::GATEWAY`.
 //! let server = Server::bind(ServeOptions {
 //!     addr: "127.0.0.1:0".parse()?,
-//!     ..ServeOptions::default()
+//!     ..ServeOptions::new(gateway)
 //! })?;
 //! eprintln!("oma-host: listening on {}", server.url());
 //! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -71,7 +72,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -101,7 +102,7 @@ use crate::engine::{engine, guard_store, load_component, start_call};
 use crate::guard::{AddressPolicy, GuardedOutbound};
 use crate::limits::{LimitExceeded, Limits, MemoryBudget};
 use crate::state::HostState;
-use crate::{ComponentOrigin, HarnessOptions};
+use crate::{ComponentOrigin, ComponentSource, HarnessOptions};
 
 /// Where `oma-host serve` listens unless told otherwise: `127.0.0.1:8080`.
 pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
@@ -148,14 +149,13 @@ pub const HEALTH_INSTANCES: u32 = 4;
 /// The `Retry-After` of a `503` under pressure, in seconds.
 pub const RETRY_AFTER_SECS: u64 = 1;
 
-/// How a [`Server`] is set up. `ServeOptions::default()` serves the gateway the build made on
-/// [`DEFAULT_ADDR`] with an empty environment; `oma-host serve` sets
-/// [`env`](ServeOptions::env) to [`gateway_environment`].
+/// How a [`Server`] is set up. `ServeOptions::new(component)` serves `component` on
+/// [`DEFAULT_ADDR`] with an empty environment and the defaults below; `oma-host serve` serves
+/// the gateway it carries and sets [`env`](ServeOptions::env) to [`gateway_environment`].
 #[derive(Clone)]
 pub struct ServeOptions {
-    /// The `wasi:http/proxy` component; defaults to
-    /// [`GATEWAY_WASM`](crate::artifact::GATEWAY_WASM).
-    pub component: PathBuf,
+    /// The `wasi:http/proxy` component, as bytes or a file its caller chooses.
+    pub component: ComponentSource,
     /// Where to listen; port 0 picks a free port ([`Server::local_addr`] tells which).
     pub addr: SocketAddr,
     /// The component's whole environment (`wasi:cli/environment`), as name and value pairs.
@@ -209,10 +209,14 @@ impl ServeOptions {
     }
 }
 
-impl Default for ServeOptions {
-    fn default() -> Self {
+impl ServeOptions {
+    /// The defaults for `component`: [`DEFAULT_ADDR`], an empty environment,
+    /// [`DEFAULT_MAX_INSTANCES`] slots, [`DEFAULT_MAX_IN_FLIGHT`] requests,
+    /// [`DEFAULT_MEMORY_BUDGET`], [`DEFAULT_REQUEST_TIMEOUT`], [`AddressPolicy::LOCAL_SERVERS`],
+    /// the compiled-code cache on.
+    pub fn new(component: impl Into<ComponentSource>) -> Self {
         ServeOptions {
-            component: PathBuf::from(crate::artifact::GATEWAY_WASM),
+            component: component.into(),
             addr: DEFAULT_ADDR,
             env: Vec::new(),
             max_instances: DEFAULT_MAX_INSTANCES,
@@ -303,7 +307,7 @@ impl fmt::Debug for Server {
 
 /// What every request's task needs.
 struct Shared {
-    component: PathBuf,
+    component: ComponentSource,
     engine: Engine,
     pre: ProxyPre<HostState>,
     env: Vec<(String, String)>,
@@ -340,20 +344,18 @@ impl Server {
     pub fn bind(options: ServeOptions) -> anyhow::Result<Server> {
         let max_instances = options.max_instances.max(1);
         let harness = HarnessOptions {
-            wasm: options.component.clone(),
             cache: options.cache,
             cache_dir: options.cache_dir.clone(),
             max_instances: max_instances.saturating_add(HEALTH_INSTANCES),
             max_memory: options.max_memory,
             keep_resident: options.slot_resident_bytes(),
             limits: options.limits,
-            ..HarnessOptions::default()
+            ..HarnessOptions::new(options.component.clone())
         };
         let engine = engine(&harness)?;
         let started = Instant::now();
-        let path = options.component.display();
-        let bytes = std::fs::read(&options.component)
-            .with_context(|| format!("could not read the component {path}"))?;
+        let path = &options.component;
+        let bytes = options.component.bytes()?;
         let (component, origin) = load_component(&engine, &harness, &bytes)?;
         let load_time = started.elapsed();
 
@@ -419,7 +421,7 @@ impl Server {
     }
 
     /// The component it serves.
-    pub fn component(&self) -> &Path {
+    pub fn component(&self) -> &ComponentSource {
         &self.shared.component
     }
 
@@ -900,7 +902,7 @@ mod tests {
 
     #[test]
     fn idle_slots_keep_at_most_a_quarter_of_the_budget_resident() {
-        let defaults = ServeOptions::default();
+        let defaults = ServeOptions::new(Vec::new());
         // 1 GiB over 4, over 260 slots: just under 1 MiB a slot, in whole pages.
         let per_slot = defaults.slot_resident_bytes();
         assert_eq!(per_slot, 1_032_192);
@@ -909,13 +911,13 @@ mod tests {
         // A small pool keeps what `keep_resident` asks for.
         let small = ServeOptions {
             max_instances: 8,
-            ..ServeOptions::default()
+            ..ServeOptions::new(Vec::new())
         };
         assert_eq!(small.slot_resident_bytes(), DEFAULT_KEEP_RESIDENT);
         // Nothing kept stays nothing kept.
         let none = ServeOptions {
             keep_resident: 0,
-            ..ServeOptions::default()
+            ..ServeOptions::new(Vec::new())
         };
         assert_eq!(none.slot_resident_bytes(), 0);
     }
@@ -979,7 +981,7 @@ mod tests {
     fn the_options_never_show_a_value_of_the_environment() {
         let options = ServeOptions {
             env: vec![("OPENAI_API_KEY".into(), "sk-very-secret".into())],
-            ..ServeOptions::default()
+            ..ServeOptions::new(Vec::new())
         };
         let shown = format!("{options:?}");
         assert!(shown.contains("OPENAI_API_KEY"), "{shown}");

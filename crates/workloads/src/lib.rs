@@ -1,10 +1,10 @@
 //! The benchmark inputs: six OMA message lists, generated here, deterministically, so every
 //! benchmark (the core's native ones in `crates/core/benches/`, the component's in
-//! `crates/testkit/benches/`, and OMA on Node in `bench/oma-node/`) measures the same bytes on
+//! `host-tests/benches/`, and OMA on Node in `bench/oma-node/`) measures the same bytes on
 //! every machine.
 //!
 //! [`generate`] builds a workload in memory; the `gen-workloads` binary writes all of them as
-//! files (`cargo run -p oma-testkit --bin gen-workloads -- target/workloads`) for the Node
+//! files (`cargo run -p oma-host-tests --bin gen-workloads -- target/workloads`) for the Node
 //! benchmark. Each is a JSON array of OMA messages (`{"role", "content": [blocks]}`, snake_case
 //! keys, `type` tags):
 //!
@@ -188,7 +188,7 @@ pub fn read_workload(label: &str, name: &str) -> Option<String> {
         Err(err) => {
             eprintln!(
                 "{label}: skipped, cannot read {} ({err}); write the files with \
-                 `cargo run -p oma-testkit --bin gen-workloads -- DIR`, or unset OMA_WORKLOADS \
+                 `cargo run -p oma-host-tests --bin gen-workloads -- DIR`, or unset OMA_WORKLOADS \
                  to generate them in memory",
                 path.display()
             );

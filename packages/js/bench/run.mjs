@@ -3,7 +3,7 @@
 // and, when OMA is available, OMA's Agent.run() in the same process against the same server.
 //
 // Usage (from packages/js, after `npm run build`):
-//   cargo run -q -p oma-testkit --bin gen-workloads -- ../../target/workloads   # once, at the root
+//   cargo run -q -p oma-host-tests --bin gen-workloads -- ../../target/workloads   # once, at the root
 //   [OMA_DIR=<OMA checkout>/packages/core] node bench/run.mjs [WORKLOAD_DIR]
 //
 // WORKLOAD_DIR defaults to $OMA_WORKLOADS, then ../../target/workloads. OMA is loaded from
@@ -116,7 +116,7 @@ async function main() {
   const loadBefore = readFileSync('/proc/loadavg', 'utf8').trim()
   const dir = resolve(process.argv[2] ?? process.env.OMA_WORKLOADS ?? join(here, '..', '..', '..', 'target', 'workloads'))
   if (!existsSync(dir)) {
-    console.error(`no workloads in ${dir}; run \`cargo run -q -p oma-testkit --bin gen-workloads -- ${dir}\` at the repository root`)
+    console.error(`no workloads in ${dir}; run \`cargo run -q -p oma-host-tests --bin gen-workloads -- ${dir}\` at the repository root`)
     process.exit(2)
   }
   let oma = null

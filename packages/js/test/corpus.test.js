@@ -3,7 +3,7 @@
 // event per write, 1 ms apart, as the Rust harness's simulator does) and read by the OMA
 // `Agent`: `run` for a recording answered to a plain request, `stream` for a streamed one. Each
 // result is compared with the hand-written expectation in manifest.json, with the rules of
-// crates/testkit/tests/all/corpus.rs for a run (success, the first message, the token usage;
+// host-tests/tests/all/corpus.rs for a run (success, the first message, the token usage;
 // for an error, `errorInfo`'s kind, name, httpStatus, retryable, provider, code and a piece of
 // its message).
 //

@@ -38,7 +38,7 @@ REPO = os.path.dirname(os.path.dirname(PKG))
 #: Anthropic block; the package refuses them before any call).
 WORKLOADS = ["chat-small", "chat-history-51", "tools-rich-20", "vision-1mib"]
 MODEL = "claude-sonnet-4-6"
-#: The text of every canned answer (crates/testkit/src/canned.rs: CANNED_TEXT, CANNED_USAGE).
+#: The text of every canned answer (host-tests/src/canned.rs: CANNED_TEXT, CANNED_USAGE).
 CANNED_TEXT = "Hello from the simulator."
 CANNED_USAGE = (12, 6)
 API_KEY = "sk-bench-not-a-key"
@@ -61,7 +61,7 @@ LITELLM_ENV = {
 # --- The provider -----------------------------------------------------------------------------
 
 def canned_body(model: str) -> bytes:
-    """The canned Anthropic Messages answer of crates/testkit/src/canned.rs, ``model`` echoed."""
+    """The canned Anthropic Messages answer of host-tests/src/canned.rs, ``model`` echoed."""
     inp, out = CANNED_USAGE
     return json.dumps({
         "id": "msg_sim_01", "type": "message", "role": "assistant", "model": model,
@@ -418,7 +418,7 @@ def main() -> int:
 
     for wname in args.only:
         if not os.path.exists(os.path.join(args.workloads, wname + ".json")):
-            raise SystemExit(f"no {wname}.json in {args.workloads}: cargo run -q -p oma-testkit --bin gen-workloads -- {args.workloads}")
+            raise SystemExit(f"no {wname}.json in {args.workloads}: cargo run -q -p oma-host-tests --bin gen-workloads -- {args.workloads}")
     # the versions from the installed metadata: importing litellm here, in a process without
     # LITELLM_ENV, would fetch its model cost map from the network
     from importlib.metadata import version

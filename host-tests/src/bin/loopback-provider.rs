@@ -1,0 +1,242 @@
+//! `loopback-provider [--addr 127.0.0.1:PORT] [--threads N] [--max-seconds S] [--hold-ms MS]`: a provider for
+//! load tests, answering every wire format with the canned bodies of [`oma_host_tests::Ask`] (the
+//! same bytes the test [`Simulator`](oma_host_tests::Simulator) sends) as fast as it can.
+//!
+//! Unlike the simulator (one thread, a request log, scripted faults), it keeps nothing per
+//! request but two counters, runs on a multi-threaded tokio runtime, and never fails: it is
+//! there to not be the bottleneck of `bench/gateway-load/`. Each request's body is read whole
+//! and parsed as JSON for its `model` and `stream` fields, as a real provider would.
+//!
+//! - The address must be a loopback one (`127.0.0.0/8` or `::1`); port 0 picks a free port.
+//! - It prints `loopback-provider: listening on http://ADDR` on stderr once it accepts.
+//! - `GET /__stats` answers `{"requests": N, "body_bytes": B, "connections": C, "open": O}`:
+//!   the provider requests answered so far (`/__stats` itself not counted), the bytes of their
+//!   bodies, the connections accepted (a client that keeps connections alive opens few), and
+//!   the connections open now (this one included).
+//! - With `--hold-ms MS` every provider request is held that long before it is answered: a
+//!   slow provider, for the load test's abandoned clients (a client that leaves should close
+//!   the request it caused, which `open` shows).
+//! - It exits by itself after `--max-seconds` (600 by default), and on a closed standard input
+//!   if `--exit-on-stdin-eof` is given.
+//!
+//! ```sh
+//! cargo run --release -p oma-host-tests --bin loopback-provider -- --addr 127.0.0.1:8787
+//! ```
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use oma_host_tests::Ask;
+use wasmtime_wasi_http::io::TokioIo;
+
+/// The counters `GET /__stats` reports.
+#[derive(Default)]
+struct Stats {
+    requests: AtomicU64,
+    body_bytes: AtomicU64,
+    connections: AtomicU64,
+    open: AtomicU64,
+}
+
+struct Options {
+    addr: SocketAddr,
+    threads: usize,
+    max_seconds: u64,
+    exit_on_stdin_eof: bool,
+    hold: Duration,
+}
+
+const USAGE: &str = "usage: loopback-provider [--addr 127.0.0.1:PORT] [--threads N] \
+                     [--max-seconds S] [--hold-ms MS] [--exit-on-stdin-eof]";
+
+fn parse_options() -> Result<Options, String> {
+    let mut options = Options {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        threads: 2,
+        max_seconds: 600,
+        exit_on_stdin_eof: false,
+        hold: Duration::ZERO,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--addr" => {
+                let text = value("--addr")?;
+                options.addr = text.parse().map_err(|e| format!("--addr {text}: {e}"))?;
+            }
+            "--threads" => {
+                let text = value("--threads")?;
+                options.threads = text
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("--threads {text}: a positive integer"))?;
+            }
+            "--max-seconds" => {
+                let text = value("--max-seconds")?;
+                options.max_seconds = text
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("--max-seconds {text}: a positive integer"))?;
+            }
+            "--hold-ms" => {
+                let text = value("--hold-ms")?;
+                let ms = text
+                    .parse::<u64>()
+                    .ok()
+                    .ok_or(format!("--hold-ms {text}: a whole number of milliseconds"))?;
+                options.hold = Duration::from_millis(ms);
+            }
+            "--exit-on-stdin-eof" => options.exit_on_stdin_eof = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if !options.addr.ip().is_loopback() {
+        return Err(format!("{} is not a loopback address", options.addr.ip()));
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let options = match parse_options() {
+        Ok(options) => options,
+        Err(message) => {
+            if !message.is_empty() {
+                eprintln!("loopback-provider: {message}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(options.threads)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("loopback-provider: cannot build the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if options.exit_on_stdin_eof {
+        // A plain thread: a blocking read that returns when the parent closes the pipe.
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            eprintln!("loopback-provider: standard input closed, exiting");
+            std::process::exit(0);
+        });
+    }
+    let max = Duration::from_secs(options.max_seconds);
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(options.addr).await {
+            Ok(listener) => listener,
+            Err(err) => {
+                eprintln!(
+                    "loopback-provider: cannot listen on {}: {err}",
+                    options.addr
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        let local = listener.local_addr().unwrap_or(options.addr);
+        eprintln!("loopback-provider: listening on http://{local}");
+        let stats = Arc::new(Stats::default());
+        match tokio::time::timeout(max, accept_loop(listener, stats, options.hold)).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => {
+                eprintln!(
+                    "loopback-provider: --max-seconds {} passed, exiting",
+                    max.as_secs()
+                );
+                ExitCode::SUCCESS
+            }
+        }
+    })
+}
+
+async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>, hold: Duration) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // E.g. out of file descriptors: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        stats.connections.fetch_add(1, Ordering::Relaxed);
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        let stats = Arc::clone(&stats);
+        tokio::spawn(async move {
+            let counted = Arc::clone(&stats);
+            let service = service_fn(move |request| answer(Arc::clone(&stats), request, hold));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            counted.open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+async fn answer(
+    stats: Arc<Stats>,
+    request: http::Request<Incoming>,
+    hold: Duration,
+) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path(), |pq| pq.as_str());
+    if parts.method == http::Method::GET && path == "/__stats" {
+        let text = format!(
+            "{{\"requests\":{},\"body_bytes\":{},\"connections\":{},\"open\":{}}}",
+            stats.requests.load(Ordering::Relaxed),
+            stats.body_bytes.load(Ordering::Relaxed),
+            stats.connections.load(Ordering::Relaxed),
+            stats.open.load(Ordering::Relaxed)
+        );
+        return Ok(response(200, "application/json", text.into_bytes()));
+    }
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    stats
+        .body_bytes
+        .fetch_add(body.len() as u64, Ordering::Relaxed);
+    if !hold.is_zero() {
+        // A connection closed meanwhile drops this future, and with it the connection.
+        tokio::time::sleep(hold).await;
+    }
+    let ask = Ask::of(path, &body);
+    if ask.route == oma_host_tests::Route::Unknown || parts.method != http::Method::POST {
+        let (text, content_type) = ask.error_body(404);
+        return Ok(response(404, content_type, text));
+    }
+    Ok(response(200, ask.content_type(), ask.success_body()))
+}
+
+fn response(status: u16, content_type: &str, body: Vec<u8>) -> http::Response<Full<Bytes>> {
+    let mut response = http::Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = http::StatusCode::from_u16(status).unwrap_or_default();
+    let headers = response.headers_mut();
+    if let Ok(value) = http::HeaderValue::from_str(content_type) {
+        headers.insert(http::header::CONTENT_TYPE, value);
+    }
+    headers.insert("request-id", http::HeaderValue::from_static("req_sim_01"));
+    response
+}

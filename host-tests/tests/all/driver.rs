@@ -1,0 +1,599 @@
+//! The `portable` world's own contract (see `docs/driver.md`): it imports nothing, its sessions
+//! take OMA JSON at every entry and give it back, and answers a session did not ask for are
+//! refused without changing anything. (Every agent behaviour also runs through it in
+//! `agent.rs`.)
+
+use oma_host_tests::driver_types::{
+    Answer, Due, HookContext, Payloads, Poll, Response, RunReport, SessionOptions, Step,
+    ToolAnswerJson, TransportFailure, TransportFailureKind,
+};
+use oma_host_tests::Shared;
+use oma_host_tests::{
+    artifact, endpoint, instantiate_empty, BeforeRunAnswer, ChatRequest, DriverGuest, Harness,
+    Role, WitError,
+};
+use serde_json::{json, Value};
+use wasmtime::component::ResourceAny;
+
+use crate::common::{driver_guest, text};
+
+const KEY: &str = "sk-driver-SECRET-5150";
+
+fn json_options() -> SessionOptions {
+    SessionOptions {
+        payloads: Payloads::Json,
+        seed: 42,
+    }
+}
+
+fn config(extra: Value) -> String {
+    let mut config = json!({
+        "name": "researcher", "model": "claude-sonnet-4-6", "provider": "anthropic",
+        "apiKey": KEY, "baseURL": "http://127.0.0.1:9"
+    });
+    if let (Some(config), Value::Object(extra)) = (config.as_object_mut(), extra) {
+        config.extend(extra);
+    }
+    config.to_string()
+}
+
+fn anthropic(content: Value) -> String {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": content, "stop_reason": "end_turn",
+        "usage": {"input_tokens": 4, "output_tokens": 2}
+    })
+    .to_string()
+}
+
+fn ok(body: String) -> Answer {
+    Answer::Response(Response {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body,
+    })
+}
+
+async fn run_json(
+    guest: &mut DriverGuest,
+    agent: ResourceAny,
+    input: &str,
+) -> Result<ResourceAny, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_driver()
+        .agent()
+        .call_run_json(store, agent, input, json_options())
+        .await
+        .expect("no trap")
+}
+
+async fn prompt_json(
+    guest: &mut DriverGuest,
+    agent: ResourceAny,
+    input: &str,
+) -> Result<ResourceAny, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_driver()
+        .agent()
+        .call_prompt_json(store, agent, input, json_options())
+        .await
+        .expect("no trap")
+}
+
+async fn history_json(guest: &mut DriverGuest, agent: ResourceAny) -> String {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_driver()
+        .agent()
+        .call_get_history_json(store, agent)
+        .await
+        .expect("no trap")
+}
+
+async fn next(guest: &mut DriverGuest, session: ResourceAny) -> Result<Poll, WitError> {
+    guest.next_step(session).await.expect("no trap")
+}
+
+async fn answer(
+    guest: &mut DriverGuest,
+    session: ResourceAny,
+    answer: Answer,
+) -> Result<(), WitError> {
+    guest.answer(session, &answer).await.expect("no trap")
+}
+
+/// Steps until `Send`, delivering events on the way; returns the request's JSON body.
+async fn until_send(guest: &mut DriverGuest, session: ResourceAny) -> Value {
+    for _ in 0..100 {
+        match next(guest, session).await.expect("a step") {
+            Poll::Step(Step::Send(request)) => {
+                assert!(
+                    request.url.starts_with("http://127.0.0.1:9/"),
+                    "{}",
+                    request.url
+                );
+                return serde_json::from_str(&request.body).expect("a JSON body");
+            }
+            Poll::Step(Step::Event(_)) | Poll::Step(Step::Progress(_)) => {}
+            other => panic!("expected a request, got {other:?}"),
+        }
+    }
+    panic!("no request");
+}
+
+async fn until_done(guest: &mut DriverGuest, session: ResourceAny) -> Value {
+    for _ in 0..100 {
+        match next(guest, session).await.expect("a step") {
+            Poll::Finished(RunReport::Json(result)) => {
+                assert!(!result.contains(KEY), "the key leaked: {result}");
+                return serde_json::from_str(&result).expect("OMA JSON");
+            }
+            Poll::Step(Step::Event(_))
+            | Poll::Step(Step::Progress(_))
+            | Poll::Step(Step::Evaluation(_)) => {}
+            other => panic!("expected the result, got {other:?}"),
+        }
+    }
+    panic!("no result");
+}
+
+#[tokio::test]
+async fn the_portable_component_imports_nothing_and_instantiates_with_an_empty_linker() {
+    let imports = instantiate_empty(artifact::PORTABLE)
+        .await
+        .expect("an empty linker is enough");
+    assert!(imports.is_empty(), "imports: {imports:?}");
+    // The component world, by contrast, needs its host.
+    let imports = instantiate_empty(artifact::COMPONENT)
+        .await
+        .expect_err("the component world imports wasi and the host interface");
+    assert!(format!("{imports:#}").contains("import"), "{imports:#}");
+}
+
+#[tokio::test]
+async fn a_json_session_takes_and_gives_oma_json() {
+    let mut guest = driver_guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({
+            "beforeRun": true,
+            "tools": [{"name": "lookup", "description": "d", "inputSchema": {"type": "object"}}]
+        })))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let session = run_json(&mut guest, agent.resource(), r#""What is 2+2?""#)
+        .await
+        .expect("valid input");
+
+    let Poll::Step(Step::BeforeRun(HookContext::Json(context))) =
+        next(&mut guest, session).await.unwrap()
+    else {
+        panic!("expected the hook");
+    };
+    let context: Value = serde_json::from_str(&context).unwrap();
+    assert_eq!(context["prompt"], "What is 2+2?");
+    assert_eq!(context["agent"], "researcher");
+    assert_eq!(context["config"]["tools"], json!(["lookup"]));
+    assert!(!context.to_string().contains(KEY));
+    answer(
+        &mut guest,
+        session,
+        Answer::Hook(BeforeRunAnswer::Json(
+            r#"{"prompt": "What is 2+2? Be brief."}"#.into(),
+        )),
+    )
+    .await
+    .expect("due");
+
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(
+        body["messages"][0]["content"][0]["text"],
+        "What is 2+2? Be brief."
+    );
+    let call = json!([{"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": 2}}]);
+    answer(&mut guest, session, ok(anthropic(call)))
+        .await
+        .expect("due");
+    loop {
+        match next(&mut guest, session).await.unwrap() {
+            Poll::Step(Step::CallTool(call)) => {
+                assert_eq!(call.input, r#"{"q":2}"#);
+                break;
+            }
+            Poll::Step(Step::Event(_)) => {}
+            other => panic!("expected the tool, got {other:?}"),
+        }
+    }
+    let bad = Answer::ToolJson(ToolAnswerJson {
+        id: "t1".into(),
+        content: "{not json".into(),
+        is_error: false,
+    });
+    let error = answer(&mut guest, session, bad)
+        .await
+        .expect_err("not OMA JSON");
+    assert_eq!(error.name, "InvalidMessageError");
+    let parts = json!([{"type": "text", "text": "4"}]).to_string();
+    let good = Answer::ToolJson(ToolAnswerJson {
+        id: "t1".into(),
+        content: parts,
+        is_error: false,
+    });
+    answer(&mut guest, session, good)
+        .await
+        .expect("the same step, answered right");
+
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(body["messages"][2]["content"][0]["content"][0]["text"], "4");
+    answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "4."}]))),
+    )
+    .await
+    .expect("due");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], true);
+    assert_eq!(result["output"], "4.");
+    assert_eq!(result["toolCalls"][0]["toolName"], "lookup");
+    assert_eq!(
+        result["tokenUsage"],
+        json!({"input_tokens": 8, "output_tokens": 4})
+    );
+}
+
+/// Without retry options the session follows Anthropic's default policy: a refused
+/// connection is a wait of 0.375 to 0.5 s, then the same request again; the provider's code (its
+/// `error.type`) reaches the JSON result's `errorInfo.code`, and a `retry-after` header is the
+/// wait.
+#[tokio::test]
+async fn the_default_policy_and_the_providers_code_reach_the_session() {
+    let mut guest = driver_guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let session = run_json(&mut guest, agent.resource(), r#""hi""#)
+        .await
+        .unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        Answer::Failure(TransportFailure {
+            kind: TransportFailureKind::Refused,
+            message: "connection refused".into(),
+        }),
+    )
+    .await
+    .expect("due");
+    match next(&mut guest, session).await.expect("a step") {
+        Poll::Step(Step::Wait(ms)) => assert!((375..=500).contains(&ms), "{ms}"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    answer(&mut guest, session, Answer::Waited)
+        .await
+        .expect("due");
+    until_send(&mut guest, session).await;
+    let overloaded = |retry_after: &str| {
+        Answer::Response(Response {
+            status: 529,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("retry-after".into(), retry_after.into()),
+            ],
+            body: json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                .to_string(),
+        })
+    };
+    answer(&mut guest, session, overloaded("2"))
+        .await
+        .expect("due");
+    match next(&mut guest, session).await.expect("a step") {
+        Poll::Step(Step::Wait(ms)) => assert_eq!(ms, 2_000, "the provider's wait"),
+        other => panic!("expected a wait, got {other:?}"),
+    }
+    answer(&mut guest, session, Answer::Waited)
+        .await
+        .expect("due");
+    until_send(&mut guest, session).await;
+    answer(&mut guest, session, overloaded("0"))
+        .await
+        .expect("due");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], false, "three attempts: {result}");
+    assert_eq!(result["errorInfo"]["code"], "overloaded_error", "{result}");
+    assert_eq!(result["errorInfo"]["httpStatus"], 529);
+    assert!(result["errorInfo"].get("type").is_none(), "OMA's keys only");
+}
+
+#[tokio::test]
+async fn answers_that_were_not_asked_for_change_nothing() {
+    let mut guest = driver_guest().await;
+    // One attempt: the refused connection below ends the run (Anthropic's default policy
+    // would retry it; `the_default_policy_and_the_providers_code_reach_the_session`).
+    let agent = guest
+        .create_agent_json(&config(json!({"call": {"maxRetries": 0}})))
+        .await
+        .unwrap()
+        .unwrap();
+    let session = run_json(&mut guest, agent.resource(), r#""hi""#)
+        .await
+        .unwrap();
+    let early = answer(&mut guest, session, Answer::Waited).await;
+    assert_eq!(
+        early.expect_err("nothing asked").code.as_deref(),
+        Some("SESSION_STATE")
+    );
+    until_send(&mut guest, session).await;
+    // Asked again while the answer is due, the session says what it waits for: no error.
+    let Poll::Waiting(waiting) = next(&mut guest, session)
+        .await
+        .expect("waiting is not an error")
+    else {
+        panic!("the send's answer is due");
+    };
+    assert_eq!(waiting.due, vec![Due::Http]);
+    for wrong in [
+        Answer::Waited,
+        Answer::End,
+        Answer::External(Ok("x".into())),
+        Answer::Hook(BeforeRunAnswer::Failed("x".into())),
+    ] {
+        let error = answer(&mut guest, session, wrong)
+            .await
+            .expect_err("not due");
+        assert_eq!(
+            error.code.as_deref(),
+            Some("SESSION_STATE"),
+            "{}",
+            error.message
+        );
+    }
+    answer(
+        &mut guest,
+        session,
+        Answer::Failure(TransportFailure {
+            kind: TransportFailureKind::Refused,
+            message: "connection refused".into(),
+        }),
+    )
+    .await
+    .expect("the step's own answer");
+    let result = until_done(&mut guest, session).await;
+    assert_eq!(result["success"], false);
+    assert_eq!(result["output"], "connection refused");
+    assert_eq!(result["errorInfo"]["kind"], "provider");
+    let late = next(&mut guest, session)
+        .await
+        .expect_err("after the result");
+    assert!(late.message.contains("over"), "{}", late.message);
+    let late = answer(&mut guest, session, ok(anthropic(json!([])))).await;
+    assert_eq!(
+        late.expect_err("after the result").name,
+        "SessionStateError"
+    );
+}
+
+#[tokio::test]
+async fn prompt_sessions_commit_only_when_done_and_outlive_their_agent() {
+    let mut guest = driver_guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    // Dropped before `done`: history stays as it was.
+    let blocks = json!([{"type": "text", "text": "first"}]).to_string();
+    let session = prompt_json(&mut guest, agent.resource(), &blocks)
+        .await
+        .expect("valid blocks");
+    until_send(&mut guest, session).await;
+    let (store, _) = guest.parts();
+    session.resource_drop_async(store).await.unwrap();
+    assert_eq!(history_json(&mut guest, agent.resource()).await, "[]");
+
+    // Completed: the turn and the reply are appended.
+    let session = prompt_json(&mut guest, agent.resource(), r#""second""#)
+        .await
+        .unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "noted"}]))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(until_done(&mut guest, session).await["success"], true);
+    let after: Value =
+        serde_json::from_str(&history_json(&mut guest, agent.resource()).await).unwrap();
+    assert_eq!(after.as_array().map(Vec::len), Some(2));
+    assert_eq!(after[0]["content"][0]["text"], "second");
+
+    // A session whose agent is dropped still runs to its result.
+    let session = prompt_json(&mut guest, agent.resource(), r#""third""#)
+        .await
+        .unwrap();
+    guest.drop_agent(agent).await.unwrap();
+    until_send(&mut guest, session).await;
+    answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "ok"}]))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(until_done(&mut guest, session).await["output"], "ok");
+
+    // Invalid input fails the call itself; a bad configuration fails creation.
+    let error = guest
+        .create_agent_json(r#"{"model": "m", "provider": "anthropic", "maxTurns": "ten"}"#)
+        .await
+        .unwrap()
+        .expect_err("a string where a number belongs");
+    assert_eq!(error.name, "Error");
+    let fresh = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+    let error = run_json(
+        &mut guest,
+        fresh.resource(),
+        r#"[{"role": "user", "content": "x"}]"#,
+    )
+    .await
+    .expect_err("OMA's guard");
+    assert_eq!(
+        error.message,
+        "messages[0].content must be a ContentBlock[], got string"
+    );
+}
+
+/// `run-json-parts`, or `prompt-json-parts` when `prompt`.
+async fn json_parts(
+    guest: &mut DriverGuest,
+    agent: ResourceAny,
+    input: String,
+    strings: Vec<(String, String)>,
+    prompt: bool,
+) -> Result<ResourceAny, WitError> {
+    let (store, bindings) = guest.parts();
+    let api = bindings.oma_agent_driver().agent();
+    if prompt {
+        api.call_prompt_json_parts(store, agent, &input, &strings, json_options())
+            .await
+    } else {
+        api.call_run_json_parts(store, agent, &input, &strings, json_options())
+            .await
+    }
+    .expect("no trap")
+}
+
+/// `run-json-parts` / `prompt-json-parts`: strings passed beside the text land at their JSON
+/// Pointers, and the input is what the whole text would have been, checked the same way.
+#[tokio::test]
+async fn strings_beside_the_json_text_take_their_places() {
+    let mut guest = driver_guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let data = "QUJD".repeat(5000);
+    let placeholder = json!([{"role": "user", "content": [
+        {"type": "text", "text": ""},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+    ]}])
+    .to_string();
+    let strings = vec![
+        ("/0/content/0/text".to_string(), "what is this?".to_string()),
+        ("/0/content/1/source/data".to_string(), data.clone()),
+    ];
+    let session = json_parts(
+        &mut guest,
+        agent.resource(),
+        placeholder.clone(),
+        strings.clone(),
+        false,
+    )
+    .await
+    .expect("valid input");
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+        ]}])
+    );
+    // A prompt's pointers are into its block list.
+    let blocks = json!([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]).to_string();
+    let session = json_parts(
+        &mut guest,
+        agent.resource(),
+        blocks,
+        vec![("/0/source/data".into(), data.clone())],
+        true,
+    )
+    .await
+    .expect("valid input");
+    let body = until_send(&mut guest, session).await;
+    assert_eq!(body["messages"][0]["content"][0]["source"]["data"], data);
+
+    // Checked as the whole text is: a video's data that is not base64 fails with OMA's message.
+    let video = json!([{"role": "user", "content": [
+        {"type": "video", "source": {"type": "base64", "media_type": "video/mp4", "data": ""}}
+    ]}])
+    .to_string();
+    let error = json_parts(
+        &mut guest,
+        agent.resource(),
+        video,
+        vec![("/0/content/0/source/data".into(), "@@@@".into())],
+        false,
+    )
+    .await
+    .expect_err("OMA's media rule");
+    assert_eq!(
+        error.message,
+        "messages[0].content[0].source.data must contain raw base64 data"
+    );
+    // A pointer that names nothing fails, and no session exists.
+    let error = json_parts(
+        &mut guest,
+        agent.resource(),
+        placeholder,
+        vec![("/0/content/7/text".into(), "x".into())],
+        false,
+    )
+    .await
+    .expect_err("no such place");
+    assert_eq!(error.name, "Error");
+    assert_eq!(
+        error.message,
+        r#"a string passed beside the JSON text names no value of it: "/0/content/7/text""#
+    );
+}
+
+#[tokio::test]
+async fn both_worlds_format_the_same_bytes_when_given_the_same_time() {
+    let mut portable = driver_guest().await;
+    let mut component = Harness::shared().unwrap().instantiate().await.unwrap();
+    let request = ChatRequest {
+        messages: vec![oma_host_tests::LlmMessage {
+            role: Role::User,
+            content: vec![text("hello")],
+        }],
+        ..oma_host_tests::chat_request("anthropic.claude-3", Vec::new())
+    };
+    let mut bedrock = endpoint("bedrock", None, None);
+    bedrock.region = Some("us-east-1".into());
+    bedrock.aws = Some(oma_host_tests::AwsCredentials {
+        access_key_id: "AKIDEXAMPLE".into(),
+        secret_access_key: KEY.into(),
+        session_token: None,
+    });
+    bedrock.now_ms = Some(1_796_036_400_000);
+    let ours = component
+        .format_request(&request, &bedrock)
+        .await
+        .unwrap()
+        .unwrap();
+    let (store, bindings) = portable.parts();
+    let theirs = bindings
+        .oma_agent_codec()
+        .call_format_request(store, &request, &bedrock)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ours, theirs, "the same SigV4 signature and body");
+    assert!(ours
+        .headers
+        .iter()
+        .any(|(n, v)| n == "x-amz-date" && v == "20261130T110000Z"));
+}

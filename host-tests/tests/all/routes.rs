@@ -1,0 +1,498 @@
+//! The portable world's `routes` export: the gateway's HTTP rules for hosts that serve HTTP
+//! themselves (`docs/gateway.md`, `docs/worlds.md`). Each answer is checked against what the
+//! gateway's own HTTP suite expects of `oma_gateway.wasm` (`crates/cli/tests/gateway.rs`): the
+//! same statuses, error names and codes, headers, log line and server-sent events, and a run
+//! stepped as a driver session whose only steps are HTTP and events.
+
+use oma_host_tests::driver_types::{Answer, Poll, Response, ResponseHead, Step};
+use oma_host_tests::routes_types::{
+    BodyFailure, BodyVerdict, HeadVerdict, Reply, RequestHead, RunEnd,
+};
+use oma_host_tests::{DriverGuest, WitError};
+
+use crate::common::driver_guest;
+use serde_json::{json, Value};
+use wasmtime::component::ResourceAny;
+
+const KEY: &str = "sk-routes-SECRET-8080";
+const TOKEN: &str = "routes-token-SECRET-1";
+const BASE: &str = "http://127.0.0.1:9";
+const NOW: u64 = 1_700_000_000_000;
+
+fn environment() -> Vec<(String, String)> {
+    [
+        ("ANTHROPIC_API_KEY", KEY),
+        ("ANTHROPIC_BASE_URL", BASE),
+        ("OMA_GATEWAY_TOKEN", TOKEN),
+        ("OMA_GATEWAY_MAX_BODY_BYTES", "4096"),
+        ("OMA_GATEWAY_DEADLINE_MS", "2000"),
+    ]
+    .iter()
+    .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+    .collect()
+}
+
+fn head(method: &str, path: &str, extra: &[(&str, &str)]) -> RequestHead {
+    let mut headers = vec![("Authorization".to_owned(), format!("Bearer {TOKEN}"))];
+    headers.extend(
+        extra
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
+    );
+    RequestHead {
+        method: method.into(),
+        path: path.into(),
+        headers,
+    }
+}
+
+async fn request(
+    guest: &mut DriverGuest,
+    environment: Vec<(String, String)>,
+    head: RequestHead,
+) -> ResourceAny {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_routes()
+        .request()
+        .call_constructor(store, &environment, &head, NOW)
+        .await
+        .expect("no trap")
+}
+
+async fn on_head(guest: &mut DriverGuest, request: ResourceAny) -> HeadVerdict {
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    routes
+        .request()
+        .call_head(store, request)
+        .await
+        .expect("no trap")
+}
+
+async fn on_body(
+    guest: &mut DriverGuest,
+    request: ResourceAny,
+    body: &str,
+) -> Result<BodyVerdict, WitError> {
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    routes
+        .request()
+        .call_body(store, request, body.as_bytes(), NOW, 7)
+        .await
+        .expect("no trap")
+}
+
+/// A request answered through the head and the body: its reply, or its run.
+async fn answer(guest: &mut DriverGuest, head: RequestHead, body: &str) -> BodyVerdict {
+    let request = request(guest, environment(), head).await;
+    match on_head(guest, request).await {
+        HeadVerdict::ReadBody(limits) => {
+            assert_eq!(limits.max_bytes, 4096);
+            assert_eq!(limits.deadline_at_ms, NOW + 2000);
+        }
+        HeadVerdict::Reply(reply) => panic!("the head was answered: {reply:?}"),
+    }
+    on_body(guest, request, body).await.expect("a verdict")
+}
+
+fn json_of(reply: &Reply) -> Value {
+    assert!(
+        reply
+            .headers
+            .contains(&("content-type".into(), "application/json".into())),
+        "no JSON content-type: {reply:?}"
+    );
+    serde_json::from_str(&reply.body).expect("the body is JSON")
+}
+
+fn expect_error(reply: &Reply, status: u16, name: &str, code: &str) -> Value {
+    assert_eq!(reply.status, status, "{reply:?}");
+    let body = json_of(reply);
+    assert_eq!(body["error"]["name"], json!(name), "{body}");
+    assert_eq!(body["error"]["code"], json!(code), "{body}");
+    assert_eq!(body["error"]["retryable"], json!(status >= 500), "{body}");
+    assert!(!reply.body.contains("SECRET"), "a secret in {reply:?}");
+    body
+}
+
+fn reply_of(verdict: BodyVerdict) -> Reply {
+    match verdict {
+        BodyVerdict::Reply(reply) => reply,
+        BodyVerdict::Run(_) => panic!("a run instead of a reply"),
+    }
+}
+
+#[tokio::test]
+async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
+    let mut guest = driver_guest().await;
+    let health = request(&mut guest, environment(), head("GET", "/healthz", &[])).await;
+    let HeadVerdict::Reply(reply) = on_head(&mut guest, health).await else {
+        panic!("/healthz reads no body")
+    };
+    assert_eq!(
+        (reply.status, json_of(&reply)),
+        (200, json!({"status": "ok"}))
+    );
+
+    let mut anonymous = head("POST", "/v1/validate", &[]);
+    anonymous.headers.clear();
+    let cases = [
+        (
+            anonymous,
+            401,
+            "UNAUTHORIZED",
+            Some(("www-authenticate", "Bearer")),
+        ),
+        (head("GET", "/v1/nothing?x=1", &[]), 404, "NOT_FOUND", None),
+        (
+            head("GET", "/v1/run", &[]),
+            405,
+            "METHOD_NOT_ALLOWED",
+            Some(("allow", "POST")),
+        ),
+        (
+            head("POST", "/v1/validate", &[("Content-Length", "4097")]),
+            413,
+            "PAYLOAD_TOO_LARGE",
+            None,
+        ),
+    ];
+    for (head, status, code, header) in cases {
+        let request = request(&mut guest, environment(), head).await;
+        let HeadVerdict::Reply(reply) = on_head(&mut guest, request).await else {
+            panic!("{code}: the head said to read the body")
+        };
+        expect_error(&reply, status, "Error", code);
+        if let Some((name, value)) = header {
+            assert!(
+                reply.headers.contains(&(name.into(), value.into())),
+                "{code}: no {name}: {reply:?}"
+            );
+        }
+        // No body may be given after a refusal.
+        let refused = on_body(&mut guest, request, "[]").await;
+        assert_eq!(refused.expect_err("refused").name, "SessionStateError");
+    }
+}
+
+#[tokio::test]
+async fn a_bad_variable_is_500_naming_it_and_never_its_value() {
+    let mut guest = driver_guest().await;
+    let mut environment = environment();
+    environment.push(("OMA_GATEWAY_DEADLINE_MS".into(), "soon-7731".into()));
+    let request = request(&mut guest, environment, head("GET", "/healthz", &[])).await;
+    let HeadVerdict::Reply(reply) = on_head(&mut guest, request).await else {
+        panic!("a bad configuration reads no body")
+    };
+    let body = expect_error(&reply, 500, "Error", "CONFIGURATION");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("OMA_GATEWAY_DEADLINE_MS"));
+    assert!(!reply.body.contains("soon-7731"));
+}
+
+#[tokio::test]
+async fn bodies_are_validated_formatted_and_refused_as_the_gateway_does() {
+    let mut guest = driver_guest().await;
+    let list = json!([{"role": "user", "content": [{"type": "text", "text": "Hello?"}]}]);
+    let reply = reply_of(
+        answer(
+            &mut guest,
+            head("POST", "/v1/validate", &[]),
+            &list.to_string(),
+        )
+        .await,
+    );
+    assert_eq!((reply.status, json_of(&reply)), (200, list.clone()));
+
+    let reply = reply_of(answer(&mut guest, head("POST", "/v1/validate", &[]), "[{").await);
+    expect_error(&reply, 400, "Error", "MALFORMED_JSON");
+
+    let bad = json!([{"role": "user", "content": "hi"}]).to_string();
+    let reply = reply_of(answer(&mut guest, head("POST", "/v1/validate", &[]), &bad).await);
+    let body = expect_error(&reply, 422, "InvalidMessageError", "INVALID_MESSAGE");
+    assert_eq!(
+        body["error"]["message"],
+        json!("messages[0].content must be a ContentBlock[], got string")
+    );
+
+    let format = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "messages": list});
+    let reply = reply_of(
+        answer(
+            &mut guest,
+            head("POST", "/v1/format", &[]),
+            &format.to_string(),
+        )
+        .await,
+    );
+    let shown = json_of(&reply);
+    assert_eq!(reply.status, 200);
+    assert_eq!(shown["url"], json!(format!("{BASE}/v1/messages")));
+    assert!(
+        !reply.body.contains(KEY),
+        "the key is shown: {}",
+        reply.body
+    );
+
+    // A provider the environment does not configure: 403, from the body, nothing to step.
+    let run = json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}).to_string();
+    let reply = reply_of(answer(&mut guest, head("POST", "/v1/run", &[]), &run).await);
+    expect_error(&reply, 403, "EgressPolicyError", "EGRESS_POLICY_DENIED");
+
+    // Bodies the host could not read.
+    let request = request(&mut guest, environment(), head("POST", "/v1/validate", &[])).await;
+    assert!(matches!(
+        on_head(&mut guest, request).await,
+        HeadVerdict::ReadBody(_)
+    ));
+    for (failure, status, code) in [
+        (BodyFailure::TooLarge, 413, "PAYLOAD_TOO_LARGE"),
+        (BodyFailure::TimedOut, 408, "REQUEST_TIMEOUT"),
+        (BodyFailure::Broken("reset".into()), 400, "BAD_REQUEST"),
+    ] {
+        let (store, bindings) = guest.parts();
+        let reply = bindings
+            .oma_agent_routes()
+            .request()
+            .call_body_failed(store, request, &failure)
+            .await
+            .expect("no trap");
+        expect_error(&reply, status, "Error", code);
+    }
+}
+
+fn anthropic_reply() -> String {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": "Hi from the provider."}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 4, "output_tokens": 2}
+    })
+    .to_string()
+}
+
+async fn next(guest: &mut DriverGuest, run: ResourceAny, now: u64) -> Poll {
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    routes
+        .run()
+        .call_next(store, run, now)
+        .await
+        .expect("no trap")
+        .expect("a poll")
+}
+
+async fn give(guest: &mut DriverGuest, run: ResourceAny, answer: Answer) {
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    routes
+        .run()
+        .call_answer(store, run, &answer)
+        .await
+        .expect("no trap")
+        .expect("the answer is taken");
+}
+
+async fn end(guest: &mut DriverGuest, run: ResourceAny, now: u64) -> Result<RunEnd, WitError> {
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    routes
+        .run()
+        .call_end(store, run, now)
+        .await
+        .expect("no trap")
+}
+
+async fn event_text(guest: &mut DriverGuest, run: ResourceAny) -> Option<String> {
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    routes
+        .run()
+        .call_event_text(store, run)
+        .await
+        .expect("no trap")
+}
+
+#[tokio::test]
+async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
+    let mut guest = driver_guest().await;
+    let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
+    let BodyVerdict::Run(run) =
+        answer(&mut guest, head("POST", "/v1/run", &[]), &body.to_string()).await
+    else {
+        panic!("no run")
+    };
+    let early = end(&mut guest, run, NOW).await;
+    assert_eq!(early.expect_err("not over").name, "SessionStateError");
+    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
+        panic!("the first step is not a send")
+    };
+    assert_eq!(sent.url, format!("{BASE}/v1/messages"));
+    assert!(!sent.stream);
+    give(
+        &mut guest,
+        run,
+        Answer::Response(Response {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic_reply(),
+        }),
+    )
+    .await;
+    loop {
+        match next(&mut guest, run, NOW + 5).await {
+            Poll::Finished(_) => break,
+            Poll::Step(Step::Event(_)) => {}
+            other => panic!("an unexpected poll: {other:?}"),
+        }
+    }
+    let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
+        panic!("no whole reply")
+    };
+    let result = json_of(&reply);
+    assert_eq!(reply.status, 200);
+    assert_eq!(result["success"], json!(true), "{result}");
+    assert_eq!(result["output"], json!("Hi from the provider."));
+    assert!(!reply.body.contains(KEY));
+
+    // Past the deadline, a provider that never answered: the run times out, and the reply is 504.
+    let BodyVerdict::Run(late) =
+        answer(&mut guest, head("POST", "/v1/run", &[]), &body.to_string()).await
+    else {
+        panic!("no run")
+    };
+    assert!(matches!(
+        next(&mut guest, late, NOW).await,
+        Poll::Step(Step::Send(_))
+    ));
+    let over = loop {
+        match next(&mut guest, late, NOW + 2500).await {
+            Poll::Finished(_) => break end(&mut guest, late, NOW + 2500).await,
+            Poll::Waiting(_) | Poll::Step(_) => continue,
+        }
+    };
+    let Ok(RunEnd::Reply(reply)) = over else {
+        panic!("no whole reply")
+    };
+    expect_error(&reply, 504, "LLMCallTimeoutError", "LLM_CALL_TIMEOUT");
+}
+
+#[tokio::test]
+async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
+    let mut guest = driver_guest().await;
+    let accept = [("Accept", "text/event-stream")];
+    let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
+    let BodyVerdict::Run(run) = answer(
+        &mut guest,
+        head("POST", "/v1/run", &accept),
+        &body.to_string(),
+    )
+    .await
+    else {
+        panic!("no run")
+    };
+    let (store, bindings) = guest.parts();
+    let routes = bindings.oma_agent_routes();
+    assert!(routes.run().call_streaming(&mut *store, run).await.unwrap());
+    let headers = routes.run().call_stream_headers(store, run).await.unwrap();
+    assert!(headers.contains(&("content-type".into(), "text/event-stream".into())));
+    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
+        panic!("the first step is not a send")
+    };
+    assert!(sent.stream);
+    assert_eq!(event_text(&mut guest, run).await, None);
+    give(
+        &mut guest,
+        run,
+        Answer::Head(ResponseHead {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+        }),
+    )
+    .await;
+    let stream = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let mut chunks = vec![Answer::Chunk(stream.as_bytes().to_vec()), Answer::End];
+    chunks.reverse();
+    let mut events = Vec::new();
+    loop {
+        match next(&mut guest, run, NOW + 1).await {
+            Poll::Step(Step::Receive) => {
+                give(&mut guest, run, chunks.pop().expect("asked past the end")).await
+            }
+            Poll::Step(Step::Event(_)) => {
+                events.push(event_text(&mut guest, run).await.expect("an event's text"))
+            }
+            Poll::Finished(_) => break,
+            other => panic!("an unexpected poll: {other:?}"),
+        }
+    }
+    assert!(
+        events.contains(&"event: text_delta\ndata: \"Hi\"\n\n".to_owned()),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"event: text\ndata: \"Hi\"\n\n".to_owned()),
+        "{events:?}"
+    );
+    let Ok(RunEnd::LastEvent(done)) = end(&mut guest, run, NOW + 1).await else {
+        panic!("no last event")
+    };
+    let data: Value = serde_json::from_str(
+        done.strip_prefix("event: done\ndata: ")
+            .and_then(|d| d.strip_suffix("\n\n"))
+            .expect("a done event"),
+    )
+    .unwrap();
+    assert_eq!(
+        (data["success"].clone(), data["output"].clone()),
+        (json!(true), json!("Hi"))
+    );
+
+    // Content the format cannot carry: refused before anything is sent, as a whole 422.
+    let video = json!({"provider": "anthropic", "model": "m", "messages": [{"role": "user", "content": [
+        {"type": "video", "source": {"type": "url", "media_type": "video/mp4", "url": "https://example.com/v.mp4"}}
+    ]}]});
+    let BodyVerdict::Run(refused) = answer(
+        &mut guest,
+        head("POST", "/v1/run", &accept),
+        &video.to_string(),
+    )
+    .await
+    else {
+        panic!("no run")
+    };
+    assert!(matches!(
+        next(&mut guest, refused, NOW).await,
+        Poll::Finished(_)
+    ));
+    let Ok(RunEnd::Reply(reply)) = end(&mut guest, refused, NOW).await else {
+        panic!("not a whole reply")
+    };
+    expect_error(
+        &reply,
+        422,
+        "UnsupportedContentBlockError",
+        "UNSUPPORTED_CONTENT_BLOCK",
+    );
+}
+
+#[tokio::test]
+async fn the_log_line_shows_no_query() {
+    let mut guest = driver_guest().await;
+    let (store, bindings) = guest.parts();
+    let line = bindings
+        .oma_agent_routes()
+        .call_log_line(store, "POST", "/v1/run?key=SECRET", 504, 2001)
+        .await
+        .expect("no trap");
+    assert_eq!(line, "oma-gateway: POST /v1/run 504 2001ms\n");
+}

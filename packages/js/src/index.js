@@ -36,6 +36,11 @@ export {
   isRetryableError,
 } from './errors.js'
 export { defineTool, ToolRegistry, ToolExecutor, zodToJsonSchema, truncateToolOutput } from './tools.js'
+export { AgentPool, Semaphore } from './pool.js'
+export {
+  registerBuiltInTools, BUILT_IN_TOOLS, ALL_BUILT_IN_TOOLS_WITH_DELEGATE, bashTool, fileReadTool,
+  fileWriteTool, fileEditTool, grepTool, globTool, delegateToAgentTool, LocalShellExecutor,
+} from './builtin-tools/index.js'
 
 // ---------------------------------------------------------------------------------------------
 // Configuration

@@ -6,6 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { fileURLToPath } from 'node:url'
 import { join } from 'node:path'
 import { z } from 'zod'
 import {
@@ -70,6 +71,14 @@ test('the built-ins are OMA\'s six in OMA\'s order, and send the JSON Schema the
   }
   assert.deepEqual(zodToJsonSchema(bashTool.inputSchema).required, ['command'])
   assert.match(zodToJsonSchema(bashTool.inputSchema).properties.timeout.description, /Defaults to 30000 ms\.$/)
+})
+
+test('the definitions are the shared fixture the Python package is checked against too', () => {
+  const shared = JSON.parse(readFileSync(fileURLToPath(new URL('../../../fixtures/builtin-tools/definitions.json', import.meta.url)), 'utf8'))
+  assert.deepEqual(
+    ALL_BUILT_IN_TOOLS_WITH_DELEGATE.map((t) => ({ name: t.name, description: t.description, consequential: t.consequential === true, inputSchema: zodToJsonSchema(t.inputSchema) })),
+    shared,
+  )
 })
 
 test('registerBuiltInTools registers the six (and delegate_to_agent on request); twice throws', () => {

@@ -279,6 +279,14 @@ export declare class ToolExecutor {
   executeBatch(calls: BatchToolCall[], context: ToolUseContext): Promise<Map<string, ToolResult<any>>>
 }
 
+// AgentPool and the built-in tools: declared in pool.d.ts and builtin-tools.d.ts.
+export { AgentPool, Semaphore, PoolStatus } from './pool.js'
+export {
+  registerBuiltInTools, RegisterBuiltInToolsOptions, BUILT_IN_TOOLS, ALL_BUILT_IN_TOOLS_WITH_DELEGATE,
+  bashTool, fileReadTool, fileWriteTool, fileEditTool, grepTool, globTool, delegateToAgentTool,
+  LocalShellExecutor, ShellExecOptions, ShellExecResult,
+} from './builtin-tools.js'
+
 // ---------------------------------------------------------------------------------------------
 // Agent configuration
 

@@ -19,6 +19,7 @@ import {
 import { preflightMessages, preflightBlocks } from './guard.js'
 import { send, receive } from './transport.js'
 import { ToolRegistry, ToolExecutor, grantedTools, zodToJsonSchema } from './tools.js'
+import { registerBuiltInTools } from './builtin-tools/index.js'
 
 export {
   OMAError,
@@ -36,6 +37,11 @@ export {
   isRetryableError,
 } from './errors.js'
 export { defineTool, ToolRegistry, ToolExecutor, zodToJsonSchema, truncateToolOutput } from './tools.js'
+export { AgentPool, Semaphore } from './pool.js'
+export {
+  registerBuiltInTools, BUILT_IN_TOOLS, ALL_BUILT_IN_TOOLS_WITH_DELEGATE, bashTool, fileReadTool,
+  fileWriteTool, fileEditTool, grepTool, globTool, delegateToAgentTool, LocalShellExecutor,
+} from './builtin-tools/index.js'
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -1232,6 +1238,13 @@ function storePayloads(value) {
 const RUN_AGENT_KEYS = ['onProgress', 'evaluation', 'abortSignal', 'runId', 'metadata', 'egressPolicy']
 const EVALUATION_KEYS = ['sampleRate', 'storePayloads', 'onCase']
 
+/** A fresh registry with OMA's built-in tools registered (none is granted without `tools`). */
+function builtInRegistry() {
+  const registry = new ToolRegistry()
+  registerBuiltInTools(registry)
+  return registry
+}
+
 async function runAgentWith(config, input, options, onProgress) {
   refuseUnknown('runAgent options', options, RUN_AGENT_KEYS)
   const evaluation = options.evaluation
@@ -1239,7 +1252,8 @@ async function runAgentWith(config, input, options, onProgress) {
   const effective = options.egressPolicy !== undefined && config.egressPolicy === undefined
     ? { ...config, egressPolicy: options.egressPolicy }
     : config
-  const { json, host } = prepareConfig(effective)
+  // As OMA's orchestrator builds it: a fresh registry holding the built-in tools (granted by `tools`).
+  const { json, host } = prepareConfig(effective, builtInRegistry())
   // runAgent's one-off agent takes its input as one JSON text (run-agent-json has no parts form).
   const text = runInputJson(input, false).text
   const run = newRun(host, { abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata })

@@ -50,12 +50,15 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
-      'README.md', 'gateway.d.ts', 'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
+      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'gateway.d.ts', 'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
       'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts', 'gen/interfaces/oma-agent-routes.d.ts',
       'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
-      'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/tools.js', 'src/transport.js',
+      'pool.d.ts', 'src/builtin-tools/bash.js', 'src/builtin-tools/delegate.js', 'src/builtin-tools/files.js',
+      'src/builtin-tools/index.js', 'src/builtin-tools/path-safety.js', 'src/builtin-tools/redact.js',
+      'src/builtin-tools/schema.js', 'src/builtin-tools/search.js', 'src/builtin-tools/shell.js', 'src/classifiers.js',
+      'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/pool.js', 'src/tools.js', 'src/transport.js',
     ])
     const size = statSync(tarball).size
     assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)
@@ -113,6 +116,28 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       const code: 'ok' | string | undefined = result.status?.code
       console.log(code, result.toolCalls.map((c) => c.duration))
     `)
+    // AgentPool, the built-in tools and the classifiers subpath, typed from the installed package.
+    writeFileSync(join(app, 'pool.ts'), `
+      import { Agent, AgentPool, ToolRegistry, ToolExecutor, registerBuiltInTools, type PoolStatus } from 'oma-component'
+      import { classifyBashCommand, type BashRiskAssessment } from 'oma-component/classifiers'
+      const registry = new ToolRegistry()
+      registerBuiltInTools(registry)
+      const pool = new AgentPool(2)
+      pool.add(new Agent({ name: 'a', model: 'claude-test', tools: ['bash', 'grep'] }, registry, new ToolExecutor(registry)))
+      const results: Map<string, { success: boolean }> = await pool.runParallel([{ agent: 'a', prompt: 'p' }])
+      const status: PoolStatus = pool.getStatus()
+      const risk: BashRiskAssessment = classifyBashCommand('ls')
+      console.log(results.size, status.total, risk.level)
+    `)
+    writeFileSync(join(app, 'pool.js'), `
+      import { AgentPool, registerBuiltInTools, ToolRegistry } from 'oma-component'
+      import { classifyBashCommand } from 'oma-component/classifiers'
+      const registry = new ToolRegistry()
+      registerBuiltInTools(registry)
+      console.log(JSON.stringify([new AgentPool(2).runConcurrencyLimit, registry.list().map((t) => t.name), classifyBashCommand('rm -rf /').level]))
+    `)
+    assert.deepEqual(JSON.parse((await run(process.execPath, ['pool.js'], { cwd: app, env })).trim()),
+      [2, ['bash', 'file_read', 'file_write', 'file_edit', 'grep', 'glob'], 'high'])
     // A gateway host written in TypeScript, as a Worker would be: the routes and the session
     // loop are typed (a wrong call is an error, not an implicit any).
     const gateway = `
@@ -137,7 +162,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM', 'ESNext.Disposable'], types: [] },
       files,
     })
-    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts']))
+    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts', 'pool.ts']))
     writeFileSync(join(app, 'tsconfig-wrong.json'), tsconfig(['gateway-wrong.ts']))
     await assert.rejects(
       run(process.execPath, [join(pkg, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig-wrong.json'], { cwd: app, env }),

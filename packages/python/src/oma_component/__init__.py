@@ -9,6 +9,7 @@ here in Python: by :class:`Agent` and :func:`run_agent` (sync, over urllib3), or
 from ._agent import (Agent, Backend, CallableBackend, EnvironmentNames, ProcessBackend, Tool, ToolResult,
                      environment_names, run_agent, tool)
 from ._aio import AsyncAgent, AsyncHttpClient, run_agent_async
+from ._builtin_tools import BUILT_IN_TOOL_NAMES, builtin_tools, classify_bash_command
 from ._codec import format_request, parse_response, validate
 from ._errors import (
     ComponentTrapError,
@@ -85,4 +86,5 @@ __all__ = [
     "StructuredTraceError", "TextBlock", "TextDeltaEvent", "TextEvent", "TokenUsage", "ToolCallRecord",
     "ToolDefinition", "ToolResultBlock", "ToolResultContent", "ToolResultEvent", "ToolResultPart", "ToolUseBlock",
     "ToolUseEvent", "UrlSource", "VideoBlock",
+    "builtin_tools", "BUILT_IN_TOOL_NAMES", "classify_bash_command",
 ]

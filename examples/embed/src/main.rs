@@ -20,10 +20,14 @@ const DEFAULT_CONVERSATION: &str =
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<std::process::ExitCode> {
-    let file = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| DEFAULT_CONVERSATION.to_owned());
-    let json = std::fs::read_to_string(&file).with_context(|| format!("could not read {file}"))?;
+    let (file, label) = match std::env::args().nth(1) {
+        Some(file) => (file.clone(), file),
+        None => (
+            DEFAULT_CONVERSATION.to_owned(),
+            "examples/conversations/media.json".to_owned(),
+        ),
+    };
+    let json = std::fs::read_to_string(&file).with_context(|| format!("could not read {label}"))?;
 
     // One harness per process: the component compiled once (and cached), instances are cheap.
     let harness = Harness::new(HarnessOptions::new(oma_artifacts::COMPONENT))?;
@@ -37,7 +41,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
             return Ok(std::process::ExitCode::FAILURE);
         }
     };
-    println!("{file}: {} message(s), valid", messages.len());
+    println!("{label}: {} message(s), valid", messages.len());
 
     for (provider, model) in [
         ("minimax", "MiniMax-M1"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// npm run build: builds oma_portable.wasm alone with cargo (the repository's oma-guest-build
-// command, `--world portable`), transpiles it with jco into gen/ (every core module a file),
+// npm run build: builds oma_portable.wasm (cargo builds the portable world's core module, jco
+// makes it a component: no Rust host tool is built), transpiles it with jco into gen/ (every
+// core module a file),
 // applies scripts/patch-gen.mjs, imports the core modules statically as `#oma-core/NAME` and
 // writes their Node loaders (scripts/core-modules.mjs: one module for Node and Workers), and
 // minifies it (scripts/minify.mjs). It prints each step, cargo's progress, and a line every 20 s
@@ -12,7 +13,7 @@
 //   OMA_PORTABLE_WASM  use this oma_portable.wasm instead of building one (no Rust needed)
 
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -32,15 +33,22 @@ function fail(message) {
 const started = Date.now()
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`
 
-/** Runs cargo, its progress on stderr as it comes, with a line every 20 s while it is quiet. */
-function cargoBuild(profile) {
-  const args = ['run', '-p', 'oma-guest-build', '--', '--profile', profile, '--world', 'portable']
+/**
+ * Builds oma_portable.wasm: cargo builds the portable world's core module for
+ * wasm32-unknown-unknown (the guest's own target directory, target/oma-guest, shared with
+ * oma-guest-build), and jco, which the build needs anyway, makes it a component (`jco new`,
+ * wit-component inside jco). No host tool is compiled for a build that runs it once.
+ * Progress goes to stderr as it comes, with a line every 20 s while cargo is quiet.
+ */
+async function cargoBuild(profile) {
+  ensureTarget('wasm32-unknown-unknown')
+  const targetDir = join(root, 'target', 'oma-guest')
+  const args = ['build', '--package', 'oma-portable', '--lib', '--target', 'wasm32-unknown-unknown',
+    '--profile', profile, '--target-dir', targetDir]
   console.error(`build: [1/3] building oma_portable.wasm: cargo ${args.join(' ')} (in ${root}); a few minutes the first time`)
-  return new Promise((resolvePath) => {
-    const child = spawn('cargo', args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
+  await new Promise((done) => {
+    const child = spawn('cargo', args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] })
     let quietSince = Date.now()
-    child.stdout.on('data', (d) => { stdout += d })
     child.stderr.on('data', (d) => {
       quietSince = Date.now()
       process.stderr.write(d)
@@ -58,12 +66,36 @@ function cargoBuild(profile) {
     child.on('close', (code) => {
       clearInterval(ticker)
       if (code !== 0) fail(`cargo exited with ${code}`)
-      const line = stdout.trim().split('\n').find((l) => l.trim().endsWith('oma_portable.wasm'))
-      if (!line) fail(`no oma_portable.wasm path in cargo's output:\n${stdout}`)
-      resolvePath(line.trim())
+      done()
     })
   })
+  const profileDir = { dev: 'debug', test: 'debug', bench: 'release' }[profile] ?? profile
+  const core = join(targetDir, 'wasm32-unknown-unknown', profileDir, 'oma_portable.wasm')
+  const out = join(targetDir, 'js', profileDir)
+  mkdirSync(out, { recursive: true })
+  const component = join(out, 'oma_portable.wasm')
+  const made = spawnSync(process.execPath, [jco, 'new', core, '-o', component], { cwd: pkg, stdio: 'inherit' })
+  if (made.status !== 0) fail(`jco new exited with ${made.status}`)
+  return component
 }
+
+/** Adds the standard library for `target` with rustup where it is missing, as oma-guest-build does. */
+function ensureTarget(target) {
+  const sysroot = spawnSync('rustc', ['--print', 'sysroot'], { encoding: 'utf8' })
+  if (sysroot.status === 0 && existsSync(join(sysroot.stdout.trim(), 'lib', 'rustlib', target, 'lib'))) return
+  console.error(`build: installing the ${target} standard library with \`rustup target add ${target}\``)
+  const added = spawnSync('rustup', ['target', 'add', target], { stdio: ['ignore', 'ignore', 'inherit'] })
+  if (added.error) fail(`the guest needs the ${target} standard library and rustup is not on PATH to add it`)
+  if (added.status !== 0) fail(`\`rustup target add ${target}\` failed`)
+}
+
+const require = createRequire(import.meta.url)
+// jco's package.json is not exported; find the package directory from its main entry.
+let jcoDir = dirname(require.resolve('@bytecodealliance/jco'))
+while (!existsSync(join(jcoDir, 'package.json'))) jcoDir = dirname(jcoDir)
+const jcoPkg = join(jcoDir, 'package.json')
+const jcoBin = JSON.parse(readFileSync(jcoPkg, 'utf8')).bin
+const jco = join(dirname(jcoPkg), typeof jcoBin === 'string' ? jcoBin : jcoBin.jco)
 
 let wasm = process.env.OMA_PORTABLE_WASM
 if (wasm) console.error(`build: [1/3] using OMA_PORTABLE_WASM=${wasm}`)
@@ -73,13 +105,6 @@ console.error(`build: oma_portable.wasm is ${statSync(wasm).size} bytes (${elaps
 // The package ships only the transpiled component (gen/); an older build's copy is removed.
 rmSync(join(pkg, 'wasm'), { recursive: true, force: true })
 
-const require = createRequire(import.meta.url)
-// jco's package.json is not exported; find the package directory from its main entry.
-let jcoDir = dirname(require.resolve('@bytecodealliance/jco'))
-while (!existsSync(join(jcoDir, 'package.json'))) jcoDir = dirname(jcoDir)
-const jcoPkg = join(jcoDir, 'package.json')
-const jcoBin = JSON.parse(readFileSync(jcoPkg, 'utf8')).bin
-const jco = join(dirname(jcoPkg), typeof jcoBin === 'string' ? jcoBin : jcoBin.jco)
 
 rmSync(join(pkg, 'gen'), { recursive: true, force: true })
 console.error('build: [2/3] transpiling it with jco into gen/')

@@ -156,6 +156,7 @@ impl From<Error> for wit::Error {
                 ErrorKind::Provider => wit::ErrorKind::Provider,
                 ErrorKind::Timeout => wit::ErrorKind::Timeout,
                 ErrorKind::EgressDenied => wit::ErrorKind::EgressDenied,
+                ErrorKind::SessionState => wit::ErrorKind::SessionState,
                 ErrorKind::Other => wit::ErrorKind::Other,
             },
             name: error.name().to_string(),

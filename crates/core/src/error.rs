@@ -182,6 +182,8 @@ pub enum ErrorKind {
     Timeout,
     /// See [`Error::EgressDenied`].
     EgressDenied,
+    /// See [`Error::Session`].
+    SessionState,
     /// See [`Error::InvalidRequest`] and [`Error::Host`].
     Other,
 }
@@ -204,9 +206,8 @@ impl Error {
             Error::Provider { .. } => ErrorKind::Provider,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::EgressDenied { .. } => ErrorKind::EgressDenied,
-            Error::InvalidRequest { .. } | Error::Host { .. } | Error::Session { .. } => {
-                ErrorKind::Other
-            }
+            Error::Session { .. } => ErrorKind::SessionState,
+            Error::InvalidRequest { .. } | Error::Host { .. } => ErrorKind::Other,
         }
     }
 

@@ -371,11 +371,12 @@ async fn answers_that_were_not_asked_for_change_nothing() {
         .await
         .expect_err("after the result");
     assert!(late.message.contains("over"), "{}", late.message);
-    let late = answer(&mut guest, session, ok(anthropic(json!([])))).await;
-    assert_eq!(
-        late.expect_err("after the result").name,
-        "SessionStateError"
-    );
+    let late = answer(&mut guest, session, ok(anthropic(json!([]))))
+        .await
+        .expect_err("after the result");
+    assert_eq!(late.name, "SessionStateError");
+    // Its own kind, so a host tells a loop driven out of order from any other failure.
+    assert_eq!(late.kind, oma_host_tests::ErrorKind::SessionState);
 }
 
 #[tokio::test]

@@ -170,6 +170,7 @@ _BY_KIND: Dict[str, Type[OmaError]] = {
     "provider": ProviderError,
     "timeout": LLMCallTimeoutError,
     "egress-denied": EgressPolicyError,
+    "session-state": SessionStateError,
 }
 
 

@@ -181,7 +181,7 @@ test('abortSignal cancels an in-flight request within 500 ms: run, prompt, strea
   const controller = new AbortController()
   const events = []
   const t0 = Date.now()
-  for await (const e of new Agent(config()).stream('x', { abortSignal: controller.signal })) {
+  for await (const e of new Agent({ ...config(), textDeltas: true }).stream('x', { abortSignal: controller.signal })) {
     events.push(e)
     if (e.type === 'text_delta' && e.data === 'a') controller.abort()
   }

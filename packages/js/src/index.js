@@ -1319,11 +1319,28 @@ export async function runAgent(config, input, options = {}) {
  * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`) and its
  * `onProgress`. Teams and task graphs are not part of the package.
  */
+/** Every key of OMA 1.16.1's OrchestratorConfig; any other is refused, named. */
+const ORCHESTRATOR_CONFIG_KEYS = new Set([
+  'maxConcurrency', 'schedulingStrategy', 'schedulingWeights', 'strictAssignees', 'executionRouter',
+  'executionRouting', 'maxDelegationDepth', 'maxTokenBudget', 'maxCostBudget', 'estimateCost', 'defaultModel',
+  'defaultProvider', 'defaultBaseURL', 'defaultApiKey', 'egressPolicy', 'checkpoint', 'recovery',
+  'defaultToolPreset', 'defaultCwd', 'defaultShellExecutor', 'onProgress', 'evaluation', 'observability',
+  'onTrace', 'onToolCall', 'requireConsequentialConfirmation', 'onApproval', 'onTaskDispatch', 'onPlanReady',
+  'onAgentStream',
+])
+
 export class OpenMultiAgent {
   #config
 
   constructor(config = {}) {
     if (!isObject(config)) throw new TypeError('the orchestrator configuration must be an object')
+    const unknown = Object.keys(config).filter((key) => !ORCHESTRATOR_CONFIG_KEYS.has(key))
+    if (unknown.length > 0) {
+      throw new TypeError(
+        `the orchestrator configuration has ${unknown.length === 1 ? 'an unknown key' : 'unknown keys'} ` +
+          `${unknown.map((key) => `"${key}"`).join(', ')}; it takes OMA's OrchestratorConfig keys`,
+      )
+    }
     this.#config = config
   }
 

@@ -621,7 +621,9 @@ fn a_transport_timeout_names_the_limit_that_fired() {
             message: "timed out".into(),
         })
     };
-    for (timeout_ms, deadline_ms, named) in [(120_000, 400, 400), (1_500, 300, 300), (250, 10_000, 250)] {
+    for (timeout_ms, deadline_ms, named) in
+        [(120_000, 400, 400), (1_500, 300, 300), (250, 10_000, 250)]
+    {
         let limits = Limits {
             timeout_ms,
             deadline_ms,

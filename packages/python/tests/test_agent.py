@@ -635,3 +635,8 @@ def test_a_sync_run_is_cancelled_from_another_thread(loop, anthropic):
     loop.script()
     assert oma.Agent(**anthropic).run("x", cancel=token)["status"]["code"] == "cancelled"
     assert loop.requests == []
+
+
+def test_an_unknown_evaluation_option_is_named_with_the_python_names(anthropic):
+    with pytest.raises(TypeError, match="'sample_rat'; known keys: store_payloads, sample_rate"):
+        oma.run_agent("x", **{**anthropic, "evaluation": {"sample_rat": 1.0}})

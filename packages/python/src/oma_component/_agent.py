@@ -1336,6 +1336,9 @@ def _run_agent_session(rt: Runtime, spec: _Spec, input: Any, progress: bool,
     evaluation_record = None
     if evaluation is not None:
         e = cast(Mapping[str, Any], evaluation)
+        unknown = [k for k in e if k not in ("store_payloads", "sample_rate", "storePayloads", "sampleRate")]
+        if unknown:
+            raise TypeError(f"evaluation has an unknown key {unknown[0]!r}; known keys: store_payloads, sample_rate")
         evaluation_record = record(
             store_payloads=e.get("store_payloads", e.get("storePayloads", "none")),
             sample_rate=float(e.get("sample_rate", e.get("sampleRate", 1.0))),

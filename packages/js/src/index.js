@@ -1313,12 +1313,6 @@ export async function runAgent(config, input, options = {}) {
   return runAgentWith(config, input, options ?? {})
 }
 
-/**
- * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
- * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
- * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`) and its
- * `onProgress`. Teams and task graphs are not part of the package.
- */
 /** Every key of OMA 1.16.1's OrchestratorConfig; any other is refused, named. */
 const ORCHESTRATOR_CONFIG_KEYS = new Set([
   'maxConcurrency', 'schedulingStrategy', 'schedulingWeights', 'strictAssignees', 'executionRouter',
@@ -1329,6 +1323,12 @@ const ORCHESTRATOR_CONFIG_KEYS = new Set([
   'onAgentStream',
 ])
 
+/**
+ * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
+ * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
+ * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`) and its
+ * `onProgress`. Teams and task graphs are not part of the package.
+ */
 export class OpenMultiAgent {
   #config
 

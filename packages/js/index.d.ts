@@ -137,7 +137,7 @@ export interface AgentState {
 // Streaming
 
 /**
- * OMA's StreamEvent. `text` is a turn's text; `text_delta` (the package's) carries the
+ * OMA's StreamEvent. `text` is a turn's text; `text_delta` (the package's, with `textDeltas: true`) carries the
  * provider's text pieces as they arrive; `done` carries the AgentRunResult, `error` the error
  * with `errorInfo`.
  */
@@ -438,6 +438,11 @@ export interface AgentConfig {
   readonly call?: CallOptions
   /** The package's: SigV4 credentials for Bedrock. */
   readonly aws?: { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken?: string }
+  /**
+   * The package's: `stream` also yields `text_delta` events (the provider's text pieces as they
+   * arrive). Off by default: OMA's stream yields no such event.
+   */
+  readonly textDeltas?: boolean
 }
 
 export interface LoopDetectionConfig {
@@ -574,6 +579,8 @@ export declare class OMAError extends Error {
   type?: string
   retryable: boolean
   httpStatus?: number
+  /** The HTTP status, as OMA's users read it from the provider SDKs' errors (`httpStatus` too). */
+  status?: number
   provider?: string
 }
 export declare class InvalidMessageError extends OMAError {
@@ -633,3 +640,19 @@ export declare class SessionStateError extends OMAError {
   constructor(message: string, options?: OMAErrorOptions)
 }
 export declare function isRetryableError(error: unknown): boolean
+
+/** The options of `classifyRunFailure`. */
+export interface FailureClassificationOptions {
+  readonly kind?: TraceErrorKind
+  readonly provider?: string
+  readonly attempt?: number
+  readonly statusCode?: RunStatusCode
+}
+/**
+ * OMA's `classifyRunFailure`: the `status` and `errorInfo` that describe a failure (budget,
+ * timeout, egress refusal, cancellation, provider error or else), messages redacted and cut.
+ */
+export declare function classifyRunFailure(
+  error: unknown,
+  options?: FailureClassificationOptions,
+): { status: RunStatus; errorInfo: StructuredTraceError }

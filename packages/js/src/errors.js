@@ -20,7 +20,12 @@ export class OMAError extends Error {
     })
     this.code = options.code ?? new.target.defaultCode
     this.retryable = options.retryable ?? new.target.defaultRetryable ?? false
-    if (options.httpStatus !== undefined) this.httpStatus = options.httpStatus
+    if (options.httpStatus !== undefined) {
+      this.httpStatus = options.httpStatus
+      // OMA's users read a provider failure's HTTP status as `status` (its SDKs' errors carry it
+      // there, and OMA's own classification reads it there too).
+      this.status = options.httpStatus
+    }
     if (options.provider !== undefined) this.provider = options.provider
     if (options.type !== undefined) this.type = options.type
     if (options.kind !== undefined) this.kind = options.kind
@@ -201,7 +206,10 @@ export function errorFrom(info) {
   error.retryable = Boolean(info.retryable)
   if (info.code != null) error.code = info.code
   else if (!make) error.code = undefined
-  if (info.httpStatus != null) error.httpStatus = Number(info.httpStatus)
+  if (info.httpStatus != null) {
+    error.httpStatus = Number(info.httpStatus)
+    error.status = error.httpStatus
+  }
   if (info.provider != null) error.provider = info.provider
   // `type` in JSON, `errorType` in the component's `error` record.
   const type = info.type ?? info.errorType

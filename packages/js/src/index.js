@@ -42,6 +42,7 @@ export {
   registerBuiltInTools, BUILT_IN_TOOLS, ALL_BUILT_IN_TOOLS_WITH_DELEGATE, bashTool, fileReadTool,
   fileWriteTool, fileEditTool, grepTool, globTool, delegateToAgentTool, LocalShellExecutor,
 } from './builtin-tools/index.js'
+export { classifyRunFailure } from './status.js'
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -72,6 +73,35 @@ const UNSUPPORTED = {
   parallelToolCalls: 'the parallel_tool_calls switch',
   extraBody: 'extra request body fields',
   outputSchema: 'structured output',
+}
+
+/**
+ * Every key of OMA 1.16.1's AgentConfig (acted on, ignored or refused above) and the package's
+ * own keys. Any other key is refused with a TypeError naming it: a misspelt option would
+ * otherwise be dropped without a word.
+ */
+const OMA_CONFIG_KEYS = [
+  'name', 'history', 'description', 'capabilities', 'costTier', 'latencyClass', 'permissionBoundary',
+  'model', 'adapter', 'backend', 'provider', 'baseURL', 'egressPolicy', 'apiKey', 'region', 'systemPrompt',
+  'customTools', 'tools', 'disallowedTools', 'onToolCall', 'toolPreset', 'credentials', 'shellExecutor',
+  'cwd', 'maxTurns', 'maxTokens', 'maxTokenBudget', 'contextStrategy', 'temperature', 'frequencyPenalty',
+  'presencePenalty', 'topP', 'topK', 'minP', 'parallelToolCalls', 'extraBody', 'thinking', 'timeoutMs',
+  'callTimeoutMs', 'loopDetection', 'maxToolOutputChars', 'compressToolResults', 'preserveReasoningAsText',
+  'compressReasoningText', 'outputSchema', 'beforeRun', 'afterRun',
+]
+/** The package's own configuration keys (README, "API"). */
+const PACKAGE_CONFIG_KEYS = ['thinkingBudget', 'deadlineMs', 'call', 'aws', 'textDeltas']
+const CONFIG_KEYS = new Set([...OMA_CONFIG_KEYS, ...PACKAGE_CONFIG_KEYS])
+
+/** Refuses configuration keys that are neither OMA's nor the package's, naming them all. */
+function refuseUnknownConfigKeys(config) {
+  const unknown = Object.keys(config).filter((key) => !CONFIG_KEYS.has(key))
+  if (unknown.length === 0) return
+  const names = unknown.map((key) => `"${key}"`).join(', ')
+  throw new TypeError(
+    `the agent configuration has ${unknown.length === 1 ? 'an unknown key' : 'unknown keys'} ${names}; ` +
+      "it takes OMA's AgentConfig keys and the package's thinkingBudget, deadlineMs, call, aws and textDeltas",
+  )
 }
 
 function environment(name) {
@@ -174,6 +204,7 @@ function prepareConfig(config, registry, executor) {
   if (config === null || typeof config !== 'object') {
     throw new TypeError('the agent configuration must be an object')
   }
+  refuseUnknownConfigKeys(config)
   for (const key of Object.keys(UNSUPPORTED)) {
     if (config[key] !== undefined) {
       throw new TypeError(
@@ -215,6 +246,9 @@ function prepareConfig(config, registry, executor) {
   }
   if (config.afterRun !== undefined && config.afterRun !== null && typeof config.afterRun !== 'function') {
     throw new TypeError('afterRun must be a function')
+  }
+  if (config.textDeltas !== undefined && typeof config.textDeltas !== 'boolean') {
+    throw new TypeError('textDeltas must be a boolean')
   }
   let backend = null
   if (config.backend !== undefined && config.backend !== null) {
@@ -258,6 +292,8 @@ function prepareConfig(config, registry, executor) {
       credentials: config.credentials,
       cwd: config.cwd,
       shellExecutor: config.shellExecutor,
+      // `stream` yields OMA's events; the provider's text pieces (`text_delta`) only when asked.
+      textDeltas: config.textDeltas === true,
       backend,
       registry: reg,
       executor: exec,
@@ -855,6 +891,12 @@ async function* drive(session, host, run) {
           if (event.type === 'budget_exceeded' && isObject(data) && typeof data.message === 'string') {
             event.data = errorFrom({ name: 'TokenBudgetExceededError', code: 'TOKEN_BUDGET_EXCEEDED', ...data })
           }
+          if (event.type === 'agent_complete') {
+            // OMA hands over the run's final result (after afterRun, with its status and
+            // identity): reported by `complete` once that result exists.
+            run.completed = event
+            break
+          }
           await safely(host.onProgress, event)
           break
         }
@@ -1005,7 +1047,9 @@ async function complete(session, host, run) {
     return error === CANCELLED ? cancelledResult(run) : internalFailure(run, error)
   }
   if (run.signal?.aborted) return cancelledResult(run)
-  return finish(raw, host, run)
+  const result = await finish(raw, host, run)
+  if (run.completed) await safely(host.onProgress, { ...run.completed, data: result })
+  return result
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1082,7 +1126,7 @@ async function* streamEvents(session, host, run) {
         break
       }
       const event = streamEvent(value)
-      if (event) yield event
+      if (event && (event.type !== 'text_delta' || host.textDeltas)) yield event
     }
   } catch (error) {
     result = error === CANCELLED ? cancelledResult(run) : internalFailure(run, error)
@@ -1283,6 +1327,16 @@ export async function runAgent(config, input, options = {}) {
   return runAgentWith(config, input, options ?? {})
 }
 
+/** Every key of OMA 1.16.1's OrchestratorConfig; any other is refused, named. */
+const ORCHESTRATOR_CONFIG_KEYS = new Set([
+  'maxConcurrency', 'schedulingStrategy', 'schedulingWeights', 'strictAssignees', 'executionRouter',
+  'executionRouting', 'maxDelegationDepth', 'maxTokenBudget', 'maxCostBudget', 'estimateCost', 'defaultModel',
+  'defaultProvider', 'defaultBaseURL', 'defaultApiKey', 'egressPolicy', 'checkpoint', 'recovery',
+  'defaultToolPreset', 'defaultCwd', 'defaultShellExecutor', 'onProgress', 'evaluation', 'observability',
+  'onTrace', 'onToolCall', 'requireConsequentialConfirmation', 'onApproval', 'onTaskDispatch', 'onPlanReady',
+  'onAgentStream',
+])
+
 /**
  * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
  * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
@@ -1294,6 +1348,13 @@ export class OpenMultiAgent {
 
   constructor(config = {}) {
     if (!isObject(config)) throw new TypeError('the orchestrator configuration must be an object')
+    const unknown = Object.keys(config).filter((key) => !ORCHESTRATOR_CONFIG_KEYS.has(key))
+    if (unknown.length > 0) {
+      throw new TypeError(
+        `the orchestrator configuration has ${unknown.length === 1 ? 'an unknown key' : 'unknown keys'} ` +
+          `${unknown.map((key) => `"${key}"`).join(', ')}; it takes OMA's OrchestratorConfig keys`,
+      )
+    }
     this.#config = config
   }
 

@@ -58,10 +58,9 @@ function failureMessage(error) {
 /**
  * An in-flight HTTP exchange and its timer. The step's `timeoutMs` (the component has already cut
  * it to what is left of the call's and the run's deadlines) bounds connecting and the head; then,
- * for a streamed response, each gap between bytes, and for a whole response, everything up to
- * its last byte, so a provider that trickles a byte at a time cannot hold a non-streamed call
- * open past it. A streamed response that trickles ends at the call's or the run's deadline,
- * which the component checks after every chunk.
+ * for a streamed response, each gap between bytes, and for any response everything up to its
+ * last byte, so a provider that trickles a byte at a time, or sends keep-alives for ever, cannot
+ * hold a call open past it (the component checks the same bound after every chunk).
  */
 export class Exchange {
   constructor(timeoutMs, stream, signal) {
@@ -71,6 +70,8 @@ export class Exchange {
     this.onAbort = () => this.close()
     signal?.addEventListener('abort', this.onAbort, { once: true })
     this.timeoutMs = timeoutMs
+    // The whole exchange ends by then, however its bytes come.
+    this.until = Date.now() + timeoutMs
     this.stream = stream
     this.timedOut = false
     this.timer = null
@@ -82,7 +83,7 @@ export class Exchange {
     this.timer = setTimeout(() => {
       this.timedOut = true
       this.controller.abort()
-    }, this.timeoutMs)
+    }, Math.max(0, Math.min(this.timeoutMs, this.until - Date.now())))
   }
   disarm() {
     if (this.timer !== null) clearTimeout(this.timer)
@@ -190,6 +191,8 @@ class NodeExchange {
     this.onAbort = () => this.close()
     signal?.addEventListener('abort', this.onAbort, { once: true })
     this.timeoutMs = timeoutMs
+    // The whole exchange ends by then, however its bytes come.
+    this.until = Date.now() + timeoutMs
     this.stream = stream
     this.timedOut = false
     this.timer = null
@@ -208,7 +211,7 @@ class NodeExchange {
     this.timer = setTimeout(() => {
       this.timedOut = true
       this.abort(new Error('the step timed out'))
-    }, this.timeoutMs)
+    }, Math.max(0, Math.min(this.timeoutMs, this.until - Date.now())))
   }
   disarm() {
     if (this.timer !== null) clearTimeout(this.timer)

@@ -111,18 +111,26 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const oma = omaDir()
   const sides = oma ? ['oma', 'package'] : ['package']
   if (!oma) console.log('# OMA_DIR is not set: type-checking the package side only')
+  // One line per program and side, and a summary that counts the same lines.
+  let passed = 0
   let failed = 0
   for (const side of sides) {
     const result = typecheck(prepare(side, oma))
+    let sideFailed = 0
     for (const file of programs()) {
       const n = result.errors[file] ?? 0
       console.log(`${n === 0 ? 'ok' : 'not ok'} - ${side}: ${file}${n ? ` (${n} errors)` : ''}`)
+      if (n === 0) passed++
+      else sideFailed++
     }
-    if (!result.ok) {
-      failed++
-      console.log(result.output)
+    if (!result.ok && sideFailed === 0) {
+      // tsc failed outside the programs (the package's own types, say): one more failure.
+      console.log(`not ok - ${side}: tsc failed outside the programs`)
+      sideFailed++
     }
+    failed += sideFailed
+    if (!result.ok) console.log(result.output)
   }
-  console.log(`${sides.length - failed} passed, ${failed} failed`)
+  console.log(`${passed} passed, ${failed} failed (${programs().length} programs, ${sides.join(' and ')})`)
   process.exit(failed ? 1 : 0)
 }

@@ -242,9 +242,18 @@ test('run, prompt and runAgent return rejecting promises; stream and the constru
   assert.equal(server.requests.length, 0)
 })
 
-test('stream: text deltas as they arrive, the turn text, then done', async () => {
+test("stream: OMA's events by default, no text_delta", async () => {
+  server.queue(anthropicSse(['Hel', 'lo ', 'world']))
+  const events = []
+  for await (const e of agent().stream('hi')) events.push(e)
+  assert.deepEqual(events.map((e) => e.type), ['text', 'done'])
+  assert.equal(events[0].data, 'Hello world')
+  assert.throws(() => agent({ textDeltas: 'yes' }), /textDeltas must be a boolean/)
+})
+
+test('stream: with textDeltas, text deltas as they arrive, the turn text, then done', async () => {
   server.queue(anthropicSse(['Hel', 'lo ', 'world'], { delayMs: 20 }))
-  const a = agent()
+  const a = agent({ textDeltas: true })
   const events = []
   const times = []
   const t0 = Date.now()
@@ -613,7 +622,7 @@ test('a turn of many tool calls settling out of order: every answer reaches its 
 
 test('breaking out of a stream abandons the run cleanly', async () => {
   server.queue(anthropicSse(['a', 'b', 'c', 'd', 'e'], { delayMs: 30 }))
-  const a = agent()
+  const a = agent({ textDeltas: true })
   const seen = []
   for await (const e of a.stream('hi')) {
     seen.push(e.type)

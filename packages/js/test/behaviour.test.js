@@ -48,6 +48,13 @@ function startProvider() {
       if (reply.sse) {
         res.writeHead(status, { 'content-type': 'text/event-stream' })
         for (const event of reply.sse) res.write(event)
+        if (reply.keepAliveMs !== undefined) {
+          // A comment that often, for ever (until the client goes, or 30 s pass).
+          const timer = setInterval(() => res.write(': keep-alive\n\n'), reply.keepAliveMs)
+          const stop = setTimeout(() => res.destroy(), 30000)
+          res.on('close', () => { clearInterval(timer); clearTimeout(stop) })
+          return
+        }
         res.end()
         return
       }
@@ -91,6 +98,16 @@ function matches(expected, actual, path = '$') {
         ? null
         : `${path}: ${JSON.stringify(actual)} does not start with ${JSON.stringify(expected.$startsWith)}`
     }
+    if (keys.length === 1 && keys[0] === '$contains') {
+      return typeof actual === 'string' && actual.includes(expected.$contains)
+        ? null
+        : `${path}: ${JSON.stringify(actual)} does not contain ${JSON.stringify(expected.$contains)}`
+    }
+    if (keys.length === 1 && keys[0] === '$type') {
+      const type = actual !== null && typeof actual === 'object' && !Array.isArray(actual) ? 'object' : typeof actual
+      return type === expected.$type ? null : `${path}: ${JSON.stringify(actual)} is not a ${expected.$type}`
+    }
+    if (actual instanceof Error) actual = plainError(actual)
     if (!actual || typeof actual !== 'object' || Array.isArray(actual)) {
       return `${path}: expected an object, got ${JSON.stringify(actual)}`
     }
@@ -114,36 +131,50 @@ function matches(expected, actual, path = '$') {
   return Object.is(expected, actual) ? null : `${path}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`
 }
 
+/** An error as the table writes it: `{name, message, code?, httpStatus?}`. */
+function plainError(error) {
+  const out = { name: error.name, message: error.message }
+  if (error.code !== undefined) out.code = error.code
+  if (error.httpStatus !== undefined) {
+    // OMA's users read the HTTP status as `status`: the two always agree.
+    assert.equal(error.status, error.httpStatus, 'status and httpStatus differ')
+    out.httpStatus = error.httpStatus
+  }
+  return out
+}
+
 /** An event's value as the table writes it: an error as `{error: {...}, result}`. */
 function plain(value) {
   if (value instanceof Error) {
-    const out = { error: { name: value.name, message: value.message } }
-    if (value.code !== undefined) out.error.code = value.code
+    const out = { error: plainError(value) }
     if (value.result !== undefined) out.result = value.result
     return out
   }
   return value
 }
 
-function behave(spec) {
-  return () => {
+/** A tool or hook that returns or throws what the table says; `records` keeps its second argument. */
+function behave(spec, record) {
+  return (first, second) => {
+    if (spec.records) record(second ?? first)
     if ('throws' in spec) throw new Error(spec.throws)
     return spec.returns
   }
 }
 
-function configuration(kase, base) {
+function configuration(kase, base, seen) {
   const config = { name: 'table', baseURL: base, apiKey: KEY }
   for (const [key, value] of Object.entries(kase.agent)) {
     if (key === 'tools') {
+      // OMA's shape and the package's tool objects are the same plain object here.
       config.tools = value.map((t) => ({
         name: t.name,
         description: t.description ?? '',
         inputSchema: { type: 'object' },
-        execute: behave(t),
+        execute: behave(t, (context) => { seen.toolContext = context }),
       }))
     } else if (key === 'beforeRun') {
-      config.beforeRun = behave(value)
+      config.beforeRun = behave(value, (context) => { seen.hookAgent = context.agent })
     } else {
       config[key] = value
     }
@@ -160,31 +191,46 @@ for (const kase of table.cases) {
     provider.state.replies = [...kase.replies]
     provider.state.requests = []
     const base = kase.connection === 'refused' ? `http://127.0.0.1:${await closedPort()}` : provider.url
-    const config = configuration(kase, kase.agent.baseURL ?? base)
-    const seen = { progress: [] }
+    const seen = { progress: [], progressData: {}, toolCallsSeen: [] }
     const onProgress = (event) => {
       seen.progress.push(event.type)
+      seen.progressData[event.type] = event.data
       if (kase.observers?.onProgress === 'throws') throw new Error('observer broke')
     }
+    const options = {}
+    if (kase.runOptions?.onToolCall === 'records') {
+      options.onToolCall = (name, input) => seen.toolCallsSeen.push([name, input])
+    }
+    let timer
+    if (kase.cancelAfterMs !== undefined) {
+      const controller = new AbortController()
+      timer = setTimeout(() => controller.abort(), kase.cancelAfterMs)
+      options.abortSignal = controller.signal
+    }
+    const started = Date.now()
     try {
+      const config = configuration(kase, kase.agent.baseURL ?? base, seen)
       if (kase.call === 'runAgent') {
-        seen.result = await runAgent(config, kase.input, { onProgress })
+        seen.result = await runAgent(config, kase.input, { onProgress, ...(options.abortSignal ? { abortSignal: options.abortSignal } : {}) })
       } else {
         const agent = new Agent(config)
-        if (kase.call === 'run') seen.result = await agent.run(kase.input)
+        if (kase.call === 'run') seen.result = await agent.run(kase.input, options)
         else if (kase.call === 'prompt') {
-          seen.result = await agent.prompt(kase.input)
+          seen.result = await agent.prompt(kase.input, options)
           seen.history = agent.getHistory()
         } else {
           seen.events = []
-          for await (const event of agent.stream(kase.input)) {
+          for await (const event of agent.stream(kase.input, options)) {
             seen.events.push({ ...event, data: plain(event.data) })
           }
         }
       }
     } catch (error) {
       seen.thrown = error
+    } finally {
+      clearTimeout(timer)
     }
+    const took = Date.now() - started
     const expect = kase.expect
     if (expect.throws) {
       assert.ok(seen.thrown, `did not throw: ${JSON.stringify(seen.result ?? seen.events)}`)
@@ -201,6 +247,18 @@ for (const kase of table.cases) {
     }
     if (expect.progress) assert.deepEqual(seen.progress, expect.progress)
     if (expect.history) assert.equal(matches(expect.history, seen.history), null)
+    if (expect.resultKeys) assert.deepEqual(Object.keys(seen.result), expect.resultKeys)
+    if (expect.hookAgent) {
+      assert.equal(matches(expect.hookAgent, seen.hookAgent), null)
+      assert.ok(!('apiKey' in seen.hookAgent), 'ctx.agent holds apiKey')
+      assert.ok(!JSON.stringify(seen.hookAgent).includes(KEY), 'ctx.agent holds the key')
+    }
+    if (expect.toolContext) assert.equal(matches(expect.toolContext, seen.toolContext), null)
+    if (expect.toolCallsSeen) assert.deepEqual(seen.toolCallsSeen, expect.toolCallsSeen)
+    for (const [type, data] of Object.entries(expect.progressData ?? {})) {
+      assert.equal(matches(data, seen.progressData[type]), null)
+    }
+    if (expect.withinMs !== undefined) assert.ok(took <= expect.withinMs, `took ${took} ms`)
     assert.ok(!JSON.stringify([seen.result, seen.events]).includes(KEY))
   })
 }

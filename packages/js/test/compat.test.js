@@ -38,6 +38,7 @@ const SCENARIOS = {
   '10-progress': [anthropicMessage('Hi.')],
   '11-rich-tool-result': [anthropicToolUse([['t1', 'render', { label: 'logo' }]]), anthropicMessage('A white pixel.')],
   '12-errors': [ERROR_400],
+  '13-oma-surface': [anthropicMessage('Hello.'), anthropicMessage('Hi.'), ERROR_400],
 }
 
 function normalise(value) {

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { z } from 'zod'
 import {
   Agent, OpenMultiAgent, ToolRegistry, ToolExecutor, defineTool, zodToJsonSchema, runAgent,
-  TokenBudgetExceededError, LLMCallTimeoutError, ProviderError, isRetryableError,
+  TokenBudgetExceededError, LLMCallTimeoutError, ProviderError, isRetryableError, classifyRunFailure,
 } from '../src/index.js'
 import { startServer, anthropicMessage, anthropicToolUse, anthropicSse, openaiMessage } from './helpers/server.js'
 
@@ -181,7 +181,7 @@ test('abortSignal cancels an in-flight request within 500 ms: run, prompt, strea
   const controller = new AbortController()
   const events = []
   const t0 = Date.now()
-  for await (const e of new Agent(config()).stream('x', { abortSignal: controller.signal })) {
+  for await (const e of new Agent({ ...config(), textDeltas: true }).stream('x', { abortSignal: controller.signal })) {
     events.push(e)
     if (e.type === 'text_delta' && e.data === 'a') controller.abort()
   }
@@ -412,4 +412,37 @@ test("getState follows OMA's lifecycle; the process backend takes OMA's input mo
   const r = await arg.run('as an argument')
   assert.equal(r.success, true, JSON.stringify(r))
   assert.match(r.output, /as an argument$/)
+})
+
+test('unknown configuration keys are refused with a TypeError naming them', () => {
+  assert.throws(() => new Agent({ ...config(), tmperature: 0.2, maxTurn: 3 }), (e) => {
+    assert.ok(e instanceof TypeError)
+    assert.match(e.message, /unknown keys "tmperature", "maxTurn"/)
+    return true
+  })
+  assert.throws(() => new OpenMultiAgent({ defaultModel: 'm', onProgres: () => {} }), /unknown key "onProgres"/)
+  // Every OMA key is known (those the package ignores or refuses say so themselves).
+  assert.doesNotThrow(() => new Agent({ ...config(), description: 'd', capabilities: ['x'], costTier: 'low', textDeltas: true }))
+  assert.doesNotThrow(() => new OpenMultiAgent({ maxConcurrency: 2, onTrace: () => {}, observability: {} }))
+})
+
+test('classifyRunFailure classifies as OMA does, redacting secrets', () => {
+  const budget = classifyRunFailure(new TokenBudgetExceededError('a', 10, 5))
+  assert.deepEqual(budget.status.code, 'budget_exhausted')
+  assert.equal(budget.errorInfo.kind, 'budget')
+  assert.equal(classifyRunFailure(new LLMCallTimeoutError(300)).status.code, 'timeout')
+  const aborted = Object.assign(new Error('stop'), { name: 'AbortError' })
+  assert.deepEqual(classifyRunFailure(aborted), {
+    status: { code: 'cancelled', message: 'stop' },
+    errorInfo: { kind: 'cancellation', name: 'AbortError', message: 'stop', retryable: false },
+  })
+  const provider = classifyRunFailure(Object.assign(new Error('apiKey=sk-abcdefghijklmnopqrstuvwx failed'), { status: 429 }), { attempt: 2 })
+  assert.equal(provider.errorInfo.kind, 'provider')
+  assert.equal(provider.errorInfo.httpStatus, 429)
+  assert.equal(provider.errorInfo.retryable, true)
+  assert.equal(provider.errorInfo.attempt, 2)
+  assert.ok(!provider.errorInfo.message.includes('sk-abcdef'), provider.errorInfo.message)
+  assert.ok(!provider.status.message.includes('sk-abcdef'))
+  assert.equal(classifyRunFailure('plain text', { kind: 'tool', statusCode: 'error' }).errorInfo.kind, 'tool')
+  assert.equal(classifyRunFailure(new Error('x'), { provider: 'openai' }).errorInfo.provider, 'openai')
 })

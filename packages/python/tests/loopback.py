@@ -79,9 +79,13 @@ class Reply:
     """One scripted answer."""
 
     def __init__(self, status: int = 200, body: Any = None, *, headers: Optional[Dict[str, str]] = None,
-                 sse: Optional[List[bytes]] = None, delay: float = 0.0, hang: float = 0.0, reset: bool = False) -> None:
+                 sse: Optional[List[bytes]] = None, delay: float = 0.0, hang: float = 0.0, reset: bool = False,
+                 keep_alive: float = 0.0) -> None:
         self.status, self.body, self.headers = status, body, headers or {}
         self.sse, self.delay, self.hang, self.reset = sse, delay, hang, reset
+        # After its events, a stream sends an SSE comment every `keep_alive` seconds and never
+        # ends (until the client goes, or 30 s pass).
+        self.keep_alive = keep_alive
 
 
 class Loopback:
@@ -143,6 +147,18 @@ class Loopback:
                             time.sleep(reply.delay)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                         self.wfile.flush()
+                    if reply.keep_alive:
+                        ping = b": keep-alive\n\n"
+                        until = time.monotonic() + 30
+                        try:
+                            while time.monotonic() < until:
+                                time.sleep(reply.keep_alive)
+                                self.wfile.write(b"%x\r\n%s\r\n" % (len(ping), ping))
+                                self.wfile.flush()
+                        except OSError:
+                            pass
+                        self.close_connection = True
+                        return
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                     return

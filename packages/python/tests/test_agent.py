@@ -1,6 +1,7 @@
 import json
 import sys
 import time
+from typing import Any, Dict, List
 
 import pytest
 
@@ -14,7 +15,8 @@ USER = [{"role": "user", "content": [{"type": "text", "text": "Describe."},
 
 
 def no_key(value):
-    assert KEY not in json.dumps(value)
+    # A failed result holds its error, an exception: written as its text.
+    assert KEY not in json.dumps(value, default=str)
 
 
 def test_run_text(loop, anthropic):
@@ -70,7 +72,10 @@ def test_invalid_json_shape_message(loop, anthropic):
 
 def test_stream_events_with_deltas(loop, anthropic):
     loop.script(Reply(sse=anthropic_sse(["The ", "answer ", "is 42."]), delay=0.01))
-    agent = oma.Agent(**anthropic)
+    # OMA's events by default: the turn's text, no deltas.
+    assert [e["type"] for e in oma.Agent(**anthropic).stream("q")] == ["text", "done"]
+    loop.script(Reply(sse=anthropic_sse(["The ", "answer ", "is 42."]), delay=0.01))
+    agent = oma.Agent(**anthropic, text_deltas=True)
     events = list(agent.stream("q"))
     deltas = [e["data"] for e in events if e["type"] == "text_delta"]
     assert deltas == ["The ", "answer ", "is 42."]
@@ -82,7 +87,7 @@ def test_stream_events_with_deltas(loop, anthropic):
 
 def test_stream_openai(loop, openai):
     loop.script(Reply(sse=openai_sse(["a", "b", "c"])))
-    events = list(oma.Agent(**openai).stream("q"))
+    events = list(oma.Agent(**openai, text_deltas=True).stream("q"))
     assert [e["data"] for e in events if e["type"] == "text_delta" and e["data"]] == ["a", "b", "c"]
     assert events[-1]["data"]["output"] == "abc"
     assert events[-1]["data"]["tokenUsage"] == {"input_tokens": 5, "output_tokens": 3}
@@ -440,7 +445,14 @@ def test_unsupported_video_on_anthropic_fails_run(loop, anthropic):
 
 def test_seeded_runs_are_deterministic(loop, anthropic):
     a = oma.Agent(**anthropic)
-    assert a.run("x", seed=7) == a.run("x", seed=7)
+
+    def seeded() -> Any:
+        # The identity is the run's own (a new run id, trace and span ids each time).
+        result = dict(a.run("x", seed=7))
+        assert result.pop("identity")["attempt"] == 1
+        return result
+
+    assert seeded() == seeded()
 
 
 def test_agent_context_manager(loop, anthropic):
@@ -558,3 +570,73 @@ def test_long_media_goes_beside_the_json_text(loop, anthropic):
 
     long, short = refusal(video(20 * 1024)), refusal(video(8))
     assert long == short and "messages[0].content[0]" in long, (long, short)
+
+
+def test_oma_tool_dicts_work_and_other_shapes_get_a_type_error_saying_what_to_write(loop, anthropic):
+    loop.script(Reply(body=anthropic_tool_use([{"id": "t1", "name": "add", "input": {"a": 2, "b": 3}}])),
+                Reply(body=anthropic_text("5")))
+    seen: List[Any] = []
+
+    def add(args: Dict[str, Any]) -> Dict[str, Any]:  # one parameter: no context
+        return {"data": str(args["a"] + args["b"])}
+
+    agent = oma.Agent(tools=[{"name": "add", "description": "Adds", "inputSchema": {"type": "object"},
+                              "execute": add}], **anthropic)
+    result = agent.run("2+3", on_tool_result=lambda name, r: seen.append((name, r)))
+    assert result["success"] and result["toolCalls"][0]["output"] == "5"
+    assert seen == [("add", {"data": "5", "isError": False})]
+    assert loop.requests[0]["body"]["tools"][0]["name"] == "add"
+    for bad in ({"name": "add"}, {"execute": add}, "add", {"name": "add", "execute": add, "inputSchema": "zod"}):
+        with pytest.raises(TypeError) as info:
+            oma.Agent(tools=[bad], **anthropic)  # type: ignore[list-item]
+        assert "tools[0]" in str(info.value)
+    with pytest.raises(TypeError, match='"inputSchema": dict, "execute": callable'):
+        oma.Agent(tools=[{"name": "add"}], **anthropic)  # type: ignore[typeddict-item]
+
+
+def test_an_unknown_call_option_is_named_with_the_python_names(anthropic):
+    with pytest.raises(TypeError) as info:
+        oma.Agent(**{**anthropic, "call": {"max_retrys": 1}})
+    message = str(info.value)
+    assert "'max_retrys'" in message and "max_retries" in message and "maxRetries" not in message
+
+
+def test_the_provider_defaults_to_anthropic(loop, anthropic):
+    kw = {k: v for k, v in anthropic.items() if k != "provider"}
+    assert oma.Agent(**kw).run("x")["success"]
+    assert loop.requests[-1]["path"] == "/v1/messages"
+
+
+def test_a_sync_run_is_cancelled_from_another_thread(loop, anthropic):
+    import threading
+
+    # A prompt waiting on a stalled provider: cancelled at once, the history as it was.
+    agent = oma.Agent(**anthropic)
+    loop.script(Reply(hang=3))
+    token = oma.CancelToken()
+    threading.Timer(0.15, token.cancel).start()
+    started = time.monotonic()
+    result = agent.prompt("x", cancel=token)
+    assert time.monotonic() - started < 1.0
+    assert result["status"] == {"code": "cancelled", "message": "Run cancelled by caller."}
+    assert result["errorInfo"]["kind"] == "cancellation" and isinstance(result["error"], oma.OmaError)
+    assert agent.get_history() == []
+    # A tool that blocks: the run leaves it.
+    loop.script(Reply(body=anthropic_tool_use([{"id": "t1", "name": "slow", "input": {}}])))
+    release = threading.Event()
+    slow = oma.Tool("slow", "blocks", {"type": "object"}, lambda _: release.wait(5) and "late")
+    token = oma.CancelToken()
+    threading.Timer(0.15, token.cancel).start()
+    started = time.monotonic()
+    result = oma.Agent(tools=[slow], **anthropic).run("go", cancel=token)
+    release.set()
+    assert time.monotonic() - started < 1.0 and result["status"]["code"] == "cancelled"
+    # A token cancelled before the run: nothing is sent.
+    loop.script()
+    assert oma.Agent(**anthropic).run("x", cancel=token)["status"]["code"] == "cancelled"
+    assert loop.requests == []
+
+
+def test_an_unknown_evaluation_option_is_named_with_the_python_names(anthropic):
+    with pytest.raises(TypeError, match="'sample_rat'; known keys: store_payloads, sample_rate"):
+        oma.run_agent("x", **{**anthropic, "evaluation": {"sample_rat": 1.0}})

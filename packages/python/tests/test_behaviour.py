@@ -10,6 +10,8 @@ import asyncio
 import json
 import os
 import socket
+import threading
+import time
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
@@ -25,7 +27,7 @@ KEY = "sk-behaviour-SECRETSECRET0123"
 CAMEL = {
     "baseURL": "base_url", "apiKey": "api_key", "systemPrompt": "system_prompt", "maxTurns": "max_turns",
     "maxTokenBudget": "max_token_budget", "maxTokens": "max_tokens", "topP": "top_p", "topK": "top_k",
-    "thinkingBudget": "thinking_budget", "deadlineMs": "deadline_ms",
+    "thinkingBudget": "thinking_budget", "deadlineMs": "deadline_ms", "textDeltas": "text_deltas",
 }
 CALL = {"maxRetries": "max_retries", "retryDelayMs": "retry_delay_ms", "retryBackoff": "retry_backoff",
         "timeoutMs": "timeout_ms", "maxResponseBytes": "max_response_bytes", "deadlineMs": "deadline_ms"}
@@ -38,6 +40,18 @@ def matches(expected: Any, actual: Any, path: str = "$") -> Optional[str]:
         if isinstance(actual, str) and actual.startswith(expected["$startsWith"]):
             return None
         return f"{path}: {actual!r} does not start with {expected['$startsWith']!r}"
+    if isinstance(expected, dict) and set(expected) == {"$contains"}:
+        if isinstance(actual, str) and expected["$contains"] in actual:
+            return None
+        return f"{path}: {actual!r} does not contain {expected['$contains']!r}"
+    if isinstance(expected, dict) and set(expected) == {"$type"}:
+        types = {"string": str, "number": (int, float), "boolean": bool, "object": dict}
+        wanted = types[expected["$type"]]
+        if isinstance(actual, wanted) and not (expected["$type"] == "number" and isinstance(actual, bool)):
+            return None
+        return f"{path}: {actual!r} is not a {expected['$type']}"
+    if isinstance(actual, oma.OmaError):
+        actual = plain_error(actual)
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
             return f"{path}: expected an object, got {actual!r}"
@@ -61,12 +75,21 @@ def matches(expected: Any, actual: Any, path: str = "$") -> Optional[str]:
     return None
 
 
+def plain_error(error: oma.OmaError) -> Dict[str, Any]:
+    """An error as the table writes it: ``{name, message, code?, httpStatus?}`` (Python's
+    ``http_status``)."""
+    out: Dict[str, Any] = {"name": error.name, "message": error.message}
+    if error.code is not None:
+        out["code"] = error.code
+    if error.http_status is not None:
+        out["httpStatus"] = error.http_status
+    return out
+
+
 def plain(value: Any) -> Any:
     """An event's value as the table writes it: an error as ``{error: {...}, result}``."""
     if isinstance(value, oma.OmaError):
-        out: Dict[str, Any] = {"error": {"name": value.name, "message": value.message}}
-        if value.code is not None:
-            out["error"]["code"] = value.code
+        out: Dict[str, Any] = {"error": plain_error(value)}
         if value.result is not None:
             out["result"] = value.result
         return out
@@ -79,7 +102,8 @@ def reply(spec: Dict[str, Any]) -> Reply:
     if "hangMs" in spec:
         return Reply(hang=spec["hangMs"] / 1000.0)
     if "sse" in spec:
-        return Reply(spec.get("status", 200), sse=[e.encode() for e in spec["sse"]])
+        return Reply(spec.get("status", 200), sse=[e.encode() for e in spec["sse"]],
+                     keep_alive=spec.get("keepAliveMs", 0) / 1000.0)
     return Reply(spec.get("status", 200), spec.get("json"))
 
 
@@ -91,14 +115,14 @@ def closed_port() -> int:
     return port
 
 
-def configuration(case: Dict[str, Any], base: str) -> Dict[str, Any]:
+def configuration(case: Dict[str, Any], base: str, seen: "Observed") -> Dict[str, Any]:
     cfg = dict(case["agent"])
     kw: Dict[str, Any] = {"name": "table", "base_url": base, "api_key": KEY}
     for key, value in cfg.items():
         if key == "tools":
-            kw["tools"] = [make_tool(t) for t in value]
+            kw["tools"] = [make_tool(t, seen) for t in value]
         elif key == "beforeRun":
-            kw["before_run"] = behave(value)
+            kw["before_run"] = behave(value, lambda ctx: setattr(seen, "hook_agent", ctx["agent"]))
         elif key == "call":
             kw["call"] = {CALL.get(k, k): v for k, v in value.items()}
         else:
@@ -106,8 +130,10 @@ def configuration(case: Dict[str, Any], base: str) -> Dict[str, Any]:
     return kw
 
 
-def behave(spec: Dict[str, Any]) -> Callable[[Any], Any]:
-    def fn(_: Any) -> Any:
+def behave(spec: Dict[str, Any], record: Optional[Callable[[Any], None]] = None) -> Callable[[Any], Any]:
+    def fn(given: Any) -> Any:
+        if spec.get("records") and record is not None:
+            record(given)
         if "throws" in spec:
             raise RuntimeError(spec["throws"])
         return spec["returns"]
@@ -115,7 +141,16 @@ def behave(spec: Dict[str, Any]) -> Callable[[Any], Any]:
     return fn
 
 
-def make_tool(spec: Dict[str, Any]) -> oma.Tool[Any, Any]:
+def make_tool(spec: Dict[str, Any], seen: "Observed") -> Any:
+    if spec.get("shape") == "oma":
+        # OMA's dict shape; execute(input, context) gets the tool context.
+        def execute(given: Any, context: Dict[str, Any]) -> Any:
+            if spec.get("records"):
+                seen.tool_context = context
+            return behave(spec)(given)
+
+        return {"name": spec["name"], "description": spec.get("description", ""),
+                "inputSchema": {"type": "object"}, "execute": execute}
     return oma.Tool(spec["name"], spec.get("description", ""), {"type": "object"}, behave(spec))
 
 
@@ -126,32 +161,53 @@ class Observed:
         self.events: Optional[List[Any]] = None
         self.thrown: Optional[BaseException] = None
         self.history: Any = None
+        self.progress_data: Dict[str, Any] = {}
+        self.hook_agent: Any = None
+        self.tool_context: Any = None
+        self.tool_calls_seen: List[List[Any]] = []
 
 
 def on_progress(case: Dict[str, Any], seen: Observed) -> Callable[[Any], None]:
     def observe(event: Any) -> None:
         seen.progress.append(event["type"])
+        seen.progress_data[event["type"]] = event["data"]
         if case.get("observers", {}).get("onProgress") == "throws":
             raise RuntimeError("observer broke")
 
     return observe
 
 
+def run_options(case: Dict[str, Any], seen: Observed) -> Dict[str, Any]:
+    """The run's keyword options: the cancel token (cancelled from a timer thread) and the
+    ``on_tool_call`` observer."""
+    options: Dict[str, Any] = {}
+    if case.get("runOptions", {}).get("onToolCall") == "records":
+        options["on_tool_call"] = lambda name, given: seen.tool_calls_seen.append([name, given])
+    if "cancelAfterMs" in case:
+        token = oma.CancelToken()
+        timer = threading.Timer(case["cancelAfterMs"] / 1000.0, token.cancel)
+        timer.daemon = True
+        timer.start()
+        options["cancel"] = token
+    return options
+
+
 def call_sync(case: Dict[str, Any], kw: Dict[str, Any], seen: Observed) -> None:
     method, given = case["call"], case["input"]
     try:
+        options = run_options(case, seen)
         if method == "runAgent":
-            seen.result = oma.run_agent(given, on_progress=on_progress(case, seen), **kw)
+            seen.result = oma.run_agent(given, on_progress=on_progress(case, seen), **kw, **options)
             return
         agent = oma.Agent(**kw)
         if method == "run":
-            seen.result = agent.run(given)
+            seen.result = agent.run(given, **options)
         elif method == "prompt":
-            seen.result = agent.prompt(given)
+            seen.result = agent.prompt(given, **options)
             seen.history = agent.get_history()
         else:
-            seen.events = [{**e, "data": plain(e["data"])} for e in agent.stream(given)]
-    except oma.OmaError as e:
+            seen.events = [{**e, "data": plain(e["data"])} for e in agent.stream(given, **options)]
+    except (oma.OmaError, TypeError) as e:
         seen.thrown = e
 
 
@@ -159,21 +215,22 @@ def call_async(case: Dict[str, Any], kw: Dict[str, Any], seen: Observed) -> None
     method, given = case["call"], case["input"]
 
     async def main() -> None:
+        options = run_options(case, seen)
         if method == "runAgent":
-            seen.result = await oma.run_agent_async(given, on_progress=on_progress(case, seen), **kw)
+            seen.result = await oma.run_agent_async(given, on_progress=on_progress(case, seen), **kw, **options)
             return
         agent = oma.AsyncAgent(**kw)
         if method == "run":
-            seen.result = await agent.run(given)
+            seen.result = await agent.run(given, **options)
         elif method == "prompt":
-            seen.result = await agent.prompt(given)
+            seen.result = await agent.prompt(given, **options)
             seen.history = agent.get_history()
         else:
-            seen.events = [{**e, "data": plain(e["data"])} async for e in agent.stream(given)]
+            seen.events = [{**e, "data": plain(e["data"])} async for e in agent.stream(given, **options)]
 
     try:
         asyncio.run(main())
-    except oma.OmaError as e:
+    except (oma.OmaError, TypeError) as e:
         seen.thrown = e
 
 
@@ -189,13 +246,18 @@ def provider():
 def test_case(case, api, provider):
     provider.script(*[reply(r) for r in case["replies"]])
     base = f"http://127.0.0.1:{closed_port()}" if case.get("connection") == "refused" else provider.base
-    kw = configuration(case, case["agent"].get("baseURL", base))
     seen = Observed()
+    kw = configuration(case, case["agent"].get("baseURL", base), seen)
+    started = time.monotonic()
     (call_sync if api == "sync" else call_async)(case, kw, seen)
+    took_ms = (time.monotonic() - started) * 1000
     expect = case["expect"]
     if "throws" in expect:
         assert seen.thrown is not None, f"did not throw: {seen.result or seen.events}"
-        assert matches(expect["throws"], {"name": seen.thrown.name, "message": seen.thrown.message}) is None
+        thrown = seen.thrown
+        name = thrown.name if isinstance(thrown, oma.OmaError) else type(thrown).__name__
+        message = thrown.message if isinstance(thrown, oma.OmaError) else str(thrown)
+        assert (problem := matches(expect["throws"], {"name": name, "message": message})) is None, problem
     else:
         assert seen.thrown is None, repr(seen.thrown)
     if "result" in expect:
@@ -211,4 +273,18 @@ def test_case(case, api, provider):
         assert seen.progress == expect["progress"]
     if "history" in expect:
         assert (problem := matches(expect["history"], seen.history)) is None, problem
+    if "resultKeys" in expect:
+        assert list(seen.result) == expect["resultKeys"]
+    if "hookAgent" in expect:
+        assert (problem := matches(expect["hookAgent"], seen.hook_agent)) is None, problem
+        assert "api_key" not in seen.hook_agent and "apiKey" not in seen.hook_agent
+        assert KEY not in json.dumps(seen.hook_agent, default=str)
+    if "toolContext" in expect:
+        assert (problem := matches(expect["toolContext"], seen.tool_context)) is None, problem
+    if "toolCallsSeen" in expect:
+        assert seen.tool_calls_seen == expect["toolCallsSeen"]
+    for kind, data in expect.get("progressData", {}).items():
+        assert (problem := matches(data, seen.progress_data.get(kind))) is None, problem
+    if "withinMs" in expect:
+        assert took_ms <= expect["withinMs"], f"took {took_ms:.0f} ms"
     assert KEY not in json.dumps([seen.result, seen.events], default=str)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from typing import Any, Dict, List
 
 import oma_component as oma
@@ -26,14 +27,37 @@ async def lookup(args: Dict[str, Any]) -> List[oma.ToolResultPart]:
 
 
 def hook(ctx: oma.BeforeRunContext) -> oma.BeforeRunResult:
+    agent: Dict[str, Any] = ctx["agent"]  # the configuration, without secrets
+    print(agent["name"], len(ctx["messages"]), ctx["config"].get("model"))
     return {"prompt": ctx["prompt"].strip()}
 
 
+def multiply(args: Dict[str, Any], context: Dict[str, Any]) -> Dict[str, Any]:
+    """OMA's tool shape: ``execute(input, context)`` returning ``{"data", "isError"}``."""
+    return {"data": str(args["a"] * args["b"]), "isError": False, "call": context["toolCallId"]}
+
+
+MULTIPLY: oma.OmaTool = {"name": "multiply", "description": "Multiplies", "execute": multiply,
+                         "inputSchema": {"type": "object"}}
+
+
 def report(result: oma.AgentRunResult) -> str:
+    """Every key of OMA's AgentRunResult."""
+    identity: oma.RunIdentity = result["identity"]
+    status: oma.RunStatus = result["status"]
+    structured: Any = result["structured"]
+    calls = [(c["toolName"], c["input"], c["output"], c["duration"]) for c in result["toolCalls"]]
+    head = f"{identity['runId']} #{identity['attempt']} {identity['traceId']}/{identity['rootSpanId']}"
     if result["success"]:
-        return f"{result['output']} ({result['tokenUsage']['output_tokens']} tokens, {result['turns']} turns)"
+        print(len(result["messages"]), calls, structured, result.get("metadata"), result.get("budgetExceeded"))
+        return (f"{head} {status['code']}: {result['output']} "
+                f"({result['tokenUsage']['output_tokens']} tokens, {result['turns']} turns)")
     info = result.get("errorInfo")
-    return f"failed: {info['name']}: {info['message']}" if info else "failed"
+    error = result.get("error")
+    if error is not None:
+        print(error.name, error.code, error.http_status, error.retryable)
+    message = status.get("message", "")
+    return f"{head} failed ({status['code']}, {message}): {info['name']}: {info['message']}" if info else "failed"
 
 
 def main_sync() -> None:
@@ -42,8 +66,16 @@ def main_sync() -> None:
     assert total == "3"
     agent = oma.Agent(name="helper", model="claude-sonnet-4-6", provider="anthropic",
                       api_key=os.environ.get("ANTHROPIC_API_KEY"), system_prompt="Be brief.",
-                      tools=[add, lookup], before_run=hook, call={"timeout_ms": 30_000, "egress": "open"})
-    print(report(agent.run("What is 2 + 3?")))
+                      tools=[add, lookup, MULTIPLY], before_run=hook, text_deltas=True,
+                      call={"timeout_ms": 30_000, "deadline_ms": 60_000, "max_retries": 2, "retry_delay_ms": 500,
+                            "retry_backoff": 2.0, "max_response_bytes": 1 << 20, "egress": "open"})
+    token = oma.CancelToken()
+    threading.Timer(30, token.cancel).start()
+    seen: List[str] = []
+    print(report(agent.run("What is 2 + 3?", cancel=token, run_id="run-1", metadata={"user": "u1"},
+                           on_tool_call=lambda name, given: seen.append(name),
+                           on_tool_result=lambda name, r: seen.append(f"{name}: {r['data']}"))))
+    print(token.cancelled, seen)
     messages: List[oma.LLMMessage] = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
     for event in agent.stream(messages):
         if event["type"] == "text_delta":
@@ -63,7 +95,7 @@ def main_sync() -> None:
         print(e.to_dict()["message"])
     progress: List[oma.ProgressEvent] = []
     result = oma.run_agent("summarise", model="gpt-4o", provider="openai", on_progress=progress.append,
-                           evaluation={"store_payloads": "redacted", "sample_rate": 0.5})
+                           evaluation={"store_payloads": "redacted", "sample_rate": 0.5}, cancel=token)
     print(report(result), [p["type"] for p in progress])
 
 
@@ -86,6 +118,8 @@ async def main_async() -> None:
     print(report(await oma.run_agent_async("hi", model="gpt-4o", provider="openai", on_progress=on_progress)))
     task = asyncio.create_task(oma.AsyncAgent(model="m", provider="anthropic").run("slow"))
     task.cancel()
+    # The provider defaults to anthropic; a token cancels from any thread.
+    print(report(await oma.AsyncAgent(model="m").run("x", cancel=oma.CancelToken(), run_id="r")))
 
 
 if __name__ == "__main__":

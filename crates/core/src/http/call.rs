@@ -15,7 +15,10 @@
 //! Time comes in with each `poll`: a call past its deadline ([`Limits::deadline_ms`], counted
 //! from the first send) ends with `LLMCallTimeoutError` at the next poll, however its bytes
 //! trickle in; no step's timeout reaches past the deadline, and no wait is handed out that
-//! would end after it.
+//! would end after it. An attempt is held to its own timeout ([`Limits::timeout_ms`], cut to
+//! what is left of the deadline) the same way: past it, a response still being read (a stream
+//! of keep-alives, a body that trickles) ends with `LLMCallTimeoutError` at the next poll. A
+//! timeout error names the limit that fired and its value.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -145,6 +148,13 @@ pub struct Call {
     started_ms: Option<u64>,
     /// The error of the failed attempt a wait follows, for when the wait cannot happen.
     last_error: Option<Error>,
+    /// The limit a transport timeout of the attempt in flight stands for, in milliseconds: the
+    /// call's deadline when what was left of it cut the attempt's timeout, else the timeout.
+    /// A timeout error names the limit that fired and its value, never one that did not.
+    fired_limit_ms: u64,
+    /// When the attempt in flight was handed out (ms since the epoch) and the timeout it was
+    /// handed out with: the attempt's whole response, streamed or not, is held to it.
+    attempt: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Call {
@@ -221,6 +231,8 @@ impl Call {
             queue: VecDeque::new(),
             started_ms: None,
             last_error: None,
+            fired_limit_ms: 0,
+            attempt: None,
         };
         let formatted = formatted.and_then(|http| {
             if !(http.url.starts_with("https://") || http.url.starts_with("http://")) {
@@ -252,6 +264,27 @@ impl Call {
         if let State::WaitUntil(at) = self.state {
             self.state = State::WaitDue(at.saturating_sub(now_ms));
         }
+        if let (State::Receiving(receiving), Some((sent, timeout))) = (&self.state, self.attempt) {
+            if now_ms.saturating_sub(sent) >= timeout {
+                // The per-call timeout bounds the whole attempt, however its bytes come: a
+                // stream of keep-alives ends here as a silent provider ends at the host's read.
+                let accepted = receiving.decoder.is_some();
+                self.state = State::Over;
+                let error = Error::Timeout {
+                    provider: self.provider.clone(),
+                    timeout_ms: self.fired_limit_ms,
+                };
+                if accepted {
+                    // A stream that was accepted is not sent again: its pieces are out.
+                    self.finish(Err(error));
+                } else {
+                    self.fail(error, RetryHints::default());
+                }
+                if let Some(step) = self.queue.pop_front() {
+                    return Some(step);
+                }
+            }
+        }
         let deadline = self.options.limits.deadline_ms;
         let remaining = match self.started_ms {
             None => deadline,
@@ -279,6 +312,12 @@ impl Call {
                 self.state = State::Sent;
                 let mut outgoing = self.outgoing.clone();
                 outgoing.timeout_ms = outgoing.timeout_ms.min(remaining);
+                self.fired_limit_ms = if remaining < self.outgoing.timeout_ms {
+                    deadline
+                } else {
+                    self.outgoing.timeout_ms
+                };
+                self.attempt = Some((now_ms, outgoing.timeout_ms));
                 if self.retry.is_last(self.outgoing.attempt) {
                     // No attempt follows, so the call lets go of the body: a host that takes it
                     // (the portable driver) takes it without a copy.
@@ -372,11 +411,11 @@ impl Call {
                 self.end_body(receiving, adapter, request)
             }
             (State::Sent, CallAnswer::Failure(failure)) => {
-                let error = failure.into_error(&self.provider, self.options.limits.timeout_ms);
+                let error = failure.into_error(&self.provider, self.fired_limit_ms);
                 self.fail(error, RetryHints::default());
             }
             (State::Receiving(receiving), CallAnswer::Failure(failure)) => {
-                let error = failure.into_error(&self.provider, self.options.limits.timeout_ms);
+                let error = failure.into_error(&self.provider, self.fired_limit_ms);
                 if receiving.decoder.is_some() {
                     // A stream that was accepted is not sent again: its pieces are out.
                     self.finish(Err(error));

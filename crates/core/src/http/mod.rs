@@ -33,7 +33,8 @@ pub enum EgressPolicy {
 /// Bounds on one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// The per-call timeout: connecting, the first byte, and between bytes, in milliseconds.
+    /// The per-call timeout of one attempt, in milliseconds: connecting, the first byte,
+    /// between bytes, and the whole response up to its last byte, streamed or not.
     pub timeout_ms: u64,
     /// The largest response body accepted, in bytes.
     pub max_response_bytes: usize,

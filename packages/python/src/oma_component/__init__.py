@@ -6,8 +6,8 @@ here in Python: by :class:`Agent` and :func:`run_agent` (sync, over urllib3), or
 :class:`AsyncAgent` and :func:`run_agent_async` (asyncio, over httpx). See README.md.
 """
 
-from ._agent import (Agent, Backend, CallableBackend, EnvironmentNames, ProcessBackend, Tool, ToolResult,
-                     environment_names, run_agent, tool)
+from ._agent import (Agent, Backend, CallableBackend, CancelToken, EnvironmentNames, ProcessBackend, Tool,
+                     ToolResult, environment_names, run_agent, tool)
 from ._aio import AsyncAgent, AsyncHttpClient, run_agent_async
 from ._builtin_tools import BUILT_IN_TOOL_NAMES, builtin_tools, classify_bash_command
 from ._codec import format_request, parse_response, validate
@@ -45,10 +45,12 @@ from ._types import (
     LLMResponse,
     MediaSource,
     Messages,
+    OmaTool,
     ProgressEvent,
     PromptInput,
     ReasoningBlock,
     ReasoningEvent,
+    RunIdentity,
     RunInput,
     RunStatus,
     StreamEvent,
@@ -73,7 +75,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent", "AsyncAgent", "Backend", "CallableBackend", "ProcessBackend", "Tool", "ToolResult", "run_agent",
-    "run_agent_async", "tool", "environment_names", "EnvironmentNames",
+    "run_agent_async", "tool", "environment_names", "EnvironmentNames", "CancelToken",
     "format_request", "parse_response", "validate",
     "OmaError", "InvalidMessageError", "UnsupportedContentBlockError", "UnsupportedToolResultContentError",
     "UnsupportedToolCallError", "TokenBudgetExceededError", "LLMCallTimeoutError", "EgressPolicyError",
@@ -81,7 +83,8 @@ __all__ = [
     "HttpClient", "AsyncHttpClient", "Runtime", "default_runtime", "set_default_runtime",
     "AgentRunResult", "Base64Source", "BeforeRunContext", "BeforeRunResult", "BudgetExceededEvent", "CallOptions",
     "ContentBlock", "DoneEvent", "ErrorDict", "ErrorEvent", "EvaluationCase", "EvaluationOptions",
-    "FormattedRequest", "ImageBlock", "LLMMessage", "LLMResponse", "MediaSource", "Messages", "ProgressEvent",
+    "FormattedRequest", "ImageBlock", "LLMMessage", "LLMResponse", "MediaSource", "Messages", "OmaTool",
+    "ProgressEvent", "RunIdentity",
     "PromptInput", "ReasoningBlock", "ReasoningEvent", "RunInput", "RunStatus", "StreamEvent",
     "StructuredTraceError", "TextBlock", "TextDeltaEvent", "TextEvent", "TokenUsage", "ToolCallRecord",
     "ToolDefinition", "ToolResultBlock", "ToolResultContent", "ToolResultEvent", "ToolResultPart", "ToolUseBlock",

@@ -17,8 +17,9 @@ import secrets
 import subprocess
 import threading
 import time
+import uuid
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import (
     Any,
     Callable,
@@ -52,8 +53,10 @@ from ._types import (
     EvaluationCase,
     EvaluationOptions,
     LLMMessage,
+    OmaTool,
     ProgressEvent,
     PromptInput,
+    RunIdentity,
     RunInput,
     StreamEvent,
     ToolDefinition,
@@ -67,6 +70,68 @@ R = TypeVar("R")
 BeforeRun = Callable[[BeforeRunContext], Any]
 #: A progress or evaluation observer; what it raises is ignored.
 Observer = Callable[[Any], Any]
+#: A run's tool observers: ``on_tool_call(name, input)`` before a tool runs,
+#: ``on_tool_result(name, {"data", "isError"})`` after; what they raise is ignored.
+ToolCallObserver = Callable[[str, Dict[str, Any]], Any]
+
+
+class CancelToken:
+    """Cancels runs from any thread: give it as ``cancel=`` to ``run``, ``stream``, ``prompt``
+    or ``run_agent`` (either API) and call :meth:`cancel`.
+
+    The run ends at once with OMA's cancelled status (``{"code": "cancelled", "message": "Run
+    cancelled by caller."}``, ``errorInfo.kind`` ``"cancellation"``; a stream's last event is
+    ``error``): the request in flight is abandoned and its connection closed, a retry wait or a
+    pending hook or tool is left (a tool's thread finishes on its own, its answer dropped), and a
+    ``prompt`` leaves the history as it was. A token that is already cancelled sends nothing. One
+    token may cancel several runs; it stays cancelled."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: List[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        """Cancels every run given this token (now and later); safe from any thread."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - a run's own wake-up; nothing to report
+                pass
+
+    def wait(self, seconds: Optional[float]) -> bool:
+        """Waits up to ``seconds`` (for ever with ``None``) for the cancellation; whether it came."""
+        return self._event.wait(seconds)
+
+    def _subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Calls ``callback`` on cancellation (at once if already cancelled); returns the
+        function that unsubscribes it."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+
+                def unsubscribe() -> None:
+                    with self._lock:
+                        if callback in self._callbacks:
+                            self._callbacks.remove(callback)
+
+                return unsubscribe
+        callback()
+        return lambda: None
+
+
+class _RunCancelled(Exception):
+    """Raised inside the host loop when the run's :class:`CancelToken` fires."""
 
 
 # -- tools and backends -----------------------------------------------------------------------
@@ -87,6 +152,9 @@ class Tool(Generic[P, R]):
     ``{"data", "isError"}``), ``None`` (empty content), or any other JSON value (sent as its
     JSON text). What it raises is sent to the model as a failed result with the exception's
     message. A ``Tool`` is still callable as ``fn`` is, with ``fn``'s types."""
+
+    #: Whether ``fn`` takes the tool context as a second argument (a tool given in OMA's shape).
+    takes_context = False
 
     def __init__(self, name: str, description: str, input_schema: Mapping[str, Any], fn: Callable[P, R]) -> None:
         self.name = name
@@ -256,8 +324,10 @@ def _last_event(result: AgentRunResult) -> StreamEvent:
     result), as in OMA."""
     if result.get("success") or result.get("budgetExceeded"):
         return {"type": "done", "data": result}
-    info: Mapping[str, Any] = result.get("errorInfo") or {"name": "Error", "message": result.get("output", "")}
-    error = error_from_info(info)
+    error = result.get("error")
+    if not isinstance(error, OmaError):
+        info: Mapping[str, Any] = result.get("errorInfo") or {"name": "Error", "message": result.get("output", "")}
+        error = error_from_info(info)
     error.result = result
     return {"type": "error", "data": error}
 
@@ -375,6 +445,54 @@ def _internal_failure(error: BaseException) -> AgentRunResult:
     })
 
 
+_CANCELLED_MESSAGE = "Run cancelled by caller."
+
+
+def _cancelled_raw() -> Dict[str, Any]:
+    """A cancelled run, as the JavaScript package reports it: no messages, no usage."""
+    info = {"kind": "cancellation", "name": "AbortError", "message": _CANCELLED_MESSAGE, "retryable": False}
+    return {"success": False, "output": _CANCELLED_MESSAGE, "messages": [],
+            "tokenUsage": {"input_tokens": 0, "output_tokens": 0}, "toolCalls": [], "turns": 0,
+            "status": {"code": "cancelled", "message": _CANCELLED_MESSAGE}, "errorInfo": info}
+
+
+def _identity(run_id: Optional[str]) -> RunIdentity:
+    """OMA's ``RunIdentity`` for a new run: ``run_id`` (1 to 128 characters) or a UUID, attempt
+    1, a random W3C trace id and root span id."""
+    if run_id is not None and (not isinstance(run_id, str) or not 1 <= len(run_id) <= 128):
+        raise TypeError("run_id must be a string of 1 to 128 characters")
+    return {"runId": run_id if run_id is not None else str(uuid.uuid4()), "attempt": 1,
+            "traceId": secrets.token_hex(16), "rootSpanId": secrets.token_hex(8)}
+
+
+def _outcome(raw: Mapping[str, Any], identity: RunIdentity, metadata: Optional[Mapping[str, Any]]) -> AgentRunResult:
+    """The component's result in OMA's ``AgentRunResult`` form, with OMA's keys in OMA's order
+    (the JavaScript package's): ``status`` on success too, the run's ``identity``,
+    ``structured`` (``None``), ``metadata`` when given, and ``error`` (the exception) for a
+    failure other than a spent budget."""
+    success = bool(raw.get("success"))
+    output = raw.get("output", "")
+    status = raw.get("status") or ({"code": "ok"} if success else {"code": "error", "message": str(output)[:256]})
+    out: Dict[str, Any] = {"success": success, "identity": identity, "status": status}
+    if raw.get("errorInfo"):
+        out["errorInfo"] = raw["errorInfo"]
+    out["output"] = output
+    out["messages"] = raw.get("messages", [])
+    out["tokenUsage"] = raw.get("tokenUsage", {"input_tokens": 0, "output_tokens": 0})
+    out["toolCalls"] = raw.get("toolCalls", [])
+    out["structured"] = None
+    if raw.get("loopDetected"):
+        out["loopDetected"] = True
+    if raw.get("budgetExceeded"):
+        out["budgetExceeded"] = True
+    if metadata is not None:
+        out["metadata"] = dict(metadata)
+    out["turns"] = raw.get("turns", 0)
+    if not success and not raw.get("budgetExceeded"):
+        out["error"] = error_from_info(raw.get("errorInfo") or {"name": "Error", "message": output})
+    return cast(AgentRunResult, out)
+
+
 def _settle(value: Any) -> Any:
     """A value a user's function returned, awaited first when it is awaitable (an ``async def``
     tool, hook or backend in the sync API runs to its end on an event loop of its own)."""
@@ -421,25 +539,102 @@ class _Host:
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # The hook's ``ctx["agent"]``: the configuration as given, without hooks and secrets.
+    agent_info: Dict[str, Any] = field(default_factory=dict)
+    # Per run (``_Host.for_run``): the tool observers, the cancel token, the run's id.
+    on_tool_call: Optional[ToolCallObserver] = None
+    on_tool_result: Optional[ToolCallObserver] = None
+    cancel: Optional[CancelToken] = None
+    identity: Optional[RunIdentity] = None
+    metadata: Optional[Mapping[str, Any]] = None
+
+    def for_run(self, identity: RunIdentity, cancel: Optional[CancelToken] = None,
+                on_tool_call: Optional[ToolCallObserver] = None,
+                on_tool_result: Optional[ToolCallObserver] = None,
+                metadata: Optional[Mapping[str, Any]] = None) -> "_Host":
+        """This host for one run."""
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise TypeError("cancel must be an oma_component.CancelToken")
+        return replace(self, cancel=cancel, on_tool_call=on_tool_call, on_tool_result=on_tool_result,
+                       identity=identity, metadata=metadata)
+
+    def progress(self, p: Any) -> ProgressEvent:
+        """A progress step as OMA's event: ``agent_complete`` carries the run's result in OMA's
+        form (``status``, ``identity``, ... as the run returns it)."""
+        event = _progress_json(p)
+        if event["type"] == "agent_complete" and self.identity is not None and isinstance(event["data"], dict):
+            event["data"] = _outcome(event["data"], self.identity, self.metadata)
+        return event
+
+
+def _hook_context(host: _Host, context_json: str) -> Any:
+    """The hook's context: OMA's ``{prompt, messages, agent}`` with ``agent`` the configuration
+    (without hooks and secrets), and ``config``, the component's view of it."""
+    context = json.loads(context_json)
+    if isinstance(context, dict):
+        context["agent"] = dict(host.agent_info)
+    return context
+
+
+def _tool_context(host: _Host, call: Any) -> Dict[str, Any]:
+    """What a tool in OMA's shape gets as its second argument."""
+    return {"agent": {"name": host.agent_info.get("name"), "model": host.agent_info.get("model")},
+            "toolCallId": call.id, "runId": host.identity["runId"] if host.identity else ""}
+
+
+def _notify(fn: Optional[ToolCallObserver], name: str, value: Any) -> None:
+    """Calls a tool observer; what it raises does not change the run."""
+    if fn is None:
+        return
+    try:
+        fn(name, value)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _observed_result(answer: Variant) -> Dict[str, Any]:
+    """A tool answer as the ``on_tool_result`` observer sees it: OMA's ``{"data", "isError"}``."""
+    payload: Any = answer.payload
+    try:
+        data = json.loads(payload.content)
+    except (AttributeError, TypeError, ValueError):
+        data = None
+    return {"data": data, "isError": bool(getattr(payload, "is_error", getattr(payload, "is-error", False)))}
 
 
 def _hook_answer(host: _Host, context_json: str) -> Variant:
     if host.before_run is None:
         return Variant("hook", Variant("failed", "no beforeRun hook is registered"))
     try:
-        returned = _settle(host.before_run(json.loads(context_json)))
+        returned = _settle(host.before_run(_hook_context(host, context_json)))
     except Exception as e:  # noqa: BLE001 - OMA: a throwing hook fails the run
         return _hook_variant(error=e)
     return _hook_variant(returned)
 
 
+def _arguments(call: Any) -> Any:
+    try:
+        return json.loads(call.input) if call.input else {}
+    except ValueError:
+        return {}
+
+
 def _tool_answer(host: _Host, call: Any) -> Variant:
+    arguments = _arguments(call)
+    _notify(host.on_tool_call, call.name, arguments)
+    answer = _tool_run(host, call, arguments)
+    if host.on_tool_result is not None:
+        _notify(host.on_tool_result, call.name, _observed_result(answer))
+    return answer
+
+
+def _tool_run(host: _Host, call: Any, arguments: Any) -> Variant:
     t = host.tools.get(call.name)
     if t is None:
         return _tool_variant(call.id, error=LookupError(_unknown_tool(call.name)))
     try:
-        arguments = json.loads(call.input) if call.input else {}
-        value = _settle(t.fn(arguments))
+        args = (arguments, _tool_context(host, call)) if t.takes_context else (arguments,)
+        value = _settle(t.fn(*args))
     except Exception as e:  # noqa: BLE001 - the model sees the failure
         return _tool_variant(call.id, error=e)
     return _tool_variant(call.id, value)
@@ -473,6 +668,10 @@ class _Pending:
         self._answers: "queue.Queue[Any]" = queue.Queue()
         self.count = 0
 
+    def interrupt(self) -> None:
+        """Wakes :meth:`next` at once with :class:`_RunCancelled` (from any thread)."""
+        self._answers.put(_RunCancelled())
+
     def start(self, compute: Callable[[], Variant], tool_id: Optional[str] = None) -> None:
         def work() -> None:
             try:
@@ -490,6 +689,8 @@ class _Pending:
             answer = self._answers.get(timeout=timeout)
         except queue.Empty:
             return None
+        if isinstance(answer, _RunCancelled):
+            raise answer
         self.count -= 1
         if isinstance(answer, BaseException):
             raise answer
@@ -537,6 +738,73 @@ class _ToolTimings:
         return result
 
 
+def _abandon(value: Any) -> None:
+    """Closes what a provider call abandoned by a cancelled run returned, if anything."""
+    close = getattr(value, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _unless_cancelled(cancel: Optional[CancelToken], fn: Callable[[], R]) -> R:
+    """``fn()``, or :class:`_RunCancelled` as soon as ``cancel`` fires. Without a token ``fn``
+    runs inline; with one it runs on a daemon thread so that the caller's thread can leave a
+    request that blocks (connecting, waiting for the head, reading a whole body): when the run
+    has left, the abandoned thread closes what it opened once its call returns."""
+    if cancel is None:
+        return fn()
+    if cancel.cancelled:
+        raise _RunCancelled()
+    done = threading.Event()
+    lock = threading.Lock()
+    outcome: List[Any] = []
+    abandoned = [False]
+
+    def work() -> None:
+        try:
+            value: Tuple[bool, Any] = (True, fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            value = (False, e)
+        with lock:
+            if abandoned[0]:
+                if value[0]:
+                    _abandon(value[1])
+                return
+            outcome.append(value)
+        done.set()
+
+    threading.Thread(target=work, name="oma-http-call", daemon=True).start()
+    unsubscribe = cancel._subscribe(done.set)
+    try:
+        done.wait()
+    finally:
+        unsubscribe()
+    with lock:
+        if not outcome:
+            abandoned[0] = True
+            raise _RunCancelled()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(R, value)
+
+
+def _shut(response: Any) -> None:
+    """Shuts the socket of a response being read, so that a read blocked on it returns at once
+    (called from the thread that cancels the run)."""
+    sock = getattr(getattr(getattr(response, "resp", None), "connection", None), "sock", None)
+    if sock is None:
+        return
+    try:
+        import socket
+
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 def _due_text(due: Any) -> str:
     return ", ".join(f"tool {d.payload}" if d.tag == "tool" else d.tag for d in due)
 
@@ -551,9 +819,20 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
     pending = _Pending()
     timings = _ToolTimings()
     answer: Any
+    cancel = host.cancel
+    unsubscribe: Callable[[], None] = lambda: None
+    if cancel is not None:
+        def on_cancel() -> None:
+            pending.interrupt()
+            if response is not None:
+                _shut(response)
+
+        unsubscribe = cancel._subscribe(on_cancel)
 
     try:
         while True:
+            if cancel is not None and cancel.cancelled:
+                raise _RunCancelled()
             polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             if polled.tag == "finished":
                 return timings.records(cast(Dict[str, Any], json.loads(_text_of(polled.payload))))
@@ -577,10 +856,11 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                     if p.stream:
                         # The head first, the body as the session asks for it: the component
                         # counts each chunk against its limit as it arrives.
-                        response = host.client.open(p)
+                        response = _unless_cancelled(cancel, functools.partial(host.client.open, p))
                         answer = Variant("head", record(status=response.status, headers=response.headers))
                     else:
-                        status, headers, body = host.client.send(p, host.max_response_bytes)
+                        status, headers, body = _unless_cancelled(
+                            cancel, functools.partial(host.client.send, p, host.max_response_bytes))
                         answer = Variant("response", record(status=status, headers=headers, body=body))
                 except TransportFailure as f:
                     answer = _failure_variant(f)
@@ -588,15 +868,23 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
             elif tag == "receive":
                 try:
                     data = response.read() if response is not None else b""
+                    if cancel is not None and cancel.cancelled:
+                        raise _RunCancelled()
                     answer = ChunkAnswer(data) if data else Variant("end")
                     if not data and response is not None:
                         response.close()
                         response = None
                 except TransportFailure as f:
+                    if cancel is not None and cancel.cancelled:
+                        raise _RunCancelled() from None
                     answer = _failure_variant(f)
                 _answer(rt, generation, session, answer)
             elif tag == "wait":
-                host.sleep(p / 1000.0)
+                if cancel is not None:
+                    if cancel.wait(p / 1000.0):
+                        raise _RunCancelled()
+                else:
+                    host.sleep(p / 1000.0)
                 _answer(rt, generation, session, Variant("waited"))
             elif tag == "before-run":
                 context = _text_of(p)
@@ -610,42 +898,58 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 if event is not None:
                     yield event
             elif tag == "progress":
-                _observe(host.on_progress, _progress_json(p))
+                _observe(host.on_progress, host.progress(p))
             elif tag == "evaluation":
                 _observe(host.on_case, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
+        unsubscribe()
         if response is not None:
             response.close()
         rt.drop(generation, session)
 
 
-def _complete(gen: Generator[Dict[str, Any], None, Dict[str, Any]]) -> AgentRunResult:
-    """Drives a session to its result; a failure of the loop itself is a failed result."""
+def _complete(gen: Generator[Dict[str, Any], None, Dict[str, Any]], identity: RunIdentity,
+              metadata: Optional[Mapping[str, Any]] = None) -> AgentRunResult:
+    """Drives a session to its result (OMA's form); a failure of the loop itself is a failed
+    result, a cancelled run OMA's cancelled one."""
+    raw: Mapping[str, Any]
     try:
         while True:
             next(gen)
     except StopIteration as stop:
-        return cast(AgentRunResult, stop.value)
+        raw = stop.value
     except ComponentTrapError:
         raise
+    except _RunCancelled:
+        raw = _cancelled_raw()
     except Exception as e:  # noqa: BLE001 - as the JavaScript package: a result, never a throw
-        return _internal_failure(e)
+        raw = _internal_failure(e)
+    return _outcome(raw, identity, metadata)
 
 
-def _events(gen: Generator[Dict[str, Any], None, Dict[str, Any]]) -> Iterator[StreamEvent]:
-    """A session's events, then its last event (``done`` or ``error``)."""
-    result: AgentRunResult
+def _events(gen: Generator[Dict[str, Any], None, Dict[str, Any]], identity: RunIdentity,
+            metadata: Optional[Mapping[str, Any]] = None, text_deltas: bool = False) -> Iterator[StreamEvent]:
+    """A session's events (``text_delta`` only when asked for), then its last event (``done``
+    or ``error``)."""
+    raw: Mapping[str, Any]
     try:
-        result = cast(AgentRunResult, (yield from cast(Generator[StreamEvent, None, Dict[str, Any]], gen)))
+        while True:
+            event = next(gen)
+            if text_deltas or event.get("type") != "text_delta":
+                yield cast(StreamEvent, event)
+    except StopIteration as stop:
+        raw = stop.value
     except ComponentTrapError:
         raise
+    except _RunCancelled:
+        raw = _cancelled_raw()
     except Exception as e:  # noqa: BLE001
-        result = _internal_failure(e)
+        raw = _internal_failure(e)
     finally:
         gen.close()
-    yield _last_event(result)
+    yield _last_event(_outcome(raw, identity, metadata))
 
 
 # -- agents ------------------------------------------------------------------------------------
@@ -700,7 +1004,69 @@ def _fill_from_environment(values: Dict[str, Any], provider: Any, runtime: Optio
 _CALL_KEYS = {
     "max_retries": "maxRetries", "retry_delay_ms": "retryDelayMs", "retry_backoff": "retryBackoff",
     "timeout_ms": "timeoutMs", "max_response_bytes": "maxResponseBytes", "deadline_ms": "deadlineMs",
+    "egress": "egress",
 }
+# The component's (camelCase) names are taken too, as they always were.
+_CALL_NAMES = set(_CALL_KEYS) | set(_CALL_KEYS.values())
+
+
+def _call_json(call: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ``call`` options as the component names them; a key that is not one is refused with
+    the Python names."""
+    if not isinstance(call, Mapping):
+        raise TypeError("call must be a dict of call options")
+    unknown = [k for k in call if k not in _CALL_NAMES]
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        raise TypeError(f"call has {'an unknown key' if len(unknown) == 1 else 'unknown keys'} {names}; "
+                        f"known keys: {', '.join(_CALL_KEYS)}")
+    return {_CALL_KEYS.get(k, k): v for k, v in call.items()}
+
+
+def _dict_tool(value: Mapping[str, Any], where: str) -> "Tool[..., Any]":
+    """A tool given in OMA's shape, ``{"name", "description", "inputSchema", "execute"}``."""
+    name, execute = value.get("name"), value.get("execute")
+    if not isinstance(name, str) or not callable(execute):
+        raise TypeError(f'{where} must be an oma_component.Tool or a dict {{"name": str, "description": str, '
+                        f'"inputSchema": dict, "execute": callable}}; got keys {sorted(map(str, value))}')
+    schema = value.get("inputSchema", value.get("input_schema", value.get("parameters")))
+    if schema is not None and not isinstance(schema, Mapping):
+        raise TypeError(f"{where}: inputSchema must be a JSON Schema dict (zod schemas are JavaScript's)")
+    made: Tool[..., Any] = Tool(name, str(value.get("description") or ""),
+                                schema if schema is not None else {"type": "object", "properties": {}}, execute)
+    made.takes_context = _positional_count(execute) >= 2
+    return made
+
+
+def _positional_count(fn: Callable[..., Any]) -> int:
+    """How many positional arguments ``fn`` takes (2 for a ``*args`` function)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    count = 0
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return 2
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            count += 1
+    return count
+
+
+def _tools(tools: Sequence[Any]) -> List["Tool[..., Any]"]:
+    """The ``tools`` argument as :class:`Tool` objects: Tools, and dicts in OMA's shape."""
+    if isinstance(tools, (str, bytes, Mapping)):
+        raise TypeError("tools must be a list of tools")
+    out: List[Tool[..., Any]] = []
+    for i, t in enumerate(tools):
+        if isinstance(t, Tool):
+            out.append(t)
+        elif isinstance(t, Mapping):
+            out.append(_dict_tool(t, f"tools[{i}]"))
+        else:
+            raise TypeError(f'tools[{i}] must be an oma_component.Tool (the @tool decorator) or a dict '
+                            f'{{"name", "description", "inputSchema", "execute"}}, not {type(t).__name__}')
+    return out
 
 _PLAIN_KEYS = {
     "base_url": "baseURL", "api_key": "apiKey", "region": "region", "system_prompt": "systemPrompt",
@@ -713,14 +1079,25 @@ _PLAIN_KEYS = {
 class _Spec:
     """An agent's configuration: the component's JSON and the host's parts."""
 
-    def __init__(self, *, name: str, model: str, provider: str, tools: Sequence["Tool[..., Any]"],
+    def __init__(self, *, name: str, model: str, provider: str, tools: Sequence[Any],
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
                  call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
                  runtime: Optional[Runtime]) -> None:
         unknown = set(options) - set(_PLAIN_KEYS)
         if unknown:
             raise TypeError(f"unknown configuration: {', '.join(sorted(unknown))}")
+        tools = _tools(tools)
         cfg: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
+        # OMA's hook context: the configuration as given, without hooks and secrets.
+        info: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
+        info.update({k: v for k, v in options.items() if v is not None and k != "api_key"})
+        if tools:
+            info["tools"] = [t.name for t in tools]
+        if history is not None:
+            info["history"] = history
+        if call:
+            info["call"] = dict(call)
+        self.agent_info = info
         values = dict(options)
         if backend is None:
             _fill_from_environment(values, provider, runtime)
@@ -732,7 +1109,7 @@ class _Spec:
         if backend is not None:
             cfg["backend"] = {"kind": backend.kind}
         if call:
-            cfg["call"] = {_CALL_KEYS.get(k, k): v for k, v in call.items()}
+            cfg["call"] = _call_json(call)
         self.cfg = cfg
         # The history as OMA JSON text, checked by OMA's guard when the agent is made.
         self.history_json: Optional[str] = None if history is None else input_json(history)
@@ -751,7 +1128,8 @@ class _Spec:
 
     def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
         return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
-                     on_progress=on_progress, on_case=on_case, max_response_bytes=self.max_response_bytes)
+                     on_progress=on_progress, on_case=on_case, max_response_bytes=self.max_response_bytes,
+                     agent_info=self.agent_info)
 
 
 def _seed() -> int:
@@ -844,7 +1222,15 @@ _AGENT_DOC = """
     head; then each gap between a stream's bytes, or a whole response up to its last byte),
     ``max_response_bytes`` (32 MiB by default, counted as the bytes arrive), ``deadline_ms`` (one
     call with its retries, 10 minutes by default), ``egress`` (``"open"``, ``"offline"`` or a
-    list of origins); what is not given is the component's default.
+    list of origins); what is not given is the component's default. ``provider`` defaults to
+    ``"anthropic"`` (as OMA's). ``tools`` takes :class:`Tool` objects and dicts in OMA's shape
+    (``{"name", "description", "inputSchema", "execute"}``). ``text_deltas=True`` makes
+    ``stream`` yield ``text_delta`` events too (the provider's text pieces as they arrive; OMA
+    yields none).
+
+    Each run takes ``cancel`` (a :class:`CancelToken`), ``run_id`` (the result's
+    ``identity.runId``), ``metadata`` (copied to the result) and the tool observers
+    ``on_tool_call(name, input)`` and ``on_tool_result(name, {"data", "isError"})``.
 """
 
 
@@ -866,7 +1252,7 @@ class Agent(_AgentCore):
         *,
         name: str = "agent",
         model: str,
-        provider: str,
+        provider: str = "anthropic",
         base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         region: Optional[str] = None,
@@ -881,12 +1267,13 @@ class Agent(_AgentCore):
         deadline_ms: Optional[int] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
-        tools: Sequence["Tool[..., Any]"] = (),
+        tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
         backend: Optional[Backend] = None,
         call: Optional[CallOptions] = None,
         http_client: Optional[HttpClient] = None,
         runtime: Optional[Runtime] = None,
         seed: Optional[int] = None,
+        text_deltas: bool = False,
     ) -> None:
         spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run,
                      backend=backend, history=history, call=cast(Optional[Mapping[str, Any]], call),
@@ -897,26 +1284,42 @@ class Agent(_AgentCore):
                      runtime=runtime)
         self._host = spec.host(http_client or default_client())
         self._lock = threading.Lock()
+        self._text_deltas = bool(text_deltas)
         super().__init__(spec, runtime, seed)
 
-    def run(self, input: RunInput, *, seed: Optional[int] = None) -> AgentRunResult:
+    def run(self, input: RunInput, *, seed: Optional[int] = None, cancel: Optional[CancelToken] = None,
+            run_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+            on_tool_call: Optional[ToolCallObserver] = None,
+            on_tool_result: Optional[ToolCallObserver] = None) -> AgentRunResult:
         """OMA's ``agent.run``: a fresh conversation; returns the ``AgentRunResult`` dict."""
+        identity = _identity(run_id)
+        host = self._host.for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
         generation, session = self._start("[method]agent.run-json", input, seed)
-        return _complete(drive(self._rt, generation, session, self._host))
+        return _complete(drive(self._rt, generation, session, host), identity, metadata)
 
-    def stream(self, input: RunInput, *, seed: Optional[int] = None) -> Iterator[StreamEvent]:
-        """OMA's ``agent.stream``: yields ``text_delta``, ``reasoning``, ``text``, ``tool_use``,
-        ``tool_result``, ``budget_exceeded`` events and finally ``done`` (the result) or
-        ``error`` (the error, the result as its ``.result``). Invalid input raises here, before
-        the iterator exists."""
+    def stream(self, input: RunInput, *, seed: Optional[int] = None, cancel: Optional[CancelToken] = None,
+               run_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+               on_tool_call: Optional[ToolCallObserver] = None,
+               on_tool_result: Optional[ToolCallObserver] = None) -> Iterator[StreamEvent]:
+        """OMA's ``agent.stream``: yields ``reasoning``, ``text``, ``tool_use``, ``tool_result``,
+        ``budget_exceeded`` events (and ``text_delta`` with ``text_deltas=True``) and finally
+        ``done`` (the result) or ``error`` (the error, the result as its ``.result``). Invalid
+        input raises here, before the iterator exists."""
+        identity = _identity(run_id)
+        host = self._host.for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
         generation, session = self._start("[method]agent.stream-json", input, seed)
-        return _events(drive(self._rt, generation, session, self._host))
+        return _events(drive(self._rt, generation, session, host), identity, metadata, self._text_deltas)
 
-    def prompt(self, input: PromptInput, *, seed: Optional[int] = None) -> AgentRunResult:
+    def prompt(self, input: PromptInput, *, seed: Optional[int] = None, cancel: Optional[CancelToken] = None,
+               run_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+               on_tool_call: Optional[ToolCallObserver] = None,
+               on_tool_result: Optional[ToolCallObserver] = None) -> AgentRunResult:
         """OMA's ``agent.prompt``: one user turn (a string or content blocks) on the history."""
+        identity = _identity(run_id)
+        host = self._host.for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
         with self._lock:
             generation, session = self._start("[method]agent.prompt-json", input, seed)
-            result = _complete(drive(self._rt, generation, session, self._host))
+            result = _complete(drive(self._rt, generation, session, host), identity, metadata)
             self._snapshot()
             return result
 
@@ -933,6 +1336,9 @@ def _run_agent_session(rt: Runtime, spec: _Spec, input: Any, progress: bool,
     evaluation_record = None
     if evaluation is not None:
         e = cast(Mapping[str, Any], evaluation)
+        unknown = [k for k in e if k not in ("store_payloads", "sample_rate", "storePayloads", "sampleRate")]
+        if unknown:
+            raise TypeError(f"evaluation has an unknown key {unknown[0]!r}; known keys: store_payloads, sample_rate")
         evaluation_record = record(
             store_payloads=e.get("store_payloads", e.get("storePayloads", "none")),
             sample_rate=float(e.get("sample_rate", e.get("sampleRate", 1.0))),
@@ -949,19 +1355,24 @@ def run_agent(
     input: RunInput,
     *,
     model: str,
-    provider: str,
+    provider: str = "anthropic",
     name: str = "agent",
     on_progress: Optional[Callable[[ProgressEvent], Any]] = None,
     evaluation: Optional[EvaluationOptions] = None,
     on_case: Optional[Callable[[EvaluationCase], Any]] = None,
     before_run: Optional[BeforeRun] = None,
-    tools: Sequence["Tool[..., Any]"] = (),
+    tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
     backend: Optional[Backend] = None,
     history: Optional[Sequence[LLMMessage]] = None,
     call: Optional[CallOptions] = None,
     http_client: Optional[HttpClient] = None,
     runtime: Optional[Runtime] = None,
     seed: Optional[int] = None,
+    cancel: Optional[CancelToken] = None,
+    run_id: Optional[str] = None,
+    metadata: Optional[Mapping[str, Any]] = None,
+    on_tool_call: Optional[ToolCallObserver] = None,
+    on_tool_result: Optional[ToolCallObserver] = None,
     **config: Any,
 ) -> AgentRunResult:
     """OMA's ``runAgent``: a one-off agent with progress events and online evaluation.
@@ -970,11 +1381,14 @@ def run_agent(
     ``budget_exceeded``, ``agent_complete``); ``evaluation={"store_payloads": "none" | "redacted"
     | "full", "sample_rate": 1.0}`` hands each evaluated case to ``on_case(case)``. What an
     observer raises is ignored. ``config`` takes the other keyword arguments of :class:`Agent`
-    (``base_url``, ``api_key``, ``system_prompt``, ...)."""
+    (``base_url``, ``api_key``, ``system_prompt``, ...); ``cancel``, ``run_id``, ``metadata``,
+    ``on_tool_call`` and ``on_tool_result`` are the run options of :meth:`Agent.run`."""
     rt = runtime or default_runtime()
     spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
                  history=history, call=cast(Optional[Mapping[str, Any]], call), options=config,
                  runtime=rt)
+    identity = _identity(run_id)
+    host = spec.host(http_client or default_client(), on_progress, on_case).for_run(
+        identity, cancel, on_tool_call, on_tool_result, metadata)
     generation, session = _run_agent_session(rt, spec, input, on_progress is not None, evaluation, seed)
-    host = spec.host(http_client or default_client(), on_progress, on_case)
-    return _complete(drive(rt, generation, session, host))
+    return _complete(drive(rt, generation, session, host), identity, metadata)

@@ -10,7 +10,8 @@ of their own (so a sync tool that blocks holds neither the loop nor the run's de
 Cancelling the task that awaits a run (or iterates a stream) ends it as asyncio expects: the
 provider request in flight is closed, async tools and hooks under way are cancelled, the session
 is dropped (a ``prompt`` leaves the history as it was), and ``CancelledError`` propagates; no
-result is made.
+result is made. A :class:`CancelToken` given as ``cancel=`` ends the run the same way from any
+thread, with OMA's cancelled result (as in the sync API) instead of ``CancelledError``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import ssl
 import sys
 import threading
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, cast
+from typing import (Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar,
+                    Union, cast)
 
 import httpx
 from wasmtime.component import Variant
@@ -32,10 +34,21 @@ from ._agent import (
     _READING,
     Backend,
     BeforeRun,
+    CancelToken,
     Observer,
     Tool,
+    ToolCallObserver,
     _AgentCore,
     _answer,
+    _arguments,
+    _cancelled_raw,
+    _hook_context,
+    _identity,
+    _notify,
+    _observed_result,
+    _outcome,
+    _RunCancelled,
+    _tool_context,
     _due_text,
     _event_json,
     _external_variant,
@@ -45,7 +58,6 @@ from ._agent import (
     _internal_failure,
     _last_event,
     _now_ms,
-    _progress_json,
     _run_agent_session,
     _Spec,
     _text_of,
@@ -62,8 +74,10 @@ from ._types import (
     EvaluationCase,
     EvaluationOptions,
     LLMMessage,
+    OmaTool,
     ProgressEvent,
     PromptInput,
+    RunIdentity,
     RunInput,
     StreamEvent,
 )
@@ -143,10 +157,9 @@ class AsyncHttpClient:
             raise TransportFailure("timed-out", "timed out waiting for the response's head") from None
         except Exception as e:  # noqa: BLE001 - every failure becomes a transport failure
             raise classify(e) from None
-        # A whole response must be in within the timeout, however its bytes trickle; a stream
-        # only between bytes (its deadlines, checked by the component after every chunk, bound
-        # the rest).
-        until = None if req.stream else started + seconds
+        # The whole response, streamed or not, must be in within the timeout, however its bytes
+        # trickle (a stream of keep-alives too); a stream's gaps are each bounded by it as well.
+        until = started + seconds
         return AsyncStreamingResponse(resp, self.chunk_size, seconds, until)
 
     async def aclose(self) -> None:
@@ -263,19 +276,28 @@ async def _hook_answer(host: _Host, context_json: str) -> Variant:
     if host.before_run is None:
         return Variant("hook", Variant("failed", "no beforeRun hook is registered"))
     try:
-        returned = await _call(host.before_run, json.loads(context_json))
+        returned = await _call(host.before_run, _hook_context(host, context_json))
     except Exception as e:  # noqa: BLE001 - OMA: a throwing hook fails the run
         return _hook_variant(error=e)
     return _hook_variant(returned)
 
 
 async def _tool_answer(host: _Host, call: Any) -> Variant:
+    arguments = _arguments(call)
+    _notify(host.on_tool_call, call.name, arguments)
+    answer = await _tool_run(host, call, arguments)
+    if host.on_tool_result is not None:
+        _notify(host.on_tool_result, call.name, _observed_result(answer))
+    return answer
+
+
+async def _tool_run(host: _Host, call: Any, arguments: Any) -> Variant:
     t = host.tools.get(call.name)
     if t is None:
         return _tool_variant(call.id, error=LookupError(_unknown_tool(call.name)))
     try:
-        arguments = json.loads(call.input) if call.input else {}
-        value = await _call(t.fn, arguments)
+        args = (arguments, _tool_context(host, call)) if t.takes_context else (arguments,)
+        value = await _call(t.fn, *args)
     except Exception as e:  # noqa: BLE001 - the model sees the failure
         return _tool_variant(call.id, error=e)
     return _tool_variant(call.id, value)
@@ -409,7 +431,7 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                 if event is not None:
                     yield event
             elif tag == "progress":
-                await _observe(host.on_progress, _progress_json(p))
+                await _observe(host.on_progress, host.progress(p))
             elif tag == "evaluation":
                 await _observe(host.on_case, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
@@ -422,37 +444,93 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
         rt.drop(generation, session)
 
 
-async def _acomplete(steps: AsyncIterator[Any]) -> AgentRunResult:
+async def _next(steps: AsyncIterator[Any], cancel: Optional[CancelToken]) -> Any:
+    """The next item of ``steps``; with a token, :class:`_RunCancelled` as soon as it fires (the
+    step under way is cancelled: its request closed, its session dropped)."""
+    if cancel is None:
+        return await steps.__anext__()
+    if cancel.cancelled:
+        raise _RunCancelled()
+    loop = asyncio.get_running_loop()
+    step = asyncio.ensure_future(steps.__anext__())
+    fired: "asyncio.Future[None]" = loop.create_future()
+
+    def wake() -> None:
+        if not fired.done():
+            fired.set_result(None)
+
+    def on_cancel() -> None:
+        try:
+            loop.call_soon_threadsafe(wake)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    unsubscribe = cancel._subscribe(on_cancel)
     try:
-        async for item in steps:
-            if isinstance(item, _Finished):
-                return item.result
-        raise OmaError("the session ended without a result")  # pragma: no cover
-    except ComponentTrapError:
+        await asyncio.wait((step, fired), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        step.cancel()
         raise
-    except Exception as e:  # noqa: BLE001 - as the JavaScript package: a result, never a throw
-        return _internal_failure(e)
     finally:
-        await cast(Any, steps).aclose()
-
-
-async def _aevents(steps: AsyncIterator[Any]) -> AsyncIterator[StreamEvent]:
-    result: Optional[AgentRunResult] = None
+        unsubscribe()
+        fired.cancel()
+    if step.done():
+        return step.result()
+    step.cancel()
     try:
-        async for item in steps:
+        await step
+    except BaseException:  # noqa: BLE001 - the step was cancelled on purpose
+        pass
+    raise _RunCancelled()
+
+
+async def _acomplete(steps: AsyncIterator[Any], identity: RunIdentity,
+                     metadata: Optional[Mapping[str, Any]] = None,
+                     cancel: Optional[CancelToken] = None) -> AgentRunResult:
+    raw: Mapping[str, Any]
+    try:
+        while True:
+            item = await _next(steps, cancel)
             if isinstance(item, _Finished):
-                result = item.result
+                raw = item.result
                 break
-            yield cast(StreamEvent, item)
+    except StopAsyncIteration:  # pragma: no cover
+        raw = _internal_failure(OmaError("the session ended without a result"))
     except ComponentTrapError:
         raise
-    except Exception as e:  # noqa: BLE001
-        result = _internal_failure(e)
+    except _RunCancelled:
+        raw = _cancelled_raw()
+    except Exception as e:  # noqa: BLE001 - as the JavaScript package: a result, never a throw
+        raw = _internal_failure(e)
     finally:
         await cast(Any, steps).aclose()
-    if result is None:  # pragma: no cover
-        result = _internal_failure(OmaError("the session ended without a result"))
-    yield _last_event(result)
+    return _outcome(raw, identity, metadata)
+
+
+async def _aevents(steps: AsyncIterator[Any], identity: RunIdentity, metadata: Optional[Mapping[str, Any]] = None,
+                   cancel: Optional[CancelToken] = None, text_deltas: bool = False) -> AsyncIterator[StreamEvent]:
+    raw: Optional[Mapping[str, Any]] = None
+    try:
+        while True:
+            item = await _next(steps, cancel)
+            if isinstance(item, _Finished):
+                raw = item.result
+                break
+            if text_deltas or item.get("type") != "text_delta":
+                yield cast(StreamEvent, item)
+    except StopAsyncIteration:  # pragma: no cover
+        pass
+    except ComponentTrapError:
+        raise
+    except _RunCancelled:
+        raw = _cancelled_raw()
+    except Exception as e:  # noqa: BLE001
+        raw = _internal_failure(e)
+    finally:
+        await cast(Any, steps).aclose()
+    if raw is None:  # pragma: no cover
+        raw = _internal_failure(OmaError("the session ended without a result"))
+    yield _last_event(_outcome(raw, identity, metadata))
 
 
 # -- the API -----------------------------------------------------------------------------------
@@ -476,7 +554,7 @@ class AsyncAgent(_AgentCore):
         *,
         name: str = "agent",
         model: str,
-        provider: str,
+        provider: str = "anthropic",
         base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         region: Optional[str] = None,
@@ -491,12 +569,13 @@ class AsyncAgent(_AgentCore):
         deadline_ms: Optional[int] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
-        tools: Sequence["Tool[..., Any]"] = (),
+        tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
         backend: Optional[Backend] = None,
         call: Optional[CallOptions] = None,
         http_client: Optional[AsyncHttpClient] = None,
         runtime: Optional[Runtime] = None,
         seed: Optional[int] = None,
+        text_deltas: bool = False,
     ) -> None:
         spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run,
                      backend=backend, history=history, call=cast(Any, call),
@@ -508,32 +587,49 @@ class AsyncAgent(_AgentCore):
         self._host = spec.host(None)
         self._client = http_client
         self._prompt_lock: Optional[asyncio.Lock] = None
+        self._text_deltas = bool(text_deltas)
         super().__init__(spec, runtime, seed)
 
-    def _steps(self, generation: int, session: Any) -> AsyncIterator[Any]:
-        return adrive(self._rt, generation, session, self._host, self._client or default_async_client())
+    def _steps(self, generation: int, session: Any, host: _Host) -> AsyncIterator[Any]:
+        return adrive(self._rt, generation, session, host, self._client or default_async_client())
 
-    async def run(self, input: RunInput, *, seed: Optional[int] = None) -> AgentRunResult:
+    async def run(self, input: RunInput, *, seed: Optional[int] = None, cancel: Optional[CancelToken] = None,
+                  run_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+                  on_tool_call: Optional[ToolCallObserver] = None,
+                  on_tool_result: Optional[ToolCallObserver] = None) -> AgentRunResult:
         """OMA's ``agent.run``: a fresh conversation; returns the ``AgentRunResult`` dict.
-        Invalid input raises :class:`InvalidMessageError` before anything happens."""
+        Invalid input raises :class:`InvalidMessageError` before anything happens. The run
+        options are :meth:`Agent.run`'s."""
+        identity = _identity(run_id)
+        host = self._host.for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
         generation, session = self._start("[method]agent.run-json", input, seed)
-        return await _acomplete(self._steps(generation, session))
+        return await _acomplete(self._steps(generation, session, host), identity, metadata, cancel)
 
-    def stream(self, input: RunInput, *, seed: Optional[int] = None) -> AsyncIterator[StreamEvent]:
+    def stream(self, input: RunInput, *, seed: Optional[int] = None, cancel: Optional[CancelToken] = None,
+               run_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+               on_tool_call: Optional[ToolCallObserver] = None,
+               on_tool_result: Optional[ToolCallObserver] = None) -> AsyncIterator[StreamEvent]:
         """OMA's ``agent.stream`` as an async iterator (the events of :meth:`Agent.stream`).
         Invalid input raises here, at the call, before the iterator exists. Leaving the loop
         early: ``await events.aclose()`` (or ``contextlib.aclosing``) ends the run at once."""
+        identity = _identity(run_id)
+        host = self._host.for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
         generation, session = self._start("[method]agent.stream-json", input, seed)
-        return _aevents(self._steps(generation, session))
+        return _aevents(self._steps(generation, session, host), identity, metadata, cancel, self._text_deltas)
 
-    async def prompt(self, input: PromptInput, *, seed: Optional[int] = None) -> AgentRunResult:
+    async def prompt(self, input: PromptInput, *, seed: Optional[int] = None, cancel: Optional[CancelToken] = None,
+                     run_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+                     on_tool_call: Optional[ToolCallObserver] = None,
+                     on_tool_result: Optional[ToolCallObserver] = None) -> AgentRunResult:
         """OMA's ``agent.prompt``: one user turn (a string or content blocks) on the history;
         prompts of one agent take turns."""
+        identity = _identity(run_id)
+        host = self._host.for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
         if self._prompt_lock is None:
             self._prompt_lock = asyncio.Lock()
         async with self._prompt_lock:
             generation, session = self._start("[method]agent.prompt-json", input, seed)
-            result = await _acomplete(self._steps(generation, session))
+            result = await _acomplete(self._steps(generation, session, host), identity, metadata, cancel)
             self._snapshot()
             return result
 
@@ -548,19 +644,24 @@ async def run_agent_async(
     input: RunInput,
     *,
     model: str,
-    provider: str,
+    provider: str = "anthropic",
     name: str = "agent",
     on_progress: Optional[Callable[[ProgressEvent], Any]] = None,
     evaluation: Optional[EvaluationOptions] = None,
     on_case: Optional[Callable[[EvaluationCase], Any]] = None,
     before_run: Optional[BeforeRun] = None,
-    tools: Sequence["Tool[..., Any]"] = (),
+    tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
     backend: Optional[Backend] = None,
     history: Optional[Sequence[LLMMessage]] = None,
     call: Optional[CallOptions] = None,
     http_client: Optional[AsyncHttpClient] = None,
     runtime: Optional[Runtime] = None,
     seed: Optional[int] = None,
+    cancel: Optional[CancelToken] = None,
+    run_id: Optional[str] = None,
+    metadata: Optional[Mapping[str, Any]] = None,
+    on_tool_call: Optional[ToolCallObserver] = None,
+    on_tool_result: Optional[ToolCallObserver] = None,
     **config: Any,
 ) -> AgentRunResult:
     """OMA's ``runAgent`` for asyncio: :func:`run_agent`'s arguments, awaited. Observers may be
@@ -568,7 +669,9 @@ async def run_agent_async(
     rt = runtime or default_runtime()
     spec = _Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
                  history=history, call=cast(Any, call), options=config, runtime=rt)
+    identity = _identity(run_id)
+    host = spec.host(None, on_progress, on_case).for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
     generation, session = _run_agent_session(rt, spec, input, on_progress is not None, evaluation, seed)
-    host = spec.host(None, on_progress, on_case)
-    return await _acomplete(adrive(rt, generation, session, host, http_client or default_async_client()))
+    return await _acomplete(adrive(rt, generation, session, host, http_client or default_async_client()),
+                            identity, metadata, cancel)
 

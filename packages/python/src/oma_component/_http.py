@@ -166,10 +166,9 @@ class HttpClient:
             )
         except Exception as e:  # noqa: BLE001 - every failure becomes a transport failure
             raise _classify(e) from None
-        # A whole response must be in within the timeout, however its bytes trickle; a stream
-        # only between bytes (its deadlines, checked by the component after every chunk, bound
-        # the rest).
-        until = None if req.stream else started + seconds
+        # The whole response, streamed or not, must be in within the timeout, however its bytes
+        # trickle (a stream of keep-alives too); a stream's gaps are each bounded by it as well.
+        until = started + seconds
         return StreamingResponse(resp, self.chunk_size, seconds, until)
 
 

@@ -8,10 +8,10 @@ base class (``NotRequired`` needs Python 3.11).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Sequence, TypedDict, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Sequence, TypedDict, Union
 
 if TYPE_CHECKING:  # pragma: no cover - the event types name the error classes
-    from ._errors import OmaError, TokenBudgetExceededError
+    from ._errors import OmaError, TokenBudgetExceededError  # noqa: F401
 
 # -- messages and blocks ------------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ class ToolCallRecord(TypedDict):
     duration: int
 
 
-RunStatusCode = Literal["error", "timeout", "rejected", "budget_exhausted"]
+RunStatusCode = Literal["ok", "error", "cancelled", "timeout", "rejected", "budget_exhausted"]
 
 
 class _RunStatusOptional(TypedDict, total=False):
@@ -169,26 +169,49 @@ class _TraceErrorOptional(TypedDict, total=False):
 class StructuredTraceError(_TraceErrorOptional):
     """Why a run failed (OMA's ``errorInfo``)."""
 
-    kind: Literal["validation", "budget", "callback", "provider", "unknown"]
+    kind: Literal["validation", "budget", "callback", "provider", "timeout", "cancellation", "tool", "unknown"]
     name: str
     message: str
     retryable: bool
 
 
+class _RunIdentityOptional(TypedDict, total=False):
+    links: List[Dict[str, Any]]
+
+
+class RunIdentity(_RunIdentityOptional):
+    """OMA's ``RunIdentity``: the run's id (a UUID unless ``run_id`` was given), the attempt
+    (always 1: the package does not re-run), and W3C trace and root span ids (hex)."""
+
+    runId: str
+    attempt: int
+    traceId: str
+    rootSpanId: str
+
+
 class _RunResultOptional(TypedDict, total=False):
     budgetExceeded: bool
-    status: RunStatus
+    loopDetected: bool
     errorInfo: StructuredTraceError
+    metadata: Dict[str, Any]
+    #: The failure as an exception (absent on success and for a spent budget). It is an
+    #: :class:`OmaError`, which ``json.dumps`` cannot write: leave it out to serialize a result.
+    error: "OmaError"
 
 
 class AgentRunResult(_RunResultOptional):
-    """OMA's ``AgentRunResult``; ``status`` and ``errorInfo`` are there after a failure."""
+    """OMA's ``AgentRunResult``, key for key: ``status`` is ``{"code": "ok"}`` on success;
+    ``errorInfo`` and ``error`` are there after a failure; ``structured`` is always ``None``
+    (no structured output); ``turns`` is the package's (the number of model calls)."""
 
     success: bool
+    identity: RunIdentity
+    status: RunStatus
     output: str
     messages: List[LLMMessage]
     tokenUsage: TokenUsage
     toolCalls: List[ToolCallRecord]
+    structured: Any
     turns: int
 
 
@@ -266,9 +289,11 @@ StreamEvent = Union[TextDeltaEvent, ReasoningEvent, TextEvent, ToolUseEvent, Too
 
 
 class BeforeRunContext(TypedDict):
-    """What the ``before_run`` hook gets."""
+    """What the ``before_run`` hook gets (OMA's ``{prompt, messages, agent}``)."""
 
-    agent: str
+    #: The agent's configuration as given (its keyword arguments by name), without the hooks and
+    #: without secrets (``api_key`` and ``aws``), as OMA's hook gets the agent's configuration.
+    agent: Dict[str, Any]
     #: The text blocks of the latest user message, joined with no separator.
     prompt: str
     messages: List[LLMMessage]
@@ -324,6 +349,21 @@ class EvaluationOptions(TypedDict, total=False):
 
     store_payloads: Literal["none", "redacted", "full"]
     sample_rate: float
+
+
+class _OmaToolOptional(TypedDict, total=False):
+    description: str
+    inputSchema: Dict[str, Any]
+
+
+class OmaTool(_OmaToolOptional):
+    """A tool in OMA's shape, as a dict: ``{"name", "description", "inputSchema", "execute"}``.
+    ``execute(input)`` or ``execute(input, context)`` (``context``: ``{"agent": {"name",
+    "model"}, "toolCallId", "runId"}``) returns what a :class:`Tool`'s function returns
+    (OMA's ``{"data", "isError"}`` too), or awaits it."""
+
+    name: str
+    execute: Callable[..., Any]
 
 
 class ToolDefinition(TypedDict):

@@ -557,6 +557,103 @@ fn a_call_past_its_deadline_ends_however_its_bytes_trickle() {
     assert_eq!(error.http_status(), Some(503), "the last attempt's error");
 }
 
+/// The per-call timeout bounds a whole attempt: a stream of keep-alives that never ends is cut
+/// by it (not only by the call's much longer deadline), and the error names it.
+#[test]
+fn an_endless_stream_of_keep_alives_ends_by_the_timeout() {
+    let request = request(true);
+    let limits = Limits {
+        timeout_ms: 1_000,
+        deadline_ms: 600_000,
+        ..Limits::default()
+    };
+    let mut call = call_of(
+        &request,
+        CallOptions {
+            limits,
+            ..options(3)
+        },
+    );
+    let Some(CallStep::Send(outgoing)) = call.poll(NOW) else {
+        panic!("expected a send");
+    };
+    assert_eq!(outgoing.timeout_ms, 1_000);
+    call.handle(
+        CallAnswer::Head {
+            status: 200,
+            headers: vec![],
+        },
+        &Anthropic,
+        &request,
+    )
+    .expect("due");
+    let mut now = NOW;
+    let error = loop {
+        now += 100;
+        match call.poll(now) {
+            Some(CallStep::Receive) => call
+                .handle(
+                    CallAnswer::Chunk(b": keep-alive\n\n".to_vec()),
+                    &Anthropic,
+                    &request,
+                )
+                .expect("due"),
+            Some(CallStep::Done(result)) => break result.expect_err("past the timeout"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(now < NOW + 5_000, "the timeout did not end the stream");
+    };
+    assert_eq!(now, NOW + 1_000, "ended at the first poll past the timeout");
+    assert_eq!(
+        error.to_string(),
+        "LLM call exceeded per-call timeout of 1000ms"
+    );
+}
+
+/// A transport timeout names the limit that fired: the call's deadline when what was left of it
+/// cut the attempt's timeout (OMA's `callTimeoutMs` under a longer `timeoutMs`), else the
+/// timeout itself.
+#[test]
+fn a_transport_timeout_names_the_limit_that_fired() {
+    let timed_out = || {
+        CallAnswer::Failure(TransportFailure {
+            kind: TransportFailureKind::TimedOut,
+            message: "timed out".into(),
+        })
+    };
+    for (timeout_ms, deadline_ms, named) in
+        [(120_000, 400, 400), (1_500, 300, 300), (250, 10_000, 250)]
+    {
+        let limits = Limits {
+            timeout_ms,
+            deadline_ms,
+            ..Limits::default()
+        };
+        let mut call = call_of(
+            &request(true),
+            CallOptions {
+                limits,
+                ..options(1)
+            },
+        );
+        let Some(CallStep::Send(outgoing)) = call.poll(NOW) else {
+            panic!("expected a send");
+        };
+        assert_eq!(outgoing.timeout_ms, timeout_ms.min(deadline_ms));
+        call.handle(timed_out(), &Anthropic, &request(true))
+            .expect("due");
+        let error = match call.poll(NOW + named) {
+            Some(CallStep::Done(result)) => result.expect_err("timed out"),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("LLM call exceeded per-call timeout of {named}ms"),
+            "timeout {timeout_ms}, deadline {deadline_ms}"
+        );
+    }
+}
+
 fn request_plain() -> ChatRequest {
     request(false)
 }

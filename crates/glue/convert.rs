@@ -44,6 +44,7 @@ pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequ
         thinking: from_wit_thinking(request.thinking_budget),
         extra_body,
         preserve_reasoning_as_text: request.preserve_reasoning_as_text,
+        reasoning_text_max_chars: None,
         stream: request.stream,
     })
 }

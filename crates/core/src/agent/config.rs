@@ -6,6 +6,8 @@ use serde_json::{json, Map, Value};
 
 use crate::adapter::{self, ChatRequest, Credentials, Endpoint, IdSource, Sampling, Thinking};
 use crate::agent::before_run::ExternalKind;
+use crate::agent::context::ContextOptions;
+use crate::agent::loop_detect::LoopDetection;
 use crate::agent::machine::RunSpec;
 use crate::agent::turn::{TurnOptions, DEFAULT_MAX_TURNS};
 use crate::error::Error;
@@ -49,6 +51,10 @@ pub struct AgentSettings {
     pub before_run: bool,
     /// An external text-only backend.
     pub external: Option<ExternalKind>,
+    /// Loop detection (OMA's `loopDetection`); `None` for none.
+    pub loop_detection: Option<LoopDetection>,
+    /// Context strategy, tool-result compression and reasoning as text.
+    pub context: ContextOptions,
 }
 
 impl AgentSettings {
@@ -84,6 +90,10 @@ impl AgentSettings {
         if let Some(kind) = self.external {
             config["backend"] = json!({ "kind": kind.word() });
         }
+        if let Some(detection) = &self.loop_detection {
+            config["loopDetection"] = detection.to_json();
+        }
+        self.context.write_json(&mut config);
         let spec = RunSpec {
             template: ChatRequest {
                 model: self.model,
@@ -93,7 +103,8 @@ impl AgentSettings {
                 sampling: self.sampling,
                 thinking: self.thinking,
                 extra_body: Map::new(),
-                preserve_reasoning_as_text: false,
+                preserve_reasoning_as_text: self.context.preserve_reasoning_as_text,
+                reasoning_text_max_chars: self.context.reasoning_text_max_chars(),
                 stream: false,
             },
             turn: TurnOptions {
@@ -101,6 +112,8 @@ impl AgentSettings {
                 max_turns,
                 token_budget: self.token_budget,
                 provider: self.external.is_none().then(|| self.provider.clone()),
+                loop_detection: self.loop_detection,
+                context: self.context,
             },
             before_run: self.before_run,
             external: self.external,
@@ -182,6 +195,11 @@ impl AgentSettings {
                 Some(kind)
             }
         };
+        let loop_detection = match config.object("loopDetection")? {
+            Some(object) => Some(LoopDetection::from_object(object)?),
+            None => None,
+        };
+        let context = ContextOptions::from_config(&mut config)?;
         let history = config.take("history");
         let call = match config.object("call")? {
             Some(call) => call_options(call)?,
@@ -209,6 +227,8 @@ impl AgentSettings {
             history: Vec::new(),
             before_run,
             external,
+            loop_detection,
+            context,
         };
         Ok((settings, history))
     }

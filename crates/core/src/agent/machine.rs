@@ -406,6 +406,7 @@ impl RunMachine {
                         tool_calls: Vec::new(),
                         turns: 1,
                         ending: Ending::Completed,
+                        loop_detected: false,
                     }),
                     Err(message) => self.fail(&Error::Host { message }, false),
                 }

@@ -1,0 +1,517 @@
+//! Context management (OMA's `contextStrategy`, `compressToolResults`,
+//! `preserveReasoningAsText` and `compressReasoningText`; see `docs/agent.md#context-management`):
+//! how the conversation a run sends shrinks as it grows. Everything here rewrites only what is
+//! sent; the run's result keeps the messages as they were produced.
+
+use serde_json::{json, Value};
+
+use crate::json::object::{Object, ShapeError};
+use crate::message::{
+    ContentBlock, LlmMessage, MediaSource, Role, TextBlock, ToolResultBlock, ToolResultContent,
+    ToolResultPart,
+};
+
+/// OMA's default `compressToolResults` threshold, in characters.
+pub const DEFAULT_MIN_COMPRESS_CHARS: u32 = 500;
+
+/// The name of OMA's delegation tool, whose results are never compressed.
+const DELEGATE: &str = "delegate_to_agent";
+
+/// How the conversation is cut down before each request (OMA's `ContextStrategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextStrategy {
+    /// Keep the first user turn and about the last `max_turns` pairs of messages.
+    SlidingWindow {
+        /// The pairs of messages to keep; 0 keeps everything.
+        max_turns: u32,
+    },
+    /// Rule-based compaction of old turns once the estimate passes `max_tokens`.
+    Compact(Compact),
+}
+
+/// The `compact` strategy's settings, with OMA's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compact {
+    /// The estimated tokens above which old turns are compacted.
+    pub max_tokens: u64,
+    /// Assistant/user pairs at the end kept as they are (default 4).
+    pub preserve_recent_turns: u32,
+    /// Tool results shorter than this stay (default 200).
+    pub min_tool_result_chars: u32,
+    /// Assistant text blocks shorter than this stay (default 2000).
+    pub min_text_block_chars: u32,
+    /// How much of a long text block is kept (default 200).
+    pub text_block_excerpt_chars: u32,
+}
+
+/// What `compressReasoningText` asks for, when reasoning is sent as text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReasoningText {
+    /// OMA's default: each block cut to 1200 characters (head and tail).
+    #[default]
+    Default,
+    /// `false`: sent whole.
+    Whole,
+    /// `{minChars: n}`: cut to `n` characters.
+    MaxChars(u32),
+}
+
+/// An agent's context settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// The strategy applied before each request; `None` sends the conversation whole.
+    pub strategy: Option<ContextStrategy>,
+    /// Replace tool results the model has already answered, when at least this many
+    /// characters long, with a short marker; `None` keeps them.
+    pub compress_tool_results: Option<u32>,
+    /// Send reasoning a wire format cannot echo as `<thinking>` text instead of dropping it.
+    pub preserve_reasoning_as_text: bool,
+    /// How that text is cut.
+    pub compress_reasoning_text: ReasoningText,
+}
+
+impl ContextOptions {
+    /// Reads OMA's keys from an agent configuration: `contextStrategy`, `compressToolResults`
+    /// (`true`, `false` or `{minChars}`), `preserveReasoningAsText` and `compressReasoningText`
+    /// (`true`, `false` or `{minChars}`).
+    pub fn from_config(config: &mut Object) -> Result<Self, ShapeError> {
+        let strategy = match config.object("contextStrategy")? {
+            Some(object) => Some(ContextStrategy::from_object(object)?),
+            None => None,
+        };
+        let compress_tool_results = match switch(config, "compressToolResults")? {
+            Switch::Missing | Switch::Off => None,
+            Switch::On => Some(DEFAULT_MIN_COMPRESS_CHARS),
+            Switch::MinChars(n) => Some(n.unwrap_or(DEFAULT_MIN_COMPRESS_CHARS)),
+        };
+        let preserve_reasoning_as_text = config.bool("preserveReasoningAsText")?.unwrap_or(false);
+        let compress_reasoning_text = match switch(config, "compressReasoningText")? {
+            Switch::Off => ReasoningText::Whole,
+            Switch::Missing | Switch::On | Switch::MinChars(None) => ReasoningText::Default,
+            Switch::MinChars(Some(n)) => ReasoningText::MaxChars(n),
+        };
+        Ok(ContextOptions {
+            strategy,
+            compress_tool_results,
+            preserve_reasoning_as_text,
+            compress_reasoning_text,
+        })
+    }
+
+    /// The cap on one reasoning block sent as text, for the chat request.
+    pub fn reasoning_text_max_chars(&self) -> Option<usize> {
+        match self.compress_reasoning_text {
+            ReasoningText::Default => None,
+            ReasoningText::Whole => Some(usize::MAX),
+            ReasoningText::MaxChars(n) => Some(n as usize),
+        }
+    }
+
+    /// The settings as OMA's JSON keys, added to what a `beforeRun` hook is shown.
+    pub fn write_json(&self, config: &mut Value) {
+        if let Some(strategy) = &self.strategy {
+            config["contextStrategy"] = strategy.to_json();
+        }
+        if let Some(min) = self.compress_tool_results {
+            config["compressToolResults"] = json!({ "minChars": min });
+        }
+        if self.preserve_reasoning_as_text {
+            config["preserveReasoningAsText"] = json!(true);
+        }
+        match self.compress_reasoning_text {
+            ReasoningText::Default => {}
+            ReasoningText::Whole => config["compressReasoningText"] = json!(false),
+            ReasoningText::MaxChars(n) => {
+                config["compressReasoningText"] = json!({ "minChars": n });
+            }
+        }
+    }
+
+    /// Rewrites the conversation before request number `turn` (1-based): first the consumed
+    /// tool results (from the second request on), then the strategy. OMA's order.
+    pub fn apply(&self, messages: &mut Vec<LlmMessage>, turn: u32) {
+        if let Some(min) = self.compress_tool_results {
+            if turn > 1 {
+                compress_consumed_tool_results(messages, min as usize);
+            }
+        }
+        match self.strategy {
+            None => {}
+            Some(ContextStrategy::SlidingWindow { max_turns }) => {
+                sliding_window(messages, max_turns as usize);
+            }
+            Some(ContextStrategy::Compact(compact)) => compact_messages(messages, &compact),
+        }
+    }
+}
+
+enum Switch {
+    Missing,
+    Off,
+    On,
+    MinChars(Option<u32>),
+}
+
+/// `true`, `false`, missing, or `{minChars}` (a non-negative integer).
+fn switch(config: &mut Object, key: &'static str) -> Result<Switch, ShapeError> {
+    match config.take(key) {
+        None => Ok(Switch::Missing),
+        Some(Value::Bool(false)) => Ok(Switch::Off),
+        Some(Value::Bool(true)) => Ok(Switch::On),
+        Some(value @ Value::Object(_)) => {
+            let mut object = Object::at(value, config.path_of(key))?;
+            let min = object.u32("minChars")?;
+            let extra: Vec<String> = object.into_map().keys().cloned().collect();
+            if let Some(first) = extra.first() {
+                return Err(config.invalid(
+                    key,
+                    &format!("has an unknown field `{first}`, expected `minChars`"),
+                ));
+            }
+            Ok(Switch::MinChars(min))
+        }
+        Some(_) => Err(config.invalid(key, "must be a boolean or {minChars: number}")),
+    }
+}
+
+impl ContextStrategy {
+    /// Reads OMA's `contextStrategy` object, by its `type`.
+    pub fn from_object(mut object: Object) -> Result<Self, ShapeError> {
+        let kind = object.required_string("type")?;
+        let strategy = match kind.as_str() {
+            "sliding-window" => ContextStrategy::SlidingWindow {
+                max_turns: required_u32(&mut object, "maxTurns")?,
+            },
+            "compact" => {
+                let max_tokens = required_u64(&mut object, "maxTokens")?;
+                ContextStrategy::Compact(Compact {
+                    max_tokens,
+                    preserve_recent_turns: object.u32("preserveRecentTurns")?.unwrap_or(4),
+                    min_tool_result_chars: object.u32("minToolResultChars")?.unwrap_or(200),
+                    min_text_block_chars: object.u32("minTextBlockChars")?.unwrap_or(2000),
+                    text_block_excerpt_chars: object.u32("textBlockExcerptChars")?.unwrap_or(200),
+                })
+            }
+            "summarize" | "custom" => {
+                return Err(object.invalid(
+                    "type",
+                    &format!("{kind:?} is not supported; use \"sliding-window\" or \"compact\""),
+                ))
+            }
+            _ => {
+                return Err(object.invalid("type", "must be \"sliding-window\" or \"compact\""));
+            }
+        };
+        object.finish()?;
+        Ok(strategy)
+    }
+
+    /// The strategy as OMA's JSON.
+    pub fn to_json(&self) -> Value {
+        match self {
+            ContextStrategy::SlidingWindow { max_turns } => {
+                json!({"type": "sliding-window", "maxTurns": max_turns})
+            }
+            ContextStrategy::Compact(c) => json!({
+                "type": "compact",
+                "maxTokens": c.max_tokens,
+                "preserveRecentTurns": c.preserve_recent_turns,
+                "minToolResultChars": c.min_tool_result_chars,
+                "minTextBlockChars": c.min_text_block_chars,
+                "textBlockExcerptChars": c.text_block_excerpt_chars,
+            }),
+        }
+    }
+}
+
+/// A required non-negative integer; a missing one is reported as missing (the key was taken,
+/// so asking for it again gives the missing-field error).
+fn required_u32(object: &mut Object, key: &'static str) -> Result<u32, ShapeError> {
+    match object.u32(key)? {
+        Some(n) => Ok(n),
+        None => Err(object
+            .required(key)
+            .err()
+            .unwrap_or_else(|| object.invalid(key, "is missing"))),
+    }
+}
+
+fn required_u64(object: &mut Object, key: &'static str) -> Result<u64, ShapeError> {
+    match object.u64(key)? {
+        Some(n) => Ok(n),
+        None => Err(object
+            .required(key)
+            .err()
+            .unwrap_or_else(|| object.invalid(key, "is missing"))),
+    }
+}
+
+/// Length in UTF-16 units, as OMA's `string.length` counts.
+fn units(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+fn source_size(source: &MediaSource) -> usize {
+    match source {
+        MediaSource::Base64 { media_type, data } => units(data) + units(media_type),
+        MediaSource::Url { media_type, url } => units(url) + units(media_type),
+    }
+}
+
+/// OMA's `toolResultContentSize`: a text's length; for rich content, the text lengths plus each
+/// attachment's source, MIME type, file name and 32.
+pub fn tool_result_size(content: &ToolResultContent) -> usize {
+    match content {
+        ToolResultContent::Text(text) => units(text),
+        ToolResultContent::Parts(parts) => parts
+            .iter()
+            .map(|part| match part {
+                ToolResultPart::Text { text } => units(text),
+                ToolResultPart::Image { source } => source_size(source) + 32,
+                ToolResultPart::File { filename, source } => {
+                    source_size(source) + units(filename) + 32
+                }
+            })
+            .sum(),
+    }
+}
+
+/// OMA's `estimateTokens`: characters of text, reasoning, tool results and tool inputs (64 per
+/// image), over 4, rounded up.
+pub fn estimate_tokens(messages: &[LlmMessage]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .map(|block| match block {
+            ContentBlock::Text(t) => units(&t.text),
+            ContentBlock::Reasoning(r) => units(&r.text),
+            ContentBlock::ToolResult(r) => tool_result_size(&r.content),
+            ContentBlock::ToolUse(u) => units(&u.input.to_string()),
+            ContentBlock::Image(_) => 64,
+            ContentBlock::Video(_) => 0,
+        })
+        .sum();
+    (chars as u64).div_ceil(4)
+}
+
+fn size_description(content: &ToolResultContent, size: usize) -> String {
+    match content {
+        ToolResultContent::Text(_) => format!("{size} chars"),
+        ToolResultContent::Parts(_) => format!("{size} estimated chars"),
+    }
+}
+
+fn tool_names(messages: &[LlmMessage]) -> std::collections::HashMap<String, String> {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolUse(u) => Some((u.id.clone(), u.name.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn starts_with(content: &ToolResultContent, prefix: &str) -> bool {
+    matches!(content, ToolResultContent::Text(t) if t.starts_with(prefix))
+}
+
+/// OMA's `compressToolResults`: every tool result in a user turn before the last turn with tool
+/// results becomes `[Tool output compressed — N chars, already processed]`, except errors,
+/// delegation results, results already compressed, and results under `min_chars`.
+pub fn compress_consumed_tool_results(messages: &mut [LlmMessage], min_chars: usize) {
+    let last = messages.iter().rposition(|m| {
+        m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult(_)))
+    });
+    let Some(last) = last.filter(|&i| i > 0) else {
+        return;
+    };
+    let names = tool_names(messages);
+    for message in messages[..last].iter_mut().filter(|m| m.role == Role::User) {
+        for block in &mut message.content {
+            let ContentBlock::ToolResult(result) = block else {
+                continue;
+            };
+            if result.is_error == Some(true)
+                || names.get(&result.tool_use_id).map(String::as_str) == Some(DELEGATE)
+                || starts_with(&result.content, "[Tool output compressed")
+            {
+                continue;
+            }
+            let size = tool_result_size(&result.content);
+            if size < min_chars {
+                continue;
+            }
+            let text = format!(
+                "[Tool output compressed — {}, already processed]",
+                size_description(&result.content, size)
+            );
+            result.content = ToolResultContent::Text(text);
+        }
+    }
+}
+
+/// Where a sliding window may cut: a message alone, or an assistant turn with tool calls
+/// together with the user turn of their results.
+fn turn_lengths(messages: &[LlmMessage]) -> Vec<usize> {
+    let mut turns = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let calls = messages[i].role == Role::Assistant
+            && messages[i]
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse(_)));
+        let answered = calls
+            && messages.get(i + 1).is_some_and(|m| {
+                m.role == Role::User
+                    && m.content
+                        .iter()
+                        .any(|b| matches!(b, ContentBlock::ToolResult(_)))
+            });
+        let len = if answered { 2 } else { 1 };
+        turns.push(len);
+        i += len;
+    }
+    turns
+}
+
+/// OMA's `sliding-window`: keep the first user message and, after it, the fewest whole turns from
+/// the end that make at least `2 * max_turns` messages; a notice of how many turns were dropped
+/// is put before the first kept user message (or as an assistant preamble when none is kept).
+pub fn sliding_window(messages: &mut Vec<LlmMessage>, max_turns: usize) {
+    if max_turns == 0 {
+        return;
+    }
+    let first_user = messages.iter().position(|m| m.role == Role::User);
+    let after_first = first_user.map_or(0, |i| i + 1);
+    let target = max_turns.saturating_mul(2);
+    if messages.len() - after_first <= target {
+        return;
+    }
+    let turns = turn_lengths(&messages[after_first..]);
+    let mut kept_messages = 0;
+    let mut kept_turns = 0;
+    for len in turns.iter().rev() {
+        kept_messages += len;
+        kept_turns += 1;
+        if kept_messages >= target {
+            break;
+        }
+    }
+    let dropped = turns.len() - kept_turns;
+    let keep_from = messages.len() - kept_messages;
+    let mut kept: Vec<LlmMessage> = messages.drain(keep_from..).collect();
+    messages.truncate(after_first);
+    if dropped > 0 {
+        let notice =
+            format!("[Earlier conversation history truncated — {dropped} turn(s) removed]\n\n");
+        prepend_to_first_user(&mut kept, notice);
+    }
+    messages.extend(kept);
+}
+
+/// Puts `prefix` as a text block before the first user message's content; without a user
+/// message, an assistant message of the trimmed prefix goes first.
+fn prepend_to_first_user(messages: &mut Vec<LlmMessage>, prefix: String) {
+    match messages.iter_mut().find(|m| m.role == Role::User) {
+        Some(user) => user
+            .content
+            .insert(0, ContentBlock::Text(TextBlock { text: prefix })),
+        None => messages.insert(
+            0,
+            LlmMessage {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Text(TextBlock {
+                    text: prefix.trim_end().to_owned(),
+                })],
+            },
+        ),
+    }
+}
+
+/// OMA's `compact`: once the estimate passes `max_tokens`, the turns between the first user
+/// message and the last `preserve_recent_turns` assistant/user pairs are compacted: long
+/// assistant text becomes an excerpt, assistant images a marker, and long tool results (not
+/// errors, not delegation, not already compacted) a marker naming the tool. Tool calls stay.
+pub fn compact_messages(messages: &mut [LlmMessage], c: &Compact) {
+    if estimate_tokens(messages) <= c.max_tokens {
+        return;
+    }
+    let Some(first_user) = messages.iter().position(|m| m.role == Role::User) else {
+        return;
+    };
+    if first_user == messages.len() - 1 {
+        return;
+    }
+    let mut boundary = messages.len();
+    let mut pairs = 0;
+    let mut i = messages.len() - 1;
+    while i > first_user && pairs < c.preserve_recent_turns {
+        if messages[i].role == Role::User && messages[i - 1].role == Role::Assistant {
+            pairs += 1;
+            boundary = i - 1;
+        }
+        i -= 1;
+    }
+    if boundary <= first_user + 1 {
+        return;
+    }
+    let names = tool_names(&messages[first_user + 1..boundary]);
+    let excerpt = c.text_block_excerpt_chars as usize;
+    for message in &mut messages[first_user + 1..boundary] {
+        let assistant = message.role == Role::Assistant;
+        for block in &mut message.content {
+            match block {
+                ContentBlock::Text(t)
+                    if assistant && units(&t.text) >= c.min_text_block_chars as usize =>
+                {
+                    let total = units(&t.text);
+                    let head: String = t.text.chars().take(excerpt).collect();
+                    t.text = format!("{head}... [truncated — {total} chars total]");
+                }
+                ContentBlock::Image(_) if assistant => {
+                    *block = ContentBlock::Text(TextBlock {
+                        text: "[Image compacted]".into(),
+                    });
+                }
+                ContentBlock::ToolResult(result) if !assistant => {
+                    compact_result(result, &names, c.min_tool_result_chars as usize);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn compact_result(
+    result: &mut ToolResultBlock,
+    names: &std::collections::HashMap<String, String>,
+    min: usize,
+) {
+    if result.is_error == Some(true)
+        || starts_with(&result.content, "[Tool output compressed")
+        || starts_with(&result.content, "[Tool result:")
+    {
+        return;
+    }
+    let size = tool_result_size(&result.content);
+    if size < min {
+        return;
+    }
+    let name = names
+        .get(&result.tool_use_id)
+        .map_or("unknown", String::as_str);
+    if name == DELEGATE {
+        return;
+    }
+    let text = format!(
+        "[Tool result: {name} — {}, compacted]",
+        size_description(&result.content, size)
+    );
+    result.content = ToolResultContent::Text(text);
+}

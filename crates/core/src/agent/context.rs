@@ -515,3 +515,396 @@ fn compact_result(
     );
     result.content = ToolResultContent::Text(text);
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::adapter::ChatRequest;
+    use crate::agent::turn::{Action, TurnLoop, TurnOptions};
+    use crate::message::{ImageBlock, ImageSource, LlmResponse, TokenUsage, ToolUseBlock};
+
+    fn text(t: &str) -> ContentBlock {
+        ContentBlock::Text(TextBlock { text: t.into() })
+    }
+
+    fn assistant(content: Vec<ContentBlock>) -> LlmMessage {
+        LlmMessage {
+            role: Role::Assistant,
+            content,
+        }
+    }
+
+    fn call(id: &str, name: &str) -> ContentBlock {
+        ContentBlock::ToolUse(ToolUseBlock {
+            id: id.into(),
+            name: name.into(),
+            input: json!({}),
+            signature: None,
+        })
+    }
+
+    fn result(id: &str, output: &str, is_error: bool) -> LlmMessage {
+        LlmMessage {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult(ToolResultBlock {
+                tool_use_id: id.into(),
+                content: ToolResultContent::Text(output.into()),
+                is_error: is_error.then_some(true),
+            })],
+        }
+    }
+
+    fn result_text(message: &LlmMessage) -> &str {
+        match &message.content[0] {
+            ContentBlock::ToolResult(ToolResultBlock {
+                content: ToolResultContent::Text(t),
+                ..
+            }) => t,
+            other => panic!("not a text result: {other:?}"),
+        }
+    }
+
+    fn read(value: serde_json::Value) -> Result<ContextOptions, ShapeError> {
+        let mut object = Object::strict(value).expect("object");
+        let options = ContextOptions::from_config(&mut object)?;
+        object.finish()?;
+        Ok(options)
+    }
+
+    #[test]
+    fn options_read_omas_names_and_refuse_bad_values() {
+        assert_eq!(read(json!({})).expect("empty"), ContextOptions::default());
+        let options = read(json!({
+            "contextStrategy": {"type": "sliding-window", "maxTurns": 3},
+            "compressToolResults": true,
+            "preserveReasoningAsText": true,
+            "compressReasoningText": {"minChars": 40},
+        }))
+        .expect("valid");
+        assert_eq!(
+            options.strategy,
+            Some(ContextStrategy::SlidingWindow { max_turns: 3 })
+        );
+        assert_eq!(options.compress_tool_results, Some(500));
+        assert_eq!(options.reasoning_text_max_chars(), Some(40));
+        let options = read(json!({"compressToolResults": {"minChars": 9},
+                                  "compressReasoningText": false}))
+        .expect("valid");
+        assert_eq!(options.compress_tool_results, Some(9));
+        assert_eq!(options.reasoning_text_max_chars(), Some(usize::MAX));
+        let compact =
+            read(json!({"contextStrategy": {"type": "compact", "maxTokens": 10}})).expect("valid");
+        assert_eq!(
+            compact.strategy,
+            Some(ContextStrategy::Compact(Compact {
+                max_tokens: 10,
+                preserve_recent_turns: 4,
+                min_tool_result_chars: 200,
+                min_text_block_chars: 2000,
+                text_block_excerpt_chars: 200,
+            }))
+        );
+        for (value, message) in [
+            (
+                json!({"contextStrategy": {"type": "sliding-window"}}),
+                "missing field `contextStrategy.maxTurns`",
+            ),
+            (
+                json!({"contextStrategy": {"type": "compact"}}),
+                "missing field `contextStrategy.maxTokens`",
+            ),
+            (
+                json!({"contextStrategy": {"type": "sliding-window", "maxTurns": "3"}}),
+                "`contextStrategy.maxTurns` must be",
+            ),
+            (
+                json!({"contextStrategy": {"maxTurns": 3}}),
+                "missing field `contextStrategy.type`",
+            ),
+            (
+                json!({"contextStrategy": {"type": "window"}}),
+                "`contextStrategy.type` must be",
+            ),
+            (
+                json!({"contextStrategy": 3}),
+                "`contextStrategy` must be an object",
+            ),
+            (
+                json!({"compressToolResults": "yes"}),
+                "`compressToolResults` must be a boolean or {minChars: number}",
+            ),
+            (
+                json!({"compressToolResults": {"minChars": -1}}),
+                "`compressToolResults.minChars` must be",
+            ),
+            (
+                json!({"compressReasoningText": {"max": 1}}),
+                "`compressReasoningText` has an unknown field `max`",
+            ),
+            (
+                json!({"preserveReasoningAsText": 1}),
+                "`preserveReasoningAsText` must be a boolean",
+            ),
+        ] {
+            let error = read(value.clone()).expect_err("invalid");
+            assert!(error.to_string().starts_with(message), "{value}: {error}");
+        }
+    }
+
+    #[test]
+    fn consumed_tool_results_are_compressed_except_errors_delegation_and_the_newest() {
+        let long = "x".repeat(600);
+        let mut messages = vec![
+            LlmMessage::user_text("go"),
+            assistant(vec![call("a", "read"), call("d", DELEGATE)]),
+            LlmMessage {
+                role: Role::User,
+                content: vec![result("a", &long, false).content[0].clone(), {
+                    result("d", &long, false).content[0].clone()
+                }],
+            },
+            assistant(vec![call("e", "read")]),
+            result("e", &long, true),
+            assistant(vec![call("s", "read")]),
+            result("s", "short", false),
+            assistant(vec![call("n", "read")]),
+            result("n", &long, false),
+        ];
+        compress_consumed_tool_results(&mut messages, 500);
+        let ContentBlock::ToolResult(first) = &messages[2].content[0] else {
+            panic!("a result");
+        };
+        assert_eq!(
+            first.content,
+            ToolResultContent::Text(
+                "[Tool output compressed — 600 chars, already processed]".into()
+            )
+        );
+        let ContentBlock::ToolResult(delegated) = &messages[2].content[1] else {
+            panic!("a result");
+        };
+        assert_eq!(delegated.content, ToolResultContent::Text(long.clone()));
+        assert_eq!(result_text(&messages[4]), long, "errors stay");
+        assert_eq!(result_text(&messages[6]), "short");
+        assert_eq!(result_text(&messages[8]), long, "the newest stays");
+    }
+
+    #[test]
+    fn a_sliding_window_keeps_the_first_user_turn_and_whole_tool_turns() {
+        let mut messages = vec![LlmMessage::user_text("task")];
+        for i in 0..4 {
+            let id = format!("c{i}");
+            messages.push(assistant(vec![call(&id, "t")]));
+            messages.push(result(&id, "ok", false));
+        }
+        let all = messages.clone();
+        sliding_window(&mut messages, 1);
+        // The first user turn, then the last tool turn, the notice before its results.
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0], all[0]);
+        assert_eq!(messages[1], all[7]);
+        assert_eq!(
+            messages[2].content[0],
+            text("[Earlier conversation history truncated — 3 turn(s) removed]\n\n")
+        );
+        assert_eq!(messages[2].content[1], all[8].content[0]);
+        // Short enough, or a window of 0: unchanged.
+        let mut short = all.clone();
+        sliding_window(&mut short, 4);
+        assert_eq!(short, all);
+        sliding_window(&mut short, 0);
+        assert_eq!(short, all);
+        // A boundary inside a tool turn keeps the whole turn (one message more).
+        let mut odd = vec![LlmMessage::user_text("task"), assistant(vec![text("a")])];
+        odd.extend(all[1..].iter().cloned());
+        sliding_window(&mut odd, 1);
+        assert_eq!(odd.len(), 3);
+        // Without a kept user turn, the notice is an assistant preamble.
+        let mut texts = vec![
+            LlmMessage::user_text("task"),
+            assistant(vec![text("1")]),
+            assistant(vec![text("2")]),
+            assistant(vec![text("3")]),
+        ];
+        sliding_window(&mut texts, 1);
+        assert_eq!(texts.len(), 4);
+        assert_eq!(
+            texts[1],
+            assistant(vec![text(
+                "[Earlier conversation history truncated — 1 turn(s) removed]"
+            )])
+        );
+    }
+
+    #[test]
+    fn compaction_shortens_old_turns_once_over_the_estimate() {
+        let long_text = "t".repeat(2500);
+        let long_result = "r".repeat(300);
+        let image = ContentBlock::Image(ImageBlock {
+            source: ImageSource {
+                media_type: "image/png".into(),
+                data: "AAAA".into(),
+            },
+        });
+        let mut messages = vec![
+            LlmMessage::user_text("task"),
+            assistant(vec![text(&long_text), image, call("a", "grep")]),
+            result("a", &long_result, false),
+            assistant(vec![call("b", "grep")]),
+            result("b", &long_result, true),
+            assistant(vec![call("c", "grep")]),
+            result("c", &long_result, false),
+        ];
+        let all = messages.clone();
+        let settings = Compact {
+            max_tokens: 100,
+            preserve_recent_turns: 1,
+            min_tool_result_chars: 200,
+            min_text_block_chars: 2000,
+            text_block_excerpt_chars: 5,
+        };
+        compact_messages(&mut messages, &settings);
+        assert_eq!(
+            messages[1].content[0],
+            text("ttttt... [truncated — 2500 chars total]")
+        );
+        assert_eq!(messages[1].content[1], text("[Image compacted]"));
+        assert_eq!(messages[1].content[2], all[1].content[2], "calls stay");
+        assert_eq!(
+            result_text(&messages[2]),
+            "[Tool result: grep — 300 chars, compacted]"
+        );
+        assert_eq!(messages[4], all[4], "errors stay");
+        assert_eq!(messages[5..], all[5..], "the recent pair stays");
+        // Under the estimate, nothing changes.
+        let mut under = all.clone();
+        compact_messages(
+            &mut under,
+            &Compact {
+                max_tokens: 10_000,
+                ..settings
+            },
+        );
+        assert_eq!(under, all);
+    }
+
+    /// Through the turn loop: what is sent shrinks, what the run returns does not.
+    #[test]
+    fn the_turn_loop_sends_the_reduced_conversation_and_returns_the_whole_one() {
+        let options = TurnOptions {
+            context: ContextOptions {
+                strategy: Some(ContextStrategy::SlidingWindow { max_turns: 1 }),
+                compress_tool_results: Some(3),
+                ..ContextOptions::default()
+            },
+            ..TurnOptions::default()
+        };
+        let mut turn = TurnLoop::new(
+            vec![LlmMessage::user_text("go")],
+            ChatRequest::default(),
+            options,
+        );
+        let mut sent = Vec::new();
+        for i in 0..3 {
+            while let Some(action) = turn.poll() {
+                match action {
+                    Action::SendRequest => sent.push(turn.request().messages.clone()),
+                    Action::CallTool(call) => turn
+                        .handle_tool_result(
+                            &call.id,
+                            ToolResultContent::Text("long output".into()),
+                            false,
+                        )
+                        .expect("due"),
+                    _ => {}
+                }
+            }
+            let content = if i < 2 {
+                vec![call(&format!("c{i}"), "t")]
+            } else {
+                vec![text("done")]
+            };
+            turn.handle_response(LlmResponse {
+                id: "r".into(),
+                content,
+                model: "m".into(),
+                stop_reason: "end_turn".into(),
+                usage: TokenUsage::default(),
+            })
+            .expect("due");
+        }
+        let Some(Action::Done(outcome)) = std::iter::from_fn(|| turn.poll()).last() else {
+            panic!("done");
+        };
+        assert_eq!(sent.len(), 3);
+        assert_eq!(sent[1].len(), 3, "one tool turn fits the window");
+        assert_eq!(result_text(&sent[1][2]), "long output");
+        // The third request: the first turn dropped (with a notice); the kept results are the
+        // newest, so not compressed.
+        assert_eq!(sent[2].len(), 3, "{:?}", sent[2]);
+        assert_eq!(
+            sent[2][2].content[0],
+            text("[Earlier conversation history truncated — 1 turn(s) removed]\n\n")
+        );
+        assert_eq!(outcome.messages.len(), 5);
+        assert_eq!(result_text(&outcome.messages[1]), "long output");
+    }
+
+    /// `preserveReasoningAsText` and `compressReasoningText` from an OMA configuration reach
+    /// every wire format: a foreign reasoning block becomes `<thinking>` text cut to the cap.
+    #[test]
+    fn reasoning_options_reach_the_wire_formats() {
+        use crate::agent::config::AgentSettings;
+        let reasoning = ContentBlock::Reasoning(crate::message::ReasoningBlock {
+            text: "r".repeat(100),
+            signature: None,
+            redacted_data: None,
+            provenance: Some("elsewhere".into()),
+        });
+        let body_of = |provider: &str, extra: &str| {
+            let settings = AgentSettings::from_json(&format!(
+                r#"{{"model": "m", "provider": "{provider}", "apiKey": "k",
+                     "baseURL": "http://127.0.0.1:9"{extra}}}"#
+            ))
+            .expect("valid");
+            let (spec, _) = settings.into_spec().expect("spec");
+            let mut request = spec.template;
+            request.messages = vec![
+                LlmMessage::user_text("q"),
+                assistant(vec![reasoning.clone(), text("a")]),
+                LlmMessage::user_text("q2"),
+            ];
+            let adapter = crate::adapter::for_provider(
+                provider,
+                Some("http://127.0.0.1:9"),
+                crate::adapter::IdSource::default(),
+            )
+            .expect("adapter");
+            adapter
+                .format(&request, &spec.endpoint)
+                .expect("formats")
+                .body
+        };
+        let cut = format!(
+            "<thinking>{}...[truncated]...{}</thinking>",
+            "r".repeat(10),
+            "r".repeat(3)
+        );
+        for provider in ["openai", "anthropic", "gemini"] {
+            let dropped = body_of(provider, "");
+            assert!(!dropped.contains("<thinking>"), "{provider}: {dropped}");
+            let whole = body_of(provider, r#", "preserveReasoningAsText": true"#);
+            assert!(
+                whole.contains(&format!("<thinking>{}</thinking>", "r".repeat(100))),
+                "{provider}: {whole}"
+            );
+            let capped = body_of(
+                provider,
+                r#", "preserveReasoningAsText": true, "compressReasoningText": {"minChars": 30}"#,
+            );
+            assert!(capped.contains(&cut), "{provider}: {capped}");
+        }
+    }
+}

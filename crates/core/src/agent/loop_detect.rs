@@ -421,3 +421,176 @@ mod tests {
         }
     }
 }
+
+/// Loop detection driven through the turn loop, with scripted responses.
+#[cfg(test)]
+mod turn_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::adapter::ChatRequest;
+    use crate::agent::turn::{Action, Event, TurnLoop, TurnOptions};
+    use crate::message::{LlmResponse, TextBlock, TokenUsage, ToolResultContent};
+
+    fn response(content: Vec<ContentBlock>) -> LlmResponse {
+        LlmResponse {
+            id: "r".into(),
+            content,
+            model: "m".into(),
+            stop_reason: "end_turn".into(),
+            usage: TokenUsage::default(),
+        }
+    }
+
+    fn call_block(id: &str) -> ContentBlock {
+        ContentBlock::ToolUse(ToolUseBlock {
+            id: id.into(),
+            name: "lookup".into(),
+            input: json!({"q": "same"}),
+            signature: None,
+        })
+    }
+
+    fn text(t: &str) -> ContentBlock {
+        ContentBlock::Text(TextBlock { text: t.into() })
+    }
+
+    fn turn_loop(action: LoopAction) -> TurnLoop {
+        let options = TurnOptions {
+            loop_detection: Some(LoopDetection {
+                max_repetitions: 2,
+                window: 4,
+                action,
+            }),
+            ..TurnOptions::default()
+        };
+        TurnLoop::new(
+            vec![LlmMessage::user_text("go")],
+            ChatRequest::default(),
+            options,
+        )
+    }
+
+    fn drain(turn: &mut TurnLoop) -> Vec<Action> {
+        std::iter::from_fn(|| turn.poll()).collect()
+    }
+
+    fn answer_tools(turn: &mut TurnLoop, actions: &[Action]) {
+        for action in actions {
+            if let Action::CallTool(call) = action {
+                turn.handle_tool_result(&call.id, ToolResultContent::Text("r".into()), false)
+                    .expect("due");
+            }
+        }
+    }
+
+    #[test]
+    fn a_repeated_tool_call_is_warned_then_ended() {
+        let mut turn = turn_loop(LoopAction::Warn);
+        drain(&mut turn);
+        turn.handle_response(response(vec![call_block("1")]))
+            .expect("due");
+        let first = drain(&mut turn);
+        assert!(!first
+            .iter()
+            .any(|a| matches!(a, Action::Emit(Event::LoopDetected(_)))));
+        answer_tools(&mut turn, &first);
+        drain(&mut turn);
+
+        // The second identical turn: announced as a loop before its calls, then warned.
+        turn.handle_response(response(vec![call_block("2")]))
+            .expect("due");
+        let second = drain(&mut turn);
+        let Some(Action::Emit(Event::LoopDetected(info))) = second.first() else {
+            panic!("loop_detected comes first: {second:?}");
+        };
+        assert_eq!(info.kind, LoopKind::ToolRepetition);
+        assert!(matches!(second[1], Action::Emit(Event::ToolUse(_))));
+        answer_tools(&mut turn, &second);
+        drain(&mut turn);
+        // The warning rides after the tool results of that turn.
+        let results = turn.request().messages.last().expect("results");
+        assert!(matches!(results.content[0], ContentBlock::ToolResult(_)));
+        assert_eq!(results.content[1], text(LoopKind::ToolRepetition.warning()));
+
+        // Still looping: the run ends, successfully, without calling the tool again.
+        turn.handle_response(response(vec![text("again"), call_block("3")]))
+            .expect("due");
+        let third = drain(&mut turn);
+        assert!(!third
+            .iter()
+            .any(|a| matches!(a, Action::CallTool(_) | Action::Emit(Event::ToolUse(_)))));
+        let Some(Action::Done(outcome)) = third.last() else {
+            panic!("done: {third:?}");
+        };
+        assert!(outcome.success() && outcome.loop_detected);
+        assert_eq!(outcome.output, "again");
+        assert_eq!(outcome.turns, 3);
+        let json = crate::agent::outcome::outcome_json(outcome);
+        assert_eq!(json["loopDetected"], true);
+    }
+
+    #[test]
+    fn repeated_text_gets_a_warning_turn_and_terminate_ends_at_once() {
+        let mut turn = turn_loop(LoopAction::Warn);
+        drain(&mut turn);
+        turn.handle_response(response(vec![text("same")]))
+            .expect("due");
+        // Not a loop yet, and no tool calls: a normal end.
+        assert!(matches!(drain(&mut turn).last(), Some(Action::Done(o)) if !o.loop_detected));
+
+        let mut turn = TurnLoop::new(
+            vec![
+                LlmMessage::user_text("go"),
+                LlmMessage {
+                    role: Role::Assistant,
+                    content: vec![text("same")],
+                },
+                LlmMessage::user_text("and?"),
+            ],
+            ChatRequest::default(),
+            TurnOptions {
+                loop_detection: Some(LoopDetection {
+                    max_repetitions: 2,
+                    ..LoopDetection::default()
+                }),
+                ..TurnOptions::default()
+            },
+        );
+        drain(&mut turn);
+        turn.handle_response(response(vec![text("same")]))
+            .expect("due");
+        let actions = drain(&mut turn);
+        assert!(matches!(actions[1], Action::Emit(Event::LoopDetected(_))));
+        assert_eq!(actions.last(), Some(&Action::SendRequest), "{actions:?}");
+        let warning = turn.request().messages.last().expect("warning");
+        assert_eq!(warning.role, Role::User);
+        assert_eq!(
+            warning.content,
+            vec![text(LoopKind::TextRepetition.warning())]
+        );
+        // A different answer ends the run normally; the warning is one of its messages.
+        turn.handle_response(response(vec![text("new")]))
+            .expect("due");
+        let Some(Action::Done(outcome)) = drain(&mut turn).pop() else {
+            panic!("done");
+        };
+        assert!(!outcome.loop_detected);
+        assert_eq!(outcome.messages.len(), 3);
+
+        let mut turn = turn_loop(LoopAction::Terminate);
+        drain(&mut turn);
+        turn.handle_response(response(vec![call_block("1")]))
+            .expect("due");
+        let first = drain(&mut turn);
+        answer_tools(&mut turn, &first);
+        drain(&mut turn);
+        turn.handle_response(response(vec![call_block("2")]))
+            .expect("due");
+        let Some(Action::Done(outcome)) = drain(&mut turn).pop() else {
+            panic!("terminate ends at the first detection");
+        };
+        assert!(outcome.loop_detected && outcome.success());
+        assert_eq!(outcome.turns, 2);
+    }
+}

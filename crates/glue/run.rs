@@ -51,6 +51,11 @@ pub(super) fn from_wit_config(
         history: from_wit_messages(config.history)?,
         before_run: config.before_run,
         external: config.external.map(from_wit_external),
+        loop_detection: config
+            .loop_detection
+            .map(from_wit_loop_detection)
+            .transpose()?,
+        context: from_wit_context(config.context),
     }
     .into_spec()
 }
@@ -199,6 +204,11 @@ pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
         AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
             oc::AgentEvent::BudgetExceeded(exceeded.to_string())
         }
+        AgentEvent::Turn(Event::LoopDetected(info)) => oc::AgentEvent::LoopDetected(oc::LoopInfo {
+            kind: info.kind.word().to_owned(),
+            repetitions: info.repetitions,
+            detail: info.detail,
+        }),
         AgentEvent::Done(outcome) if outcome.success() => {
             oc::AgentEvent::Done(to_wit_result(outcome))
         }
@@ -209,8 +219,10 @@ pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
 pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
     let success = outcome.success();
     let budget_exceeded = outcome.budget_exceeded();
+    let loop_detected = outcome.loop_detected;
     let failure = outcome.failure().cloned();
     oc::RunResult {
+        loop_detected,
         success,
         output: outcome.output,
         messages: outcome.messages.into_iter().map(to_wit_message).collect(),
@@ -257,5 +269,71 @@ pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
                 provider: failure.error_info.provider,
             },
         }),
+    }
+}
+
+/// `loop-detection`; a count of 0 is refused, naming the field, before any request.
+pub(super) fn from_wit_loop_detection(
+    detection: oc::LoopDetection,
+) -> Result<oma_core::agent::loop_detect::LoopDetection, Error> {
+    use oma_core::agent::loop_detect::{LoopAction, LoopDetection};
+    let positive = |value: Option<u32>, field: &str, default: u32| match value {
+        Some(0) => Err(Error::InvalidRequest {
+            message: format!(
+                "the agent configuration is not valid: `loop-detection.{field}` must be a \
+                 positive integer, got 0"
+            ),
+        }),
+        other => Ok(other.unwrap_or(default)),
+    };
+    let defaults = LoopDetection::default();
+    Ok(LoopDetection {
+        max_repetitions: positive(
+            detection.max_repetitions,
+            "max-repetitions",
+            defaults.max_repetitions,
+        )?,
+        window: positive(detection.window, "window", defaults.window)?,
+        action: match detection.action {
+            oc::LoopAction::Warn => LoopAction::Warn,
+            oc::LoopAction::Terminate => LoopAction::Terminate,
+        },
+    })
+}
+
+/// `context-options`, with OMA's defaults for what it leaves out.
+pub(super) fn from_wit_context(
+    options: oc::ContextOptions,
+) -> oma_core::agent::context::ContextOptions {
+    use oma_core::agent::context::{Compact, ContextOptions, ContextStrategy, ReasoningText};
+    ContextOptions {
+        strategy: options.strategy.map(|strategy| match strategy {
+            oc::ContextStrategy::SlidingWindow(max_turns) => {
+                ContextStrategy::SlidingWindow { max_turns }
+            }
+            oc::ContextStrategy::Compact(c) => {
+                let d = Compact::with_defaults(c.max_tokens);
+                ContextStrategy::Compact(Compact {
+                    preserve_recent_turns: c
+                        .preserve_recent_turns
+                        .unwrap_or(d.preserve_recent_turns),
+                    min_tool_result_chars: c
+                        .min_tool_result_chars
+                        .unwrap_or(d.min_tool_result_chars),
+                    min_text_block_chars: c.min_text_block_chars.unwrap_or(d.min_text_block_chars),
+                    text_block_excerpt_chars: c
+                        .text_block_excerpt_chars
+                        .unwrap_or(d.text_block_excerpt_chars),
+                    ..d
+                })
+            }
+        }),
+        compress_tool_results: options.compress_tool_results,
+        preserve_reasoning_as_text: options.preserve_reasoning_as_text,
+        compress_reasoning_text: match options.compress_reasoning_text {
+            oc::ReasoningTextCap::Standard => ReasoningText::Default,
+            oc::ReasoningTextCap::Whole => ReasoningText::Whole,
+            oc::ReasoningTextCap::MaxChars(n) => ReasoningText::MaxChars(n),
+        },
     }
 }

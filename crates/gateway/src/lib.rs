@@ -427,6 +427,10 @@ struct RunBody {
     max_token_budget: Option<u64>,
     max_tokens: Option<u32>,
     temperature: Option<f64>,
+    /// OMA's `loopDetection`.
+    loop_detection: Option<oma_core::agent::loop_detect::LoopDetection>,
+    /// OMA's context options (every strategy but `custom`, which needs the caller's code).
+    context: oma_core::agent::context::ContextOptions,
 }
 
 impl RunBody {
@@ -441,6 +445,13 @@ impl RunBody {
             max_token_budget: o.u64("maxTokenBudget")?,
             max_tokens: o.u32("maxTokens")?,
             temperature: o.f64("temperature")?,
+            loop_detection: match o.object("loopDetection")? {
+                Some(object) => Some(oma_core::agent::loop_detect::LoopDetection::from_object(
+                    object,
+                )?),
+                None => None,
+            },
+            context: oma_core::agent::context::ContextOptions::from_config(&mut o)?,
         };
         o.finish()?;
         Ok(body)
@@ -558,6 +569,8 @@ pub fn start_run(
         },
         max_turns: fields.max_turns,
         token_budget: fields.max_token_budget,
+        loop_detection: fields.loop_detection,
+        context: fields.context,
         deadline_ms: Some(settings.deadline_ms),
         call: CallOptions {
             retry: settings
@@ -636,7 +649,8 @@ fn info_reply(status: u16, info: &ErrorInfo) -> Reply {
 }
 
 /// A run event as one server-sent event: `event: <type>` and `data: <JSON>` (`text_delta`,
-/// `reasoning_delta`, `text`, `tool_use`, `tool_result`, `budget_exceeded`, `done`).
+/// `reasoning_delta`, `text`, `tool_use`, `tool_result`, `budget_exceeded`, `loop_detected`,
+/// `done`).
 pub fn sse_event(event: &AgentEvent) -> String {
     let (name, data) = match event {
         AgentEvent::TextDelta(text) => ("text_delta", json!(text)),
@@ -647,6 +661,7 @@ pub fn sse_event(event: &AgentEvent) -> String {
         AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
             ("budget_exceeded", exceeded.to_json())
         }
+        AgentEvent::Turn(Event::LoopDetected(info)) => ("loop_detected", info.to_json()),
         AgentEvent::Done(outcome) => ("done", outcome_json(outcome)),
     };
     // JSON text has no raw newline, so one `data:` line carries it.

@@ -147,6 +147,10 @@ pub use bindings::oma::agent::outcome::{
     RunAgentOptions, RunFailure, RunInput, RunResult, RunStatus, StatusCode, StorePayloads,
     ToolCallRecord,
 };
+pub use bindings::oma::agent::outcome::{
+    CompactStrategy, ContextOptions, ContextStrategy, LoopAction, LoopDetection, LoopInfo,
+    ReasoningTextCap,
+};
 pub use bindings::oma::agent::types::{
     Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,
     MediaSource, ReasoningBlock, Role, ToolResultBlock, ToolResultContent, ToolResultPart,

@@ -144,6 +144,9 @@ pub fn run_result_json(result: &RunResult) -> Value {
         "toolCalls": tool_calls,
         "turns": result.turns,
     });
+    if result.loop_detected {
+        value["loopDetected"] = json!(true);
+    }
     if result.budget_exceeded {
         value["budgetExceeded"] = json!(true);
     }
@@ -193,7 +196,7 @@ pub fn run_result_json(result: &RunResult) -> Value {
 }
 
 /// A stream event as a JSON line: `{"type": "text_delta" | "reasoning_delta" | "text" |
-/// "tool_use" | "tool_result" | "budget_exceeded" | "done" | "error", ...}`.
+/// "tool_use" | "tool_result" | "budget_exceeded" | "loop_detected" | "done" | "error", ...}`.
 pub fn event_json(event: &AgentEvent) -> Value {
     match event {
         AgentEvent::TextDelta(text) => json!({"type": "text_delta", "text": text}),
@@ -205,6 +208,9 @@ pub fn event_json(event: &AgentEvent) -> Value {
             "data": block_json(&ContentBlock::ToolResult(result.clone())),
         }),
         AgentEvent::BudgetExceeded(message) => json!({"type": "budget_exceeded", "data": message}),
+        AgentEvent::LoopDetected(info) => json!({"type": "loop_detected", "data": {
+            "kind": info.kind, "repetitions": info.repetitions, "detail": info.detail,
+        }}),
         AgentEvent::Done(result) => json!({"type": "done", "data": run_result_json(result)}),
         AgentEvent::Error(result) => json!({"type": "error", "data": run_result_json(result)}),
     }

@@ -44,6 +44,19 @@ pub struct Compact {
     pub text_block_excerpt_chars: u32,
 }
 
+impl Compact {
+    /// `compact` at `max_tokens` with OMA's defaults for the rest.
+    pub fn with_defaults(max_tokens: u64) -> Self {
+        Compact {
+            max_tokens,
+            preserve_recent_turns: 4,
+            min_tool_result_chars: 200,
+            min_text_block_chars: 2000,
+            text_block_excerpt_chars: 200,
+        }
+    }
+}
+
 /// What `compressReasoningText` asks for, when reasoning is sent as text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReasoningText {
@@ -183,13 +196,17 @@ impl ContextStrategy {
                 max_turns: required_u32(&mut object, "maxTurns")?,
             },
             "compact" => {
-                let max_tokens = required_u64(&mut object, "maxTokens")?;
+                let d = Compact::with_defaults(required_u64(&mut object, "maxTokens")?);
                 ContextStrategy::Compact(Compact {
-                    max_tokens,
-                    preserve_recent_turns: object.u32("preserveRecentTurns")?.unwrap_or(4),
-                    min_tool_result_chars: object.u32("minToolResultChars")?.unwrap_or(200),
-                    min_text_block_chars: object.u32("minTextBlockChars")?.unwrap_or(2000),
-                    text_block_excerpt_chars: object.u32("textBlockExcerptChars")?.unwrap_or(200),
+                    max_tokens: d.max_tokens,
+                    preserve_recent_turns: (object.u32("preserveRecentTurns")?)
+                        .unwrap_or(d.preserve_recent_turns),
+                    min_tool_result_chars: (object.u32("minToolResultChars")?)
+                        .unwrap_or(d.min_tool_result_chars),
+                    min_text_block_chars: (object.u32("minTextBlockChars")?)
+                        .unwrap_or(d.min_text_block_chars),
+                    text_block_excerpt_chars: (object.u32("textBlockExcerptChars")?)
+                        .unwrap_or(d.text_block_excerpt_chars),
                 })
             }
             "summarize" | "custom" => {

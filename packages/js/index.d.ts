@@ -400,7 +400,7 @@ export interface AgentConfig {
   readonly maxTurns?: number
   readonly maxTokens?: number
   readonly maxTokenBudget?: number
-  readonly contextStrategy?: unknown
+  readonly contextStrategy?: ContextStrategy
   readonly temperature?: number
   readonly frequencyPenalty?: number
   readonly presencePenalty?: number

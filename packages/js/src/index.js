@@ -45,6 +45,14 @@ const PLAIN_KEYS = [
   'name', 'model', 'provider', 'baseURL', 'apiKey', 'region', 'systemPrompt', 'maxTurns',
   'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK',
 ]
+/**
+ * OMA's context and loop options, passed to the component as they are; it checks them (a wrong
+ * type or a missing field is a typed error naming the field, before any request).
+ */
+const CONTEXT_KEYS = [
+  'contextStrategy', 'loopDetection', 'compressToolResults', 'preserveReasoningAsText',
+  'compressReasoningText',
+]
 /** The package's own keys, passed to the component as they are. */
 const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
 
@@ -54,11 +62,6 @@ const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
  */
 const UNSUPPORTED = {
   adapter: 'custom LLM adapters',
-  contextStrategy: 'context strategies',
-  loopDetection: 'loop detection',
-  compressToolResults: 'tool-result compression',
-  preserveReasoningAsText: 'reasoning downgraded to text',
-  compressReasoningText: 'reasoning text compression',
   toolPreset: "OMA's built-in tools",
   frequencyPenalty: 'frequency penalties',
   presencePenalty: 'presence penalties',
@@ -158,6 +161,29 @@ function toolEntry(tool, where) {
   }
 }
 
+/**
+ * Copies OMA's context and loop options into the component's configuration. What only code can
+ * express (an `onLoopDetected` callback, a `custom` strategy's `compress`, a `summarize`
+ * strategy) is refused here by name, so it is never dropped on the way to JSON.
+ */
+function contextOptions(config, json) {
+  for (const key of CONTEXT_KEYS) {
+    if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
+  }
+  const loop = config.loopDetection
+  if (isObject(loop) && typeof loop.onLoopDetected === 'function') {
+    throw new TypeError(
+      'loopDetection.onLoopDetected as a function is not supported by oma-component; use "warn" or "terminate"',
+    )
+  }
+  const strategy = config.contextStrategy
+  if (isObject(strategy) && (strategy.type === 'custom' || strategy.type === 'summarize')) {
+    throw new TypeError(
+      `contextStrategy.type "${strategy.type}" is not supported by oma-component; use "sliding-window" or "compact"`,
+    )
+  }
+}
+
 const BACKEND_KEYS = ['kind', 'command', 'args', 'cwd', 'env', 'timeoutMs', 'input', 'permission', 'send']
 
 /**
@@ -186,6 +212,7 @@ function prepareConfig(config, registry, executor) {
   for (const key of [...PLAIN_KEYS, ...PACKAGE_PLAIN_KEYS]) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
+  contextOptions(config, json)
   json.provider ??= 'anthropic'
   json.model ??= 'external'
   fillFromEnvironment(json)
@@ -1046,6 +1073,11 @@ function streamEvent(event) {
       if (event.val.isError !== undefined) block.is_error = event.val.isError
       return { type: 'tool_result', data: block }
     }
+    case 'loop-detected':
+      return {
+        type: 'loop_detected',
+        data: { kind: event.val.kind, repetitions: event.val.repetitions, detail: event.val.detail },
+      }
     case 'budget-exceeded':
       return {
         type: 'budget_exceeded',

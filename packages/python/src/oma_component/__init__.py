@@ -32,6 +32,8 @@ from ._types import (
     BeforeRunResult,
     BudgetExceededEvent,
     CallOptions,
+    LoopDetectedEvent,
+    LoopDetectionInfo,
     ContentBlock,
     DoneEvent,
     ErrorDict,
@@ -84,5 +86,5 @@ __all__ = [
     "PromptInput", "ReasoningBlock", "ReasoningEvent", "RunInput", "RunStatus", "StreamEvent",
     "StructuredTraceError", "TextBlock", "TextDeltaEvent", "TextEvent", "TokenUsage", "ToolCallRecord",
     "ToolDefinition", "ToolResultBlock", "ToolResultContent", "ToolResultEvent", "ToolResultPart", "ToolUseBlock",
-    "ToolUseEvent", "UrlSource", "VideoBlock",
+    "ToolUseEvent", "UrlSource", "VideoBlock", "LoopDetectedEvent", "LoopDetectionInfo",
 ]

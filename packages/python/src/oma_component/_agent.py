@@ -247,6 +247,8 @@ def _event_json(event: Any) -> Optional[Dict[str, Any]]:
         return {"type": "tool_result", "data": data}
     if tag == "budget-exceeded":
         return {"type": "budget_exceeded", "data": TokenBudgetExceededError(p)}
+    if tag == "loop-detected":
+        return {"type": "loop_detected", "data": {"kind": p.kind, "repetitions": p.repetitions, "detail": p.detail}}
     return None  # done / error: delivered from the `finished` poll with the JSON result
 
 
@@ -709,6 +711,30 @@ _PLAIN_KEYS = {
     "deadline_ms": "deadlineMs",
 }
 
+#: OMA's context and loop options: snake_case here, OMA's camelCase (nested keys too) for the
+#: component, which checks them and names a bad field.
+_CONTEXT_KEYS = {
+    "loop_detection": "loopDetection", "context_strategy": "contextStrategy",
+    "compress_tool_results": "compressToolResults", "preserve_reasoning_as_text": "preserveReasoningAsText",
+    "compress_reasoning_text": "compressReasoningText",
+}
+
+
+def _camel(value: Any) -> Any:
+    """A context option with the keys of its mappings in camelCase (``max_turns`` ->
+    ``maxTurns``); values are kept (``"sliding-window"`` stays). A callable, which only code
+    could carry (OMA's ``onLoopDetected`` callback, a ``custom`` strategy), is refused."""
+    if callable(value):
+        raise TypeError("a callable context or loop option is not supported by oma-component; "
+                        "use on_loop_detected='warn' or 'terminate'")
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            head, *rest = str(key).split("_")
+            out[head + "".join(w[:1].upper() + w[1:] for w in rest)] = _camel(item)
+        return out
+    return value
+
 
 class _Spec:
     """An agent's configuration: the component's JSON and the host's parts."""
@@ -717,6 +743,8 @@ class _Spec:
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
                  call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
                  runtime: Optional[Runtime]) -> None:
+        context = {_CONTEXT_KEYS[k]: _camel(v) for k, v in options.items() if k in _CONTEXT_KEYS and v is not None}
+        options = {k: v for k, v in options.items() if k not in _CONTEXT_KEYS}
         unknown = set(options) - set(_PLAIN_KEYS)
         if unknown:
             raise TypeError(f"unknown configuration: {', '.join(sorted(unknown))}")
@@ -725,6 +753,7 @@ class _Spec:
         if backend is None:
             _fill_from_environment(values, provider, runtime)
         cfg.update({_PLAIN_KEYS[k]: v for k, v in values.items() if v is not None})
+        cfg.update(context)
         if tools:
             cfg["tools"] = [t.definition() for t in tools]
         if before_run is not None:
@@ -879,6 +908,11 @@ class Agent(_AgentCore):
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        loop_detection: Optional[Mapping[str, Any]] = None,
+        context_strategy: Optional[Mapping[str, Any]] = None,
+        compress_tool_results: Union[bool, Mapping[str, Any], None] = None,
+        preserve_reasoning_as_text: Optional[bool] = None,
+        compress_reasoning_text: Union[bool, Mapping[str, Any], None] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence["Tool[..., Any]"] = (),
@@ -893,7 +927,11 @@ class Agent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms,
+                                  loop_detection=loop_detection, context_strategy=context_strategy,
+                                  compress_tool_results=compress_tool_results,
+                                  preserve_reasoning_as_text=preserve_reasoning_as_text,
+                                  compress_reasoning_text=compress_reasoning_text),
                      runtime=runtime)
         self._host = spec.host(http_client or default_client())
         self._lock = threading.Lock()

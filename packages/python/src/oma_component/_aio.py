@@ -23,7 +23,7 @@ import ssl
 import sys
 import threading
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, cast
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union, cast
 
 import httpx
 from wasmtime.component import Variant
@@ -489,6 +489,11 @@ class AsyncAgent(_AgentCore):
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        loop_detection: Optional[Mapping[str, Any]] = None,
+        context_strategy: Optional[Mapping[str, Any]] = None,
+        compress_tool_results: Union[bool, Mapping[str, Any], None] = None,
+        preserve_reasoning_as_text: Optional[bool] = None,
+        compress_reasoning_text: Union[bool, Mapping[str, Any], None] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence["Tool[..., Any]"] = (),
@@ -503,7 +508,11 @@ class AsyncAgent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms,
+                                  loop_detection=loop_detection, context_strategy=context_strategy,
+                                  compress_tool_results=compress_tool_results,
+                                  preserve_reasoning_as_text=preserve_reasoning_as_text,
+                                  compress_reasoning_text=compress_reasoning_text),
                      runtime=runtime)
         self._host = spec.host(None)
         self._client = http_client

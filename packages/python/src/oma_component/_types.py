@@ -176,6 +176,7 @@ class StructuredTraceError(_TraceErrorOptional):
 
 
 class _RunResultOptional(TypedDict, total=False):
+    loopDetected: bool
     budgetExceeded: bool
     status: RunStatus
     errorInfo: StructuredTraceError
@@ -240,6 +241,21 @@ class ToolResultEvent(TypedDict):
     data: ToolResultBlock
 
 
+class LoopDetectionInfo(TypedDict):
+    """What a ``loop_detected`` event carries (OMA's ``LoopDetectionInfo``)."""
+
+    kind: Literal["tool_repetition", "text_repetition"]
+    repetitions: int
+    detail: str
+
+
+class LoopDetectedEvent(TypedDict):
+    """The run repeats itself; a warning or the end of the run follows."""
+
+    type: Literal["loop_detected"]
+    data: LoopDetectionInfo
+
+
 class BudgetExceededEvent(TypedDict):
     type: Literal["budget_exceeded"]
     data: "TokenBudgetExceededError"
@@ -260,7 +276,7 @@ class ErrorEvent(TypedDict):
 
 
 StreamEvent = Union[TextDeltaEvent, ReasoningEvent, TextEvent, ToolUseEvent, ToolResultEvent,
-                    BudgetExceededEvent, DoneEvent, ErrorEvent]
+                    LoopDetectedEvent, BudgetExceededEvent, DoneEvent, ErrorEvent]
 
 # -- hooks, progress, evaluation ----------------------------------------------------------------
 

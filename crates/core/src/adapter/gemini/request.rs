@@ -375,12 +375,7 @@ fn to_part<'a>(
                 _ => return Ok(None),
             }
         }
-        ContentBlock::Video(_) => {
-            return Err(Error::UnsupportedContentBlock {
-                provider: PROVIDER_LABEL.into(),
-                block_type: "video".into(),
-            })
-        }
+        ContentBlock::Video(_) => return Err(Error::unsupported_block(PROVIDER_LABEL, "video")),
     }))
 }
 

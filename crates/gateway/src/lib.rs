@@ -85,10 +85,14 @@ impl Reply {
     /// An OMA error as a response with `status`.
     pub fn of_error(status: u16, error: &Error) -> Reply {
         let mut value = error.to_json();
-        // The gateway's error shape has no provider fields: a 422 is the caller's to fix.
+        // The gateway's error shape has no provider-failure fields: a 422 is the caller's to fix.
+        // An `UnsupportedContentBlockError` keeps its own `provider`, the adapter that refused
+        // the block (with `blockType`), as OMA's class carries it.
         if let Some(inner) = value.get_mut("error").and_then(Value::as_object_mut) {
             inner.remove("httpStatus");
-            inner.remove("provider");
+            if error.block_type().is_none() {
+                inner.remove("provider");
+            }
         }
         Reply::json(status, &value)
     }

@@ -63,6 +63,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         system_prompt: None,
         sampling: chat_request(model, Vec::new()).sampling,
         thinking_budget: None,
+        extra_body: None,
         tools: Vec::new(),
         max_turns: None,
         token_budget: None,
@@ -71,6 +72,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         history: Vec::new(),
         before_run: false,
         external: None,
+        trace: None,
     }
 }
 

@@ -14,4 +14,5 @@ pub mod machine;
 pub mod outcome;
 pub mod progress;
 pub mod redact;
+pub mod trace;
 pub mod turn;

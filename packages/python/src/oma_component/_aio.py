@@ -23,7 +23,7 @@ import ssl
 import sys
 import threading
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, cast
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, cast
 
 import httpx
 from wasmtime.component import Variant
@@ -66,6 +66,8 @@ from ._types import (
     PromptInput,
     RunInput,
     StreamEvent,
+    ThinkingConfig,
+    TraceEvent,
 )
 
 T = TypeVar("T")
@@ -412,6 +414,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                 await _observe(host.on_progress, _progress_json(p))
             elif tag == "evaluation":
                 await _observe(host.on_case, json.loads(_text_of(p)))
+            elif tag == "trace":
+                await _observe(host.on_trace, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -489,6 +493,13 @@ class AsyncAgent(_AgentCore):
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        frequency_penalty: Optional[float] = None,
+        presence_penalty: Optional[float] = None,
+        min_p: Optional[float] = None,
+        parallel_tool_calls: Optional[bool] = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        thinking: Optional[ThinkingConfig] = None,
+        on_trace: Optional[Callable[[TraceEvent], Any]] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence["Tool[..., Any]"] = (),
@@ -503,7 +514,10 @@ class AsyncAgent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms,
+                                  frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+                                  min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
+                                  thinking=thinking, on_trace=on_trace),
                      runtime=runtime)
         self._host = spec.host(None)
         self._client = http_client

@@ -517,3 +517,58 @@ fn a_key_quoted_anywhere_in_a_refusal_is_redacted() {
     assert!(reply.body.contains("[redacted]"), "{}", reply.body);
     assert!(!reply.body.contains(KEY), "{}", reply.body);
 }
+
+/// `"trace": true` returns OMA's trace events with the result (`llm_call`, then `agent`); with
+/// a stream asked for, it is refused before anything is sent.
+#[test]
+fn a_traced_run_returns_its_trace_events() {
+    let settings = configured();
+    let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi", "trace": true});
+    let refused = start_run(&settings, body.to_string().as_bytes(), true, 1).expect_err("422");
+    assert_eq!(refused.status, 422);
+    assert!(refused.body.contains("`trace`"), "{}", refused.body);
+    let mut machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let mut traces = Vec::new();
+    let mut now = 1_000;
+    let outcome = loop {
+        now += 5;
+        let step = match machine.poll(now) {
+            Poll::Step(step) => step,
+            Poll::Finished(outcome) => break *outcome,
+            other => panic!("{other:?}"),
+        };
+        match step {
+            Step::Trace(event) => traces.push(*event),
+            Step::Send(_) => machine
+                .handle(Answer::Http(CallAnswer::Response(HttpResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: ANSWER.as_bytes().to_vec(),
+                })))
+                .expect("asked for"),
+            Step::Event(_) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    let reply = with_trace(run_reply(&outcome, true, 10, settings.deadline_ms), &traces);
+    let value = body_json(&reply);
+    assert_eq!(value["success"], json!(true));
+    let kinds: Vec<&Value> = value["trace"]
+        .as_array()
+        .expect("trace")
+        .iter()
+        .map(|e| &e["type"])
+        .collect();
+    assert_eq!(kinds, [&json!("llm_call"), &json!("agent")]);
+    assert_eq!(value["trace"][0]["parentId"], value["trace"][1]["spanId"]);
+    assert_eq!(value["trace"][0]["tokens"]["output_tokens"], 2);
+    // Untraced, no `trace`.
+    let plain = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
+    let machine = start_run(&settings, plain.as_bytes(), false, 1).expect("starts");
+    let (outcome, _, _) = drive(machine, &[(200, ANSWER)]);
+    assert!(
+        body_json(&run_reply(&outcome, true, 10, settings.deadline_ms))
+            .get("trace")
+            .is_none()
+    );
+}

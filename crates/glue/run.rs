@@ -15,6 +15,7 @@ use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::RunSpec;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{FailureKind, StatusCode};
+use oma_core::agent::trace::{LlmPhase, TraceData, TraceEvent, TraceOptions};
 use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::message as m;
@@ -43,6 +44,7 @@ pub(super) fn from_wit_config(
         system_prompt: config.system_prompt,
         sampling: from_wit_sampling(config.sampling),
         thinking: from_wit_thinking(config.thinking_budget),
+        extra_body: from_wit_extra_body(config.extra_body.as_deref())?,
         tools: from_wit_tools(config.tools)?,
         max_turns: config.max_turns,
         token_budget: config.token_budget,
@@ -56,6 +58,7 @@ pub(super) fn from_wit_config(
             .map(from_wit_loop_detection)
             .transpose()?,
         context: from_wit_context(config.context),
+        trace: config.trace.map(from_wit_trace_options),
     }
     .into_spec()
 }
@@ -75,6 +78,73 @@ pub(super) fn run_agent_machine(
         from_wit_evaluation(options),
         seed,
     )
+}
+
+/// Trace options from their WIT form.
+pub(super) fn from_wit_trace_options(options: oc::TraceOptions) -> TraceOptions {
+    TraceOptions {
+        run_id: options.run_id,
+        span_id: options.span_id,
+        parent_id: options.parent_id,
+        agent: options.agent,
+        task_id: options.task_id,
+    }
+}
+
+/// A trace event in its WIT form (the tool input as JSON text).
+pub(super) fn to_wit_trace(event: TraceEvent) -> ex::TraceEvent {
+    let usage = |u: m::TokenUsage| wire::TokenUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+    };
+    let duration_ms = event.duration_ms();
+    let data = match event.data {
+        TraceData::LlmCall {
+            model,
+            phase,
+            turn,
+            tokens,
+        } => ex::TraceData::LlmCall(ex::LlmCallTrace {
+            model,
+            phase: match phase {
+                LlmPhase::Turn => ex::LlmPhase::Turn,
+                LlmPhase::Summary => ex::LlmPhase::Summary,
+            },
+            turn,
+            tokens: usage(tokens),
+        }),
+        TraceData::ToolCall {
+            tool,
+            is_error,
+            input,
+            output,
+        } => ex::TraceData::ToolCall(ex::ToolCallTrace {
+            tool,
+            is_error,
+            input: input.to_string(),
+            output,
+        }),
+        TraceData::Agent {
+            turns,
+            tokens,
+            tool_calls,
+        } => ex::TraceData::Agent(ex::AgentTrace {
+            turns,
+            tokens: usage(tokens),
+            tool_calls,
+        }),
+    };
+    ex::TraceEvent {
+        run_id: event.run_id,
+        span_id: event.span_id,
+        parent_id: event.parent_id,
+        task_id: event.task_id,
+        agent: event.agent,
+        start_ms: event.start_ms,
+        end_ms: event.end_ms,
+        duration_ms,
+        data,
+    }
 }
 
 pub(super) fn from_wit_external(kind: oc::ExternalKind) -> ExternalKind {

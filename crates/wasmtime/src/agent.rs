@@ -63,6 +63,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         system_prompt: None,
         sampling: chat_request(model, Vec::new()).sampling,
         thinking_budget: None,
+        extra_body: None,
         tools: Vec::new(),
         max_turns: None,
         token_budget: None,
@@ -78,6 +79,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
             preserve_reasoning_as_text: false,
             compress_reasoning_text: ReasoningTextCap::Standard,
         },
+        trace: None,
     }
 }
 

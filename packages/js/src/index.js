@@ -44,6 +44,8 @@ export { defineTool, ToolRegistry, ToolExecutor, zodToJsonSchema, truncateToolOu
 const PLAIN_KEYS = [
   'name', 'model', 'provider', 'baseURL', 'apiKey', 'region', 'systemPrompt', 'maxTurns',
   'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK',
+  // OMA's provider options: each wire format carries them as OMA's adapter does.
+  'frequencyPenalty', 'presencePenalty', 'minP', 'parallelToolCalls', 'extraBody',
 ]
 /**
  * OMA's context and loop options, passed to the component as they are; it checks them (a wrong
@@ -63,11 +65,6 @@ const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
 const UNSUPPORTED = {
   adapter: 'custom LLM adapters',
   toolPreset: "OMA's built-in tools",
-  frequencyPenalty: 'frequency penalties',
-  presencePenalty: 'presence penalties',
-  minP: 'min-p sampling',
-  parallelToolCalls: 'the parallel_tool_calls switch',
-  extraBody: 'extra request body fields',
   outputSchema: 'structured output',
 }
 
@@ -213,14 +210,25 @@ function prepareConfig(config, registry, executor) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
   contextOptions(config, json)
+  for (const key of ['frequencyPenalty', 'presencePenalty', 'minP']) {
+    // JSON would carry NaN or Infinity as null, dropping the option without a word.
+    if (typeof json[key] === 'number' && !Number.isFinite(json[key])) {
+      throw new TypeError(`${key} must be a finite number, got ${json[key]}`)
+    }
+  }
   json.provider ??= 'anthropic'
   json.model ??= 'external'
   fillFromEnvironment(json)
   if (config.thinking !== undefined && config.thinking !== null) {
     if (config.thinking.effort !== undefined) {
-      throw new TypeError('thinking.effort (reasoning effort) is not supported by oma-component; set thinking.budgetTokens')
-    }
-    if (config.thinking.enabled === true && json.thinkingBudget === undefined) {
+      // OMA's ThinkingConfig as it is: the component maps `effort` per wire format (and
+      // checks it), and keeps `enabled: false` for DeepSeek's thinking switch.
+      if (json.thinkingBudget !== undefined) {
+        throw new TypeError('set either thinking or thinkingBudget, not both')
+      }
+      json.thinking = { ...config.thinking }
+      if (json.thinking.enabled === true) json.thinking.budgetTokens ??= 1024
+    } else if (config.thinking.enabled === true && json.thinkingBudget === undefined) {
       json.thinkingBudget = config.thinking.budgetTokens ?? 1024
     }
   }
@@ -347,8 +355,31 @@ function seed() {
   return seeds[--seedsLeft]
 }
 
-function sessionOptions() {
-  return { payloads: 'json', seed: seed() }
+function sessionOptions(run) {
+  if (run?.onTrace === undefined) return { payloads: 'json', seed: seed() }
+  // OMA's trace ids: the run's identity, the caller's span and parent, the agent's trace name.
+  const o = run.options
+  return {
+    payloads: 'json',
+    seed: seed(),
+    trace: {
+      runId: run.identity.runId,
+      spanId: o.traceSpanId || undefined,
+      parentId: o.traceParentId || undefined,
+      agent: o.traceAgent,
+      taskId: o.taskId,
+    },
+  }
+}
+
+/** OMA's `emitTrace`: a sink that throws, or whose promise rejects, changes nothing. */
+function emitTrace(fn, event) {
+  try {
+    const result = fn(event)
+    if (result && typeof result.catch === 'function') result.catch(() => {})
+  } catch {
+    // Observability never breaks a run.
+  }
 }
 
 // Trace and span ids come from the platform's CSPRNG too, drawn 4 KiB at a time: two
@@ -879,6 +910,9 @@ async function* drive(session, host, run) {
           await safely(host.onProgress, event)
           break
         }
+        case 'trace':
+          if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val.val))
+          break
         case 'evaluation': {
           const evaluationCase = JSON.parse(step.val.val)
           if (evaluationCase.payload === null || evaluationCase.payload === undefined) delete evaluationCase.payload
@@ -1131,6 +1165,7 @@ function newRun(host, options) {
     metadata: opts.metadata,
     tools: resolveTools(host),
   }
+  if (typeof opts.onTrace === 'function') run.onTrace = opts.onTrace
   return run
 }
 
@@ -1194,8 +1229,8 @@ export class Agent {
     if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.runJsonParts(parts.text, parts.strings, sessionOptions())
-      : agent.runJson(parts.text, sessionOptions()))
+      ? agent.runJsonParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.runJson(parts.text, sessionOptions(run)))
     return this.#settle(complete(session, this.#host, run))
   }
 
@@ -1205,8 +1240,8 @@ export class Agent {
     const run = newRun(this.#host, options)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.streamJsonParts(parts.text, parts.strings, sessionOptions())
-      : agent.streamJson(parts.text, sessionOptions()))
+      ? agent.streamJsonParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.streamJson(parts.text, sessionOptions(run)))
     return streamEvents(session, this.#host, run)
   }
 
@@ -1217,8 +1252,8 @@ export class Agent {
     if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.promptJsonParts(parts.text, parts.strings, sessionOptions())
-      : agent.promptJson(parts.text, sessionOptions()))
+      ? agent.promptJsonParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.promptJson(parts.text, sessionOptions(run)))
     return this.#settle(complete(session, this.#host, run))
   }
 
@@ -1261,7 +1296,7 @@ function storePayloads(value) {
   throw new TypeError('evaluation.storePayloads must be "none", "redacted" or "full"')
 }
 
-const RUN_AGENT_KEYS = ['onProgress', 'evaluation', 'abortSignal', 'runId', 'metadata', 'egressPolicy']
+const RUN_AGENT_KEYS = ['onProgress', 'evaluation', 'abortSignal', 'runId', 'metadata', 'egressPolicy', 'onTrace']
 const EVALUATION_KEYS = ['sampleRate', 'storePayloads', 'onCase']
 
 async function runAgentWith(config, input, options, onProgress) {
@@ -1274,7 +1309,10 @@ async function runAgentWith(config, input, options, onProgress) {
   const { json, host } = prepareConfig(effective)
   // runAgent's one-off agent takes its input as one JSON text (run-agent-json has no parts form).
   const text = runInputJson(input, false).text
-  const run = newRun(host, { abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata })
+  const run = newRun(host, {
+    abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata,
+    ...(typeof options.onTrace === 'function' ? { onTrace: options.onTrace, traceAgent: host.name } : {}),
+  })
   if (run.signal?.aborted) return cancelledResult(run)
   json.tools = run.tools.json
   const progress = onProgress ?? options.onProgress
@@ -1288,7 +1326,7 @@ async function runAgentWith(config, input, options, onProgress) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions()),
+    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions(run)),
   )
   return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
 }
@@ -1346,6 +1384,8 @@ export class OpenMultiAgent {
         ...(runId !== undefined ? { runId } : {}),
         ...(metadata !== undefined ? { metadata } : {}),
         ...(egressPolicy !== undefined ? { egressPolicy } : {}),
+        // OMA's OrchestratorConfig.onTrace, with the agent's name as traceAgent.
+        ...(typeof src.onTrace === 'function' ? { onTrace: src.onTrace } : {}),
       },
       typeof src.onProgress === 'function' ? src.onProgress : undefined,
     )

@@ -16,4 +16,5 @@ pub mod machine;
 pub mod outcome;
 pub mod progress;
 pub mod redact;
+pub mod trace;
 pub mod turn;

@@ -66,6 +66,8 @@ from ._types import (
     PromptInput,
     RunInput,
     StreamEvent,
+    ThinkingConfig,
+    TraceEvent,
 )
 
 T = TypeVar("T")
@@ -412,6 +414,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                 await _observe(host.on_progress, _progress_json(p))
             elif tag == "evaluation":
                 await _observe(host.on_case, json.loads(_text_of(p)))
+            elif tag == "trace":
+                await _observe(host.on_trace, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -494,6 +498,13 @@ class AsyncAgent(_AgentCore):
         compress_tool_results: Union[bool, Mapping[str, Any], None] = None,
         preserve_reasoning_as_text: Optional[bool] = None,
         compress_reasoning_text: Union[bool, Mapping[str, Any], None] = None,
+        frequency_penalty: Optional[float] = None,
+        presence_penalty: Optional[float] = None,
+        min_p: Optional[float] = None,
+        parallel_tool_calls: Optional[bool] = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        thinking: Optional[ThinkingConfig] = None,
+        on_trace: Optional[Callable[[TraceEvent], Any]] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence["Tool[..., Any]"] = (),
@@ -512,7 +523,10 @@ class AsyncAgent(_AgentCore):
                                   loop_detection=loop_detection, context_strategy=context_strategy,
                                   compress_tool_results=compress_tool_results,
                                   preserve_reasoning_as_text=preserve_reasoning_as_text,
-                                  compress_reasoning_text=compress_reasoning_text),
+                                  compress_reasoning_text=compress_reasoning_text,
+                                  frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+                                  min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
+                                  thinking=thinking, on_trace=on_trace),
                      runtime=runtime)
         self._host = spec.host(None)
         self._client = http_client

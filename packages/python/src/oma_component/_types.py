@@ -335,6 +335,43 @@ class CallOptions(TypedDict, total=False):
     egress: Union[Literal["open", "offline"], List[str]]
 
 
+class TraceEvent(TypedDict, total=False):
+    """One of OMA's trace events as ``on_trace`` receives it, in OMA's JSON spelling:
+    ``type`` (``llm_call``, ``tool_call`` or ``agent``), ``runId``, ``spanId``, ``parentId``,
+    ``agent``, ``startMs``, ``endMs``, ``durationMs``; ``model``, ``phase``, ``turn`` and
+    ``tokens`` for a model call; ``tool``, ``isError``, ``input`` (redacted) and ``output`` for a
+    tool call; ``turns``, ``tokens`` and ``toolCalls`` for the run."""
+
+    type: Literal["llm_call", "tool_call", "agent"]
+    runId: str
+    spanId: str
+    parentId: str
+    taskId: str
+    agent: str
+    model: str
+    phase: Literal["turn", "summary"]
+    turn: int
+    tokens: Dict[str, int]
+    tool: str
+    isError: bool
+    input: Dict[str, Any]
+    output: str
+    turns: int
+    toolCalls: int
+    startMs: int
+    endMs: int
+    durationMs: int
+
+
+class ThinkingConfig(TypedDict, total=False):
+    """OMA's ``ThinkingConfig`` (``thinking=``): extended thinking and reasoning effort, mapped
+    per wire format as OMA's adapters map them."""
+
+    enabled: bool
+    budget_tokens: int
+    effort: Literal["low", "medium", "high", "max"]
+
+
 class EvaluationOptions(TypedDict, total=False):
     """Online evaluation of ``run_agent`` (``evaluation=``)."""
 

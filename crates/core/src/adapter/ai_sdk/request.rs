@@ -376,10 +376,7 @@ fn provider_options(request: &ChatRequest) -> Option<Value> {
 }
 
 fn unsupported_video() -> Error {
-    Error::UnsupportedContentBlock {
-        provider: PROVIDER_LABEL.into(),
-        block_type: "video".into(),
-    }
+    Error::unsupported_block(PROVIDER_LABEL, "video")
 }
 
 fn to_model_messages(

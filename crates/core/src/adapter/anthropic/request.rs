@@ -281,10 +281,7 @@ fn convert_message(
                 },
             }),
             ContentBlock::Video(_) => {
-                return Err(Error::UnsupportedContentBlock {
-                    provider: PROVIDER_LABEL.into(),
-                    block_type: "video".into(),
-                })
+                return Err(Error::unsupported_block(PROVIDER_LABEL, "video"))
             }
             ContentBlock::ToolUse(call) => content.push(WireBlock::ToolUse {
                 id: &call.id,

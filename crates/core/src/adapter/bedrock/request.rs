@@ -363,12 +363,7 @@ fn convert_block(
             format: image_format(&image.source.media_type).unwrap_or("png"),
             bytes: Bytes::new(&image.source.data),
         }),
-        ContentBlock::Video(_) => {
-            return Err(Error::UnsupportedContentBlock {
-                provider: PROVIDER_LABEL.into(),
-                block_type: "video".into(),
-            })
-        }
+        ContentBlock::Video(_) => return Err(Error::unsupported_block(PROVIDER_LABEL, "video")),
         ContentBlock::ToolUse(call) => Block::ToolUse {
             input: &call.input,
             name: &call.name,

@@ -380,12 +380,7 @@ fn to_part<'a>(
                 }
             }
         }
-        ContentBlock::Video(_) => {
-            return Err(Error::UnsupportedContentBlock {
-                provider: PROVIDER_LABEL.into(),
-                block_type: "video".into(),
-            })
-        }
+        ContentBlock::Video(_) => return Err(Error::unsupported_block(PROVIDER_LABEL, "video")),
     }))
 }
 

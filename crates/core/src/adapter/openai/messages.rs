@@ -419,12 +419,7 @@ fn assistant_message<'a>(
                     texts.push(Cow::Owned(std::mem::take(&mut pending)));
                 }
             }
-            ContentBlock::Video(_) => {
-                return Err(Error::UnsupportedContentBlock {
-                    provider: LABEL.into(),
-                    block_type: "video".into(),
-                })
-            }
+            ContentBlock::Video(_) => return Err(Error::unsupported_block(LABEL, "video")),
             ContentBlock::Image(_) | ContentBlock::ToolResult(_) => {}
         }
     }

@@ -137,6 +137,10 @@ impl StepHost for HostImports {
     fn evaluation(&mut self, record: EvaluationRecord) {
         host::evaluation(&to_wit_evaluation(record));
     }
+
+    fn trace(&mut self, event: oma_core::agent::trace::TraceEvent) {
+        host::trace(&to_wit_trace(event));
+    }
 }
 
 /// A run on the wasi step loop, its events handed out one at a time.

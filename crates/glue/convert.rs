@@ -23,18 +23,24 @@ pub(super) fn adapter_for(
     a::for_provider(&endpoint.provider, endpoint.base_url.as_deref(), ids)
 }
 
-pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
-    let extra_body = match request.extra_body.as_deref() {
-        None => Default::default(),
+/// OMA's `extraBody` from its WIT form, the text of a JSON object; fails naming the field for
+/// anything else.
+pub(super) fn from_wit_extra_body(
+    text: Option<&str>,
+) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
+    match text {
+        None => Ok(Default::default()),
         Some(text) => match oma_core::json::from_str(text) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => {
-                return Err(Error::InvalidRequest {
-                    message: "extra-body must be the text of a JSON object".into(),
-                })
-            }
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            _ => Err(Error::InvalidRequest {
+                message: "extra-body must be the text of a JSON object".into(),
+            }),
         },
-    };
+    }
+}
+
+pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequest, Error> {
+    let extra_body = from_wit_extra_body(request.extra_body.as_deref())?;
     Ok(a::ChatRequest {
         model: request.model,
         system_prompt: request.system_prompt,
@@ -44,6 +50,7 @@ pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequ
         thinking: from_wit_thinking(request.thinking_budget),
         extra_body,
         preserve_reasoning_as_text: request.preserve_reasoning_as_text,
+        reasoning_text_max_chars: None,
         stream: request.stream,
     })
 }
@@ -165,7 +172,12 @@ impl From<Error> for wit::Error {
             message: error.to_string(),
             retryable: error.retryable(),
             http_status: error.http_status(),
-            provider: error.provider().map(str::to_string),
+            provider: error
+                .block_type()
+                .and(error.refusing_adapter())
+                .or(error.provider())
+                .map(str::to_string),
+            block_type: error.block_type().map(str::to_string),
         }
     }
 }

@@ -15,6 +15,7 @@ use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::RunSpec;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{FailureKind, StatusCode};
+use oma_core::agent::trace::{LlmPhase, TraceData, TraceEvent, TraceOptions};
 use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::message as m;
@@ -43,6 +44,7 @@ pub(super) fn from_wit_config(
         system_prompt: config.system_prompt,
         sampling: from_wit_sampling(config.sampling),
         thinking: from_wit_thinking(config.thinking_budget),
+        extra_body: from_wit_extra_body(config.extra_body.as_deref())?,
         tools: from_wit_tools(config.tools)?,
         max_turns: config.max_turns,
         token_budget: config.token_budget,
@@ -51,6 +53,12 @@ pub(super) fn from_wit_config(
         history: from_wit_messages(config.history)?,
         before_run: config.before_run,
         external: config.external.map(from_wit_external),
+        loop_detection: config
+            .loop_detection
+            .map(from_wit_loop_detection)
+            .transpose()?,
+        context: from_wit_context(config.context),
+        trace: config.trace.map(from_wit_trace_options),
     }
     .into_spec()
 }
@@ -70,6 +78,73 @@ pub(super) fn run_agent_machine(
         from_wit_evaluation(options),
         seed,
     )
+}
+
+/// Trace options from their WIT form.
+pub(super) fn from_wit_trace_options(options: oc::TraceOptions) -> TraceOptions {
+    TraceOptions {
+        run_id: options.run_id,
+        span_id: options.span_id,
+        parent_id: options.parent_id,
+        agent: options.agent,
+        task_id: options.task_id,
+    }
+}
+
+/// A trace event in its WIT form (the tool input as JSON text).
+pub(super) fn to_wit_trace(event: TraceEvent) -> ex::TraceEvent {
+    let usage = |u: m::TokenUsage| wire::TokenUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+    };
+    let duration_ms = event.duration_ms();
+    let data = match event.data {
+        TraceData::LlmCall {
+            model,
+            phase,
+            turn,
+            tokens,
+        } => ex::TraceData::LlmCall(ex::LlmCallTrace {
+            model,
+            phase: match phase {
+                LlmPhase::Turn => ex::LlmPhase::Turn,
+                LlmPhase::Summary => ex::LlmPhase::Summary,
+            },
+            turn,
+            tokens: usage(tokens),
+        }),
+        TraceData::ToolCall {
+            tool,
+            is_error,
+            input,
+            output,
+        } => ex::TraceData::ToolCall(ex::ToolCallTrace {
+            tool,
+            is_error,
+            input: input.to_string(),
+            output,
+        }),
+        TraceData::Agent {
+            turns,
+            tokens,
+            tool_calls,
+        } => ex::TraceData::Agent(ex::AgentTrace {
+            turns,
+            tokens: usage(tokens),
+            tool_calls,
+        }),
+    };
+    ex::TraceEvent {
+        run_id: event.run_id,
+        span_id: event.span_id,
+        parent_id: event.parent_id,
+        task_id: event.task_id,
+        agent: event.agent,
+        start_ms: event.start_ms,
+        end_ms: event.end_ms,
+        duration_ms,
+        data,
+    }
 }
 
 pub(super) fn from_wit_external(kind: oc::ExternalKind) -> ExternalKind {
@@ -199,6 +274,11 @@ pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
         AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
             oc::AgentEvent::BudgetExceeded(exceeded.to_string())
         }
+        AgentEvent::Turn(Event::LoopDetected(info)) => oc::AgentEvent::LoopDetected(oc::LoopInfo {
+            kind: info.kind.word().to_owned(),
+            repetitions: info.repetitions,
+            detail: info.detail,
+        }),
         AgentEvent::Done(outcome) if outcome.success() => {
             oc::AgentEvent::Done(to_wit_result(outcome))
         }
@@ -209,8 +289,10 @@ pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
 pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
     let success = outcome.success();
     let budget_exceeded = outcome.budget_exceeded();
+    let loop_detected = outcome.loop_detected;
     let failure = outcome.failure().cloned();
     oc::RunResult {
+        loop_detected,
         success,
         output: outcome.output,
         messages: outcome.messages.into_iter().map(to_wit_message).collect(),
@@ -257,5 +339,71 @@ pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
                 provider: failure.error_info.provider,
             },
         }),
+    }
+}
+
+/// `loop-detection`; a count of 0 is refused, naming the field, before any request.
+pub(super) fn from_wit_loop_detection(
+    detection: oc::LoopDetection,
+) -> Result<oma_core::agent::loop_detect::LoopDetection, Error> {
+    use oma_core::agent::loop_detect::{LoopAction, LoopDetection};
+    let positive = |value: Option<u32>, field: &str, default: u32| match value {
+        Some(0) => Err(Error::InvalidRequest {
+            message: format!(
+                "the agent configuration is not valid: `loop-detection.{field}` must be a \
+                 positive integer, got 0"
+            ),
+        }),
+        other => Ok(other.unwrap_or(default)),
+    };
+    let defaults = LoopDetection::default();
+    Ok(LoopDetection {
+        max_repetitions: positive(
+            detection.max_repetitions,
+            "max-repetitions",
+            defaults.max_repetitions,
+        )?,
+        window: positive(detection.window, "window", defaults.window)?,
+        action: match detection.action {
+            oc::LoopAction::Warn => LoopAction::Warn,
+            oc::LoopAction::Terminate => LoopAction::Terminate,
+        },
+    })
+}
+
+/// `context-options`, with OMA's defaults for what it leaves out.
+pub(super) fn from_wit_context(
+    options: oc::ContextOptions,
+) -> oma_core::agent::context::ContextOptions {
+    use oma_core::agent::context::{Compact, ContextOptions, ContextStrategy, ReasoningText};
+    ContextOptions {
+        strategy: options.strategy.map(|strategy| match strategy {
+            oc::ContextStrategy::SlidingWindow(max_turns) => {
+                ContextStrategy::SlidingWindow { max_turns }
+            }
+            oc::ContextStrategy::Compact(c) => {
+                let d = Compact::with_defaults(c.max_tokens);
+                ContextStrategy::Compact(Compact {
+                    preserve_recent_turns: c
+                        .preserve_recent_turns
+                        .unwrap_or(d.preserve_recent_turns),
+                    min_tool_result_chars: c
+                        .min_tool_result_chars
+                        .unwrap_or(d.min_tool_result_chars),
+                    min_text_block_chars: c.min_text_block_chars.unwrap_or(d.min_text_block_chars),
+                    text_block_excerpt_chars: c
+                        .text_block_excerpt_chars
+                        .unwrap_or(d.text_block_excerpt_chars),
+                    ..d
+                })
+            }
+        }),
+        compress_tool_results: options.compress_tool_results,
+        preserve_reasoning_as_text: options.preserve_reasoning_as_text,
+        compress_reasoning_text: match options.compress_reasoning_text {
+            oc::ReasoningTextCap::Standard => ReasoningText::Default,
+            oc::ReasoningTextCap::Whole => ReasoningText::Whole,
+            oc::ReasoningTextCap::MaxChars(n) => ReasoningText::MaxChars(n),
+        },
     }
 }

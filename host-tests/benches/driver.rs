@@ -56,6 +56,7 @@ fn driver_run(c: &mut Criterion) {
         let options = SessionOptions {
             payloads: Payloads::Json,
             seed: 1,
+            trace: None,
         };
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.sample_size(if text.len() > 1 << 20 { 20 } else { 100 });
@@ -68,7 +69,7 @@ fn driver_run(c: &mut Criterion) {
                         let session = bindings
                             .oma_agent_driver()
                             .agent()
-                            .call_run_json(store, agent.resource(), &text, options)
+                            .call_run_json(store, agent.resource(), &text, &options)
                             .await
                             .expect("no trap")
                             .expect("the workload is valid");

@@ -408,7 +408,7 @@ export interface AgentConfig {
   readonly maxTurns?: number
   readonly maxTokens?: number
   readonly maxTokenBudget?: number
-  readonly contextStrategy?: unknown
+  readonly contextStrategy?: ContextStrategy
   readonly temperature?: number
   readonly frequencyPenalty?: number
   readonly presencePenalty?: number
@@ -472,7 +472,7 @@ export interface RunOptions {
   readonly onToolResult?: (name: string, result: ToolResult<any>) => void
   readonly onMessage?: (message: LLMMessage) => void
   readonly onWarning?: (message: string) => void
-  readonly onTrace?: (event: unknown) => void | Promise<void>
+  readonly onTrace?: (event: TraceEvent) => void | Promise<void>
   readonly taskId?: string
   readonly traceAgent?: string
   readonly traceSpanId?: string
@@ -535,7 +535,7 @@ export interface OrchestratorConfig {
   readonly defaultShellExecutor?: ShellExecutor
   readonly onProgress?: (event: OrchestratorEvent) => void
   readonly onToolCall?: ToolCallGate
-  readonly onTrace?: (event: unknown) => void | Promise<void>
+  readonly onTrace?: (event: TraceEvent) => void | Promise<void>
   readonly onAgentStream?: (agentName: string, event: StreamEvent) => void
 }
 
@@ -587,8 +587,14 @@ export declare class InvalidMessageError extends OMAError {
   readonly code: 'INVALID_MESSAGE'
   constructor(message: string)
 }
+/** OMA's: an adapter with no wire mapping for a whole content block; terminal. */
 export declare class UnsupportedContentBlockError extends OMAError {
-  constructor(message: string, options?: OMAErrorOptions)
+  readonly code: 'UNSUPPORTED_CONTENT_BLOCK'
+  /** The adapter that refused the block, e.g. `'Anthropic Messages'`. */
+  readonly provider: string
+  /** The refused block's type, e.g. `'video'`. */
+  readonly blockType: ContentBlock['type']
+  constructor(provider: string, blockType: ContentBlock['type'], detail?: string)
 }
 export declare class UnsupportedToolResultContentError extends OMAError {
   readonly code: 'UNSUPPORTED_TOOL_RESULT_CONTENT'
@@ -656,3 +662,40 @@ export declare function classifyRunFailure(
   error: unknown,
   options?: FailureClassificationOptions,
 ): { status: RunStatus; errorInfo: StructuredTraceError }
+/** Fields every trace event carries (OMA's `TraceEventBase`). */
+export interface TraceEventBase {
+  readonly runId: string
+  readonly type: 'llm_call' | 'tool_call' | 'agent'
+  readonly startMs: number
+  readonly endMs: number
+  readonly durationMs: number
+  readonly agent: string
+  readonly taskId?: string
+  readonly spanId: string
+  readonly parentId?: string
+}
+/** One model call that answered. */
+export interface LLMCallTrace extends TraceEventBase {
+  readonly type: 'llm_call'
+  readonly model: string
+  readonly phase: 'turn' | 'summary'
+  readonly turn: number
+  readonly tokens: TokenUsage
+}
+/** One answered tool call; `input` redacted, `output` as text with media as placeholders. */
+export interface ToolCallTrace extends TraceEventBase {
+  readonly type: 'tool_call'
+  readonly tool: string
+  readonly isError: boolean
+  readonly input?: Record<string, unknown>
+  readonly output?: string
+}
+/** One run of an agent. */
+export interface AgentTrace extends TraceEventBase {
+  readonly type: 'agent'
+  readonly turns: number
+  readonly tokens: TokenUsage
+  readonly toolCalls: number
+}
+/** OMA's trace events as `onTrace` receives them. */
+export type TraceEvent = LLMCallTrace | ToolCallTrace | AgentTrace

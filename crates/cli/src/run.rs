@@ -46,6 +46,8 @@ pub struct RunArgs {
     prompt: bool,
     stream: bool,
     progress: bool,
+    /// `--trace FILE|-`: where OMA's trace events go, as JSON lines.
+    trace: Option<Input>,
 }
 
 /// Where the run's input comes from.
@@ -64,7 +66,14 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
         args,
         &[
             &REQUEST_OPTIONS[..],
-            &["text", "before-run", "hook-timeout", "timeout", "history"],
+            &[
+                "text",
+                "before-run",
+                "hook-timeout",
+                "timeout",
+                "history",
+                "trace",
+            ],
         ]
         .concat(),
         &["prompt", "stream", "progress"],
@@ -93,6 +102,10 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
         prompt: options.take("prompt").is_some(),
         stream: options.take("stream").is_some(),
         progress: options.take("progress").is_some(),
+        trace: options.take("trace").map(|path| match path.as_str() {
+            "-" => Input::Stdin,
+            _ => Input::File(path.into()),
+        }),
     };
     if args.progress && (args.prompt || args.stream) {
         return Err(
@@ -171,6 +184,9 @@ pub async fn run(args: RunArgs) -> Result<String, Failure> {
             eprintln!("{}", scrub(&line.to_string(), &secrets));
         });
     }
+    if let Some(target) = &args.trace {
+        host = host.with_trace_sink(trace_sink(target, secrets.clone())?);
+    }
     let guard = GuardedOutbound::new(AddressPolicy::LOCAL_SERVERS);
     let mut guest = guest_with(GuestOptions {
         hooks: Some(Box::new(guard.clone())),
@@ -198,6 +214,16 @@ async fn run_agent(
     let mut config = agent_config("oma-host", &request.model, endpoint);
     request.apply(&mut config.system_prompt, &mut config.sampling);
     config.before_run = args.before_run.is_some();
+    if args.trace.is_some() {
+        // A fresh run id and agent span per run, made up by the component.
+        config.trace = Some(oma_wasmtime::TraceOptions {
+            run_id: None,
+            span_id: None,
+            parent_id: None,
+            agent: None,
+            task_id: None,
+        });
+    }
     // Each provider's default retry policy (`docs/errors.md#default-retry-policy`), the one the
     // component, the packages and the gateway apply too.
     config.call.retry = None;
@@ -241,6 +267,36 @@ async fn run_agent(
     } else {
         Err(Failure::RunFailed(text))
     }
+}
+
+/// Writes each trace event as one JSON line (OMA's `TraceEvent`, secrets scrubbed) to the
+/// file (created or truncated) or, for `-`, to standard output as it arrives. A write that
+/// fails is noted once on standard error and the run goes on (a trace sink never fails a run).
+fn trace_sink(
+    target: &Input,
+    secrets: Vec<String>,
+) -> Result<impl FnMut(&oma_wasmtime::TraceEvent) + Send + 'static, Failure> {
+    let mut out: Box<dyn Write + Send> = match target {
+        Input::Stdin => Box::new(std::io::stdout()),
+        Input::File(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| {
+                Failure::Usage(format!("--trace: cannot create {}: {e}", path.display()))
+            })?,
+        )),
+    };
+    let mut failed = false;
+    Ok(move |event: &oma_wasmtime::TraceEvent| {
+        let line = scrub(
+            &oma_wasmtime::oma_json::trace_json(event).to_string(),
+            &secrets,
+        );
+        if let Err(error) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+            if !failed {
+                eprintln!("oma-host: --trace: {error}; the run goes on without its trace");
+                failed = true;
+            }
+        }
+    })
 }
 
 /// The outer (host) and inner (component) errors of a call as a [`Failure`].

@@ -204,8 +204,10 @@ fn format_refuses_video_on_anthropic() {
         json!({"error": {
             "name": "UnsupportedContentBlockError",
             "code": "UNSUPPORTED_CONTENT_BLOCK",
-            "message": "Anthropic Messages cannot represent content block type \"video\"",
-            "retryable": false
+            "message": "Anthropic Messages cannot represent the \"video\" content block: OMA does not map video for this adapter yet",
+            "retryable": false,
+            "provider": "Anthropic Messages",
+            "blockType": "video"
         }})
     );
 }
@@ -718,6 +720,61 @@ fn run_progress_prints_events_on_stderr() {
     assert_eq!(events[0]["data"], json!({"prompt": "hi"}));
     assert_eq!(events[1]["type"], "agent_complete");
     assert_eq!(events[1]["data"]["success"], true);
+}
+
+/// `--trace FILE` writes OMA's trace events as JSON lines: the `llm_call`, then the `agent`,
+/// one run id, the agent span as the call's parent; `--trace -` prints them before the result.
+#[test]
+fn run_trace_writes_omas_trace_events_as_json_lines() {
+    let simulator = Simulator::start().unwrap();
+    let file = std::env::temp_dir().join(format!("oma-host-trace-{}.jsonl", std::process::id()));
+    let output = run_against(
+        &simulator,
+        &["--text", "hi", "--trace", &path_str(file.clone())],
+        None,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_eq!(stdout_json(&output)["success"], true);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(events.len(), 2, "{text}");
+    assert_eq!(events[0]["type"], "llm_call");
+    assert_eq!(events[0]["model"], "gpt-4o");
+    assert_eq!(events[0]["phase"], "turn");
+    assert_eq!(events[0]["turn"], 1);
+    assert_eq!(events[0]["tokens"]["input_tokens"], 12);
+    assert_eq!(events[1]["type"], "agent");
+    assert_eq!(events[1]["agent"], "oma-host");
+    assert_eq!(events[1]["turns"], 1);
+    assert_eq!(events[1]["toolCalls"], 0);
+    assert_eq!(events[0]["runId"], events[1]["runId"]);
+    assert_eq!(events[0]["parentId"], events[1]["spanId"]);
+    for event in &events {
+        let (start, end) = (
+            event["startMs"].as_u64().unwrap(),
+            event["endMs"].as_u64().unwrap(),
+        );
+        assert_eq!(event["durationMs"].as_u64().unwrap(), end - start);
+    }
+    assert!(!text.contains(RUN_KEY));
+    let _ = std::fs::remove_file(&file);
+    let output = run_against(&simulator, &["--text", "hi", "--trace", "-"], None);
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert_eq!(lines[1]["type"], "agent");
+    assert_eq!(lines[2]["success"], true, "the result comes last");
 }
 
 #[test]

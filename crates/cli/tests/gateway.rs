@@ -1672,8 +1672,10 @@ async fn format_refuses_video_for_anthropic(gw: &Gateway<'_>) -> anyhow::Result<
     let expected = json!({"error": {
         "name": "UnsupportedContentBlockError",
         "code": "UNSUPPORTED_CONTENT_BLOCK",
-        "message": "Anthropic Messages cannot represent content block type \"video\"",
-        "retryable": false
+        "message": "Anthropic Messages cannot represent the \"video\" content block: OMA does not map video for this adapter yet",
+        "retryable": false,
+        "provider": "Anthropic Messages",
+        "blockType": "video"
     }});
     ensure!(body == expected, "{body} instead of {expected}");
 

@@ -40,6 +40,9 @@ pub fn redact_and_bound(text: &str, secrets: &[&str], max_chars: usize) -> Strin
     bounded
 }
 
+/// The detail OMA's adapters give when they have no mapping for a block.
+pub const UNSUPPORTED_BLOCK_DETAIL: &str = "OMA does not map video for this adapter yet";
+
 /// A failure, in OMA's terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -52,11 +55,15 @@ pub enum Error {
     },
     /// `UnsupportedContentBlockError`: a wire format has no mapping for a block (video on
     /// Anthropic, Bedrock, Gemini or the AI SDK). Choose another provider; never retried.
+    /// Build it with [`Error::unsupported_block`], which writes OMA's detail.
     UnsupportedContentBlock {
-        /// The wire format, e.g. `Anthropic Messages`.
+        /// The adapter (wire format) that refused the block, e.g. `Anthropic Messages`: OMA's
+        /// `provider` field of the class.
         provider: String,
-        /// The block's `type`, e.g. `video`.
+        /// The block's `type`, e.g. `video`: OMA's `blockType`.
         block_type: String,
+        /// Why, when known (the message's tail after `: `).
+        detail: Option<String>,
     },
     /// `UnsupportedToolResultContentError`: a wire format cannot carry a tool-result part.
     UnsupportedToolResultContent {
@@ -193,6 +200,36 @@ impl Error {
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidMessage {
             message: message.into(),
+        }
+    }
+
+    /// OMA's `UnsupportedContentBlockError` for a block of `block_type` that the adapter
+    /// `provider` (its label, e.g. `Anthropic Messages`) has no mapping for, with OMA's detail.
+    pub fn unsupported_block(provider: &str, block_type: &str) -> Self {
+        Error::UnsupportedContentBlock {
+            provider: provider.to_owned(),
+            block_type: block_type.to_owned(),
+            detail: Some(UNSUPPORTED_BLOCK_DETAIL.to_owned()),
+        }
+    }
+
+    /// The adapter that refused the input, for the classes that name one
+    /// (`UnsupportedContentBlockError`, `UnsupportedToolResultContentError`): OMA's `provider`
+    /// field of those classes, e.g. `Anthropic Messages`. Not [`Error::provider`], which is the
+    /// provider of a provider failure.
+    pub fn refusing_adapter(&self) -> Option<&str> {
+        match self {
+            Error::UnsupportedContentBlock { provider, .. }
+            | Error::UnsupportedToolResultContent { provider, .. } => Some(provider),
+            _ => None,
+        }
+    }
+
+    /// The refused block's type, for `UnsupportedContentBlockError` (OMA's `blockType`).
+    pub fn block_type(&self) -> Option<&str> {
+        match self {
+            Error::UnsupportedContentBlock { block_type, .. } => Some(block_type),
+            _ => None,
         }
     }
 
@@ -383,6 +420,10 @@ impl Error {
         if let Some(provider) = self.provider() {
             inner["provider"] = json!(provider);
         }
+        if let (Some(adapter), Some(block_type)) = (self.refusing_adapter(), self.block_type()) {
+            inner["provider"] = json!(adapter);
+            inner["blockType"] = json!(block_type);
+        }
         json!({ "error": inner })
     }
 }
@@ -394,10 +435,17 @@ impl fmt::Display for Error {
             Error::UnsupportedContentBlock {
                 provider,
                 block_type,
-            } => write!(
-                f,
-                "{provider} cannot represent content block type \"{block_type}\""
-            ),
+                detail,
+            } => {
+                write!(
+                    f,
+                    "{provider} cannot represent the \"{block_type}\" content block"
+                )?;
+                match detail {
+                    Some(detail) => write!(f, ": {detail}"),
+                    None => Ok(()),
+                }
+            }
             Error::UnsupportedToolResultContent {
                 provider,
                 content_type,
@@ -447,11 +495,8 @@ mod tests {
     fn messages_match_oma() {
         let cases = [
             (
-                Error::UnsupportedContentBlock {
-                    provider: "Anthropic Messages".into(),
-                    block_type: "video".into(),
-                },
-                "Anthropic Messages cannot represent content block type \"video\"",
+                Error::unsupported_block("Anthropic Messages", "video"),
+                "Anthropic Messages cannot represent the \"video\" content block: OMA does not map video for this adapter yet",
             ),
             (
                 Error::UnsupportedToolResultContent {
@@ -681,5 +726,26 @@ mod tests {
         // Short messages are unchanged.
         let error = Error::invalid("messages must be an array, got string");
         assert_eq!(error.clone().redact(&["secret-key"]), error);
+    }
+
+    #[test]
+    fn unsupported_block_carries_adapter_and_block_type() {
+        let error = Error::unsupported_block("Amazon Bedrock Converse", "video");
+        assert_eq!(error.refusing_adapter(), Some("Amazon Bedrock Converse"));
+        assert_eq!(error.block_type(), Some("video"));
+        // Not a provider failure: the run's `errorInfo.provider` stays the configured one.
+        assert_eq!(error.provider(), None);
+        assert!(!error.retryable());
+        assert_eq!(
+            error.to_json(),
+            json!({"error": {
+                "name": "UnsupportedContentBlockError",
+                "code": "UNSUPPORTED_CONTENT_BLOCK",
+                "message": "Amazon Bedrock Converse cannot represent the \"video\" content block: OMA does not map video for this adapter yet",
+                "retryable": false,
+                "provider": "Amazon Bedrock Converse",
+                "blockType": "video",
+            }})
+        );
     }
 }

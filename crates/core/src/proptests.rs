@@ -680,7 +680,9 @@ mod machine_answers {
                 for _ in 0..64 {
                     match machine.poll(now) {
                         Poll::Finished(_) => done += 1,
-                        Poll::Step(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+                        Poll::Step(
+                            Step::Event(_) | Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_),
+                        ) => {}
                         Poll::Step(_) | Poll::Waiting(_) | Poll::Over => break,
                     }
                 }

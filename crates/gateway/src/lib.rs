@@ -36,6 +36,7 @@ use oma_core::agent::machine::RunMachine;
 use oma_core::agent::outcome::outcome_json;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{ErrorInfo, StatusCode};
+use oma_core::agent::trace::{TraceEvent, TraceOptions};
 use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::http::call::CallOptions;
@@ -85,10 +86,14 @@ impl Reply {
     /// An OMA error as a response with `status`.
     pub fn of_error(status: u16, error: &Error) -> Reply {
         let mut value = error.to_json();
-        // The gateway's error shape has no provider fields: a 422 is the caller's to fix.
+        // The gateway's error shape has no provider-failure fields: a 422 is the caller's to fix.
+        // An `UnsupportedContentBlockError` keeps its own `provider`, the adapter that refused
+        // the block (with `blockType`), as OMA's class carries it.
         if let Some(inner) = value.get_mut("error").and_then(Value::as_object_mut) {
             inner.remove("httpStatus");
-            inner.remove("provider");
+            if error.block_type().is_none() {
+                inner.remove("provider");
+            }
         }
         Reply::json(status, &value)
     }
@@ -427,6 +432,12 @@ struct RunBody {
     max_token_budget: Option<u64>,
     max_tokens: Option<u32>,
     temperature: Option<f64>,
+    /// OMA's `loopDetection`.
+    loop_detection: Option<oma_core::agent::loop_detect::LoopDetection>,
+    /// OMA's context options (every strategy but `custom`, which needs the caller's code).
+    context: oma_core::agent::context::ContextOptions,
+    /// Return OMA's trace events of the run with its result (`"trace": true`).
+    trace: bool,
 }
 
 impl RunBody {
@@ -441,6 +452,14 @@ impl RunBody {
             max_token_budget: o.u64("maxTokenBudget")?,
             max_tokens: o.u32("maxTokens")?,
             temperature: o.f64("temperature")?,
+            loop_detection: match o.object("loopDetection")? {
+                Some(object) => Some(oma_core::agent::loop_detect::LoopDetection::from_object(
+                    object,
+                )?),
+                None => None,
+            },
+            context: oma_core::agent::context::ContextOptions::from_config(&mut o)?,
+            trace: o.bool("trace")?.unwrap_or(false),
         };
         o.finish()?;
         Ok(body)
@@ -524,6 +543,18 @@ pub fn start_run(
     seed: u64,
 ) -> Result<RunMachine, Reply> {
     let fields = fields(settings, body, RunBody::read)?;
+    let trace = fields.trace;
+    if trace && streaming {
+        return Err(refuse(
+            settings,
+            422,
+            Error::InvalidRequest {
+                message: "the request is not valid: `trace` returns the trace events with the \
+                          run's result; ask for it without `accept: text/event-stream`"
+                    .into(),
+            },
+        ));
+    }
     let input = match (fields.messages, fields.prompt) {
         (Some(messages), None) => RunInput::Messages(
             json::messages_from_value(messages).map_err(|e| refuse(settings, 422, e))?,
@@ -558,6 +589,8 @@ pub fn start_run(
         },
         max_turns: fields.max_turns,
         token_budget: fields.max_token_budget,
+        loop_detection: fields.loop_detection,
+        context: fields.context,
         deadline_ms: Some(settings.deadline_ms),
         call: CallOptions {
             retry: settings
@@ -587,9 +620,31 @@ pub fn start_run(
         ));
     }
     let agent = entry::Agent::new(spec, history).map_err(|e| refuse(settings, 422, e))?;
-    agent
+    let machine = agent
         .start(input, streaming, seed)
-        .map_err(|e| refuse(settings, 422, e))
+        .map_err(|e| refuse(settings, 422, e))?;
+    // A made-up run id and agent span per run (the gateway has no caller's ids).
+    Ok(if trace {
+        machine.with_trace(TraceOptions::default())
+    } else {
+        machine
+    })
+}
+
+/// A `200` run reply with the run's trace events (OMA's `TraceEvent` JSON, in order) added as
+/// `trace`; any other reply as it is.
+pub fn with_trace(reply: Reply, traces: &[TraceEvent]) -> Reply {
+    if reply.status != 200 || traces.is_empty() {
+        return reply;
+    }
+    let Ok(Value::Object(mut body)) = serde_json::from_str::<Value>(&reply.body) else {
+        return reply;
+    };
+    body.insert(
+        "trace".into(),
+        Value::Array(traces.iter().map(TraceEvent::to_json).collect()),
+    );
+    Reply::json(200, &Value::Object(body))
 }
 
 /// The response a run's outcome makes when nothing may be streamed yet: `422` when it failed
@@ -636,7 +691,8 @@ fn info_reply(status: u16, info: &ErrorInfo) -> Reply {
 }
 
 /// A run event as one server-sent event: `event: <type>` and `data: <JSON>` (`text_delta`,
-/// `reasoning_delta`, `text`, `tool_use`, `tool_result`, `budget_exceeded`, `done`).
+/// `reasoning_delta`, `text`, `tool_use`, `tool_result`, `budget_exceeded`, `loop_detected`,
+/// `done`).
 pub fn sse_event(event: &AgentEvent) -> String {
     let (name, data) = match event {
         AgentEvent::TextDelta(text) => ("text_delta", json!(text)),
@@ -647,6 +703,7 @@ pub fn sse_event(event: &AgentEvent) -> String {
         AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
             ("budget_exceeded", exceeded.to_json())
         }
+        AgentEvent::Turn(Event::LoopDetected(info)) => ("loop_detected", info.to_json()),
         AgentEvent::Done(outcome) => ("done", outcome_json(outcome)),
     };
     // JSON text has no raw newline, so one `data:` line carries it.

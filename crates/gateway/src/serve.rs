@@ -12,6 +12,7 @@ use oma_core::agent::exchange::{
 };
 use oma_core::agent::machine::RunMachine;
 use oma_core::agent::outcome::RunOutcome;
+use oma_core::agent::trace::TraceEvent;
 use oma_core::message::{ToolResultContent, ToolUseBlock};
 use oma_wasi::{Next, StepHost, Transport, WasiRun};
 
@@ -95,10 +96,10 @@ pub fn serve<X: Exchange>(
             if streaming {
                 stream(run, exchange)
             } else {
-                let (outcome, sent) = run.finish();
+                let (outcome, sent, traces) = run.finish();
                 let elapsed = exchange.now_ms().saturating_sub(started_ms);
                 let reply = crate::run_reply(&outcome, sent, elapsed, settings.deadline_ms);
-                respond(exchange, reply)
+                respond(exchange, crate::with_trace(reply, &traces))
             }
         }
     }
@@ -150,8 +151,11 @@ fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
 }
 
 /// The gateway's answers to the steps only a world can perform: its agents have no tools, no
-/// hook, no external backend and no reporting.
-struct NoHost;
+/// hook, no external backend and no reporting; a traced run's events are kept for its reply.
+#[derive(Default)]
+struct NoHost {
+    traces: Vec<TraceEvent>,
+}
 
 impl StepHost for NoHost {
     // Neither a hook nor an external backend is configured; should one be asked for, it fails
@@ -175,6 +179,10 @@ impl StepHost for NoHost {
     fn progress(&mut self, _: ProgressEvent) {}
 
     fn evaluation(&mut self, _: EvaluationRecord) {}
+
+    fn trace(&mut self, event: TraceEvent) {
+        self.traces.push(event);
+    }
 }
 
 /// A run on the step loop, and whether it sent anything to the provider.
@@ -182,6 +190,7 @@ struct Run<T: Transport> {
     run: WasiRun<T>,
     /// Whether a request was sent to the provider.
     sent: bool,
+    host: NoHost,
 }
 
 impl<T: Transport> Run<T> {
@@ -189,14 +198,16 @@ impl<T: Transport> Run<T> {
         Run {
             run: WasiRun::with_transport(machine, transport),
             sent: false,
+            host: NoHost::default(),
         }
     }
 
-    /// Runs to the end, ignoring events; the outcome and whether anything was sent.
-    fn finish(mut self) -> (RunOutcome, bool) {
+    /// Runs to the end, ignoring events; the outcome, whether anything was sent, and the trace
+    /// events of a traced run.
+    fn finish(mut self) -> (RunOutcome, bool, Vec<TraceEvent>) {
         loop {
-            match self.run.next(&mut NoHost) {
-                Next::Done(outcome) => return (outcome, self.sent),
+            match self.run.next(&mut self.host) {
+                Next::Done(outcome) => return (outcome, self.sent, self.host.traces),
                 Next::Sending => self.sent = true,
                 Next::Event(_) => {}
             }
@@ -207,7 +218,7 @@ impl<T: Transport> Run<T> {
     /// first request.
     fn next(&mut self) -> Next {
         loop {
-            match self.run.next(&mut NoHost) {
+            match self.run.next(&mut self.host) {
                 Next::Sending if self.sent => continue,
                 Next::Sending => {
                     self.sent = true;

@@ -517,3 +517,126 @@ fn a_key_quoted_anywhere_in_a_refusal_is_redacted() {
     assert!(reply.body.contains("[redacted]"), "{}", reply.body);
     assert!(!reply.body.contains(KEY), "{}", reply.body);
 }
+
+/// `/v1/run` takes OMA's `loopDetection` and context options; a bad one is a `422` naming the
+/// field, before anything is sent.
+#[test]
+fn a_run_takes_loop_detection_and_context_options() {
+    let settings = configured();
+    let history = json!([
+        {"role": "user", "content": [{"type": "text", "text": "first"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+        {"role": "user", "content": [{"type": "text", "text": "third"}]},
+    ]);
+    let body = json!({"provider": "anthropic", "model": "claude-x", "messages": history,
+        "loopDetection": {"maxRepetitions": 3, "onLoopDetected": "terminate"},
+        "contextStrategy": {"type": "sliding-window", "maxTurns": 1}});
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let (outcome, events, sent) = drive(machine, &[(200, ANSWER)]);
+    let sent: Value = serde_json::from_str(&sent[0]).expect("JSON");
+    let messages = sent["messages"].as_array().expect("messages");
+    assert_eq!(
+        messages.len(),
+        3,
+        "the first user turn and the last pair: {messages:?}"
+    );
+    assert_eq!(
+        messages[2]["content"][0]["text"],
+        "[Earlier conversation history truncated — 2 turn(s) removed]\n\n"
+    );
+    let loop_event = events
+        .iter()
+        .map(sse_event)
+        .find(|e| e.starts_with("event: loop_detected"))
+        .expect("a loop_detected event");
+    assert!(
+        loop_event.contains("\"kind\":\"text_repetition\""),
+        "{loop_event}"
+    );
+    let reply = run_reply(&outcome, true, 10, settings.deadline_ms);
+    let value = body_json(&reply);
+    assert_eq!(value["success"], json!(true));
+    assert_eq!(value["loopDetected"], json!(true));
+    for (extra, field) in [
+        (
+            json!({"loopDetection": {"maxRepetitions": 0}}),
+            "loopDetection.maxRepetitions",
+        ),
+        (
+            json!({"contextStrategy": {"type": "compact"}}),
+            "contextStrategy.maxTokens",
+        ),
+        (
+            json!({"contextStrategy": {"type": "custom"}}),
+            "contextStrategy.type",
+        ),
+        (json!({"compressToolResults": 5}), "compressToolResults"),
+    ] {
+        let mut body = json!({"provider": "anthropic", "model": "m", "prompt": "a"});
+        body.as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+            .err()
+            .unwrap_or_else(|| panic!("{body} was accepted"));
+        assert_eq!(refused.status, 422, "{body}");
+        assert!(refused.body.contains(field), "{body}: {}", refused.body);
+    }
+}
+
+/// `"trace": true` returns OMA's trace events with the result (`llm_call`, then `agent`); with
+/// a stream asked for, it is refused before anything is sent.
+#[test]
+fn a_traced_run_returns_its_trace_events() {
+    let settings = configured();
+    let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi", "trace": true});
+    let refused = start_run(&settings, body.to_string().as_bytes(), true, 1).expect_err("422");
+    assert_eq!(refused.status, 422);
+    assert!(refused.body.contains("`trace`"), "{}", refused.body);
+    let mut machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let mut traces = Vec::new();
+    let mut now = 1_000;
+    let outcome = loop {
+        now += 5;
+        let step = match machine.poll(now) {
+            Poll::Step(step) => step,
+            Poll::Finished(outcome) => break *outcome,
+            other => panic!("{other:?}"),
+        };
+        match step {
+            Step::Trace(event) => traces.push(*event),
+            Step::Send(_) => machine
+                .handle(Answer::Http(CallAnswer::Response(HttpResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: ANSWER.as_bytes().to_vec(),
+                })))
+                .expect("asked for"),
+            Step::Event(_) => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    let reply = with_trace(run_reply(&outcome, true, 10, settings.deadline_ms), &traces);
+    let value = body_json(&reply);
+    assert_eq!(value["success"], json!(true));
+    let kinds: Vec<&Value> = value["trace"]
+        .as_array()
+        .expect("trace")
+        .iter()
+        .map(|e| &e["type"])
+        .collect();
+    assert_eq!(kinds, [&json!("llm_call"), &json!("agent")]);
+    assert_eq!(value["trace"][0]["parentId"], value["trace"][1]["spanId"]);
+    assert_eq!(value["trace"][0]["tokens"]["output_tokens"], 2);
+    // Untraced, no `trace`.
+    let plain = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
+    let machine = start_run(&settings, plain.as_bytes(), false, 1).expect("starts");
+    let (outcome, _, _) = drive(machine, &[(200, ANSWER)]);
+    assert!(
+        body_json(&run_reply(&outcome, true, 10, settings.deadline_ms))
+            .get("trace")
+            .is_none()
+    );
+}

@@ -41,7 +41,7 @@ impl dr::Guest for Component {
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let machine = run_agent_machine(config, input, &options, session.seed)?;
-        Ok(SessionResource::wrap(machine, session.payloads, None))
+        Ok(SessionResource::wrap(machine, &session, None))
     }
 
     fn run_agent_json(
@@ -58,7 +58,7 @@ impl dr::Guest for Component {
             from_wit_evaluation(&options),
             session.seed,
         )?;
-        Ok(SessionResource::wrap(machine, session.payloads, None))
+        Ok(SessionResource::wrap(machine, &session, None))
     }
 }
 
@@ -82,7 +82,7 @@ impl AgentResource {
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let machine = self.agent.borrow().start(input, streaming, options.seed)?;
-        Ok(SessionResource::wrap(machine, options.payloads, None))
+        Ok(SessionResource::wrap(machine, &options, None))
     }
 
     fn prompt_session(
@@ -92,7 +92,7 @@ impl AgentResource {
     ) -> Result<dr::Session, wit::Error> {
         let (turn, machine) = self.agent.borrow().start_prompt(input, options.seed)?;
         let commit = Some((Rc::downgrade(&self.agent), turn));
-        Ok(SessionResource::wrap(machine, options.payloads, commit))
+        Ok(SessionResource::wrap(machine, &options, commit))
     }
 }
 
@@ -245,15 +245,20 @@ struct SessionState {
 }
 
 impl SessionResource {
+    /// A session over `machine`, traced when its options ask (over the agent's own `trace`).
     fn wrap(
         machine: RunMachine,
-        payloads: dr::Payloads,
+        options: &dr::SessionOptions,
         commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
     ) -> dr::Session {
+        let machine = match options.trace.clone() {
+            Some(trace) => machine.with_trace(from_wit_trace_options(trace)),
+            None => machine,
+        };
         dr::Session::new(SessionResource {
             state: RefCell::new(SessionState {
                 machine,
-                payloads,
+                payloads: options.payloads,
                 commit,
                 over: false,
             }),
@@ -339,6 +344,11 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
             dr::EvaluationCase::Json(evaluation_json(*record))
         } else {
             dr::EvaluationCase::Typed(to_wit_evaluation(*record))
+        }),
+        Step::Trace(event) => dr::Step::Trace(if json {
+            dr::TraceReport::Json(event.to_json().to_string())
+        } else {
+            dr::TraceReport::Typed(to_wit_trace(*event))
         }),
     }
 }

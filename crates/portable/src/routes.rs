@@ -157,7 +157,7 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
             },
         }),
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),
-        Step::Progress(_) | Step::Evaluation(_) => None,
+        Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_) => None,
         Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => return None,
     })
 }

@@ -52,6 +52,11 @@ pub trait StepHost {
     fn progress(&mut self, event: ProgressEvent);
     /// Delivers an evaluation case of `run-agent`.
     fn evaluation(&mut self, record: EvaluationRecord);
+    /// Delivers one of OMA's trace events of a traced run; a host without a trace sink
+    /// drops it.
+    fn trace(&mut self, event: oma_core::agent::trace::TraceEvent) {
+        let _ = event;
+    }
 }
 
 /// What [`WasiRun::next`] has to tell.
@@ -141,6 +146,10 @@ impl<T: Transport> WasiRun<T> {
                     }
                     Step::Evaluation(record) => {
                         host.evaluation(*record);
+                        continue;
+                    }
+                    Step::Trace(event) => {
+                        host.trace(*event);
                         continue;
                     }
                     Step::BeforeRun {

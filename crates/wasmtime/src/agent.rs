@@ -8,7 +8,7 @@
 use wasmtime::component::ResourceAny;
 
 use crate::bindings::oma::agent::outcome::{AgentConfig, AgentEvent, PromptInput, RunAgentOptions};
-use crate::bindings::oma::agent::outcome::{RunInput, RunResult};
+use crate::bindings::oma::agent::outcome::{ContextOptions, ReasoningTextCap, RunInput, RunResult};
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::oma::agent::wire::{CallOptions, Endpoint};
 use crate::guest::Guest;
@@ -63,6 +63,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         system_prompt: None,
         sampling: chat_request(model, Vec::new()).sampling,
         thinking_budget: None,
+        extra_body: None,
         tools: Vec::new(),
         max_turns: None,
         token_budget: None,
@@ -71,6 +72,14 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         history: Vec::new(),
         before_run: false,
         external: None,
+        loop_detection: None,
+        context: ContextOptions {
+            strategy: None,
+            compress_tool_results: None,
+            preserve_reasoning_as_text: false,
+            compress_reasoning_text: ReasoningTextCap::Standard,
+        },
+        trace: None,
     }
 }
 

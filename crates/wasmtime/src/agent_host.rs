@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::bindings::oma::agent::exchange::{
-    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
+    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome, TraceEvent,
 };
 use crate::bindings::oma::agent::outcome::ExternalKind;
 use crate::bindings::oma::agent::types::{ToolResultContent, ToolUseBlock};
@@ -41,6 +41,11 @@ pub trait AgentHost: Send {
         let _ = record;
     }
 
+    /// Receives one of OMA's trace events of a traced run (`agent-config.trace`).
+    fn trace(&mut self, event: TraceEvent) {
+        let _ = event;
+    }
+
     /// Sends text through an external backend.
     fn external_send(
         &mut self,
@@ -70,6 +75,8 @@ pub struct HostLog {
     pub progress: Vec<ProgressEvent>,
     /// The evaluation records.
     pub evaluations: Vec<EvaluationRecord>,
+    /// The trace events.
+    pub traces: Vec<TraceEvent>,
     /// The texts sent through external backends, with the backend's kind.
     pub external: Vec<(ExternalKind, String)>,
 }
@@ -78,6 +85,7 @@ type Hook = Box<dyn FnMut(&BeforeRunContext) -> BeforeRunAnswer + Send>;
 type Tool = Box<dyn FnMut(&ToolUseBlock) -> ToolOutcome + Send>;
 type Backend = Box<dyn FnMut(&str) -> Result<String, String> + Send>;
 type ProgressSink = Box<dyn FnMut(&ProgressEvent) + Send>;
+type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
 
 /// A host that answers with closures and records what it was given.
 #[derive(Default)]
@@ -87,6 +95,7 @@ pub struct ScriptedHost {
     tool: Option<Tool>,
     backend: Option<Backend>,
     progress_sink: Option<ProgressSink>,
+    trace_sink: Option<TraceSink>,
 }
 
 impl std::fmt::Debug for ScriptedHost {
@@ -147,6 +156,12 @@ impl ScriptedHost {
         self
     }
 
+    /// Also passes each trace event to `sink` as it arrives (e.g. to write it out).
+    pub fn with_trace_sink(mut self, sink: impl FnMut(&TraceEvent) + Send + 'static) -> Self {
+        self.trace_sink = Some(Box::new(sink));
+        self
+    }
+
     /// Also passes each progress event to `sink` as it arrives (e.g. to print it).
     pub fn with_progress_sink(mut self, sink: impl FnMut(&ProgressEvent) + Send + 'static) -> Self {
         self.progress_sink = Some(Box::new(sink));
@@ -188,6 +203,13 @@ impl AgentHost for ScriptedHost {
 
     fn evaluation(&mut self, record: EvaluationRecord) {
         self.record().evaluations.push(record);
+    }
+
+    fn trace(&mut self, event: TraceEvent) {
+        if let Some(sink) = &mut self.trace_sink {
+            sink(&event);
+        }
+        self.record().traces.push(event);
     }
 
     fn external_send(

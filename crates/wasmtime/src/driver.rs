@@ -27,7 +27,7 @@ use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::engine::{engine, guard_store, load_component, start_call, HarnessOptions};
 use crate::portable_bindings::exports::oma::agent::driver::{
     Answer, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll, ResponseHead, RunReport,
-    SessionOptions, Step, ToolAnswer, TransportFailure, TransportFailureKind,
+    SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure, TransportFailureKind,
 };
 use crate::portable_bindings::{PortableHost, PortableHostPre};
 use crate::state::{GuestOptions, HostState};
@@ -140,6 +140,8 @@ fn typed(seed: u64) -> SessionOptions {
     SessionOptions {
         payloads: Payloads::Typed,
         seed,
+        // The agent configuration's `trace` applies.
+        trace: None,
     }
 }
 
@@ -210,7 +212,7 @@ impl DriverGuest {
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .agent()
-            .call_run(&mut self.store, agent.resource, input, typed(7))
+            .call_run(&mut self.store, agent.resource, input, &typed(7))
             .await?;
         match session {
             Ok(session) => Ok(Ok(self.finish(session, &agent.name).await?)),
@@ -228,7 +230,7 @@ impl DriverGuest {
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .agent()
-            .call_prompt(&mut self.store, agent.resource, input, typed(7))
+            .call_prompt(&mut self.store, agent.resource, input, &typed(7))
             .await?;
         match session {
             Ok(session) => Ok(Ok(self.finish(session, &agent.name).await?)),
@@ -247,7 +249,7 @@ impl DriverGuest {
         let driver = self.bindings.oma_agent_driver();
         let session = driver
             .agent()
-            .call_stream(&mut self.store, agent.resource, input, typed(7))
+            .call_stream(&mut self.store, agent.resource, input, &typed(7))
             .await?;
         Ok(session.map(|resource| {
             let id = self.track(&agent.name);
@@ -356,7 +358,7 @@ impl DriverGuest {
         start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         let session = driver
-            .call_run_agent(&mut self.store, config, input, *options, typed(7))
+            .call_run_agent(&mut self.store, config, input, *options, &typed(7))
             .await?;
         match session {
             Ok(session) => Ok(Ok(self.finish(session, &config.name).await?)),
@@ -461,7 +463,13 @@ impl DriverGuest {
                 self.store.data_mut().agent_host().evaluation(record);
                 return Ok(Driven::Continue);
             }
-            Step::Evaluation(EvaluationCase::Json(_)) | Step::BeforeRun(HookContext::Json(_)) => {
+            Step::Trace(TraceReport::Typed(event)) => {
+                self.store.data_mut().agent_host().trace(event);
+                return Ok(Driven::Continue);
+            }
+            Step::Evaluation(EvaluationCase::Json(_))
+            | Step::BeforeRun(HookContext::Json(_))
+            | Step::Trace(TraceReport::Json(_)) => {
                 return Err(anyhow!("a typed session gave JSON"))
             }
             Step::BeforeRun(HookContext::Typed(context)) => {

@@ -5,11 +5,13 @@ use serde_json::{json, Map, Value};
 use crate::bindings::oma::agent::types::Error as WitError;
 
 /// The component's error as the contract's JSON:
-/// `{"error": {"name", "code"[, "type"], "message", "retryable"[, "httpStatus", "provider"]}}`.
+/// `{"error": {"name", "code"[, "type"], "message", "retryable"[, "httpStatus", "provider",
+/// "blockType"]}}`.
 ///
 /// `code` is `null` when the class has none (or the provider sent none); `type` appears only
 /// when the provider's error has one; `httpStatus` and `provider` appear only for
-/// provider failures. This is the same shape the guest's native `Error::to_json` produces.
+/// provider failures, except that an `UnsupportedContentBlockError` carries `provider` (the
+/// adapter that refused the block) and `blockType`, as OMA's class does. This is the same shape the guest's native `Error::to_json` produces.
 pub fn error_json(error: &WitError) -> Value {
     let mut inner = Map::new();
     inner.insert("name".into(), json!(error.name));
@@ -24,6 +26,9 @@ pub fn error_json(error: &WitError) -> Value {
     }
     if let Some(provider) = &error.provider {
         inner.insert("provider".into(), json!(provider));
+    }
+    if let Some(block_type) = &error.block_type {
+        inner.insert("blockType".into(), json!(block_type));
     }
     json!({ "error": inner })
 }

@@ -139,13 +139,17 @@ pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, M
 pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
 pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
-    BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, ProgressEvent,
-    ToolOutcome,
+    AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
+    LlmPhase, ProgressEvent, ToolCallTrace, ToolOutcome, TraceData, TraceEvent,
 };
 pub use bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, ErrorInfo, EvaluationOptions, ExternalKind, FailureKind, PromptInput,
     RunAgentOptions, RunFailure, RunInput, RunResult, RunStatus, StatusCode, StorePayloads,
-    ToolCallRecord,
+    ToolCallRecord, TraceOptions,
+};
+pub use bindings::oma::agent::outcome::{
+    CompactStrategy, ContextOptions, ContextStrategy, LoopAction, LoopDetection, LoopInfo,
+    ReasoningTextCap,
 };
 pub use bindings::oma::agent::types::{
     Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,

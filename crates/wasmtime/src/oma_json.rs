@@ -144,6 +144,9 @@ pub fn run_result_json(result: &RunResult) -> Value {
         "toolCalls": tool_calls,
         "turns": result.turns,
     });
+    if result.loop_detected {
+        value["loopDetected"] = json!(true);
+    }
     if result.budget_exceeded {
         value["budgetExceeded"] = json!(true);
     }
@@ -193,7 +196,7 @@ pub fn run_result_json(result: &RunResult) -> Value {
 }
 
 /// A stream event as a JSON line: `{"type": "text_delta" | "reasoning_delta" | "text" |
-/// "tool_use" | "tool_result" | "budget_exceeded" | "done" | "error", ...}`.
+/// "tool_use" | "tool_result" | "budget_exceeded" | "loop_detected" | "done" | "error", ...}`.
 pub fn event_json(event: &AgentEvent) -> Value {
     match event {
         AgentEvent::TextDelta(text) => json!({"type": "text_delta", "text": text}),
@@ -205,7 +208,69 @@ pub fn event_json(event: &AgentEvent) -> Value {
             "data": block_json(&ContentBlock::ToolResult(result.clone())),
         }),
         AgentEvent::BudgetExceeded(message) => json!({"type": "budget_exceeded", "data": message}),
+        AgentEvent::LoopDetected(info) => json!({"type": "loop_detected", "data": {
+            "kind": info.kind, "repetitions": info.repetitions, "detail": info.detail,
+        }}),
         AgentEvent::Done(result) => json!({"type": "done", "data": run_result_json(result)}),
         AgentEvent::Error(result) => json!({"type": "error", "data": run_result_json(result)}),
     }
+}
+
+/// One of OMA's trace events as OMA's `TraceEvent` JSON (`type`, `runId`, `spanId`,
+/// `parentId`?, `taskId`?, `agent`, the event's own fields, `startMs`, `endMs`, `durationMs`),
+/// the same text the portable world gives with `payloads: json`.
+pub fn trace_json(event: &crate::bindings::oma::agent::exchange::TraceEvent) -> Value {
+    use crate::bindings::oma::agent::exchange::{LlmPhase, TraceData};
+    let mut out = Map::new();
+    let kind = match event.data {
+        TraceData::LlmCall(_) => "llm_call",
+        TraceData::ToolCall(_) => "tool_call",
+        TraceData::Agent(_) => "agent",
+    };
+    out.insert("type".into(), json!(kind));
+    out.insert("runId".into(), json!(event.run_id));
+    out.insert("spanId".into(), json!(event.span_id));
+    if let Some(parent) = &event.parent_id {
+        out.insert("parentId".into(), json!(parent));
+    }
+    if let Some(task) = &event.task_id {
+        out.insert("taskId".into(), json!(task));
+    }
+    out.insert("agent".into(), json!(event.agent));
+    match &event.data {
+        TraceData::LlmCall(call) => {
+            out.insert("model".into(), json!(call.model));
+            let phase = match call.phase {
+                LlmPhase::Turn => "turn",
+                LlmPhase::Summary => "summary",
+            };
+            out.insert("phase".into(), json!(phase));
+            out.insert("turn".into(), json!(call.turn));
+            out.insert(
+                "tokens".into(),
+                json!({"input_tokens": call.tokens.input_tokens,
+                       "output_tokens": call.tokens.output_tokens}),
+            );
+        }
+        TraceData::ToolCall(call) => {
+            out.insert("tool".into(), json!(call.tool));
+            out.insert("isError".into(), json!(call.is_error));
+            let input = serde_json::from_str(&call.input).unwrap_or(Value::Null);
+            out.insert("input".into(), input);
+            out.insert("output".into(), json!(call.output));
+        }
+        TraceData::Agent(run) => {
+            out.insert("turns".into(), json!(run.turns));
+            out.insert(
+                "tokens".into(),
+                json!({"input_tokens": run.tokens.input_tokens,
+                       "output_tokens": run.tokens.output_tokens}),
+            );
+            out.insert("toolCalls".into(), json!(run.tool_calls));
+        }
+    }
+    out.insert("startMs".into(), json!(event.start_ms));
+    out.insert("endMs".into(), json!(event.end_ms));
+    out.insert("durationMs".into(), json!(event.duration_ms));
+    Value::Object(out)
 }

@@ -174,6 +174,10 @@ impl crate::bindings::oma::agent::host::Host for HostState {
         self.host.evaluation(record)
     }
 
+    fn trace(&mut self, event: crate::bindings::oma::agent::exchange::TraceEvent) {
+        self.host.trace(event)
+    }
+
     fn external_send(
         &mut self,
         agent: String,

@@ -15,6 +15,9 @@ mod component {
     mod cases {
         include!("agent_cases.rs");
     }
+    mod context_cases {
+        include!("context_cases.rs");
+    }
 }
 
 /// The `portable` world: the harness drives a session.
@@ -23,5 +26,8 @@ mod driver {
     const WORLD: World = World::Driver;
     mod cases {
         include!("agent_cases.rs");
+    }
+    mod context_cases {
+        include!("context_cases.rs");
     }
 }

@@ -7,7 +7,7 @@ use oma_host_tests::{
     FailureKind, GuestOptions, ImageBlock, LlmMessage, LogHandle, PromptInput,
     RecordedRequest, RequestLog, Role, RunAgentOptions, RunInput, RunResult, ScriptedHost,
     StatusCode, StorePayloads, ToolDefinition, ToolOutcome, ToolResultContent, ToolResultPart,
-    ToolUseBlock, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE,
+    ToolUseBlock, TraceData, TraceOptions, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE,
 };
 use serde_json::{json, Value};
 
@@ -291,7 +291,7 @@ async fn video_for_a_format_without_a_mapping_fails_once_with_nothing_sent() {
     assert_eq!(failure.error_info.kind, FailureKind::Provider);
     assert_eq!(
         result.output,
-        "Anthropic Messages cannot represent content block type \"video\""
+        "Anthropic Messages cannot represent the \"video\" content block: OMA does not map video for this adapter yet"
     );
     assert!(result.messages.is_empty());
     assert!(bench.requests.is_empty());
@@ -1674,4 +1674,97 @@ async fn a_tool_that_outlives_the_run_deadline_ends_the_run_with_omas_timeout() 
     assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
     assert_eq!(failure.error_info.kind, FailureKind::Timeout);
     assert_eq!(bench.requests.all().len(), 1, "nothing was sent past the deadline");
+}
+
+// ---------------------------------------------------------------- tracing
+
+/// OMA's trace events of a traced agent: `llm_call`, `tool_call` (input redacted, output as
+/// text), `llm_call`, then `agent`, with one run id, the agent span as every call's parent,
+/// through this world's host (`host.trace` or `trace` steps). An untraced agent gives none.
+#[tokio::test]
+async fn a_traced_agent_delivers_omas_trace_events() {
+    let host = ScriptedHost::new().with_tool(|_| ToolOutcome {
+        content: ToolResultContent::Text("api_key=sk-abcdefghijklmnopqrst done".into()),
+        is_error: false,
+    });
+    let mut bench = Bench::new(
+        // The untraced run, then the traced one.
+        [0, 1]
+            .iter()
+            .flat_map(|_| {
+                [
+                    (200, tool_reply("call_1", "lookup", json!({"q": "x", "password": "hunter2"}))),
+                    (200, text_reply("Done.", 7, 3)),
+                ]
+            })
+            .collect(),
+        host,
+    )
+    .await;
+    let mut cfg = config("anthropic");
+    cfg.tools = vec![ToolDefinition {
+        name: "lookup".into(),
+        description: "Looks up".into(),
+        input_schema: r#"{"type":"object"}"#.into(),
+    }];
+    let plain = bench.agent(&cfg).await;
+    assert!(bench.run_ok(&plain, &RunInput::Text("hi".into())).await.success);
+    assert!(bench.host.lock().traces.is_empty(), "no tracing unless asked");
+    cfg.trace = Some(TraceOptions {
+        run_id: Some("run-42".into()),
+        span_id: None,
+        parent_id: Some("parent-span".into()),
+        agent: None,
+        task_id: None,
+    });
+    let traced = bench.agent(&cfg).await;
+    let result = bench.run_ok(&traced, &RunInput::Text("hi".into())).await;
+    assert!(result.success, "{result:?}");
+    let log = bench.host.lock();
+    let kinds: Vec<&str> = log
+        .traces
+        .iter()
+        .map(|e| match e.data {
+            TraceData::LlmCall(_) => "llm_call",
+            TraceData::ToolCall(_) => "tool_call",
+            TraceData::Agent(_) => "agent",
+        })
+        .collect();
+    assert_eq!(kinds, ["llm_call", "tool_call", "llm_call", "agent"]);
+    let agent = log.traces.last().expect("the agent event");
+    assert_eq!(agent.parent_id.as_deref(), Some("parent-span"));
+    assert_eq!(agent.span_id.len(), 36, "a made-up UUID: {}", agent.span_id);
+    for event in &log.traces {
+        assert_eq!(event.run_id, "run-42");
+        assert_eq!(event.agent, "researcher");
+        assert_eq!(event.duration_ms, event.end_ms - event.start_ms);
+        assert!(event.start_ms >= agent.start_ms && event.end_ms <= agent.end_ms);
+    }
+    for event in &log.traces[..3] {
+        assert_eq!(event.parent_id.as_deref(), Some(agent.span_id.as_str()));
+    }
+    match &log.traces[1].data {
+        TraceData::ToolCall(call) => {
+            assert_eq!(call.tool, "lookup");
+            assert!(!call.is_error);
+            let input: Value = serde_json::from_str(&call.input).expect("JSON input");
+            assert_eq!(input, json!({"q": "x", "password": "[redacted]"}));
+            assert_eq!(call.output, "api_key=[redacted] done");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &log.traces[2].data {
+        TraceData::LlmCall(call) => {
+            assert_eq!((call.model.as_str(), call.turn), ("claude-sonnet-4-6", 2));
+            assert_eq!(call.tokens.input_tokens, 7);
+        }
+        other => panic!("{other:?}"),
+    }
+    match &agent.data {
+        TraceData::Agent(run) => {
+            assert_eq!((run.turns, run.tool_calls), (2, 1));
+            assert_eq!(run.tokens.input_tokens, 17);
+        }
+        other => panic!("{other:?}"),
+    }
 }

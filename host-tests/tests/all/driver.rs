@@ -23,6 +23,7 @@ fn json_options() -> SessionOptions {
     SessionOptions {
         payloads: Payloads::Json,
         seed: 42,
+        trace: None,
     }
 }
 
@@ -63,7 +64,7 @@ async fn run_json(
     bindings
         .oma_agent_driver()
         .agent()
-        .call_run_json(store, agent, input, json_options())
+        .call_run_json(store, agent, input, &json_options())
         .await
         .expect("no trap")
 }
@@ -77,7 +78,7 @@ async fn prompt_json(
     bindings
         .oma_agent_driver()
         .agent()
-        .call_prompt_json(store, agent, input, json_options())
+        .call_prompt_json(store, agent, input, &json_options())
         .await
         .expect("no trap")
 }
@@ -466,10 +467,10 @@ async fn json_parts(
     let (store, bindings) = guest.parts();
     let api = bindings.oma_agent_driver().agent();
     if prompt {
-        api.call_prompt_json_parts(store, agent, &input, &strings, json_options())
+        api.call_prompt_json_parts(store, agent, &input, &strings, &json_options())
             .await
     } else {
-        api.call_run_json_parts(store, agent, &input, &strings, json_options())
+        api.call_run_json_parts(store, agent, &input, &strings, &json_options())
             .await
     }
     .expect("no trap")

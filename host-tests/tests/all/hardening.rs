@@ -149,9 +149,10 @@ async fn the_portable_world_has_the_same_memory_cap() {
             store,
             agent.resource(),
             &huge,
-            oma_host_tests::driver_types::SessionOptions {
+            &oma_host_tests::driver_types::SessionOptions {
                 payloads: oma_host_tests::driver_types::Payloads::Json,
                 seed: 1,
+                trace: None,
             },
         )
         .await

@@ -405,6 +405,16 @@ async fn video_is_refused_before_any_request() {
             error.message
         );
         assert!(!error.retryable, "{provider}");
+        // The adapter that refused the block and the block's type cross as fields.
+        let label = match provider {
+            "anthropic" => "Anthropic Messages",
+            "gemini" => "Gemini generateContent",
+            "bedrock" => "Amazon Bedrock Converse",
+            _ => "AI SDK",
+        };
+        assert_eq!(error.provider.as_deref(), Some(label), "{provider}");
+        assert_eq!(error.block_type.as_deref(), Some("video"), "{provider}");
+        assert!(error.message.starts_with(label), "{}", error.message);
         assert!(log.is_empty(), "{provider}: {:?}", log.all());
     }
 }

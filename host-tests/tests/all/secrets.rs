@@ -192,12 +192,13 @@ async fn no_path_of_the_portable_world_shows_the_key() {
     let options = SessionOptions {
         payloads: Payloads::Json,
         seed: 3,
+        trace: None,
     };
     let (store, bindings) = guest.parts();
     let session = bindings
         .oma_agent_driver()
         .agent()
-        .call_run_json(store, agent.resource(), r#""go""#, options)
+        .call_run_json(store, agent.resource(), r#""go""#, &options)
         .await
         .unwrap()
         .unwrap();

@@ -136,12 +136,15 @@ function sendBodyAsBytes(js) {
       'g',
     )
     const region = js.slice(from, at)
+    // jco numbers its variables per function, so an earlier function may decode a variable of
+    // the same name: the body's lift is the nearest one before the step.
     const found = [...region.matchAll(decode)]
-    if (found.length !== 1) {
-      throw new Error(`patch-gen: ${what}: ${v} is not lifted once before send step ${i + 1}`)
+    if (found.length === 0) {
+      throw new Error(`patch-gen: ${what}: ${v} is not lifted before send step ${i + 1}`)
     }
-    const [line, ptr, len] = found[0]
-    const start = from + found[0].index
+    const nearest = found[found.length - 1]
+    const [line, ptr, len] = nearest
+    const start = from + nearest.index
     js =
       js.slice(0, start) +
       `var ${v} = new Uint8Array(memory0.buffer, ${ptr}, ${len}).slice(); // oma-component patch: bytes` +

@@ -40,12 +40,18 @@ export class InvalidMessageError extends OMAError {
   }
 }
 
-/** The package's: a wire format with no mapping for a block (`video` on Anthropic, say). */
+/**
+ * OMA's: an adapter with no wire mapping for a whole content block (`video` on Anthropic, say);
+ * terminal. `provider` is the adapter that refused the block (`'Anthropic Messages'`), `blockType`
+ * the block's type.
+ */
 export class UnsupportedContentBlockError extends OMAError {
   static defaultName = 'UnsupportedContentBlockError'
   static defaultCode = 'UNSUPPORTED_CONTENT_BLOCK'
-  constructor(message, options = {}) {
-    super(message, options)
+  constructor(provider, blockType, detail) {
+    super(`${provider} cannot represent the "${blockType}" content block${detail ? `: ${detail}` : ''}`)
+    this.provider = provider
+    this.blockType = blockType
   }
 }
 
@@ -169,7 +175,10 @@ export function isRetryableError(error) {
 /** Builds each class from the component's message, reading its fields back from the text. */
 const FROM_MESSAGE = {
   InvalidMessageError: (m) => new InvalidMessageError(m),
-  UnsupportedContentBlockError: (m) => new UnsupportedContentBlockError(m),
+  UnsupportedContentBlockError: (m, info) => {
+    const [, provider = '', type = ''] = /^(.*) cannot represent the "([^"]*)" content block/s.exec(m) ?? []
+    return new UnsupportedContentBlockError(provider, info.blockType ?? type)
+  },
   UnsupportedToolResultContentError: (m) => {
     const [, provider = '', type = ''] = /^(.*) cannot represent tool-result content type "([^"]*)"/s.exec(m) ?? []
     return new UnsupportedToolResultContentError(provider, type)
@@ -196,7 +205,7 @@ const FROM_MESSAGE = {
   SessionStateError: (m) => new SessionStateError(m),
 }
 
-/** An error from its OMA description ({name, code, type, message, retryable, httpStatus, provider}). */
+/** An error from its OMA description ({name, code, type, message, retryable, httpStatus, provider, blockType}). */
 export function errorFrom(info) {
   const message = String(info.message ?? '')
   const make = FROM_MESSAGE[info.name]
@@ -210,7 +219,11 @@ export function errorFrom(info) {
     error.httpStatus = Number(info.httpStatus)
     error.status = error.httpStatus
   }
-  if (info.provider != null) error.provider = info.provider
+  // A run's `errorInfo.provider` is the configured provider; the class's own `provider` is the
+  // adapter that refused the block, read from the message (or given as `blockType`'s sibling).
+  if (info.provider != null && !(error instanceof UnsupportedContentBlockError && info.blockType == null)) {
+    error.provider = info.provider
+  }
   // `type` in JSON, `errorType` in the component's `error` record.
   const type = info.type ?? info.errorType
   if (type != null) error.type = type

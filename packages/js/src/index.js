@@ -51,6 +51,16 @@ export { classifyRunFailure } from './status.js'
 const PLAIN_KEYS = [
   'name', 'model', 'provider', 'baseURL', 'apiKey', 'region', 'systemPrompt', 'maxTurns',
   'maxTokenBudget', 'maxTokens', 'temperature', 'topP', 'topK',
+  // OMA's provider options: each wire format carries them as OMA's adapter does.
+  'frequencyPenalty', 'presencePenalty', 'minP', 'parallelToolCalls', 'extraBody',
+]
+/**
+ * OMA's context and loop options, passed to the component as they are; it checks them (a wrong
+ * type or a missing field is a typed error naming the field, before any request).
+ */
+const CONTEXT_KEYS = [
+  'contextStrategy', 'loopDetection', 'compressToolResults', 'preserveReasoningAsText',
+  'compressReasoningText',
 ]
 /** The package's own keys, passed to the component as they are. */
 const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
@@ -61,17 +71,7 @@ const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
  */
 const UNSUPPORTED = {
   adapter: 'custom LLM adapters',
-  contextStrategy: 'context strategies',
-  loopDetection: 'loop detection',
-  compressToolResults: 'tool-result compression',
-  preserveReasoningAsText: 'reasoning downgraded to text',
-  compressReasoningText: 'reasoning text compression',
   toolPreset: "OMA's built-in tools",
-  frequencyPenalty: 'frequency penalties',
-  presencePenalty: 'presence penalties',
-  minP: 'min-p sampling',
-  parallelToolCalls: 'the parallel_tool_calls switch',
-  extraBody: 'extra request body fields',
   outputSchema: 'structured output',
 }
 
@@ -194,6 +194,29 @@ function toolEntry(tool, where) {
   }
 }
 
+/**
+ * Copies OMA's context and loop options into the component's configuration. What only code can
+ * express (an `onLoopDetected` callback, a `custom` strategy's `compress`, a `summarize`
+ * strategy) is refused here by name, so it is never dropped on the way to JSON.
+ */
+function contextOptions(config, json) {
+  for (const key of CONTEXT_KEYS) {
+    if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
+  }
+  const loop = config.loopDetection
+  if (isObject(loop) && typeof loop.onLoopDetected === 'function') {
+    throw new TypeError(
+      'loopDetection.onLoopDetected as a function is not supported by oma-component; use "warn" or "terminate"',
+    )
+  }
+  const strategy = config.contextStrategy
+  if (isObject(strategy) && (strategy.type === 'custom' || strategy.type === 'summarize')) {
+    throw new TypeError(
+      `contextStrategy.type "${strategy.type}" is not supported by oma-component; use "sliding-window" or "compact"`,
+    )
+  }
+}
+
 const BACKEND_KEYS = ['kind', 'command', 'args', 'cwd', 'env', 'timeoutMs', 'input', 'permission', 'send']
 
 /**
@@ -223,14 +246,26 @@ function prepareConfig(config, registry, executor) {
   for (const key of [...PLAIN_KEYS, ...PACKAGE_PLAIN_KEYS]) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
+  contextOptions(config, json)
+  for (const key of ['frequencyPenalty', 'presencePenalty', 'minP']) {
+    // JSON would carry NaN or Infinity as null, dropping the option without a word.
+    if (typeof json[key] === 'number' && !Number.isFinite(json[key])) {
+      throw new TypeError(`${key} must be a finite number, got ${json[key]}`)
+    }
+  }
   json.provider ??= 'anthropic'
   json.model ??= 'external'
   fillFromEnvironment(json)
   if (config.thinking !== undefined && config.thinking !== null) {
     if (config.thinking.effort !== undefined) {
-      throw new TypeError('thinking.effort (reasoning effort) is not supported by oma-component; set thinking.budgetTokens')
-    }
-    if (config.thinking.enabled === true && json.thinkingBudget === undefined) {
+      // OMA's ThinkingConfig as it is: the component maps `effort` per wire format (and
+      // checks it), and keeps `enabled: false` for DeepSeek's thinking switch.
+      if (json.thinkingBudget !== undefined) {
+        throw new TypeError('set either thinking or thinkingBudget, not both')
+      }
+      json.thinking = { ...config.thinking }
+      if (json.thinking.enabled === true) json.thinking.budgetTokens ??= 1024
+    } else if (config.thinking.enabled === true && json.thinkingBudget === undefined) {
       json.thinkingBudget = config.thinking.budgetTokens ?? 1024
     }
   }
@@ -362,8 +397,31 @@ function seed() {
   return seeds[--seedsLeft]
 }
 
-function sessionOptions() {
-  return { payloads: 'json', seed: seed() }
+function sessionOptions(run) {
+  if (run?.onTrace === undefined) return { payloads: 'json', seed: seed() }
+  // OMA's trace ids: the run's identity, the caller's span and parent, the agent's trace name.
+  const o = run.options
+  return {
+    payloads: 'json',
+    seed: seed(),
+    trace: {
+      runId: run.identity.runId,
+      spanId: o.traceSpanId || undefined,
+      parentId: o.traceParentId || undefined,
+      agent: o.traceAgent,
+      taskId: o.taskId,
+    },
+  }
+}
+
+/** OMA's `emitTrace`: a sink that throws, or whose promise rejects, changes nothing. */
+function emitTrace(fn, event) {
+  try {
+    const result = fn(event)
+    if (result && typeof result.catch === 'function') result.catch(() => {})
+  } catch {
+    // Observability never breaks a run.
+  }
 }
 
 // Trace and span ids come from the platform's CSPRNG too, drawn 4 KiB at a time: two
@@ -900,6 +958,9 @@ async function* drive(session, host, run) {
           await safely(host.onProgress, event)
           break
         }
+        case 'trace':
+          if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val.val))
+          break
         case 'evaluation': {
           const evaluationCase = JSON.parse(step.val.val)
           if (evaluationCase.payload === null || evaluationCase.payload === undefined) delete evaluationCase.payload
@@ -1096,6 +1157,11 @@ function streamEvent(event) {
       if (event.val.isError !== undefined) block.is_error = event.val.isError
       return { type: 'tool_result', data: block }
     }
+    case 'loop-detected':
+      return {
+        type: 'loop_detected',
+        data: { kind: event.val.kind, repetitions: event.val.repetitions, detail: event.val.detail },
+      }
     case 'budget-exceeded':
       return {
         type: 'budget_exceeded',
@@ -1149,6 +1215,7 @@ function newRun(host, options) {
     metadata: opts.metadata,
     tools: resolveTools(host),
   }
+  if (typeof opts.onTrace === 'function') run.onTrace = opts.onTrace
   return run
 }
 
@@ -1212,8 +1279,8 @@ export class Agent {
     if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.runJsonParts(parts.text, parts.strings, sessionOptions())
-      : agent.runJson(parts.text, sessionOptions()))
+      ? agent.runJsonParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.runJson(parts.text, sessionOptions(run)))
     return this.#settle(complete(session, this.#host, run))
   }
 
@@ -1223,8 +1290,8 @@ export class Agent {
     const run = newRun(this.#host, options)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.streamJsonParts(parts.text, parts.strings, sessionOptions())
-      : agent.streamJson(parts.text, sessionOptions()))
+      ? agent.streamJsonParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.streamJson(parts.text, sessionOptions(run)))
     return streamEvents(session, this.#host, run)
   }
 
@@ -1235,8 +1302,8 @@ export class Agent {
     if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.promptJsonParts(parts.text, parts.strings, sessionOptions())
-      : agent.promptJson(parts.text, sessionOptions()))
+      ? agent.promptJsonParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.promptJson(parts.text, sessionOptions(run)))
     return this.#settle(complete(session, this.#host, run))
   }
 
@@ -1279,7 +1346,7 @@ function storePayloads(value) {
   throw new TypeError('evaluation.storePayloads must be "none", "redacted" or "full"')
 }
 
-const RUN_AGENT_KEYS = ['onProgress', 'evaluation', 'abortSignal', 'runId', 'metadata', 'egressPolicy']
+const RUN_AGENT_KEYS = ['onProgress', 'evaluation', 'abortSignal', 'runId', 'metadata', 'egressPolicy', 'onTrace']
 const EVALUATION_KEYS = ['sampleRate', 'storePayloads', 'onCase']
 
 /** A fresh registry with OMA's built-in tools registered (none is granted without `tools`). */
@@ -1300,7 +1367,10 @@ async function runAgentWith(config, input, options, onProgress) {
   const { json, host } = prepareConfig(effective, builtInRegistry())
   // runAgent's one-off agent takes its input as one JSON text (run-agent-json has no parts form).
   const text = runInputJson(input, false).text
-  const run = newRun(host, { abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata })
+  const run = newRun(host, {
+    abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata,
+    ...(typeof options.onTrace === 'function' ? { onTrace: options.onTrace, traceAgent: host.name } : {}),
+  })
   if (run.signal?.aborted) return cancelledResult(run)
   json.tools = run.tools.json
   const progress = onProgress ?? options.onProgress
@@ -1314,7 +1384,7 @@ async function runAgentWith(config, input, options, onProgress) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions()),
+    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions(run)),
   )
   return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
 }
@@ -1389,6 +1459,8 @@ export class OpenMultiAgent {
         ...(runId !== undefined ? { runId } : {}),
         ...(metadata !== undefined ? { metadata } : {}),
         ...(egressPolicy !== undefined ? { egressPolicy } : {}),
+        // OMA's OrchestratorConfig.onTrace, with the agent's name as traceAgent.
+        ...(typeof src.onTrace === 'function' ? { onTrace: src.onTrace } : {}),
       },
       typeof src.onProgress === 'function' ? src.onProgress : undefined,
     )

@@ -1,7 +1,7 @@
 import { test, before, after, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
 import {
-  Agent, runAgent, OMAError, InvalidMessageError, ProviderError, LLMCallTimeoutError,
+  Agent, runAgent, OpenMultiAgent, OMAError, InvalidMessageError, ProviderError, LLMCallTimeoutError,
   TokenBudgetExceededError, UnsupportedContentBlockError,
 } from '../src/index.js'
 import { startServer, anthropicMessage, anthropicToolUse, anthropicSse, openaiMessage } from './helpers/server.js'
@@ -563,8 +563,19 @@ test('unsupported content: video on Anthropic fails the run, nothing sent', asyn
   assert.equal(result.errorInfo.name, 'UnsupportedContentBlockError')
   assert.equal(result.errorInfo.code, 'UNSUPPORTED_CONTENT_BLOCK')
   assert.equal(server.requests.length, 0)
+  assert.ok(result.error instanceof UnsupportedContentBlockError)
+  assert.equal(result.error.provider, 'Anthropic Messages')
+  assert.equal(result.error.blockType, 'video')
+  assert.equal(result.error.retryable, false)
+  assert.equal(result.errorInfo.message,
+    'Anthropic Messages cannot represent the "video" content block: OMA does not map video for this adapter yet')
   const events = await collect(agent().stream(messages))
   assert.ok(events.at(-1).data instanceof UnsupportedContentBlockError)
+  assert.equal(events.at(-1).data.blockType, 'video')
+  const own = new UnsupportedContentBlockError('Gemini generateContent', 'video', 'why')
+  assert.equal(own.message, 'Gemini generateContent cannot represent the "video" content block: why')
+  assert.equal(own.code, 'UNSUPPORTED_CONTENT_BLOCK')
+  assert.deepEqual([own.provider, own.blockType], ['Gemini generateContent', 'video'])
 })
 
 test("error classes carry OMA's name, code, constructor and fields", () => {
@@ -684,4 +695,97 @@ test('a beforeRun hook that outlives the run deadline ends the run with OMA time
   assert.equal(result.status.code, 'timeout')
   assert.ok(Date.now() - started < 2000)
   assert.equal(server.requests.length, 0, 'the hook never answered, so nothing was sent')
+})
+
+test("provider options: OMA's frequencyPenalty, presencePenalty, minP, parallelToolCalls, extraBody, thinking.effort", async () => {
+  const options = {
+    frequencyPenalty: 0.5, presencePenalty: -0.25, minP: 0.05, parallelToolCalls: false,
+    thinking: { effort: 'high' }, extraBody: { temperature: 0.1, custom: { x: 1 }, model: 'not-this' },
+  }
+  server.queue(openaiMessage('from openai'))
+  const a = new Agent({ name: 'o', model: 'gpt-test', provider: 'openai', baseURL: `${server.url}/v1`, apiKey: 'sk-openai-XYZ', ...options })
+  assert.equal((await a.run('hi')).success, true)
+  const body = server.requests[0].body
+  assert.equal(body.frequency_penalty, 0.5)
+  assert.equal(body.presence_penalty, -0.25)
+  assert.equal(body.min_p, 0.05)
+  assert.equal(body.parallel_tool_calls, false)
+  assert.equal(body.reasoning_effort, 'high')
+  assert.equal(body.temperature, 0.1)
+  assert.deepEqual(body.custom, { x: 1 })
+  assert.equal(body.model, 'gpt-test')
+  // Anthropic's adapter carries the extra body and none of the OpenAI-track options, as OMA's.
+  server.reset()
+  server.queue(anthropicMessage('ok'))
+  assert.equal((await agent(options).run('hi')).success, true)
+  const anthropic = server.requests[0].body
+  for (const key of ['frequency_penalty', 'presence_penalty', 'min_p', 'parallel_tool_calls', 'reasoning_effort']) {
+    assert.equal(anthropic[key], undefined, key)
+  }
+  assert.deepEqual(anthropic.custom, { x: 1 })
+})
+
+test('provider options: a value of the wrong type names the option, before any request', async () => {
+  assert.throws(() => agent({ frequencyPenalty: Number.NaN }), /frequencyPenalty must be a finite number/)
+  assert.throws(() => agent({ minP: Infinity }), /minP must be a finite number/)
+  for (const [key, value, pattern] of [
+    ['presencePenalty', 'high', /`presencePenalty` must be a number, got string/],
+    ['parallelToolCalls', 1, /`parallelToolCalls` must be a boolean/],
+    ['extraBody', [1], /`extraBody` must be an object/],
+    ['thinking', { effort: 'extreme' }, /`thinking.effort` must be "low", "medium", "high" or "max"/],
+  ]) {
+    assert.throws(() => agent({ [key]: value }), pattern, key)
+  }
+  assert.equal(server.requests.length, 0)
+})
+
+test("onTrace: OMA's llm_call, tool_call and agent events, one run id, a throwing sink changes nothing", async () => {
+  server.queue(
+    anthropicToolUse([['call_1', 'lookup', { q: 'x', password: 'hunter2' }]]),
+    anthropicMessage('done'),
+  )
+  const lookup = { name: 'lookup', description: 'Looks up', inputSchema: { type: 'object' }, execute: async () => 'token=abcdef123456 found' }
+  const events = []
+  const onTrace = (event) => {
+    events.push(event)
+    throw new Error('a broken sink')
+  }
+  const result = await agent({ tools: [lookup] }).run('hi', { onTrace, runId: 'run-7', traceParentId: 'outer' })
+  assert.equal(result.success, true)
+  assert.deepEqual(events.map((e) => e.type), ['llm_call', 'tool_call', 'llm_call', 'agent'])
+  const last = events.at(-1)
+  assert.equal(result.identity.runId, 'run-7')
+  for (const event of events) {
+    assert.equal(event.runId, 'run-7')
+    assert.equal(event.agent, 'tester')
+    assert.equal(event.durationMs, event.endMs - event.startMs)
+  }
+  for (const event of events.slice(0, 3)) assert.equal(event.parentId, last.spanId)
+  assert.equal(last.parentId, 'outer')
+  assert.match(last.spanId, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+  assert.deepEqual(events[0].tokens, { input_tokens: 12, output_tokens: 6 })
+  assert.equal(events[0].model, 'claude-test')
+  assert.equal(events[0].phase, 'turn')
+  assert.equal(events[2].turn, 2)
+  assert.equal(events[1].tool, 'lookup')
+  assert.equal(events[1].isError, false)
+  assert.deepEqual(events[1].input, { q: 'x', password: '[redacted]' })
+  assert.equal(events[1].output, 'token=[redacted] found')
+  assert.equal(last.turns, 2)
+  assert.equal(last.toolCalls, 1)
+  // No onTrace, no events; a run id is the run's own when none is given.
+  server.queue(anthropicMessage('plain'))
+  const seen = []
+  await agent().run('hi', { onTrace: async (e) => { seen.push(e); throw new Error('rejects') } })
+  assert.deepEqual(seen.map((e) => e.type), ['llm_call', 'agent'])
+})
+
+test('OpenMultiAgent onTrace traces runAgent with the agent name as traceAgent', async () => {
+  server.queue(anthropicMessage('ok'))
+  const events = []
+  const oma = new OpenMultiAgent({ onTrace: (e) => events.push(e) })
+  const result = await oma.runAgent({ name: 'solo', model: 'claude-test', provider: 'anthropic', baseURL: server.url, apiKey: KEY }, 'hi')
+  assert.equal(result.success, true)
+  assert.deepEqual(events.map((e) => [e.type, e.agent]), [['llm_call', 'solo'], ['agent', 'solo']])
+  assert.equal(events[0].runId, result.identity.runId)
 })

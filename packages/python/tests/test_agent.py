@@ -440,6 +440,10 @@ def test_unsupported_video_on_anthropic_fails_run(loop, anthropic):
     result = oma.Agent(**anthropic).run(video)
     assert result["success"] is False
     assert result["errorInfo"]["name"] == "UnsupportedContentBlockError"
+    assert result["errorInfo"]["provider"] == "anthropic"
+    error = list(oma.Agent(**anthropic).stream(video))[-1]["data"]
+    assert isinstance(error, oma.UnsupportedContentBlockError)
+    assert error.provider == "Anthropic Messages" and error.block_type == "video"
     assert loop.requests == []
 
 
@@ -640,3 +644,63 @@ def test_a_sync_run_is_cancelled_from_another_thread(loop, anthropic):
 def test_an_unknown_evaluation_option_is_named_with_the_python_names(anthropic):
     with pytest.raises(TypeError, match="'sample_rat'; known keys: store_payloads, sample_rate"):
         oma.run_agent("x", **{**anthropic, "evaluation": {"sample_rat": 1.0}})
+
+
+PROVIDER_OPTIONS = dict(frequency_penalty=0.5, presence_penalty=-0.25, min_p=0.05, parallel_tool_calls=False,
+                        thinking={"effort": "high"},
+                        extra_body={"temperature": 0.1, "custom": {"x": 1}, "model": "not-this"})
+
+
+def test_provider_options_reach_the_wire_as_omas_adapters_send_them(loop, openai, anthropic):
+    assert oma.Agent(**openai, **PROVIDER_OPTIONS).run("hi")["success"]
+    body = loop.requests[-1]["body"]
+    assert (body["frequency_penalty"], body["presence_penalty"], body["min_p"]) == (0.5, -0.25, 0.05)
+    assert body["parallel_tool_calls"] is False and body["reasoning_effort"] == "high"
+    assert body["temperature"] == 0.1 and body["custom"] == {"x": 1} and body["model"] == "gpt-test"
+    # Anthropic's adapter carries the extra body and none of the OpenAI-track options, as OMA's.
+    assert oma.run_agent("hi", **anthropic, **PROVIDER_OPTIONS)["success"]
+    body = loop.requests[-1]["body"]
+    for key in ("frequency_penalty", "presence_penalty", "min_p", "parallel_tool_calls", "reasoning_effort"):
+        assert key not in body, key
+    assert body["custom"] == {"x": 1}
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(frequency_penalty=float("nan")), "frequencyPenalty must be a finite number"),
+    (dict(presence_penalty="high"), "`presencePenalty` must be a number, got string"),
+    (dict(parallel_tool_calls=1), "`parallelToolCalls` must be a boolean"),
+    (dict(extra_body=[1]), "`extraBody` must be an object"),
+    (dict(thinking={"effort": "extreme"}), '`thinking.effort` must be "low", "medium", "high" or "max"'),
+    (dict(thinking={"budget": 5}), "unknown field `thinking.budget`"),
+])
+def test_bad_provider_options_name_the_field_before_any_request(loop, openai, options, message):
+    with pytest.raises((ValueError, oma.OmaError)) as info:
+        oma.Agent(**openai, **options)
+    assert message in str(info.value)
+    assert loop.requests == []
+
+
+def test_on_trace_gets_omas_trace_events_and_a_raising_sink_changes_nothing(loop, anthropic):
+    loop.script(Reply(body=anthropic_tool_use([{"id": "c1", "name": "lookup", "input": {"q": "x", "password": "p"}}])),
+                Reply(body=anthropic_text("done")))
+    events = []
+
+    def sink(event):
+        events.append(event)
+        raise RuntimeError("a broken sink")
+
+    tool = oma.Tool("lookup", "Looks up", {"type": "object"}, lambda a: "token=abcdef123456 found")
+    result = oma.Agent(tools=[tool], on_trace=sink, **anthropic).run("hi")
+    assert result["success"]
+    assert [e["type"] for e in events] == ["llm_call", "tool_call", "llm_call", "agent"]
+    agent = events[-1]
+    assert len({e["runId"] for e in events}) == 1
+    assert all(e["parentId"] == agent["spanId"] for e in events[:3])
+    assert all(e["durationMs"] == e["endMs"] - e["startMs"] for e in events)
+    assert events[1]["input"] == {"q": "x", "password": "[redacted]"}
+    assert events[1]["output"] == "token=[redacted] found" and events[1]["isError"] is False
+    assert (agent["turns"], agent["toolCalls"], agent["agent"]) == (2, 1, "agent")
+    # run_agent takes it too; without on_trace nothing is traced.
+    seen = []
+    assert oma.run_agent("hi", on_trace=seen.append, **anthropic)["success"]
+    assert [e["type"] for e in seen] == ["llm_call", "agent"]

@@ -352,3 +352,31 @@ def test_one_runtime_for_both_apis_and_both_at_once(loop, anthropic):
     async_results = run(main())
     thread.join(30)
     assert async_results == [True] * 15 and results == [True] * 15
+
+
+def test_async_agent_takes_provider_options(loop, openai):
+    async def main() -> Any:
+        agent = oma.AsyncAgent(**openai, frequency_penalty=0.5, min_p=0.05, parallel_tool_calls=False,
+                               thinking={"effort": "low"}, extra_body={"custom": 1})
+        return await agent.run("hi")
+
+    result = run(main())
+    assert result["success"]
+    body = loop.requests[-1]["body"]
+    assert (body["frequency_penalty"], body["min_p"], body["parallel_tool_calls"]) == (0.5, 0.05, False)
+    assert body["reasoning_effort"] == "low" and body["custom"] == 1
+
+
+def test_async_agent_on_trace(loop, anthropic):
+    events: List[Dict[str, Any]] = []
+
+    async def sink(event: Dict[str, Any]) -> None:
+        events.append(event)
+        raise RuntimeError("a broken async sink")
+
+    async def main() -> Any:
+        return await oma.AsyncAgent(on_trace=sink, **anthropic).run("hi")
+
+    assert run(main())["success"]
+    assert [e["type"] for e in events] == ["llm_call", "agent"]
+    assert events[0]["parentId"] == events[1]["spanId"]

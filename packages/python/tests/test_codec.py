@@ -57,6 +57,10 @@ def test_format_request_unsupported_video():
     e = info.value
     assert e.name == "UnsupportedContentBlockError" and e.code == "UNSUPPORTED_CONTENT_BLOCK"
     assert e.retryable is False and "video" in e.message
+    assert e.provider == "Anthropic Messages" and e.block_type == "video"
+    assert e.message == ('Anthropic Messages cannot represent the "video" content block: '
+                         "OMA does not map video for this adapter yet")
+    assert e.to_dict()["blockType"] == "video"
 
 
 def test_format_request_invalid_message():

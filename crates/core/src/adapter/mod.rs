@@ -48,11 +48,23 @@ pub struct ChatRequest {
     /// Send reasoning of other providers as `<thinking>…</thinking>` text instead of dropping it
     /// (OMA's `preserveReasoningAsText`).
     pub preserve_reasoning_as_text: bool,
+    /// The most characters of one reasoning block sent as text (OMA's `compressReasoningText`):
+    /// `None` for OMA's default, 1200; `Some(usize::MAX)` when compression is off.
+    pub reasoning_text_max_chars: Option<usize>,
     /// Ask for a streamed response.
     pub stream: bool,
 }
 
 impl ChatRequest {
+    /// The cap on reasoning sent as `<thinking>` text, or `None` when reasoning a wire format
+    /// cannot echo is dropped (`preserveReasoningAsText` off).
+    pub fn reasoning_fallback(&self) -> Option<usize> {
+        self.preserve_reasoning_as_text.then(|| {
+            self.reasoning_text_max_chars
+                .unwrap_or(reasoning::DEFAULT_MAX_CHARS)
+        })
+    }
+
     /// A generous estimate of the body's size, so the body buffer is allocated once: the
     /// bytes of every text and media payload, plus room for the JSON around them.
     pub fn size_hint(&self) -> usize {

@@ -6,7 +6,10 @@ use serde_json::{json, Map, Value};
 
 use crate::adapter::{self, ChatRequest, Credentials, Endpoint, IdSource, Sampling, Thinking};
 use crate::agent::before_run::ExternalKind;
+use crate::agent::context::ContextOptions;
+use crate::agent::loop_detect::LoopDetection;
 use crate::agent::machine::RunSpec;
+use crate::agent::trace::TraceOptions;
 use crate::agent::turn::{TurnOptions, DEFAULT_MAX_TURNS};
 use crate::error::Error;
 use crate::http::call::CallOptions;
@@ -33,6 +36,8 @@ pub struct AgentSettings {
     pub sampling: Sampling,
     /// Extended thinking.
     pub thinking: Option<Thinking>,
+    /// Provider-specific keys spread into each request body (OMA's `extraBody`).
+    pub extra_body: Map<String, Value>,
     /// Tools the model may call.
     pub tools: Vec<adapter::ToolDefinition>,
     /// The most chat requests per run; `None` for OMA's 10.
@@ -49,6 +54,12 @@ pub struct AgentSettings {
     pub before_run: bool,
     /// An external text-only backend.
     pub external: Option<ExternalKind>,
+    /// Loop detection (OMA's `loopDetection`); `None` for none.
+    pub loop_detection: Option<LoopDetection>,
+    /// Context strategy, tool-result compression and reasoning as text.
+    pub context: ContextOptions,
+    /// Trace every run (OMA's `onTrace`); `None` for no tracing.
+    pub trace: Option<TraceOptions>,
 }
 
 impl AgentSettings {
@@ -84,6 +95,10 @@ impl AgentSettings {
         if let Some(kind) = self.external {
             config["backend"] = json!({ "kind": kind.word() });
         }
+        if let Some(detection) = &self.loop_detection {
+            config["loopDetection"] = detection.to_json();
+        }
+        self.context.write_json(&mut config);
         let spec = RunSpec {
             template: ChatRequest {
                 model: self.model,
@@ -92,8 +107,9 @@ impl AgentSettings {
                 tools: self.tools,
                 sampling: self.sampling,
                 thinking: self.thinking,
-                extra_body: Map::new(),
-                preserve_reasoning_as_text: false,
+                extra_body: self.extra_body,
+                preserve_reasoning_as_text: self.context.preserve_reasoning_as_text,
+                reasoning_text_max_chars: self.context.reasoning_text_max_chars(),
                 stream: false,
             },
             turn: TurnOptions {
@@ -101,11 +117,14 @@ impl AgentSettings {
                 max_turns,
                 token_budget: self.token_budget,
                 provider: self.external.is_none().then(|| self.provider.clone()),
+                loop_detection: self.loop_detection,
+                context: self.context,
             },
             before_run: self.before_run,
             external: self.external,
             config_json: config.to_string(),
             deadline_ms: self.deadline_ms,
+            trace: self.trace,
             provider: self.provider,
             endpoint: self.endpoint,
             call: self.call,
@@ -153,17 +172,51 @@ impl AgentSettings {
         let max_turns = config.u32("maxTurns")?;
         let token_budget = config.u64("maxTokenBudget")?;
         let deadline_ms = config.u64("deadlineMs")?;
-        let sampling = Sampling {
+        let mut sampling = Sampling {
             max_tokens: config.u32("maxTokens")?,
             temperature: config.f64("temperature")?,
             top_p: config.f64("topP")?,
             top_k: config.u32("topK")?,
-            ..Sampling::default()
+            frequency_penalty: config.f64("frequencyPenalty")?,
+            presence_penalty: config.f64("presencePenalty")?,
+            min_p: config.f64("minP")?,
+            parallel_tool_calls: config.bool("parallelToolCalls")?,
+            reasoning_effort: None,
         };
-        let thinking = config.u32("thinkingBudget")?.map(|budget| Thinking {
-            enabled: true,
-            budget_tokens: Some(budget),
-        });
+        let extra_body = match config.take("extraBody") {
+            None => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(config.invalid("extraBody", "must be an object")),
+        };
+        let budget = config.u32("thinkingBudget")?;
+        let thinking = match config.object("thinking")? {
+            None => budget.map(|budget| Thinking {
+                enabled: true,
+                budget_tokens: Some(budget),
+            }),
+            Some(mut thinking) => {
+                if budget.is_some() {
+                    return Err(config.invalid("thinkingBudget", "and `thinking` are both set"));
+                }
+                let enabled = thinking.bool("enabled")?.unwrap_or(false);
+                let budget_tokens = thinking.u32("budgetTokens")?;
+                if let Some(effort) = thinking.string("effort")? {
+                    if !REASONING_EFFORTS.contains(&effort.as_str()) {
+                        return Err(thinking.invalid(
+                            "effort",
+                            "must be \"low\", \"medium\", \"high\" or \"max\"",
+                        ));
+                    }
+                    sampling.reasoning_effort = Some(effort);
+                }
+                thinking.finish()?;
+                // Kept when off too: DeepSeek then sends `thinking: {type: "disabled"}`.
+                Some(Thinking {
+                    enabled,
+                    budget_tokens,
+                })
+            }
+        };
         let tools = config
             .objects("tools")?
             .into_iter()
@@ -182,6 +235,11 @@ impl AgentSettings {
                 Some(kind)
             }
         };
+        let loop_detection = match config.object("loopDetection")? {
+            Some(object) => Some(LoopDetection::from_object(object)?),
+            None => None,
+        };
+        let context = ContextOptions::from_config(&mut config)?;
         let history = config.take("history");
         let call = match config.object("call")? {
             Some(call) => call_options(call)?,
@@ -201,6 +259,7 @@ impl AgentSettings {
             system_prompt,
             sampling,
             thinking,
+            extra_body,
             tools,
             max_turns,
             token_budget,
@@ -209,10 +268,17 @@ impl AgentSettings {
             history: Vec::new(),
             before_run,
             external,
+            loop_detection,
+            context,
+            trace: None,
         };
         Ok((settings, history))
     }
 }
+
+/// OMA's `ThinkingConfig.effort` values (`max` is DeepSeek's; the other OpenAI-compatible
+/// formats leave it out, as OMA does).
+const REASONING_EFFORTS: [&str; 4] = ["low", "medium", "high", "max"];
 
 /// One entry of `tools`: `{name, description, inputSchema}` (`input_schema` accepted too).
 fn tool_definition(mut tool: Object) -> Result<adapter::ToolDefinition, ShapeError> {
@@ -467,5 +533,114 @@ mod tests {
             .into_spec()
             .expect_err("no URL for an unknown provider");
         assert!(error.to_string().contains("unknown provider"), "{error}");
+    }
+
+    /// The body one turn of an agent configured by `options` sends to `provider`.
+    fn body_with(provider: &str, options: &str) -> Value {
+        let settings = AgentSettings::from_json(&format!(
+            r#"{{"model": "m", "provider": "{provider}", "apiKey": "k", "region": "us-east-1",
+                 "maxTokens": 2048 {options}}}"#
+        ))
+        .expect("valid");
+        let (spec, _) = settings.into_spec().expect("a known provider");
+        let mut request = spec.template.clone();
+        request.messages = vec![crate::message::LlmMessage::user_text("hi")];
+        let adapter = adapter::for_provider(provider, None, IdSource::default()).expect("known");
+        let http = adapter.format(&request, &spec.endpoint).expect("formats");
+        serde_json::from_str(&http.body).expect("JSON body")
+    }
+
+    /// OMA's provider options reach each wire format as OMA's adapters map them, and only there.
+    #[test]
+    fn provider_options_are_mapped_per_wire_format() {
+        let all = r#", "frequencyPenalty": 0.5, "presencePenalty": -0.25, "minP": 0.05,
+            "parallelToolCalls": false, "thinking": {"effort": "high"},
+            "extraBody": {"temperature": 0.1, "custom": {"x": 1}, "model": "not-this"}"#;
+        let openai = body_with("openai", all);
+        assert_eq!(openai["frequency_penalty"], json!(0.5));
+        assert_eq!(openai["presence_penalty"], json!(-0.25));
+        assert_eq!(openai["min_p"], json!(0.05));
+        assert_eq!(openai["parallel_tool_calls"], json!(false));
+        assert_eq!(openai["reasoning_effort"], json!("high"));
+        assert_eq!(
+            openai["temperature"],
+            json!(0.1),
+            "extraBody overrides sampling"
+        );
+        assert_eq!(openai["custom"], json!({"x": 1}));
+        assert_eq!(
+            openai["model"],
+            json!("m"),
+            "extraBody cannot replace structure"
+        );
+        // `max` is DeepSeek's: the other Chat Completions presets leave it out, as OMA does.
+        let max = r#", "thinking": {"effort": "max"}"#;
+        assert!(body_with("openai", max).get("reasoning_effort").is_none());
+        let deepseek = body_with("deepseek", max);
+        assert_eq!(deepseek["reasoning_effort"], json!("max"));
+        assert_eq!(deepseek["thinking"], json!({"type": "disabled"}));
+        // Anthropic carries the extra body and none of the OpenAI-track options.
+        let anthropic = body_with("anthropic", all);
+        for key in [
+            "frequency_penalty",
+            "presence_penalty",
+            "min_p",
+            "parallel_tool_calls",
+        ] {
+            assert!(anthropic.get(key).is_none(), "{key}: {anthropic}");
+        }
+        assert!(anthropic.get("reasoning_effort").is_none());
+        assert_eq!(anthropic["custom"], json!({"x": 1}));
+        assert_eq!(anthropic["temperature"], json!(0.1));
+        // Bedrock: the extra body goes to `additionalModelRequestFields`.
+        let bedrock = body_with("bedrock", all);
+        assert_eq!(
+            bedrock["additionalModelRequestFields"]["custom"],
+            json!({"x": 1})
+        );
+        // The AI SDK bridge: penalties as sampling keys, the rest as OpenAI provider options.
+        let ai_sdk = body_with("ai-sdk", all);
+        assert_eq!(ai_sdk["frequencyPenalty"], json!(0.5));
+        assert_eq!(ai_sdk["presencePenalty"], json!(-0.25));
+        assert_eq!(
+            ai_sdk["providerOptions"]["openai"],
+            json!({"reasoningEffort": "high", "parallelToolCalls": false, "minP": 0.05})
+        );
+        // Gemini sends none of them.
+        let gemini = body_with("gemini", all);
+        assert!(gemini.get("custom").is_none(), "{gemini}");
+        assert!(gemini["generationConfig"].get("frequencyPenalty").is_none());
+    }
+
+    #[test]
+    fn bad_provider_options_name_the_field() {
+        for (options, message) in [
+            (r#""frequencyPenalty": "high""#, "`frequencyPenalty` must be a number, got string"),
+            (r#""presencePenalty": true"#, "`presencePenalty` must be a number, got boolean true"),
+            (r#""minP": [1]"#, "`minP` must be a number, got array"),
+            (r#""parallelToolCalls": 1"#, "`parallelToolCalls` must be a boolean, got number 1"),
+            (r#""extraBody": [1]"#, "`extraBody` must be an object"),
+            (r#""extraBody": "x""#, "`extraBody` must be an object"),
+            (
+                r#""thinking": {"effort": "extreme"}"#,
+                "`thinking.effort` must be \"low\", \"medium\", \"high\" or \"max\"",
+            ),
+            (
+                r#""thinking": {"effort": "low", "colour": 1}"#,
+                "unknown field `thinking.colour`, expected one of `enabled`, `budgetTokens`, `effort`",
+            ),
+            (
+                r#""thinking": {"enabled": true}, "thinkingBudget": 2000"#,
+                "`thinkingBudget` and `thinking` are both set",
+            ),
+        ] {
+            let text = format!(r#"{{"model": "m", "provider": "openai", {options}}}"#);
+            let error = AgentSettings::from_json(&text).expect_err(&text);
+            assert_eq!(
+                error.to_string(),
+                format!("the agent configuration is not valid: {message}"),
+                "{text}"
+            );
+        }
     }
 }

@@ -47,6 +47,7 @@ use crate::agent::outcome::classify;
 use crate::agent::outcome::outcome_json;
 use crate::agent::outcome::{Ending, RunOutcome};
 use crate::agent::progress::agent_start_data;
+use crate::agent::trace::{TraceEvent, TraceOptions, Tracer};
 use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
 use crate::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
@@ -70,6 +71,8 @@ pub struct RunSpec {
     pub config_json: String,
     /// The most the run may take, in milliseconds from its first step; `None` for no limit.
     pub deadline_ms: Option<u64>,
+    /// Trace every run of this spec; `None` for no tracing (see [`RunMachine::with_trace`]).
+    pub trace: Option<TraceOptions>,
     /// The provider (`anthropic`, `openai`, `gemini`, ...), which picks the wire format.
     pub provider: String,
     /// Where requests go and the credentials; its `timestamp` is set per request.
@@ -127,6 +130,8 @@ pub enum Step {
     Progress(ProgressEvent),
     /// An online-evaluation case of `run-agent`; no answer.
     Evaluation(Box<EvaluationRecord>),
+    /// One of OMA's trace events, for a run made with [`RunMachine::with_trace`]; no answer.
+    Trace(Box<TraceEvent>),
 }
 
 /// What [`RunMachine::poll`] found: the three cases a host acts on, and [`Poll::Over`] for a
@@ -225,6 +230,10 @@ pub struct RunMachine {
     /// When the retry wait handed out last ends, while it is due.
     wait_until_ms: Option<u64>,
     reporting: Option<Reporting>,
+    /// The run's seed.
+    seed: u64,
+    /// Trace events, when the host asked for them.
+    tracer: Option<Box<Tracer>>,
 }
 
 impl std::fmt::Debug for RunMachine {
@@ -242,6 +251,10 @@ impl RunMachine {
     /// [`AgentEvent::TextDelta`]/[`AgentEvent::ReasoningDelta`] events. `seed` seeds every
     /// random draw of the run.
     pub fn run(spec: RunSpec, messages: Vec<LlmMessage>, streaming: bool, seed: u64) -> Self {
+        let tracer = spec
+            .trace
+            .clone()
+            .map(|options| Box::new(Tracer::new(options, spec.name(), seed)));
         RunMachine {
             spec,
             streaming,
@@ -252,7 +265,19 @@ impl RunMachine {
             started_ms: None,
             wait_until_ms: None,
             reporting: None,
+            seed,
+            tracer,
         }
+    }
+
+    /// The same run, handing out OMA's trace events as [`Step::Trace`]: an `llm_call` per
+    /// model call that answered, a `tool_call` per answered tool call and the run's `agent`
+    /// event before its result (`docs/agent.md#tracing`). Ids that `options` leaves out are
+    /// drawn from the run's seed; a traced run's other draws are those of an untraced one.
+    #[must_use]
+    pub fn with_trace(mut self, options: TraceOptions) -> Self {
+        self.tracer = Some(Box::new(Tracer::new(options, self.spec.name(), self.seed)));
+        self
     }
 
     /// OMA's `runAgent` over prepared `messages`, `given` being the input as the caller gave it
@@ -330,6 +355,12 @@ impl RunMachine {
         self.now_ms = now_ms;
         self.started_ms.get_or_insert(now_ms);
         self.report_start();
+        if let Some(tracer) = self.tracer.as_mut() {
+            // Tool calls answered since the last poll end now.
+            for event in tracer.take_answered(now_ms) {
+                self.queue.push_back(Step::Trace(Box::new(event)));
+            }
+        }
         if self.remaining_ms() == Some(0) && !matches!(self.phase, Phase::Over(_)) {
             // Past the run's deadline: whatever was in flight is abandoned.
             let deadline = self.spec.deadline_ms.unwrap_or_default();
@@ -406,6 +437,7 @@ impl RunMachine {
                         tool_calls: Vec::new(),
                         turns: 1,
                         ending: Ending::Completed,
+                        loop_detected: false,
                     }),
                     Err(message) => self.fail(&Error::Host { message }, false),
                 }
@@ -451,10 +483,23 @@ impl RunMachine {
                 let checked = crate::limits::check_tool_result(&result.content)
                     .and_then(|()| validate_tool_result_at(&result, message, block));
                 let _ = match checked {
-                    Ok(()) => turns
-                        .turn
-                        .handle_tool_result(&result.tool_use_id, result.content, outcome.is_error)
-                        .map_err(drop),
+                    Ok(()) => {
+                        if let Some(tracer) = self.tracer.as_mut() {
+                            tracer.tool_answered(
+                                &result.tool_use_id,
+                                &result.content,
+                                outcome.is_error,
+                            );
+                        }
+                        turns
+                            .turn
+                            .handle_tool_result(
+                                &result.tool_use_id,
+                                result.content,
+                                outcome.is_error,
+                            )
+                            .map_err(drop)
+                    }
                     Err(error) => turns.turn.handle_failure(error).map_err(drop),
                 };
                 self.phase = Phase::Turns(turns);
@@ -537,11 +582,29 @@ impl RunMachine {
                     }
                     Some(CallStep::Done(result)) => {
                         turns.call = None;
+                        let traced = match (&result, self.tracer.as_mut()) {
+                            (Ok(response), Some(tracer)) => tracer.llm_answered(
+                                self.now_ms,
+                                &turns.turn.request().model,
+                                response.usage,
+                            ),
+                            (Err(_), Some(tracer)) => {
+                                tracer.llm_failed();
+                                None
+                            }
+                            (_, None) => None,
+                        };
                         // A response is due while a call is in flight, so the loop takes it.
                         let _ = match result {
                             Ok(response) => turns.turn.handle_response(response).map_err(drop),
                             Err(error) => turns.turn.handle_failure(error).map_err(drop),
                         };
+                        if let Some(event) = traced {
+                            // Delivered before the turn's own events, as OMA emits it.
+                            self.queue.push_back(Step::Trace(Box::new(event)));
+                            self.phase = Phase::Turns(turns);
+                            return None;
+                        }
                     }
                     None => {
                         self.phase = Phase::Turns(turns);
@@ -552,6 +615,9 @@ impl RunMachine {
             }
             match turns.turn.poll() {
                 Some(Action::SendRequest) => {
+                    if let Some(tracer) = self.tracer.as_mut() {
+                        tracer.llm_started(self.now_ms);
+                    }
                     let seed = self.rng.next_u64();
                     let ids = IdSource {
                         epoch_ms: self.now_ms,
@@ -579,6 +645,9 @@ impl RunMachine {
                     }
                 }
                 Some(Action::CallTool(call)) => {
+                    if let Some(tracer) = self.tracer.as_mut() {
+                        tracer.tool_started(self.now_ms, &call.id, &call.name, &call.input);
+                    }
                     self.phase = Phase::Turns(turns);
                     return Some(Step::CallTool(call));
                 }
@@ -607,6 +676,21 @@ impl RunMachine {
     /// Queues what follows a run: `run-agent`'s progress and evaluation, then `Done`.
     fn end(&mut self, outcome: RunOutcome) {
         self.wait_until_ms = None;
+        if let Some(tracer) = self.tracer.as_mut() {
+            let assistant = outcome
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
+            let event = tracer.agent(
+                self.started_ms.unwrap_or(self.now_ms),
+                self.now_ms,
+                u32::try_from(assistant).unwrap_or(u32::MAX),
+                outcome.token_usage,
+                u32::try_from(outcome.tool_calls.len()).unwrap_or(u32::MAX),
+            );
+            self.queue.push_back(Step::Trace(Box::new(event)));
+        }
         if let Some(reporting) = self.reporting.take() {
             if reporting.progress {
                 if outcome.budget_exceeded() {

@@ -6,12 +6,15 @@
 
 pub mod before_run;
 pub mod config;
+pub mod context;
 pub mod entry;
 pub mod evaluation;
 pub mod exchange;
 pub mod input;
+pub mod loop_detect;
 pub mod machine;
 pub mod outcome;
 pub mod progress;
 pub mod redact;
+pub mod trace;
 pub mod turn;

@@ -455,6 +455,8 @@ pub struct RunOutcome {
     pub turns: u32,
     /// Whether the run completed, ran out of budget, or failed.
     pub ending: Ending,
+    /// Whether loop detection ended the run (OMA's `loopDetected`).
+    pub loop_detected: bool,
 }
 
 /// How a run ended; each case holds exactly what that ending has.
@@ -480,6 +482,7 @@ impl RunOutcome {
             tool_calls: Vec::new(),
             turns,
             ending: Ending::Failed(failure),
+            loop_detected: false,
         }
     }
 
@@ -528,6 +531,9 @@ pub fn outcome_json(outcome: &RunOutcome) -> Value {
         "toolCalls": tool_calls,
         "turns": outcome.turns,
     });
+    if outcome.loop_detected {
+        value["loopDetected"] = json!(true);
+    }
     if outcome.budget_exceeded() {
         value["budgetExceeded"] = json!(true);
     }

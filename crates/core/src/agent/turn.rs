@@ -16,11 +16,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use crate::adapter::{ChatRequest, Validated};
+use crate::agent::context::ContextOptions;
+use crate::agent::loop_detect::{LoopDetection, LoopGuard, LoopInfo, Verdict};
 use crate::agent::outcome::{classify, classify_budget, Ending, RunOutcome, ToolCallRecord};
 use crate::error::{Error, Refused};
 use crate::message::{
-    ContentBlock, LlmMessage, LlmResponse, Role, TokenUsage, ToolResultBlock, ToolResultContent,
-    ToolUseBlock,
+    ContentBlock, LlmMessage, LlmResponse, Role, TextBlock, TokenUsage, ToolResultBlock,
+    ToolResultContent, ToolUseBlock,
 };
 
 /// OMA's default `maxTurns` (`runner.ts`: `options.maxTurns ?? 10`).
@@ -38,6 +40,10 @@ pub struct TurnOptions {
     pub token_budget: Option<u64>,
     /// The agent's configured provider, used to classify failures (`errorInfo.kind`).
     pub provider: Option<String>,
+    /// Loop detection (OMA's `loopDetection`); `None` for none.
+    pub loop_detection: Option<LoopDetection>,
+    /// How the conversation is cut down before each request.
+    pub context: ContextOptions,
 }
 
 impl Default for TurnOptions {
@@ -47,6 +53,8 @@ impl Default for TurnOptions {
             max_turns: DEFAULT_MAX_TURNS,
             token_budget: None,
             provider: None,
+            loop_detection: None,
+            context: ContextOptions::default(),
         }
     }
 }
@@ -99,6 +107,8 @@ pub enum Event {
     ToolResult(ToolResultBlock),
     /// The token budget was exceeded; the run ends next.
     BudgetExceeded(TokenBudgetExceeded),
+    /// The run repeats itself (OMA's `loop_detected`); a warning or the end follows.
+    LoopDetected(LoopInfo),
 }
 
 /// What the driver should do next.
@@ -172,6 +182,12 @@ pub struct TurnLoop {
     turns: u32,
     state: State,
     actions: VecDeque<Action>,
+    /// Loop detection's state, when configured.
+    loop_guard: Option<LoopGuard>,
+    /// A loop ended the run.
+    loop_detected: bool,
+    /// The loop warning to add after this turn's tool results.
+    warning: Option<&'static str>,
 }
 
 impl TurnLoop {
@@ -179,7 +195,13 @@ impl TurnLoop {
     /// `template` with its `messages` replaced by the conversation so far; the template's own
     /// messages are ignored.
     pub fn new(messages: Vec<LlmMessage>, template: ChatRequest, options: TurnOptions) -> Self {
+        let loop_guard = options
+            .loop_detection
+            .map(|config| LoopGuard::new(config, &messages));
         let mut turn_loop = TurnLoop {
+            loop_guard,
+            loop_detected: false,
+            warning: None,
             request: ChatRequest {
                 messages,
                 ..template
@@ -287,6 +309,7 @@ impl TurnLoop {
             .usage
             .input_tokens
             .saturating_add(self.usage.output_tokens);
+        let mut over_budget = None;
         if let Some(budget) = self.options.token_budget {
             if used > budget {
                 let exceeded = TokenBudgetExceeded {
@@ -294,16 +317,54 @@ impl TurnLoop {
                     used,
                     budget,
                 };
-                let failure = classify_budget(&exceeded.to_string());
+                over_budget = Some(classify_budget(&exceeded.to_string()));
                 self.emit(Event::BudgetExceeded(exceeded));
-                self.finish(text, Ending::BudgetExceeded(failure));
-                return Ok(());
             }
         }
-        if calls.is_empty() {
-            self.finish(text, Ending::Completed);
+        // Loop detection watches the turn before its tool calls are announced, so a run it
+        // ends never announces calls that get no result.
+        let verdict = match &mut self.loop_guard {
+            Some(guard) => guard.observe(&calls, &text),
+            None => Verdict::Clear,
+        };
+        let warning = match verdict {
+            Verdict::Clear => None,
+            Verdict::Warn(info) => {
+                let warning = info.kind.warning();
+                self.emit(Event::LoopDetected(info));
+                Some(warning)
+            }
+            Verdict::Terminate(info) => {
+                self.emit(Event::LoopDetected(info));
+                self.loop_detected = true;
+                let ending = over_budget.map_or(Ending::Completed, Ending::BudgetExceeded);
+                self.finish(text, ending);
+                return Ok(());
+            }
+        };
+        if let Some(failure) = over_budget {
+            self.finish(text, Ending::BudgetExceeded(failure));
             return Ok(());
         }
+        if calls.is_empty() {
+            match warning {
+                // Warned: the warning is the next user turn, and the run goes on.
+                Some(warning) => {
+                    let message = LlmMessage {
+                        role: Role::User,
+                        content: vec![ContentBlock::Text(TextBlock {
+                            text: warning.to_owned(),
+                        })],
+                    };
+                    self.request.messages.push(message.clone());
+                    self.produced.push(message);
+                    self.next_turn();
+                }
+                None => self.finish(text, Ending::Completed),
+            }
+            return Ok(());
+        }
+        self.warning = warning;
         for call in &calls {
             self.emit(Event::ToolUse(call.clone()));
         }
@@ -380,9 +441,17 @@ impl TurnLoop {
             });
             self.emit(Event::ToolResult(result.clone()));
         }
+        let mut content: Vec<ContentBlock> =
+            results.into_iter().map(ContentBlock::ToolResult).collect();
+        if let Some(warning) = self.warning.take() {
+            // A loop warning rides with the results, after them.
+            content.push(ContentBlock::Text(TextBlock {
+                text: warning.to_owned(),
+            }));
+        }
         let message = LlmMessage {
             role: Role::User,
-            content: results.into_iter().map(ContentBlock::ToolResult).collect(),
+            content,
         };
         self.request.messages.push(message.clone());
         self.produced.push(message);
@@ -437,6 +506,9 @@ impl TurnLoop {
             return;
         }
         self.turns += 1;
+        self.options
+            .context
+            .apply(&mut self.request.messages, self.turns);
         self.state = State::AwaitingResponse;
         self.actions.push_back(Action::SendRequest);
     }
@@ -454,6 +526,7 @@ impl TurnLoop {
             tool_calls: std::mem::take(&mut self.tool_calls),
             turns: self.turns,
             ending,
+            loop_detected: self.loop_detected,
         };
         self.actions.push_back(Action::Done(outcome));
     }

@@ -446,10 +446,7 @@ mod tests {
         let policy = RetryPolicy::from_oma(5, Some(10.0), None);
         for error in [
             Error::invalid("x"),
-            Error::UnsupportedContentBlock {
-                provider: "Anthropic Messages".into(),
-                block_type: "video".into(),
-            },
+            Error::unsupported_block("Anthropic Messages", "video"),
             Error::UnsupportedToolResultContent {
                 provider: "p".into(),
                 content_type: "file-url".into(),

@@ -10,6 +10,7 @@ import asyncio
 import functools
 import inspect
 import json
+import math
 import os
 import queue
 import re
@@ -61,6 +62,8 @@ from ._types import (
     StreamEvent,
     ToolDefinition,
     ToolResultContent,
+    ThinkingConfig,
+    TraceEvent,
 )
 
 P = ParamSpec("P")
@@ -315,6 +318,8 @@ def _event_json(event: Any) -> Optional[Dict[str, Any]]:
         return {"type": "tool_result", "data": data}
     if tag == "budget-exceeded":
         return {"type": "budget_exceeded", "data": TokenBudgetExceededError(p)}
+    if tag == "loop-detected":
+        return {"type": "loop_detected", "data": {"kind": p.kind, "repetitions": p.repetitions, "detail": p.detail}}
     return None  # done / error: delivered from the `finished` poll with the JSON result
 
 
@@ -536,6 +541,7 @@ class _Host:
     backend: Optional[Backend] = None
     on_progress: Optional[Observer] = None
     on_case: Optional[Observer] = None
+    on_trace: Optional[Observer] = None
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -901,6 +907,8 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 _observe(host.on_progress, host.progress(p))
             elif tag == "evaluation":
                 _observe(host.on_case, json.loads(_text_of(p)))
+            elif tag == "trace":
+                _observe(host.on_trace, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -1073,7 +1081,50 @@ _PLAIN_KEYS = {
     "max_turns": "maxTurns", "max_token_budget": "maxTokenBudget", "max_tokens": "maxTokens",
     "temperature": "temperature", "top_p": "topP", "top_k": "topK", "thinking_budget": "thinkingBudget",
     "deadline_ms": "deadlineMs",
+    # OMA's provider options; each wire format carries them as OMA's adapter does.
+    "frequency_penalty": "frequencyPenalty", "presence_penalty": "presencePenalty", "min_p": "minP",
+    "parallel_tool_calls": "parallelToolCalls", "extra_body": "extraBody", "thinking": "thinking",
 }
+
+#: OMA's context and loop options: snake_case here, OMA's camelCase (nested keys too) for the
+#: component, which checks them and names a bad field.
+_CONTEXT_KEYS = {
+    "loop_detection": "loopDetection", "context_strategy": "contextStrategy",
+    "compress_tool_results": "compressToolResults", "preserve_reasoning_as_text": "preserveReasoningAsText",
+    "compress_reasoning_text": "compressReasoningText",
+}
+
+
+def _camel(value: Any) -> Any:
+    """A context option with the keys of its mappings in camelCase (``max_turns`` ->
+    ``maxTurns``); values are kept (``"sliding-window"`` stays). A callable, which only code
+    could carry (OMA's ``onLoopDetected`` callback, a ``custom`` strategy), is refused."""
+    if callable(value):
+        raise TypeError("a callable context or loop option is not supported by oma-component; "
+                        "use on_loop_detected='warn' or 'terminate'")
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            head, *rest = str(key).split("_")
+            out[head + "".join(w[:1].upper() + w[1:] for w in rest)] = _camel(item)
+        return out
+    return value
+
+
+#: ``thinking``'s keys (OMA's ``ThinkingConfig``) in Python's spelling.
+_THINKING_KEYS = {"enabled": "enabled", "budget_tokens": "budgetTokens", "effort": "effort"}
+
+
+def _provider_options(cfg: Dict[str, Any]) -> None:
+    """Checks what JSON cannot carry faithfully (NaN, infinities) and writes ``thinking`` in OMA's
+    spelling; the component checks the rest (types, ``effort``'s values) naming the field."""
+    for key in ("frequencyPenalty", "presencePenalty", "minP"):
+        value = cfg.get(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key} must be a finite number, got {value}")
+    thinking = cfg.get("thinking")
+    if isinstance(thinking, Mapping):
+        cfg["thinking"] = {_THINKING_KEYS.get(k, k): v for k, v in thinking.items() if v is not None}
 
 
 class _Spec:
@@ -1083,6 +1134,13 @@ class _Spec:
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
                  call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
                  runtime: Optional[Runtime]) -> None:
+        context = {_CONTEXT_KEYS[k]: _camel(v) for k, v in options.items() if k in _CONTEXT_KEYS and v is not None}
+        options = {k: v for k, v in options.items() if k not in _CONTEXT_KEYS}
+        options = dict(options)
+        #: OMA's ``onTrace``: receives each trace event of every run (``None``: no tracing).
+        self.on_trace: Optional[Observer] = options.pop("on_trace", None)
+        if self.on_trace is not None and not callable(self.on_trace):
+            raise TypeError("on_trace must be callable")
         unknown = set(options) - set(_PLAIN_KEYS)
         if unknown:
             raise TypeError(f"unknown configuration: {', '.join(sorted(unknown))}")
@@ -1102,6 +1160,8 @@ class _Spec:
         if backend is None:
             _fill_from_environment(values, provider, runtime)
         cfg.update({_PLAIN_KEYS[k]: v for k, v in values.items() if v is not None})
+        cfg.update(context)
+        _provider_options(cfg)
         if tools:
             cfg["tools"] = [t.definition() for t in tools]
         if before_run is not None:
@@ -1128,8 +1188,16 @@ class _Spec:
 
     def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
         return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
-                     on_progress=on_progress, on_case=on_case, max_response_bytes=self.max_response_bytes,
-                     agent_info=self.agent_info)
+                     on_progress=on_progress, on_case=on_case, on_trace=self.on_trace,
+                     max_response_bytes=self.max_response_bytes, agent_info=self.agent_info)
+
+    def session_options(self, seed: int) -> Any:
+        """A session's options: JSON payloads, the seed, and tracing when ``on_trace`` is set
+        (ids made up by the component: a fresh run id per run)."""
+        trace = None
+        if self.on_trace is not None:
+            trace = record(run_id=None, span_id=None, parent_id=None, agent=None, task_id=None)
+        return record(payloads="json", seed=seed, trace=trace)
 
 
 def _seed() -> int:
@@ -1166,7 +1234,7 @@ class _AgentCore:
     def _session_options(self, seed: Optional[int]) -> Any:
         if seed is None:
             seed = self._seed if self._seed is not None else _seed()
-        return record(payloads="json", seed=seed)
+        return self._spec.session_options(seed)
 
     def _start(self, method: str, input: Any, seed: Optional[int]) -> Tuple[int, Any]:
         rt = self._rt
@@ -1265,6 +1333,18 @@ class Agent(_AgentCore):
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        loop_detection: Optional[Mapping[str, Any]] = None,
+        context_strategy: Optional[Mapping[str, Any]] = None,
+        compress_tool_results: Union[bool, Mapping[str, Any], None] = None,
+        preserve_reasoning_as_text: Optional[bool] = None,
+        compress_reasoning_text: Union[bool, Mapping[str, Any], None] = None,
+        frequency_penalty: Optional[float] = None,
+        presence_penalty: Optional[float] = None,
+        min_p: Optional[float] = None,
+        parallel_tool_calls: Optional[bool] = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        thinking: Optional[ThinkingConfig] = None,
+        on_trace: Optional[Callable[[TraceEvent], Any]] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
@@ -1280,7 +1360,14 @@ class Agent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms,
+                                  loop_detection=loop_detection, context_strategy=context_strategy,
+                                  compress_tool_results=compress_tool_results,
+                                  preserve_reasoning_as_text=preserve_reasoning_as_text,
+                                  compress_reasoning_text=compress_reasoning_text,
+                                  frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+                                  min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
+                                  thinking=thinking, on_trace=on_trace),
                      runtime=runtime)
         self._host = spec.host(http_client or default_client())
         self._lock = threading.Lock()
@@ -1344,7 +1431,7 @@ def _run_agent_session(rt: Runtime, spec: _Spec, input: Any, progress: bool,
             sample_rate=float(e.get("sample_rate", e.get("sampleRate", 1.0))),
         )
     options = record(progress=progress, evaluation=evaluation_record)
-    session_options = record(payloads="json", seed=seed if seed is not None else _seed())
+    session_options = spec.session_options(seed if seed is not None else _seed())
     payload = _dumps(input) if isinstance(input, str) else input_json(input)
     with rt.lock():
         session = rt.call("run-agent-json", spec.json(spec.history_json), payload, options, session_options)

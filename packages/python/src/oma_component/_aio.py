@@ -80,6 +80,8 @@ from ._types import (
     RunIdentity,
     RunInput,
     StreamEvent,
+    ThinkingConfig,
+    TraceEvent,
 )
 
 T = TypeVar("T")
@@ -434,6 +436,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                 await _observe(host.on_progress, host.progress(p))
             elif tag == "evaluation":
                 await _observe(host.on_case, json.loads(_text_of(p)))
+            elif tag == "trace":
+                await _observe(host.on_trace, json.loads(_text_of(p)))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -567,6 +571,18 @@ class AsyncAgent(_AgentCore):
         top_k: Optional[int] = None,
         thinking_budget: Optional[int] = None,
         deadline_ms: Optional[int] = None,
+        loop_detection: Optional[Mapping[str, Any]] = None,
+        context_strategy: Optional[Mapping[str, Any]] = None,
+        compress_tool_results: Union[bool, Mapping[str, Any], None] = None,
+        preserve_reasoning_as_text: Optional[bool] = None,
+        compress_reasoning_text: Union[bool, Mapping[str, Any], None] = None,
+        frequency_penalty: Optional[float] = None,
+        presence_penalty: Optional[float] = None,
+        min_p: Optional[float] = None,
+        parallel_tool_calls: Optional[bool] = None,
+        extra_body: Optional[Mapping[str, Any]] = None,
+        thinking: Optional[ThinkingConfig] = None,
+        on_trace: Optional[Callable[[TraceEvent], Any]] = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
@@ -582,7 +598,14 @@ class AsyncAgent(_AgentCore):
                      options=dict(base_url=base_url, api_key=api_key, region=region, system_prompt=system_prompt,
                                   max_turns=max_turns, max_token_budget=max_token_budget, max_tokens=max_tokens,
                                   temperature=temperature, top_p=top_p, top_k=top_k,
-                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms),
+                                  thinking_budget=thinking_budget, deadline_ms=deadline_ms,
+                                  loop_detection=loop_detection, context_strategy=context_strategy,
+                                  compress_tool_results=compress_tool_results,
+                                  preserve_reasoning_as_text=preserve_reasoning_as_text,
+                                  compress_reasoning_text=compress_reasoning_text,
+                                  frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+                                  min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
+                                  thinking=thinking, on_trace=on_trace),
                      runtime=runtime)
         self._host = spec.host(None)
         self._client = http_client

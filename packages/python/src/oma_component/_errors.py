@@ -9,6 +9,7 @@ the provider's error type when its body has one.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,10 +78,33 @@ class InvalidMessageError(OmaError):
 
 
 class UnsupportedContentBlockError(OmaError):
-    """A wire format has no mapping for a block, e.g. video on Anthropic."""
+    """An adapter has no wire mapping for a whole content block, e.g. video on Anthropic; terminal.
+
+    ``.provider`` is the adapter that refused the block (e.g. ``"Anthropic Messages"``) and
+    ``.block_type`` the block's type (e.g. ``"video"``), as OMA's class carries them."""
 
     oma_name = "UnsupportedContentBlockError"
     oma_code = "UNSUPPORTED_CONTENT_BLOCK"
+    #: The refused block's type (OMA's ``blockType``).
+    block_type: Optional[str] = None
+
+    def __init__(self, message: str, *, block_type: Optional[str] = None, **kw: Any) -> None:
+        match = _UNSUPPORTED_BLOCK.match(message)
+        if match is not None:
+            # The adapter that refused the block, not a run's configured provider.
+            kw["provider"] = match.group(1)
+            block_type = block_type or match.group(2)
+        super().__init__(message, **kw)
+        self.block_type = block_type
+
+    def to_dict(self) -> "ErrorDict":
+        out: Any = super().to_dict()
+        if self.block_type is not None:
+            out["blockType"] = self.block_type
+        return out  # type: ignore[no-any-return]
+
+
+_UNSUPPORTED_BLOCK = re.compile(r'^(.*) cannot represent the "([^"]*)" content block', re.S)
 
 
 class UnsupportedToolResultContentError(OmaError):
@@ -179,8 +203,12 @@ def error_from_wit(record: Any) -> OmaError:
     name = getattr(record, "name")
     kind = getattr(record, "kind")
     cls = _BY_NAME.get(name) or _BY_KIND.get(kind) or OmaError
+    extra: Dict[str, Any] = {}
+    if issubclass(cls, UnsupportedContentBlockError):
+        extra["block_type"] = getattr(record, "block-type", None)
     return cls(
         getattr(record, "message"),
+        **extra,
         name=name,
         code=getattr(record, "code"),
         retryable=bool(getattr(record, "retryable")),

@@ -190,6 +190,7 @@ class RunIdentity(_RunIdentityOptional):
 
 
 class _RunResultOptional(TypedDict, total=False):
+    loopDetected: bool
     budgetExceeded: bool
     loopDetected: bool
     errorInfo: StructuredTraceError
@@ -263,6 +264,21 @@ class ToolResultEvent(TypedDict):
     data: ToolResultBlock
 
 
+class LoopDetectionInfo(TypedDict):
+    """What a ``loop_detected`` event carries (OMA's ``LoopDetectionInfo``)."""
+
+    kind: Literal["tool_repetition", "text_repetition"]
+    repetitions: int
+    detail: str
+
+
+class LoopDetectedEvent(TypedDict):
+    """The run repeats itself; a warning or the end of the run follows."""
+
+    type: Literal["loop_detected"]
+    data: LoopDetectionInfo
+
+
 class BudgetExceededEvent(TypedDict):
     type: Literal["budget_exceeded"]
     data: "TokenBudgetExceededError"
@@ -283,7 +299,7 @@ class ErrorEvent(TypedDict):
 
 
 StreamEvent = Union[TextDeltaEvent, ReasoningEvent, TextEvent, ToolUseEvent, ToolResultEvent,
-                    BudgetExceededEvent, DoneEvent, ErrorEvent]
+                    LoopDetectedEvent, BudgetExceededEvent, DoneEvent, ErrorEvent]
 
 # -- hooks, progress, evaluation ----------------------------------------------------------------
 
@@ -342,6 +358,43 @@ class CallOptions(TypedDict, total=False):
     max_response_bytes: int
     deadline_ms: int
     egress: Union[Literal["open", "offline"], List[str]]
+
+
+class TraceEvent(TypedDict, total=False):
+    """One of OMA's trace events as ``on_trace`` receives it, in OMA's JSON spelling:
+    ``type`` (``llm_call``, ``tool_call`` or ``agent``), ``runId``, ``spanId``, ``parentId``,
+    ``agent``, ``startMs``, ``endMs``, ``durationMs``; ``model``, ``phase``, ``turn`` and
+    ``tokens`` for a model call; ``tool``, ``isError``, ``input`` (redacted) and ``output`` for a
+    tool call; ``turns``, ``tokens`` and ``toolCalls`` for the run."""
+
+    type: Literal["llm_call", "tool_call", "agent"]
+    runId: str
+    spanId: str
+    parentId: str
+    taskId: str
+    agent: str
+    model: str
+    phase: Literal["turn", "summary"]
+    turn: int
+    tokens: Dict[str, int]
+    tool: str
+    isError: bool
+    input: Dict[str, Any]
+    output: str
+    turns: int
+    toolCalls: int
+    startMs: int
+    endMs: int
+    durationMs: int
+
+
+class ThinkingConfig(TypedDict, total=False):
+    """OMA's ``ThinkingConfig`` (``thinking=``): extended thinking and reasoning effort, mapped
+    per wire format as OMA's adapters map them."""
+
+    enabled: bool
+    budget_tokens: int
+    effort: Literal["low", "medium", "high", "max"]
 
 
 class EvaluationOptions(TypedDict, total=False):

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::{GENERATE_TEXT_URL, PROVIDER_LABEL, STREAM_TEXT_URL};
-use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
+use crate::adapter::reasoning::inline_text;
 use crate::adapter::{ChatRequest, HttpRequest, ToolDefinition};
 use crate::error::Error;
 use crate::json::writer::Writer;
@@ -304,7 +304,7 @@ impl<'a> Options<'a> {
 
 /// Builds the call (see the module docs for the protocol).
 pub(super) fn format(request: &ChatRequest) -> Result<HttpRequest, Error> {
-    let messages = to_model_messages(&request.messages, request.preserve_reasoning_as_text)?;
+    let messages = to_model_messages(&request.messages, request.reasoning_fallback())?;
 
     let s = &request.sampling;
     let num = |v: Option<f64>| v.map(|v| Field::Owned(Value::from(v)));
@@ -376,15 +376,12 @@ fn provider_options(request: &ChatRequest) -> Option<Value> {
 }
 
 fn unsupported_video() -> Error {
-    Error::UnsupportedContentBlock {
-        provider: PROVIDER_LABEL.into(),
-        block_type: "video".into(),
-    }
+    Error::unsupported_block(PROVIDER_LABEL, "video")
 }
 
 fn to_model_messages(
     messages: &[LlmMessage],
-    preserve: bool,
+    preserve: Option<usize>,
 ) -> Result<Vec<ModelMessage<'_>>, Error> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     for message in messages.iter().filter(|m| m.role == Role::Assistant) {
@@ -409,7 +406,10 @@ fn to_model_messages(
     Ok(out)
 }
 
-fn assistant_parts(message: &LlmMessage, preserve: bool) -> Result<Vec<AssistantPart<'_>>, Error> {
+fn assistant_parts(
+    message: &LlmMessage,
+    preserve: Option<usize>,
+) -> Result<Vec<AssistantPart<'_>>, Error> {
     let mut parts = Vec::with_capacity(message.content.len());
     for block in &message.content {
         match block {
@@ -432,9 +432,12 @@ fn assistant_parts(message: &LlmMessage, preserve: bool) -> Result<Vec<Assistant
 /// Reasoning is never echoed natively (OMA's `echoesReasoning: 'never'`): with the opt-in it
 /// becomes `<thinking>` text (dropped when empty), otherwise a reasoning part whose redacted
 /// payload is replaced by `[redacted_thinking]`.
-fn reasoning_part(reasoning: &ReasoningBlock, preserve: bool) -> Option<AssistantPart<'_>> {
-    if preserve {
-        let text = inline_text(reasoning, DEFAULT_MAX_CHARS);
+fn reasoning_part(
+    reasoning: &ReasoningBlock,
+    preserve: Option<usize>,
+) -> Option<AssistantPart<'_>> {
+    if let Some(max_chars) = preserve {
+        let text = inline_text(reasoning, max_chars);
         return (!text.is_empty()).then_some(AssistantPart::Text {
             text: Cow::Owned(text),
         });

@@ -377,16 +377,10 @@ fn video_is_unsupported_in_any_role() {
             let err = AiSdk
                 .format(&request(msgs), &Endpoint::default())
                 .unwrap_err();
-            assert_eq!(
-                err,
-                Error::UnsupportedContentBlock {
-                    provider: "AI SDK".into(),
-                    block_type: "video".into()
-                }
-            );
+            assert_eq!(err, Error::unsupported_block("AI SDK", "video"));
             assert_eq!(
                 err.to_string(),
-                "AI SDK cannot represent content block type \"video\""
+                "AI SDK cannot represent the \"video\" content block: OMA does not map video for this adapter yet"
             );
         }
     }

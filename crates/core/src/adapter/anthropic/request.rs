@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::{API_VERSION, DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
+use crate::adapter::reasoning::inline_text;
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking};
 use crate::error::Error;
 use crate::json::writer::Writer;
@@ -36,7 +36,7 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     let messages = request
         .messages
         .iter()
-        .map(|message| convert_message(message, request.preserve_reasoning_as_text))
+        .map(|message| convert_message(message, request.reasoning_fallback()))
         .collect::<Result<Vec<_>, _>>()?;
     let max_tokens = request.sampling.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     let thinking = thinking_param(request.thinking, max_tokens)?;
@@ -264,7 +264,10 @@ enum WireToolContent<'a> {
 }
 
 /// Converts one message, in block order; a tool result may add `document` blocks after itself.
-fn convert_message(message: &LlmMessage, preserve: bool) -> Result<WireMessage<'_>, Error> {
+fn convert_message(
+    message: &LlmMessage,
+    preserve: Option<usize>,
+) -> Result<WireMessage<'_>, Error> {
     let mut content = Vec::with_capacity(message.content.len());
     for block in &message.content {
         match block {
@@ -278,10 +281,7 @@ fn convert_message(message: &LlmMessage, preserve: bool) -> Result<WireMessage<'
                 },
             }),
             ContentBlock::Video(_) => {
-                return Err(Error::UnsupportedContentBlock {
-                    provider: PROVIDER_LABEL.into(),
-                    block_type: "video".into(),
-                })
+                return Err(Error::unsupported_block(PROVIDER_LABEL, "video"))
             }
             ContentBlock::ToolUse(call) => content.push(WireBlock::ToolUse {
                 id: &call.id,
@@ -302,7 +302,7 @@ fn convert_message(message: &LlmMessage, preserve: bool) -> Result<WireMessage<'
 
 /// Own-issued reasoning goes back as `redacted_thinking` or signed `thinking`; anything else
 /// becomes `<thinking>` text when the caller opted in, and is dropped otherwise.
-fn convert_reasoning(block: &ReasoningBlock, preserve: bool) -> Option<WireBlock<'_>> {
+fn convert_reasoning(block: &ReasoningBlock, preserve: Option<usize>) -> Option<WireBlock<'_>> {
     if block.provenance.as_deref() == Some(super::NAME) {
         if let Some(data) = &block.redacted_data {
             return Some(WireBlock::RedactedThinking { data });
@@ -314,10 +314,8 @@ fn convert_reasoning(block: &ReasoningBlock, preserve: bool) -> Option<WireBlock
             });
         }
     }
-    if !preserve {
-        return None;
-    }
-    let text = inline_text(block, DEFAULT_MAX_CHARS);
+    let max_chars = preserve?;
+    let text = inline_text(block, max_chars);
     (!text.is_empty()).then_some(WireBlock::Text {
         text: Cow::Owned(text),
     })

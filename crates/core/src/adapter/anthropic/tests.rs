@@ -248,16 +248,10 @@ fn video_is_refused_before_any_request() {
             budget_tokens: Some(1),
         });
         let err = format_err(&req);
-        assert_eq!(
-            err,
-            Error::UnsupportedContentBlock {
-                provider: "Anthropic Messages".into(),
-                block_type: "video".into(),
-            }
-        );
+        assert_eq!(err, Error::unsupported_block("Anthropic Messages", "video"));
         assert_eq!(
             err.to_string(),
-            "Anthropic Messages cannot represent content block type \"video\""
+            "Anthropic Messages cannot represent the \"video\" content block: OMA does not map video for this adapter yet"
         );
         assert!(!err.retryable());
     }

@@ -34,7 +34,7 @@ impl<'a> Body<'a> {
     pub(super) fn new(request: &'a ChatRequest) -> Result<Self, Error> {
         let mut messages = Vec::with_capacity(request.messages.len());
         for message in &request.messages {
-            if let Some(message) = convert_message(message, request.preserve_reasoning_as_text)? {
+            if let Some(message) = convert_message(message, request.reasoning_fallback())? {
                 messages.push(message);
             }
         }
@@ -337,7 +337,10 @@ struct Document<'a> {
     bytes: Bytes<'a>,
 }
 
-fn convert_message(message: &LlmMessage, preserve: bool) -> Result<Option<Message<'_>>, Error> {
+fn convert_message(
+    message: &LlmMessage,
+    preserve: Option<usize>,
+) -> Result<Option<Message<'_>>, Error> {
     let mut content = Vec::with_capacity(message.content.len());
     for block in &message.content {
         if let Some(block) = convert_block(block, preserve)? {
@@ -350,19 +353,17 @@ fn convert_message(message: &LlmMessage, preserve: bool) -> Result<Option<Messag
     }))
 }
 
-fn convert_block(block: &ContentBlock, preserve: bool) -> Result<Option<Block<'_>>, Error> {
+fn convert_block(
+    block: &ContentBlock,
+    preserve: Option<usize>,
+) -> Result<Option<Block<'_>>, Error> {
     Ok(Some(match block {
         ContentBlock::Text(text) => Block::Text(Cow::Borrowed(&text.text)),
         ContentBlock::Image(image) => Block::Image(Image {
             format: image_format(&image.source.media_type).unwrap_or("png"),
             bytes: Bytes::new(&image.source.data),
         }),
-        ContentBlock::Video(_) => {
-            return Err(Error::UnsupportedContentBlock {
-                provider: PROVIDER_LABEL.into(),
-                block_type: "video".into(),
-            })
-        }
+        ContentBlock::Video(_) => return Err(Error::unsupported_block(PROVIDER_LABEL, "video")),
         ContentBlock::ToolUse(call) => Block::ToolUse {
             input: &call.input,
             name: &call.name,
@@ -373,7 +374,7 @@ fn convert_block(block: &ContentBlock, preserve: bool) -> Result<Option<Block<'_
     }))
 }
 
-fn convert_reasoning(block: &ReasoningBlock, preserve: bool) -> Option<Block<'_>> {
+fn convert_reasoning(block: &ReasoningBlock, preserve: Option<usize>) -> Option<Block<'_>> {
     if block.provenance.as_deref() == Some(super::NAME) {
         if let Some(data) = &block.redacted_data {
             return Some(Block::RedactedReasoning(Bytes::new(data)));
@@ -385,10 +386,8 @@ fn convert_reasoning(block: &ReasoningBlock, preserve: bool) -> Option<Block<'_>
             });
         }
     }
-    if !preserve {
-        return None;
-    }
-    let text = reasoning::inline_text(block, reasoning::DEFAULT_MAX_CHARS);
+    let max_chars = preserve?;
+    let text = reasoning::inline_text(block, max_chars);
     (!text.is_empty()).then_some(Block::Text(Cow::Owned(text)))
 }
 

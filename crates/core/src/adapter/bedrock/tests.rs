@@ -276,14 +276,11 @@ fn video_is_an_unsupported_content_block() {
         let error = format(&chat).unwrap_err();
         assert_eq!(
             error,
-            Error::UnsupportedContentBlock {
-                provider: "Amazon Bedrock Converse".into(),
-                block_type: "video".into()
-            }
+            Error::unsupported_block("Amazon Bedrock Converse", "video")
         );
         assert_eq!(
             error.to_string(),
-            "Amazon Bedrock Converse cannot represent content block type \"video\""
+            "Amazon Bedrock Converse cannot represent the \"video\" content block: OMA does not map video for this adapter yet"
         );
         assert!(!error.retryable());
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{DEFAULT_BASE_URL, PROVIDER_LABEL};
-use crate::adapter::reasoning::{inline_text, DEFAULT_MAX_CHARS};
+use crate::adapter::reasoning::inline_text;
 use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
 use crate::json::writer::Writer;
@@ -260,7 +260,7 @@ enum ResponsePart<'a> {
 
 /// Builds the request (see the module docs for the route and the body).
 pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
-    let contents = to_contents(&request.messages, request.preserve_reasoning_as_text)?;
+    let contents = to_contents(&request.messages, request.reasoning_fallback())?;
     let body = Body {
         contents,
         system_instruction: request.system_prompt.as_deref(),
@@ -313,7 +313,10 @@ fn model_path(model: &str) -> String {
     out
 }
 
-fn to_contents(messages: &[LlmMessage], preserve: bool) -> Result<Vec<Content<'_>>, Error> {
+fn to_contents(
+    messages: &[LlmMessage],
+    preserve: Option<usize>,
+) -> Result<Vec<Content<'_>>, Error> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     for block in messages.iter().flat_map(|m| &m.content) {
         if let ContentBlock::ToolUse(call) = block {
@@ -341,7 +344,7 @@ fn to_contents(messages: &[LlmMessage], preserve: bool) -> Result<Vec<Content<'_
 fn to_part<'a>(
     block: &'a ContentBlock,
     names: &HashMap<&'a str, &'a str>,
-    preserve: bool,
+    preserve: Option<usize>,
 ) -> Result<Option<Part<'a>>, Error> {
     Ok(Some(match block {
         ContentBlock::Text(text) => Part::Text(Cow::Borrowed(&text.text)),
@@ -365,22 +368,19 @@ fn to_part<'a>(
                     text: &reasoning.text,
                     signature,
                 },
-                _ if preserve => {
-                    let text = inline_text(reasoning, DEFAULT_MAX_CHARS);
+                _ => {
+                    let Some(max_chars) = preserve else {
+                        return Ok(None);
+                    };
+                    let text = inline_text(reasoning, max_chars);
                     if text.is_empty() {
                         return Ok(None);
                     }
                     Part::Text(Cow::Owned(text))
                 }
-                _ => return Ok(None),
             }
         }
-        ContentBlock::Video(_) => {
-            return Err(Error::UnsupportedContentBlock {
-                provider: PROVIDER_LABEL.into(),
-                block_type: "video".into(),
-            })
-        }
+        ContentBlock::Video(_) => return Err(Error::unsupported_block(PROVIDER_LABEL, "video")),
     }))
 }
 

@@ -385,14 +385,11 @@ fn video_is_unsupported_in_any_role() {
             let err = Gemini::default().format(&req, &key()).unwrap_err();
             assert_eq!(
                 err,
-                Error::UnsupportedContentBlock {
-                    provider: "Gemini generateContent".into(),
-                    block_type: "video".into()
-                }
+                Error::unsupported_block("Gemini generateContent", "video")
             );
             assert_eq!(
                 err.to_string(),
-                "Gemini generateContent cannot represent content block type \"video\""
+                "Gemini generateContent cannot represent the \"video\" content block: OMA does not map video for this adapter yet"
             );
             assert!(!err.retryable());
         }

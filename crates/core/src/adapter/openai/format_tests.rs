@@ -505,7 +505,7 @@ fn video_in_an_assistant_turn_is_an_unsupported_content_block() {
             assert_eq!(err.kind(), ErrorKind::UnsupportedContentBlock, "{name}");
             assert_eq!(
                 err.to_string(),
-                "OpenAI-compatible Chat Completions cannot represent content block type \"video\""
+                "OpenAI-compatible Chat Completions cannot represent the \"video\" content block: OMA does not map video for this adapter yet"
             );
             assert_eq!(err.code(), Some("UNSUPPORTED_CONTENT_BLOCK"));
             assert!(!err.retryable());

@@ -227,7 +227,7 @@ pub(super) fn wire_messages<'a>(
                 let options = AssistantOptions {
                     echo,
                     has_tool_use,
-                    preserve: request.preserve_reasoning_as_text,
+                    preserve: request.reasoning_fallback(),
                 };
                 if let Some(wire) = assistant_message(&message.content, &options)? {
                     out.push(wire);
@@ -375,7 +375,7 @@ fn attachment(part: &ToolResultPart) -> Result<Part<'_>, Error> {
 struct AssistantOptions<'o> {
     echo: Option<&'o str>,
     has_tool_use: bool,
-    preserve: bool,
+    preserve: Option<usize>,
 }
 
 /// An assistant message, or `None` when it has neither text nor tool calls. Images and tool
@@ -407,8 +407,8 @@ fn assistant_message<'a>(
                     }
                     continue;
                 }
-                if options.preserve {
-                    pending.push_str(&reasoning::inline_text(block, reasoning::DEFAULT_MAX_CHARS));
+                if let Some(max_chars) = options.preserve {
+                    pending.push_str(&reasoning::inline_text(block, max_chars));
                 }
             }
             ContentBlock::Text(text) => {
@@ -419,12 +419,7 @@ fn assistant_message<'a>(
                     texts.push(Cow::Owned(std::mem::take(&mut pending)));
                 }
             }
-            ContentBlock::Video(_) => {
-                return Err(Error::UnsupportedContentBlock {
-                    provider: LABEL.into(),
-                    block_type: "video".into(),
-                })
-            }
+            ContentBlock::Video(_) => return Err(Error::unsupported_block(LABEL, "video")),
             ContentBlock::Image(_) | ContentBlock::ToolResult(_) => {}
         }
     }

@@ -76,6 +76,7 @@ struct Host {
     progress: Vec<ProgressEvent>,
     evaluations: Vec<EvaluationRecord>,
     waits: Vec<u64>,
+    traces: Vec<crate::agent::trace::TraceEvent>,
 }
 
 impl Host {
@@ -110,6 +111,10 @@ impl Host {
                 }
                 Step::Evaluation(record) => {
                     self.evaluations.push(*record);
+                    continue;
+                }
+                Step::Trace(event) => {
+                    self.traces.push(*event);
                     continue;
                 }
                 Step::BeforeRun { context, .. } => {
@@ -687,9 +692,9 @@ fn settle(machine: &mut RunMachine, now: u64) -> (Vec<Step>, Poll) {
     let mut steps = Vec::new();
     loop {
         match machine.poll(now) {
-            Poll::Step(step @ (Step::Event(_) | Step::Progress(_) | Step::Evaluation(_))) => {
-                steps.push(step)
-            }
+            Poll::Step(
+                step @ (Step::Event(_) | Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_)),
+            ) => steps.push(step),
             other => return (steps, other),
         }
     }
@@ -884,4 +889,112 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
         sent[1]["messages"][2]["content"].as_array().map(Vec::len),
         Some(MAX_TOOL_CALLS)
     );
+}
+
+/// OMA's trace events: an `llm_call` per answered model call, a `tool_call` per answered tool
+/// call with its input redacted, the `agent` event last; ids from the options or the seed, times
+/// from the polls.
+#[test]
+fn a_traced_run_hands_out_omas_trace_events() {
+    use crate::agent::trace::{TraceData, TraceOptions};
+    let tool = tool_reply("call_1");
+    let answer = reply("done", 7, 3);
+    let mut host = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("token=abcdef123456 found".into()),
+        is_error: false,
+    });
+    let options = TraceOptions {
+        run_id: Some("run-7".into()),
+        parent_id: Some("outer".into()),
+        ..TraceOptions::default()
+    };
+    let mut machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9)
+        .with_trace(options.clone());
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.failure().is_none(), "{outcome:?}");
+    let kinds: Vec<&str> = host.traces.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["llm_call", "tool_call", "llm_call", "agent"]);
+    let agent = host.traces.last().expect("agent");
+    assert!(host.traces.iter().all(|e| e.run_id == "run-7"));
+    assert_eq!(agent.parent_id.as_deref(), Some("outer"));
+    for event in &host.traces[..3] {
+        assert_eq!(event.parent_id.as_deref(), Some(agent.span_id.as_str()));
+        assert_ne!(event.span_id, agent.span_id);
+        assert!(event.start_ms >= agent.start_ms && event.end_ms <= agent.end_ms);
+        assert!(event.end_ms > event.start_ms, "{event:?}");
+    }
+    assert_eq!(agent.start_ms, NOW + 1, "from the first poll");
+    match &host.traces[0].data {
+        TraceData::LlmCall {
+            model,
+            turn,
+            tokens,
+            ..
+        } => {
+            assert_eq!(
+                (model.as_str(), *turn, tokens.input_tokens),
+                ("claude-x", 1, 5)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match &host.traces[1].data {
+        TraceData::ToolCall {
+            tool,
+            is_error,
+            input,
+            output,
+        } => {
+            assert_eq!(tool, "lookup");
+            assert!(!is_error);
+            assert_eq!(input, &json!({"q": 1}));
+            assert_eq!(output, "token=[redacted] found");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        host.traces[2].data,
+        TraceData::LlmCall { turn: 2, .. }
+    ));
+    match &agent.data {
+        TraceData::Agent {
+            turns,
+            tokens,
+            tool_calls,
+        } => {
+            assert_eq!((*turns, *tool_calls), (2, 1));
+            assert_eq!(tokens.input_tokens, 12);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same seed and options give the same ids; the run's other draws are untouched.
+    let mut again = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
+    again.tool = host.tool.clone();
+    let mut twin =
+        RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9).with_trace(options);
+    again.drive(&mut twin);
+    assert_eq!(again.traces, host.traces);
+    let mut plain = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
+    plain.tool = host.tool.clone();
+    let mut untraced = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9);
+    plain.drive(&mut untraced);
+    assert!(plain.traces.is_empty());
+    assert_eq!(plain.sent, host.sent, "tracing changes no request");
+}
+
+/// A failed model call has no `llm_call` event; the run's `agent` event still comes.
+#[test]
+fn a_failed_call_has_no_llm_call_event() {
+    let mut host = Host::replying(&[(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
+    )]);
+    let mut machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 1)
+        .with_trace(crate::agent::trace::TraceOptions::default());
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.failure().is_some());
+    let kinds: Vec<&str> = host.traces.iter().map(|e| e.kind()).collect();
+    assert_eq!(kinds, ["agent"]);
+    assert_eq!(host.traces[0].run_id.len(), 36, "a made-up UUID");
 }

@@ -1,0 +1,510 @@
+//! OMA's trace events for one agent (`onTrace`, `docs/agent.md#tracing`): an `llm_call` per
+//! model call, a `tool_call` per tool call and an `agent` per run, each with the run's id, its
+//! own span id, its parent's, the agent's name and its start, end and duration.
+//!
+//! The run machine ([`crate::agent::machine`]) makes them as values: times come from its
+//! `poll` instants, and ids from a random source seeded with the run's seed, so the machine
+//! still reads no clock and no random source. Hosts deliver them to their sink; a sink that
+//! fails never changes the run (OMA's rule), which holds by construction here since the machine
+//! takes no answer to a trace step.
+
+use serde_json::{json, Map, Value};
+
+use crate::agent::redact::{is_sensitive_name, redact_secrets, REDACTED};
+use crate::message::{MediaSource, TokenUsage, ToolResultContent, ToolResultPart};
+use crate::rng::Rng;
+
+/// What a host gives to turn tracing on for a run: OMA's run options `runId`, `traceSpanId`,
+/// `traceParentId`, `traceAgent` and `taskId`. Every field is optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceOptions {
+    /// The run's id (OMA's `runId`, the result's `identity.runId`); made up when absent.
+    pub run_id: Option<String>,
+    /// The agent span's id (OMA's `traceSpanId`): the `agent` event's `spanId` and the
+    /// `parentId` of the run's other events; made up when absent.
+    pub span_id: Option<String>,
+    /// The `agent` event's `parentId` (OMA's `traceParentId`); none when absent.
+    pub parent_id: Option<String>,
+    /// The name events carry (OMA's `traceAgent`); the agent's name when absent.
+    pub agent: Option<String>,
+    /// The task id events carry (OMA's `taskId`); none when absent.
+    pub task_id: Option<String>,
+}
+
+/// Which model call an `llm_call` was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LlmPhase {
+    /// A turn of the run.
+    Turn,
+    /// A context summary (OMA's `summarize` strategy).
+    Summary,
+}
+
+impl LlmPhase {
+    /// OMA's word for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            LlmPhase::Turn => "turn",
+            LlmPhase::Summary => "summary",
+        }
+    }
+}
+
+/// What one event is about.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TraceData {
+    /// One model call that answered (a call that failed has no event, as in OMA).
+    LlmCall {
+        /// The model asked.
+        model: String,
+        /// A turn or a summary.
+        phase: LlmPhase,
+        /// The turn it belongs to, from 1.
+        turn: u32,
+        /// The call's token usage.
+        tokens: TokenUsage,
+    },
+    /// One tool call that was answered.
+    ToolCall {
+        /// The tool's name.
+        tool: String,
+        /// Whether the tool's answer was an error.
+        is_error: bool,
+        /// The call's input with OMA's sensitive-field redaction applied.
+        input: Value,
+        /// The answer as text (media as placeholders), secrets redacted.
+        output: String,
+    },
+    /// The whole run.
+    Agent {
+        /// The assistant messages the run produced.
+        turns: u32,
+        /// The run's token usage.
+        tokens: TokenUsage,
+        /// The tool calls the run made.
+        tool_calls: u32,
+    },
+}
+
+/// One of OMA's trace events.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceEvent {
+    /// The run's id.
+    pub run_id: String,
+    /// This event's span id.
+    pub span_id: String,
+    /// The span it belongs to: the agent span for calls, the caller's for the agent.
+    pub parent_id: Option<String>,
+    /// The task id, when the host gave one.
+    pub task_id: Option<String>,
+    /// The agent's name.
+    pub agent: String,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub start_ms: u64,
+    /// When it ended.
+    pub end_ms: u64,
+    /// What it is about.
+    pub data: TraceData,
+}
+
+impl TraceEvent {
+    /// `end_ms - start_ms`, never negative.
+    pub fn duration_ms(&self) -> u64 {
+        self.end_ms.saturating_sub(self.start_ms)
+    }
+
+    /// OMA's `type`: `llm_call`, `tool_call` or `agent`.
+    pub fn kind(&self) -> &'static str {
+        match self.data {
+            TraceData::LlmCall { .. } => "llm_call",
+            TraceData::ToolCall { .. } => "tool_call",
+            TraceData::Agent { .. } => "agent",
+        }
+    }
+
+    /// The event as OMA's `TraceEvent` JSON, keys in OMA's order.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("type".into(), json!(self.kind()));
+        out.insert("runId".into(), json!(self.run_id));
+        out.insert("spanId".into(), json!(self.span_id));
+        if let Some(parent) = &self.parent_id {
+            out.insert("parentId".into(), json!(parent));
+        }
+        if let Some(task) = &self.task_id {
+            out.insert("taskId".into(), json!(task));
+        }
+        out.insert("agent".into(), json!(self.agent));
+        let usage = |u: &TokenUsage| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens});
+        match &self.data {
+            TraceData::LlmCall {
+                model,
+                phase,
+                turn,
+                tokens,
+            } => {
+                out.insert("model".into(), json!(model));
+                out.insert("phase".into(), json!(phase.word()));
+                out.insert("turn".into(), json!(turn));
+                out.insert("tokens".into(), usage(tokens));
+            }
+            TraceData::ToolCall {
+                tool,
+                is_error,
+                input,
+                output,
+            } => {
+                out.insert("tool".into(), json!(tool));
+                out.insert("isError".into(), json!(is_error));
+                out.insert("input".into(), input.clone());
+                out.insert("output".into(), json!(output));
+            }
+            TraceData::Agent {
+                turns,
+                tokens,
+                tool_calls,
+            } => {
+                out.insert("turns".into(), json!(turns));
+                out.insert("tokens".into(), usage(tokens));
+                out.insert("toolCalls".into(), json!(tool_calls));
+            }
+        }
+        out.insert("startMs".into(), json!(self.start_ms));
+        out.insert("endMs".into(), json!(self.end_ms));
+        out.insert("durationMs".into(), json!(self.duration_ms()));
+        Value::Object(out)
+    }
+}
+
+/// A random (version 4) UUID in its canonical text form, drawn from `rng`: OMA's ids are
+/// `crypto.randomUUID()`.
+pub fn uuid_v4(rng: &mut Rng) -> String {
+    let (a, b) = (rng.next_u64(), rng.next_u64());
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&a.to_be_bytes());
+    bytes[8..].copy_from_slice(&b.to_be_bytes());
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// OMA's `redactSensitiveObject`: the value with every field whose name looks sensitive
+/// replaced by `[redacted]`, and secrets redacted from every string, its shape kept.
+pub fn redact_value(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(redact_secrets(text)),
+        Value::Array(items) => Value::Array(items.iter().map(redact_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, child)| {
+                    let child = if is_sensitive_name(key) {
+                        Value::String(REDACTED.to_owned())
+                    } else {
+                        redact_value(child)
+                    };
+                    (key.clone(), child)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// OMA's `summarizeToolResultContent`: text as it is, each part on its own line, media as a
+/// placeholder that holds neither bytes nor URL.
+pub fn summarize_tool_result(content: &ToolResultContent) -> String {
+    match content {
+        ToolResultContent::Text(text) => text.clone(),
+        ToolResultContent::Parts(parts) => parts
+            .iter()
+            .map(|part| match part {
+                ToolResultPart::Text { text } => text.clone(),
+                ToolResultPart::Image { source } => {
+                    let (media_type, location) = media(source);
+                    format!("[image: {media_type}; {location}]")
+                }
+                ToolResultPart::File { filename, source } => {
+                    let (media_type, location) = media(source);
+                    format!("[file: {filename}; {media_type}; {location}]")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+fn media(source: &MediaSource) -> (&str, &'static str) {
+    match source {
+        MediaSource::Base64 { media_type, .. } => (media_type, "inline data"),
+        MediaSource::Url { media_type, .. } => (media_type, "URL reference"),
+    }
+}
+
+/// A tool call in flight: what its event needs once it is answered.
+#[derive(Debug)]
+struct OpenTool {
+    id: String,
+    tool: String,
+    input: Value,
+    start_ms: u64,
+}
+
+/// The tracing state of one run: its ids, the calls in flight and the events waiting for
+/// their end time.
+#[derive(Debug)]
+pub(crate) struct Tracer {
+    run_id: String,
+    span_id: String,
+    parent_id: Option<String>,
+    task_id: Option<String>,
+    agent: String,
+    rng: Rng,
+    /// The start of the model call in flight, and its turn.
+    llm: Option<(u64, u32)>,
+    /// Model calls made so far.
+    turns: u32,
+    tools: Vec<OpenTool>,
+    /// Answered tool calls whose event ends at the next poll.
+    answered: Vec<TraceEvent>,
+}
+
+impl Tracer {
+    /// Tracing for a run of `agent` seeded with `seed` (its own draws, so that a traced run
+    /// makes the same retry and sampling draws as an untraced one).
+    pub(crate) fn new(options: TraceOptions, agent: &str, seed: u64) -> Self {
+        let mut rng = Rng::new(seed ^ 0x6f6d_615f_7472_6163);
+        let run_id = options.run_id.unwrap_or_else(|| uuid_v4(&mut rng));
+        let span_id = options.span_id.unwrap_or_else(|| uuid_v4(&mut rng));
+        Tracer {
+            run_id,
+            span_id,
+            parent_id: options.parent_id,
+            task_id: options.task_id,
+            agent: options.agent.unwrap_or_else(|| agent.to_owned()),
+            rng,
+            llm: None,
+            turns: 0,
+            tools: Vec::new(),
+            answered: Vec::new(),
+        }
+    }
+
+    fn event(&mut self, start_ms: u64, end_ms: u64, data: TraceData) -> TraceEvent {
+        TraceEvent {
+            run_id: self.run_id.clone(),
+            span_id: uuid_v4(&mut self.rng),
+            parent_id: Some(self.span_id.clone()),
+            task_id: self.task_id.clone(),
+            agent: self.agent.clone(),
+            start_ms,
+            end_ms,
+            data,
+        }
+    }
+
+    /// A model call starts at `now_ms`.
+    pub(crate) fn llm_started(&mut self, now_ms: u64) {
+        self.turns = self.turns.saturating_add(1);
+        self.llm = Some((now_ms, self.turns));
+    }
+
+    /// The model call in flight answered at `now_ms`.
+    pub(crate) fn llm_answered(
+        &mut self,
+        now_ms: u64,
+        model: &str,
+        tokens: TokenUsage,
+    ) -> Option<TraceEvent> {
+        let (start_ms, turn) = self.llm.take()?;
+        let data = TraceData::LlmCall {
+            model: model.to_owned(),
+            phase: LlmPhase::Turn,
+            turn,
+            tokens,
+        };
+        Some(self.event(start_ms, now_ms, data))
+    }
+
+    /// The model call in flight failed: it has no event.
+    pub(crate) fn llm_failed(&mut self) {
+        self.llm = None;
+    }
+
+    /// A tool call is handed out at `now_ms`.
+    pub(crate) fn tool_started(&mut self, now_ms: u64, id: &str, tool: &str, input: &Value) {
+        self.tools.push(OpenTool {
+            id: id.to_owned(),
+            tool: tool.to_owned(),
+            input: redact_value(input),
+            start_ms: now_ms,
+        });
+    }
+
+    /// The tool call `id` was answered with `content`; its event ends at the next poll.
+    pub(crate) fn tool_answered(&mut self, id: &str, content: &ToolResultContent, is_error: bool) {
+        let Some(at) = self.tools.iter().position(|open| open.id == id) else {
+            return;
+        };
+        let open = self.tools.swap_remove(at);
+        let data = TraceData::ToolCall {
+            tool: open.tool,
+            is_error,
+            input: open.input,
+            output: redact_secrets(&summarize_tool_result(content)),
+        };
+        let event = self.event(open.start_ms, open.start_ms, data);
+        self.answered.push(event);
+    }
+
+    /// The answered tool calls' events, ended at `now_ms`.
+    pub(crate) fn take_answered(&mut self, now_ms: u64) -> Vec<TraceEvent> {
+        let mut events = std::mem::take(&mut self.answered);
+        for event in &mut events {
+            event.end_ms = now_ms.max(event.start_ms);
+        }
+        events
+    }
+
+    /// The `agent` event of the run that started at `start_ms` and ended at `now_ms`.
+    pub(crate) fn agent(
+        &mut self,
+        start_ms: u64,
+        now_ms: u64,
+        turns: u32,
+        tokens: TokenUsage,
+        tool_calls: u32,
+    ) -> TraceEvent {
+        TraceEvent {
+            run_id: self.run_id.clone(),
+            span_id: self.span_id.clone(),
+            parent_id: self.parent_id.clone(),
+            task_id: self.task_id.clone(),
+            agent: self.agent.clone(),
+            start_ms,
+            end_ms: now_ms,
+            data: TraceData::Agent {
+                turns,
+                tokens,
+                tool_calls,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_version_4_uuids_from_the_seed() {
+        let mut rng = Rng::new(7);
+        let id = uuid_v4(&mut rng);
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        assert_eq!(id, uuid_v4(&mut Rng::new(7)), "the same seed, the same id");
+        assert_ne!(id, uuid_v4(&mut rng));
+    }
+
+    #[test]
+    fn inputs_are_redacted_as_oma_redacts_objects() {
+        let input = json!({
+            "query": "weather in Paris",
+            "apiKey": "abc",
+            "nested": [{"password": "hunter2", "note": "Authorization: Bearer abcdefghijk"}],
+            "n": 3,
+        });
+        assert_eq!(
+            redact_value(&input),
+            json!({
+                "query": "weather in Paris",
+                "apiKey": "[redacted]",
+                "nested": [{"password": "[redacted]", "note": "Authorization: [redacted]"}],
+                "n": 3,
+            })
+        );
+    }
+
+    #[test]
+    fn tool_results_are_summarized_without_media_bytes() {
+        let content = ToolResultContent::Parts(vec![
+            ToolResultPart::Text {
+                text: "chart:".into(),
+            },
+            ToolResultPart::Image {
+                source: MediaSource::Base64 {
+                    media_type: "image/png".into(),
+                    data: "AAAA".into(),
+                },
+            },
+            ToolResultPart::File {
+                filename: "r.pdf".into(),
+                source: MediaSource::Url {
+                    media_type: "application/pdf".into(),
+                    url: "https://x.example/r.pdf".into(),
+                },
+            },
+        ]);
+        assert_eq!(
+            summarize_tool_result(&content),
+            "chart:\n[image: image/png; inline data]\n[file: r.pdf; application/pdf; URL reference]"
+        );
+    }
+
+    #[test]
+    fn events_are_omas_json_in_omas_key_order() {
+        let mut tracer = Tracer::new(
+            TraceOptions {
+                run_id: Some("run-1".into()),
+                span_id: Some("span-a".into()),
+                ..TraceOptions::default()
+            },
+            "helper",
+            1,
+        );
+        tracer.llm_started(1000);
+        let usage = TokenUsage {
+            input_tokens: 3,
+            output_tokens: 4,
+        };
+        let event = tracer.llm_answered(1250, "m", usage).expect("in flight");
+        let text = serde_json::to_string(&event.to_json()).expect("JSON");
+        let keys: Vec<&str> = [
+            "type",
+            "runId",
+            "spanId",
+            "parentId",
+            "agent",
+            "model",
+            "phase",
+            "turn",
+            "tokens",
+            "startMs",
+            "endMs",
+            "durationMs",
+        ]
+        .to_vec();
+        let mut last = 0;
+        for key in keys {
+            let at = text.find(&format!("\"{key}\"")).expect(key);
+            assert!(at >= last, "{key} out of order in {text}");
+            last = at;
+        }
+        let json = event.to_json();
+        assert_eq!(json["parentId"], "span-a");
+        assert_eq!(json["durationMs"], 250);
+        assert_eq!(json["turn"], 1);
+        let agent = tracer.agent(900, 1300, 1, usage, 0).to_json();
+        assert_eq!(agent["spanId"], "span-a");
+        assert!(agent.get("parentId").is_none());
+        assert_eq!(agent["toolCalls"], 0);
+    }
+}

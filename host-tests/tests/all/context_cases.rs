@@ -1,0 +1,233 @@
+// Loop detection and context options through the component: OMA's `loopDetection`,
+// `contextStrategy`, `compressToolResults`, `preserveReasoningAsText` and `compressReasoningText`
+// on an agent's WIT configuration, against a scripted Anthropic provider.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use oma_testkit::{
+    agent_config, endpoint, AgentConfig, AgentEvent, CannedResponse, CaptureOutbound,
+    ContentBlock, ContextStrategy, GuestOptions, LlmMessage, LoopAction, LoopDetection,
+    ReasoningBlock, ReasoningTextCap, RecordedRequest, RequestLog, Role, RunInput, ScriptedHost,
+    ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
+};
+use serde_json::{json, Value};
+
+use crate::common::{text, user};
+use crate::worlds::AnyGuest as Guest;
+
+fn tool_reply(id: &str) -> Value {
+    json!({
+        "id": "msg_t", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [{"type": "tool_use", "id": id, "name": "lookup", "input": {"q": "same"}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 1, "output_tokens": 1}
+    })
+}
+
+fn text_reply(text: &str) -> Value {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1}
+    })
+}
+
+/// A guest whose provider answers the n-th request with `replies[n]` (the last once they run
+/// out) and whose host answers every tool call with a long text; and the requests it got.
+async fn bench(replies: Vec<Value>) -> (Guest, RequestLog) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let outbound = CaptureOutbound::new(move |_request: &RecordedRequest| {
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: replies[n.min(replies.len() - 1)]
+                .to_string()
+                .into_bytes(),
+        }
+    });
+    let log = outbound.log();
+    let host = ScriptedHost::new().with_tool(|_call: &ToolUseBlock| ToolOutcome {
+        content: ToolResultContent::Text("x".repeat(40)),
+        is_error: false,
+    });
+    let options = GuestOptions {
+        hooks: Some(Box::new(outbound)),
+        host: Some(Box::new(host)),
+        ..Default::default()
+    };
+    (Guest::instantiate(super::WORLD, options).await, log)
+}
+
+fn config() -> AgentConfig {
+    let mut config = agent_config(
+        "looper",
+        "claude-sonnet-4-6",
+        endpoint("anthropic", Some("https://api.anthropic.com"), Some("sk-x")),
+    );
+    config.tools = vec![ToolDefinition {
+        name: "lookup".into(),
+        description: "Looks up".into(),
+        input_schema: r#"{"type":"object"}"#.into(),
+    }];
+    config
+}
+
+fn sent(log: &RequestLog) -> Vec<Value> {
+    log.all()
+        .iter()
+        .map(|r| r.json().expect("JSON")["messages"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_looping_run_is_warned_then_ended_with_loop_detected() {
+    let (mut guest, log) = bench(vec![tool_reply("c")]).await;
+    let mut cfg = config();
+    cfg.loop_detection = Some(LoopDetection {
+        max_repetitions: Some(2),
+        window: None,
+        action: LoopAction::Warn,
+    });
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let stream = guest
+        .stream(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    let events = guest.collect_agent_stream(stream).await.unwrap();
+    let detected: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::LoopDetected(info) => Some(info),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(detected.len(), 2, "warned, then ended: {events:?}");
+    assert_eq!(detected[0].kind, "tool_repetition");
+    assert_eq!(detected[0].repetitions, 2);
+    let Some(AgentEvent::Done(result)) = events.last() else {
+        panic!("a loop ends the run successfully: {events:?}");
+    };
+    assert!(result.success && result.loop_detected, "{result:?}");
+    assert_eq!(result.turns, 3);
+    let sent = sent(&log);
+    assert_eq!(sent.len(), 3);
+    // The warning went after the second turn's tool result.
+    let warned = &sent[2][4]["content"];
+    assert_eq!(warned[0]["type"], "tool_result");
+    assert!(
+        warned[1]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("WARNING: You appear to be repeating the same tool")),
+        "{warned}"
+    );
+}
+
+#[tokio::test]
+async fn terminate_ends_at_the_first_loop_and_bad_settings_are_refused() {
+    let (mut guest, log) = bench(vec![tool_reply("c")]).await;
+    let mut cfg = config();
+    cfg.loop_detection = Some(LoopDetection {
+        max_repetitions: Some(2),
+        window: Some(2),
+        action: LoopAction::Terminate,
+    });
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success && result.loop_detected, "{result:?}");
+    assert_eq!(result.turns, 2);
+    assert_eq!(result.tool_calls.len(), 1, "the looping call is not made");
+    assert_eq!(log.len(), 2);
+
+    cfg.loop_detection = Some(LoopDetection {
+        max_repetitions: Some(0),
+        window: None,
+        action: LoopAction::Warn,
+    });
+    let error = guest.create_agent(&cfg).await.unwrap().err().expect("refused");
+    assert!(
+        error.message.contains("`loop-detection.max-repetitions` must be a positive integer"),
+        "{error:?}"
+    );
+    assert_eq!(log.len(), 2, "nothing sent");
+}
+
+#[tokio::test]
+async fn a_sliding_window_and_tool_result_compression_shrink_what_is_sent() {
+    let (mut guest, log) =
+        bench(vec![tool_reply("a"), tool_reply("b"), tool_reply("c"), text_reply("done")])
+            .await;
+    let mut cfg = config();
+    cfg.context.strategy = Some(ContextStrategy::SlidingWindow(2));
+    cfg.context.compress_tool_results = Some(10);
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    assert_eq!(result.messages.len(), 7, "the result keeps every message");
+    let sent = sent(&log);
+    assert_eq!(sent.len(), 4);
+    // Second request: the first result is the newest, so whole.
+    assert_eq!(sent[1][2]["content"][0]["content"], "x".repeat(40));
+    // Third request: the first result was consumed, so compressed.
+    assert_eq!(
+        sent[2][2]["content"][0]["content"],
+        "[Tool output compressed — 40 chars, already processed]"
+    );
+    // Fourth request: the first user turn, then the last two tool turns, the oldest dropped.
+    let last = sent[3].as_array().expect("messages");
+    assert_eq!(last.len(), 5, "{last:?}");
+    assert_eq!(last[0]["content"][0]["text"], "go");
+    assert_eq!(
+        last[2]["content"][0]["text"],
+        "[Earlier conversation history truncated — 1 turn(s) removed]\n\n"
+    );
+}
+
+#[tokio::test]
+async fn reasoning_of_another_provider_is_sent_as_cut_thinking_text_when_asked() {
+    let (mut guest, log) = bench(vec![text_reply("ok")]).await;
+    let input = RunInput::Messages(vec![
+        user(vec![text("q")]),
+        LlmMessage {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Reasoning(ReasoningBlock {
+                    text: "r".repeat(100),
+                    signature: None,
+                    redacted_data: None,
+                    provenance: Some("openai".into()),
+                }),
+                text("a"),
+            ],
+        },
+        user(vec![text("q2")]),
+    ]);
+    let mut cfg = config();
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    guest.run(&agent, &input).await.unwrap().unwrap();
+    cfg.context.preserve_reasoning_as_text = true;
+    cfg.context.compress_reasoning_text = ReasoningTextCap::MaxChars(30);
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    guest.run(&agent, &input).await.unwrap().unwrap();
+    let sent = sent(&log);
+    assert_eq!(sent[0][1]["content"], json!([{"type": "text", "text": "a"}]));
+    assert_eq!(
+        sent[1][1]["content"][0]["text"],
+        format!(
+            "<thinking>{}...[truncated]...{}</thinking>",
+            "r".repeat(10),
+            "r".repeat(3)
+        )
+    );
+}

@@ -1,0 +1,110 @@
+// OMA's loopDetection, contextStrategy, compressToolResults, preserveReasoningAsText and
+// compressReasoningText through the package, against the loopback provider.
+import { test, before, after, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import { z } from 'zod'
+import { Agent, defineTool } from '../src/index.js'
+import { startServer, anthropicMessage, anthropicToolUse } from './helpers/server.js'
+
+let server
+before(async () => { server = await startServer() })
+after(async () => { await server.close() })
+beforeEach(() => server.reset())
+
+const lookup = defineTool({
+  name: 'lookup',
+  description: 'Looks up',
+  inputSchema: z.object({ q: z.string() }),
+  execute: async () => ({ data: 'x'.repeat(40) }),
+})
+
+function agent(extra = {}) {
+  return new Agent({
+    name: 'looper', model: 'claude-test', provider: 'anthropic', baseURL: server.url, apiKey: 'sk-test',
+    customTools: [lookup], ...extra,
+  })
+}
+
+async function collect(iterable) {
+  const out = []
+  for await (const e of iterable) out.push(e)
+  return out
+}
+
+const same = () => anthropicToolUse([['c', 'lookup', { q: 'same' }]])
+
+test('loopDetection: warned once, then the run ends with loopDetected and loop_detected events', async () => {
+  server.queue(same(), same(), same())
+  const events = await collect(agent({ loopDetection: { maxRepetitions: 2 } }).stream('go'))
+  const loops = events.filter((e) => e.type === 'loop_detected')
+  assert.equal(loops.length, 2)
+  assert.equal(loops[0].data.kind, 'tool_repetition')
+  assert.equal(loops[0].data.repetitions, 2)
+  assert.match(loops[0].data.detail, /Tool call "lookup" with identical arguments has repeated 2 times/)
+  const done = events.at(-1)
+  assert.equal(done.type, 'done')
+  assert.equal(done.data.success, true)
+  assert.equal(done.data.loopDetected, true)
+  assert.equal(server.requests.length, 3)
+  const warned = server.requests[2].body.messages[4].content
+  assert.equal(warned[0].type, 'tool_result')
+  assert.match(warned[1].text, /^WARNING: You appear to be repeating the same tool calls/)
+})
+
+test("loopDetection: 'terminate' ends at the first loop; bad settings are typed errors before any request", async () => {
+  server.queue(same(), same())
+  const result = await agent({ loopDetection: { maxRepetitions: 2, onLoopDetected: 'terminate' } }).run('go')
+  assert.equal(result.success, true)
+  assert.equal(result.loopDetected, true)
+  assert.equal(result.toolCalls.length, 1)
+  assert.equal(server.requests.length, 2)
+  server.reset()
+  assert.throws(() => agent({ loopDetection: { maxRepetitions: 0 } }), /`loopDetection.maxRepetitions` must be a positive integer/)
+  assert.throws(() => agent({ loopDetection: { onLoopDetected: 'stop' } }), /`loopDetection.onLoopDetected` must be "warn" or "terminate"/)
+  assert.throws(() => agent({ loopDetection: { onLoopDetected: () => 'continue' } }), /onLoopDetected as a function is not supported/)
+  assert.throws(() => agent({ contextStrategy: { type: 'sliding-window' } }), /missing field `contextStrategy.maxTurns`/)
+  assert.throws(() => agent({ contextStrategy: { type: 'compact', maxTokens: '9' } }), /`contextStrategy.maxTokens` must be/)
+  assert.throws(() => agent({ compressToolResults: 'yes' }), /`compressToolResults` must be a boolean or \{minChars: number\}/)
+  assert.throws(() => agent({ preserveReasoningAsText: 'yes' }), /`preserveReasoningAsText` must be a boolean/)
+  assert.equal(server.requests.length, 0)
+})
+
+test('contextStrategy sliding-window and compressToolResults shrink what is sent, not the result', async () => {
+  server.queue(
+    anthropicToolUse([['a', 'lookup', { q: '1' }]]),
+    anthropicToolUse([['b', 'lookup', { q: '2' }]]),
+    anthropicToolUse([['c', 'lookup', { q: '3' }]]),
+    anthropicMessage('done'),
+  )
+  const result = await agent({
+    contextStrategy: { type: 'sliding-window', maxTurns: 2 },
+    compressToolResults: { minChars: 10 },
+  }).run('go')
+  assert.equal(result.success, true)
+  assert.equal(result.messages.length, 7)
+  const sent = server.requests.map((r) => r.body.messages)
+  assert.equal(sent[1][2].content[0].content, 'x'.repeat(40))
+  assert.equal(sent[2][2].content[0].content, '[Tool output compressed — 40 chars, already processed]')
+  assert.equal(sent[3].length, 5)
+  assert.equal(sent[3][0].content[0].text, 'go')
+  assert.equal(sent[3][2].content[0].text, '[Earlier conversation history truncated — 1 turn(s) removed]\n\n')
+})
+
+test('preserveReasoningAsText sends foreign reasoning as <thinking> text, cut by compressReasoningText', async () => {
+  const conversation = [
+    { role: 'user', content: [{ type: 'text', text: 'q' }] },
+    { role: 'assistant', content: [
+      { type: 'reasoning', text: 'r'.repeat(100), provenance: 'openai' },
+      { type: 'text', text: 'a' },
+    ] },
+    { role: 'user', content: [{ type: 'text', text: 'q2' }] },
+  ]
+  server.queue(anthropicMessage('ok'), anthropicMessage('ok'), anthropicMessage('ok'))
+  await agent().run(conversation)
+  await agent({ preserveReasoningAsText: true }).run(conversation)
+  await agent({ preserveReasoningAsText: true, compressReasoningText: { minChars: 30 } }).run(conversation)
+  const sent = server.requests.map((r) => r.body.messages[1].content)
+  assert.deepEqual(sent[0], [{ type: 'text', text: 'a' }])
+  assert.equal(sent[1][0].text, `<thinking>${'r'.repeat(100)}</thinking>`)
+  assert.equal(sent[2][0].text, `<thinking>${'r'.repeat(10)}...[truncated]...${'r'.repeat(3)}</thinking>`)
+})

@@ -1,0 +1,87 @@
+"""OMA's loop detection and context options through the package (snake_case keywords), against
+the loopback provider: the same cases as the JavaScript suite's ``context.test.js``."""
+
+import pytest
+
+import oma_component as oma
+from loopback import Reply, anthropic_text, anthropic_tool_use
+from test_agent import _tool_sse, add_tool
+
+
+def same():
+    return Reply(body=anthropic_tool_use([{"id": "c", "name": "add", "input": {"a": 1, "b": 1}}]))
+
+
+def test_a_loop_is_warned_then_ended_with_loop_detected(loop, anthropic):
+    loop.script(*[Reply(sse=_tool_sse()) for _ in range(3)])
+    agent = oma.Agent(tools=[add_tool()], loop_detection={"max_repetitions": 2}, **anthropic)
+    events = list(agent.stream("go"))
+    loops = [e["data"] for e in events if e["type"] == "loop_detected"]
+    assert len(loops) == 2
+    assert loops[0]["kind"] == "tool_repetition" and loops[0]["repetitions"] == 2
+    assert 'Tool call "add" with identical arguments has repeated 2 times' in loops[0]["detail"]
+    assert events[-1]["type"] == "done"
+    result = events[-1]["data"]
+    assert result["success"] and result["loopDetected"]
+    assert len(loop.requests) == 3
+    warned = loop.requests[2]["body"]["messages"][4]["content"]
+    assert warned[0]["type"] == "tool_result"
+    assert warned[1]["text"].startswith("WARNING: You appear to be repeating the same tool calls")
+
+
+def test_terminate_and_bad_settings(loop, anthropic):
+    loop.script(same(), same())
+    agent = oma.Agent(tools=[add_tool()], loop_detection={"max_repetitions": 2, "on_loop_detected": "terminate"},
+                      **anthropic)
+    result = agent.run("go")
+    assert result["success"] and result["loopDetected"]
+    assert len(result["toolCalls"]) == 1
+    assert len(loop.requests) == 2
+    loop.script()
+    for kwargs, message in [
+        (dict(loop_detection={"max_repetitions": 0}), "`loopDetection.maxRepetitions` must be a positive integer"),
+        (dict(loop_detection={"on_loop_detected": "stop"}), '`loopDetection.onLoopDetected` must be "warn" or "terminate"'),
+        (dict(context_strategy={"type": "sliding-window"}), "missing field `contextStrategy.maxTurns`"),
+        (dict(context_strategy={"type": "custom"}), '"custom" is not supported'),
+        (dict(compress_tool_results="yes"), "`compressToolResults` must be a boolean or {minChars: number}"),
+        (dict(preserve_reasoning_as_text="yes"), "`preserveReasoningAsText` must be a boolean"),
+    ]:
+        with pytest.raises(oma.OmaError) as caught:
+            oma.Agent(**kwargs, **anthropic)
+        assert message in str(caught.value), (kwargs, str(caught.value))
+    with pytest.raises(TypeError, match="callable"):
+        oma.Agent(loop_detection={"on_loop_detected": lambda info: "continue"}, **anthropic)
+    assert loop.requests == []
+
+
+def test_sliding_window_and_tool_result_compression(loop, anthropic):
+    def call(n):
+        return Reply(body=anthropic_tool_use([{"id": f"c{n}", "name": "add", "input": {"a": n, "b": 40}}]))
+    loop.script(call(1), call(2), call(3), Reply(body=anthropic_text("done")))
+    agent = oma.Agent(tools=[add_tool()], context_strategy={"type": "sliding-window", "max_turns": 2},
+                      compress_tool_results={"min_chars": 2}, **anthropic)
+    result = agent.run("go")
+    assert result["success"] and len(result["messages"]) == 7
+    sent = [r["body"]["messages"] for r in loop.requests]
+    assert sent[1][2]["content"][0]["content"] == "41"
+    assert sent[2][2]["content"][0]["content"] == "[Tool output compressed — 2 chars, already processed]"
+    assert len(sent[3]) == 5
+    assert sent[3][0]["content"][0]["text"] == "go"
+    assert sent[3][2]["content"][0]["text"] == "[Earlier conversation history truncated — 1 turn(s) removed]\n\n"
+
+
+def test_reasoning_as_cut_thinking_text(loop, anthropic):
+    conversation = [
+        {"role": "user", "content": [{"type": "text", "text": "q"}]},
+        {"role": "assistant", "content": [{"type": "reasoning", "text": "r" * 100, "provenance": "openai"},
+                                          {"type": "text", "text": "a"}]},
+        {"role": "user", "content": [{"type": "text", "text": "q2"}]},
+    ]
+    loop.script(*[Reply(body=anthropic_text("ok")) for _ in range(3)])
+    oma.Agent(**anthropic).run(conversation)
+    oma.Agent(preserve_reasoning_as_text=True, **anthropic).run(conversation)
+    oma.Agent(preserve_reasoning_as_text=True, compress_reasoning_text={"min_chars": 30}, **anthropic).run(conversation)
+    sent = [r["body"]["messages"][1]["content"] for r in loop.requests]
+    assert sent[0] == [{"type": "text", "text": "a"}]
+    assert sent[1][0]["text"] == "<thinking>" + "r" * 100 + "</thinking>"
+    assert sent[2][0]["text"] == "<thinking>" + "r" * 10 + "...[truncated]..." + "r" * 3 + "</thinking>"

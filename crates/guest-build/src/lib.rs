@@ -1,15 +1,17 @@
-//! Builds the guest in its three artifacts, for the harness's build script, the
+//! Builds the guest in its four artifacts, for the harness's build script, the
 //! language packages and anyone who wants the artifacts:
 //!
 //! - `oma_component.wasm`: world `component`;
-//! - `oma_portable.wasm`: world `portable`;
+//! - `oma_portable.wasm`: world `portable` (the agent for the language packages);
 //! - `oma_gateway.wasm`: world `gateway`, the `wasi:http/proxy` gateway (crate `oma-gateway`);
+//! - `oma_routes.wasm`: world `routes`, the gateway's rules for the Worker gateway (crate
+//!   `oma-routes`);
 //! - opt-in, with `oma-guest-build --world fastly`: `oma_fastly.wasm`, the gateway on Fastly
 //!   Compute (crate `oma-fastly`, Fastly's `fastly:compute/service` world, vendored in
-//!   `crates/fastly/wit`). It is not one of the three: nothing in the build of the others needs
+//!   `crates/fastly/wit`). It is not one of the four: nothing in the build of the others needs
 //!   it, and it is built and checked on its own.
 //!
-//! The three world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
+//! The four world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
 //! standard library imports nothing, so that each artifact imports only the interfaces its own
 //! code calls (the WASI ones through the `wasip2` crate's bindings, which work on any wasm32
 //! target); each core module is then made a component with `wit-component`. The components
@@ -70,6 +72,10 @@ pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
 pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
 /// The artifact of the gateway (`wasi:http/proxy`).
 pub const GATEWAY_ARTIFACT: &str = "oma_gateway.wasm";
+/// The package of the `routes` world.
+pub const ROUTES_PACKAGE: &str = "oma-routes";
+/// The artifact of the `routes` world (the gateway's rules for the Worker gateway).
+pub const ROUTES_ARTIFACT: &str = "oma_routes.wasm";
 
 /// The artifact of the gateway on Fastly Compute (`fastly:compute/service`).
 pub const FASTLY_ARTIFACT: &str = "oma_fastly.wasm";
@@ -169,7 +175,7 @@ pub fn check_limits(dir: &Path, limits: &[SizeLimit], report: &dyn Fn(&str)) -> 
     }
 }
 
-/// Where the three components landed.
+/// Where the four components landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Artifacts {
     /// `oma_component.wasm`.
@@ -178,12 +184,14 @@ pub struct Artifacts {
     pub portable: PathBuf,
     /// `oma_gateway.wasm`, in the same directory.
     pub gateway: PathBuf,
+    /// `oma_routes.wasm`, in the same directory.
+    pub routes: PathBuf,
 }
 
-/// Builds the three artifacts of the guest in `workspace` with cargo profile `profile` into
+/// Builds the four artifacts of the guest in `workspace` with cargo profile `profile` into
 /// `target_dir`; `note` is told of anything installed on the way.
 ///
-/// One cargo build of the three world crates for `wasm32-unknown-unknown` (so the core is
+/// One cargo build of the four world crates for `wasm32-unknown-unknown` (so the core is
 /// compiled once for all of them); each core module is then made a component in
 /// `target_dir/`[`ARTIFACT_DIR`]`/<profile>/`.
 pub fn build_all(
@@ -197,7 +205,12 @@ pub fn build_all(
         target_dir,
         profile,
         GUEST_TARGET,
-        &[GUEST_PACKAGE, PORTABLE_PACKAGE, GATEWAY_PACKAGE],
+        &[
+            GUEST_PACKAGE,
+            PORTABLE_PACKAGE,
+            GATEWAY_PACKAGE,
+            ROUTES_PACKAGE,
+        ],
         note,
     )?;
     let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
@@ -207,11 +220,13 @@ pub fn build_all(
         component: dir.join(GUEST_ARTIFACT),
         portable: dir.join(PORTABLE_ARTIFACT),
         gateway: dir.join(GATEWAY_ARTIFACT),
+        routes: dir.join(ROUTES_ARTIFACT),
     };
     for out in [
         &artifacts.component,
         &artifacts.portable,
         &artifacts.gateway,
+        &artifacts.routes,
     ] {
         let name = out.file_name().ok_or("an artifact path has no file name")?;
         componentize(&modules.join(name), out)?;

@@ -55,17 +55,32 @@ fn the_portable_artifact_is_its_declared_world() {
     assert_matches(PORTABLE_WASM, "portable");
 }
 
-/// The portable world exports the gateway's HTTP rules (`routes`) beside the codec and the
-/// driver, and still imports nothing.
+/// The routes artifact (`oma_routes.wasm`, beside the others).
+fn routes_wasm() -> String {
+    Path::new(PORTABLE_WASM)
+        .with_file_name("oma_routes.wasm")
+        .display()
+        .to_string()
+}
+
 #[test]
-fn the_portable_world_exports_the_routes_and_imports_nothing() {
+fn the_routes_artifact_is_its_declared_world() {
+    assert_matches(&routes_wasm(), "gateway-routes");
+}
+
+/// The gateway's HTTP rules (`routes`) are a world of their own, importing nothing; the
+/// portable world, which the language packages carry, has none of them.
+#[test]
+fn the_routes_world_exports_the_routes_and_imports_nothing_and_the_portable_world_has_none() {
     let (resolve, package) = declared();
-    let world = resolve.select_world(&[package], Some("portable")).unwrap();
+    let world = resolve
+        .select_world(&[package], Some("gateway-routes"))
+        .unwrap();
     let (imports, exports) = items(&resolve, world);
-    assert!(imports.is_empty(), "the portable world imports {imports:?}");
+    assert!(imports.is_empty(), "the routes world imports {imports:?}");
     let routes = exports
         .get("oma:agent/routes@0.1.0")
-        .unwrap_or_else(|| panic!("the portable world does not export routes: {exports:?}"));
+        .unwrap_or_else(|| panic!("the routes world does not export routes: {exports:?}"));
     for function in [
         "[constructor]request",
         "[method]request.head",
@@ -82,6 +97,17 @@ fn the_portable_world_exports_the_routes_and_imports_nothing() {
             "routes has no {function}: {routes:?}"
         );
     }
+    assert!(
+        !exports.contains_key("oma:agent/codec@0.1.0"),
+        "the routes world exports the codec: {exports:?}"
+    );
+    let portable = resolve.select_world(&[package], Some("portable")).unwrap();
+    let (imports, exports) = items(&resolve, portable);
+    assert!(imports.is_empty(), "the portable world imports {imports:?}");
+    assert!(
+        !exports.contains_key("oma:agent/routes@0.1.0"),
+        "the portable world exports routes: {exports:?}"
+    );
     let built = differences(&std::fs::read(PORTABLE_WASM).unwrap(), "portable");
     assert!(built.is_empty(), "{PORTABLE_WASM}: {built:?}");
 }

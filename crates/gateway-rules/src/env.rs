@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use oma_core::adapter::{Credentials, Endpoint};
 use oma_core::http::EgressPolicy;
 
+use crate::chat::Target;
+
 /// The largest request body by default: 32 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 32 << 20;
 /// How long one request may take by default, provider calls included.
@@ -31,6 +33,9 @@ pub struct Settings {
     /// `OMA_GATEWAY_EGRESS`, when set; `None` allows the requested provider's origin only, and
     /// only when that provider is configured.
     pub egress: Option<EgressPolicy>,
+    /// `OMA_GATEWAY_FALLBACKS`: for a requested `<provider>/<model>`, the ones to try in order
+    /// when it fails with a retryable error (`crate::chat`).
+    pub fallbacks: Vec<(String, Vec<Target>)>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -45,6 +50,7 @@ impl std::fmt::Debug for Settings {
             .field("deadline_ms", &self.deadline_ms)
             .field("max_retries", &self.max_retries)
             .field("egress", &self.egress)
+            .field("fallbacks", &self.fallbacks)
             .finish()
     }
 }
@@ -162,11 +168,12 @@ pub fn provider_env(
 }
 
 /// The gateway's own variables (`OMA_GATEWAY_*`), as [`Settings::from_vars`] reads them.
-pub const GATEWAY_VARIABLES: [&str; 5] = [
+pub const GATEWAY_VARIABLES: [&str; 6] = [
     "OMA_GATEWAY_TOKEN",
     "OMA_GATEWAY_MAX_BODY_BYTES",
     "OMA_GATEWAY_DEADLINE_MS",
     "OMA_GATEWAY_MAX_RETRIES",
+    "OMA_GATEWAY_FALLBACKS",
     "OMA_GATEWAY_EGRESS",
 ];
 
@@ -217,6 +224,25 @@ pub fn variable_names(providers: Option<&str>) -> Vec<String> {
         }
     }
     names
+}
+
+/// `OMA_GATEWAY_FALLBACKS`' value: a JSON object whose keys and list items are all
+/// `<provider>/<model>`; `None` for anything else.
+fn parse_fallbacks(text: &str) -> Option<Vec<(String, Vec<Target>)>> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value
+        .as_object()?
+        .iter()
+        .map(|(model, list)| {
+            let requested = Target::parse(model)?.label();
+            let targets = list
+                .as_array()?
+                .iter()
+                .map(|item| item.as_str().and_then(Target::parse))
+                .collect::<Option<Vec<_>>>()?;
+            Some((requested, targets))
+        })
+        .collect()
 }
 
 /// A variable whose value the gateway cannot use; the gateway answers 500 naming it (never
@@ -293,6 +319,14 @@ impl Settings {
             }
         };
         let token = get("OMA_GATEWAY_TOKEN").map(str::to_owned);
+        let fallbacks = match get("OMA_GATEWAY_FALLBACKS") {
+            None => Vec::new(),
+            Some(text) => parse_fallbacks(text).ok_or(BadVariable {
+                name: "OMA_GATEWAY_FALLBACKS",
+                expected: "a JSON object mapping `<provider>/<model>` to a list of \
+                           `<provider>/<model>`",
+            })?,
+        };
         Ok(Settings {
             vars,
             token,
@@ -300,7 +334,17 @@ impl Settings {
             deadline_ms,
             max_retries,
             egress,
+            fallbacks,
         })
+    }
+
+    /// The fallbacks configured for the requested `<provider>/<model>`, in order.
+    pub fn fallbacks_for(&self, requested: &str) -> Vec<Target> {
+        self.fallbacks
+            .iter()
+            .find(|(model, _)| model == requested)
+            .map(|(_, targets)| targets.clone())
+            .unwrap_or_default()
     }
 
     /// The endpoint of `provider` as the environment configures it.
@@ -340,6 +384,18 @@ impl Settings {
             None if provider.configured() => EgressPolicy::Open,
             None => EgressPolicy::Allowlist(Vec::new()),
         }
+    }
+
+    /// Whether the request carries the configured token, as `authorization: Bearer <token>`
+    /// (what OpenAI's clients send their API key as) or `x-api-key: <token>` (Anthropic's);
+    /// always true without one. Compared in constant time.
+    pub fn authorized_either(&self, authorization: Option<&str>, api_key: Option<&str>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let by_key =
+            api_key.is_some_and(|key| constant_time_eq(key.trim().as_bytes(), token.as_bytes()));
+        by_key | self.authorized(authorization)
     }
 
     /// Whether `authorization` (the request's header) carries the configured token; always

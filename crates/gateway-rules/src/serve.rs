@@ -3,8 +3,8 @@
 //! `/healthz`, `/v1/validate` and `/v1/format`, and drives a `/v1/run` on the one step loop
 //! ([`WasiRun`]), writing its result whole or as server-sent events. A binding gives it the
 //! request and the response through [`Exchange`] and the provider calls through a
-//! [`Transport`]: `handler` binds it to `wasi:http/incoming-handler`, `crates/fastly` to Fastly
-//! Compute's `http-incoming`. Neither decides anything the other does not.
+//! [`Transport`]: `crates/gateway` binds it to `wasi:http/incoming-handler`, `crates/fastly` to
+//! Fastly Compute's `http-incoming`. Neither decides anything the other does not.
 
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
 use oma_core::agent::exchange::{
@@ -13,9 +13,11 @@ use oma_core::agent::exchange::{
 use oma_core::agent::machine::RunMachine;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::message::{ToolResultContent, ToolUseBlock};
-use oma_wasi::{Next, StepHost, Transport, WasiRun};
+use oma_step::{Next, StepHost, Transport, WasiRun};
 
+use crate::chat::ChatStep;
 use crate::env::BadVariable;
+use crate::openai::Completion;
 use crate::{BodyVerdict, Head, HeadVerdict, Reply, Settings};
 
 /// One request and its response, as a platform offers them.
@@ -67,6 +69,7 @@ pub fn serve<X: Exchange>(
         Err(bad) => return respond(exchange, Reply::bad_configuration(&bad)),
     };
     let authorization = exchange.header("authorization");
+    let api_key = exchange.header("x-api-key");
     let accept = exchange.header("accept").unwrap_or_default();
     let content_length = exchange
         .header("content-length")
@@ -75,6 +78,7 @@ pub fn serve<X: Exchange>(
         method,
         path,
         authorization: authorization.as_deref(),
+        api_key: api_key.as_deref(),
         content_length,
     };
     let route = match crate::on_head(Ok(&settings), &head) {
@@ -90,6 +94,7 @@ pub fn serve<X: Exchange>(
     let (now_ms, seed) = (exchange.now_ms(), exchange.random_u64());
     match crate::on_body(&settings, route, &body, streaming, now_ms, seed) {
         BodyVerdict::Reply(reply) => respond(exchange, reply),
+        BodyVerdict::Chat(completion) => chat(&settings, *completion, exchange),
         BodyVerdict::Run(machine) => {
             let run = Run::new(*machine, exchange.transport());
             if streaming {
@@ -147,6 +152,77 @@ fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
     }
     exchange.close_events();
     200
+}
+
+/// A `/v1/chat/completions` request: its provider calls driven on the exchange's transport,
+/// answered whole, or as OpenAI's chunk stream whose head goes out just before the first
+/// request is sent (what is refused before that is a whole reply).
+fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut X) -> u16 {
+    let Completion {
+        mut machine,
+        mut writer,
+    } = completion;
+    let mut transport = exchange.transport();
+    // None: not opened yet; Some(false): the platform refused the head or the caller left.
+    let mut opened: Option<bool> = None;
+    loop {
+        let answer = match machine.poll(transport.now_ms()) {
+            ChatStep::Send(outgoing) => {
+                if writer.stream && opened.is_none() {
+                    opened = Some(exchange.open_events());
+                }
+                if opened == Some(false) {
+                    return 200;
+                }
+                transport.send(&outgoing)
+            }
+            ChatStep::Receive => transport.receive(),
+            ChatStep::Wait(ms) => transport.wait(ms),
+            ChatStep::Event(event) => {
+                let text = writer.event(&event);
+                if opened == Some(true)
+                    && !text.is_empty()
+                    && !exchange.write_events(text.as_bytes())
+                {
+                    // The caller went away: nothing more is sent for it.
+                    exchange.close_events();
+                    return 200;
+                }
+                continue;
+            }
+            ChatStep::Done(Ok((response, target))) if !writer.stream => {
+                return respond(exchange, writer.completion(&response, &target));
+            }
+            ChatStep::Done(Ok((response, target))) => {
+                if opened.is_none() {
+                    opened = Some(exchange.open_events());
+                }
+                if opened == Some(true) {
+                    exchange.write_events(writer.end(&response, &target).as_bytes());
+                    exchange.close_events();
+                }
+                return 200;
+            }
+            ChatStep::Done(Err(error)) => {
+                let reply = crate::openai::of_error(settings, error);
+                if opened != Some(true) {
+                    return respond(exchange, reply);
+                }
+                exchange.write_events(writer.failed(&reply).as_bytes());
+                exchange.close_events();
+                return 200;
+            }
+        };
+        if let Err(error) = machine.handle(answer) {
+            let reply = crate::openai::of_error(settings, error);
+            if opened == Some(true) {
+                exchange.write_events(writer.failed(&reply).as_bytes());
+                exchange.close_events();
+                return 200;
+            }
+            return respond(exchange, reply);
+        }
+    }
 }
 
 /// The gateway's answers to the steps only a world can perform: its agents have no tools, no

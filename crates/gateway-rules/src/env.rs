@@ -36,6 +36,9 @@ pub struct Settings {
     /// `OMA_GATEWAY_FALLBACKS`: for a requested `<provider>/<model>`, the ones to try in order
     /// when it fails with a retryable error (`crate::chat`).
     pub fallbacks: Vec<(String, Vec<Target>)>,
+    /// `OMA_GATEWAY_MODELS`: the `<provider>/<model>` list `GET /v1/models` names (with the
+    /// models of the fallbacks).
+    pub models: Vec<Target>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -51,6 +54,7 @@ impl std::fmt::Debug for Settings {
             .field("max_retries", &self.max_retries)
             .field("egress", &self.egress)
             .field("fallbacks", &self.fallbacks)
+            .field("models", &self.models)
             .finish()
     }
 }
@@ -168,12 +172,13 @@ pub fn provider_env(
 }
 
 /// The gateway's own variables (`OMA_GATEWAY_*`), as [`Settings::from_vars`] reads them.
-pub const GATEWAY_VARIABLES: [&str; 6] = [
+pub const GATEWAY_VARIABLES: [&str; 7] = [
     "OMA_GATEWAY_TOKEN",
     "OMA_GATEWAY_MAX_BODY_BYTES",
     "OMA_GATEWAY_DEADLINE_MS",
     "OMA_GATEWAY_MAX_RETRIES",
     "OMA_GATEWAY_FALLBACKS",
+    "OMA_GATEWAY_MODELS",
     "OMA_GATEWAY_EGRESS",
 ];
 
@@ -327,6 +332,19 @@ impl Settings {
                            `<provider>/<model>`",
             })?,
         };
+        let models = match get("OMA_GATEWAY_MODELS") {
+            None => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(Target::parse)
+                .collect::<Option<Vec<_>>>()
+                .ok_or(BadVariable {
+                    name: "OMA_GATEWAY_MODELS",
+                    expected: "`<provider>/<model>` names separated by commas",
+                })?,
+        };
         Ok(Settings {
             vars,
             token,
@@ -335,6 +353,7 @@ impl Settings {
             max_retries,
             egress,
             fallbacks,
+            models,
         })
     }
 

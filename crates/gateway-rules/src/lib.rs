@@ -172,6 +172,8 @@ pub enum Route {
     Run,
     /// `POST /v1/chat/completions` (OpenAI-compatible, [`openai`]).
     ChatCompletions,
+    /// `GET /v1/models` (OpenAI-compatible: the configured models, [`openai::models`]).
+    Models,
 }
 
 /// What [`route`] reads of a request.
@@ -230,6 +232,7 @@ pub fn on_head(settings: Result<&Settings, &env::BadVariable>, head: &Head) -> H
     match route(settings, head) {
         Err(reply) => HeadVerdict::Reply(reply),
         Ok(Route::Health) => HeadVerdict::Reply(health()),
+        Ok(Route::Models) => HeadVerdict::Reply(openai::models(settings)),
         Ok(route) => HeadVerdict::ReadBody(route),
     }
 }
@@ -257,6 +260,7 @@ pub fn on_body(
 ) -> BodyVerdict {
     match route {
         Route::Health => BodyVerdict::Reply(health()),
+        Route::Models => BodyVerdict::Reply(openai::models(settings)),
         Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
         Route::Run => match start_run(settings, body, streaming, seed) {
@@ -306,18 +310,19 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
         "/v1/format" => (Route::Format, "POST"),
         "/v1/run" => (Route::Run, "POST"),
         "/v1/chat/completions" => (Route::ChatCompletions, "POST"),
+        "/v1/models" => (Route::Models, "GET"),
         _ => {
             return Err(Reply::error(
                 404,
                 "Error",
                 Some("NOT_FOUND"),
                 "no such route: the gateway answers GET /healthz, POST /v1/validate, \
-                 POST /v1/format, POST /v1/run and POST /v1/chat/completions",
+                 POST /v1/format, POST /v1/run, POST /v1/chat/completions and GET /v1/models",
             ))
         }
     };
     // Each route refuses in its own error shape: OpenAI's for the OpenAI-compatible route.
-    let openai = route == Route::ChatCompletions;
+    let openai = matches!(route, Route::ChatCompletions | Route::Models);
     if !head.method.eq_ignore_ascii_case(method) {
         let message = format!("{path} answers {method} only");
         let reply = if openai {

@@ -455,6 +455,38 @@ pub fn start(
     })
 }
 
+/// `GET /v1/models`: OpenAI's list of the models the configuration names
+/// (`OMA_GATEWAY_MODELS`, and the models of `OMA_GATEWAY_FALLBACKS`), each `<provider>/<model>`
+/// of a provider the configuration can reach, in the order first named.
+pub fn models(settings: &Settings) -> Reply {
+    let mut ids: Vec<String> = Vec::new();
+    let named = settings
+        .models
+        .iter()
+        .cloned()
+        .chain(settings.fallbacks.iter().flat_map(|(requested, targets)| {
+            Target::parse(requested)
+                .into_iter()
+                .chain(targets.iter().cloned())
+        }));
+    for target in named {
+        let reachable =
+            settings.egress.is_some() || settings.provider(&target.provider).configured();
+        let id = target.label();
+        if reachable && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            let owner = id.split('/').next().unwrap_or_default();
+            json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
+        })
+        .collect();
+    Reply::json(200, &json!({"object": "list", "data": data}))
+}
+
 /// OpenAI's `finish_reason` for OMA's `stop_reason`.
 fn finish_reason(stop_reason: &str) -> &'static str {
     match stop_reason {

@@ -559,3 +559,54 @@ fn a_model_without_a_provider_or_an_unconfigured_provider_is_refused() {
     let refused = call(&hello(KEY), vec![]);
     openai_error(&refused, 400);
 }
+
+#[test]
+fn models_lists_the_configured_models_of_reachable_providers() {
+    let settings = environment(&[
+        (
+            "OMA_GATEWAY_MODELS",
+            "anthropic/claude-x, gemini/gemini-2.5-pro,openai/gpt-4o",
+        ),
+        (
+            "OMA_GATEWAY_FALLBACKS",
+            r#"{"anthropic/claude-x": ["minimax/MiniMax-M1"]}"#,
+        ),
+    ])
+    .expect("valid");
+    let guarded = crate::route(
+        &settings,
+        &crate::Head {
+            method: "GET",
+            path: "/v1/models",
+            ..crate::Head::default()
+        },
+    )
+    .expect_err("the token is required");
+    assert_eq!(guarded.status, 401);
+    let with_key = crate::Head {
+        method: "GET",
+        path: "/v1/models",
+        api_key: Some(TOKEN),
+        ..crate::Head::default()
+    };
+    let crate::HeadVerdict::Reply(reply) = crate::on_head(Ok(&settings), &with_key) else {
+        panic!("/v1/models reads no body")
+    };
+    let body: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(body["object"], "list");
+    let ids: Vec<&str> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    // Gemini has no key here: not listed.
+    assert_eq!(
+        ids,
+        ["anthropic/claude-x", "openai/gpt-4o", "minimax/MiniMax-M1"]
+    );
+    assert_eq!(body["data"][0]["object"], "model");
+    assert_eq!(body["data"][0]["owned_by"], "anthropic");
+    let bad = environment(&[("OMA_GATEWAY_MODELS", "gpt-4o")]).expect_err("no provider");
+    assert_eq!(bad.name, "OMA_GATEWAY_MODELS");
+}

@@ -503,3 +503,77 @@ async fn the_log_line_shows_no_query() {
         .expect("no trap");
     assert_eq!(line, "oma-gateway: POST /v1/run 504 2001ms\n");
 }
+
+/// `/v1/chat/completions` through the routes world: a refusal is OpenAI's error shape with
+/// nothing to step, and a request is a run whose only steps are HTTP, ending with a
+/// `chat.completion`.
+#[tokio::test]
+async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape() {
+    let mut guest = routes_guest().await;
+    let video = json!({
+        "model": "anthropic/claude-sonnet-4-6",
+        "messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": "https://example.com/a.mp4"}}
+        ]}],
+    });
+    let reply = reply_of(
+        answer(
+            &mut guest,
+            head("POST", "/v1/chat/completions", &[]),
+            &video.to_string(),
+        )
+        .await,
+    );
+    assert_eq!(reply.status, 400, "{reply:?}");
+    let error = json_of(&reply);
+    assert_eq!(
+        error["error"]["code"],
+        json!("UnsupportedContentBlockError")
+    );
+    assert_eq!(error["error"]["type"], json!("invalid_request_error"));
+
+    let body = json!({
+        "model": "anthropic/claude-sonnet-4-6",
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let BodyVerdict::Run(run) = answer(
+        &mut guest,
+        head("POST", "/v1/chat/completions", &[]),
+        &body.to_string(),
+    )
+    .await
+    else {
+        panic!("no run")
+    };
+    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
+        panic!("the first step is not a send")
+    };
+    assert_eq!(sent.url, format!("{BASE}/v1/messages"));
+    give(
+        &mut guest,
+        run,
+        Answer::Response(Response {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic_reply(),
+        }),
+    )
+    .await;
+    assert!(matches!(
+        next(&mut guest, run, NOW + 5).await,
+        Poll::Finished(_)
+    ));
+    let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
+        panic!("no whole reply")
+    };
+    let completion = json_of(&reply);
+    assert_eq!(reply.status, 200);
+    assert_eq!(completion["object"], json!("chat.completion"));
+    assert_eq!(completion["model"], json!("anthropic/claude-sonnet-4-6"));
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        json!("Hi from the provider.")
+    );
+    assert_eq!(completion["usage"]["total_tokens"], json!(6));
+    assert!(!reply.body.contains(KEY));
+}

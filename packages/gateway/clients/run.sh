@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The official clients against the gateway on loopback (`.ci/run` calls this): PyPI's `openai`
+# (plain, streamed, an image, a tool-call round trip, the refusals as BadRequestError,
+# `models.list`, a wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users write it, against
+# `oma-host serve` running oma_gateway.wasm in front of the loopback provider
+# (`loopback-provider`, which answers every wire format with a canned text). Nothing leaves the
+# machine but the package installs: PyPI's client in a venv under target/clients, npm's in
+# node_modules here (package.json pins it).
+#
+# Environment: OMA_HOST and LOOPBACK_PROVIDER, the binaries to use (default: built here, debug).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+work="$root/target/clients"
+mkdir -p "$work"
+say() { echo "clients: $*" >&2; }
+
+if [[ -z "${OMA_HOST:-}" || -z "${LOOPBACK_PROVIDER:-}" ]]; then
+  say "building oma-host and loopback-provider (debug)"
+  (cd "$root" && cargo build -q -p oma-host -p oma-testkit --bin oma-host --bin loopback-provider)
+fi
+OMA_HOST=${OMA_HOST:-$root/target/debug/oma-host}
+LOOPBACK_PROVIDER=${LOOPBACK_PROVIDER:-$root/target/debug/loopback-provider}
+
+[[ -x "$work/venv/bin/python" ]] || python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q "openai==3.60.0"
+(cd "$here" && npm install --no-audit --no-fund --silent)
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# The address a process prints on stderr after `marker`, within 300 s.
+wait_for() {
+  local log=$1 marker=$2
+  for _ in $(seq 3000); do
+    if grep -q "$marker" "$log"; then
+      grep -o "${marker}http://[0-9.:]*" "$log" | head -1 | sed "s|$marker||"
+      return 0
+    fi
+    sleep 0.1
+  done
+  say "no '$marker' in $log:"; cat "$log" >&2; return 1
+}
+
+"$LOOPBACK_PROVIDER" --addr 127.0.0.1:0 --max-seconds 900 2> "$work/provider.log" &
+pids+=($!)
+provider=$(wait_for "$work/provider.log" "loopback-provider: listening on ")
+say "provider at $provider"
+
+token="clients-token-$RANDOM$RANDOM"
+env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
+  ANTHROPIC_API_KEY=sk-clients-anthropic OPENAI_API_KEY=sk-clients-openai \
+  ANTHROPIC_BASE_URL="$provider" OPENAI_BASE_URL="$provider" \
+  OMA_GATEWAY_TOKEN="$token" OMA_GATEWAY_DEADLINE_MS=20000 \
+  OMA_GATEWAY_MODELS=anthropic/claude-sonnet-4-6,openai/gpt-4o \
+  "$OMA_HOST" serve --addr 127.0.0.1:0 2> "$work/gateway.log" &
+pids+=($!)
+gateway=$(wait_for "$work/gateway.log" "oma-host: listening on ")
+say "gateway at $gateway"
+
+export OMA_GATEWAY_URL=$gateway OMA_GATEWAY_TOKEN=$token
+say "PyPI openai"
+timeout 300 "$work/venv/bin/python" "$here/test_openai_python.py"
+say "npm openai"
+(cd "$here" && timeout 300 node --test --test-reporter=tap test_openai_node.mjs)
+say "done"

@@ -1002,6 +1002,7 @@ fn run_suite(kind: HostKind) {
             chat_completions_refuses_in_openais_shape_and_sends_nothing,
             chat_completions_falls_back_on_a_429_and_never_on_a_400,
             models_lists_the_configured_models,
+            messages_answers_anthropics_shape,
         );
 
         // A configuration the gateway cannot use, on a host of its own.
@@ -2635,9 +2636,65 @@ async fn models_lists_the_configured_models(gw: &Gateway<'_>) -> anyhow::Result<
         ids == ["anthropic/claude-fails", "openai/gpt-4o"],
         "models {ids:?}"
     );
-    let response = gw
-        .send(Call::get("/v1/models").auth(Auth::Without))
-        .await?;
+    let response = gw.send(Call::get("/v1/models").auth(Auth::Without)).await?;
     openai_error(&response, 401)?;
+    Ok(())
+}
+
+/// `POST /v1/messages` answers Anthropic's `message` in front of any provider (a bare model name
+/// is Anthropic's), streams Anthropic's events, and refuses in Anthropic's error shape.
+async fn messages_answers_anthropics_shape(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for model in ["claude-sonnet-4-6", "openai/gpt-4o"] {
+        let body = json!({
+            "model": model, "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Hello?"}],
+        });
+        let message = gw
+            .send(Call::post_json("/v1/messages", &body))
+            .await?
+            .expect_json(200)
+            .context(model)?;
+        ensure!(message["type"] == json!("message"), "{model}: {message}");
+        ensure!(
+            message["content"][0]["text"] == json!(CANNED_TEXT),
+            "{model}: {message}"
+        );
+        ensure!(
+            message["usage"] == json!({"input_tokens": 12, "output_tokens": 6}),
+            "{model}: {message}"
+        );
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let response = gw.send(Call::post_json("/v1/messages", &streamed)).await?;
+        ensure!(response.status == 200, "{model}: {}", response.status);
+        let events = parse_sse(&response.text());
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        ensure!(
+            names.first() == Some(&"message_start") && names.last() == Some(&"message_stop"),
+            "{model}: events {names:?}"
+        );
+        let text: String = events
+            .iter()
+            .filter(|e| e.name == "content_block_delta")
+            .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
+            .filter_map(|d| d["delta"]["text"].as_str().map(str::to_owned))
+            .collect();
+        ensure!(text == CANNED_TEXT, "{model}: streamed {text:?}");
+    }
+    let video = json!({
+        "model": "claude-sonnet-4-6", "max_tokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "video", "source":
+            {"type": "url", "media_type": "video/mp4", "url": "https://example.com/a.mp4"}}]}],
+    });
+    let (response, sent) = gw
+        .send_counting(Call::post_json("/v1/messages", &video))
+        .await?;
+    ensure!(response.status == 400, "status {}", response.status);
+    let error = response.json()?;
+    ensure!(
+        error["type"] == json!("error") && error["error"]["type"] == json!("invalid_request_error"),
+        "{error}"
+    );
+    ensure!(sent.is_empty(), "a refused request reached the provider");
     Ok(())
 }

@@ -15,6 +15,7 @@
 
 #![deny(missing_docs)]
 
+pub mod anthropic;
 pub mod chat;
 pub mod env;
 pub mod openai;
@@ -174,6 +175,8 @@ pub enum Route {
     ChatCompletions,
     /// `GET /v1/models` (OpenAI-compatible: the configured models, [`openai::models`]).
     Models,
+    /// `POST /v1/messages` (Anthropic-compatible, [`anthropic`]).
+    Messages,
 }
 
 /// What [`route`] reads of a request.
@@ -271,6 +274,10 @@ pub fn on_body(
             Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
             Err(reply) => BodyVerdict::Reply(reply),
         },
+        Route::Messages => match anthropic::start(settings, body, now_ms, seed) {
+            Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
+            Err(reply) => BodyVerdict::Reply(reply),
+        },
     }
 }
 
@@ -311,21 +318,27 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
         "/v1/run" => (Route::Run, "POST"),
         "/v1/chat/completions" => (Route::ChatCompletions, "POST"),
         "/v1/models" => (Route::Models, "GET"),
+        "/v1/messages" => (Route::Messages, "POST"),
         _ => {
             return Err(Reply::error(
                 404,
                 "Error",
                 Some("NOT_FOUND"),
                 "no such route: the gateway answers GET /healthz, POST /v1/validate, \
-                 POST /v1/format, POST /v1/run, POST /v1/chat/completions and GET /v1/models",
+                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models and \
+                 POST /v1/messages",
             ))
         }
     };
-    // Each route refuses in its own error shape: OpenAI's for the OpenAI-compatible route.
+    // Each route refuses in its own error shape: OpenAI's for the OpenAI-compatible routes,
+    // Anthropic's for the Anthropic-compatible one.
     let openai = matches!(route, Route::ChatCompletions | Route::Models);
+    let anthropic = route == Route::Messages;
     if !head.method.eq_ignore_ascii_case(method) {
         let message = format!("{path} answers {method} only");
-        let reply = if openai {
+        let reply = if anthropic {
+            anthropic::error_reply(405, "invalid_request_error", &message)
+        } else if openai {
             openai::error_reply(
                 405,
                 "invalid_request_error",
@@ -340,7 +353,9 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
     if route != Route::Health && !settings.authorized_either(head.authorization, head.api_key) {
         let message = "a token is required: send `authorization: Bearer <token>` or \
                        `x-api-key: <token>`";
-        let reply = if openai {
+        let reply = if anthropic {
+            anthropic::error_reply(401, "authentication_error", message)
+        } else if openai {
             openai::error_reply(
                 401,
                 "authentication_error",

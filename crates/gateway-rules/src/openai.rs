@@ -73,13 +73,73 @@ pub fn of_error(settings: &Settings, error: Error) -> Reply {
     error_reply(status, kind, Some(error.name()), &error.to_string())
 }
 
-/// A parsed `/v1/chat/completions` request: the machine to drive and how to answer.
+/// A parsed `/v1/chat/completions` or `/v1/messages` request: the machine to drive and how to
+/// answer.
 #[derive(Debug)]
 pub struct Completion {
     /// The provider calls, with fallbacks.
     pub machine: ChatMachine,
     /// How the answer is written.
-    pub writer: ChunkWriter,
+    pub writer: Writer,
+}
+
+/// How a chat request's answer is written: in OpenAI's shapes or in Anthropic's.
+#[derive(Clone, Debug)]
+pub enum Writer {
+    /// `/v1/chat/completions`.
+    OpenAi(ChunkWriter),
+    /// `/v1/messages`.
+    Anthropic(crate::anthropic::MessageWriter),
+}
+
+impl Writer {
+    /// Whether the answer is a stream of server-sent events.
+    pub fn stream(&self) -> bool {
+        match self {
+            Writer::OpenAi(w) => w.stream,
+            Writer::Anthropic(w) => w.stream,
+        }
+    }
+
+    /// The server-sent text of a piece of a streamed answer (may be empty).
+    pub fn event(&mut self, event: &StreamEvent) -> String {
+        match self {
+            Writer::OpenAi(w) => w.event(event),
+            Writer::Anthropic(w) => w.event(event),
+        }
+    }
+
+    /// The whole answer of `response`, answered by `target`.
+    pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
+        match self {
+            Writer::OpenAi(w) => w.completion(response, target),
+            Writer::Anthropic(w) => w.whole(response, target),
+        }
+    }
+
+    /// The end of a stream that `target` answered.
+    pub fn end(&mut self, response: &LlmResponse, target: &Target) -> String {
+        match self {
+            Writer::OpenAi(w) => w.end(response, target),
+            Writer::Anthropic(w) => w.end(response, target),
+        }
+    }
+
+    /// The end of a stream that failed after it began, with `reply` (from [`Writer::error`]).
+    pub fn failed(&self, reply: &Reply) -> String {
+        match self {
+            Writer::OpenAi(w) => w.failed(reply),
+            Writer::Anthropic(w) => w.failed(reply),
+        }
+    }
+
+    /// `error` as the route's error reply.
+    pub fn error(&self, settings: &Settings, error: Error) -> Reply {
+        match self {
+            Writer::OpenAi(_) => of_error(settings, error),
+            Writer::Anthropic(_) => crate::anthropic::of_error(settings, error),
+        }
+    }
 }
 
 /// Writes the answer: the whole `chat.completion`, or the chunks of a stream.
@@ -443,7 +503,7 @@ pub fn start(
         .map_err(|e| of_error(settings, e))?;
     Ok(Completion {
         machine,
-        writer: ChunkWriter {
+        writer: Writer::OpenAi(ChunkWriter {
             id: format!("chatcmpl-{seed:016x}"),
             created: now_ms / 1000,
             requested,
@@ -451,7 +511,7 @@ pub fn start(
             include_usage,
             tool_calls: 0,
             started: false,
-        },
+        }),
     })
 }
 

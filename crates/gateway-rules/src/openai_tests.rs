@@ -610,3 +610,116 @@ fn models_lists_the_configured_models_of_reachable_providers() {
     let bad = environment(&[("OMA_GATEWAY_MODELS", "gpt-4o")]).expect_err("no provider");
     assert_eq!(bad.name, "OMA_GATEWAY_MODELS");
 }
+
+fn messages_call(
+    headers: Vec<(&'static str, String)>,
+    body: &Value,
+    answers: Vec<Canned>,
+) -> Answered {
+    let transport = Scripted::default();
+    transport.0.borrow_mut().answers = answers.into();
+    let mut client = Client {
+        headers,
+        body: body.to_string().into_bytes(),
+        transport: transport.clone(),
+        reply: None,
+        events: None,
+    };
+    let status = serve(environment(&[]), "POST", "/v1/messages", &mut client);
+    let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+    Answered {
+        status,
+        reply: client.reply,
+        events: client.events,
+        sent,
+    }
+}
+
+#[test]
+fn messages_answers_anthropics_shape_in_front_of_any_provider() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let body = json!({
+        "model": "openai/gpt-4o",
+        "max_tokens": 64,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let answered = messages_call(key(), &body, vec![openai_answer("Hi.")]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let message = answered.json();
+    assert_eq!(message["type"], "message");
+    assert_eq!(message["role"], "assistant");
+    assert_eq!(message["content"], json!([{"type": "text", "text": "Hi."}]));
+    assert_eq!(message["stop_reason"], "end_turn");
+    assert_eq!(
+        message["usage"],
+        json!({"input_tokens": 5, "output_tokens": 3})
+    );
+    assert!(answered.sent[0].url.starts_with(OPENAI));
+    assert_eq!(answered.sent_json(0)["messages"][0]["content"], "Be brief.");
+
+    // A bare model name is Anthropic's; a stream is Anthropic's events.
+    let sse = [
+        r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":11,"output_tokens":0}}}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":0}"#,
+        r#"event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
+        r#"event: message_stop
+data: {"type":"message_stop"}"#,
+    ]
+    .join("\n\n")
+        + "\n\n";
+    let body = json!({
+        "model": "claude-x", "max_tokens": 64, "stream": true,
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let answered = messages_call(key(), &body, vec![(200, "text/event-stream", sse)]);
+    assert!(answered.sent[0].url.starts_with(ANTHROPIC));
+    let text = answered.events.expect("a stream");
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert!(text.contains(r#""text":"Hi""#), "{text}");
+    assert!(text.contains(r#""output_tokens":7"#), "{text}");
+
+    // Refusals in Anthropic's error shape, nothing sent.
+    let video = json!({
+        "model": "anthropic/claude-x", "max_tokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "video",
+            "source": {"type": "url", "media_type": "video/mp4", "url": "https://example.com/a.mp4"}}]}],
+    });
+    let refused = messages_call(key(), &video, vec![]);
+    assert_eq!(refused.status, 400);
+    let error = refused.json();
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("video"),
+        "{error}"
+    );
+    assert!(refused.sent.is_empty());
+    let refused = messages_call(vec![], &body, vec![]);
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["error"]["type"], "authentication_error");
+}

@@ -154,9 +154,9 @@ fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
     200
 }
 
-/// A `/v1/chat/completions` request: its provider calls driven on the exchange's transport,
-/// answered whole, or as OpenAI's chunk stream whose head goes out just before the first
-/// request is sent (what is refused before that is a whole reply).
+/// A `/v1/chat/completions` or `/v1/messages` request: its provider calls driven on the
+/// exchange's transport, answered whole, or as the route's event stream whose head goes out just
+/// before the first request is sent (what is refused before that is a whole reply).
 fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut X) -> u16 {
     let Completion {
         mut machine,
@@ -168,7 +168,7 @@ fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut
     loop {
         let answer = match machine.poll(transport.now_ms()) {
             ChatStep::Send(outgoing) => {
-                if writer.stream && opened.is_none() {
+                if writer.stream() && opened.is_none() {
                     opened = Some(exchange.open_events());
                 }
                 if opened == Some(false) {
@@ -190,8 +190,8 @@ fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut
                 }
                 continue;
             }
-            ChatStep::Done(Ok((response, target))) if !writer.stream => {
-                return respond(exchange, writer.completion(&response, &target));
+            ChatStep::Done(Ok((response, target))) if !writer.stream() => {
+                return respond(exchange, writer.whole(&response, &target));
             }
             ChatStep::Done(Ok((response, target))) => {
                 if opened.is_none() {
@@ -204,7 +204,7 @@ fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut
                 return 200;
             }
             ChatStep::Done(Err(error)) => {
-                let reply = crate::openai::of_error(settings, error);
+                let reply = writer.error(settings, error);
                 if opened != Some(true) {
                     return respond(exchange, reply);
                 }
@@ -214,7 +214,7 @@ fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut
             }
         };
         if let Err(error) = machine.handle(answer) {
-            let reply = crate::openai::of_error(settings, error);
+            let reply = writer.error(settings, error);
             if opened == Some(true) {
                 exchange.write_events(writer.failed(&reply).as_bytes());
                 exchange.close_events();

@@ -21,7 +21,7 @@ use oma_core::adapter::StreamEvent;
 use oma_core::error::Error;
 use oma_core::message::LlmResponse;
 use oma_gateway_rules::chat::{ChatStep, Target};
-use oma_gateway_rules::openai::{self, Completion};
+use oma_gateway_rules::openai::Completion;
 use oma_gateway_rules::{
     self as rules, env::BadVariable, BodyVerdict, Head, HeadVerdict, Route, Settings,
 };
@@ -120,7 +120,7 @@ impl rt::GuestRequest for RequestResource {
                 BodyVerdict::Reply(reply) => rt::BodyVerdict::Reply(to_wit_reply(reply)),
                 BodyVerdict::Chat(completion) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
                     state: RefCell::new(RunState {
-                        streaming: completion.writer.stream,
+                        streaming: completion.writer.stream(),
                         machine: Machine::Chat(ChatRun {
                             completion: *completion,
                             settings: settings.clone(),
@@ -346,8 +346,8 @@ fn next_chat(
             }
             ChatStep::Done(result) => {
                 let report = match &result {
-                    Ok((response, target)) => chat.completion.writer.completion(response, target),
-                    Err(error) => openai::of_error(&chat.settings, error.clone()),
+                    Ok((response, target)) => chat.completion.writer.whole(response, target),
+                    Err(error) => chat.completion.writer.error(&chat.settings, error.clone()),
                 };
                 chat.result = Some(result);
                 return Ok(dr::Poll::Finished(dr::RunReport::Json(report.body)));
@@ -357,8 +357,8 @@ fn next_chat(
     }
 }
 
-/// How a chat request ends: the whole `chat.completion` or its refusal, or for a stream the
-/// last chunks (or the error as an event once the stream began).
+/// How a chat request ends: the whole answer (`chat.completion` or Anthropic's `message`) or its
+/// refusal, or for a stream the last events (or the error as an event once the stream began).
 fn end_chat(chat: &mut ChatRun, sent: bool) -> Result<rt::RunEnd, wit::Error> {
     let Some(result) = &chat.result else {
         return Err(session_error(
@@ -367,13 +367,13 @@ fn end_chat(chat: &mut ChatRun, sent: bool) -> Result<rt::RunEnd, wit::Error> {
     };
     let writer = &mut chat.completion.writer;
     Ok(match result {
-        Ok((response, target)) if !writer.stream => {
-            rt::RunEnd::Reply(to_wit_reply(writer.completion(response, target)))
+        Ok((response, target)) if !writer.stream() => {
+            rt::RunEnd::Reply(to_wit_reply(writer.whole(response, target)))
         }
         Ok((response, target)) => rt::RunEnd::LastEvent(writer.end(response, target)),
         Err(error) => {
-            let reply = openai::of_error(&chat.settings, error.clone());
-            if writer.stream && sent {
+            let reply = writer.error(&chat.settings, error.clone());
+            if writer.stream() && sent {
                 rt::RunEnd::LastEvent(writer.failed(&reply))
             } else {
                 rt::RunEnd::Reply(to_wit_reply(reply))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The official clients against the gateway on loopback (`.ci/run` calls this): PyPI's `openai`
 # (plain, streamed, an image, a tool-call round trip, the refusals as BadRequestError,
-# `models.list`, a wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users write it, against
+# `models.list`, a wrong token), PyPI's `anthropic` (`messages.create` plain and streamed, a
+# refusal, a wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users
+# write it, against
 # `oma-host serve` running oma_gateway.wasm in front of the loopback provider
 # (`loopback-provider`, which answers every wire format with a canned text). Nothing leaves the
 # machine but the package installs: PyPI's client in a venv under target/clients, npm's in
@@ -23,7 +25,7 @@ OMA_HOST=${OMA_HOST:-$root/target/debug/oma-host}
 LOOPBACK_PROVIDER=${LOOPBACK_PROVIDER:-$root/target/debug/loopback-provider}
 
 [[ -x "$work/venv/bin/python" ]] || python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "openai==3.60.0"
+"$work/venv/bin/pip" install -q "openai==3.60.0" "anthropic==2.16.0"
 (cd "$here" && npm install --no-audit --no-fund --silent)
 
 pids=()
@@ -62,6 +64,8 @@ say "gateway at $gateway"
 export OMA_GATEWAY_URL=$gateway OMA_GATEWAY_TOKEN=$token
 say "PyPI openai"
 timeout 300 "$work/venv/bin/python" "$here/test_openai_python.py"
+say "PyPI anthropic"
+timeout 300 "$work/venv/bin/python" "$here/test_anthropic_python.py"
 say "npm openai"
 (cd "$here" && timeout 300 node --test --test-reporter=tap test_openai_node.mjs)
 say "done"

@@ -145,7 +145,8 @@ class OpenAIClient(unittest.TestCase):
                     }
                 ],
             )
-        self.assertIn("UnsupportedContentBlockError", str(caught.exception))
+        self.assertEqual(caught.exception.code, "UnsupportedContentBlockError")
+        self.assertIn("video", str(caught.exception))
 
     def test_models_list(self):
         ids = [model.id for model in client().models.list()]

@@ -39,6 +39,9 @@ pub struct Settings {
     /// `OMA_GATEWAY_MODELS`: the `<provider>/<model>` list `GET /v1/models` names (with the
     /// models of the fallbacks).
     pub models: Vec<Target>,
+    /// Where the chat routes' traces are exported (OTLP/HTTP JSON, [`crate::trace`]):
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`.
+    pub traces: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -55,6 +58,7 @@ impl std::fmt::Debug for Settings {
             .field("egress", &self.egress)
             .field("fallbacks", &self.fallbacks)
             .field("models", &self.models)
+            .field("traces", &self.traces.is_some())
             .finish()
     }
 }
@@ -182,6 +186,12 @@ pub const GATEWAY_VARIABLES: [&str; 7] = [
     "OMA_GATEWAY_EGRESS",
 ];
 
+/// OpenTelemetry's exporter variables the gateway reads ([`crate::trace`]).
+pub const OTEL_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+];
+
 /// The AWS variables [`provider_env`] reads for Bedrock.
 pub const AWS_VARIABLES: [&str; 7] = [
     "AWS_REGION",
@@ -208,6 +218,7 @@ pub fn variable_names(providers: Option<&str>) -> Vec<String> {
     use oma_core::adapter::{ai_sdk, anthropic, bedrock, gemini, openai};
     let mut names: Vec<String> = GATEWAY_VARIABLES
         .iter()
+        .chain(OTEL_VARIABLES.iter())
         .chain(AWS_VARIABLES.iter())
         .map(|name| (*name).to_owned())
         .collect();
@@ -345,6 +356,18 @@ impl Settings {
                     expected: "`<provider>/<model>` names separated by commas",
                 })?,
         };
+        let traces = crate::trace::endpoint_of(
+            get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        )
+        .map_err(|()| BadVariable {
+            name: if get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some() {
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+            } else {
+                "OTEL_EXPORTER_OTLP_ENDPOINT"
+            },
+            expected: "an http or https URL",
+        })?;
         Ok(Settings {
             vars,
             token,
@@ -354,6 +377,7 @@ impl Settings {
             egress,
             fallbacks,
             models,
+            traces,
         })
     }
 

@@ -20,6 +20,7 @@ pub mod chat;
 pub mod env;
 pub mod openai;
 pub mod serve;
+pub mod trace;
 
 use serde_json::{json, Value};
 

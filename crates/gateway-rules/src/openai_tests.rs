@@ -723,3 +723,98 @@ data: {"type":"message_stop"}"#,
     assert_eq!(refused.status, 401);
     assert_eq!(refused.json()["error"]["type"], "authentication_error");
 }
+
+#[test]
+fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
+    const COLLECTOR: &str = "http://127.0.0.1:4318";
+    let settings = environment(&[
+        (
+            "OMA_GATEWAY_FALLBACKS",
+            r#"{"anthropic/claude-x": ["openai/gpt-4o"]}"#,
+        ),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR),
+    ]);
+    let failing = {
+        let body = json!({"type": "error", "error": {"type": "api_error", "message": "down"}});
+        (503, "application/json", body.to_string())
+    };
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let answered = call_with(
+        settings,
+        vec![
+            ("authorization", format!("Bearer {TOKEN}")),
+            ("traceparent", parent.to_owned()),
+        ],
+        &hello("anthropic/claude-x"),
+        vec![
+            failing,
+            openai_answer("Hi."),
+            (200, "application/json", "{}".into()),
+        ],
+    );
+    assert_eq!(answered.status, 200);
+    assert_eq!(
+        answered.sent.len(),
+        3,
+        "the provider calls, then the export"
+    );
+    let export = &answered.sent[2];
+    assert_eq!(export.url, format!("{COLLECTOR}/v1/traces"));
+    assert!(!export.body.contains("SECRET"), "a key in a span");
+    assert!(!export.body.contains("Hello?"), "message content in a span");
+    let body: Value = serde_json::from_str(&export.body).unwrap();
+    let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    assert_eq!(spans.len(), 3);
+    let request = &spans[0];
+    assert_eq!(request["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(request["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(request["kind"], 2);
+    let attribute = |span: &Value, key: &str| -> Value {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let (failed, answered_span) = (&spans[1], &spans[2]);
+    for span in [failed, answered_span] {
+        assert_eq!(span["kind"], 3);
+        assert_eq!(span["parentSpanId"], request["spanId"]);
+        assert_eq!(span["traceId"], request["traceId"]);
+        assert_eq!(
+            attribute(span, "gen_ai.operation.name"),
+            json!({"stringValue": "chat"})
+        );
+    }
+    assert_eq!(failed["name"], "chat claude-x");
+    assert_eq!(
+        attribute(failed, "gen_ai.provider.name"),
+        json!({"stringValue": "anthropic"})
+    );
+    assert_eq!(
+        attribute(failed, "error.type"),
+        json!({"stringValue": "503"})
+    );
+    assert_eq!(failed["status"]["code"], 2);
+    assert_eq!(answered_span["name"], "chat gpt-4o");
+    assert_eq!(
+        attribute(answered_span, "gen_ai.response.model"),
+        json!({"stringValue": "gpt-4o"})
+    );
+    assert_eq!(
+        attribute(answered_span, "gen_ai.usage.input_tokens"),
+        json!({"intValue": "5"})
+    );
+    assert_eq!(
+        attribute(answered_span, "gen_ai.usage.output_tokens"),
+        json!({"intValue": "3"})
+    );
+    assert_eq!(attribute(answered_span, "error.type"), Value::Null);
+
+    let bad = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")]).expect_err("bad");
+    assert_eq!(bad.name, "OTEL_EXPORTER_OTLP_ENDPOINT");
+}

@@ -15,9 +15,12 @@ use oma_core::agent::outcome::RunOutcome;
 use oma_core::message::{ToolResultContent, ToolUseBlock};
 use oma_step::{Next, StepHost, Transport, WasiRun};
 
-use crate::chat::ChatStep;
+use oma_core::rng::Rng;
+
+use crate::chat::{ChatMachine, ChatStep};
 use crate::env::BadVariable;
-use crate::openai::Completion;
+use crate::openai::{Completion, Writer};
+use crate::trace::{self, RequestSpan, TraceContext};
 use crate::{BodyVerdict, Head, HeadVerdict, Reply, Settings};
 
 /// One request and its response, as a platform offers them.
@@ -94,7 +97,39 @@ pub fn serve<X: Exchange>(
     let (now_ms, seed) = (exchange.now_ms(), exchange.random_u64());
     match crate::on_body(&settings, route, &body, streaming, now_ms, seed) {
         BodyVerdict::Reply(reply) => respond(exchange, reply),
-        BodyVerdict::Chat(completion) => chat(&settings, *completion, exchange),
+        BodyVerdict::Chat(completion) => {
+            let Completion {
+                mut machine,
+                mut writer,
+            } = *completion;
+            let mut transport = exchange.transport();
+            let status = chat(
+                &settings,
+                &mut machine,
+                &mut writer,
+                exchange,
+                &mut transport,
+            );
+            if let Some(url) = &settings.traces {
+                let route = match writer {
+                    Writer::OpenAi(_) => "/v1/chat/completions",
+                    Writer::Anthropic(_) => "/v1/messages",
+                };
+                let request = RequestSpan {
+                    name: &format!("POST {route}"),
+                    route,
+                    status,
+                    started_ms,
+                    ended_ms: exchange.now_ms(),
+                };
+                let mut rng = Rng::new(exchange.random_u64());
+                let traceparent = exchange.header("traceparent");
+                let context = TraceContext::from_traceparent(traceparent.as_deref(), &mut rng);
+                let body = trace::export_body(&context, &request, machine.attempts(), &mut rng);
+                export(&mut transport, &trace::export_request(url, body));
+            }
+            status
+        }
         BodyVerdict::Run(machine) => {
             let run = Run::new(*machine, exchange.transport());
             if streaming {
@@ -154,15 +189,31 @@ fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
     200
 }
 
+/// Sends a trace export and reads its answer (bounded: the request's own timeout, and at most
+/// 64 chunks of a reply nobody needs); what the collector says changes nothing.
+fn export<T: Transport>(transport: &mut T, outgoing: &oma_core::http::call::Outgoing) {
+    if let oma_core::http::call::CallAnswer::Head { .. } = transport.send(outgoing) {
+        for _ in 0..64 {
+            if !matches!(
+                transport.receive(),
+                oma_core::http::call::CallAnswer::Chunk(_)
+            ) {
+                break;
+            }
+        }
+    }
+}
+
 /// A `/v1/chat/completions` or `/v1/messages` request: its provider calls driven on the
 /// exchange's transport, answered whole, or as the route's event stream whose head goes out just
 /// before the first request is sent (what is refused before that is a whole reply).
-fn chat<X: Exchange>(settings: &Settings, completion: Completion, exchange: &mut X) -> u16 {
-    let Completion {
-        mut machine,
-        mut writer,
-    } = completion;
-    let mut transport = exchange.transport();
+fn chat<X: Exchange>(
+    settings: &Settings,
+    machine: &mut ChatMachine,
+    writer: &mut Writer,
+    exchange: &mut X,
+    transport: &mut X::Transport,
+) -> u16 {
     // None: not opened yet; Some(false): the platform refused the head or the caller left.
     let mut opened: Option<bool> = None;
     loop {

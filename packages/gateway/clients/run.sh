@@ -3,7 +3,8 @@
 # (plain, streamed, an image, a tool-call round trip, the refusals as BadRequestError,
 # `models.list`, a wrong token), PyPI's `anthropic` (`messages.create` plain and streamed, a
 # refusal, a wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users
-# write it, against
+# write it, and the traces the gateway exported meanwhile to a loopback collector, parsed with
+# OpenTelemetry's own schema (PyPI's opentelemetry-proto), against
 # `oma-host serve` running oma_gateway.wasm in front of the loopback provider
 # (`loopback-provider`, which answers every wire format with a canned text). Nothing leaves the
 # machine but the package installs: PyPI's client in a venv under target/clients, npm's in
@@ -25,7 +26,7 @@ OMA_HOST=${OMA_HOST:-$root/target/debug/oma-host}
 LOOPBACK_PROVIDER=${LOOPBACK_PROVIDER:-$root/target/debug/loopback-provider}
 
 [[ -x "$work/venv/bin/python" ]] || python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "openai==3.60.0" "anthropic==2.16.0"
+"$work/venv/bin/pip" install -q "openai==3.60.0" "anthropic==2.16.0" "opentelemetry-proto==1.45.2"
 (cd "$here" && npm install --no-audit --no-fund --silent)
 
 pids=()
@@ -50,12 +51,19 @@ pids+=($!)
 provider=$(wait_for "$work/provider.log" "loopback-provider: listening on ")
 say "provider at $provider"
 
+rm -rf "$work/traces"
+"$work/venv/bin/python" "$here/collector.py" "$work/traces" 2> "$work/collector.log" &
+pids+=($!)
+collector=$(wait_for "$work/collector.log" "collector: listening on ")
+say "collector at $collector"
+
 token="clients-token-$RANDOM$RANDOM"
 env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
   ANTHROPIC_API_KEY=sk-clients-anthropic OPENAI_API_KEY=sk-clients-openai \
   ANTHROPIC_BASE_URL="$provider" OPENAI_BASE_URL="$provider" \
   OMA_GATEWAY_TOKEN="$token" OMA_GATEWAY_DEADLINE_MS=20000 \
   OMA_GATEWAY_MODELS=anthropic/claude-sonnet-4-6,openai/gpt-4o \
+  OTEL_EXPORTER_OTLP_ENDPOINT="$collector" \
   "$OMA_HOST" serve --addr 127.0.0.1:0 2> "$work/gateway.log" &
 pids+=($!)
 gateway=$(wait_for "$work/gateway.log" "oma-host: listening on ")
@@ -68,4 +76,6 @@ say "PyPI anthropic"
 timeout 300 "$work/venv/bin/python" "$here/test_anthropic_python.py"
 say "npm openai"
 (cd "$here" && timeout 300 node --test --test-reporter=tap test_openai_node.mjs)
+say "traces (opentelemetry-proto)"
+"$work/venv/bin/python" "$here/check_traces.py" "$work/traces" "$token" sk-clients-anthropic sk-clients-openai
 say "done"

@@ -111,24 +111,35 @@ pub struct SizeLimit {
 /// of `wasm32-wasip2` brought all of wasi:cli and the hash seed with it).
 ///
 /// The portable world's ceiling raised to 1,306,000 B when it came to export `routes`, the
-/// gateway's HTTP rules for hosts that serve HTTP themselves (a Cloudflare Worker): 1,279,897 B
-/// against 1,149,056 B for the same code without the export (+130,841 B; gzipped 445,602 B
-/// against 408,996 B, +36.6 KB): the gateway's configuration, routes, `/v1/format`'s redacted
-/// request rendering, the run replies and the event writer, which the world did not link
-/// before, and the export's bindings. A world of its own for them would weigh about as much as
-/// this whole artifact (it needs the run machine and the codec too), shipped beside it.
-pub const SIZE_LIMITS: [SizeLimit; 3] = [
+/// gateway's HTTP rules for hosts that serve HTTP themselves (a Cloudflare Worker), and lowered
+/// to 1,190,000 B when those moved into an artifact of their own, `oma_routes.wasm` (1,166,497 B
+/// then, from 1,297,107 B).
+///
+/// The gateway's ceiling raised to 1,234,000 B for the OpenAI- and Anthropic-compatible routes
+/// (`/v1/chat/completions`, `/v1/messages`, `/v1/models`), their provider calls with fallbacks
+/// and the OTLP trace export: 1,209,886 B against 1,053,180 B before (+156,706 B; the chat
+/// routes link the provider-call machine and every adapter's response parsing on their own,
+/// where `/v1/run` reached them through the run machine).
+///
+/// `oma_routes.wasm` (world `gateway-routes`) is the gateway's rules with the `driver` export
+/// its runs are stepped through, for the Worker gateway: 1,422,580 B when first built, ceiling
+/// about 2% above.
+pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
         ceiling: 1_202_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_306_000,
+        ceiling: 1_190_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_073_000,
+        ceiling: 1_234_000,
+    },
+    SizeLimit {
+        artifact: ROUTES_ARTIFACT,
+        ceiling: 1_451_000,
     },
 ];
 

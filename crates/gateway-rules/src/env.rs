@@ -359,15 +359,7 @@ impl Settings {
         let traces = crate::trace::endpoint_of(
             get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
             get("OTEL_EXPORTER_OTLP_ENDPOINT"),
-        )
-        .map_err(|()| BadVariable {
-            name: if get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some() {
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-            } else {
-                "OTEL_EXPORTER_OTLP_ENDPOINT"
-            },
-            expected: "an http or https URL",
-        })?;
+        )?;
         Ok(Settings {
             vars,
             token,

@@ -18,18 +18,30 @@ use oma_core::http::call::Outgoing;
 use oma_core::rng::Rng;
 
 use crate::chat::Attempt;
+use crate::env::BadVariable;
 
-/// The URL traces are exported to, from the environment's OpenTelemetry variables; `None` when
-/// neither is set, `Err` when the one set is no http(s) URL.
-pub fn endpoint_of(traces: Option<&str>, base: Option<&str>) -> Result<Option<String>, ()> {
-    let url = match (traces, base) {
-        (Some(traces), _) => traces.to_owned(),
-        (None, Some(base)) => format!("{}/v1/traces", base.trim_end_matches('/')),
+/// The URL traces are exported to, from the environment's OpenTelemetry variables
+/// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, then `OTEL_EXPORTER_OTLP_ENDPOINT`); `None` when
+/// neither is set, the variable that is no http(s) URL otherwise.
+pub fn endpoint_of(
+    traces: Option<&str>,
+    base: Option<&str>,
+) -> Result<Option<String>, BadVariable> {
+    let (url, name) = match (traces, base) {
+        (Some(traces), _) => (traces.to_owned(), "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+        (None, Some(base)) => (
+            format!("{}/v1/traces", base.trim_end_matches('/')),
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ),
         (None, None) => return Ok(None),
     };
-    let parsed = url::Url::parse(&url).map_err(|_| ())?;
+    let bad = BadVariable {
+        name,
+        expected: "an http or https URL",
+    };
+    let parsed = url::Url::parse(&url).map_err(|_| bad.clone())?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(());
+        return Err(bad);
     }
     Ok(Some(url))
 }

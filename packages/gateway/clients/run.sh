@@ -11,7 +11,8 @@
 # node_modules here (package.json pins it).
 #
 # Environment: OMA_HOST and LOOPBACK_PROVIDER, the binaries to use (default: built here, debug);
-# WASMTIME, wasmtime's CLI: then every client runs against `wasmtime serve` too.
+# WASMTIME, wasmtime's CLI: then every client runs against `wasmtime serve` too; WORKERD,
+# workerd: then against the gateway Worker too (its bundle built by `npm run bundle:gateway`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -34,18 +35,21 @@ pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# The address a process prints on stderr after `marker`, within 300 s.
+# The address a process prints on stderr after `marker`, within 300 s. Each log is removed before
+# its process starts, so that a previous run's address is never read.
 wait_for() {
-  local log=$1 marker=$2
+  local log=$1 marker=$2 addr
   for _ in $(seq 3000); do
-    if grep -q "$marker" "$log"; then
-      grep -o "${marker}http://[0-9.:]*" "$log" | head -1 | sed "s|$marker||"
+    addr=$(grep -o "${marker}http://[0-9.:]*" "$log" 2>/dev/null | head -1 | sed "s|$marker||")
+    if [[ -n "$addr" ]]; then
+      echo "$addr"
       return 0
     fi
     sleep 0.1
   done
   say "no '$marker' in $log:"; cat "$log" >&2; return 1
 }
+rm -f "$work"/{provider,collector,gateway,wasmtime,workerd}.log
 
 "$LOOPBACK_PROVIDER" --addr 127.0.0.1:0 --max-seconds 900 2> "$work/provider.log" &
 pids+=($!)
@@ -98,6 +102,22 @@ if [[ -n "${WASMTIME:-}" ]]; then
   served=$(wait_for "$work/wasmtime.log" "Serving HTTP on ")
   say "wasmtime serve at ${served%/}"
   clients "${served%/}"
+fi
+
+# The gateway Worker under workerd, when WORKERD names it (packages/worker: npm ci, then npm run
+# bundle:gateway, which leaves dist-gateway/): gateway.capnp takes the variables from workerd's
+# environment by name.
+if [[ -n "${WORKERD:-}" ]]; then
+  port=$("$work/venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  (cd "$root/packages/worker" && env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
+    "$WORKERD" serve gateway.capnp --socket-addr "http=127.0.0.1:$port" 2> "$work/workerd.log") &
+  pids+=($!)
+  for _ in $(seq 3000); do
+    curl -fs "http://127.0.0.1:$port/healthz" > /dev/null 2>&1 && break
+    sleep 0.1
+  done
+  say "workerd serve at http://127.0.0.1:$port"
+  clients "http://127.0.0.1:$port"
 fi
 
 say "traces (opentelemetry-proto)"

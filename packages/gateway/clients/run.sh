@@ -29,7 +29,7 @@ LOOPBACK_PROVIDER=${LOOPBACK_PROVIDER:-$root/target/debug/loopback-provider}
 
 [[ -x "$work/venv/bin/python" ]] || python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q "openai==3.60.0" "anthropic==2.16.0" "opentelemetry-proto==1.45.2"
-(cd "$here" && npm install --no-audit --no-fund --silent)
+(cd "$here" && npm ci --no-audit --no-fund --silent)
 
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }

@@ -152,7 +152,7 @@ struct Driver {
 impl Driver {
     fn new(machine: RunMachine) -> Self {
         Driver {
-            run: WasiRun::new(machine),
+            run: wasi::run_of(machine),
             done: false,
         }
     }

@@ -8,16 +8,18 @@ use libfuzzer_sys::fuzz_target;
 use oma_core::agent::machine::{Answer, Poll, Step};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::HttpResponse;
-use oma_gateway::{self as gateway, Head, Reply, Route, Settings};
+use oma_gateway_rules::{self as gateway, Head, Reply, Route, Settings};
 
 const ANSWER: &[u8] = br#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
-const PATHS: [&str; 6] = [
+const PATHS: [&str; 8] = [
     "/healthz",
     "/v1/validate",
     "/v1/format",
     "/v1/run",
     "/v1/run?x",
     "/nope",
+    "/v1/chat/completions",
+    "/v1/messages",
 ];
 const STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 408, 413, 422, 500, 504];
 
@@ -26,9 +28,14 @@ fn check(reply: &Reply) {
     let body: serde_json::Value = serde_json::from_str(&reply.body).expect("a JSON body");
     if reply.status != 200 {
         let error = &body["error"];
-        assert!(error["name"].is_string(), "{body}");
         assert!(error["message"].is_string(), "{body}");
-        assert!(error["retryable"].is_boolean(), "{body}");
+        // The gateway's own shape, OpenAI's (`type`, `param`, `code`) or Anthropic's (`type`).
+        assert!(
+            (error["name"].is_string() && error["retryable"].is_boolean())
+                || (error["type"].is_string() && error.get("param").is_some())
+                || (body["type"] == "error" && error["type"].is_string()),
+            "{body}"
+        );
     }
     assert!(
         !reply.body.contains("sk-fuzz-SECRET-1234"),
@@ -72,6 +79,7 @@ fuzz_target!(|data: &[u8]| {
         method: if selector & 64 != 0 { "GET" } else { "POST" },
         path: PATHS[usize::from(selector & 7) % PATHS.len()],
         authorization: (selector & 128 != 0).then_some("Bearer t0ken"),
+        api_key: None,
         content_length: Some(body.len() as u64),
     };
     let route = match gateway::route(&settings, &head) {
@@ -80,6 +88,14 @@ fuzz_target!(|data: &[u8]| {
     };
     match route {
         Route::Health => check(&gateway::health()),
+        Route::Models => check(&gateway::openai::models(&settings)),
+        // The chat routes: what they refuse before anything is sent, in their error shapes.
+        Route::ChatCompletions | Route::Messages => {
+            let verdict = gateway::on_body(&settings, route, body, false, 1_796_036_400_000, 7);
+            if let gateway::BodyVerdict::Reply(reply) = verdict {
+                check(&reply)
+            }
+        }
         Route::Validate => check(&gateway::validate(&settings, body)),
         Route::Format => check(&gateway::format(&settings, body, 1_796_036_400_000, 7)),
         Route::Run => {

@@ -47,8 +47,11 @@ fn run() -> Result<(), String> {
         "crates/core",
         "crates/wasi",
         "crates/glue",
+        "crates/step",
         "crates/portable",
+        "crates/gateway-rules",
         "crates/gateway",
+        "crates/routes",
         "wit",
         "Cargo.toml",
         "Cargo.lock",
@@ -86,6 +89,12 @@ fn run() -> Result<(), String> {
             "GATEWAY",
             &built.gateway,
             "`oma_gateway.wasm`: the `wasi:http/proxy` gateway.",
+        ),
+        (
+            "ROUTES",
+            &built.routes,
+            "`oma_routes.wasm`: the gateway's rules for hosts with their own HTTP server (the \
+             Worker gateway).",
         ),
     ] {
         let file = built

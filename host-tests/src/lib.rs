@@ -112,6 +112,20 @@ impl Shared for Harness {
     }
 }
 
+impl Shared for RoutesHarness {
+    /// `oma_routes.wasm` with [`HarnessOptions::new`]'s defaults.
+    fn shared() -> anyhow::Result<&'static RoutesHarness> {
+        static SHARED: OnceLock<Result<RoutesHarness, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                RoutesHarness::new(HarnessOptions::new(artifact::ROUTES))
+                    .map_err(|e| format!("{e:#}"))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
 impl Shared for DriverHarness {
     /// `oma_portable.wasm` with [`HarnessOptions::new`]'s defaults.
     fn shared() -> anyhow::Result<&'static DriverHarness> {

@@ -4,7 +4,8 @@
 //
 // 1. The environment. preview2-shim's wasi:cli/environment hands the component node's whole
 //    environment (process.env). This narrows it to the variables the gateway reads, the names
-//    `oma-host serve` passes on too: OMA_GATEWAY_*, *_API_KEY, *_BASE_URL and AWS_*.
+//    `oma-host serve` passes on too: OMA_GATEWAY_*, OTEL_EXPORTER_OTLP_*, *_API_KEY, *_BASE_URL
+//    and AWS_*.
 //
 // 2. `wasi:http/types.http-error-code`. For a response body that fails mid-stream (the provider
 //    drops the connection, or a between-bytes timeout ends the response), preview2-shim 0.26.1
@@ -17,6 +18,7 @@ import { types } from "@bytecodealliance/preview2-shim/http";
 
 const forTheGateway = (name) =>
   name.startsWith("OMA_GATEWAY_") ||
+  name.startsWith("OTEL_EXPORTER_OTLP_") ||
   name.endsWith("_API_KEY") ||
   name.endsWith("_BASE_URL") ||
   name.startsWith("AWS_");

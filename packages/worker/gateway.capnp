@@ -24,9 +24,9 @@ const config :Workerd.Config = (
 const gateway :Workerd.Worker = (
   modules = [
     (name = "worker.js", esModule = embed "dist-gateway/worker.js"),
-    (name = "oma_portable.core.wasm", wasm = embed "dist-gateway/oma_portable.core.wasm"),
-    (name = "oma_portable.core2.wasm", wasm = embed "dist-gateway/oma_portable.core2.wasm"),
-    (name = "oma_portable.core3.wasm", wasm = embed "dist-gateway/oma_portable.core3.wasm"),
+    (name = "oma_routes.core.wasm", wasm = embed "dist-gateway/oma_routes.core.wasm"),
+    (name = "oma_routes.core2.wasm", wasm = embed "dist-gateway/oma_routes.core2.wasm"),
+    (name = "oma_routes.core3.wasm", wasm = embed "dist-gateway/oma_routes.core3.wasm"),
   ],
   compatibilityDate = "2026-11-17",
   bindings = [
@@ -54,6 +54,8 @@ const gateway :Workerd.Worker = (
     (name = "OMA_GATEWAY_MAX_BODY_BYTES", fromEnvironment = "OMA_GATEWAY_MAX_BODY_BYTES"),
     (name = "OMA_GATEWAY_DEADLINE_MS", fromEnvironment = "OMA_GATEWAY_DEADLINE_MS"),
     (name = "OMA_GATEWAY_MAX_RETRIES", fromEnvironment = "OMA_GATEWAY_MAX_RETRIES"),
+    (name = "OMA_GATEWAY_FALLBACKS", fromEnvironment = "OMA_GATEWAY_FALLBACKS"),
+    (name = "OMA_GATEWAY_MODELS", fromEnvironment = "OMA_GATEWAY_MODELS"),
   ],
   globalOutbound = "loopback",
 );

@@ -436,7 +436,7 @@ fn endpoint_from(
     var: impl Fn(&str) -> Option<String>,
 ) -> (Endpoint, Vec<String>) {
     use oma_core::adapter::Credentials;
-    let read = oma_gateway::env::provider_env(provider, base_url, var);
+    let read = oma_gateway_rules::env::provider_env(provider, base_url, var);
     let mut endpoint = Endpoint {
         provider: provider.to_string(),
         base_url: read.endpoint.base_url,

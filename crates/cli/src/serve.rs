@@ -9,7 +9,8 @@
 //! runtime.
 //!
 //! The component's environment is the process's variables the gateway reads and no others:
-//! names that start with `OMA_GATEWAY_` or `AWS_`, or end in `_API_KEY` or `_BASE_URL`
+//! names that start with `OMA_GATEWAY_`, `OTEL_EXPORTER_OTLP_` or `AWS_`, or end in `_API_KEY`
+//! or `_BASE_URL`
 //! ([`oma_wasmtime::serve::passes_through`]), read once at start. Their names are listed on
 //! standard error after the line that says where the server listens,
 //! `oma-host: listening on http://IP:PORT` (with the real port when `--addr` asks for port 0);

@@ -90,8 +90,13 @@ fn gateway_environment(simulator: &Simulator) -> Environment {
         ("OMA_GATEWAY_TOKEN", TOKEN.to_owned()),
         ("OMA_GATEWAY_MAX_BODY_BYTES", MAX_BODY_BYTES.to_string()),
         ("OMA_GATEWAY_DEADLINE_MS", DEADLINE_MS.to_string()),
+        // `/v1/chat/completions` falls back from this model to OpenAI's (one try each).
+        ("OMA_GATEWAY_FALLBACKS", FALLBACKS.to_owned()),
     ]
 }
+
+/// `OMA_GATEWAY_FALLBACKS` for the suite.
+const FALLBACKS: &str = r#"{"anthropic/claude-fails": ["openai/gpt-4o"]}"#;
 
 /// Whether a variable of the test's own environment could configure the gateway: such
 /// variables are removed from every host's environment, so that the machine's cannot change
@@ -992,6 +997,12 @@ fn run_suite(kind: HostKind) {
             no_secret_in_any_response,
             no_secret_in_the_hosts_output,
             one_log_line_per_request_without_its_query,
+            chat_completions_answers_openais_shape_for_every_provider,
+            chat_completions_streams_openais_chunks,
+            chat_completions_refuses_in_openais_shape_and_sends_nothing,
+            chat_completions_falls_back_on_a_429_and_never_on_a_400,
+            models_lists_the_configured_models,
+            messages_answers_anthropics_shape,
         );
 
         // A configuration the gateway cannot use, on a host of its own.
@@ -2381,5 +2392,311 @@ async fn one_log_line_per_request_without_its_query(gw: &Gateway<'_>) -> anyhow:
             "no line on stderr for {method} {path} with {status}"
         );
     }
+    Ok(())
+}
+
+// ----------------------------------------------------------------- OpenAI-compatible route
+
+fn chat_body(model: &str) -> Value {
+    json!({
+        "model": model,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hello?"},
+        ],
+        "max_tokens": 64,
+    })
+}
+
+/// The OpenAI-shaped error of a refusal: `status`, `{"error": {"message", "type", "param",
+/// "code"}}`, no secret.
+fn openai_error(response: &Response, status: u16) -> anyhow::Result<Value> {
+    ensure!(
+        response.status == status,
+        "status {} instead of {status}: {}",
+        response.status,
+        clip(&response.text())
+    );
+    let body = response.json()?;
+    for field in ["message", "type", "param", "code"] {
+        ensure!(
+            body["error"].get(field).is_some(),
+            "no error.{field}: {body}"
+        );
+    }
+    ensure!(
+        !SECRETS
+            .iter()
+            .any(|secret| response.text().contains(secret)),
+        "a secret in {body}"
+    );
+    Ok(body)
+}
+
+/// `POST /v1/chat/completions` answers a `chat.completion` with `usage`, whichever provider
+/// the model names, and the provider gets its own request.
+async fn chat_completions_answers_openais_shape_for_every_provider(
+    gw: &Gateway<'_>,
+) -> anyhow::Result<()> {
+    for (model, path) in [
+        ("anthropic/claude-sonnet-4-6", "/v1/messages"),
+        ("openai/gpt-4o", "/chat/completions"),
+    ] {
+        let (response, sent) = gw
+            .send_counting(Call::post_json("/v1/chat/completions", &chat_body(model)))
+            .await?;
+        let body = response.expect_json(200).context(model)?;
+        ensure!(
+            body["object"] == json!("chat.completion"),
+            "{model}: {body}"
+        );
+        ensure!(
+            body["model"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(model.split('/').next().unwrap())),
+            "{model}: model {}",
+            body["model"]
+        );
+        ensure!(
+            body["choices"][0]["message"]["content"] == json!(CANNED_TEXT),
+            "{model}: {body}"
+        );
+        ensure!(
+            body["choices"][0]["finish_reason"] == json!("stop"),
+            "{model}: {body}"
+        );
+        ensure!(
+            body["usage"]
+                == json!({"prompt_tokens": 12, "completion_tokens": 6, "total_tokens": 18}),
+            "{model}: usage {}",
+            body["usage"]
+        );
+        ensure!(sent.len() == 1, "{model}: {} provider requests", sent.len());
+        ensure!(
+            sent[0].path.ends_with(path),
+            "{model}: path {}",
+            sent[0].path
+        );
+    }
+    Ok(())
+}
+
+/// `stream: true` is OpenAI's chunk stream: the text in `delta.content`, the usage in a last
+/// chunk when `stream_options.include_usage` is set, then `data: [DONE]`.
+async fn chat_completions_streams_openais_chunks(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for model in ["anthropic/claude-sonnet-4-6", "openai/gpt-4o"] {
+        let mut body = chat_body(model);
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        let response = gw
+            .send(Call::post_json("/v1/chat/completions", &body))
+            .await?;
+        ensure!(response.status == 200, "{model}: {}", response.status);
+        ensure!(
+            response
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("text/event-stream")),
+            "{model}: content-type {:?}",
+            response.header("content-type")
+        );
+        let events = parse_sse(&response.text());
+        let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+        ensure!(
+            data.last() == Some(&"[DONE]"),
+            "{model}: no [DONE] last: {data:?}"
+        );
+        let chunks: Vec<Value> = data[..data.len() - 1]
+            .iter()
+            .map(|d| serde_json::from_str(d))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("{model}: a chunk is not JSON"))?;
+        let text: String = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        ensure!(text == CANNED_TEXT, "{model}: streamed {text:?}");
+        ensure!(
+            chunks
+                .iter()
+                .all(|c| c["object"] == json!("chat.completion.chunk")),
+            "{model}: {data:?}"
+        );
+        let usage = chunks.last().unwrap();
+        ensure!(
+            usage["choices"] == json!([]) && usage["usage"]["completion_tokens"] == json!(6),
+            "{model}: the last chunk is {usage}"
+        );
+        ensure!(
+            chunks[chunks.len() - 2]["choices"][0]["finish_reason"] == json!("stop"),
+            "{model}: {data:?}"
+        );
+    }
+    Ok(())
+}
+
+/// What OMA refuses, what a provider's format cannot carry, and a request without the token
+/// are refused in OpenAI's error shape, and nothing reaches the provider.
+async fn chat_completions_refuses_in_openais_shape_and_sends_nothing(
+    gw: &Gateway<'_>,
+) -> anyhow::Result<()> {
+    let video = |model: &str, url: &str| {
+        json!({
+            "model": model,
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "What is in it?"},
+                {"type": "video_url", "video_url": {"url": url}},
+            ]}],
+        })
+    };
+    let cases = [
+        (
+            video("openai/gpt-4o", "file:///etc/passwd"),
+            "InvalidMessageError",
+        ),
+        (
+            video("anthropic/claude-sonnet-4-6", "https://example.com/a.mp4"),
+            "UnsupportedContentBlockError",
+        ),
+    ];
+    for (body, code) in cases {
+        let (response, sent) = gw
+            .send_counting(Call::post_json("/v1/chat/completions", &body))
+            .await?;
+        let error = openai_error(&response, 400)?;
+        ensure!(error["error"]["code"] == json!(code), "{error}");
+        ensure!(
+            error["error"]["type"] == json!("invalid_request_error"),
+            "{error}"
+        );
+        ensure!(sent.is_empty(), "{code}: {} provider requests", sent.len());
+    }
+    let (response, sent) = gw
+        .send_counting(
+            Call::post_json("/v1/chat/completions", &chat_body("openai/gpt-4o"))
+                .auth(Auth::Without),
+        )
+        .await?;
+    let error = openai_error(&response, 401)?;
+    ensure!(
+        error["error"]["type"] == json!("authentication_error"),
+        "{error}"
+    );
+    ensure!(sent.is_empty(), "a 401 reached the provider");
+    Ok(())
+}
+
+/// `OMA_GATEWAY_FALLBACKS`: a `429` from the requested model moves on to its fallback, whose
+/// answer names it; a `400` is never tried elsewhere.
+async fn chat_completions_falls_back_on_a_429_and_never_on_a_400(
+    gw: &Gateway<'_>,
+) -> anyhow::Result<()> {
+    // A 429 whose `retry-after` ends past the deadline: the provider's retry policy gives up at
+    // once, and the fallback is tried.
+    gw.simulator.script([Reply::rate_limited("60")]);
+    let mut body = chat_body("anthropic/claude-fails");
+    body["max_tokens"] = json!(16);
+    let before = gw.simulator.request_count();
+    let response = gw
+        .send(Call::post_json("/v1/chat/completions", &body))
+        .await?;
+    let sent = gw.simulator.requests().split_off(before);
+    gw.simulator.clear_script();
+    let answer = response.expect_json(200)?;
+    ensure!(
+        answer["model"] == json!("openai/gpt-4o"),
+        "model {}",
+        answer["model"]
+    );
+    let paths: Vec<String> = sent.iter().map(|r| r.path.clone()).collect();
+    ensure!(
+        paths.len() == 2
+            && paths[0].ends_with("/v1/messages")
+            && paths[1].ends_with("/chat/completions"),
+        "requests {paths:?} instead of Anthropic's then OpenAI's"
+    );
+
+    gw.simulator.script([Reply::status(400)]);
+    let (response, sent) = gw
+        .send_counting(Call::post_json("/v1/chat/completions", &body))
+        .await?;
+    gw.simulator.clear_script();
+    openai_error(&response, 400)?;
+    ensure!(sent.len() == 1, "a 400 was tried {} times", sent.len());
+    Ok(())
+}
+
+/// `GET /v1/models` is OpenAI's list of the configured models (here those of
+/// `OMA_GATEWAY_FALLBACKS`), behind the token.
+async fn models_lists_the_configured_models(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let body = gw.send(Call::get("/v1/models")).await?.expect_json(200)?;
+    ensure!(body["object"] == json!("list"), "{body}");
+    let ids: Vec<&str> = body["data"]
+        .as_array()
+        .map(|data| data.iter().filter_map(|m| m["id"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        ids == ["anthropic/claude-fails", "openai/gpt-4o"],
+        "models {ids:?}"
+    );
+    let response = gw.send(Call::get("/v1/models").auth(Auth::Without)).await?;
+    openai_error(&response, 401)?;
+    Ok(())
+}
+
+/// `POST /v1/messages` answers Anthropic's `message` in front of any provider (a bare model name
+/// is Anthropic's), streams Anthropic's events, and refuses in Anthropic's error shape.
+async fn messages_answers_anthropics_shape(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    for model in ["claude-sonnet-4-6", "openai/gpt-4o"] {
+        let body = json!({
+            "model": model, "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Hello?"}],
+        });
+        let message = gw
+            .send(Call::post_json("/v1/messages", &body))
+            .await?
+            .expect_json(200)
+            .context(model)?;
+        ensure!(message["type"] == json!("message"), "{model}: {message}");
+        ensure!(
+            message["content"][0]["text"] == json!(CANNED_TEXT),
+            "{model}: {message}"
+        );
+        ensure!(
+            message["usage"] == json!({"input_tokens": 12, "output_tokens": 6}),
+            "{model}: {message}"
+        );
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let response = gw.send(Call::post_json("/v1/messages", &streamed)).await?;
+        ensure!(response.status == 200, "{model}: {}", response.status);
+        let events = parse_sse(&response.text());
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        ensure!(
+            names.first() == Some(&"message_start") && names.last() == Some(&"message_stop"),
+            "{model}: events {names:?}"
+        );
+        let text: String = events
+            .iter()
+            .filter(|e| e.name == "content_block_delta")
+            .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
+            .filter_map(|d| d["delta"]["text"].as_str().map(str::to_owned))
+            .collect();
+        ensure!(text == CANNED_TEXT, "{model}: streamed {text:?}");
+    }
+    let video = json!({
+        "model": "claude-sonnet-4-6", "max_tokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "video", "source":
+            {"type": "url", "media_type": "video/mp4", "url": "https://example.com/a.mp4"}}]}],
+    });
+    let (response, sent) = gw
+        .send_counting(Call::post_json("/v1/messages", &video))
+        .await?;
+    ensure!(response.status == 400, "status {}", response.status);
+    let error = response.json()?;
+    ensure!(
+        error["type"] == json!("error") && error["error"]["type"] == json!("invalid_request_error"),
+        "{error}"
+    );
+    ensure!(sent.is_empty(), "a refused request reached the provider");
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The gateway on Fastly Compute (`oma_fastly.wasm`, `docs/deploy.md`): the gateway's routes,
-//! settings and runs (`oma-gateway`'s [`serve`]) bound to Fastly's `fastly:compute/service`
+//! settings and runs (`oma-gateway-rules`' [`serve`]) bound to Fastly's `fastly:compute/service`
 //! world instead of `wasi:http/proxy`. Nothing is decided here: this file only moves bytes
 //! between Fastly's hostcalls and the gateway.
 //!
@@ -34,11 +34,11 @@ use bindings::wasi;
 
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::http::{TransportFailure, TransportFailureKind as Kind};
-use oma_gateway::env::{variable_names, BadVariable, PROVIDERS_VARIABLE};
-use oma_gateway::log_line;
-use oma_gateway::serve::{serve, Exchange};
-use oma_gateway::{Reply, Settings};
-use oma_wasi::Transport;
+use oma_gateway_rules::env::{variable_names, BadVariable, PROVIDERS_VARIABLE};
+use oma_gateway_rules::log_line;
+use oma_gateway_rules::serve::{serve, Exchange};
+use oma_gateway_rules::{Reply, Settings};
+use oma_step::Transport;
 
 /// Fastly's `service` world (`wit/world.wit`), bound: only what the layer calls is imported by
 /// the component.
@@ -200,8 +200,8 @@ impl Exchange for FastlyExchange {
     }
 
     fn open_events(&mut self) -> bool {
-        let headers =
-            oma_gateway::STREAM_HEADERS.map(|(name, value)| (name.to_owned(), value.to_owned()));
+        let headers = oma_gateway_rules::STREAM_HEADERS
+            .map(|(name, value)| (name.to_owned(), value.to_owned()));
         let Some(response) = response_head(200, &headers) else {
             return false;
         };

@@ -2,8 +2,8 @@
 //! request (head, then the body within the limit and the deadline) and the response (whole, or
 //! as server-sent events while the run goes on), and the run's provider calls go out on
 //! wasi:http ([`HttpIo`], the transport the `component` world uses too). What is answered is
-//! decided by the pure half of the gateway; the Fastly layer (`crates/fastly`) serves the same
-//! way over Fastly's hostcalls.
+//! decided by the gateway's rules (`oma-gateway-rules`); the Fastly layer (`crates/fastly`)
+//! serves the same way over Fastly's hostcalls.
 
 use exports::wasi::http::incoming_handler::Guest;
 use wasip2::http::types::{
@@ -11,9 +11,8 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-use super::log_line;
-use super::serve::{serve, Exchange};
-use super::{Reply, Settings};
+use oma_gateway_rules::serve::{serve, Exchange};
+use oma_gateway_rules::{log_line, Reply, Settings, STREAM_HEADERS};
 use oma_wasi::{self as wasi, HttpIo};
 
 // The world `gateway` of `wit/world.wit`, bound here so that the component's type is that
@@ -140,7 +139,7 @@ impl Exchange for WasiExchange<'_> {
 
     fn open_events(&mut self) -> bool {
         let headers =
-            super::STREAM_HEADERS.map(|(name, value)| (name.to_owned(), value.as_bytes().to_vec()));
+            STREAM_HEADERS.map(|(name, value)| (name.to_owned(), value.as_bytes().to_vec()));
         self.events = self
             .out
             .take()

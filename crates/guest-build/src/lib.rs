@@ -1,15 +1,17 @@
-//! Builds the guest in its three artifacts, for the harness's build script, the
+//! Builds the guest in its four artifacts, for the harness's build script, the
 //! language packages and anyone who wants the artifacts:
 //!
 //! - `oma_component.wasm`: world `component`;
-//! - `oma_portable.wasm`: world `portable`;
+//! - `oma_portable.wasm`: world `portable` (the agent for the language packages);
 //! - `oma_gateway.wasm`: world `gateway`, the `wasi:http/proxy` gateway (crate `oma-gateway`);
+//! - `oma_routes.wasm`: world `routes`, the gateway's rules for the Worker gateway (crate
+//!   `oma-routes`);
 //! - opt-in, with `oma-guest-build --world fastly`: `oma_fastly.wasm`, the gateway on Fastly
 //!   Compute (crate `oma-fastly`, Fastly's `fastly:compute/service` world, vendored in
-//!   `crates/fastly/wit`). It is not one of the three: nothing in the build of the others needs
+//!   `crates/fastly/wit`). It is not one of the four: nothing in the build of the others needs
 //!   it, and it is built and checked on its own.
 //!
-//! The three world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
+//! The four world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
 //! standard library imports nothing, so that each artifact imports only the interfaces its own
 //! code calls (the WASI ones through the `wasip2` crate's bindings, which work on any wasm32
 //! target); each core module is then made a component with `wit-component`. The components
@@ -70,6 +72,10 @@ pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
 pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
 /// The artifact of the gateway (`wasi:http/proxy`).
 pub const GATEWAY_ARTIFACT: &str = "oma_gateway.wasm";
+/// The package of the `routes` world.
+pub const ROUTES_PACKAGE: &str = "oma-routes";
+/// The artifact of the `routes` world (the gateway's rules for the Worker gateway).
+pub const ROUTES_ARTIFACT: &str = "oma_routes.wasm";
 
 /// The artifact of the gateway on Fastly Compute (`fastly:compute/service`).
 pub const FASTLY_ARTIFACT: &str = "oma_fastly.wasm";
@@ -105,24 +111,35 @@ pub struct SizeLimit {
 /// of `wasm32-wasip2` brought all of wasi:cli and the hash seed with it).
 ///
 /// The portable world's ceiling raised to 1,306,000 B when it came to export `routes`, the
-/// gateway's HTTP rules for hosts that serve HTTP themselves (a Cloudflare Worker): 1,279,897 B
-/// against 1,149,056 B for the same code without the export (+130,841 B; gzipped 445,602 B
-/// against 408,996 B, +36.6 KB): the gateway's configuration, routes, `/v1/format`'s redacted
-/// request rendering, the run replies and the event writer, which the world did not link
-/// before, and the export's bindings. A world of its own for them would weigh about as much as
-/// this whole artifact (it needs the run machine and the codec too), shipped beside it.
-pub const SIZE_LIMITS: [SizeLimit; 3] = [
+/// gateway's HTTP rules for hosts that serve HTTP themselves (a Cloudflare Worker), and lowered
+/// to 1,190,000 B when those moved into an artifact of their own, `oma_routes.wasm` (1,166,497 B
+/// then, from 1,297,107 B).
+///
+/// The gateway's ceiling raised to 1,234,000 B for the OpenAI- and Anthropic-compatible routes
+/// (`/v1/chat/completions`, `/v1/messages`, `/v1/models`), their provider calls with fallbacks
+/// and the OTLP trace export: 1,209,926 B against 1,053,180 B before (+156,746 B; the chat
+/// routes link the provider-call machine and every adapter's response parsing on their own,
+/// where `/v1/run` reached them through the run machine).
+///
+/// `oma_routes.wasm` (world `gateway-routes`) is the gateway's rules with the `driver` export
+/// its runs are stepped through, for the Worker gateway: 1,422,591 B when first built, ceiling
+/// about 2% above.
+pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
         ceiling: 1_202_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_306_000,
+        ceiling: 1_190_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_073_000,
+        ceiling: 1_234_000,
+    },
+    SizeLimit {
+        artifact: ROUTES_ARTIFACT,
+        ceiling: 1_451_000,
     },
 ];
 
@@ -169,7 +186,7 @@ pub fn check_limits(dir: &Path, limits: &[SizeLimit], report: &dyn Fn(&str)) -> 
     }
 }
 
-/// Where the three components landed.
+/// Where the four components landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Artifacts {
     /// `oma_component.wasm`.
@@ -178,12 +195,14 @@ pub struct Artifacts {
     pub portable: PathBuf,
     /// `oma_gateway.wasm`, in the same directory.
     pub gateway: PathBuf,
+    /// `oma_routes.wasm`, in the same directory.
+    pub routes: PathBuf,
 }
 
-/// Builds the three artifacts of the guest in `workspace` with cargo profile `profile` into
+/// Builds the four artifacts of the guest in `workspace` with cargo profile `profile` into
 /// `target_dir`; `note` is told of anything installed on the way.
 ///
-/// One cargo build of the three world crates for `wasm32-unknown-unknown` (so the core is
+/// One cargo build of the four world crates for `wasm32-unknown-unknown` (so the core is
 /// compiled once for all of them); each core module is then made a component in
 /// `target_dir/`[`ARTIFACT_DIR`]`/<profile>/`.
 pub fn build_all(
@@ -197,7 +216,12 @@ pub fn build_all(
         target_dir,
         profile,
         GUEST_TARGET,
-        &[GUEST_PACKAGE, PORTABLE_PACKAGE, GATEWAY_PACKAGE],
+        &[
+            GUEST_PACKAGE,
+            PORTABLE_PACKAGE,
+            GATEWAY_PACKAGE,
+            ROUTES_PACKAGE,
+        ],
         note,
     )?;
     let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
@@ -207,11 +231,13 @@ pub fn build_all(
         component: dir.join(GUEST_ARTIFACT),
         portable: dir.join(PORTABLE_ARTIFACT),
         gateway: dir.join(GATEWAY_ARTIFACT),
+        routes: dir.join(ROUTES_ARTIFACT),
     };
     for out in [
         &artifacts.component,
         &artifacts.portable,
         &artifacts.gateway,
+        &artifacts.routes,
     ] {
         let name = out.file_name().ok_or("an artifact path has no file name")?;
         componentize(&modules.join(name), out)?;

@@ -1,8 +1,9 @@
 //! `oma-guest-build [--profile PROFILE] [--target-dir DIR] [--world WORLD] [--check-sizes]`:
-//! builds `oma_component.wasm`, `oma_portable.wasm` and `oma_gateway.wasm` and prints where they
-//! landed, one path a line. With `--world portable` (or `component`, `gateway`) it builds that
-//! artifact alone and prints its one path: the language packages need only the portable world,
-//! and building it alone skips the other two. `--world fastly` builds the opt-in
+//! builds `oma_component.wasm`, `oma_portable.wasm`, `oma_gateway.wasm` and `oma_routes.wasm` and
+//! prints where they landed, one path a line. With `--world portable` (or `component`,
+//! `gateway`, `routes`) it builds that artifact alone and prints its one path: the language
+//! packages need only the portable world, the Worker gateway only the routes world, and building
+//! one alone skips the others. `--world fastly` builds the opt-in
 //! `oma_fastly.wasm` (the gateway on Fastly Compute), which the default build leaves out. With
 //! `--check-sizes` it then holds the `wasm-release` artifacts to their ceilings (`SIZE_LIMITS`,
 //! or `FASTLY_SIZE_LIMIT` with `--world fastly`) and fails if one is over.
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 use oma_guest_build::{
     build_all, build_artifact, FASTLY_ARTIFACT, FASTLY_PACKAGE, FASTLY_SIZE_LIMIT,
     GATEWAY_ARTIFACT, GATEWAY_PACKAGE, GUEST_ARTIFACT, GUEST_PACKAGE, PORTABLE_ARTIFACT,
-    PORTABLE_PACKAGE,
+    PORTABLE_PACKAGE, ROUTES_ARTIFACT, ROUTES_PACKAGE,
 };
 
 fn main() -> ExitCode {
@@ -35,6 +36,7 @@ enum World {
     Component,
     Portable,
     Gateway,
+    Routes,
     Fastly,
 }
 
@@ -44,9 +46,10 @@ impl World {
             "component" => Ok(World::Component),
             "portable" => Ok(World::Portable),
             "gateway" => Ok(World::Gateway),
+            "routes" => Ok(World::Routes),
             "fastly" => Ok(World::Fastly),
             other => Err(format!(
-                "unknown world {other:?}: expected component, portable, gateway or fastly"
+                "unknown world {other:?}: expected component, portable, gateway, routes or fastly"
             )),
         }
     }
@@ -64,6 +67,7 @@ fn build_one(
         World::Component => (GUEST_PACKAGE, GUEST_ARTIFACT),
         World::Portable => (PORTABLE_PACKAGE, PORTABLE_ARTIFACT),
         World::Gateway => (GATEWAY_PACKAGE, GATEWAY_ARTIFACT),
+        World::Routes => (ROUTES_PACKAGE, ROUTES_ARTIFACT),
         World::Fastly => (FASTLY_PACKAGE, FASTLY_ARTIFACT),
     };
     build_artifact(workspace, target_dir, profile, package, artifact, note)
@@ -91,9 +95,11 @@ fn run() -> Result<(), String> {
                 println!(
                     "usage: oma-guest-build [--profile PROFILE] [--target-dir DIR] [--world WORLD] \
                      [--check-sizes]\n\
-                     builds oma_component.wasm, oma_portable.wasm and oma_gateway.wasm (default profile \
-                     wasm-release, default directory target/oma-guest) and prints their paths;\n\
-                     --world component|portable|gateway builds that artifact alone and prints its path;\n\
+                     builds oma_component.wasm, oma_portable.wasm, oma_gateway.wasm and oma_routes.wasm \
+                     (default profile wasm-release, default directory target/oma-guest) and prints \
+                     their paths;\n\
+                     --world component|portable|gateway|routes builds that artifact alone and prints \
+                     its path;\n\
                      --world fastly builds the opt-in oma_fastly.wasm (the gateway on Fastly Compute);\n\
                      --check-sizes then fails if a wasm-release artifact is over its size ceiling"
                 );
@@ -104,7 +110,7 @@ fn run() -> Result<(), String> {
     }
     if check_sizes && world.is_some_and(|world| world != World::Fastly) {
         return Err(
-            "--check-sizes checks all three artifacts (or, with --world fastly, that one); leave \
+            "--check-sizes checks all four artifacts (or, with --world fastly, that one); leave \
              out --world"
                 .into(),
         );
@@ -134,6 +140,7 @@ fn run() -> Result<(), String> {
     println!("{}", built.component.display());
     println!("{}", built.portable.display());
     println!("{}", built.gateway.display());
+    println!("{}", built.routes.display());
     if check_sizes {
         let dir = built
             .component

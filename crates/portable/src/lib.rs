@@ -1,5 +1,6 @@
 //! The `portable` world (`oma_portable.wasm`): the codec and the host-driven `driver`, with no
-//! imports at all. wit-bindgen glue; nothing else.
+//! imports at all: the agent only (the gateway's rules are `oma_routes.wasm`'s). wit-bindgen
+//! glue; nothing else.
 //!
 //! Built for `wasm32-unknown-unknown` (whose standard library imports nothing) and made a
 //! component by the build; the world has no clock and no random source, so a codec call takes
@@ -18,17 +19,10 @@
 mod codec;
 #[path = "../../glue/convert.rs"]
 mod convert;
+#[path = "../../glue/driver.rs"]
 mod driver;
-mod routes;
 #[path = "../../glue/run.rs"]
 mod run;
-
-/// The gateway's rules (routes, statuses, configuration, replies), compiled from the gateway
-/// crate's own files so that they exist once; its wasi:http handler is left out here (the cfg
-/// `oma_gateway_rules_only`, set by `build.rs`). What `routes` does not call goes unused.
-#[allow(dead_code)]
-#[path = "../../gateway/src/lib.rs"]
-mod rules;
 
 wit_bindgen::generate!({
     world: "portable",

@@ -2,46 +2,38 @@
 //! that do their own I/O (`oma-component` and `oma-gateway`).
 //!
 //! It performs what a [`Call`](oma_core::http::call::Call) asks for, on the synchronous
-//! wasi:http and wasi:io calls: a response body can stay in flight between two exported calls (a stream's
-//! `next`), which an async runtime scoped to one call cannot offer. Failures are reported as
-//! [`TransportFailure`]s; deciding what they mean (timeout, retry, egress) is the call's job.
+//! wasi:http and wasi:io calls: a response body can stay in flight between two exported calls (a
+//! stream's `next`), which an async runtime scoped to one call cannot offer. Failures are
+//! reported as [`TransportFailure`]s; deciding what they mean (timeout, retry, egress) is the
+//! call's job.
 //!
-//! The step loop ([`WasiRun`]) is generic over a [`Transport`] and compiles everywhere: the
-//! Fastly layer (`crates/fastly`) drives runs on it with a transport of its own, and builds this
-//! crate without its default feature `http`. The wasi:http transport (`HttpIo`) and the helpers
-//! beside it are built for wasm32 with that feature only, so the workspace builds everywhere.
+//! [`HttpIo`] is the [`Transport`] of the step loop (`oma-step`, re-exported here for the worlds
+//! that use both); [`run_of`] makes a run on it. The crate is wasm32 only (natively it is empty,
+//! so that the workspace builds everywhere): a layer without wasi:http (Fastly's) depends on
+//! `oma-step` alone instead of leaving a feature out here.
 
+#![cfg(target_arch = "wasm32")]
 #![deny(missing_docs)]
 
-mod run;
+pub use oma_step::{Next, StepHost, Transport, WasiRun};
 
-pub use run::{Next, StepHost, Transport, WasiRun};
+use oma_core::agent::machine::RunMachine;
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use wasip2::http::outgoing_handler;
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use oma_core::adapter::{Adapter, ChatRequest, StreamEvent};
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use oma_core::error::Error;
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use oma_core::http::call::{Call, CallAnswer, CallStep, Outgoing};
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use oma_core::http::{TransportFailure, TransportFailureKind as Kind};
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 use oma_core::message::LlmResponse;
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 const READ_CHUNK: u64 = 64 * 1024;
 
 /// A response whose head has arrived and whose body is read chunk by chunk.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub struct Incoming {
     // Field order is drop order: the stream must go before the body it belongs to.
     stream: InputStream,
@@ -49,7 +41,6 @@ pub struct Incoming {
     done: bool,
 }
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 impl Incoming {
     /// The next chunk of the body, `None` at its end. Blocks until bytes arrive.
     pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, TransportFailure> {
@@ -72,7 +63,6 @@ impl Incoming {
 }
 
 /// A response head: status, headers (names lowercase), and the body still to read.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub struct Head {
     /// The status code.
     pub status: u16,
@@ -83,7 +73,6 @@ pub struct Head {
 }
 
 /// Sends a request and waits for the response head. Redirects are not followed.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub fn start(request: &Outgoing) -> Result<Head, TransportFailure> {
     let fail = |message: &str| TransportFailure::new(Kind::Other, message);
     let url = url::Url::parse(&request.url).map_err(|_| fail("the request URL does not parse"))?;
@@ -178,7 +167,6 @@ pub fn start(request: &Outgoing) -> Result<Head, TransportFailure> {
     })
 }
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 fn write_body(body: OutgoingBody, bytes: &[u8]) {
     if let Ok(out) = body.write() {
         // A failure shows in the response future, which says why.
@@ -189,7 +177,6 @@ fn write_body(body: OutgoingBody, bytes: &[u8]) {
 
 /// Writes all of `bytes` to `out` as fast as it accepts them, then flushes. Fails when the
 /// stream is closed or broken (the reader went away).
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub fn write_all(out: &OutputStream, bytes: &[u8]) -> Result<(), StreamError> {
     let mut rest = bytes;
     while !rest.is_empty() {
@@ -208,19 +195,16 @@ pub fn write_all(out: &OutputStream, bytes: &[u8]) -> Result<(), StreamError> {
 }
 
 /// Sleeps for `ms` milliseconds (between retries).
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub fn pause(ms: u64) {
     wasip2::clocks::monotonic_clock::subscribe_duration(ms.saturating_mul(1_000_000)).block();
 }
 
 /// A random 64-bit number from the host.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub fn random_u64() -> u64 {
     wasip2::random::random::get_random_u64()
 }
 
 /// Milliseconds since the Unix epoch, from the host's wall clock.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub fn now_ms() -> u64 {
     let now = wasip2::clocks::wall_clock::now();
     now.seconds
@@ -229,7 +213,6 @@ pub fn now_ms() -> u64 {
 }
 
 /// A wasi-http failure as a [`TransportFailure`].
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 fn failure_of(code: Option<ErrorCode>, detail: &str) -> TransportFailure {
     let kind = match code {
         Some(
@@ -249,13 +232,11 @@ fn failure_of(code: Option<ErrorCode>, detail: &str) -> TransportFailure {
 
 /// The HTTP of one call in flight: performs `Send`, `Receive` and `Wait` steps and gives the
 /// answers a [`Call`] (or a run machine) takes.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 #[derive(Default)]
 pub struct HttpIo {
     body: Option<Incoming>,
 }
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 impl HttpIo {
     /// Sends a request and answers with its head (the body is read by [`HttpIo::receive`]) or
     /// the failure.
@@ -324,7 +305,6 @@ impl HttpIo {
 }
 
 /// What a driven call gives out.
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
 pub enum CallEvent {
     /// A piece of a streamed answer.
     Event(StreamEvent),
@@ -332,7 +312,11 @@ pub enum CallEvent {
     Done(Result<LlmResponse, Error>),
 }
 
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
+/// A run of `machine` over wasi:http, nothing done yet.
+pub fn run_of(machine: RunMachine) -> WasiRun<HttpIo> {
+    WasiRun::with_transport(machine, HttpIo::default())
+}
+
 impl Transport for HttpIo {
     fn send(&mut self, outgoing: &Outgoing) -> CallAnswer {
         HttpIo::send(self, outgoing)

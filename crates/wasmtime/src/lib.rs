@@ -66,6 +66,7 @@ mod limits;
 pub mod oma_json;
 pub mod pool;
 mod provider;
+mod routes;
 pub mod serve;
 mod source;
 mod state;
@@ -110,7 +111,6 @@ mod portable_bindings {
                 import oma:agent/exchange@0.1.0;
                 export oma:agent/codec@0.1.0;
                 export oma:agent/driver@0.1.0;
-                export oma:agent/routes@0.1.0;
             }
         ",
         path: "../../wit",
@@ -131,8 +131,14 @@ mod portable_bindings {
 pub use portable_bindings::exports::oma::agent::driver as driver_types;
 
 /// The `routes` interface's types (request heads, replies, verdicts), for tests of the
-/// gateway's rules through the portable world.
-pub use portable_bindings::exports::oma::agent::routes as routes_types;
+/// gateway's rules through the routes world (`oma_routes.wasm`).
+pub use routes::bindings::exports::oma::agent::routes as routes_types;
+
+/// The `driver` interface's types as the routes world exports them (a `routes` run's steps and
+/// answers).
+pub use routes::bindings::exports::oma::agent::driver as routes_driver_types;
+
+pub use routes::{RoutesGuest, RoutesHarness};
 
 pub use address::{classify, AddressClass};
 pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};

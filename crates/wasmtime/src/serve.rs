@@ -257,12 +257,13 @@ impl fmt::Debug for ServeOptions {
 }
 
 /// Whether the process variable `name` reaches the gateway: the names it reads
-/// (`docs/gateway.md`) and no others. Those that start with `OMA_GATEWAY_` (its own settings)
-/// or `AWS_` (Bedrock's credentials, region and endpoint), and those that end in `_API_KEY` or
-/// `_BASE_URL` (a provider's key and base URL). Everything else (`PATH`, `HOME`, other
-/// programs' secrets) stays out of the component.
+/// (`docs/gateway.md`) and no others. Those that start with `OMA_GATEWAY_` (its own settings),
+/// `OTEL_EXPORTER_OTLP_` (where its traces go) or `AWS_` (Bedrock's credentials, region and
+/// endpoint), and those that end in `_API_KEY` or `_BASE_URL` (a provider's key and base URL).
+/// Everything else (`PATH`, `HOME`, other programs' secrets) stays out of the component.
 pub fn passes_through(name: &str) -> bool {
     name.starts_with("OMA_GATEWAY_")
+        || name.starts_with("OTEL_EXPORTER_OTLP_")
         || name.starts_with("AWS_")
         || name.ends_with("_API_KEY")
         || name.ends_with("_BASE_URL")

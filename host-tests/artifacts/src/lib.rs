@@ -33,6 +33,7 @@ mod tests {
             (super::COMPONENT, super::COMPONENT_FILE),
             (super::PORTABLE, super::PORTABLE_FILE),
             (super::GATEWAY, super::GATEWAY_FILE),
+            (super::ROUTES, super::ROUTES_FILE),
         ] {
             assert_eq!(&bytes[..8], b"\0asm\x0d\0\x01\0", "{file}");
             assert_eq!(std::fs::read(file).unwrap(), bytes, "{file}");

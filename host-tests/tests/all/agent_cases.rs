@@ -1327,6 +1327,7 @@ async fn a_streamed_run_calls_tools_between_streamed_turns() {
             AgentEvent::BudgetExceeded(_) => "budget",
             AgentEvent::Done(_) => "done",
             AgentEvent::Error(_) => "error",
+            AgentEvent::LoopDetected(_) => "loop_detected",
         })
         .collect();
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use oma_testkit::{
+use oma_host_tests::{
     agent_config, endpoint, AgentConfig, AgentEvent, CannedResponse, CaptureOutbound,
     ContentBlock, ContextStrategy, GuestOptions, LlmMessage, LoopAction, LoopDetection,
     ReasoningBlock, ReasoningTextCap, RecordedRequest, RequestLog, Role, RunInput, ScriptedHost,

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use oma_guest_build::world::{self, items, Imports};
-use oma_host_tests::artifact::{COMPONENT_FILE, GATEWAY_FILE, PORTABLE_FILE};
+use oma_host_tests::artifact::{COMPONENT_FILE, GATEWAY_FILE, PORTABLE_FILE, ROUTES_FILE};
 use wit_component::{ComponentEncoder, StringEncoding};
 use wit_parser::{ManglingAndAbi, PackageId, Resolve, WorldId};
 
@@ -55,17 +55,24 @@ fn the_portable_artifact_is_its_declared_world() {
     assert_matches(PORTABLE_FILE, "portable");
 }
 
-/// The portable world exports the gateway's HTTP rules (`routes`) beside the codec and the
-/// driver, and still imports nothing.
 #[test]
-fn the_portable_world_exports_the_routes_and_imports_nothing() {
+fn the_routes_artifact_is_its_declared_world() {
+    assert_matches(ROUTES_FILE, "gateway-routes");
+}
+
+/// The gateway's HTTP rules (`routes`) are a world of their own, importing nothing; the
+/// portable world, which the language packages carry, has none of them.
+#[test]
+fn the_routes_world_exports_the_routes_and_imports_nothing_and_the_portable_world_has_none() {
     let (resolve, package) = declared();
-    let world = resolve.select_world(&[package], Some("portable")).unwrap();
+    let world = resolve
+        .select_world(&[package], Some("gateway-routes"))
+        .unwrap();
     let (imports, exports) = items(&resolve, world);
-    assert!(imports.is_empty(), "the portable world imports {imports:?}");
+    assert!(imports.is_empty(), "the routes world imports {imports:?}");
     let routes = exports
         .get("oma:agent/routes@0.1.0")
-        .unwrap_or_else(|| panic!("the portable world does not export routes: {exports:?}"));
+        .unwrap_or_else(|| panic!("the routes world does not export routes: {exports:?}"));
     for function in [
         "[constructor]request",
         "[method]request.head",
@@ -82,6 +89,17 @@ fn the_portable_world_exports_the_routes_and_imports_nothing() {
             "routes has no {function}: {routes:?}"
         );
     }
+    assert!(
+        !exports.contains_key("oma:agent/codec@0.1.0"),
+        "the routes world exports the codec: {exports:?}"
+    );
+    let portable = resolve.select_world(&[package], Some("portable")).unwrap();
+    let (imports, exports) = items(&resolve, portable);
+    assert!(imports.is_empty(), "the portable world imports {imports:?}");
+    assert!(
+        !exports.contains_key("oma:agent/routes@0.1.0"),
+        "the portable world exports routes: {exports:?}"
+    );
     let built = differences(&std::fs::read(PORTABLE_FILE).unwrap(), "portable");
     assert!(built.is_empty(), "{PORTABLE_FILE}: {built:?}");
 }

@@ -1,16 +1,15 @@
-//! The portable world's `routes` export: the gateway's HTTP rules for hosts that serve HTTP
-//! themselves (`docs/gateway.md`, `docs/worlds.md`). Each answer is checked against what the
+//! The routes world's `routes` export (`oma_routes.wasm`): the gateway's HTTP rules for hosts
+//! that serve HTTP themselves (`docs/gateway.md`, `docs/worlds.md`). Each answer is checked against what the
 //! gateway's own HTTP suite expects of `oma_gateway.wasm` (`crates/cli/tests/gateway.rs`): the
 //! same statuses, error names and codes, headers, log line and server-sent events, and a run
 //! stepped as a driver session whose only steps are HTTP and events.
 
-use oma_host_tests::driver_types::{Answer, Poll, Response, ResponseHead, Step};
+use oma_host_tests::routes_driver_types::{Answer, Poll, Response, ResponseHead, Step};
 use oma_host_tests::routes_types::{
     BodyFailure, BodyVerdict, HeadVerdict, Reply, RequestHead, RunEnd,
 };
-use oma_host_tests::{DriverGuest, WitError};
+use oma_host_tests::{RoutesGuest, RoutesHarness, Shared, WitError};
 
-use crate::common::driver_guest;
 use serde_json::{json, Value};
 use wasmtime::component::ResourceAny;
 
@@ -18,6 +17,14 @@ const KEY: &str = "sk-routes-SECRET-8080";
 const TOKEN: &str = "routes-token-SECRET-1";
 const BASE: &str = "http://127.0.0.1:9";
 const NOW: u64 = 1_700_000_000_000;
+
+async fn routes_guest() -> RoutesGuest {
+    RoutesHarness::shared()
+        .expect("the routes guest loads")
+        .instantiate()
+        .await
+        .expect("it instantiates")
+}
 
 fn environment() -> Vec<(String, String)> {
     [
@@ -47,7 +54,7 @@ fn head(method: &str, path: &str, extra: &[(&str, &str)]) -> RequestHead {
 }
 
 async fn request(
-    guest: &mut DriverGuest,
+    guest: &mut RoutesGuest,
     environment: Vec<(String, String)>,
     head: RequestHead,
 ) -> ResourceAny {
@@ -60,7 +67,7 @@ async fn request(
         .expect("no trap")
 }
 
-async fn on_head(guest: &mut DriverGuest, request: ResourceAny) -> HeadVerdict {
+async fn on_head(guest: &mut RoutesGuest, request: ResourceAny) -> HeadVerdict {
     let (store, bindings) = guest.parts();
     let routes = bindings.oma_agent_routes();
     routes
@@ -71,7 +78,7 @@ async fn on_head(guest: &mut DriverGuest, request: ResourceAny) -> HeadVerdict {
 }
 
 async fn on_body(
-    guest: &mut DriverGuest,
+    guest: &mut RoutesGuest,
     request: ResourceAny,
     body: &str,
 ) -> Result<BodyVerdict, WitError> {
@@ -85,7 +92,7 @@ async fn on_body(
 }
 
 /// A request answered through the head and the body: its reply, or its run.
-async fn answer(guest: &mut DriverGuest, head: RequestHead, body: &str) -> BodyVerdict {
+async fn answer(guest: &mut RoutesGuest, head: RequestHead, body: &str) -> BodyVerdict {
     let request = request(guest, environment(), head).await;
     match on_head(guest, request).await {
         HeadVerdict::ReadBody(limits) => {
@@ -126,7 +133,7 @@ fn reply_of(verdict: BodyVerdict) -> Reply {
 
 #[tokio::test]
 async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
-    let mut guest = driver_guest().await;
+    let mut guest = routes_guest().await;
     let health = request(&mut guest, environment(), head("GET", "/healthz", &[])).await;
     let HeadVerdict::Reply(reply) = on_head(&mut guest, health).await else {
         panic!("/healthz reads no body")
@@ -179,7 +186,7 @@ async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
 
 #[tokio::test]
 async fn a_bad_variable_is_500_naming_it_and_never_its_value() {
-    let mut guest = driver_guest().await;
+    let mut guest = routes_guest().await;
     let mut environment = environment();
     environment.push(("OMA_GATEWAY_DEADLINE_MS".into(), "soon-7731".into()));
     let request = request(&mut guest, environment, head("GET", "/healthz", &[])).await;
@@ -196,7 +203,7 @@ async fn a_bad_variable_is_500_naming_it_and_never_its_value() {
 
 #[tokio::test]
 async fn bodies_are_validated_formatted_and_refused_as_the_gateway_does() {
-    let mut guest = driver_guest().await;
+    let mut guest = routes_guest().await;
     let list = json!([{"role": "user", "content": [{"type": "text", "text": "Hello?"}]}]);
     let reply = reply_of(
         answer(
@@ -273,7 +280,7 @@ fn anthropic_reply() -> String {
     .to_string()
 }
 
-async fn next(guest: &mut DriverGuest, run: ResourceAny, now: u64) -> Poll {
+async fn next(guest: &mut RoutesGuest, run: ResourceAny, now: u64) -> Poll {
     let (store, bindings) = guest.parts();
     let routes = bindings.oma_agent_routes();
     routes
@@ -284,7 +291,7 @@ async fn next(guest: &mut DriverGuest, run: ResourceAny, now: u64) -> Poll {
         .expect("a poll")
 }
 
-async fn give(guest: &mut DriverGuest, run: ResourceAny, answer: Answer) {
+async fn give(guest: &mut RoutesGuest, run: ResourceAny, answer: Answer) {
     let (store, bindings) = guest.parts();
     let routes = bindings.oma_agent_routes();
     routes
@@ -295,7 +302,7 @@ async fn give(guest: &mut DriverGuest, run: ResourceAny, answer: Answer) {
         .expect("the answer is taken");
 }
 
-async fn end(guest: &mut DriverGuest, run: ResourceAny, now: u64) -> Result<RunEnd, WitError> {
+async fn end(guest: &mut RoutesGuest, run: ResourceAny, now: u64) -> Result<RunEnd, WitError> {
     let (store, bindings) = guest.parts();
     let routes = bindings.oma_agent_routes();
     routes
@@ -305,7 +312,7 @@ async fn end(guest: &mut DriverGuest, run: ResourceAny, now: u64) -> Result<RunE
         .expect("no trap")
 }
 
-async fn event_text(guest: &mut DriverGuest, run: ResourceAny) -> Option<String> {
+async fn event_text(guest: &mut RoutesGuest, run: ResourceAny) -> Option<String> {
     let (store, bindings) = guest.parts();
     let routes = bindings.oma_agent_routes();
     routes
@@ -317,7 +324,7 @@ async fn event_text(guest: &mut DriverGuest, run: ResourceAny) -> Option<String>
 
 #[tokio::test]
 async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
-    let mut guest = driver_guest().await;
+    let mut guest = routes_guest().await;
     let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
     let BodyVerdict::Run(run) =
         answer(&mut guest, head("POST", "/v1/run", &[]), &body.to_string()).await
@@ -381,7 +388,7 @@ async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
 
 #[tokio::test]
 async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
-    let mut guest = driver_guest().await;
+    let mut guest = routes_guest().await;
     let accept = [("Accept", "text/event-stream")];
     let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
     let BodyVerdict::Run(run) = answer(
@@ -487,7 +494,7 @@ async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
 
 #[tokio::test]
 async fn the_log_line_shows_no_query() {
-    let mut guest = driver_guest().await;
+    let mut guest = routes_guest().await;
     let (store, bindings) = guest.parts();
     let line = bindings
         .oma_agent_routes()
@@ -495,4 +502,78 @@ async fn the_log_line_shows_no_query() {
         .await
         .expect("no trap");
     assert_eq!(line, "oma-gateway: POST /v1/run 504 2001ms\n");
+}
+
+/// `/v1/chat/completions` through the routes world: a refusal is OpenAI's error shape with
+/// nothing to step, and a request is a run whose only steps are HTTP, ending with a
+/// `chat.completion`.
+#[tokio::test]
+async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape() {
+    let mut guest = routes_guest().await;
+    let video = json!({
+        "model": "anthropic/claude-sonnet-4-6",
+        "messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": "https://example.com/a.mp4"}}
+        ]}],
+    });
+    let reply = reply_of(
+        answer(
+            &mut guest,
+            head("POST", "/v1/chat/completions", &[]),
+            &video.to_string(),
+        )
+        .await,
+    );
+    assert_eq!(reply.status, 400, "{reply:?}");
+    let error = json_of(&reply);
+    assert_eq!(
+        error["error"]["code"],
+        json!("UnsupportedContentBlockError")
+    );
+    assert_eq!(error["error"]["type"], json!("invalid_request_error"));
+
+    let body = json!({
+        "model": "anthropic/claude-sonnet-4-6",
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let BodyVerdict::Run(run) = answer(
+        &mut guest,
+        head("POST", "/v1/chat/completions", &[]),
+        &body.to_string(),
+    )
+    .await
+    else {
+        panic!("no run")
+    };
+    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
+        panic!("the first step is not a send")
+    };
+    assert_eq!(sent.url, format!("{BASE}/v1/messages"));
+    give(
+        &mut guest,
+        run,
+        Answer::Response(Response {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic_reply(),
+        }),
+    )
+    .await;
+    assert!(matches!(
+        next(&mut guest, run, NOW + 5).await,
+        Poll::Finished(_)
+    ));
+    let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
+        panic!("no whole reply")
+    };
+    let completion = json_of(&reply);
+    assert_eq!(reply.status, 200);
+    assert_eq!(completion["object"], json!("chat.completion"));
+    assert_eq!(completion["model"], json!("anthropic/claude-sonnet-4-6"));
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        json!("Hi from the provider.")
+    );
+    assert_eq!(completion["usage"]["total_tokens"], json!(6));
+    assert!(!reply.body.contains(KEY));
 }

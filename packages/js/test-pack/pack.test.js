@@ -51,7 +51,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
       'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'gateway.d.ts', 'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
-      'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts', 'gen/interfaces/oma-agent-routes.d.ts',
+      'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts',
       'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js', 'index.d.ts', 'package.json',

@@ -1,13 +1,14 @@
 // The gateway's HTTP contract (docs/gateway.md: GET /healthz, POST /v1/validate, /v1/format and
 // /v1/run, streamed as server-sent events with `Accept: text/event-stream`) as a Cloudflare
-// Worker. Every rule is the component's (`routes` of oma_portable.wasm, compiled from the same
-// Rust as oma_gateway.wasm): the routes, the statuses and error bodies, the bearer token, the
+// Worker. Every rule is the component's (`routes` of oma_routes.wasm, the `routes` world, built
+// from the same Rust rules as oma_gateway.wasm and transpiled by `npm run build:routes`): the routes, the statuses and error bodies, the bearer token, the
 // body limit and the deadline, the egress allowlist, the log line. The configuration is the
 // Worker's bindings (`env`), read as the gateway reads its environment: every text binding by
 // its name (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OMA_GATEWAY_TOKEN, ...). This file only moves
 // bytes: it reads the request within the limits the component gives, writes the replies it
-// gives, and steps a run with the package's own session loop and fetch.
-import { routes, driveSession } from 'oma-component/gateway'
+// gives, and steps a run with the JavaScript package's HTTP loop (`driveRun`) and fetch.
+import { routes } from '#oma-routes'
+import { driveRun } from 'oma-component/gateway'
 
 const encoder = new TextEncoder()
 
@@ -77,8 +78,8 @@ async function readBody(request, limits) {
 }
 
 /**
- * The run as a session for `driveSession`, telling `onSend` when a request is about to be sent
- * (a stream's head goes out then, as the gateway's does).
+ * The run as `driveRun` steps it, telling `onSend` when a request is about to be sent (a
+ * stream's head goes out then, as the gateway's does).
  */
 function watched(run, onSend) {
   return {
@@ -95,7 +96,7 @@ function watched(run, onSend) {
 
 /** A run answered whole: stepped to its end, then the reply its end gives. */
 async function whole(run, signal) {
-  const steps = driveSession(watched(run, () => {}), {}, { signal, timings: [] })
+  const steps = driveRun(watched(run, () => {}), { signal })
   for (;;) {
     const { done } = await steps.next()
     if (done) break
@@ -130,7 +131,7 @@ function streamed(run, ctx, log) {
       streaming = true
     }
     try {
-      const steps = driveSession(watched(run, begin), {}, { signal: controller.signal, timings: [] })
+      const steps = driveRun(watched(run, begin), { signal: controller.signal })
       for (;;) {
         const { done } = await steps.next()
         if (done) break

@@ -3,8 +3,8 @@
 //! `/healthz`, `/v1/validate` and `/v1/format`, and drives a `/v1/run` on the one step loop
 //! ([`WasiRun`]), writing its result whole or as server-sent events. A binding gives it the
 //! request and the response through [`Exchange`] and the provider calls through a
-//! [`Transport`]: `handler` binds it to `wasi:http/incoming-handler`, `crates/fastly` to Fastly
-//! Compute's `http-incoming`. Neither decides anything the other does not.
+//! [`Transport`]: `crates/gateway` binds it to `wasi:http/incoming-handler`, `crates/fastly` to
+//! Fastly Compute's `http-incoming`. Neither decides anything the other does not.
 
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
 use oma_core::agent::exchange::{
@@ -14,9 +14,14 @@ use oma_core::agent::machine::RunMachine;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::trace::TraceEvent;
 use oma_core::message::{ToolResultContent, ToolUseBlock};
-use oma_wasi::{Next, StepHost, Transport, WasiRun};
+use oma_step::{Next, StepHost, Transport, WasiRun};
 
+use oma_core::rng::Rng;
+
+use crate::chat::{ChatMachine, ChatStep};
 use crate::env::BadVariable;
+use crate::openai::{Completion, Writer};
+use crate::trace::{self, RequestSpan, TraceContext};
 use crate::{BodyVerdict, Head, HeadVerdict, Reply, Settings};
 
 /// One request and its response, as a platform offers them.
@@ -68,6 +73,7 @@ pub fn serve<X: Exchange>(
         Err(bad) => return respond(exchange, Reply::bad_configuration(&bad)),
     };
     let authorization = exchange.header("authorization");
+    let api_key = exchange.header("x-api-key");
     let accept = exchange.header("accept").unwrap_or_default();
     let content_length = exchange
         .header("content-length")
@@ -76,6 +82,7 @@ pub fn serve<X: Exchange>(
         method,
         path,
         authorization: authorization.as_deref(),
+        api_key: api_key.as_deref(),
         content_length,
     };
     let route = match crate::on_head(Ok(&settings), &head) {
@@ -91,6 +98,39 @@ pub fn serve<X: Exchange>(
     let (now_ms, seed) = (exchange.now_ms(), exchange.random_u64());
     match crate::on_body(&settings, route, &body, streaming, now_ms, seed) {
         BodyVerdict::Reply(reply) => respond(exchange, reply),
+        BodyVerdict::Chat(completion) => {
+            let Completion {
+                mut machine,
+                mut writer,
+            } = *completion;
+            let mut transport = exchange.transport();
+            let status = chat(
+                &settings,
+                &mut machine,
+                &mut writer,
+                exchange,
+                &mut transport,
+            );
+            if let Some(url) = &settings.traces {
+                let route = match writer {
+                    Writer::OpenAi(_) => "/v1/chat/completions",
+                    Writer::Anthropic(_) => "/v1/messages",
+                };
+                let request = RequestSpan {
+                    name: &format!("POST {route}"),
+                    route,
+                    status,
+                    started_ms,
+                    ended_ms: exchange.now_ms(),
+                };
+                let mut rng = Rng::new(exchange.random_u64());
+                let traceparent = exchange.header("traceparent");
+                let context = TraceContext::from_traceparent(traceparent.as_deref(), &mut rng);
+                let body = trace::export_body(&context, &request, machine.attempts(), &mut rng);
+                export(&mut transport, &trace::export_request(url, body));
+            }
+            status
+        }
         BodyVerdict::Run(machine) => {
             let run = Run::new(*machine, exchange.transport());
             if streaming {
@@ -148,6 +188,93 @@ fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
     }
     exchange.close_events();
     200
+}
+
+/// Sends a trace export and reads its answer (bounded: the request's own timeout, and at most
+/// 64 chunks of a reply nobody needs); what the collector says changes nothing.
+fn export<T: Transport>(transport: &mut T, outgoing: &oma_core::http::call::Outgoing) {
+    if let oma_core::http::call::CallAnswer::Head { .. } = transport.send(outgoing) {
+        for _ in 0..64 {
+            if !matches!(
+                transport.receive(),
+                oma_core::http::call::CallAnswer::Chunk(_)
+            ) {
+                break;
+            }
+        }
+    }
+}
+
+/// A `/v1/chat/completions` or `/v1/messages` request: its provider calls driven on the
+/// exchange's transport, answered whole, or as the route's event stream whose head goes out just
+/// before the first request is sent (what is refused before that is a whole reply).
+fn chat<X: Exchange>(
+    settings: &Settings,
+    machine: &mut ChatMachine,
+    writer: &mut Writer,
+    exchange: &mut X,
+    transport: &mut X::Transport,
+) -> u16 {
+    // None: not opened yet; Some(false): the platform refused the head or the caller left.
+    let mut opened: Option<bool> = None;
+    loop {
+        let answer = match machine.poll(transport.now_ms()) {
+            ChatStep::Send(outgoing) => {
+                if writer.stream() && opened.is_none() {
+                    opened = Some(exchange.open_events());
+                }
+                if opened == Some(false) {
+                    return 200;
+                }
+                transport.send(&outgoing)
+            }
+            ChatStep::Receive => transport.receive(),
+            ChatStep::Wait(ms) => transport.wait(ms),
+            ChatStep::Event(event) => {
+                let text = writer.event(&event);
+                if opened == Some(true)
+                    && !text.is_empty()
+                    && !exchange.write_events(text.as_bytes())
+                {
+                    // The caller went away: nothing more is sent for it.
+                    exchange.close_events();
+                    return 200;
+                }
+                continue;
+            }
+            ChatStep::Done(Ok((response, target))) if !writer.stream() => {
+                return respond(exchange, writer.whole(&response, &target));
+            }
+            ChatStep::Done(Ok((response, target))) => {
+                if opened.is_none() {
+                    opened = Some(exchange.open_events());
+                }
+                if opened == Some(true) {
+                    exchange.write_events(writer.end(&response, &target).as_bytes());
+                    exchange.close_events();
+                }
+                return 200;
+            }
+            ChatStep::Done(Err(error)) => {
+                let reply = writer.error(settings, error);
+                if opened != Some(true) {
+                    return respond(exchange, reply);
+                }
+                exchange.write_events(writer.failed(&reply).as_bytes());
+                exchange.close_events();
+                return 200;
+            }
+        };
+        if let Err(error) = machine.handle(answer) {
+            let reply = writer.error(settings, error);
+            if opened == Some(true) {
+                exchange.write_events(writer.failed(&reply).as_bytes());
+                exchange.close_events();
+                return 200;
+            }
+            return respond(exchange, reply);
+        }
+    }
 }
 
 /// The gateway's answers to the steps only a world can perform: its agents have no tools, no

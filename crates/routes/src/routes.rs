@@ -1,6 +1,6 @@
-//! The `routes` export: the gateway's HTTP rules ([`super::rules`], the gateway crate's own
-//! code) for hosts that serve HTTP themselves. A `request` holds the configuration and the head
-//! and answers in two steps; a `run` is a [`RunMachine`] stepped like a driver session (the
+//! The `routes` export: the gateway's HTTP rules (`oma-gateway-rules`, the crate the gateway
+//! builds on) for hosts that serve HTTP themselves. A `request` holds the configuration and the
+//! head and answers in two steps; a `run` is a [`RunMachine`] stepped like a driver session (the
 //! same conversions), which answers inside what a gateway run never hands out (tools, the
 //! hook, external backends, progress) as the gateway does, and remembers what the gateway
 //! needs to answer: whether anything was sent, the last event's server-sent text, the outcome.
@@ -15,9 +15,16 @@ use oma_core::message::ToolResultContent;
 use super::driver::{from_wit_answer, session_error, to_wit_step, to_wit_waiting};
 use super::exports::oma::agent::driver as dr;
 use super::exports::oma::agent::routes as rt;
-use super::rules::{self, env::BadVariable, BodyVerdict, Head, HeadVerdict, Route, Settings};
 use super::wit::types as wit;
 use super::Component;
+use oma_core::adapter::StreamEvent;
+use oma_core::error::Error;
+use oma_core::message::LlmResponse;
+use oma_gateway_rules::chat::{ChatStep, Target};
+use oma_gateway_rules::openai::Completion;
+use oma_gateway_rules::{
+    self as rules, env::BadVariable, BodyVerdict, Head, HeadVerdict, Route, Settings,
+};
 
 impl rt::Guest for Component {
     type Request = RequestResource;
@@ -71,6 +78,7 @@ impl rt::GuestRequest for RequestResource {
             method: &self.head.method,
             path: &self.head.path,
             authorization: self.header("authorization"),
+            api_key: self.header("x-api-key"),
             content_length: self
                 .header("content-length")
                 .and_then(Head::parse_content_length),
@@ -110,9 +118,24 @@ impl rt::GuestRequest for RequestResource {
         Ok(
             match rules::on_body(settings, route, &body, streaming, now_ms, seed) {
                 BodyVerdict::Reply(reply) => rt::BodyVerdict::Reply(to_wit_reply(reply)),
+                BodyVerdict::Chat(completion) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
+                    state: RefCell::new(RunState {
+                        streaming: completion.writer.stream(),
+                        machine: Machine::Chat(Box::new(ChatRun {
+                            completion: *completion,
+                            settings: settings.clone(),
+                            result: None,
+                        })),
+                        sent: false,
+                        event_text: None,
+                        outcome: None,
+                        started_ms: self.started_ms,
+                        deadline_ms: settings.deadline_ms,
+                    }),
+                })),
                 BodyVerdict::Run(machine) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
                     state: RefCell::new(RunState {
-                        machine: *machine,
+                        machine: Machine::Agent(machine),
                         streaming,
                         sent: false,
                         event_text: None,
@@ -131,8 +154,22 @@ pub struct RunResource {
     state: RefCell<RunState>,
 }
 
+/// What a `run` steps: an agent run (`/v1/run`) or a chat request's provider calls
+/// (`/v1/chat/completions`).
+enum Machine {
+    Agent(Box<RunMachine>),
+    Chat(Box<ChatRun>),
+}
+
+/// A chat request in a `run`: its machine, how it answers, and its result once over.
+struct ChatRun {
+    completion: Completion,
+    settings: Settings,
+    result: Option<Result<(LlmResponse, Target), Error>>,
+}
+
 struct RunState {
-    machine: RunMachine,
+    machine: Machine,
     streaming: bool,
     /// Whether a request was handed out to be sent.
     sent: bool,
@@ -175,15 +212,22 @@ impl rt::GuestRun for RunResource {
     }
 
     fn next(&self, now_ms: u64) -> Result<dr::Poll, wit::Error> {
-        let mut state = self.state.borrow_mut();
+        let mut guard = self.state.borrow_mut();
+        let state = &mut *guard;
         state.event_text = None;
         if state.outcome.is_some() {
             return Err(session_error("the run is over: its result was given"));
         }
+        let machine = match &mut state.machine {
+            Machine::Agent(machine) => machine,
+            Machine::Chat(chat) => {
+                return next_chat(chat, &mut state.sent, &mut state.event_text, now_ms)
+            }
+        };
         loop {
-            let step = match state.machine.poll(now_ms) {
+            let step = match machine.poll(now_ms) {
                 Poll::Step(step) => step,
-                Poll::Waiting(due) => return Ok(to_wit_waiting(due, state.machine.wake_at())),
+                Poll::Waiting(due) => return Ok(to_wit_waiting(due, machine.wake_at())),
                 Poll::Finished(outcome) => {
                     let report = dr::RunReport::Json(outcome_json(&outcome).to_string());
                     state.outcome = Some(*outcome);
@@ -193,8 +237,7 @@ impl rt::GuestRun for RunResource {
             };
             match inside(&step) {
                 Some(Some(answer)) => {
-                    state
-                        .machine
+                    machine
                         .handle(answer)
                         .map_err(|refused| wit::Error::from(refused.reason))?;
                     continue;
@@ -219,10 +262,21 @@ impl rt::GuestRun for RunResource {
             ));
         }
         let answer = from_wit_answer(answer)?;
-        state
-            .machine
-            .handle(answer)
-            .map_err(|refused| refused.reason.into())
+        match &mut state.machine {
+            Machine::Agent(machine) => machine
+                .handle(answer)
+                .map_err(|refused| refused.reason.into()),
+            Machine::Chat(chat) => match answer {
+                Answer::Http(answer) if chat.result.is_none() => chat
+                    .completion
+                    .machine
+                    .handle(answer)
+                    .map_err(wit::Error::from),
+                _ => Err(session_error(
+                    "unexpected answer: a chat request takes HTTP answers only, while it runs",
+                )),
+            },
+        }
     }
 
     fn event_text(&self) -> Option<String> {
@@ -230,7 +284,11 @@ impl rt::GuestRun for RunResource {
     }
 
     fn end(&self, now_ms: u64) -> Result<rt::RunEnd, wit::Error> {
-        let state = self.state.borrow();
+        let mut guard = self.state.borrow_mut();
+        let state = &mut *guard;
+        if let Machine::Chat(chat) = &mut state.machine {
+            return end_chat(chat, state.sent);
+        }
         let Some(outcome) = &state.outcome else {
             return Err(session_error(
                 "the run is not over: step it until `next` gives `finished`",
@@ -252,4 +310,74 @@ impl rt::GuestRun for RunResource {
             state.deadline_ms,
         ))))
     }
+}
+
+/// The next step of a chat request: its HTTP steps as a session's, each piece of a streamed
+/// answer as an `event` step whose server-sent text is OpenAI's chunk, then `finished` with the
+/// answer's JSON.
+fn next_chat(
+    chat: &mut ChatRun,
+    sent: &mut bool,
+    event_text: &mut Option<String>,
+    now_ms: u64,
+) -> Result<dr::Poll, wit::Error> {
+    if chat.result.is_some() {
+        return Err(session_error("the run is over: its result was given"));
+    }
+    loop {
+        let step = match chat.completion.machine.poll(now_ms) {
+            ChatStep::Send(outgoing) => {
+                *sent = true;
+                Step::Send(outgoing)
+            }
+            ChatStep::Receive => Step::Receive,
+            ChatStep::Wait(ms) => Step::Wait(ms),
+            ChatStep::Event(event) => {
+                let text = chat.completion.writer.event(&event);
+                if text.is_empty() {
+                    continue;
+                }
+                let delta = match event {
+                    StreamEvent::Text(text) => text,
+                    _ => String::new(),
+                };
+                *event_text = Some(text);
+                Step::Event(AgentEvent::TextDelta(delta))
+            }
+            ChatStep::Done(result) => {
+                let report = match &result {
+                    Ok((response, target)) => chat.completion.writer.whole(response, target),
+                    Err(error) => chat.completion.writer.error(&chat.settings, error.clone()),
+                };
+                chat.result = Some(result);
+                return Ok(dr::Poll::Finished(dr::RunReport::Json(report.body)));
+            }
+        };
+        return Ok(dr::Poll::Step(to_wit_step(step, true)));
+    }
+}
+
+/// How a chat request ends: the whole answer (`chat.completion` or Anthropic's `message`) or its
+/// refusal, or for a stream the last events (or the error as an event once the stream began).
+fn end_chat(chat: &mut ChatRun, sent: bool) -> Result<rt::RunEnd, wit::Error> {
+    let Some(result) = &chat.result else {
+        return Err(session_error(
+            "the run is not over: step it until `next` gives `finished`",
+        ));
+    };
+    let writer = &mut chat.completion.writer;
+    Ok(match result {
+        Ok((response, target)) if !writer.stream() => {
+            rt::RunEnd::Reply(to_wit_reply(writer.whole(response, target)))
+        }
+        Ok((response, target)) => rt::RunEnd::LastEvent(writer.end(response, target)),
+        Err(error) => {
+            let reply = writer.error(&chat.settings, error.clone());
+            if writer.stream() && sent {
+                rt::RunEnd::LastEvent(writer.failed(&reply))
+            } else {
+                rt::RunEnd::Reply(to_wit_reply(reply))
+            }
+        }
+    })
 }

@@ -1,12 +1,15 @@
 //! The one step loop of the worlds that do their own I/O: drives a [`RunMachine`] to its end,
-//! performing its HTTP steps with a [`Transport`] ([`HttpIo`] over wasi:http, or the Fastly
-//! layer's over Fastly's hostcalls) and handing every other step to the world that runs it
+//! performing its HTTP steps with a [`Transport`] (`oma-wasi`'s `HttpIo` over wasi:http, or the
+//! Fastly layer's over Fastly's hostcalls) and handing every other step to the world that runs it
 //! ([`StepHost`]). The `component` world answers those through its `host` imports; the gateway
 //! answers them itself (no tools, no hook). All get the same loop, the same deadline handling
 //! and the same fallback should the machine ever refuse an answer.
 //!
 //! Pure: the loop compiles on every target, so that any binding (and a native test) can drive
-//! it with a transport of its own.
+//! it with a transport of its own. It is a crate of its own, apart from the wasi:http transport
+//! (`oma-wasi`), so that a layer without wasi:http (Fastly's) depends on the loop alone.
+
+#![deny(missing_docs)]
 
 use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
 use oma_core::agent::exchange::{
@@ -71,22 +74,14 @@ pub enum Next {
     Done(RunOutcome),
 }
 
-/// A run machine and its HTTP in flight, on transport `T` ([`HttpIo`](crate) over wasi:http
-/// for the `component` world and the gateway).
+/// A run machine and its HTTP in flight, on transport `T` (`oma-wasi`'s `HttpIo` over
+/// wasi:http for the `component` world and the gateway).
 pub struct WasiRun<T: Transport> {
     machine: RunMachine,
     http: T,
     /// The request announced by [`Next::Sending`], sent at the next call.
     held: Option<Outgoing>,
     over: bool,
-}
-
-#[cfg(all(target_arch = "wasm32", feature = "http"))]
-impl WasiRun<crate::HttpIo> {
-    /// A run of `machine` over wasi:http, nothing done yet.
-    pub fn new(machine: RunMachine) -> Self {
-        WasiRun::with_transport(machine, crate::HttpIo::default())
-    }
 }
 
 impl<T: Transport> WasiRun<T> {

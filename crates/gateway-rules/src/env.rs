@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use oma_core::adapter::{Credentials, Endpoint};
 use oma_core::http::EgressPolicy;
 
+use crate::chat::Target;
+
 /// The largest request body by default: 32 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 32 << 20;
 /// How long one request may take by default, provider calls included.
@@ -31,6 +33,15 @@ pub struct Settings {
     /// `OMA_GATEWAY_EGRESS`, when set; `None` allows the requested provider's origin only, and
     /// only when that provider is configured.
     pub egress: Option<EgressPolicy>,
+    /// `OMA_GATEWAY_FALLBACKS`: for a requested `<provider>/<model>`, the ones to try in order
+    /// when it fails with a retryable error (`crate::chat`).
+    pub fallbacks: Vec<(String, Vec<Target>)>,
+    /// `OMA_GATEWAY_MODELS`: the `<provider>/<model>` list `GET /v1/models` names (with the
+    /// models of the fallbacks).
+    pub models: Vec<Target>,
+    /// Where the chat routes' traces are exported (OTLP/HTTP JSON, [`crate::trace`]):
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`.
+    pub traces: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -45,6 +56,9 @@ impl std::fmt::Debug for Settings {
             .field("deadline_ms", &self.deadline_ms)
             .field("max_retries", &self.max_retries)
             .field("egress", &self.egress)
+            .field("fallbacks", &self.fallbacks)
+            .field("models", &self.models)
+            .field("traces", &self.traces.is_some())
             .finish()
     }
 }
@@ -162,12 +176,20 @@ pub fn provider_env(
 }
 
 /// The gateway's own variables (`OMA_GATEWAY_*`), as [`Settings::from_vars`] reads them.
-pub const GATEWAY_VARIABLES: [&str; 5] = [
+pub const GATEWAY_VARIABLES: [&str; 7] = [
     "OMA_GATEWAY_TOKEN",
     "OMA_GATEWAY_MAX_BODY_BYTES",
     "OMA_GATEWAY_DEADLINE_MS",
     "OMA_GATEWAY_MAX_RETRIES",
+    "OMA_GATEWAY_FALLBACKS",
+    "OMA_GATEWAY_MODELS",
     "OMA_GATEWAY_EGRESS",
+];
+
+/// OpenTelemetry's exporter variables the gateway reads ([`crate::trace`]).
+pub const OTEL_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 ];
 
 /// The AWS variables [`provider_env`] reads for Bedrock.
@@ -196,6 +218,7 @@ pub fn variable_names(providers: Option<&str>) -> Vec<String> {
     use oma_core::adapter::{ai_sdk, anthropic, bedrock, gemini, openai};
     let mut names: Vec<String> = GATEWAY_VARIABLES
         .iter()
+        .chain(OTEL_VARIABLES.iter())
         .chain(AWS_VARIABLES.iter())
         .map(|name| (*name).to_owned())
         .collect();
@@ -217,6 +240,25 @@ pub fn variable_names(providers: Option<&str>) -> Vec<String> {
         }
     }
     names
+}
+
+/// `OMA_GATEWAY_FALLBACKS`' value: a JSON object whose keys and list items are all
+/// `<provider>/<model>`; `None` for anything else.
+fn parse_fallbacks(text: &str) -> Option<Vec<(String, Vec<Target>)>> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value
+        .as_object()?
+        .iter()
+        .map(|(model, list)| {
+            let requested = Target::parse(model)?.label();
+            let targets = list
+                .as_array()?
+                .iter()
+                .map(|item| item.as_str().and_then(Target::parse))
+                .collect::<Option<Vec<_>>>()?;
+            Some((requested, targets))
+        })
+        .collect()
 }
 
 /// A variable whose value the gateway cannot use; the gateway answers 500 naming it (never
@@ -293,6 +335,31 @@ impl Settings {
             }
         };
         let token = get("OMA_GATEWAY_TOKEN").map(str::to_owned);
+        let fallbacks = match get("OMA_GATEWAY_FALLBACKS") {
+            None => Vec::new(),
+            Some(text) => parse_fallbacks(text).ok_or(BadVariable {
+                name: "OMA_GATEWAY_FALLBACKS",
+                expected: "a JSON object mapping `<provider>/<model>` to a list of \
+                           `<provider>/<model>`",
+            })?,
+        };
+        let models = match get("OMA_GATEWAY_MODELS") {
+            None => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(Target::parse)
+                .collect::<Option<Vec<_>>>()
+                .ok_or(BadVariable {
+                    name: "OMA_GATEWAY_MODELS",
+                    expected: "`<provider>/<model>` names separated by commas",
+                })?,
+        };
+        let traces = crate::trace::endpoint_of(
+            get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        )?;
         Ok(Settings {
             vars,
             token,
@@ -300,7 +367,19 @@ impl Settings {
             deadline_ms,
             max_retries,
             egress,
+            fallbacks,
+            models,
+            traces,
         })
+    }
+
+    /// The fallbacks configured for the requested `<provider>/<model>`, in order.
+    pub fn fallbacks_for(&self, requested: &str) -> Vec<Target> {
+        self.fallbacks
+            .iter()
+            .find(|(model, _)| model == requested)
+            .map(|(_, targets)| targets.clone())
+            .unwrap_or_default()
     }
 
     /// The endpoint of `provider` as the environment configures it.
@@ -340,6 +419,18 @@ impl Settings {
             None if provider.configured() => EgressPolicy::Open,
             None => EgressPolicy::Allowlist(Vec::new()),
         }
+    }
+
+    /// Whether the request carries the configured token, as `authorization: Bearer <token>`
+    /// (what OpenAI's clients send their API key as) or `x-api-key: <token>` (Anthropic's);
+    /// always true without one. Compared in constant time.
+    pub fn authorized_either(&self, authorization: Option<&str>, api_key: Option<&str>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let by_key =
+            api_key.is_some_and(|key| constant_time_eq(key.trim().as_bytes(), token.as_bytes()));
+        by_key | self.authorized(authorization)
     }
 
     /// Whether `authorization` (the request's header) carries the configured token; always

@@ -1,0 +1,376 @@
+//! `POST /v1/messages`: Anthropic's Messages API in front of every provider, beside the
+//! OpenAI-compatible route ([`crate::openai`]) and on the same provider calls with fallbacks
+//! ([`crate::chat`]). `model` is `<provider>/<model>`, or a bare model name, which is
+//! Anthropic's. Anthropic's messages are close to OMA's own shape: string content becomes a text
+//! block, and the blocks (`text`, `image` with a base64 source, `tool_use`, `tool_result`) pass
+//! OMA's shape guard and validation as they are, so what OMA refuses is a `400` in Anthropic's
+//! error shape (`{"type": "error", "error": {"type", "message"}}`) with OMA's message, before
+//! anything is sent. An image by URL is refused: OMA's images are inline.
+//!
+//! Answers are Anthropic's `message` object, or with `stream: true` its event stream
+//! (`message_start`, `content_block_start` / `_delta` / `_stop`, `message_delta` with the stop
+//! reason and usage, `message_stop`).
+
+use serde_json::{json, Map, Value};
+
+use oma_core::adapter::{ChatRequest, Sampling, StreamEvent, ToolDefinition};
+use oma_core::error::Error;
+use oma_core::message::{ContentBlock, LlmResponse};
+use oma_core::validate::validate_messages;
+
+use crate::chat::{ChatMachine, Target};
+use crate::env::Settings;
+use crate::openai::{Completion, Writer};
+use crate::Reply;
+
+/// Anthropic's error reply: `status` and `{"type": "error", "error": {"type", "message"}}`.
+pub fn error_reply(status: u16, kind: &str, message: &str) -> Reply {
+    Reply::json(
+        status,
+        &json!({"type": "error", "error": {"type": kind, "message": message}}),
+    )
+}
+
+fn invalid(message: impl Into<String>) -> Reply {
+    error_reply(400, "invalid_request_error", &message.into())
+}
+
+/// An OMA error as Anthropic's error reply (redacted of every configured secret), with the
+/// statuses of [`crate::openai::of_error`].
+pub fn of_error(settings: &Settings, error: Error) -> Reply {
+    let openai = crate::openai::of_error(settings, error);
+    let body: Value = serde_json::from_str(&openai.body).unwrap_or(Value::Null);
+    let message = body["error"]["message"].as_str().unwrap_or("").to_owned();
+    let kind = match openai.status {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    };
+    error_reply(openai.status, kind, &message)
+}
+
+/// `POST /v1/messages`: the provider calls to make and how to answer, or the refusal, before
+/// anything is sent.
+pub fn start(
+    settings: &Settings,
+    body: &[u8],
+    now_ms: u64,
+    seed: u64,
+) -> Result<Completion, Reply> {
+    let value: Value = oma_core::json::from_bytes(body)
+        .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+    let Value::Object(mut o) = value else {
+        return Err(invalid("the request body must be a JSON object"));
+    };
+    let model = match o.remove("model") {
+        Some(Value::String(model)) if !model.trim().is_empty() => model,
+        _ => {
+            return Err(invalid(
+                "`model` is required: `<provider>/<model>` or a Claude model",
+            ))
+        }
+    };
+    let target = Target::parse(&model).unwrap_or_else(|| Target {
+        provider: "anthropic".into(),
+        model: model.trim().to_owned(),
+    });
+    let max_tokens = o
+        .get("max_tokens")
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| invalid("`max_tokens` is required: a positive whole number"))?;
+    let number = |o: &Map<String, Value>, name: &str| -> Result<Option<f64>, Reply> {
+        match o.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(_) => Err(invalid(format!("`{name}` must be a number"))),
+        }
+    };
+    let sampling = Sampling {
+        max_tokens: Some(max_tokens),
+        temperature: number(&o, "temperature")?,
+        top_p: number(&o, "top_p")?,
+        ..Sampling::default()
+    };
+    let stream = matches!(o.get("stream"), Some(Value::Bool(true)));
+    let system = match o.remove("system") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text),
+        Some(Value::Array(blocks)) => Some(
+            blocks
+                .iter()
+                .map(|b| b.get("text").and_then(Value::as_str).unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        ),
+        Some(_) => return Err(invalid("`system` must be a string or text blocks")),
+    };
+    let mut tools = match o.remove("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools
+            .into_iter()
+            .enumerate()
+            .map(|(i, tool)| {
+                let name = tool
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| invalid(format!("tools[{i}].name is required")))?;
+                Ok(ToolDefinition {
+                    name: name.to_owned(),
+                    description: tool
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    input_schema: tool
+                        .get("input_schema")
+                        .cloned()
+                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                })
+            })
+            .collect::<Result<Vec<_>, Reply>>()?,
+        Some(_) => return Err(invalid("`tools` must be an array")),
+    };
+    match o
+        .get("tool_choice")
+        .and_then(|c| c.get("type"))
+        .and_then(Value::as_str)
+    {
+        None | Some("auto") => {}
+        Some("none") => tools.clear(),
+        Some(_) => {
+            return Err(invalid(
+                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
+                 tool on every provider",
+            ))
+        }
+    }
+    let messages = match o.remove("messages") {
+        Some(Value::Array(messages)) if !messages.is_empty() => messages,
+        _ => return Err(invalid("`messages` is required: a non-empty array")),
+    };
+    let conversation = Value::Array(
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut message)| {
+                if let Some(Value::String(text)) = message.get("content").cloned() {
+                    message["content"] = json!([{"type": "text", "text": text}]);
+                }
+                let images_by_url = message
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .is_some_and(|blocks| {
+                        blocks.iter().any(|b| {
+                            b.get("type").and_then(Value::as_str) == Some("image")
+                                && b["source"]["type"] != json!("base64")
+                        })
+                    });
+                if images_by_url {
+                    return Err(invalid(format!(
+                        "messages[{i}]: an image must have a base64 source: OMA's images are \
+                         inline, and the gateway does not carry an image by URL"
+                    )));
+                }
+                Ok(message)
+            })
+            .collect::<Result<Vec<_>, Reply>>()?,
+    );
+    let messages =
+        oma_core::json::messages_from_value(conversation).map_err(|e| of_error(settings, e))?;
+    validate_messages(&messages).map_err(|e| of_error(settings, e))?;
+    let request = ChatRequest {
+        model: target.model.clone(),
+        system_prompt: system,
+        messages,
+        tools,
+        sampling,
+        stream,
+        ..ChatRequest::default()
+    };
+    let requested = target.label();
+    let mut targets = vec![target];
+    targets.extend(settings.fallbacks_for(&requested));
+    let machine = ChatMachine::new(settings, request, targets, now_ms, seed)
+        .map_err(|e| of_error(settings, e))?;
+    Ok(Completion {
+        machine,
+        writer: Writer::Anthropic(MessageWriter {
+            id: format!("msg_{seed:016x}"),
+            requested,
+            stream,
+            block: None,
+            blocks: 0,
+            started: false,
+        }),
+    })
+}
+
+/// Writes Anthropic's answer: the whole `message`, or its event stream.
+#[derive(Clone, Debug)]
+pub struct MessageWriter {
+    id: String,
+    requested: String,
+    /// Whether the request asked for a stream.
+    pub stream: bool,
+    /// The kind of content block open in the stream, if any.
+    block: Option<&'static str>,
+    /// How many content blocks were opened.
+    blocks: usize,
+    started: bool,
+}
+
+fn event(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+/// Anthropic's `stop_reason` for OMA's (the same words; a provider's own passed through).
+fn stop_reason(stop: &str) -> &str {
+    match stop {
+        "" => "end_turn",
+        other => other,
+    }
+}
+
+impl MessageWriter {
+    /// The whole `message` of `response`, answered by `target`.
+    pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
+        let content: Vec<Value> = response
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(t) => Some(json!({"type": "text", "text": t.text})),
+                ContentBlock::ToolUse(call) => Some(json!({
+                    "type": "tool_use", "id": call.id, "name": call.name, "input": call.input,
+                })),
+                _ => None,
+            })
+            .collect();
+        Reply::json(
+            200,
+            &json!({
+                "id": self.id,
+                "type": "message",
+                "role": "assistant",
+                "model": answered_model(response, target),
+                "content": content,
+                "stop_reason": stop_reason(&response.stop_reason),
+                "stop_sequence": Value::Null,
+                "usage": {
+                    "input_tokens": response.usage.input_tokens,
+                    "output_tokens": response.usage.output_tokens,
+                },
+            }),
+        )
+    }
+
+    fn start(&mut self, model: &str) -> String {
+        if self.started {
+            return String::new();
+        }
+        self.started = true;
+        event(
+            "message_start",
+            &json!({"type": "message_start", "message": {
+                "id": self.id, "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": Value::Null, "stop_sequence": Value::Null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }}),
+        )
+    }
+
+    fn close_block(&mut self) -> String {
+        match self.block.take() {
+            Some(_) => event(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": self.blocks - 1}),
+            ),
+            None => String::new(),
+        }
+    }
+
+    /// The server-sent text of a piece of a streamed answer.
+    pub fn event(&mut self, piece: &StreamEvent) -> String {
+        let requested = self.requested.clone();
+        let mut out = self.start(&requested);
+        match piece {
+            StreamEvent::Text(text) => {
+                if self.block != Some("text") {
+                    out.push_str(&self.close_block());
+                    self.block = Some("text");
+                    self.blocks += 1;
+                    out.push_str(&event(
+                        "content_block_start",
+                        &json!({"type": "content_block_start", "index": self.blocks - 1,
+                                "content_block": {"type": "text", "text": ""}}),
+                    ));
+                }
+                out.push_str(&event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": self.blocks - 1,
+                            "delta": {"type": "text_delta", "text": text}}),
+                ));
+            }
+            StreamEvent::ToolUse(call) => {
+                out.push_str(&self.close_block());
+                self.blocks += 1;
+                let index = self.blocks - 1;
+                out.push_str(&event(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": index, "content_block":
+                            {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
+                ));
+                out.push_str(&event(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta":
+                            {"type": "input_json_delta", "partial_json": call.input.to_string()}}),
+                ));
+                out.push_str(&event(
+                    "content_block_stop",
+                    &json!({"type": "content_block_stop", "index": index}),
+                ));
+            }
+            StreamEvent::Reasoning(_) | StreamEvent::Done(_) => {}
+        }
+        out
+    }
+
+    /// The end of a stream: the open block closed, `message_delta` with the stop reason and
+    /// the usage, `message_stop`.
+    pub fn end(&mut self, response: &LlmResponse, target: &Target) -> String {
+        let mut out = self.start(&answered_model(response, target));
+        out.push_str(&self.close_block());
+        out.push_str(&event(
+            "message_delta",
+            &json!({"type": "message_delta",
+                    "delta": {"stop_reason": stop_reason(&response.stop_reason),
+                              "stop_sequence": Value::Null},
+                    "usage": {"input_tokens": response.usage.input_tokens,
+                              "output_tokens": response.usage.output_tokens}}),
+        ));
+        out.push_str(&event("message_stop", &json!({"type": "message_stop"})));
+        out
+    }
+
+    /// The end of a stream that failed after it began: Anthropic's `error` event.
+    pub fn failed(&self, reply: &Reply) -> String {
+        let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+        event("error", &body)
+    }
+}
+
+fn answered_model(response: &LlmResponse, target: &Target) -> String {
+    let model = if response.model.is_empty() {
+        &target.model
+    } else {
+        &response.model
+    };
+    format!("{}/{model}", target.provider)
+}

@@ -1,0 +1,699 @@
+//! `POST /v1/chat/completions`: OpenAI's Chat Completions API in front of every provider OMA
+//! formats for. The request's `model` is `<provider>/<model>` (`anthropic/claude-sonnet-4-6`,
+//! `openai/gpt-4o`, `minimax/MiniMax-M1`); its conversation becomes OMA's `LLMMessage[]` and
+//! passes OMA's shape guard and validation before anything is sent, so that what OMA refuses is
+//! a `400` in OpenAI's error shape (`{"error": {"message", "type", "param", "code"}}`) with OMA's
+//! message, and content a provider's format cannot carry (a video to Anthropic, Gemini or
+//! Bedrock) is a `400` with `UnsupportedContentBlockError` before any request.
+//!
+//! What the conversation maps to: `system` and `developer` messages to the system prompt; string
+//! content or `text` parts to text blocks; an `image_url` data URL (`data:<type>;base64,<data>`)
+//! to an image block; a `video_url` (an http(s) URL or a data URL) to a video block, under OMA's
+//! media rules; assistant `tool_calls` to tool-use blocks; `tool` messages to tool results in a
+//! user turn. An `image_url` with an http(s) URL is refused (`400`): OMA's image blocks are
+//! inline only, and the gateway never fetches a client's URL.
+//!
+//! Answers are `chat.completion` objects with `usage`, or with `stream: true` OpenAI's chunk
+//! stream (`chat.completion.chunk` events, the usage in a last chunk when
+//! `stream_options.include_usage` is set, then `data: [DONE]`).
+
+use serde_json::{json, Map, Value};
+
+use oma_core::adapter::{ChatRequest, Sampling, StreamEvent, ToolDefinition};
+use oma_core::error::Error;
+use oma_core::message::{ContentBlock, LlmResponse};
+use oma_core::validate::validate_messages;
+
+use crate::chat::{ChatMachine, Target};
+use crate::env::Settings;
+use crate::Reply;
+
+/// The OpenAI-shaped error reply: `status` and `{"error": {"message", "type", "param", "code"}}`.
+pub fn error_reply(status: u16, kind: &str, code: Option<&str>, message: &str) -> Reply {
+    Reply::json(
+        status,
+        &json!({ "error": {
+            "message": message,
+            "type": kind,
+            "param": Value::Null,
+            "code": code,
+        }}),
+    )
+}
+
+/// `400 invalid_request_error` with `message`.
+fn invalid(message: impl Into<String>) -> Reply {
+    error_reply(400, "invalid_request_error", None, &message.into())
+}
+
+/// An OMA error as the OpenAI-shaped reply (redacted of every configured secret): the input
+/// classes are `400`, an unconfigured provider `403`, a provider's failure its own status
+/// (`502` when it has none), a time-out `504`. The `code` is OMA's error name.
+pub fn of_error(settings: &Settings, error: Error) -> Reply {
+    let secrets = settings.all_secrets();
+    let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let error = error.redact(&refs);
+    let (status, kind) = match &error {
+        Error::InvalidMessage { .. }
+        | Error::UnsupportedContentBlock { .. }
+        | Error::UnsupportedToolResultContent { .. }
+        | Error::UnsupportedToolCall { .. }
+        | Error::InvalidRequest { .. } => (400, "invalid_request_error"),
+        Error::EgressDenied { .. } => (403, "permission_error"),
+        Error::Timeout { .. } => (504, "timeout"),
+        Error::Provider { status, .. } => match status {
+            Some(429) => (429, "rate_limit_error"),
+            Some(status @ 400..=499) => (*status, "invalid_request_error"),
+            Some(status @ 500..=599) => (*status, "api_error"),
+            _ => (502, "api_error"),
+        },
+        // `Error` is non-exhaustive: anything else is the gateway's own failure.
+        _ => (500, "api_error"),
+    };
+    error_reply(status, kind, Some(error.name()), &error.to_string())
+}
+
+/// A parsed `/v1/chat/completions` or `/v1/messages` request: the machine to drive and how to
+/// answer.
+#[derive(Debug)]
+pub struct Completion {
+    /// The provider calls, with fallbacks.
+    pub machine: ChatMachine,
+    /// How the answer is written.
+    pub writer: Writer,
+}
+
+/// How a chat request's answer is written: in OpenAI's shapes or in Anthropic's.
+#[derive(Clone, Debug)]
+pub enum Writer {
+    /// `/v1/chat/completions`.
+    OpenAi(ChunkWriter),
+    /// `/v1/messages`.
+    Anthropic(crate::anthropic::MessageWriter),
+}
+
+impl Writer {
+    /// Whether the answer is a stream of server-sent events.
+    pub fn stream(&self) -> bool {
+        match self {
+            Writer::OpenAi(w) => w.stream,
+            Writer::Anthropic(w) => w.stream,
+        }
+    }
+
+    /// The server-sent text of a piece of a streamed answer (may be empty).
+    pub fn event(&mut self, event: &StreamEvent) -> String {
+        match self {
+            Writer::OpenAi(w) => w.event(event),
+            Writer::Anthropic(w) => w.event(event),
+        }
+    }
+
+    /// The whole answer of `response`, answered by `target`.
+    pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
+        match self {
+            Writer::OpenAi(w) => w.completion(response, target),
+            Writer::Anthropic(w) => w.whole(response, target),
+        }
+    }
+
+    /// The end of a stream that `target` answered.
+    pub fn end(&mut self, response: &LlmResponse, target: &Target) -> String {
+        match self {
+            Writer::OpenAi(w) => w.end(response, target),
+            Writer::Anthropic(w) => w.end(response, target),
+        }
+    }
+
+    /// The end of a stream that failed after it began, with `reply` (from [`Writer::error`]).
+    pub fn failed(&self, reply: &Reply) -> String {
+        match self {
+            Writer::OpenAi(w) => w.failed(reply),
+            Writer::Anthropic(w) => w.failed(reply),
+        }
+    }
+
+    /// `error` as the route's error reply.
+    pub fn error(&self, settings: &Settings, error: Error) -> Reply {
+        match self {
+            Writer::OpenAi(_) => of_error(settings, error),
+            Writer::Anthropic(_) => crate::anthropic::of_error(settings, error),
+        }
+    }
+}
+
+/// Writes the answer: the whole `chat.completion`, or the chunks of a stream.
+#[derive(Clone, Debug)]
+pub struct ChunkWriter {
+    id: String,
+    created: u64,
+    /// The model as requested, until one answers.
+    requested: String,
+    /// Whether the request asked for a stream.
+    pub stream: bool,
+    include_usage: bool,
+    /// How many tool calls were streamed.
+    tool_calls: usize,
+    started: bool,
+}
+
+/// The request's fields the gateway reads; anything else an OpenAI client sends is ignored.
+fn read_request(
+    settings: &Settings,
+    body: &[u8],
+) -> Result<(Target, ChatRequest, bool, bool), Reply> {
+    let value: Value = oma_core::json::from_bytes(body)
+        .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+    let Value::Object(mut o) = value else {
+        return Err(invalid("the request body must be a JSON object"));
+    };
+    let model = match o.remove("model") {
+        Some(Value::String(model)) => model,
+        _ => {
+            return Err(invalid(
+                "`model` is required: a string `<provider>/<model>`",
+            ))
+        }
+    };
+    let target = Target::parse(&model).ok_or_else(|| {
+        invalid(format!(
+            "`model` must be `<provider>/<model>` (e.g. `anthropic/claude-sonnet-4-6`), not {}",
+            redacted_quote(settings, &model)
+        ))
+    })?;
+    let number = |o: &Map<String, Value>, name: &str| -> Result<Option<f64>, Reply> {
+        match o.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(_) => Err(invalid(format!("`{name}` must be a number"))),
+        }
+    };
+    let tokens = match (
+        number(&o, "max_completion_tokens")?,
+        number(&o, "max_tokens")?,
+    ) {
+        (Some(n), _) | (None, Some(n)) => Some(
+            u32::try_from(n as u64)
+                .ok()
+                .filter(|_| n >= 1.0 && n.fract() == 0.0)
+                .ok_or_else(|| invalid("`max_tokens` must be a positive whole number"))?,
+        ),
+        (None, None) => None,
+    };
+    let sampling = Sampling {
+        max_tokens: tokens,
+        temperature: number(&o, "temperature")?,
+        top_p: number(&o, "top_p")?,
+        ..Sampling::default()
+    };
+    let stream = matches!(o.get("stream"), Some(Value::Bool(true)));
+    let include_usage = o
+        .get("stream_options")
+        .and_then(|s| s.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut tools = tools_of(o.remove("tools"))?;
+    match o.get("tool_choice") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(choice)) if choice == "auto" => {}
+        Some(Value::String(choice)) if choice == "none" => tools.clear(),
+        Some(_) => {
+            return Err(invalid(
+                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
+                 tool on every provider",
+            ))
+        }
+    }
+    if o.get("n").and_then(Value::as_u64).is_some_and(|n| n != 1) {
+        return Err(invalid("`n` must be 1: the gateway asks for one choice"));
+    }
+    let messages = match o.remove("messages") {
+        Some(Value::Array(messages)) if !messages.is_empty() => messages,
+        _ => return Err(invalid("`messages` is required: a non-empty array")),
+    };
+    let (system, conversation) = conversation(messages)?;
+    // OMA's shape guard and validation, with OMA's messages.
+    let messages =
+        oma_core::json::messages_from_value(conversation).map_err(|e| of_error(settings, e))?;
+    validate_messages(&messages).map_err(|e| of_error(settings, e))?;
+    let request = ChatRequest {
+        model: target.model.clone(),
+        system_prompt: system,
+        messages,
+        tools,
+        sampling,
+        stream,
+        ..ChatRequest::default()
+    };
+    Ok((target, request, stream, include_usage))
+}
+
+/// `model` quoted for a message, with any configured secret in it redacted.
+fn redacted_quote(settings: &Settings, text: &str) -> String {
+    let mut quoted = format!("{:?}", text.chars().take(200).collect::<String>());
+    for secret in settings.all_secrets() {
+        if !secret.is_empty() {
+            quoted = quoted.replace(&secret, "[redacted]");
+        }
+    }
+    quoted
+}
+
+/// OpenAI's `tools` (`[{"type": "function", "function": {name, description, parameters}}]`).
+fn tools_of(tools: Option<Value>) -> Result<Vec<ToolDefinition>, Reply> {
+    let tools = match tools {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(invalid("`tools` must be an array")),
+    };
+    tools
+        .into_iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            let function = tool
+                .get("function")
+                .filter(|_| tool.get("type").and_then(Value::as_str) == Some("function"))
+                .ok_or_else(|| invalid(format!("tools[{i}] must be a `function` tool")))?;
+            let name = function
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| invalid(format!("tools[{i}].function.name is required")))?;
+            Ok(ToolDefinition {
+                name: name.to_owned(),
+                description: function
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                input_schema: function
+                    .get("parameters")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            })
+        })
+        .collect()
+}
+
+/// The system prompt and the OMA message list (JSON, for OMA's shape guard) of OpenAI messages.
+fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> {
+    let mut system: Vec<String> = Vec::new();
+    let mut out: Vec<Value> = Vec::new();
+    // Consecutive tool results travel in one user turn.
+    let mut results: Vec<Value> = Vec::new();
+    let flush = |results: &mut Vec<Value>, out: &mut Vec<Value>| {
+        if !results.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(results)}));
+        }
+    };
+    for (i, message) in messages.into_iter().enumerate() {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+        let content = message.get("content").cloned().unwrap_or(Value::Null);
+        match role {
+            "system" | "developer" => system.push(text_of(&content, i)?),
+            "tool" => {
+                let id = message
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid(format!("messages[{i}].tool_call_id is required")))?;
+                results.push(json!({
+                    "type": "tool_result",
+                    "tool_use_id": id,
+                    "content": text_of(&content, i)?,
+                }));
+            }
+            "user" => {
+                flush(&mut results, &mut out);
+                out.push(json!({"role": "user", "content": blocks_of(content, i)?}));
+            }
+            "assistant" => {
+                flush(&mut results, &mut out);
+                let mut blocks = match content {
+                    Value::Null => Vec::new(),
+                    content => blocks_of(content, i)?,
+                };
+                if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+                    for (j, call) in calls.iter().enumerate() {
+                        let function = call.get("function").unwrap_or(&Value::Null);
+                        let name = function.get("name").and_then(Value::as_str);
+                        let id = call.get("id").and_then(Value::as_str);
+                        let (Some(name), Some(id)) = (name, id) else {
+                            return Err(invalid(format!(
+                                "messages[{i}].tool_calls[{j}] needs an id and a function name"
+                            )));
+                        };
+                        let arguments = function
+                            .get("arguments")
+                            .and_then(Value::as_str)
+                            .unwrap_or("{}");
+                        let input: Value = serde_json::from_str(arguments).map_err(|_| {
+                            invalid(format!(
+                                "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
+                            ))
+                        })?;
+                        blocks.push(json!({
+                            "type": "tool_use", "id": id, "name": name, "input": input,
+                        }));
+                    }
+                }
+                out.push(json!({"role": "assistant", "content": blocks}));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "messages[{i}].role must be system, developer, user, assistant or tool, not \
+                     {:?}",
+                    other.chars().take(40).collect::<String>()
+                )))
+            }
+        }
+    }
+    flush(&mut results, &mut out);
+    let system = (!system.is_empty()).then(|| system.join("\n\n"));
+    Ok((system, Value::Array(out)))
+}
+
+/// The text of a `system`, `developer` or `tool` message: a string or `text` parts.
+fn text_of(content: &Value, i: usize) -> Result<String, Reply> {
+    match content {
+        Value::String(text) => Ok(text.clone()),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|part| {
+                part.get("text")
+                    .and_then(Value::as_str)
+                    .filter(|_| part.get("type").and_then(Value::as_str) == Some("text"))
+                    .ok_or_else(|| invalid(format!("messages[{i}] may hold text parts only")))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|texts| texts.concat()),
+        _ => Err(invalid(format!(
+            "messages[{i}].content must be a string or an array of parts"
+        ))),
+    }
+}
+
+/// OMA blocks (JSON) of a user or assistant message's content.
+fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
+    let parts = match content {
+        Value::String(text) => return Ok(vec![json!({"type": "text", "text": text})]),
+        Value::Array(parts) => parts,
+        _ => {
+            return Err(invalid(format!(
+                "messages[{i}].content must be a string or an array of parts"
+            )))
+        }
+    };
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(j, part)| {
+            let url = |key: &str| {
+                part.get(key)
+                    .and_then(|u| u.get("url").or(Some(u)))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        invalid(format!("messages[{i}].content[{j}].{key}.url is required"))
+                    })
+            };
+            match part.get("type").and_then(Value::as_str).unwrap_or("") {
+                "text" => Ok(json!({
+                    "type": "text",
+                    "text": part.get("text").cloned().unwrap_or(Value::Null),
+                })),
+                "image_url" => {
+                    let url = url("image_url")?;
+                    match data_url(&url) {
+                        Some((media_type, data)) => Ok(json!({
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": media_type, "data": data},
+                        })),
+                        None => Err(invalid(format!(
+                            "messages[{i}].content[{j}].image_url must be a data URL \
+                             (data:<type>;base64,<data>): OMA's images are inline, and the \
+                             gateway does not carry an image by URL"
+                        ))),
+                    }
+                }
+                "video_url" => {
+                    let url = url("video_url")?;
+                    Ok(match data_url(&url) {
+                        Some((media_type, data)) => json!({
+                            "type": "video",
+                            "source": {"type": "base64", "media_type": media_type, "data": data},
+                        }),
+                        // OMA's media rules check the URL (absolute http or https).
+                        None => json!({
+                            "type": "video",
+                            "source": {"type": "url", "media_type": video_type(&url), "url": url},
+                        }),
+                    })
+                }
+                other => Err(invalid(format!(
+                    "messages[{i}].content[{j}].type {:?} is not supported: the gateway takes \
+                     text, image_url and video_url parts",
+                    other.chars().take(40).collect::<String>()
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The media type and base64 text of a `data:<type>;base64,<data>` URL, as given (OMA's media
+/// rules judge them).
+fn data_url(url: &str) -> Option<(String, String)> {
+    let rest = url.strip_prefix("data:")?;
+    let (head, data) = rest.split_once(',')?;
+    let media_type = head.strip_suffix(";base64")?;
+    Some((media_type.to_owned(), data.to_owned()))
+}
+
+/// A video URL's media type, from its extension (`video/mp4` when it names none the gateway
+/// knows).
+fn video_type(url: &str) -> &'static str {
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match path.rsplit('.').next() {
+        Some("webm") => "video/webm",
+        Some("mov") => "video/quicktime",
+        Some("mpeg" | "mpg") => "video/mpeg",
+        Some("avi") => "video/x-msvideo",
+        Some("3gp") => "video/3gpp",
+        _ => "video/mp4",
+    }
+}
+
+/// `POST /v1/chat/completions`: the provider calls to make and how to answer, or the refusal
+/// (`400` for what OMA or the gateway refuses, `403` for a provider the configuration does not
+/// name), before anything is sent.
+pub fn start(
+    settings: &Settings,
+    body: &[u8],
+    now_ms: u64,
+    seed: u64,
+) -> Result<Completion, Reply> {
+    let (target, request, stream, include_usage) = read_request(settings, body)?;
+    let requested = target.label();
+    let mut targets = vec![target];
+    targets.extend(settings.fallbacks_for(&requested));
+    let machine = ChatMachine::new(settings, request, targets, now_ms, seed)
+        .map_err(|e| of_error(settings, e))?;
+    Ok(Completion {
+        machine,
+        writer: Writer::OpenAi(ChunkWriter {
+            id: format!("chatcmpl-{seed:016x}"),
+            created: now_ms / 1000,
+            requested,
+            stream,
+            include_usage,
+            tool_calls: 0,
+            started: false,
+        }),
+    })
+}
+
+/// `GET /v1/models`: OpenAI's list of the models the configuration names
+/// (`OMA_GATEWAY_MODELS`, and the models of `OMA_GATEWAY_FALLBACKS`), each `<provider>/<model>`
+/// of a provider the configuration can reach, in the order first named.
+pub fn models(settings: &Settings) -> Reply {
+    let mut ids: Vec<String> = Vec::new();
+    let named = settings
+        .models
+        .iter()
+        .cloned()
+        .chain(settings.fallbacks.iter().flat_map(|(requested, targets)| {
+            Target::parse(requested)
+                .into_iter()
+                .chain(targets.iter().cloned())
+        }));
+    for target in named {
+        let reachable =
+            settings.egress.is_some() || settings.provider(&target.provider).configured();
+        let id = target.label();
+        if reachable && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            let owner = id.split('/').next().unwrap_or_default();
+            json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
+        })
+        .collect();
+    Reply::json(200, &json!({"object": "list", "data": data}))
+}
+
+/// OpenAI's `finish_reason` for OMA's `stop_reason`.
+fn finish_reason(stop_reason: &str) -> &'static str {
+    match stop_reason {
+        "tool_use" => "tool_calls",
+        "max_tokens" => "length",
+        "content_filter" => "content_filter",
+        _ => "stop",
+    }
+}
+
+fn usage_json(response: &LlmResponse) -> Value {
+    let (input, output) = (response.usage.input_tokens, response.usage.output_tokens);
+    json!({
+        "prompt_tokens": input,
+        "completion_tokens": output,
+        "total_tokens": input + output,
+    })
+}
+
+fn tool_call_json(index: Option<usize>, id: &str, name: &str, input: &Value) -> Value {
+    let mut call = json!({
+        "id": id,
+        "type": "function",
+        "function": {"name": name, "arguments": input.to_string()},
+    });
+    if let Some(index) = index {
+        call["index"] = json!(index);
+    }
+    call
+}
+
+impl ChunkWriter {
+    /// The whole `chat.completion` of `response`, answered by `target`.
+    pub fn completion(&self, response: &LlmResponse, target: &Target) -> Reply {
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for block in &response.content {
+            match block {
+                ContentBlock::Text(t) => text.push_str(&t.text),
+                ContentBlock::ToolUse(call) => {
+                    calls.push(tool_call_json(None, &call.id, &call.name, &call.input))
+                }
+                _ => {}
+            }
+        }
+        let mut message = json!({
+            "role": "assistant",
+            "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+        });
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        Reply::json(
+            200,
+            &json!({
+                "id": self.id,
+                "object": "chat.completion",
+                "created": self.created,
+                "model": answered_model(response, target),
+                "choices": [{
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": finish_reason(&response.stop_reason),
+                }],
+                "usage": usage_json(response),
+            }),
+        )
+    }
+
+    fn chunk(&self, model: &str, delta: Value, finish: Option<&str>) -> String {
+        let chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        format!("data: {chunk}\n\n")
+    }
+
+    /// The server-sent text of a piece of a streamed answer (empty for what OpenAI's stream has
+    /// no place for: reasoning).
+    pub fn event(&mut self, event: &StreamEvent) -> String {
+        let mut out = String::new();
+        if !self.started {
+            self.started = true;
+            let role = json!({"role": "assistant", "content": ""});
+            out.push_str(&self.chunk(&self.requested, role, None));
+        }
+        match event {
+            StreamEvent::Text(text) => {
+                out.push_str(&self.chunk(&self.requested, json!({"content": text}), None))
+            }
+            StreamEvent::ToolUse(call) => {
+                let index = self.tool_calls;
+                self.tool_calls += 1;
+                let delta = json!({"tool_calls": [
+                    tool_call_json(Some(index), &call.id, &call.name, &call.input)
+                ]});
+                out.push_str(&self.chunk(&self.requested, delta, None));
+            }
+            StreamEvent::Reasoning(_) | StreamEvent::Done(_) => {}
+        }
+        out
+    }
+
+    /// The end of a stream that `target` answered: the last chunk with the finish reason, the
+    /// usage chunk when asked for, and `data: [DONE]`.
+    pub fn end(&mut self, response: &LlmResponse, target: &Target) -> String {
+        let model = answered_model(response, target);
+        let mut out = String::new();
+        if !self.started {
+            self.started = true;
+            let role = json!({"role": "assistant", "content": ""});
+            out.push_str(&self.chunk(&model, role, None));
+        }
+        let finish = finish_reason(&response.stop_reason);
+        out.push_str(&self.chunk(&model, json!({}), Some(finish)));
+        if self.include_usage {
+            let chunk = json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": model,
+                "choices": [],
+                "usage": usage_json(response),
+            });
+            out.push_str(&format!("data: {chunk}\n\n"));
+        }
+        out.push_str("data: [DONE]\n\n");
+        out
+    }
+
+    /// The end of a stream that failed after it began: the error as an event (what OpenAI's
+    /// clients raise), then `data: [DONE]`.
+    pub fn failed(&self, reply: &Reply) -> String {
+        format!("data: {}\n\ndata: [DONE]\n\n", reply.body)
+    }
+}
+
+/// The `model` of an answer: `<provider>/<model>` of the target that answered, with the model
+/// as the provider named it.
+fn answered_model(response: &LlmResponse, target: &Target) -> String {
+    let model = if response.model.is_empty() {
+        &target.model
+    } else {
+        &response.model
+    };
+    format!("{}/{model}", target.provider)
+}

@@ -1,0 +1,820 @@
+//! `/v1/chat/completions` through [`serve`](crate::serve::serve), natively: a scripted exchange
+//! (the client's request, the response written) and a scripted transport (each provider's
+//! answers, every request that reached it recorded).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use oma_core::http::call::{CallAnswer, Outgoing};
+use oma_step::Transport;
+
+use crate::serve::{serve, Exchange};
+use crate::{Reply, Settings};
+
+const KEY: &str = "sk-chat-unit-SECRET-7171";
+const OPENAI_KEY: &str = "sk-openai-unit-SECRET-9191";
+const TOKEN: &str = "gw-token-SECRET-5";
+const NOW: u64 = 1_796_036_400_000;
+const ANTHROPIC: &str = "http://127.0.0.1:9";
+const OPENAI: &str = "http://127.0.0.1:8";
+
+/// One provider answer: status, content type, body.
+type Canned = (u16, &'static str, String);
+
+#[derive(Default)]
+struct Script {
+    answers: VecDeque<Canned>,
+    sent: Vec<Outgoing>,
+    body: VecDeque<Vec<u8>>,
+}
+
+#[derive(Clone, Default)]
+struct Scripted(Rc<RefCell<Script>>);
+
+impl Transport for Scripted {
+    fn send(&mut self, outgoing: &Outgoing) -> CallAnswer {
+        let mut script = self.0.borrow_mut();
+        script.sent.push(outgoing.clone());
+        let (status, kind, body) = script.answers.pop_front().expect("a scripted answer");
+        // The body in two pieces, as a network would split it.
+        let bytes = body.into_bytes();
+        let half = bytes.len() / 2;
+        script.body = VecDeque::from([bytes[..half].to_vec(), bytes[half..].to_vec()]);
+        CallAnswer::Head {
+            status,
+            headers: vec![("content-type".into(), kind.into())],
+        }
+    }
+
+    fn receive(&mut self) -> CallAnswer {
+        match self.0.borrow_mut().body.pop_front() {
+            Some(chunk) => CallAnswer::Chunk(chunk),
+            None => CallAnswer::End,
+        }
+    }
+
+    fn wait(&mut self, _: u64) -> CallAnswer {
+        CallAnswer::Waited
+    }
+
+    fn now_ms(&self) -> u64 {
+        NOW
+    }
+}
+
+/// A client's request and what the gateway wrote back.
+struct Client {
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+    transport: Scripted,
+    reply: Option<Reply>,
+    events: Option<String>,
+}
+
+impl Exchange for Client {
+    type Transport = Scripted;
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn now_ms(&self) -> u64 {
+        NOW
+    }
+    fn random_u64(&self) -> u64 {
+        42
+    }
+    fn read_body(&mut self, _: Option<u64>, _: u64, _: u64) -> Result<Vec<u8>, Reply> {
+        Ok(std::mem::take(&mut self.body))
+    }
+    fn respond(&mut self, reply: &Reply) {
+        assert!(
+            self.reply.is_none() && self.events.is_none(),
+            "answered twice"
+        );
+        self.reply = Some(reply.clone());
+    }
+    fn open_events(&mut self) -> bool {
+        assert!(self.reply.is_none(), "a stream after a reply");
+        self.events = Some(String::new());
+        true
+    }
+    fn write_events(&mut self, bytes: &[u8]) -> bool {
+        let events = self.events.as_mut().expect("the stream is open");
+        events.push_str(std::str::from_utf8(bytes).expect("UTF-8"));
+        true
+    }
+    fn close_events(&mut self) {}
+    fn transport(&mut self) -> Scripted {
+        self.transport.clone()
+    }
+}
+
+fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariable> {
+    let mut vars = vec![
+        ("ANTHROPIC_API_KEY", KEY),
+        ("ANTHROPIC_BASE_URL", ANTHROPIC),
+        ("OPENAI_API_KEY", OPENAI_KEY),
+        ("OPENAI_BASE_URL", OPENAI),
+        ("MINIMAX_API_KEY", KEY),
+        ("MINIMAX_BASE_URL", OPENAI),
+        ("OMA_GATEWAY_TOKEN", TOKEN),
+        ("OMA_GATEWAY_MAX_RETRIES", "0"),
+    ];
+    vars.extend_from_slice(extra);
+    Settings::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+}
+
+struct Answered {
+    status: u16,
+    reply: Option<Reply>,
+    events: Option<String>,
+    sent: Vec<Outgoing>,
+}
+
+impl Answered {
+    fn json(&self) -> Value {
+        let reply = self.reply.as_ref().expect("a whole reply");
+        assert!(!reply.body.contains("SECRET"), "a secret in {}", reply.body);
+        serde_json::from_str(&reply.body).expect("JSON")
+    }
+
+    fn sent_json(&self, i: usize) -> Value {
+        serde_json::from_str(&self.sent[i].body).expect("a JSON request")
+    }
+
+    /// The data of each server-sent event, `[DONE]` as a string.
+    fn chunks(&self) -> Vec<Value> {
+        let text = self.events.as_ref().expect("a stream");
+        assert!(!text.contains("SECRET"), "a secret in {text}");
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let data = e.strip_prefix("data: ").expect("data lines only");
+                serde_json::from_str(data).unwrap_or_else(|_| json!(data))
+            })
+            .collect()
+    }
+}
+
+fn call_with(
+    settings: Result<Settings, crate::env::BadVariable>,
+    headers: Vec<(&'static str, String)>,
+    body: &Value,
+    answers: Vec<Canned>,
+) -> Answered {
+    let transport = Scripted::default();
+    transport.0.borrow_mut().answers = answers.into();
+    let mut client = Client {
+        headers,
+        body: body.to_string().into_bytes(),
+        transport: transport.clone(),
+        reply: None,
+        events: None,
+    };
+    let status = serve(settings, "POST", "/v1/chat/completions", &mut client);
+    let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+    Answered {
+        status,
+        reply: client.reply,
+        events: client.events,
+        sent,
+    }
+}
+
+fn call(body: &Value, answers: Vec<Canned>) -> Answered {
+    let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
+    call_with(environment(&[]), auth, body, answers)
+}
+
+fn anthropic_answer(content: Value, stop: &str) -> Canned {
+    let body = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": content, "stop_reason": stop,
+        "usage": {"input_tokens": 11, "output_tokens": 7},
+    });
+    (200, "application/json", body.to_string())
+}
+
+fn openai_answer(text: &str) -> Canned {
+    let body = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    });
+    (200, "application/json", body.to_string())
+}
+
+fn hello(model: &str) -> Value {
+    json!({
+        "model": model,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hello?"},
+        ],
+        "max_tokens": 64,
+        "temperature": 0.5,
+    })
+}
+
+/// The OpenAI-shaped error of a refusal, checked for its shape.
+fn openai_error(answered: &Answered, status: u16) -> Value {
+    assert_eq!(answered.status, status, "{:?}", answered.reply);
+    let body = answered.json();
+    let error = &body["error"];
+    for field in ["message", "type", "param", "code"] {
+        assert!(error.get(field).is_some(), "no {field} in {body}");
+    }
+    body
+}
+
+#[test]
+fn a_plain_completion_answers_a_chat_completion_with_usage() {
+    let answered = call(
+        &hello("anthropic/claude-x"),
+        vec![anthropic_answer(
+            json!([{"type": "text", "text": "Hi."}]),
+            "end_turn",
+        )],
+    );
+    assert_eq!(answered.status, 200);
+    let body = answered.json();
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["model"], "anthropic/claude-x");
+    assert_eq!(body["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(body["choices"][0]["message"]["content"], "Hi.");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
+    );
+    // Anthropic's own request: the system prompt apart, the sampling carried.
+    assert_eq!(answered.sent.len(), 1);
+    assert!(answered.sent[0].url.starts_with(ANTHROPIC));
+    let sent = answered.sent_json(0);
+    assert_eq!(sent["system"], "Be brief.");
+    assert_eq!(sent["model"], "claude-x");
+    assert_eq!(sent["max_tokens"], 64);
+    assert_eq!(sent["messages"][0]["content"][0]["text"], "Hello?");
+}
+
+#[test]
+fn what_oma_refuses_is_a_400_with_omas_message_and_nothing_is_sent() {
+    for (url, fragment) in [
+        ("file:///etc/passwd", "http"),
+        ("data:video/mp4;base64,AAB", "base64"),
+        ("data:video/mp4;codecs=avc1;base64,AAAA", "parameters"),
+    ] {
+        let body = json!({
+            "model": "minimax/MiniMax-M1",
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "What is in it?"},
+                {"type": "video_url", "video_url": {"url": url}},
+            ]}],
+        });
+        let answered = call(&body, vec![openai_answer("sent")]);
+        assert_eq!(answered.status, 400, "{url}");
+        let error = openai_error(&answered, 400);
+        assert_eq!(error["error"]["type"], "invalid_request_error");
+        assert_eq!(error["error"]["code"], "InvalidMessageError", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.to_lowercase().contains(fragment),
+            "{url}: {message}"
+        );
+        assert!(answered.sent.is_empty(), "{url} reached the provider");
+    }
+}
+
+#[test]
+fn a_video_to_anthropic_is_refused_before_any_request_and_reaches_minimax_as_video_url() {
+    let video = |model: &str| {
+        json!({
+            "model": model,
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "Describe it."},
+                {"type": "video_url", "video_url": {"url": "https://example.com/clip.mp4"}},
+            ]}],
+        })
+    };
+    let refused = call(&video("anthropic/claude-x"), vec![]);
+    let error = openai_error(&refused, 400);
+    assert_eq!(error["error"]["code"], "UnsupportedContentBlockError");
+    assert!(refused.sent.is_empty());
+
+    let answered = call(&video("minimax/MiniMax-M1"), vec![openai_answer("A cat.")]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(answered.json()["model"], "minimax/gpt-4o");
+    let sent = answered.sent_json(0);
+    let parts = sent["messages"][0]["content"].as_array().unwrap();
+    assert!(
+        parts
+            .iter()
+            .any(|p| p["type"] == "video_url"
+                && p["video_url"]["url"] == "https://example.com/clip.mp4"),
+        "{sent}"
+    );
+}
+
+#[test]
+fn an_image_by_data_url_is_carried_and_one_by_https_url_is_refused() {
+    let image = |url: &str| {
+        json!({
+            "model": "anthropic/claude-x",
+            "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": url}},
+            ]}],
+        })
+    };
+    let answered = call(
+        &image("data:image/png;base64,iVBORw0KGgo="),
+        vec![anthropic_answer(
+            json!([{"type": "text", "text": "A dot."}]),
+            "end_turn",
+        )],
+    );
+    assert_eq!(answered.status, 200);
+    let block = &answered.sent_json(0)["messages"][0]["content"][0];
+    assert_eq!(block["type"], "image");
+    assert_eq!(block["source"]["media_type"], "image/png");
+    assert_eq!(block["source"]["data"], "iVBORw0KGgo=");
+
+    let refused = call(&image("https://example.com/a.png"), vec![]);
+    openai_error(&refused, 400);
+    assert!(refused.sent.is_empty());
+}
+
+#[test]
+fn a_tool_call_round_trip() {
+    let tools = json!([{"type": "function", "function": {
+        "name": "weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }}]);
+    let ask = json!({
+        "model": "anthropic/claude-x",
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": tools,
+    });
+    let answered = call(
+        &ask,
+        vec![anthropic_answer(
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "weather",
+                    "input": {"city": "Paris"}}]),
+            "tool_use",
+        )],
+    );
+    let body = answered.json();
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+    let call0 = &body["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call0["id"], "toolu_1");
+    assert_eq!(call0["type"], "function");
+    assert_eq!(call0["function"]["name"], "weather");
+    assert_eq!(
+        serde_json::from_str::<Value>(call0["function"]["arguments"].as_str().unwrap()).unwrap(),
+        json!({"city": "Paris"})
+    );
+    assert_eq!(answered.sent_json(0)["tools"][0]["name"], "weather");
+
+    let follow = json!({
+        "model": "anthropic/claude-x",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [call0]},
+            {"role": "tool", "tool_call_id": "toolu_1", "content": "Sunny, 21 C"},
+        ],
+        "tools": tools,
+    });
+    let answered = call(
+        &follow,
+        vec![anthropic_answer(
+            json!([{"type": "text", "text": "Sunny."}]),
+            "end_turn",
+        )],
+    );
+    assert_eq!(
+        answered.json()["choices"][0]["message"]["content"],
+        "Sunny."
+    );
+    let sent = answered.sent_json(0);
+    assert_eq!(sent["messages"][1]["content"][0]["type"], "tool_use");
+    assert_eq!(sent["messages"][2]["role"], "user");
+    assert_eq!(sent["messages"][2]["content"][0]["type"], "tool_result");
+    assert_eq!(sent["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
+}
+
+#[test]
+fn a_stream_is_openais_chunks_with_usage_last_and_done() {
+    let sse = [
+        r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":11,"output_tokens":0}}}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo."}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":0}"#,
+        r#"event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
+        r#"event: message_stop
+data: {"type":"message_stop"}"#,
+    ]
+    .join("\n\n")
+        + "\n\n";
+    let mut body = hello("anthropic/claude-x");
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+    let answered = call(&body, vec![(200, "text/event-stream", sse)]);
+    assert_eq!(answered.status, 200);
+    assert!(
+        answered.reply.is_none(),
+        "a whole reply instead of a stream"
+    );
+    assert_eq!(answered.sent_json(0)["stream"], true);
+    let chunks = answered.chunks();
+    assert_eq!(chunks.last().unwrap(), &json!("[DONE]"));
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Hello.");
+    assert!(chunks[..chunks.len() - 1]
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
+    let finish = &chunks[chunks.len() - 3];
+    assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+    let usage = &chunks[chunks.len() - 2];
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["prompt_tokens"], 11);
+    assert_eq!(usage["usage"]["completion_tokens"], 7);
+}
+
+#[test]
+fn a_retryable_failure_falls_back_and_a_400_never_does() {
+    let fallbacks = r#"{"anthropic/claude-x": ["openai/gpt-4o"]}"#;
+    let auth = || vec![("authorization", format!("Bearer {TOKEN}"))];
+    let failing = |status: u16| -> Canned {
+        let body = json!({"type": "error", "error": {"type": "api_error", "message": "down"}});
+        (status, "application/json", body.to_string())
+    };
+    for status in [500, 429, 503] {
+        let answered = call_with(
+            environment(&[("OMA_GATEWAY_FALLBACKS", fallbacks)]),
+            auth(),
+            &hello("anthropic/claude-x"),
+            vec![failing(status), openai_answer("From OpenAI.")],
+        );
+        assert_eq!(answered.status, 200, "{status}: {:?}", answered.reply);
+        let body = answered.json();
+        assert_eq!(body["model"], "openai/gpt-4o");
+        assert_eq!(body["choices"][0]["message"]["content"], "From OpenAI.");
+        assert_eq!(answered.sent.len(), 2);
+        assert!(answered.sent[0].url.starts_with(ANTHROPIC));
+        assert!(answered.sent[1].url.starts_with(OPENAI));
+        // Each provider gets its own key, and the conversation in its own format.
+        let openai = answered.sent_json(1);
+        assert_eq!(openai["model"], "gpt-4o");
+        assert_eq!(openai["messages"][0]["role"], "system");
+    }
+
+    let answered = call_with(
+        environment(&[("OMA_GATEWAY_FALLBACKS", fallbacks)]),
+        auth(),
+        &hello("anthropic/claude-x"),
+        vec![failing(400), openai_answer("never")],
+    );
+    let error = openai_error(&answered, 400);
+    assert_eq!(error["error"]["code"], "ProviderError", "{error}");
+    assert_eq!(answered.sent.len(), 1, "a 400 was tried elsewhere");
+
+    // Without fallbacks a 500 is the provider's, as a 500.
+    let answered = call(&hello("anthropic/claude-x"), vec![failing(500)]);
+    openai_error(&answered, 500);
+}
+
+#[test]
+fn fallbacks_must_name_provider_and_model() {
+    for bad in [
+        "[]",
+        r#"{"claude": ["openai/gpt-4o"]}"#,
+        r#"{"a/b": "openai/gpt-4o"}"#,
+        "{",
+    ] {
+        let bad = environment(&[("OMA_GATEWAY_FALLBACKS", bad)]).expect_err(bad);
+        assert_eq!(bad.name, "OMA_GATEWAY_FALLBACKS");
+    }
+}
+
+#[test]
+fn the_token_is_taken_as_bearer_or_x_api_key_and_a_401_is_openais() {
+    let answer = || {
+        vec![anthropic_answer(
+            json!([{"type": "text", "text": "Hi."}]),
+            "end_turn",
+        )]
+    };
+    let by_key = call_with(
+        environment(&[]),
+        vec![("x-api-key", TOKEN.to_owned())],
+        &hello("anthropic/claude-x"),
+        answer(),
+    );
+    assert_eq!(by_key.status, 200);
+    for headers in [
+        vec![],
+        vec![("authorization", "Bearer wrong".to_owned())],
+        vec![("x-api-key", "wrong".to_owned())],
+    ] {
+        let refused = call_with(
+            environment(&[]),
+            headers,
+            &hello("anthropic/claude-x"),
+            vec![],
+        );
+        let error = openai_error(&refused, 401);
+        assert_eq!(error["error"]["type"], "authentication_error");
+        assert!(refused.sent.is_empty());
+    }
+}
+
+#[test]
+fn a_model_without_a_provider_or_an_unconfigured_provider_is_refused() {
+    let refused = call(&hello("gpt-4o"), vec![]);
+    let error = openai_error(&refused, 400);
+    assert!(error["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("<provider>/<model>"));
+    let refused = call(&hello("gemini/gemini-2.5-pro"), vec![]);
+    openai_error(&refused, 403);
+    assert!(refused.sent.is_empty());
+    // A key typed into the model name is never echoed.
+    let refused = call(&hello(KEY), vec![]);
+    openai_error(&refused, 400);
+}
+
+#[test]
+fn models_lists_the_configured_models_of_reachable_providers() {
+    let settings = environment(&[
+        (
+            "OMA_GATEWAY_MODELS",
+            "anthropic/claude-x, gemini/gemini-2.5-pro,openai/gpt-4o",
+        ),
+        (
+            "OMA_GATEWAY_FALLBACKS",
+            r#"{"anthropic/claude-x": ["minimax/MiniMax-M1"]}"#,
+        ),
+    ])
+    .expect("valid");
+    let guarded = crate::route(
+        &settings,
+        &crate::Head {
+            method: "GET",
+            path: "/v1/models",
+            ..crate::Head::default()
+        },
+    )
+    .expect_err("the token is required");
+    assert_eq!(guarded.status, 401);
+    let with_key = crate::Head {
+        method: "GET",
+        path: "/v1/models",
+        api_key: Some(TOKEN),
+        ..crate::Head::default()
+    };
+    let crate::HeadVerdict::Reply(reply) = crate::on_head(Ok(&settings), &with_key) else {
+        panic!("/v1/models reads no body")
+    };
+    let body: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(body["object"], "list");
+    let ids: Vec<&str> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    // Gemini has no key here: not listed.
+    assert_eq!(
+        ids,
+        ["anthropic/claude-x", "openai/gpt-4o", "minimax/MiniMax-M1"]
+    );
+    assert_eq!(body["data"][0]["object"], "model");
+    assert_eq!(body["data"][0]["owned_by"], "anthropic");
+    let bad = environment(&[("OMA_GATEWAY_MODELS", "gpt-4o")]).expect_err("no provider");
+    assert_eq!(bad.name, "OMA_GATEWAY_MODELS");
+}
+
+fn messages_call(
+    headers: Vec<(&'static str, String)>,
+    body: &Value,
+    answers: Vec<Canned>,
+) -> Answered {
+    let transport = Scripted::default();
+    transport.0.borrow_mut().answers = answers.into();
+    let mut client = Client {
+        headers,
+        body: body.to_string().into_bytes(),
+        transport: transport.clone(),
+        reply: None,
+        events: None,
+    };
+    let status = serve(environment(&[]), "POST", "/v1/messages", &mut client);
+    let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+    Answered {
+        status,
+        reply: client.reply,
+        events: client.events,
+        sent,
+    }
+}
+
+#[test]
+fn messages_answers_anthropics_shape_in_front_of_any_provider() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let body = json!({
+        "model": "openai/gpt-4o",
+        "max_tokens": 64,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let answered = messages_call(key(), &body, vec![openai_answer("Hi.")]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let message = answered.json();
+    assert_eq!(message["type"], "message");
+    assert_eq!(message["role"], "assistant");
+    assert_eq!(message["content"], json!([{"type": "text", "text": "Hi."}]));
+    assert_eq!(message["stop_reason"], "end_turn");
+    assert_eq!(
+        message["usage"],
+        json!({"input_tokens": 5, "output_tokens": 3})
+    );
+    assert!(answered.sent[0].url.starts_with(OPENAI));
+    assert_eq!(answered.sent_json(0)["messages"][0]["content"], "Be brief.");
+
+    // A bare model name is Anthropic's; a stream is Anthropic's events.
+    let sse = [
+        r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":11,"output_tokens":0}}}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":0}"#,
+        r#"event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
+        r#"event: message_stop
+data: {"type":"message_stop"}"#,
+    ]
+    .join("\n\n")
+        + "\n\n";
+    let body = json!({
+        "model": "claude-x", "max_tokens": 64, "stream": true,
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let answered = messages_call(key(), &body, vec![(200, "text/event-stream", sse)]);
+    assert!(answered.sent[0].url.starts_with(ANTHROPIC));
+    let text = answered.events.expect("a stream");
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert!(text.contains(r#""text":"Hi""#), "{text}");
+    assert!(text.contains(r#""output_tokens":7"#), "{text}");
+
+    // Refusals in Anthropic's error shape, nothing sent.
+    let video = json!({
+        "model": "anthropic/claude-x", "max_tokens": 64,
+        "messages": [{"role": "user", "content": [{"type": "video",
+            "source": {"type": "url", "media_type": "video/mp4", "url": "https://example.com/a.mp4"}}]}],
+    });
+    let refused = messages_call(key(), &video, vec![]);
+    assert_eq!(refused.status, 400);
+    let error = refused.json();
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("video"),
+        "{error}"
+    );
+    assert!(refused.sent.is_empty());
+    let refused = messages_call(vec![], &body, vec![]);
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["error"]["type"], "authentication_error");
+}
+
+#[test]
+fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
+    const COLLECTOR: &str = "http://127.0.0.1:4318";
+    let settings = environment(&[
+        (
+            "OMA_GATEWAY_FALLBACKS",
+            r#"{"anthropic/claude-x": ["openai/gpt-4o"]}"#,
+        ),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR),
+    ]);
+    let failing = {
+        let body = json!({"type": "error", "error": {"type": "api_error", "message": "down"}});
+        (503, "application/json", body.to_string())
+    };
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let answered = call_with(
+        settings,
+        vec![
+            ("authorization", format!("Bearer {TOKEN}")),
+            ("traceparent", parent.to_owned()),
+        ],
+        &hello("anthropic/claude-x"),
+        vec![
+            failing,
+            openai_answer("Hi."),
+            (200, "application/json", "{}".into()),
+        ],
+    );
+    assert_eq!(answered.status, 200);
+    assert_eq!(
+        answered.sent.len(),
+        3,
+        "the provider calls, then the export"
+    );
+    let export = &answered.sent[2];
+    assert_eq!(export.url, format!("{COLLECTOR}/v1/traces"));
+    assert!(!export.body.contains("SECRET"), "a key in a span");
+    assert!(!export.body.contains("Hello?"), "message content in a span");
+    let body: Value = serde_json::from_str(&export.body).unwrap();
+    let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    assert_eq!(spans.len(), 3);
+    let request = &spans[0];
+    assert_eq!(request["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(request["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(request["kind"], 2);
+    let attribute = |span: &Value, key: &str| -> Value {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let (failed, answered_span) = (&spans[1], &spans[2]);
+    for span in [failed, answered_span] {
+        assert_eq!(span["kind"], 3);
+        assert_eq!(span["parentSpanId"], request["spanId"]);
+        assert_eq!(span["traceId"], request["traceId"]);
+        assert_eq!(
+            attribute(span, "gen_ai.operation.name"),
+            json!({"stringValue": "chat"})
+        );
+    }
+    assert_eq!(failed["name"], "chat claude-x");
+    assert_eq!(
+        attribute(failed, "gen_ai.provider.name"),
+        json!({"stringValue": "anthropic"})
+    );
+    assert_eq!(
+        attribute(failed, "error.type"),
+        json!({"stringValue": "503"})
+    );
+    assert_eq!(failed["status"]["code"], 2);
+    assert_eq!(answered_span["name"], "chat gpt-4o");
+    assert_eq!(
+        attribute(answered_span, "gen_ai.response.model"),
+        json!({"stringValue": "gpt-4o"})
+    );
+    assert_eq!(
+        attribute(answered_span, "gen_ai.usage.input_tokens"),
+        json!({"intValue": "5"})
+    );
+    assert_eq!(
+        attribute(answered_span, "gen_ai.usage.output_tokens"),
+        json!({"intValue": "3"})
+    );
+    assert_eq!(attribute(answered_span, "error.type"), Value::Null);
+
+    let bad = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")]).expect_err("bad");
+    assert_eq!(bad.name, "OTEL_EXPORTER_OTLP_ENDPOINT");
+}

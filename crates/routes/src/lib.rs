@@ -1,0 +1,37 @@
+//! The `routes` world (`oma_routes.wasm`): the gateway's rules (`oma-gateway-rules`) for a host
+//! that serves HTTP with its own means (the Cloudflare Worker gateway), importing nothing.
+//! wit-bindgen glue; nothing else.
+//!
+//! A `routes` run is stepped as a driver session, so the world exports `driver` too, with the
+//! conversions the portable world uses (the shared glue of `crates/glue/`, included by `#[path]`
+//! as in the other worlds: wit-bindgen generates each world its own Rust types for the same WIT
+//! interfaces, so the conversions are compiled once against each set of bindings).
+//!
+//! Built for wasm32 only: natively the crate is empty, so that the workspace builds and tests
+//! everywhere.
+
+#![cfg(target_arch = "wasm32")]
+
+// The conversions the codec and single calls use go unused here: this world has neither.
+#[allow(dead_code)]
+#[path = "../../glue/convert.rs"]
+mod convert;
+#[path = "../../glue/driver.rs"]
+mod driver;
+mod routes;
+#[path = "../../glue/run.rs"]
+mod run;
+
+wit_bindgen::generate!({
+    world: "gateway-routes",
+    path: "../../wit",
+});
+
+/// The data interfaces as this world sees them (exports), for the shared glue.
+mod wit {
+    pub use super::exports::oma::agent::{exchange, outcome, types, wire};
+}
+
+struct Component;
+
+export!(Component);

@@ -187,7 +187,7 @@ async fn terminate_ends_at_the_first_loop_and_bad_settings_are_refused() {
         window: None,
         action: LoopAction::Warn,
     });
-    let error = guest.create_agent(&cfg).await.unwrap().err().expect("refused");
+    let error = guest.create_agent(&cfg).await.unwrap().expect_err("refused");
     assert!(
         error.message.contains("`loop-detection.max-repetitions` must be a positive integer"),
         "{error:?}"

@@ -356,7 +356,10 @@ mod tests {
         let mut guard = LoopGuard::new(config(2, 4, LoopAction::Warn), &[]);
         let a = call("t", json!({"x": 1}));
         assert_eq!(guard.observe(std::slice::from_ref(&a), ""), Verdict::Clear);
-        assert!(matches!(guard.observe(std::slice::from_ref(&a), ""), Verdict::Warn(_)));
+        assert!(matches!(
+            guard.observe(std::slice::from_ref(&a), ""),
+            Verdict::Warn(_)
+        ));
         // A clear turn clears the warning too: the next loop is warned again, not ended.
         assert_eq!(
             guard.observe(&[call("t", json!({"x": 2}))], ""),

@@ -110,6 +110,16 @@ pub struct SizeLimit {
 /// `wasm32-unknown-unknown` like the others (1,178,113 B, from 1,230,247 B: the standard library
 /// of `wasm32-wasip2` brought all of wasi:cli and the hash seed with it).
 ///
+/// The portable world's ceiling raised to 1,345,000 B and the gateway's to 1,083,000 B with
+/// OMA's trace events and provider options (issue 28): measured 1,336,526 B (from 1,297,107 B,
+/// +39,419) and 1,074,873 B (from 1,053,180 B, +21,693); the component, 1,193,355 B (from
+/// 1,174,433 B, +18,922), stays under its ceiling. What came: the trace module (events, UUIDs
+/// from the seed, OMA's object redaction of tool inputs, tool-result summaries, the events'
+/// JSON), the WIT trace types' bindings (the portable world lowers them typed and as JSON, and
+/// lifts the trace options of every session), the provider options' reading and
+/// `UnsupportedContentBlockError`'s fields. The portable world weighs most since it carries
+/// both forms of every trace value.
+///
 /// The portable world's ceiling raised to 1,306,000 B when it came to export `routes`, the
 /// gateway's HTTP rules for hosts that serve HTTP themselves (a Cloudflare Worker), and lowered
 /// to 1,190,000 B when those moved into an artifact of their own, `oma_routes.wasm` (1,166,497 B

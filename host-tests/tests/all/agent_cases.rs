@@ -1325,6 +1325,7 @@ async fn a_streamed_run_calls_tools_between_streamed_turns() {
             AgentEvent::ToolUse(_) => "tool_use",
             AgentEvent::ToolResult(_) => "tool_result",
             AgentEvent::BudgetExceeded(_) => "budget",
+            AgentEvent::LoopDetected(_) => "loop",
             AgentEvent::Done(_) => "done",
             AgentEvent::Error(_) => "error",
             AgentEvent::LoopDetected(_) => "loop_detected",

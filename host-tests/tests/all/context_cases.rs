@@ -38,14 +38,19 @@ fn text_reply(text: &str) -> Value {
 /// out) and whose host answers every tool call with a long text; and the requests it got.
 async fn bench(replies: Vec<Value>) -> (Guest, RequestLog) {
     let count = Arc::new(AtomicUsize::new(0));
-    let outbound = CaptureOutbound::new(move |_request: &RecordedRequest| {
+    let outbound = CaptureOutbound::new(move |request: &RecordedRequest| {
         let n = count.fetch_add(1, Ordering::SeqCst);
+        let reply = &replies[n.min(replies.len() - 1)];
+        let streamed = request.json().is_some_and(|body| body["stream"] == true);
+        let (kind, body) = if streamed {
+            ("text/event-stream", as_sse(reply))
+        } else {
+            ("application/json", reply.to_string())
+        };
         CannedResponse {
             status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: replies[n.min(replies.len() - 1)]
-                .to_string()
-                .into_bytes(),
+            headers: vec![("content-type".into(), kind.into())],
+            body: body.into_bytes(),
         }
     });
     let log = outbound.log();
@@ -59,6 +64,37 @@ async fn bench(replies: Vec<Value>) -> (Guest, RequestLog) {
         ..Default::default()
     };
     (Guest::instantiate(super::WORLD, options).await, log)
+}
+
+/// An Anthropic tool-use message as the stream of events that carries it.
+fn as_sse(message: &Value) -> String {
+    let mut events = vec![json!({"type": "message_start", "message": {
+        "id": "m", "type": "message", "role": "assistant", "content": [],
+        "model": "claude-sonnet-4-6", "stop_reason": null,
+        "usage": {"input_tokens": 1, "output_tokens": 1}}})];
+    for (index, block) in message["content"].as_array().expect("content").iter().enumerate() {
+        let (start, delta) = if block["type"] == "tool_use" {
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            )
+        } else {
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": block["text"]}),
+            )
+        };
+        events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+        events.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        events.push(json!({"type": "content_block_stop", "index": index}));
+    }
+    events.push(json!({"type": "message_delta", "delta": {"stop_reason": message["stop_reason"]},
+        "usage": {"output_tokens": 1}}));
+    events.push(json!({"type": "message_stop"}));
+    events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().expect("type")))
+        .collect()
 }
 
 fn config() -> AgentConfig {
@@ -151,7 +187,7 @@ async fn terminate_ends_at_the_first_loop_and_bad_settings_are_refused() {
         window: None,
         action: LoopAction::Warn,
     });
-    let error = guest.create_agent(&cfg).await.unwrap().err().expect("refused");
+    let error = guest.create_agent(&cfg).await.unwrap().expect_err("refused");
     assert!(
         error.message.contains("`loop-detection.max-repetitions` must be a positive integer"),
         "{error:?}"

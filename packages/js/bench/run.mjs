@@ -11,7 +11,7 @@
 // BASE_DIR=<a copy of this package, built> adds a third side, that copy's Agent.run(), for
 // measuring a change against the code before it in the same run (`before` in the output).
 // Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ROUNDS (6),
-// BENCH_ONLY=a,b. The two sides are warmed together and then alternate in rounds (see measure).
+// BENCH_ONLY=a,b; BENCH_TRACE=1 traces this package's runs (onTrace, events dropped). The two sides are warmed together and then alternate in rounds (see measure).
 // Output: a table on stderr and one JSON object on stdout.
 
 import { createServer } from 'node:http'
@@ -141,7 +141,9 @@ async function main() {
     const messages = JSON.parse(await readFile(join(dir, file), 'utf8'))
     const big = name.includes('16mib')
     const ours = new Agent(config)
-    const sides = [side((m) => ours.run(m))]
+    // BENCH_TRACE=1: every run of this package traced (OMA's onTrace), the events dropped.
+    const traced = process.env.BENCH_TRACE === '1' ? { onTrace: () => {} } : undefined
+    const sides = [side((m) => ours.run(m, traced))]
     if (oma) {
       const registry = new oma.ToolRegistry()
       const theirs = new oma.Agent(config, registry, new oma.ToolExecutor(registry))

@@ -336,9 +336,9 @@ mod tests {
         let mut guard = LoopGuard::new(LoopDetection::default(), &[]);
         let a = call("search", json!({"q": "x", "n": {"b": 1, "a": 2}}));
         let b = call("search", json!({"n": {"a": 2, "b": 1}, "q": "x"}));
-        assert_eq!(guard.observe(&[a.clone()], ""), Verdict::Clear);
+        assert_eq!(guard.observe(std::slice::from_ref(&a), ""), Verdict::Clear);
         assert_eq!(guard.observe(&[b], ""), Verdict::Clear);
-        let Verdict::Warn(info) = guard.observe(&[a.clone()], "") else {
+        let Verdict::Warn(info) = guard.observe(std::slice::from_ref(&a), "") else {
             panic!("the third identical turn warns");
         };
         assert_eq!(info.kind, LoopKind::ToolRepetition);
@@ -355,14 +355,17 @@ mod tests {
     fn different_arguments_or_a_recovery_reset_the_count() {
         let mut guard = LoopGuard::new(config(2, 4, LoopAction::Warn), &[]);
         let a = call("t", json!({"x": 1}));
-        assert_eq!(guard.observe(&[a.clone()], ""), Verdict::Clear);
-        assert!(matches!(guard.observe(&[a.clone()], ""), Verdict::Warn(_)));
+        assert_eq!(guard.observe(std::slice::from_ref(&a), ""), Verdict::Clear);
+        assert!(matches!(
+            guard.observe(std::slice::from_ref(&a), ""),
+            Verdict::Warn(_)
+        ));
         // A clear turn clears the warning too: the next loop is warned again, not ended.
         assert_eq!(
             guard.observe(&[call("t", json!({"x": 2}))], ""),
             Verdict::Clear
         );
-        assert_eq!(guard.observe(&[a.clone()], ""), Verdict::Clear);
+        assert_eq!(guard.observe(std::slice::from_ref(&a), ""), Verdict::Clear);
         assert!(matches!(guard.observe(&[a], ""), Verdict::Warn(_)));
     }
 

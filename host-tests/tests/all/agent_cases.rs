@@ -1328,7 +1328,6 @@ async fn a_streamed_run_calls_tools_between_streamed_turns() {
             AgentEvent::LoopDetected(_) => "loop",
             AgentEvent::Done(_) => "done",
             AgentEvent::Error(_) => "error",
-            AgentEvent::LoopDetected(_) => "loop_detected",
         })
         .collect();
     assert_eq!(

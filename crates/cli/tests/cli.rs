@@ -574,7 +574,11 @@ fn run_past_its_timeout_fails_with_status_timeout() {
     let result = stdout_json(&output);
     assert_eq!(result["success"], false, "{result}");
     assert_eq!(result["status"]["code"], "timeout", "{result}");
-    assert_eq!(result["errorInfo"]["name"], "LLMCallTimeoutError");
+    assert_eq!(result["errorInfo"]["name"], "TimeoutError");
+    assert_eq!(
+        result["errorInfo"]["message"],
+        "Agent \"oma-host\" exceeded whole-run timeout of 500ms"
+    );
     assert!(
         started.elapsed() < std::time::Duration::from_secs(4),
         "the run did not wait for the provider"

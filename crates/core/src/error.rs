@@ -105,6 +105,15 @@ pub enum Error {
         /// The per-call timeout that passed, in milliseconds.
         timeout_ms: u64,
     },
+    /// OMA's whole-run timeout (an `Error` named `TimeoutError`, no code): the run went past
+    /// the agent's `timeoutMs` (the run's deadline), whatever it was doing. Raise the limit or
+    /// shorten the run. Retryable, as a timeout is.
+    RunTimeout {
+        /// The agent's name.
+        agent: String,
+        /// The run's deadline that passed, in milliseconds.
+        timeout_ms: u64,
+    },
     /// OMA's `EgressPolicyError` (`EGRESS_POLICY_DENIED`): the egress policy forbids the
     /// request's destination, so nothing was sent. Change the policy or the endpoint.
     EgressDenied {
@@ -241,7 +250,7 @@ impl Error {
             Error::UnsupportedToolResultContent { .. } => ErrorKind::UnsupportedToolResultContent,
             Error::UnsupportedToolCall { .. } => ErrorKind::UnsupportedToolCall,
             Error::Provider { .. } => ErrorKind::Provider,
-            Error::Timeout { .. } => ErrorKind::Timeout,
+            Error::Timeout { .. } | Error::RunTimeout { .. } => ErrorKind::Timeout,
             Error::EgressDenied { .. } => ErrorKind::EgressDenied,
             Error::Session { .. } => ErrorKind::SessionState,
             Error::InvalidRequest { .. } | Error::Host { .. } => ErrorKind::Other,
@@ -257,6 +266,7 @@ impl Error {
             Error::UnsupportedToolCall { .. } => "UnsupportedToolCallError",
             Error::Provider { .. } => "ProviderError",
             Error::Timeout { .. } => "LLMCallTimeoutError",
+            Error::RunTimeout { .. } => "TimeoutError",
             Error::EgressDenied { .. } => "EgressPolicyError",
             Error::InvalidRequest { .. } | Error::Host { .. } => "Error",
             Error::Session { .. } => "SessionStateError",
@@ -290,7 +300,10 @@ impl Error {
             Error::Timeout { .. } => Some("LLM_CALL_TIMEOUT"),
             Error::EgressDenied { .. } => Some("EGRESS_POLICY_DENIED"),
             Error::Session { .. } => Some("SESSION_STATE"),
-            Error::Provider { .. } | Error::InvalidRequest { .. } | Error::Host { .. } => None,
+            Error::Provider { .. }
+            | Error::RunTimeout { .. }
+            | Error::InvalidRequest { .. }
+            | Error::Host { .. } => None,
         }
     }
 
@@ -307,7 +320,7 @@ impl Error {
             | Error::InvalidRequest { .. }
             | Error::Session { .. }
             | Error::EgressDenied { .. } => false,
-            Error::Timeout { .. } | Error::Host { .. } => true,
+            Error::Timeout { .. } | Error::RunTimeout { .. } | Error::Host { .. } => true,
             Error::Provider { status, .. } => match status {
                 None => true,
                 Some(408 | 409 | 429) => true,
@@ -474,6 +487,12 @@ impl fmt::Display for Error {
             } => write!(f, "{status} {message}"),
             Error::Timeout { timeout_ms, .. } => {
                 write!(f, "LLM call exceeded per-call timeout of {timeout_ms}ms")
+            }
+            Error::RunTimeout { agent, timeout_ms } => {
+                write!(
+                    f,
+                    "Agent \"{agent}\" exceeded whole-run timeout of {timeout_ms}ms"
+                )
             }
             Error::Provider { message, .. }
             | Error::InvalidRequest { message }

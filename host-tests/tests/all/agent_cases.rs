@@ -1672,7 +1672,7 @@ async fn a_tool_that_outlives_the_run_deadline_ends_the_run_with_omas_timeout() 
     assert!(!result.success, "{result:?}");
     let failure = result.failure.as_ref().expect("a failed run says why");
     assert_eq!(failure.status.code, StatusCode::Timeout);
-    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(failure.error_info.name, "TimeoutError");
     assert_eq!(failure.error_info.kind, FailureKind::Timeout);
     assert_eq!(bench.requests.all().len(), 1, "nothing was sent past the deadline");
 }

@@ -680,7 +680,9 @@ test('a tool that outlives the run deadline ends the run with OMA timeout, not a
   finish()
   assert.equal(result.success, false)
   assert.equal(result.status.code, 'timeout')
-  assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
+  // OMA's whole-run timeout, naming the run's limit (not a per-call one).
+  assert.equal(result.errorInfo.name, 'TimeoutError')
+  assert.match(result.errorInfo.message, /^Agent ".*" exceeded whole-run timeout of 300ms$/)
   assert.ok(elapsed >= 250 && elapsed < 2000, `ended after ${elapsed} ms`)
   assert.equal(server.requests.length, 1, 'nothing was sent after the deadline')
 })

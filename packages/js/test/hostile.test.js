@@ -179,11 +179,12 @@ function trickle(contentType, everyMs = 100) {
   }
 }
 
-function assertTimedOut(result, t0, withinMs) {
+/** The run timed out: by a call's limit (`LLMCallTimeoutError`) unless `name` says the run's. */
+function assertTimedOut(result, t0, withinMs, name = 'LLMCallTimeoutError') {
   const elapsed = Date.now() - t0
   assert.equal(result.success, false, JSON.stringify(result))
   assert.equal(result.status.code, 'timeout', JSON.stringify(result.status))
-  assert.equal(result.errorInfo.name, 'LLMCallTimeoutError')
+  assert.equal(result.errorInfo.name, name)
   assert.ok(elapsed < withinMs, `the run took ${elapsed} ms`)
 }
 
@@ -217,15 +218,16 @@ test('a stream that stalls is cut at the call timeout', { timeout: 10000 }, asyn
 test('a stream that trickles ends at the run deadline and at the call deadline', { timeout: 15000 }, async () => {
   const provider = await listen(trickle('text/event-stream'))
   try {
-    for (const extra of [{ deadlineMs: 600 }, { call: { deadlineMs: 600 } }]) {
+    // The run's deadline is OMA's whole-run timeout; the call's, a call timeout.
+    for (const [extra, name] of [[{ deadlineMs: 600 }, 'TimeoutError'], [{ call: { deadlineMs: 600 } }, 'LLMCallTimeoutError']]) {
       const t0 = Date.now()
       const events = await collect(agent(provider.url, extra).stream('hi'))
-      assertTimedOut(events.at(-1).data.result, t0, 2000)
+      assertTimedOut(events.at(-1).data.result, t0, 2000, name)
     }
     // And a whole response under the run deadline, with the call timeout left at 120 s.
     const t0 = Date.now()
     const result = await agent(provider.url, { deadlineMs: 600 }).run('hi')
-    assertTimedOut(result, t0, 2000)
+    assertTimedOut(result, t0, 2000, 'TimeoutError')
   } finally {
     await provider.close()
   }

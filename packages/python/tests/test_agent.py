@@ -480,7 +480,10 @@ def test_a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout(loop, ant
     release.set()
     assert result["success"] is False
     assert result["status"]["code"] == "timeout"
-    assert result["errorInfo"]["name"] == "LLMCallTimeoutError"
+    # OMA's whole-run timeout, naming the run's limit (not a per-call one).
+    assert result["errorInfo"]["name"] == "TimeoutError"
+    assert result["errorInfo"]["message"].endswith('" exceeded whole-run timeout of 300ms')
+    assert result["error"].name == "TimeoutError" and not isinstance(result["error"], oma.LLMCallTimeoutError)
     assert 0.25 <= elapsed < 2.0, elapsed
     assert len(loop.requests) == 1, "nothing was sent after the deadline"
 

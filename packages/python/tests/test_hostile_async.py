@@ -200,8 +200,8 @@ def test_a_stream_that_stalls_is_cut_at_the_call_timeout(providers):
 
 def test_a_stream_that_trickles_ends_at_the_run_and_call_deadlines(providers):
     provider = providers(trickle("text/event-stream"))
-    for extra in ({"deadline_ms": 600}, {"call": {"deadline_ms": 600}}):
+    for extra, name in (({"deadline_ms": 600}, "TimeoutError"), ({"call": {"deadline_ms": 600}}, "LLMCallTimeoutError")):
         t0 = time.monotonic()
-        assert_timed_out(asyncio.run(streamed(agent(provider.base, **extra))), t0, 2.0)
+        assert_timed_out(asyncio.run(streamed(agent(provider.base, **extra))), t0, 2.0, name)
     t0 = time.monotonic()
-    assert_timed_out(asyncio.run(ran(agent(provider.base, deadline_ms=600))), t0, 2.0)
+    assert_timed_out(asyncio.run(ran(agent(provider.base, deadline_ms=600))), t0, 2.0, "TimeoutError")

@@ -363,9 +363,10 @@ impl RunMachine {
         }
         if self.remaining_ms() == Some(0) && !matches!(self.phase, Phase::Over(_)) {
             // Past the run's deadline: whatever was in flight is abandoned.
+            // OMA's whole-run timeout, which names the agent and the run's limit.
             let deadline = self.spec.deadline_ms.unwrap_or_default();
-            let error = Error::Timeout {
-                provider: self.spec.provider.clone(),
+            let error = Error::RunTimeout {
+                agent: self.spec.turn.agent_name.clone(),
                 timeout_ms: deadline,
             };
             self.fail(&error, false);

@@ -202,7 +202,10 @@ def error_from_wit(record: Any) -> OmaError:
     """Converts the component's ``error`` record into the matching exception."""
     name = getattr(record, "name")
     kind = getattr(record, "kind")
-    cls = _BY_NAME.get(name) or _BY_KIND.get(kind) or OmaError
+    # OMA's whole-run timeout is a plain error named ``TimeoutError`` (kind ``timeout`` too, but
+    # not the per-call ``LLMCallTimeoutError``).
+    by_kind = None if name == "TimeoutError" else _BY_KIND.get(kind)
+    cls = _BY_NAME.get(name) or by_kind or OmaError
     extra: Dict[str, Any] = {}
     if issubclass(cls, UnsupportedContentBlockError):
         extra["block_type"] = getattr(record, "block-type", None)

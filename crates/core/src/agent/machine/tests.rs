@@ -296,7 +296,7 @@ fn a_run_past_its_deadline_ends_as_a_timeout() {
         failure.status.code,
         crate::agent::outcome::StatusCode::Timeout
     );
-    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(failure.error_info.name, "TimeoutError");
     assert!(host.sent.len() < 10, "the deadline stopped the loop");
     assert!(
         host.sent.iter().all(|o| o.timeout_ms <= 6),
@@ -783,7 +783,7 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
         failure.status.code,
         crate::agent::outcome::StatusCode::Timeout
     );
-    assert_eq!(failure.error_info.name, "LLMCallTimeoutError");
+    assert_eq!(failure.error_info.name, "TimeoutError");
     assert_eq!(
         failure.error_info.kind,
         crate::agent::outcome::FailureKind::Timeout

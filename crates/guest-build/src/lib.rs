@@ -166,12 +166,15 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 
 /// The ceiling of the opt-in `oma_fastly.wasm` (`oma-guest-build --world fastly
 /// --check-sizes`): its size when it was first built (1,141,242 B), plus about 2%, as for the
-/// others.
+/// others; raised to 1,426,000 B on 3 December 2026 (1,398,284 B measured, +257,042) when the
+/// gateway's rules it links gained the OpenAI- and Anthropic-compatible routes with their
+/// fallbacks and trace export, and the run machine the trace events, provider options, loop
+/// detection and context options, as `oma_gateway.wasm` did.
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_164_000;
+const FASTLY_CEILING: u64 = 1_426_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

@@ -1,21 +1,24 @@
 //! The gateway on Fastly Compute (`oma_fastly.wasm`, `docs/deploy.md`): the gateway's routes,
-//! settings and runs (`oma-gateway-rules`' [`serve`]) bound to Fastly's `fastly:compute/service`
+//! settings and runs (`oma-gateway-rules`' `serve`) bound to Fastly's `fastly:compute/service`
 //! world instead of `wasi:http/proxy`. Nothing is decided here: this file only moves bytes
 //! between Fastly's hostcalls and the gateway.
 //!
 //! - The request and the response: Fastly's `http-incoming.handle` export, `http-req`,
 //!   `http-body` and `http-resp` (`send-downstream`, and `send-downstream-streaming` for
 //!   server-sent events).
-//! - The provider calls ([`FastlyIo`], a [`Transport`] of the one step loop): one dynamic
+//! - The provider calls (`FastlyIo`, a `Transport` of the one step loop): one dynamic
 //!   backend per origin (`backend.register-dynamic-backend`), sent uncached with the call's
 //!   timeouts.
 //! - The configuration: Fastly has no environment for a service, so each variable the gateway
-//!   reads ([`variable_names`]) is looked up in the secret store `oma_gateway_secrets`, then in
+//!   reads (`variable_names`) is looked up in the secret store `oma_gateway_secrets`, then in
 //!   the config store `oma_gateway`, and what is found goes through the same
-//!   [`Settings::from_vars`] as the environment of the wasi:http gateway.
+//!   `Settings::from_vars` as the environment of the wasi:http gateway.
 //!
 //! Built for wasm32 only: natively the crate is empty, so the workspace builds everywhere.
 
+// Natively the crate is empty, so the crate docs' links to its wasm32 items cannot resolve
+// there; `cargo doc --target wasm32-unknown-unknown` resolves them.
+#![cfg_attr(not(target_arch = "wasm32"), allow(rustdoc::broken_intra_doc_links))]
 #![cfg(target_arch = "wasm32")]
 #![deny(missing_docs)]
 

@@ -54,7 +54,7 @@ pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_j
 /// is the one the whole text would have parsed to. A host passes a run's input this way to keep
 /// large media out of its own JSON writer and out of the parser (the `*-json-parts` functions of
 /// the `portable` world's driver). A pointer that names no value fails with
-/// [`Error::InvalidRequest`], naming the pointer; `value` may then hold some of the strings.
+/// [`Error::InvalidRequest`](crate::error::Error::InvalidRequest), naming the pointer; `value` may then hold some of the strings.
 pub fn place_strings(
     value: &mut serde_json::Value,
     strings: Vec<(String, String)>,

@@ -27,7 +27,7 @@ pub struct Writer {
 
 impl Writer {
     /// A writer whose buffer holds `capacity` bytes before it regrows (see
-    /// [`ChatRequest::size_hint`](super::ChatRequest::size_hint)).
+    /// [`ChatRequest::size_hint`](crate::adapter::ChatRequest::size_hint)).
     pub fn with_capacity(capacity: usize) -> Self {
         Writer {
             out: Vec::with_capacity(capacity),

@@ -47,7 +47,7 @@ export const OUT_OF_SCOPE = {
   'patterns/eval-offline-regression': 'needs the `eval` subpath (OMA\'s evaluation framework), which the package does not ship',
 }
 
-const STRUCTURED = 'needs outputSchema / result.structured (issue 28 item 2, being added on branch core)'
+const STRUCTURED = 'needs outputSchema / result.structured (not built yet)'
 /**
  * Programs whose run cannot match OMA yet, and why. They still run and are compared, as `todo`
  * tests: reported on every run, failing nothing; drop a line here when its feature lands.
@@ -56,7 +56,7 @@ const IS_ERROR_FALSE =
   'OMA sends `is_error: false` for a tool result whose `isError` is false (every built-in tool returns it); the ' +
   "component's tool answer (`tool-answer-json.is-error: bool`, wit/driver.wit) cannot tell false from absent and leaves it out"
 export const PENDING = {
-  'basics-single-agent': `needs contextStrategy (issue 28 item 3, branch core); and: ${IS_ERROR_FALSE}`,
+  'basics-single-agent': IS_ERROR_FALSE,
   'patterns-risk-gated-bash': IS_ERROR_FALSE,
   'patterns-structured-output': STRUCTURED,
   'cookbook-meeting-summarizer': STRUCTURED,
@@ -64,8 +64,6 @@ export const PENDING = {
   'cookbook-competitive-monitoring': STRUCTURED,
   'cookbook-narrative-puzzle-hint-arbitration': STRUCTURED,
   'cookbook-rare-disease-information-triage': STRUCTURED,
-  'patterns-cross-provider-reasoning': 'needs preserveReasoningAsText / compressReasoningText (issue 28 item 3, branch core)',
-  'providers-local-quantized': 'needs frequencyPenalty, presencePenalty, minP, extraBody (issue 28 item 5, branch core)',
 }
 
 export function programs() {

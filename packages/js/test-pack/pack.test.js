@@ -58,7 +58,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'pool.d.ts', 'src/builtin-tools/bash.js', 'src/builtin-tools/delegate.js', 'src/builtin-tools/files.js',
       'src/builtin-tools/index.js', 'src/builtin-tools/path-safety.js', 'src/builtin-tools/redact.js',
       'src/builtin-tools/schema.js', 'src/builtin-tools/search.js', 'src/builtin-tools/shell.js', 'src/classifiers.js',
-      'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/pool.js', 'src/tools.js', 'src/transport.js',
+      'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/pool.js', 'src/status.js', 'src/tools.js', 'src/transport.js',
     ])
     const size = statSync(tarball).size
     assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)

@@ -22,7 +22,7 @@ say() { echo "clients: $*" >&2; }
 
 if [[ -z "${OMA_HOST:-}" || -z "${LOOPBACK_PROVIDER:-}" ]]; then
   say "building oma-host and loopback-provider (debug)"
-  (cd "$root" && cargo build -q -p oma-host -p oma-testkit --bin oma-host --bin loopback-provider)
+  (cd "$root" && cargo build -q -p oma-host -p oma-host-tests --bin oma-host --bin loopback-provider)
 fi
 OMA_HOST=${OMA_HOST:-$root/target/debug/oma-host}
 LOOPBACK_PROVIDER=${LOOPBACK_PROVIDER:-$root/target/debug/loopback-provider}

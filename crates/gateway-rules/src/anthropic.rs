@@ -13,12 +13,11 @@
 
 use serde_json::{json, Map, Value};
 
-use oma_core::adapter::{ChatRequest, Sampling, StreamEvent, ToolDefinition};
+use oma_core::adapter::{Sampling, StreamEvent, ToolDefinition};
 use oma_core::error::Error;
 use oma_core::message::{ContentBlock, LlmResponse};
-use oma_core::validate::validate_messages;
 
-use crate::chat::{ChatMachine, Target};
+use crate::chat::{chat_request, ChatMachine, Target};
 use crate::env::Settings;
 use crate::openai::{Completion, Writer};
 use crate::Reply;
@@ -183,18 +182,8 @@ pub fn start(
             })
             .collect::<Result<Vec<_>, Reply>>()?,
     );
-    let messages =
-        oma_core::json::messages_from_value(conversation).map_err(|e| of_error(settings, e))?;
-    validate_messages(&messages).map_err(|e| of_error(settings, e))?;
-    let request = ChatRequest {
-        model: target.model.clone(),
-        system_prompt: system,
-        messages,
-        tools,
-        sampling,
-        stream,
-        ..ChatRequest::default()
-    };
+    let request = chat_request(&target, system, conversation, tools, sampling, stream)
+        .map_err(|e| of_error(settings, e))?;
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));

@@ -26,6 +26,30 @@ use oma_core::message::LlmResponse;
 
 use crate::env::Settings;
 
+/// The OMA request both compatible routes send to `target`: `conversation` (OMA's message JSON,
+/// read from the client's shape by the route) through OMA's shape guard and validation, with
+/// OMA's messages, and the rest as the route read it. A route maps the error to its own shape.
+pub fn chat_request(
+    target: &Target,
+    system_prompt: Option<String>,
+    conversation: serde_json::Value,
+    tools: Vec<oma_core::adapter::ToolDefinition>,
+    sampling: oma_core::adapter::Sampling,
+    stream: bool,
+) -> Result<ChatRequest, Error> {
+    let messages = oma_core::json::messages_from_value(conversation)?;
+    oma_core::validate::validate_messages(&messages)?;
+    Ok(ChatRequest {
+        model: target.model.clone(),
+        system_prompt,
+        messages,
+        tools,
+        sampling,
+        stream,
+        ..ChatRequest::default()
+    })
+}
+
 /// A `<provider>/<model>` to try.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {

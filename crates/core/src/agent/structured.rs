@@ -73,6 +73,18 @@ impl OutputSchema {
         })
     }
 
+    /// A schema from JSON text (the WIT's `output-schema`), validated here. Fails with
+    /// [`crate::error::Error::InvalidRequest`] naming `outputSchema`, as the JSON
+    /// configuration does, for text that is not JSON or not a JSON Schema.
+    pub fn from_text(text: &str) -> Result<Self, crate::error::Error> {
+        let invalid = |why: String| crate::error::Error::InvalidRequest {
+            message: format!("the agent configuration is not valid: `outputSchema` {why}"),
+        };
+        let value: Value =
+            crate::json::from_str(text).map_err(|e| invalid(format!("is not JSON: {e}")))?;
+        OutputSchema::new(value, false).map_err(|why| invalid(format!("is not a JSON Schema: {why}")))
+    }
+
     /// The JSON Schema.
     pub fn schema(&self) -> &Value {
         &self.schema

@@ -63,10 +63,20 @@ impl OutputSchema {
     /// A checked schema. `host_validates`: the host checks each answer (it holds the schema the
     /// user wrote, a zod schema or a pydantic model, of which `schema` is the JSON Schema shown
     /// to the model); otherwise [`OutputSchema::validate`] does. Fails, saying why, for a value
-    /// that is no JSON Schema, or one that uses a keyword this validator does not check (only
-    /// when it is the validator).
+    /// that is no JSON Schema, or one that uses a keyword this validator does not check; a schema
+    /// the host validates need only be an object or a boolean.
     pub fn new(schema: Value, host_validates: bool) -> Result<Self, String> {
-        check_schema(&schema, &schema, "", 0, host_validates)?;
+        if host_validates {
+            // Only shown to the model: the host's validator is the judge of its own schema.
+            if !(schema.is_object() || schema.is_boolean()) {
+                return Err(format!(
+                    "a schema must be an object or a boolean, got {}",
+                    json_type(&schema)
+                ));
+            }
+        } else {
+            check_schema(&schema, &schema, "", 0)?;
+        }
         Ok(OutputSchema {
             schema,
             host_validates,
@@ -320,13 +330,7 @@ fn js_number(n: &serde_json::Number) -> String {
 // ---------------------------------------------------------------------------------------------
 // Checking a schema
 
-fn check_schema(
-    root: &Value,
-    schema: &Value,
-    at: &str,
-    depth: usize,
-    host: bool,
-) -> Result<(), String> {
+fn check_schema(root: &Value, schema: &Value, at: &str, depth: usize) -> Result<(), String> {
     let here = |what: &str| {
         if at.is_empty() {
             what.to_owned()
@@ -371,7 +375,7 @@ fn check_schema(
                     return Err(format!("{path}: must be an object of schemas"));
                 };
                 for (name, entry) in entries {
-                    check_schema(root, entry, &format!("{path}/{name}"), depth + 1, host)?;
+                    check_schema(root, entry, &format!("{path}/{name}"), depth + 1)?;
                 }
             }
             "required" => {
@@ -382,21 +386,21 @@ fn check_schema(
                     return Err(format!("{path}: must be a list of property names"));
                 }
             }
-            "additionalProperties" | "not" => check_schema(root, value, &path, depth + 1, host)?,
+            "additionalProperties" | "not" => check_schema(root, value, &path, depth + 1)?,
             "items" => match value {
                 Value::Array(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        check_schema(root, item, &format!("{path}/{i}"), depth + 1, host)?;
+                        check_schema(root, item, &format!("{path}/{i}"), depth + 1)?;
                     }
                 }
-                _ => check_schema(root, value, &path, depth + 1, host)?,
+                _ => check_schema(root, value, &path, depth + 1)?,
             },
             "prefixItems" | "anyOf" | "oneOf" | "allOf" => {
                 let Some(items) = value.as_array().filter(|items| !items.is_empty()) else {
                     return Err(format!("{path}: must be a non-empty list of schemas"));
                 };
                 for (i, item) in items.iter().enumerate() {
-                    check_schema(root, item, &format!("{path}/{i}"), depth + 1, host)?;
+                    check_schema(root, item, &format!("{path}/{i}"), depth + 1)?;
                 }
             }
             "enum" => {
@@ -435,7 +439,7 @@ fn check_schema(
                     ));
                 }
             }
-            word if !host && UNSUPPORTED.contains(&word) => {
+            word if UNSUPPORTED.contains(&word) => {
                 return Err(format!(
                     "{path}: the keyword `{word}` is not checked by the component's validator"
                 ));

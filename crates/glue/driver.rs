@@ -455,11 +455,13 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
             }
         }
         dr::Answer::External(reply) => Answer::External(reply),
-        dr::Answer::Validated(Ok(text)) => Answer::Validated(Ok(json::from_str(&text).map_err(
-            |e| Error::InvalidRequest {
-                message: format!("the validated value is not JSON text: {e}"),
-            },
-        )?)),
+        dr::Answer::Validated(Ok(text)) => {
+            Answer::Validated(Ok(json::from_str(&text).map_err(|e| {
+                Error::InvalidRequest {
+                    message: format!("the validated value is not JSON text: {e}"),
+                }
+            })?))
+        }
         dr::Answer::Validated(Err(message)) => Answer::Validated(Err(message)),
     })
 }

@@ -109,10 +109,12 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
             "-" => Input::Stdin,
             _ => Input::File(path.into()),
         }),
-        output_schema: options.take("output-schema").map(|path| match path.as_str() {
-            "-" => Input::Stdin,
-            _ => Input::File(path.into()),
-        }),
+        output_schema: options
+            .take("output-schema")
+            .map(|path| match path.as_str() {
+                "-" => Input::Stdin,
+                _ => Input::File(path.into()),
+            }),
     };
     if args.progress && (args.prompt || args.stream) {
         return Err(

@@ -669,7 +669,8 @@ fn a_run_takes_an_output_schema() {
     assert_eq!(value["success"], json!(true));
     assert_eq!(value["structured"], json!({"mood": "good"}));
     for schema in [json!("object"), json!({"type": "text"})] {
-        let body = json!({"provider": "anthropic", "model": "m", "prompt": "a", "outputSchema": schema});
+        let body =
+            json!({"provider": "anthropic", "model": "m", "prompt": "a", "outputSchema": schema});
         let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
             .err()
             .unwrap_or_else(|| panic!("{body} was accepted"));

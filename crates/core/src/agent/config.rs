@@ -259,10 +259,9 @@ impl AgentSettings {
         };
         let output_schema = match config.take("outputSchema") {
             None | Some(Value::Null) => None,
-            Some(schema) => Some(
-                OutputSchema::new(schema, host_validates)
-                    .map_err(|why| config.invalid("outputSchema", &format!("is not a JSON Schema: {why}")))?,
-            ),
+            Some(schema) => Some(OutputSchema::new(schema, host_validates).map_err(|why| {
+                config.invalid("outputSchema", &format!("is not a JSON Schema: {why}"))
+            })?),
         };
         let history = config.take("history");
         let call = match config.object("call")? {

@@ -92,7 +92,8 @@ impl OutputSchema {
         };
         let value: Value =
             crate::json::from_str(text).map_err(|e| invalid(format!("is not JSON: {e}")))?;
-        OutputSchema::new(value, false).map_err(|why| invalid(format!("is not a JSON Schema: {why}")))
+        OutputSchema::new(value, false)
+            .map_err(|why| invalid(format!("is not a JSON Schema: {why}")))
     }
 
     /// The JSON Schema.
@@ -144,11 +145,9 @@ impl OutputSchema {
         if issues.is_empty() {
             return Ok(());
         }
-        Err(issues_message(
-            issues
-                .iter()
-                .map(|issue| (issue.path.as_slice(), issue.message.as_str())),
-        ))
+        Err(issues_message(issues.iter().map(|issue| {
+            (issue.path.as_slice(), issue.message.as_str())
+        })))
     }
 }
 
@@ -363,10 +362,7 @@ fn check_schema(root: &Value, schema: &Value, at: &str, depth: usize) -> Result<
                 };
                 for name in names {
                     if !name.as_str().is_some_and(|name| TYPES.contains(&name)) {
-                        return Err(format!(
-                            "{path}: {name} is not one of {}",
-                            TYPES.join(", ")
-                        ));
+                        return Err(format!("{path}: {name} is not one of {}", TYPES.join(", ")));
                     }
                 }
             }
@@ -767,14 +763,16 @@ fn check_array(
     }
     // `prefixItems` (2020-12) or a list under `items` (draft 7) for the first items; `items`
     // as a schema for the rest.
-    let (prefix, rest): (&[Value], Option<&Value>) = match (map.get("prefixItems"), map.get("items"))
-    {
-        (Some(Value::Array(prefix)), rest) => (prefix, rest),
-        (_, Some(Value::Array(prefix))) => (prefix, None),
-        (_, rest) => (&[], rest),
-    };
+    let (prefix, rest): (&[Value], Option<&Value>) =
+        match (map.get("prefixItems"), map.get("items")) {
+            (Some(Value::Array(prefix)), rest) => (prefix, rest),
+            (_, Some(Value::Array(prefix))) => (prefix, None),
+            (_, rest) => (&[], rest),
+        };
     for (i, item) in items.iter().enumerate() {
-        let schema = prefix.get(i).or(if i >= prefix.len() { rest } else { None });
+        let schema = prefix
+            .get(i)
+            .or(if i >= prefix.len() { rest } else { None });
         if let Some(schema) = schema {
             path.push(i.to_string());
             check(root, schema, item, path, issues, depth + 1);
@@ -849,12 +847,20 @@ fn check_object(
     let len = object.len() as u64;
     if let Some(min) = map.get("minProperties").and_then(Value::as_u64) {
         if len < min {
-            push(issues, path, format!("Object must have at least {min} key(s)"));
+            push(
+                issues,
+                path,
+                format!("Object must have at least {min} key(s)"),
+            );
         }
     }
     if let Some(max) = map.get("maxProperties").and_then(Value::as_u64) {
         if len > max {
-            push(issues, path, format!("Object must have at most {max} key(s)"));
+            push(
+                issues,
+                path,
+                format!("Object must have at most {max} key(s)"),
+            );
         }
     }
 }
@@ -877,10 +883,7 @@ mod tests {
             extract_json("Here:\n```json\n{\"a\": 2}\n```\nand ```{\"a\": 3}```"),
             Ok(json!({"a": 2}))
         );
-        assert_eq!(
-            extract_json("Here:\n```\n[1, 2]\n```"),
-            Ok(json!([1, 2]))
-        );
+        assert_eq!(extract_json("Here:\n```\n[1, 2]\n```"), Ok(json!([1, 2])));
         // A broken json fence falls back to the bare fence, which starts at the same place.
         assert!(extract_json("```json\n{broken\n```").is_err());
         assert_eq!(
@@ -890,7 +893,10 @@ mod tests {
         assert_eq!(extract_json("list: [1, 2] done"), Ok(json!([1, 2])));
         assert_eq!(
             extract_json("  not JSON at all "),
-            Err("Failed to extract JSON from output. Raw output begins with: \"not JSON at all\"".into())
+            Err(
+                "Failed to extract JSON from output. Raw output begins with: \"not JSON at all\""
+                    .into()
+            )
         );
         let long = "x".repeat(150);
         let err = extract_json(&long).unwrap_err();
@@ -905,13 +911,17 @@ mod tests {
 
     #[test]
     fn instruction_is_omas_block() {
-        let s = schema(json!({"type": "object", "properties": {"a": {"type": "number", "enum": [1.0, 2.5]}}, "required": ["a"], "x": []}));
+        let s = schema(
+            json!({"type": "object", "properties": {"a": {"type": "number", "enum": [1.0, 2.5]}}, "required": ["a"], "x": []}),
+        );
         let text = s.instruction();
         assert!(text.starts_with("\n## Output Format (REQUIRED)\nYou MUST"));
         assert!(text.ends_with(
             "```\n{\n  \"type\": \"object\",\n  \"properties\": {\n    \"a\": {\n      \"type\": \"number\",\n      \"enum\": [\n        1,\n        2.5\n      ]\n    }\n  },\n  \"required\": [\n    \"a\"\n  ],\n  \"x\": []\n}\n```"
         ), "{text}");
-        assert!(s.system_prompt(Some("Be brief.")).starts_with("Be brief.\n\n## Output"));
+        assert!(s
+            .system_prompt(Some("Be brief."))
+            .starts_with("Be brief.\n\n## Output"));
         assert!(s.system_prompt(None).starts_with("\n## Output"));
         assert!(s.system_prompt(Some("")).starts_with("\n## Output"));
     }
@@ -949,7 +959,8 @@ mod tests {
              \x20 - (root): Unrecognized key(s) in object: 'z'"
         );
         assert_eq!(
-            s.validate(&json!({"mood": "good", "score": 1, "tags": []})).unwrap_err(),
+            s.validate(&json!({"mood": "good", "score": 1, "tags": []}))
+                .unwrap_err(),
             "Output validation failed:\n  - title: Required"
         );
         assert_eq!(
@@ -969,7 +980,9 @@ mod tests {
             s.validate(&json!({"next": {"next": 1}})).unwrap_err(),
             "Output validation failed:\n  - next: Invalid input"
         );
-        let t = schema(json!({"type": ["string", "null"], "oneOf": [{"const": "a"}, {"type": "null"}]}));
+        let t = schema(
+            json!({"type": ["string", "null"], "oneOf": [{"const": "a"}, {"type": "null"}]}),
+        );
         assert_eq!(t.validate(&json!(null)), Ok(()));
         assert!(t.validate(&json!("b")).is_err());
         // A reference that loops on itself stops instead of overflowing.
@@ -980,14 +993,29 @@ mod tests {
     #[test]
     fn no_schema_is_refused_naming_why() {
         for (bad, why) in [
-            (json!("object"), "a schema must be an object or a boolean, got string"),
+            (
+                json!("object"),
+                "a schema must be an object or a boolean, got string",
+            ),
             (json!({"type": "text"}), "/type: \"text\" is not one of"),
-            (json!({"properties": []}), "/properties: must be an object of schemas"),
+            (
+                json!({"properties": []}),
+                "/properties: must be an object of schemas",
+            ),
             (json!({"required": "a"}), "/required: must be a list"),
-            (json!({"$ref": "#/nowhere"}), "/$ref: \"#/nowhere\" names no schema"),
-            (json!({"properties": {"a": {"pattern": "^x"}}}), "/properties/a/pattern: the keyword `pattern`"),
+            (
+                json!({"$ref": "#/nowhere"}),
+                "/$ref: \"#/nowhere\" names no schema",
+            ),
+            (
+                json!({"properties": {"a": {"pattern": "^x"}}}),
+                "/properties/a/pattern: the keyword `pattern`",
+            ),
             (json!({"anyOf": []}), "/anyOf: must be a non-empty list"),
-            (json!({"minLength": -1}), "/minLength: must be a whole number"),
+            (
+                json!({"minLength": -1}),
+                "/minLength: must be a whole number",
+            ),
         ] {
             let err = OutputSchema::new(bad.clone(), false).unwrap_err();
             assert!(err.starts_with(why), "{bad}: {err}");

@@ -1009,9 +1009,10 @@ fn a_failed_call_has_no_llm_call_event() {
 /// The shared structured-output table (`fixtures/structured-output.json`), natively.
 #[test]
 fn structured_output_fixtures() {
-    let table: Value =
-        serde_json::from_str(include_str!("../../../../../fixtures/structured-output.json"))
-            .expect("JSON");
+    let table: Value = serde_json::from_str(include_str!(
+        "../../../../../fixtures/structured-output.json"
+    ))
+    .expect("JSON");
     for case in table["cases"].as_array().expect("cases") {
         let name = case["name"].as_str().expect("a name");
         let expect = &case["expect"];
@@ -1041,7 +1042,10 @@ fn structured_output_fixtures() {
         assert_eq!(outcome.output, expect["output"], "{name}");
         assert_eq!(host.sent.len() as u64, expect["requests"], "{name}");
         assert_eq!(
-            json!([outcome.token_usage.input_tokens, outcome.token_usage.output_tokens]),
+            json!([
+                outcome.token_usage.input_tokens,
+                outcome.token_usage.output_tokens
+            ]),
             expect["tokens"],
             "{name}"
         );
@@ -1052,14 +1056,24 @@ fn structured_output_fixtures() {
         );
         for body in &bodies {
             assert!(
-                body["system"].as_str().expect("a system prompt").starts_with(&system),
+                body["system"]
+                    .as_str()
+                    .expect("a system prompt")
+                    .starts_with(&system),
                 "{name}"
             );
         }
         if let Some(feedback) = expect["feedback"].as_str() {
-            let last = bodies[1]["messages"].as_array().expect("messages").last().cloned();
+            let last = bodies[1]["messages"]
+                .as_array()
+                .expect("messages")
+                .last()
+                .cloned();
             let text = last.as_ref().map(|m| m["content"][0]["text"].clone());
-            let text = text.as_ref().and_then(Value::as_str).expect("a feedback turn");
+            let text = text
+                .as_ref()
+                .and_then(Value::as_str)
+                .expect("a feedback turn");
             assert!(text.starts_with("Your previous response did not produce valid JSON"));
             assert!(text.contains(feedback), "{name}: {text}");
             // The retry repeats the input, the first answer, then the feedback.
@@ -1083,7 +1097,10 @@ fn structured_output_fixtures() {
         let err = AgentSettings::from_json(&config.to_string()).expect_err("refused");
         let message = err.to_string();
         assert!(message.contains("outputSchema"), "{message}");
-        assert!(message.contains(bad["error"].as_str().expect("text")), "{message}");
+        assert!(
+            message.contains(bad["error"].as_str().expect("text")),
+            "{message}"
+        );
     }
 }
 
@@ -1092,9 +1109,13 @@ fn structured_output_fixtures() {
 #[test]
 fn host_verdicts_streams_and_the_merged_budget() {
     let mut validated = settings("anthropic");
-    validated.output_schema = Some(OutputSchema::new(json!({"type": "object"}), true).expect("a schema"));
+    validated.output_schema =
+        Some(OutputSchema::new(json!({"type": "object"}), true).expect("a schema"));
     let (spec, _) = validated.into_spec().expect("valid");
-    let mut host = Host::replying(&[(200, &reply("{\"a\": 1}", 1, 1)), (200, &reply("[2]", 1, 1))]);
+    let mut host = Host::replying(&[
+        (200, &reply("{\"a\": 1}", 1, 1)),
+        (200, &reply("[2]", 1, 1)),
+    ]);
     host.verdicts = VecDeque::from([
         Err("Output validation failed:\n  - a: Expected string, received number".into()),
         Ok(json!(["two"])),
@@ -1108,7 +1129,8 @@ fn host_verdicts_streams_and_the_merged_budget() {
 
     // Over the budget once both attempts are counted: OMA's budget failure, merged.
     let mut budgeted = settings("anthropic");
-    budgeted.output_schema = Some(OutputSchema::new(json!({"type": "object"}), false).expect("a schema"));
+    budgeted.output_schema =
+        Some(OutputSchema::new(json!({"type": "object"}), false).expect("a schema"));
     budgeted.token_budget = Some(15);
     let (spec, _) = budgeted.into_spec().expect("valid");
     let mut host = Host::replying(&[(200, &reply("no", 5, 5)), (200, &reply("{}", 5, 5))]);

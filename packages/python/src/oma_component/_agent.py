@@ -1193,7 +1193,11 @@ class _Spec:
         #: OMA's ``onTrace``: receives each trace event of every run (``None``: no tracing).
         self.on_trace: Optional[Observer] = options.pop("on_trace", None)
         schema = options.pop("output_schema", None)
-        structured, self.output_model = ({}, None) if schema is None else _output_schema(schema)
+        structured: Dict[str, Any] = {}
+        #: A pydantic model class that validates each final answer here (``output_schema``).
+        self.output_model: Any = None
+        if schema is not None:
+            structured, self.output_model = _output_schema(schema)
         if self.on_trace is not None and not callable(self.on_trace):
             raise TypeError("on_trace must be callable")
         unknown = set(options) - set(_PLAIN_KEYS)

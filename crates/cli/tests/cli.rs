@@ -1189,7 +1189,12 @@ fn run_output_schema_validates_the_answer_with_one_retry() {
     ]);
     let output = run_against(
         &simulator,
-        &["--text", "Rate it.", "--output-schema", &path_str(schema.clone())],
+        &[
+            "--text",
+            "Rate it.",
+            "--output-schema",
+            &path_str(schema.clone()),
+        ],
         None,
     );
     assert!(
@@ -1207,7 +1212,12 @@ fn run_output_schema_validates_the_answer_with_one_retry() {
         .as_str()
         .is_some_and(|s| s.contains("## Output Format (REQUIRED)")));
     let retry = requests[1].json().unwrap();
-    let feedback = retry["messages"].as_array().unwrap().last().cloned().unwrap();
+    let feedback = retry["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
     assert!(feedback["content"]
         .to_string()
         .contains("Raw output begins with: \\\"Mostly fine.\\\""));
@@ -1216,7 +1226,12 @@ fn run_output_schema_validates_the_answer_with_one_retry() {
     let simulator = Simulator::start().unwrap();
     let output = run_against(
         &simulator,
-        &["--text", "Rate it.", "--output-schema", &path_str(schema.clone())],
+        &[
+            "--text",
+            "Rate it.",
+            "--output-schema",
+            &path_str(schema.clone()),
+        ],
         None,
     );
     std::fs::remove_file(&schema).ok();

@@ -399,31 +399,23 @@ fn check_schema(root: &Value, schema: &Value, at: &str, depth: usize) -> Result<
                     check_schema(root, item, &format!("{path}/{i}"), depth + 1)?;
                 }
             }
-            "enum" => {
-                if !value.is_array() {
-                    return Err(format!("{path}: must be a list"));
-                }
+            "enum" if !value.is_array() => return Err(format!("{path}: must be a list")),
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+                if !value.is_number() =>
+            {
+                return Err(format!("{path}: must be a number"));
             }
-            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
-                if !value.is_number() {
-                    return Err(format!("{path}: must be a number"));
-                }
-            }
-            "multipleOf" => {
-                if !value.as_f64().is_some_and(|x| x > 0.0) {
-                    return Err(format!("{path}: must be a number above 0"));
-                }
+            "multipleOf" if !value.as_f64().is_some_and(|x| x > 0.0) => {
+                return Err(format!("{path}: must be a number above 0"));
             }
             "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
-            | "maxProperties" => {
-                if value.as_u64().is_none() {
-                    return Err(format!("{path}: must be a whole number, at least 0"));
-                }
+            | "maxProperties"
+                if value.as_u64().is_none() =>
+            {
+                return Err(format!("{path}: must be a whole number, at least 0"));
             }
-            "uniqueItems" => {
-                if !value.is_boolean() {
-                    return Err(format!("{path}: must be a boolean"));
-                }
+            "uniqueItems" if !value.is_boolean() => {
+                return Err(format!("{path}: must be a boolean"));
             }
             "$ref" => {
                 let target = value

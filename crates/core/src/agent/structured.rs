@@ -26,6 +26,30 @@ pub const VALIDATION_FAILED_MESSAGE: &str = "Structured output validation failed
 /// references loop without consuming the value stops here instead of overflowing the stack.
 const MAX_DEPTH: usize = 128;
 
+/// The most schema-and-value pairs one validation visits: unions of unions over a deep value
+/// (or over references that loop) would otherwise take exponential time, and a gateway takes
+/// its schemas from the request.
+const MAX_STEPS: u32 = 100_000;
+
+/// What a validation walks with: the whole schema (for references) and its step count.
+struct Walk<'a> {
+    schema: &'a Value,
+    steps: std::cell::Cell<u32>,
+}
+
+impl Walk<'_> {
+    /// Counts one visit; false once past [`MAX_STEPS`].
+    fn step(&self) -> bool {
+        let n = self.steps.get().saturating_add(1);
+        self.steps.set(n);
+        n <= MAX_STEPS
+    }
+
+    fn exhausted(&self) -> bool {
+        self.steps.get() > MAX_STEPS
+    }
+}
+
 /// Assertion keywords the validator does not check; a schema using one is refused.
 const UNSUPPORTED: [&str; 17] = [
     "pattern",
@@ -141,7 +165,19 @@ impl OutputSchema {
     pub fn validate(&self, value: &Value) -> Result<(), String> {
         let mut issues = Vec::new();
         let mut path = Vec::new();
-        check(&self.schema, &self.schema, value, &mut path, &mut issues, 0);
+        let walk = Walk {
+            schema: &self.schema,
+            steps: std::cell::Cell::new(0),
+        };
+        check(&walk, &self.schema, value, &mut path, &mut issues, 0);
+        if walk.exhausted() {
+            // Whatever was found so far, the value was not checked whole.
+            let root: &[String] = &[];
+            return Err(issues_message(std::iter::once((
+                root,
+                "The schema is too complex to check",
+            ))));
+        }
         if issues.is_empty() {
             return Ok(());
         }
@@ -533,7 +569,7 @@ fn equal(a: &Value, b: &Value) -> bool {
 }
 
 fn check(
-    root: &Value,
+    root: &Walk<'_>,
     schema: &Value,
     value: &Value,
     path: &mut Vec<String>,
@@ -542,6 +578,10 @@ fn check(
 ) {
     if depth > MAX_DEPTH {
         push(issues, path, "Schema nesting too deep".to_owned());
+        return;
+    }
+    if !root.step() {
+        // `validate` reports it.
         return;
     }
     let map = match schema {
@@ -555,7 +595,7 @@ fn check(
         _ => return,
     };
     if let Some(target) = map.get("$ref").and_then(Value::as_str) {
-        if let Some(target) = resolve(root, target) {
+        if let Some(target) = resolve(root.schema, target) {
             check(root, target, value, path, issues, depth + 1);
         }
     }
@@ -659,7 +699,7 @@ fn check(
 }
 
 /// Whether `value` matches `schema` with no issue.
-fn passes(root: &Value, schema: &Value, value: &Value, depth: usize) -> bool {
+fn passes(root: &Walk<'_>, schema: &Value, value: &Value, depth: usize) -> bool {
     let mut issues = Vec::new();
     check(root, schema, value, &mut Vec::new(), &mut issues, depth + 1);
     issues.is_empty()
@@ -718,7 +758,7 @@ fn check_number(
 }
 
 fn check_array(
-    root: &Value,
+    root: &Walk<'_>,
     map: &Map<String, Value>,
     items: &[Value],
     path: &mut Vec<String>,
@@ -745,10 +785,11 @@ fn check_array(
         }
     }
     if map.get("uniqueItems") == Some(&Value::Bool(true)) {
+        // Each comparison is a step, so a long list cannot make this quadratic walk endless.
         let repeated = items
             .iter()
             .enumerate()
-            .any(|(i, a)| items[..i].iter().any(|b| equal(a, b)));
+            .any(|(i, a)| items[..i].iter().any(|b| !root.step() || equal(a, b)));
         if repeated {
             push(issues, path, "Array items must be unique".to_owned());
         }
@@ -774,7 +815,7 @@ fn check_array(
 }
 
 fn check_object(
-    root: &Value,
+    root: &Walk<'_>,
     map: &Map<String, Value>,
     object: &Map<String, Value>,
     path: &mut Vec<String>,
@@ -980,6 +1021,15 @@ mod tests {
         // A reference that loops on itself stops instead of overflowing.
         let looped = schema(json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}));
         assert!(looped.validate(&json!(1)).is_err());
+        // Unions of looping unions stop after a bounded number of steps, failing.
+        let branching = schema(json!({
+            "$defs": {"a": {"anyOf": [{"not": {"$ref": "#/$defs/a"}}, {"$ref": "#/$defs/a"}]}},
+            "$ref": "#/$defs/a"
+        }));
+        assert_eq!(
+            branching.validate(&json!(1)).unwrap_err(),
+            "Output validation failed:\n  - (root): The schema is too complex to check"
+        );
     }
 
     #[test]

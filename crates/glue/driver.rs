@@ -350,6 +350,7 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
         } else {
             dr::TraceReport::Typed(to_wit_trace(*event))
         }),
+        Step::Validate(value) => dr::Step::ValidateOutput(value.to_string()),
     }
 }
 
@@ -367,6 +368,7 @@ fn to_wit_due(due: Due) -> dr::Due {
         Due::Http => dr::Due::Http,
         Due::Tool(id) => dr::Due::Tool(id),
         Due::External => dr::Due::External,
+        Due::Validation => dr::Due::Validation,
     }
 }
 
@@ -453,5 +455,13 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
             }
         }
         dr::Answer::External(reply) => Answer::External(reply),
+        dr::Answer::Validated(Ok(text)) => {
+            Answer::Validated(Ok(json::from_str(&text).map_err(|e| {
+                Error::InvalidRequest {
+                    message: format!("the validated value is not JSON text: {e}"),
+                }
+            })?))
+        }
+        dr::Answer::Validated(Err(message)) => Answer::Validated(Err(message)),
     })
 }

@@ -59,6 +59,11 @@ pub(super) fn from_wit_config(
             .transpose()?,
         context: from_wit_context(config.context),
         trace: config.trace.map(from_wit_trace_options),
+        output_schema: config
+            .output_schema
+            .as_deref()
+            .map(oma_core::agent::structured::OutputSchema::from_text)
+            .transpose()?,
     }
     .into_spec()
 }
@@ -292,6 +297,7 @@ pub(super) fn to_wit_result(outcome: RunOutcome) -> oc::RunResult {
     let loop_detected = outcome.loop_detected;
     let failure = outcome.failure().cloned();
     oc::RunResult {
+        structured: outcome.structured.as_ref().map(Value::to_string),
         loop_detected,
         success,
         output: outcome.output,

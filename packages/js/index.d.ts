@@ -427,7 +427,12 @@ export interface AgentConfig {
   readonly compressToolResults?: boolean | { readonly minChars?: number }
   readonly preserveReasoningAsText?: boolean
   readonly compressReasoningText?: boolean | { readonly minChars?: number }
-  readonly outputSchema?: ZodSchema
+  /**
+   * OMA's: the final answer must be JSON matching this zod schema (validated with zod, as OMA
+   * does), or, the package's, this JSON Schema object (validated by the component). One retry
+   * with OMA's feedback; the value is `result.structured`.
+   */
+  readonly outputSchema?: ZodSchema | { readonly [key: string]: unknown } | boolean
   readonly beforeRun?: (context: BeforeRunHookContext) => Promise<BeforeRunHookResult> | BeforeRunHookResult
   readonly afterRun?: (result: AgentRunResult) => Promise<AgentRunResult> | AgentRunResult
   /** The package's: the extended-thinking budget in tokens (as `thinking.budgetTokens`). */

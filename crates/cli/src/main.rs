@@ -54,6 +54,7 @@ commands:
   run --provider P --model M [--system TEXT] [--max-tokens N] [--temperature T]
       [--base-url URL] (FILE | --text TEXT) [--before-run CMD [--hook-timeout SECONDS]]
       [--timeout SECONDS] [--prompt [--history FILE]] [--stream] [--progress]
+      [--output-schema FILE]
                   run an agent for real and print OMA's run result ({"success", "output",
                   "messages", "tokenUsage", "toolCalls", "turns", "status"?, "errorInfo"?});
                   a failed run exits 1 with its result; --timeout bounds the whole run
@@ -63,7 +64,9 @@ commands:
                   seconds, 60 by default); --prompt uses prompt() (FILE is then a
                   content-block list) on the history of --history FILE; --stream prints events
                   as JSON lines as they arrive; --progress runs through run-agent and prints
-                  progress events as JSON lines on stderr. Requests go to public, loopback
+                  progress events as JSON lines on stderr; --output-schema FILE gives the final
+                  answer a JSON Schema (OMA's outputSchema: the result's "structured", one
+                  retry with OMA's feedback). Requests go to public, loopback
                   and private (LAN) addresses only, checked after DNS resolution: never to
                   link-local, cloud-metadata or unspecified ones
   serve [--addr IP:PORT] [--component PATH] [--max-in-flight N] [--memory-budget MIB]

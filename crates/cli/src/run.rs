@@ -48,6 +48,8 @@ pub struct RunArgs {
     progress: bool,
     /// `--trace FILE|-`: where OMA's trace events go, as JSON lines.
     trace: Option<Input>,
+    /// `--output-schema FILE`: the JSON Schema of the final answer (OMA's `outputSchema`).
+    output_schema: Option<Input>,
 }
 
 /// Where the run's input comes from.
@@ -73,6 +75,7 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
                 "timeout",
                 "history",
                 "trace",
+                "output-schema",
             ],
         ]
         .concat(),
@@ -106,6 +109,12 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
             "-" => Input::Stdin,
             _ => Input::File(path.into()),
         }),
+        output_schema: options
+            .take("output-schema")
+            .map(|path| match path.as_str() {
+                "-" => Input::Stdin,
+                _ => Input::File(path.into()),
+            }),
     };
     if args.progress && (args.prompt || args.stream) {
         return Err(
@@ -118,6 +127,11 @@ pub fn parse_args(args: &[String]) -> Result<RunArgs, String> {
     }
     if args.prompt && args.stream {
         return Err("--prompt and --stream cannot be combined".into());
+    }
+    if args.output_schema == Some(Input::Stdin)
+        && (matches!(args.source, Source::File(Input::Stdin)) || args.history == Some(Input::Stdin))
+    {
+        return Err("only one of FILE, --history and --output-schema can be standard input".into());
     }
     if args.history.is_some() && !args.prompt {
         return Err("--history seeds prompt(): it needs --prompt (run() ignores history)".into());
@@ -232,6 +246,13 @@ async fn run_agent(
     config.deadline_ms = Some(u64::try_from(args.timeout.as_millis()).unwrap_or(u64::MAX));
     if let Some(history) = &args.history {
         config.history = read_messages(guest, history).await?;
+    }
+    if let Some(schema) = &args.output_schema {
+        // Checked by the component when the agent is made (a schema that is no schema fails
+        // there, naming `outputSchema`, before any request).
+        let bytes = crate::read_input(schema)?;
+        config.output_schema =
+            Some(String::from_utf8(bytes).map_err(|e| Failure::NotText(e.utf8_error()))?);
     }
 
     let result = if args.prompt {

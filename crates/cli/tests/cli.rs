@@ -1158,3 +1158,85 @@ fn run_retries_as_the_providers_default_policy_says() {
     );
     assert_eq!(simulator.request_count(), 1);
 }
+
+/// An OpenAI chat completion whose text is `text`.
+fn completion(text: &str) -> String {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+    .to_string()
+}
+
+/// `--output-schema FILE` gives the final answer OMA's `outputSchema`: the instruction in the
+/// system prompt, one retry with OMA's feedback, `structured` in the printed result; a schema
+/// that is no schema fails before any request, naming `outputSchema`.
+#[test]
+fn run_output_schema_validates_the_answer_with_one_retry() {
+    let dir = std::env::temp_dir();
+    let schema = dir.join(format!("oma-host-schema-{}.json", std::process::id()));
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"mood": {"type": "string"}}, "required": ["mood"]}"#,
+    )
+    .unwrap();
+    let simulator = Simulator::start().unwrap();
+    simulator.script([
+        Reply::json(200, &completion("Mostly fine.")),
+        Reply::json(200, &completion(r#"{"mood": "good"}"#)),
+    ]);
+    let output = run_against(
+        &simulator,
+        &[
+            "--text",
+            "Rate it.",
+            "--output-schema",
+            &path_str(schema.clone()),
+        ],
+        None,
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let result = stdout_json(&output);
+    assert_eq!(result["structured"], json!({"mood": "good"}));
+    assert_eq!(result["tokenUsage"]["input_tokens"], 20);
+    let requests = simulator.requests();
+    assert_eq!(requests.len(), 2);
+    let first = requests[0].json().unwrap();
+    assert!(first["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("## Output Format (REQUIRED)")));
+    let retry = requests[1].json().unwrap();
+    let feedback = retry["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap();
+    assert!(feedback["content"]
+        .to_string()
+        .contains("Raw output begins with: \\\"Mostly fine.\\\""));
+
+    std::fs::write(&schema, r#"{"type": "text"}"#).unwrap();
+    let simulator = Simulator::start().unwrap();
+    let output = run_against(
+        &simulator,
+        &[
+            "--text",
+            "Rate it.",
+            "--output-schema",
+            &path_str(schema.clone()),
+        ],
+        None,
+    );
+    std::fs::remove_file(&schema).ok();
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("outputSchema"), "{text}");
+    assert!(simulator.requests().is_empty());
+}

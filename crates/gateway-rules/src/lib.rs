@@ -478,6 +478,8 @@ struct RunBody {
     context: oma_core::agent::context::ContextOptions,
     /// Return OMA's trace events of the run with its result (`"trace": true`).
     trace: bool,
+    /// OMA's `outputSchema`, as a JSON Schema the core validates.
+    output_schema: Option<oma_core::agent::structured::OutputSchema>,
 }
 
 impl RunBody {
@@ -500,6 +502,14 @@ impl RunBody {
             },
             context: oma_core::agent::context::ContextOptions::from_config(&mut o)?,
             trace: o.bool("trace")?.unwrap_or(false),
+            output_schema: match o.take("outputSchema") {
+                None | Some(Value::Null) => None,
+                Some(schema) => Some(
+                    oma_core::agent::structured::OutputSchema::new(schema, false).map_err(
+                        |why| o.invalid("outputSchema", &format!("is not a JSON Schema: {why}")),
+                    )?,
+                ),
+            },
         };
         o.finish()?;
         Ok(body)
@@ -631,6 +641,7 @@ pub fn start_run(
         token_budget: fields.max_token_budget,
         loop_detection: fields.loop_detection,
         context: fields.context,
+        output_schema: fields.output_schema,
         deadline_ms: Some(settings.deadline_ms),
         call: CallOptions {
             retry: settings

@@ -640,3 +640,41 @@ fn a_traced_run_returns_its_trace_events() {
             .is_none()
     );
 }
+
+/// `/v1/run` takes OMA's `outputSchema` as a JSON Schema: the instruction in the system prompt,
+/// one retry with OMA's feedback, `structured` in the result; a schema that is no schema is a
+/// `422` naming it, before anything is sent.
+#[test]
+fn a_run_takes_an_output_schema() {
+    let settings = configured();
+    let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "Rate it.",
+        "outputSchema": {"type": "object", "properties": {"mood": {"type": "string"}},
+                         "required": ["mood"]}});
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let json_answer = ANSWER.replace("\"Hello.\"", r#""{\"mood\": \"good\"}""#);
+    let (outcome, _events, sent) = drive(machine, &[(200, ANSWER), (200, &json_answer)]);
+    assert_eq!(sent.len(), 2);
+    let first: Value = serde_json::from_str(&sent[0]).expect("JSON");
+    assert!(
+        first["system"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("\n## Output Format (REQUIRED)\n")),
+        "{first}"
+    );
+    let retry: Value = serde_json::from_str(&sent[1]).expect("JSON");
+    assert!(retry["messages"][2]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("Raw output begins with: \"Hello.\"")));
+    let value = body_json(&run_reply(&outcome, true, 10, settings.deadline_ms));
+    assert_eq!(value["success"], json!(true));
+    assert_eq!(value["structured"], json!({"mood": "good"}));
+    for schema in [json!("object"), json!({"type": "text"})] {
+        let body =
+            json!({"provider": "anthropic", "model": "m", "prompt": "a", "outputSchema": schema});
+        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+            .err()
+            .unwrap_or_else(|| panic!("{body} was accepted"));
+        assert_eq!(refused.status, 422, "{body}");
+        assert!(refused.body.contains("outputSchema"), "{}", refused.body);
+    }
+}

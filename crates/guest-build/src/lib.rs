@@ -145,22 +145,34 @@ pub struct SizeLimit {
 /// that added loop detection and the context options alone: +45,073 B, +52,905 B and +46,429 B
 /// for the component, the portable world and the gateway; a `BTreeMap` in place of the
 /// `HashMap` of tool names weighed 6 to 8 KB more.
+///
+/// All four raised for structured output (OMA's `outputSchema`, issue 28): the instruction, the
+/// reading of JSON out of the final answer, the core's own JSON Schema validator with zod's
+/// messages, the retry and its merged result in the run machine, and the WIT's `output-schema`,
+/// `structured`, `validate-output` and `validated`. Measured on 3 December 2026 against main
+/// built the same way: component 1,287,642 B (from 1,239,391, +48,251), portable 1,302,540 B
+/// (from 1,255,447, +47,093), gateway 1,324,559 B (from 1,278,829, +45,730), routes 1,565,097 B
+/// (from 1,515,904, +49,193); each ceiling about 2% above. The maintained validator crates
+/// would have cost far more: measured alone on `wasm32-unknown-unknown` (a cdylib that parses
+/// two JSON texts and validates one against the other, against the same cdylib without the
+/// validator), `boon` 0.6 added 1,767,088 B and `jsonschema` 0.61 (default features off)
+/// 3,797,362 B.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_264_000,
+        ceiling: 1_313_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_281_000,
+        ceiling: 1_329_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_305_000,
+        ceiling: 1_351_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_547_000,
+        ceiling: 1_596_000,
     },
 ];
 
@@ -169,12 +181,14 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// others; raised to 1,426,000 B on 3 December 2026 (1,398,284 B measured, +257,042) when the
 /// gateway's rules it links gained the OpenAI- and Anthropic-compatible routes with their
 /// fallbacks and trace export, and the run machine the trace events, provider options, loop
-/// detection and context options, as `oma_gateway.wasm` did.
+/// detection and context options, as `oma_gateway.wasm` did. Raised to 1,477,000 B for
+/// structured output (issue 28), as the other four: 1,447,936 B measured on 3 December 2026
+/// (+49,652 over the figure above).
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_426_000;
+const FASTLY_CEILING: u64 = 1_477_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

@@ -194,6 +194,10 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
             },
         }),
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),
+        // The gateway's schemas are checked by the core's validator; none asks the host.
+        Step::Validate(_) => Some(Answer::Validated(Err(
+            "Output validation failed:\n  - (root): this host has no validator of its own".into(),
+        ))),
         Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_) => None,
         Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => return None,
     })

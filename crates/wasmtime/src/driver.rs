@@ -497,6 +497,12 @@ impl DriverGuest {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Answer::Waited
             }
+            // Asked only by an agent made with `"outputValidation": "host"`, which a typed
+            // configuration cannot say (the component's validator checks its schema).
+            Step::ValidateOutput(_) => Answer::Validated(Err(
+                "Output validation failed:\n  - (root): this host has no validator of its own"
+                    .into(),
+            )),
         };
         match self.answer(session, &answer).await? {
             Ok(()) => Ok(Driven::Continue),

@@ -144,6 +144,12 @@ pub fn run_result_json(result: &RunResult) -> Value {
         "toolCalls": tool_calls,
         "turns": result.turns,
     });
+    if let Some(structured) = &result.structured {
+        // The component wrote it as JSON; text that is not (impossible) is left out.
+        if let Ok(structured) = serde_json::from_str::<Value>(structured) {
+            value["structured"] = structured;
+        }
+    }
     if result.loop_detected {
         value["loopDetected"] = json!(true);
     }

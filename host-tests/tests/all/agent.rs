@@ -18,6 +18,9 @@ mod component {
     mod context_cases {
         include!("context_cases.rs");
     }
+    mod structured_cases {
+        include!("structured_cases.rs");
+    }
 }
 
 /// The `portable` world: the harness drives a session.
@@ -29,5 +32,8 @@ mod driver {
     }
     mod context_cases {
         include!("context_cases.rs");
+    }
+    mod structured_cases {
+        include!("structured_cases.rs");
     }
 }

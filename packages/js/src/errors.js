@@ -187,6 +187,7 @@ const FROM_MESSAGE = {
     const [, provider = '', type = ''] = /^(.*) returned unsupported tool-call type "([^"]*)"/s.exec(m) ?? []
     return new UnsupportedToolCallError(provider, type)
   },
+  StructuredOutputValidationError: () => new StructuredOutputValidationError(),
   TokenBudgetExceededError: (m) => {
     const [, agent = '', used = '0', budget = '0'] =
       /^Agent "(.*)" exceeded token budget: (\d+) tokens used \(budget: (\d+)\)/s.exec(m) ?? []

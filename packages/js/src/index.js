@@ -72,7 +72,6 @@ const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
 const UNSUPPORTED = {
   adapter: 'custom LLM adapters',
   toolPreset: "OMA's built-in tools",
-  outputSchema: 'structured output',
 }
 
 /**
@@ -217,6 +216,59 @@ function contextOptions(config, json) {
   }
 }
 
+/**
+ * OMA's `outputSchema` into the component's configuration (docs/agent.md#structured-output). A
+ * zod schema is shown to the model as OMA shows it (OMA's `zodToJsonSchema`) and validates each
+ * final answer on this side, with zod, as OMA does: the zod schema is returned for the host.
+ * A plain JSON Schema object (or a boolean) is the component's to check. Anything else is a
+ * TypeError naming the option, before any request.
+ */
+function structuredOutput(config, json) {
+  const schema = config.outputSchema
+  if (schema === undefined || schema === null) return null
+  if (typeof schema?.safeParse === 'function') {
+    json.outputSchema = zodToJsonSchema(schema)
+    json.outputValidation = 'host'
+    return schema
+  }
+  if (typeof schema === 'boolean' || isObject(schema)) {
+    json.outputSchema = schema
+    return null
+  }
+  throw new TypeError('outputSchema must be a zod schema or a JSON Schema object')
+}
+
+/** OMA's `validateOutput` message: one `  - <path>: <message>` line per zod issue. */
+function zodIssues(error) {
+  const issues = (error?.issues ?? [])
+    .map((issue) => `  - ${issue.path.length > 0 ? issue.path.join('.') : '(root)'}: ${issue.message}`)
+    .join('\n')
+  return `Output validation failed:\n${issues}`
+}
+
+/**
+ * The answer to a `validate-output` step: the host's zod schema parses the value read from the
+ * final answer. A value that passes is kept (`run.structured`, zod's output, transforms and
+ * all) and goes back as JSON; one that fails goes back as OMA's message, which the retry's
+ * feedback quotes.
+ */
+function validateOutput(host, run, text) {
+  try {
+    const parsed = host.outputSchema.safeParse(JSON.parse(text))
+    if (!parsed.success) return { tag: 'err', val: zodIssues(parsed.error) }
+    run.structured = parsed.data
+    let back
+    try {
+      back = JSON.stringify(parsed.data)
+    } catch {
+      back = undefined
+    }
+    return { tag: 'ok', val: back ?? text }
+  } catch (error) {
+    return { tag: 'err', val: errorMessage(error) }
+  }
+}
+
 const BACKEND_KEYS = ['kind', 'command', 'args', 'cwd', 'env', 'timeoutMs', 'input', 'permission', 'send']
 
 /**
@@ -247,6 +299,7 @@ function prepareConfig(config, registry, executor) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
   contextOptions(config, json)
+  const outputSchema = structuredOutput(config, json)
   for (const key of ['frequencyPenalty', 'presencePenalty', 'minP']) {
     // JSON would carry NaN or Infinity as null, dropping the option without a word.
     if (typeof json[key] === 'number' && !Number.isFinite(json[key])) {
@@ -341,6 +394,8 @@ function prepareConfig(config, registry, executor) {
       // OMA's `ctx.agent`: the configuration without the hooks and without secrets (the key,
       // the tools' credentials, SigV4 credentials).
       agentInfo,
+      // A zod outputSchema, which validates each final answer here (`validate-output` steps).
+      outputSchema,
     },
   }
 }
@@ -961,6 +1016,9 @@ async function* drive(session, host, run) {
         case 'trace':
           if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val.val))
           break
+        case 'validate-output':
+          session.answer({ tag: 'validated', val: validateOutput(host, run, step.val) })
+          break
         case 'evaluation': {
           const evaluationCase = JSON.parse(step.val.val)
           if (evaluationCase.payload === null || evaluationCase.payload === undefined) delete evaluationCase.payload
@@ -1046,7 +1104,8 @@ function omaResult(raw, run) {
     messages: raw.messages ?? [],
     tokenUsage: raw.tokenUsage ?? { ...ZERO_USAGE },
     toolCalls,
-    structured: undefined,
+    // The zod schema's own output when it validated here; the component's value otherwise.
+    structured: raw.structured === undefined ? undefined : run.structured !== undefined ? run.structured : raw.structured,
     ...(raw.loopDetected ? { loopDetected: true } : {}),
     ...(raw.budgetExceeded ? { budgetExceeded: true } : {}),
     ...(run.metadata ? { metadata: run.metadata } : {}),

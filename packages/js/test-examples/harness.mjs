@@ -47,7 +47,6 @@ export const OUT_OF_SCOPE = {
   'patterns/eval-offline-regression': 'needs the `eval` subpath (OMA\'s evaluation framework), which the package does not ship',
 }
 
-const STRUCTURED = 'needs outputSchema / result.structured (not built yet)'
 /**
  * Programs whose run cannot match OMA yet, and why. They still run and are compared, as `todo`
  * tests: reported on every run, failing nothing; drop a line here when its feature lands.
@@ -58,12 +57,6 @@ const IS_ERROR_FALSE =
 export const PENDING = {
   'basics-single-agent': IS_ERROR_FALSE,
   'patterns-risk-gated-bash': IS_ERROR_FALSE,
-  'patterns-structured-output': STRUCTURED,
-  'cookbook-meeting-summarizer': STRUCTURED,
-  'cookbook-translation-backtranslation': STRUCTURED,
-  'cookbook-competitive-monitoring': STRUCTURED,
-  'cookbook-narrative-puzzle-hint-arbitration': STRUCTURED,
-  'cookbook-rare-disease-information-triage': STRUCTURED,
 }
 
 export function programs() {

@@ -9,6 +9,7 @@ use crate::agent::before_run::ExternalKind;
 use crate::agent::context::ContextOptions;
 use crate::agent::loop_detect::LoopDetection;
 use crate::agent::machine::RunSpec;
+use crate::agent::structured::OutputSchema;
 use crate::agent::trace::TraceOptions;
 use crate::agent::turn::{TurnOptions, DEFAULT_MAX_TURNS};
 use crate::error::Error;
@@ -60,6 +61,8 @@ pub struct AgentSettings {
     pub context: ContextOptions,
     /// Trace every run (OMA's `onTrace`); `None` for no tracing.
     pub trace: Option<TraceOptions>,
+    /// The schema of the final answer (OMA's `outputSchema`); `None` for free text.
+    pub output_schema: Option<OutputSchema>,
 }
 
 impl AgentSettings {
@@ -99,10 +102,16 @@ impl AgentSettings {
             config["loopDetection"] = detection.to_json();
         }
         self.context.write_json(&mut config);
+        // OMA appends the instruction when it builds its runner, which an external backend
+        // does not use.
+        let system_prompt = match (&self.output_schema, self.external) {
+            (Some(schema), None) => Some(schema.system_prompt(self.system_prompt.as_deref())),
+            _ => self.system_prompt,
+        };
         let spec = RunSpec {
             template: ChatRequest {
                 model: self.model,
-                system_prompt: self.system_prompt,
+                system_prompt,
                 messages: Vec::new(),
                 tools: self.tools,
                 sampling: self.sampling,
@@ -128,6 +137,7 @@ impl AgentSettings {
             provider: self.provider,
             endpoint: self.endpoint,
             call: self.call,
+            output_schema: self.output_schema,
         };
         Ok((spec, self.history))
     }
@@ -240,6 +250,19 @@ impl AgentSettings {
             None => None,
         };
         let context = ContextOptions::from_config(&mut config)?;
+        let host_validates = match config.string("outputValidation")?.as_deref() {
+            None | Some("schema") => false,
+            Some("host") => true,
+            Some(_) => {
+                return Err(config.invalid("outputValidation", "must be \"schema\" or \"host\""))
+            }
+        };
+        let output_schema = match config.take("outputSchema") {
+            None | Some(Value::Null) => None,
+            Some(schema) => Some(OutputSchema::new(schema, host_validates).map_err(|why| {
+                config.invalid("outputSchema", &format!("is not a JSON Schema: {why}"))
+            })?),
+        };
         let history = config.take("history");
         let call = match config.object("call")? {
             Some(call) => call_options(call)?,
@@ -271,6 +294,7 @@ impl AgentSettings {
             loop_detection,
             context,
             trace: None,
+            output_schema,
         };
         Ok((settings, history))
     }

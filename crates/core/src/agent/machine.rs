@@ -47,6 +47,7 @@ use crate::agent::outcome::classify;
 use crate::agent::outcome::outcome_json;
 use crate::agent::outcome::{Ending, RunOutcome};
 use crate::agent::progress::agent_start_data;
+use crate::agent::structured::{self, OutputSchema};
 use crate::agent::trace::{TraceEvent, TraceOptions, Tracer};
 use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
@@ -79,6 +80,9 @@ pub struct RunSpec {
     pub endpoint: Endpoint,
     /// Retries, timeouts, size limit and egress policy of each provider call.
     pub call: CallOptions,
+    /// The final answer's schema (OMA's `outputSchema`); `None` for free text. Its instruction
+    /// is already in `template.system_prompt` (`AgentSettings::into_spec` puts it there).
+    pub output_schema: Option<OutputSchema>,
 }
 
 impl RunSpec {
@@ -132,6 +136,9 @@ pub enum Step {
     Evaluation(Box<EvaluationRecord>),
     /// One of OMA's trace events, for a run made with [`RunMachine::with_trace`]; no answer.
     Trace(Box<TraceEvent>),
+    /// Check this JSON value, read from the final answer, against the schema the host holds
+    /// (an output schema the host validates); answer with [`Answer::Validated`].
+    Validate(serde_json::Value),
 }
 
 /// What [`RunMachine::poll`] found: the three cases a host acts on, and [`Poll::Over`] for a
@@ -163,6 +170,8 @@ pub enum Due {
     Tool(String),
     /// The external backend's reply.
     External,
+    /// The host's verdict on the value of a [`Step::Validate`].
+    Validation,
 }
 
 /// The answer to a step.
@@ -181,6 +190,10 @@ pub enum Answer {
     },
     /// An external backend's output, or its failure message.
     External(Result<String, String>),
+    /// The host's verdict on a [`Step::Validate`]: the value as it validated it (a validator
+    /// may fill in defaults or drop unknown keys), or OMA's message naming the problems
+    /// (`Output validation failed:` then `  - <path>: <message>` lines).
+    Validated(Result<serde_json::Value, String>),
 }
 
 /// What `run-agent` adds around a run.
@@ -207,9 +220,22 @@ enum Phase {
     /// The turn loop is running, with the provider call of the current turn when one is in
     /// flight.
     Turns(Box<Turns>),
+    /// The final answer's value was handed to the host to validate; its verdict is due.
+    Validate(Box<RunOutcome>),
     /// The run ended: the steps that follow it are queued, and its outcome waits to be handed
     /// out (`None` once it was).
     Over(Option<Box<RunOutcome>>),
+}
+
+/// The attempts of a run with an output schema (OMA's `validateStructuredOutput`).
+struct Attempts {
+    /// The messages the first attempt ran on (after the hook), which the retry repeats.
+    input: Vec<LlmMessage>,
+    /// The first attempt's outcome, its messages ending with the feedback turn, while the
+    /// retry runs.
+    first: Option<RunOutcome>,
+    /// Whether the retry started (there is no third attempt).
+    retried: bool,
 }
 
 struct Turns {
@@ -234,6 +260,10 @@ pub struct RunMachine {
     seed: u64,
     /// Trace events, when the host asked for them.
     tracer: Option<Box<Tracer>>,
+    /// The attempts, for a run with an output schema once its turns began.
+    attempts: Option<Box<Attempts>>,
+    /// The retry's turns were just set up and have not been stepped yet.
+    retry_began: bool,
 }
 
 impl std::fmt::Debug for RunMachine {
@@ -267,6 +297,8 @@ impl RunMachine {
             reporting: None,
             seed,
             tracer,
+            attempts: None,
+            retry_began: false,
         }
     }
 
@@ -320,6 +352,7 @@ impl RunMachine {
         match &self.phase {
             Phase::Hook(_) => vec![Due::Hook],
             Phase::External => vec![Due::External],
+            Phase::Validate(_) => vec![Due::Validation],
             Phase::Turns(turns) => match &turns.call {
                 Some((call, _)) if call.awaits_answer() => vec![Due::Http],
                 Some(_) => Vec::new(),
@@ -383,13 +416,17 @@ impl RunMachine {
                         None => Poll::Over,
                     };
                 }
-                phase @ (Phase::Hook(_) | Phase::External) => {
+                phase @ (Phase::Hook(_) | Phase::External | Phase::Validate(_)) => {
                     self.phase = phase;
                     return Poll::Waiting(self.due());
                 }
                 Phase::Turns(turns) => {
                     if let Some(step) = self.step_turns(turns) {
                         return Poll::Step(step);
+                    }
+                    if std::mem::take(&mut self.retry_began) {
+                        // The output schema's retry began: its turns start now.
+                        continue;
                     }
                     if !matches!(self.phase, Phase::Over(_)) && self.queue.is_empty() {
                         return Poll::Waiting(self.due());
@@ -424,9 +461,16 @@ impl RunMachine {
                 }
                 Ok(())
             }
+            (Phase::Validate(outcome), Answer::Validated(verdict)) => {
+                match verdict {
+                    Ok(value) => self.accept(*outcome, value),
+                    Err(message) => self.reject(*outcome, &message),
+                }
+                Ok(())
+            }
             (Phase::External, Answer::External(reply)) => {
                 match reply {
-                    Ok(output) => self.end(RunOutcome {
+                    Ok(output) => self.settle(RunOutcome {
                         messages: vec![LlmMessage {
                             role: Role::Assistant,
                             content: vec![ContentBlock::Text(TextBlock {
@@ -439,6 +483,7 @@ impl RunMachine {
                         turns: 1,
                         ending: Ending::Completed,
                         loop_detected: false,
+                        structured: None,
                     }),
                     Err(message) => self.fail(&Error::Host { message }, false),
                 }
@@ -531,6 +576,13 @@ impl RunMachine {
 
     /// The external backend gets the latest user text; otherwise the turn loop starts.
     fn begin(&mut self, messages: Vec<LlmMessage>) {
+        if self.spec.output_schema.is_some() && self.attempts.is_none() && !self.streaming {
+            self.attempts = Some(Box::new(Attempts {
+                input: messages.clone(),
+                first: None,
+                retried: false,
+            }));
+        }
         if let Some(kind) = self.spec.external {
             let prompt = transport_prompt(&messages);
             let text = match (kind, self.spec.template.system_prompt.as_deref()) {
@@ -657,7 +709,7 @@ impl RunMachine {
                     return Some(Step::Event(AgentEvent::Turn(event)));
                 }
                 Some(Action::Done(outcome)) => {
-                    self.end(outcome);
+                    self.settle(outcome);
                     return None;
                 }
                 None => {
@@ -666,6 +718,87 @@ impl RunMachine {
                 }
             }
         }
+    }
+
+    /// An attempt's outcome: the result, or, with an output schema, its final answer read and
+    /// validated (by the schema here, or by the host), as OMA's `validateStructuredOutput` does.
+    /// A failed attempt ends the run as it is; the retry's outcome is merged with the first's,
+    /// and a merged usage over the token budget ends it as OMA's budget failure.
+    fn settle(&mut self, outcome: RunOutcome) {
+        let Some(attempts) = self.attempts.as_mut() else {
+            return self.end(outcome);
+        };
+        let outcome = match attempts.first.take() {
+            _ if !attempts.retried && !outcome.success() => return self.end(outcome),
+            None => outcome,
+            // The retry threw, in OMA's terms: its failure is the result.
+            Some(_) if matches!(outcome.ending, Ending::Failed(_)) => return self.end(outcome),
+            Some(first) => {
+                let over_budget = outcome.budget_exceeded();
+                let mut merged = merge(first, outcome);
+                let used = merged
+                    .token_usage
+                    .input_tokens
+                    .saturating_add(merged.token_usage.output_tokens);
+                let budget = self.spec.turn.token_budget;
+                if over_budget || budget.is_some_and(|budget| used > budget) {
+                    let exceeded = crate::agent::turn::TokenBudgetExceeded {
+                        agent: self.spec.turn.agent_name.clone(),
+                        used,
+                        budget: budget.unwrap_or_default(),
+                    };
+                    merged.ending = Ending::BudgetExceeded(crate::agent::outcome::classify_budget(
+                        &exceeded.to_string(),
+                    ));
+                    return self.end(merged);
+                }
+                merged
+            }
+        };
+        let Some(schema) = self.spec.output_schema.as_ref() else {
+            return self.end(outcome);
+        };
+        match structured::extract_json(&outcome.output) {
+            Err(message) => self.reject(outcome, &message),
+            Ok(value) if schema.host_validates() => {
+                self.queue.push_back(Step::Validate(value));
+                self.phase = Phase::Validate(Box::new(outcome));
+            }
+            Ok(value) => match schema.validate(&value) {
+                Ok(()) => self.accept(outcome, value),
+                Err(message) => self.reject(outcome, &message),
+            },
+        }
+    }
+
+    /// The final answer matched the schema: the run succeeds with its value.
+    fn accept(&mut self, mut outcome: RunOutcome, value: serde_json::Value) {
+        outcome.structured = Some(value);
+        self.end(outcome);
+    }
+
+    /// The final answer did not match: the retry, with OMA's feedback turn after the first
+    /// attempt's messages, or after the retry OMA's `StructuredOutputValidationError`.
+    fn reject(&mut self, mut outcome: RunOutcome, message: &str) {
+        let Some(attempts) = self.attempts.as_mut() else {
+            return self.end(outcome);
+        };
+        if attempts.retried {
+            // The retry failed too.
+            outcome.structured = None;
+            outcome.loop_detected = false;
+            outcome.ending = Ending::Failed(structured::validation_failure());
+            return self.end(outcome);
+        }
+        let turn = structured::feedback(message);
+        let mut messages = std::mem::take(&mut attempts.input);
+        messages.extend(outcome.messages.iter().cloned());
+        messages.push(turn.clone());
+        outcome.messages.push(turn);
+        attempts.first = Some(outcome);
+        attempts.retried = true;
+        self.retry_began = true;
+        self.begin(messages);
     }
 
     /// Ends the run with `error` (kind `callback` when it came from the hook).
@@ -769,6 +902,7 @@ impl RunMachine {
             Answer::Http(_) => "an HTTP answer",
             Answer::Tool { .. } => "a tool outcome",
             Answer::External(_) => "an external backend's reply",
+            Answer::Validated(_) => "a validation verdict",
         };
         let expected = if !self.queue.is_empty() {
             "no answer until the queued steps are polled"
@@ -776,6 +910,7 @@ impl RunMachine {
             match &self.phase {
                 Phase::Start(_) => "no answer (poll for the first step)",
                 Phase::Hook(_) => "the beforeRun answer",
+                Phase::Validate(_) => "the host's validation verdict",
                 Phase::External => "the external backend's reply",
                 Phase::Turns(turns) => match &turns.call {
                     Some((call, _)) => call.expected(),
@@ -786,6 +921,35 @@ impl RunMachine {
         };
         let message = format!("unexpected answer: got {given}, the run waits for {expected}");
         Refused::new(answer, message)
+    }
+}
+
+/// The first attempt (its messages ending with the feedback turn) and the retry as one
+/// outcome, as OMA merges them: the retry's output and ending, both attempts' messages, usage,
+/// tool calls and requests.
+fn merge(first: RunOutcome, retry: RunOutcome) -> RunOutcome {
+    let mut messages = first.messages;
+    messages.extend(retry.messages);
+    let mut tool_calls = first.tool_calls;
+    tool_calls.extend(retry.tool_calls);
+    RunOutcome {
+        output: retry.output,
+        messages,
+        token_usage: TokenUsage {
+            input_tokens: first
+                .token_usage
+                .input_tokens
+                .saturating_add(retry.token_usage.input_tokens),
+            output_tokens: first
+                .token_usage
+                .output_tokens
+                .saturating_add(retry.token_usage.output_tokens),
+        },
+        tool_calls,
+        turns: first.turns.saturating_add(retry.turns),
+        ending: retry.ending,
+        loop_detected: false,
+        structured: None,
     }
 }
 

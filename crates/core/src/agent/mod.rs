@@ -16,5 +16,6 @@ pub mod machine;
 pub mod outcome;
 pub mod progress;
 pub mod redact;
+pub mod structured;
 pub mod trace;
 pub mod turn;

@@ -457,6 +457,10 @@ pub struct RunOutcome {
     pub ending: Ending,
     /// Whether loop detection ended the run (OMA's `loopDetected`).
     pub loop_detected: bool,
+    /// The final answer's JSON value once it matched the agent's `outputSchema` (OMA's
+    /// `structured`); `None` without a schema, for a streamed run, and when validation failed
+    /// after the retry (`docs/agent.md#structured-output`).
+    pub structured: Option<Value>,
 }
 
 /// How a run ended; each case holds exactly what that ending has.
@@ -483,6 +487,7 @@ impl RunOutcome {
             turns,
             ending: Ending::Failed(failure),
             loop_detected: false,
+            structured: None,
         }
     }
 
@@ -506,7 +511,8 @@ impl RunOutcome {
 }
 
 /// A run result in OMA's JSON shape (`AgentRunResult`): `success`, `output`, `messages`,
-/// `tokenUsage`, `toolCalls`, and `budgetExceeded`, `status`, `errorInfo` when they apply.
+/// `tokenUsage`, `toolCalls`, and `structured`, `budgetExceeded`, `status`, `errorInfo` when
+/// they apply.
 pub fn outcome_json(outcome: &RunOutcome) -> Value {
     let tool_calls: Vec<Value> = outcome
         .tool_calls
@@ -531,6 +537,9 @@ pub fn outcome_json(outcome: &RunOutcome) -> Value {
         "toolCalls": tool_calls,
         "turns": outcome.turns,
     });
+    if let Some(structured) = &outcome.structured {
+        value["structured"] = structured.clone();
+    }
     if outcome.loop_detected {
         value["loopDetected"] = json!(true);
     }

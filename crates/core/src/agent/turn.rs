@@ -527,6 +527,7 @@ impl TurnLoop {
             turns: self.turns,
             ending,
             loop_detected: self.loop_detected,
+            structured: None,
         };
         self.actions.push_back(Action::Done(outcome));
     }

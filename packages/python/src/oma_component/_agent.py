@@ -473,7 +473,7 @@ def _identity(run_id: Optional[str]) -> RunIdentity:
 def _outcome(raw: Mapping[str, Any], identity: RunIdentity, metadata: Optional[Mapping[str, Any]]) -> AgentRunResult:
     """The component's result in OMA's ``AgentRunResult`` form, with OMA's keys in OMA's order
     (the JavaScript package's): ``status`` on success too, the run's ``identity``,
-    ``structured`` (``None``), ``metadata`` when given, and ``error`` (the exception) for a
+    ``structured`` (``None`` unless the answer matched the output schema), ``metadata`` when given, and ``error`` (the exception) for a
     failure other than a spent budget."""
     success = bool(raw.get("success"))
     output = raw.get("output", "")
@@ -485,7 +485,7 @@ def _outcome(raw: Mapping[str, Any], identity: RunIdentity, metadata: Optional[M
     out["messages"] = raw.get("messages", [])
     out["tokenUsage"] = raw.get("tokenUsage", {"input_tokens": 0, "output_tokens": 0})
     out["toolCalls"] = raw.get("toolCalls", [])
-    out["structured"] = None
+    out["structured"] = raw.get("structured")
     if raw.get("loopDetected"):
         out["loopDetected"] = True
     if raw.get("budgetExceeded"):
@@ -553,6 +553,10 @@ class _Host:
     cancel: Optional[CancelToken] = None
     identity: Optional[RunIdentity] = None
     metadata: Optional[Mapping[str, Any]] = None
+    # A pydantic model class that validates each final answer (``output_schema``), and per run
+    # the instance it made from the answer that passed.
+    output_model: Any = None
+    validated: Optional[List[Any]] = None
 
     def for_run(self, identity: RunIdentity, cancel: Optional[CancelToken] = None,
                 on_tool_call: Optional[ToolCallObserver] = None,
@@ -562,7 +566,14 @@ class _Host:
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise TypeError("cancel must be an oma_component.CancelToken")
         return replace(self, cancel=cancel, on_tool_call=on_tool_call, on_tool_result=on_tool_result,
-                       identity=identity, metadata=metadata)
+                       identity=identity, metadata=metadata, validated=[])
+
+    def finished(self, raw: Dict[str, Any]) -> Dict[str, Any]:
+        """The session's result with ``structured`` as the pydantic model made it (an instance
+        of the model) when one validated the answer."""
+        if "structured" in raw and self.validated:
+            raw["structured"] = self.validated[-1]
+        return raw
 
     def progress(self, p: Any) -> ProgressEvent:
         """A progress step as OMA's event: ``agent_complete`` carries the run's result in OMA's
@@ -644,6 +655,46 @@ def _tool_run(host: _Host, call: Any, arguments: Any) -> Variant:
     except Exception as e:  # noqa: BLE001 - the model sees the failure
         return _tool_variant(call.id, error=e)
     return _tool_variant(call.id, value)
+
+
+def _is_model(value: Any) -> bool:
+    """Whether ``value`` is a pydantic (v2) model class, without importing pydantic."""
+    return isinstance(value, type) and callable(getattr(value, "model_validate", None)) \
+        and callable(getattr(value, "model_json_schema", None))
+
+
+def _output_schema(value: Any) -> Tuple[Any, Any]:
+    """``output_schema`` as the component's configuration (the JSON Schema, and whether the
+    host validates) and the model that validates here: a JSON Schema dict (or boolean) is the
+    component's to check; a pydantic model class is shown to the model as its JSON Schema and
+    validates each answer here, so ``structured`` is an instance of it."""
+    if _is_model(value):
+        return {"outputSchema": value.model_json_schema(), "outputValidation": "host"}, value
+    if isinstance(value, bool) or isinstance(value, Mapping):
+        return {"outputSchema": value if isinstance(value, bool) else dict(value)}, None
+    raise TypeError("output_schema must be a JSON Schema dict or a pydantic model class")
+
+
+def _validation_variant(host: _Host, text: str) -> Variant:
+    """The answer to a ``validate-output`` step: the pydantic model validates the value read
+    from the final answer; its errors become OMA's message (``  - <path>: <message>`` lines),
+    which the retry's feedback quotes."""
+    model = host.output_model
+    try:
+        instance = model.model_validate(json.loads(text))
+    except Exception as e:  # noqa: BLE001 - any failure to validate is a verdict
+        errors = getattr(e, "errors", None)
+        if callable(errors):
+            lines = []
+            for issue in errors():
+                loc = issue.get("loc") or ()
+                path = ".".join(str(part) for part in loc) if loc else "(root)"
+                lines.append(f"  - {path}: {issue.get('msg', '')}")
+            return Variant("validated", Variant("err", "Output validation failed:\n" + "\n".join(lines)))
+        return Variant("validated", Variant("err", _message(e)))
+    if host.validated is not None:
+        host.validated.append(instance)
+    return Variant("validated", Variant("ok", _dumps(instance.model_dump(mode="json"))))
 
 
 def _external_answer(host: _Host, p: Any) -> Variant:
@@ -841,7 +892,7 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 raise _RunCancelled()
             polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             if polled.tag == "finished":
-                return timings.records(cast(Dict[str, Any], json.loads(_text_of(polled.payload))))
+                return host.finished(timings.records(cast(Dict[str, Any], json.loads(_text_of(polled.payload)))))
             if polled.tag == "waiting":
                 waiting = polled.payload
                 if pending.count == 0:
@@ -909,6 +960,8 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 _observe(host.on_case, json.loads(_text_of(p)))
             elif tag == "trace":
                 _observe(host.on_trace, json.loads(_text_of(p)))
+            elif tag == "validate-output":
+                _answer(rt, generation, session, _validation_variant(host, p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -1139,6 +1192,12 @@ class _Spec:
         options = dict(options)
         #: OMA's ``onTrace``: receives each trace event of every run (``None``: no tracing).
         self.on_trace: Optional[Observer] = options.pop("on_trace", None)
+        schema = options.pop("output_schema", None)
+        structured: Dict[str, Any] = {}
+        #: A pydantic model class that validates each final answer here (``output_schema``).
+        self.output_model: Any = None
+        if schema is not None:
+            structured, self.output_model = _output_schema(schema)
         if self.on_trace is not None and not callable(self.on_trace):
             raise TypeError("on_trace must be callable")
         unknown = set(options) - set(_PLAIN_KEYS)
@@ -1161,6 +1220,7 @@ class _Spec:
             _fill_from_environment(values, provider, runtime)
         cfg.update({_PLAIN_KEYS[k]: v for k, v in values.items() if v is not None})
         cfg.update(context)
+        cfg.update(structured)
         _provider_options(cfg)
         if tools:
             cfg["tools"] = [t.definition() for t in tools]
@@ -1189,7 +1249,8 @@ class _Spec:
     def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
         return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
                      on_progress=on_progress, on_case=on_case, on_trace=self.on_trace,
-                     max_response_bytes=self.max_response_bytes, agent_info=self.agent_info)
+                     max_response_bytes=self.max_response_bytes, agent_info=self.agent_info,
+                     output_model=self.output_model)
 
     def session_options(self, seed: int) -> Any:
         """A session's options: JSON payloads, the seed, and tracing when ``on_trace`` is set
@@ -1345,6 +1406,7 @@ class Agent(_AgentCore):
         extra_body: Optional[Mapping[str, Any]] = None,
         thinking: Optional[ThinkingConfig] = None,
         on_trace: Optional[Callable[[TraceEvent], Any]] = None,
+        output_schema: Any = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
@@ -1367,7 +1429,7 @@ class Agent(_AgentCore):
                                   compress_reasoning_text=compress_reasoning_text,
                                   frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
                                   min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
-                                  thinking=thinking, on_trace=on_trace),
+                                  thinking=thinking, on_trace=on_trace, output_schema=output_schema),
                      runtime=runtime)
         self._host = spec.host(http_client or default_client())
         self._lock = threading.Lock()

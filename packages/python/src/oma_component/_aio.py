@@ -49,6 +49,7 @@ from ._agent import (
     _outcome,
     _RunCancelled,
     _tool_context,
+    _validation_variant,
     _due_text,
     _event_json,
     _external_variant,
@@ -373,7 +374,7 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
         while True:
             polled = rt.call("[method]session.next", session, _now_ms(), generation=generation)
             if polled.tag == "finished":
-                yield _Finished(cast(AgentRunResult, timings.records(json.loads(_text_of(polled.payload)))))
+                yield _Finished(cast(AgentRunResult, host.finished(timings.records(json.loads(_text_of(polled.payload))))))
                 return
             if polled.tag == "waiting":
                 waiting = polled.payload
@@ -438,6 +439,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                 await _observe(host.on_case, json.loads(_text_of(p)))
             elif tag == "trace":
                 await _observe(host.on_trace, json.loads(_text_of(p)))
+            elif tag == "validate-output":
+                _answer(rt, generation, session, _validation_variant(host, p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
     finally:
@@ -583,6 +586,7 @@ class AsyncAgent(_AgentCore):
         extra_body: Optional[Mapping[str, Any]] = None,
         thinking: Optional[ThinkingConfig] = None,
         on_trace: Optional[Callable[[TraceEvent], Any]] = None,
+        output_schema: Any = None,
         history: Optional[Sequence[LLMMessage]] = None,
         before_run: Optional[BeforeRun] = None,
         tools: Sequence[Union["Tool[..., Any]", OmaTool]] = (),
@@ -605,7 +609,7 @@ class AsyncAgent(_AgentCore):
                                   compress_reasoning_text=compress_reasoning_text,
                                   frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
                                   min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
-                                  thinking=thinking, on_trace=on_trace),
+                                  thinking=thinking, on_trace=on_trace, output_schema=output_schema),
                      runtime=runtime)
         self._host = spec.host(None)
         self._client = http_client

@@ -128,6 +128,14 @@ class TokenBudgetExceededError(OmaError):
     oma_code = "TOKEN_BUDGET_EXCEEDED"
 
 
+class StructuredOutputValidationError(OmaError):
+    """The final answer did not match ``output_schema`` after OMA's one retry (only ever seen
+    in run results: ``success`` is false and ``structured`` is ``None``)."""
+
+    oma_name = "StructuredOutputValidationError"
+    oma_code = "STRUCTURED_OUTPUT_VALIDATION_FAILED"
+
+
 class LLMCallTimeoutError(OmaError):
     """The provider did not answer within the per-call timeout."""
 
@@ -179,6 +187,7 @@ _BY_NAME: Dict[str, Type[OmaError]] = {
         UnsupportedToolResultContentError,
         UnsupportedToolCallError,
         TokenBudgetExceededError,
+        StructuredOutputValidationError,
         LLMCallTimeoutError,
         EgressPolicyError,
         ProviderError,

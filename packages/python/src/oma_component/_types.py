@@ -202,8 +202,9 @@ class _RunResultOptional(TypedDict, total=False):
 
 class AgentRunResult(_RunResultOptional):
     """OMA's ``AgentRunResult``, key for key: ``status`` is ``{"code": "ok"}`` on success;
-    ``errorInfo`` and ``error`` are there after a failure; ``structured`` is always ``None``
-    (no structured output); ``turns`` is the package's (the number of model calls)."""
+    ``errorInfo`` and ``error`` are there after a failure; ``structured`` is the answer's
+    value when it matched ``output_schema`` (a pydantic model's instance when the schema is a
+    model), else ``None``; ``turns`` is the package's (the number of model calls)."""
 
     success: bool
     identity: RunIdentity

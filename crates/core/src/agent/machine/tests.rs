@@ -77,6 +77,9 @@ struct Host {
     evaluations: Vec<EvaluationRecord>,
     waits: Vec<u64>,
     traces: Vec<crate::agent::trace::TraceEvent>,
+    /// Values handed out to validate, and the verdicts given back in turn.
+    validations: Vec<Value>,
+    verdicts: VecDeque<Result<Value, String>>,
 }
 
 impl Host {
@@ -145,6 +148,10 @@ impl Host {
                 Step::External { text, .. } => {
                     self.external.push(text);
                     Answer::External(self.backend.clone().expect("a scripted backend"))
+                }
+                Step::Validate(value) => {
+                    self.validations.push(value);
+                    Answer::Validated(self.verdicts.pop_front().expect("a scripted verdict"))
                 }
             };
             assert!(
@@ -997,4 +1004,144 @@ fn a_failed_call_has_no_llm_call_event() {
     let kinds: Vec<&str> = host.traces.iter().map(|e| e.kind()).collect();
     assert_eq!(kinds, ["agent"]);
     assert_eq!(host.traces[0].run_id.len(), 36, "a made-up UUID");
+}
+
+/// The shared structured-output table (`fixtures/structured-output.json`), natively.
+#[test]
+fn structured_output_fixtures() {
+    let table: Value = serde_json::from_str(include_str!(
+        "../../../../../fixtures/structured-output.json"
+    ))
+    .expect("JSON");
+    for case in table["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("a name");
+        let expect = &case["expect"];
+        let mut settings = settings("anthropic");
+        settings.system_prompt = case["systemPrompt"].as_str().map(str::to_owned);
+        settings.output_schema =
+            Some(OutputSchema::new(case["schema"].clone(), false).expect("a schema"));
+        let (spec, _) = settings.into_spec().expect("valid");
+        let replies: Vec<(u16, String)> = case["answers"]
+            .as_array()
+            .expect("answers")
+            .iter()
+            .map(|a| (200, reply(a.as_str().expect("text"), 10, 5)))
+            .collect();
+        let mut host = Host {
+            replies: replies.into_iter().collect(),
+            ..Host::default()
+        };
+        let mut machine = RunMachine::run(spec, vec![LlmMessage::user_text("Rate it.")], false, 3);
+        let outcome = host.drive(&mut machine);
+        assert_eq!(outcome.success(), expect["success"], "{name}");
+        assert_eq!(
+            outcome.structured.clone().unwrap_or(Value::Null),
+            expect["structured"],
+            "{name}"
+        );
+        assert_eq!(outcome.output, expect["output"], "{name}");
+        assert_eq!(host.sent.len() as u64, expect["requests"], "{name}");
+        assert_eq!(
+            json!([
+                outcome.token_usage.input_tokens,
+                outcome.token_usage.output_tokens
+            ]),
+            expect["tokens"],
+            "{name}"
+        );
+        let bodies = host.sent_bodies();
+        let system = format!(
+            "{}\n\n## Output Format (REQUIRED)\n",
+            case["systemPrompt"].as_str().expect("text")
+        );
+        for body in &bodies {
+            assert!(
+                body["system"]
+                    .as_str()
+                    .expect("a system prompt")
+                    .starts_with(&system),
+                "{name}"
+            );
+        }
+        if let Some(feedback) = expect["feedback"].as_str() {
+            let last = bodies[1]["messages"]
+                .as_array()
+                .expect("messages")
+                .last()
+                .cloned();
+            let text = last.as_ref().map(|m| m["content"][0]["text"].clone());
+            let text = text
+                .as_ref()
+                .and_then(Value::as_str)
+                .expect("a feedback turn");
+            assert!(text.starts_with("Your previous response did not produce valid JSON"));
+            assert!(text.contains(feedback), "{name}: {text}");
+            // The retry repeats the input, the first answer, then the feedback.
+            assert_eq!(bodies[1]["messages"].as_array().map(Vec::len), Some(3));
+            assert_eq!(outcome.messages.len(), 3, "{name}");
+        }
+        let written = outcome_json(&outcome);
+        if let Some(info) = expect["errorInfo"].as_object() {
+            for (key, value) in info {
+                assert_eq!(&written["errorInfo"][key], value, "{name}: {key}");
+            }
+        }
+        assert_eq!(
+            written.get("structured").cloned().unwrap_or(Value::Null),
+            expect["structured"],
+            "{name}"
+        );
+    }
+    for bad in table["badSchemas"].as_array().expect("bad schemas") {
+        let config = json!({"name": "a", "model": "m", "provider": "anthropic", "outputSchema": bad["schema"]});
+        let err = AgentSettings::from_json(&config.to_string()).expect_err("refused");
+        let message = err.to_string();
+        assert!(message.contains("outputSchema"), "{message}");
+        assert!(
+            message.contains(bad["error"].as_str().expect("text")),
+            "{message}"
+        );
+    }
+}
+
+/// A host that validates gets the extracted value and its verdict decides; the budget counts
+/// both attempts.
+#[test]
+fn host_verdicts_streams_and_the_merged_budget() {
+    let mut validated = settings("anthropic");
+    validated.output_schema =
+        Some(OutputSchema::new(json!({"type": "object"}), true).expect("a schema"));
+    let (spec, _) = validated.into_spec().expect("valid");
+    let mut host = Host::replying(&[
+        (200, &reply("{\"a\": 1}", 1, 1)),
+        (200, &reply("[2]", 1, 1)),
+    ]);
+    host.verdicts = VecDeque::from([
+        Err("Output validation failed:\n  - a: Expected string, received number".into()),
+        Ok(json!(["two"])),
+    ]);
+    let mut machine = RunMachine::run(spec, vec![LlmMessage::user_text("q")], false, 1);
+    let outcome = host.drive(&mut machine);
+    assert_eq!(host.validations, vec![json!({"a": 1}), json!([2])]);
+    assert!(outcome.success());
+    assert_eq!(outcome.structured, Some(json!(["two"])));
+    assert_eq!(outcome.turns, 2);
+
+    // Over the budget once both attempts are counted: OMA's budget failure, merged.
+    let mut budgeted = settings("anthropic");
+    budgeted.output_schema =
+        Some(OutputSchema::new(json!({"type": "object"}), false).expect("a schema"));
+    budgeted.token_budget = Some(15);
+    let (spec, _) = budgeted.into_spec().expect("valid");
+    let mut host = Host::replying(&[(200, &reply("no", 5, 5)), (200, &reply("{}", 5, 5))]);
+    let mut machine = RunMachine::run(spec, vec![LlmMessage::user_text("q")], false, 1);
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.budget_exceeded());
+    assert_eq!(outcome.structured, None);
+    assert_eq!(outcome.output, "{}");
+    assert_eq!(outcome.messages.len(), 3);
+    assert_eq!(
+        outcome.failure().map(|f| f.error_info.message.as_str()),
+        Some("Agent \"helper\" exceeded token budget: 20 tokens used (budget: 15)")
+    );
 }

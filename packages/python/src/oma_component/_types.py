@@ -190,7 +190,6 @@ class RunIdentity(_RunIdentityOptional):
 
 
 class _RunResultOptional(TypedDict, total=False):
-    loopDetected: bool
     budgetExceeded: bool
     loopDetected: bool
     errorInfo: StructuredTraceError

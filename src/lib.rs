@@ -75,13 +75,13 @@ fn random_seed(_now_ms: u64) -> u64 {
     wasi::random_u64()
 }
 
-/// A call of `request` to `endpoint`, formatted now (a format or egress failure is its first
-/// step).
+/// A call of `request` to `endpoint`, formatted now (a format or egress failure is its
+/// result). The call keeps the adapter it reads the answer with.
 fn new_call(
     request: &a::ChatRequest,
     endpoint: wire::Endpoint,
     options: wire::CallOptions,
-) -> Result<(Call, Box<dyn a::Adapter>), wit_types::Error> {
+) -> Result<Call, wit_types::Error> {
     let now = endpoint.now_ms.unwrap_or_else(now_ms);
     let ids = a::IdSource {
         epoch_ms: now,
@@ -89,14 +89,13 @@ fn new_call(
     };
     let adapter = adapter_for(&endpoint, ids)?;
     let endpoint = from_wit_endpoint(endpoint, now);
-    let call = Call::new(
-        adapter.as_ref(),
+    Ok(Call::new(
+        adapter,
         request,
         &endpoint,
         from_wit_options(options),
         wasi::random_u64(),
-    );
-    Ok((call, adapter))
+    ))
 }
 
 impl p::Guest for Component {
@@ -109,10 +108,10 @@ impl p::Guest for Component {
     ) -> Result<wire::LlmResponse, wit_types::Error> {
         let mut request = from_wit_request(request)?;
         request.stream = false;
-        let (mut call, adapter) = new_call(&request, endpoint, options)?;
+        let mut call = new_call(&request, endpoint, options)?;
         let mut io = HttpIo::default();
         loop {
-            match io.step(&mut call, adapter.as_ref(), &request) {
+            match io.step(&mut call) {
                 Some(CallEvent::Done(result)) => return Ok(to_wit_response(result?)),
                 // A whole answer has no pieces; should one come, it is part of the result.
                 Some(CallEvent::Event(_)) | None => {}
@@ -127,7 +126,7 @@ impl p::Guest for Component {
     ) -> Result<p::ChatStream, wit_types::Error> {
         let mut request = from_wit_request(request)?;
         request.stream = true;
-        let (mut call, adapter) = new_call(&request, endpoint, options)?;
+        let mut call = new_call(&request, endpoint, options)?;
         let mut io = HttpIo::default();
         // Everything up to the response head (format, egress, retries) fails this call; the
         // body's failures come from `next`.
@@ -136,7 +135,7 @@ impl p::Guest for Component {
             if call.accepted() {
                 break;
             }
-            match io.step(&mut call, adapter.as_ref(), &request) {
+            match io.step(&mut call) {
                 Some(CallEvent::Done(Err(error))) => return Err(error.into()),
                 Some(event) => {
                     first.push(event);
@@ -149,8 +148,6 @@ impl p::Guest for Component {
         }
         Ok(p::ChatStream::new(Stream(RefCell::new(StreamState {
             call,
-            adapter,
-            request,
             io,
             pending: first.into(),
             over: false,
@@ -159,9 +156,8 @@ impl p::Guest for Component {
 }
 
 struct StreamState {
+    /// The call, with the adapter it reads the stream with.
     call: Call,
-    adapter: Box<dyn a::Adapter>,
-    request: a::ChatRequest,
     io: HttpIo,
     pending: std::collections::VecDeque<CallEvent>,
     over: bool,
@@ -180,9 +176,7 @@ impl p::GuestChatStream for Stream {
             }
             let event = match state.pending.pop_front() {
                 Some(event) => Some(event),
-                None => state
-                    .io
-                    .step(&mut state.call, state.adapter.as_ref(), &state.request),
+                None => state.io.step(&mut state.call),
             };
             let event = match event {
                 Some(CallEvent::Event(event)) => event,

@@ -2,7 +2,7 @@
 //! formats as pure functions. What a format needs of time (SigV4 dates, Gemini ids) comes from
 //! the endpoint's `now-ms`, or the world's clock (`super::now_ms`).
 
-use oma_core::adapter::IdSource;
+use oma_core::adapter::{IdSource, ResponseContext};
 use oma_core::json;
 
 use super::convert::*;
@@ -59,7 +59,8 @@ impl Guest for Component {
     ) -> Result<wire::LlmResponse, wit::Error> {
         let adapter = adapter_for(&endpoint, request_time(&endpoint))?;
         let request = from_wit_request(request)?;
-        Ok(to_wit_response(adapter.parse(&request, body.as_bytes())?))
+        let context = ResponseContext::of(&request);
+        Ok(to_wit_response(adapter.parse(&context, body.as_bytes())?))
     }
 
     fn environment_names(provider: String) -> ProviderVariables {

@@ -4,20 +4,20 @@
 
 use libfuzzer_sys::fuzz_target;
 use oma_component_fuzz::adapter;
-use oma_core::adapter::ChatRequest;
+use oma_core::adapter::ResponseContext;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, body)) = data.split_first() else {
         return;
     };
     let adapter = adapter(selector);
-    let request = ChatRequest {
+    let context = ResponseContext {
         model: "m".into(),
-        ..ChatRequest::default()
+        message_count: 0,
     };
-    let _ = adapter.parse(&request, body);
+    let _ = adapter.parse(&context, body);
     let _ = adapter.error_detail(&[("x-amzn-errortype".into(), "X:y".into())], body);
-    let mut decoder = adapter.stream_decoder(&request);
+    let mut decoder = adapter.stream_decoder(&context);
     if decoder.feed(body).is_ok() {
         let _ = decoder.finish();
     }

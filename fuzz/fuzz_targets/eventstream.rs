@@ -9,7 +9,7 @@
 use libfuzzer_sys::fuzz_target;
 use oma_component_fuzz::{adapter, chunks};
 use oma_core::adapter::bedrock::eventstream::{encode, EventStreamDecoder, HeaderValue};
-use oma_core::adapter::ChatRequest;
+use oma_core::adapter::ResponseContext;
 
 const KINDS: &[(&str, &str)] = &[
     ("event", "messageStart"),
@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let bedrock = |pieces: &[&[u8]]| {
-        let mut decoder = adapter(6).stream_decoder(&ChatRequest::default());
+        let mut decoder = adapter(6).stream_decoder(&ResponseContext::default());
         let mut events = Vec::new();
         for piece in pieces {
             match decoder.feed(piece) {

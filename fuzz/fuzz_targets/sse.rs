@@ -6,12 +6,12 @@
 use libfuzzer_sys::fuzz_target;
 use oma_component_fuzz::{adapter, chunks};
 use oma_core::adapter::sse::SseParser;
-use oma_core::adapter::{ChatRequest, StreamEvent};
+use oma_core::adapter::{ResponseContext, StreamEvent};
 use oma_core::error::Error;
 
 /// Everything a decoder gives for `pieces`: the events up to the first error, and that error.
 fn decode(selector: u8, pieces: &[&[u8]]) -> (Vec<StreamEvent>, Option<Error>) {
-    let mut decoder = adapter(selector).stream_decoder(&ChatRequest::default());
+    let mut decoder = adapter(selector).stream_decoder(&ResponseContext::default());
     let mut events = Vec::new();
     for piece in pieces {
         match decoder.feed(piece) {

@@ -127,9 +127,9 @@ fn parse_response(c: &mut Criterion) {
         let adapter =
             oma_core::adapter::for_provider(provider, None, oma_core::adapter::IdSource::default())
                 .expect("a known provider");
-        let native_request = oma_core::adapter::ChatRequest {
+        let native_context = oma_core::adapter::ResponseContext {
             model: "m".into(),
-            ..Default::default()
+            message_count: 0,
         };
         group.bench_function(BenchmarkId::new("component", provider), |b| {
             b.iter_custom(|iters| {
@@ -149,7 +149,7 @@ fn parse_response(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("native", provider), |b| {
             b.iter(|| {
                 adapter
-                    .parse(&native_request, black_box(body.as_bytes()))
+                    .parse(&native_context, black_box(body.as_bytes()))
                     .expect("parses")
             })
         });

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::adapter::{for_provider, Adapter, ChatRequest, IdSource, StreamEvent};
+use crate::adapter::{for_provider, Adapter, ChatRequest, IdSource, ResponseContext, StreamEvent};
 use crate::error::{Error, ErrorKind};
 use crate::json::{messages_from_json, messages_from_value, messages_to_json, messages_to_value};
 use crate::message::{
@@ -366,7 +366,7 @@ fn decode(provider: &str, pieces: &[&[u8]]) -> (Vec<StreamEvent>, Option<Error>)
         stream: true,
         ..ChatRequest::default()
     };
-    let mut decoder = adapter(provider).stream_decoder(&request);
+    let mut decoder = adapter(provider).stream_decoder(&ResponseContext::of(&request));
     let mut events = Vec::new();
     for piece in pieces {
         match decoder.feed(piece) {
@@ -499,7 +499,7 @@ proptest! {
         for provider in PROVIDERS {
             let adapter = adapter(provider);
             let _ = adapter.error_detail(&[("x-amzn-errortype".into(), "T:u".into())], &body);
-            if let Err(error) = adapter.parse(&request, &body) {
+            if let Err(error) = adapter.parse(&ResponseContext::of(&request), &body) {
                 prop_assert!(
                     matches!(error.kind(), ErrorKind::Provider | ErrorKind::UnsupportedToolCall),
                     "{}: {:?}", provider, error

@@ -17,9 +17,9 @@
 
 use std::collections::VecDeque;
 
-use oma_core::adapter::{self, Adapter, ChatRequest, IdSource, StreamEvent};
+use oma_core::adapter::{self, ChatRequest, IdSource, StreamEvent};
 use oma_core::error::Error;
-use oma_core::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
+use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing};
 use oma_core::http::retry::RetryPolicy;
 use oma_core::http::Limits;
 use oma_core::message::LlmResponse;
@@ -114,8 +114,7 @@ pub enum ChatStep {
 /// The attempt in flight.
 struct Current {
     target: Target,
-    adapter: Box<dyn Adapter>,
-    request: ChatRequest,
+    /// The call to the target; it keeps its adapter and what it reads the answer with.
     call: Call,
     started_ms: Option<u64>,
     sent: bool,
@@ -130,7 +129,7 @@ pub struct ChatMachine {
     rest: VecDeque<Target>,
     current: Option<Current>,
     /// A first step taken to check the request before anything is sent.
-    held: Option<CallStep>,
+    held: Option<CallPoll>,
     attempts: Vec<Attempt>,
     /// Whether a piece of a streamed answer was handed out (then there is no moving on).
     streamed: bool,
@@ -179,8 +178,8 @@ impl ChatMachine {
         };
         let mut current = machine.attempt(first, settings.deadline_ms)?;
         match current.call.poll(now_ms) {
-            Some(CallStep::Done(Err(error))) => return Err(error),
-            step => machine.held = step,
+            CallPoll::Finished(Err(error)) => return Err(error),
+            step => machine.held = Some(step),
         }
         current.started_ms = Some(now_ms);
         machine.current = Some(current);
@@ -231,11 +230,9 @@ impl ChatMachine {
             egress: self.settings.egress_for(&provider),
         };
         self.seed = oma_core::rng::Rng::new(self.seed).next_u64();
-        let call = Call::new(&*adapter, &request, &provider.endpoint, options, self.seed);
+        let call = Call::new(adapter, &request, &provider.endpoint, options, self.seed);
         Ok(Current {
             target,
-            adapter,
-            request,
             call,
             started_ms: None,
             sent: false,
@@ -260,27 +257,28 @@ impl ChatMachine {
             };
             current.started_ms.get_or_insert(now_ms);
             let step = match self.held.take() {
-                Some(step) => Some(step),
+                Some(step) => step,
                 None => current.call.poll(now_ms),
             };
             match step {
-                Some(CallStep::Send(outgoing)) => {
+                CallPoll::Step(CallStep::Send(outgoing)) => {
                     current.sent = true;
                     return ChatStep::Send(outgoing);
                 }
-                Some(CallStep::Receive) => return ChatStep::Receive,
-                Some(CallStep::Wait(ms)) => return ChatStep::Wait(ms),
-                Some(CallStep::Event(event)) => {
+                CallPoll::Step(CallStep::Receive) => return ChatStep::Receive,
+                CallPoll::Step(CallStep::Wait(ms)) => return ChatStep::Wait(ms),
+                CallPoll::Step(CallStep::Event(event)) => {
                     self.streamed = true;
                     return ChatStep::Event(event);
                 }
-                None => {
+                // `Over` never comes: a finished call is dropped with its result.
+                CallPoll::Waiting | CallPoll::Over => {
                     self.over = true;
                     return ChatStep::Done(Err(Error::Session {
                         message: "the chat request was polled while an answer was due".into(),
                     }));
                 }
-                Some(CallStep::Done(result)) => {
+                CallPoll::Finished(result) => {
                     let Some(current) = self.current.take() else {
                         continue;
                     };
@@ -354,7 +352,7 @@ impl ChatMachine {
         })?;
         current
             .call
-            .handle(answer, &*current.adapter, &current.request)
+            .handle(answer)
             .map_err(|refused| refused.reason)
     }
 }

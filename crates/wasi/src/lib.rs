@@ -28,9 +28,9 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-use oma_core::adapter::{Adapter, ChatRequest, StreamEvent};
+use oma_core::adapter::StreamEvent;
 use oma_core::error::Error;
-use oma_core::http::call::{Call, CallAnswer, CallStep, Outgoing};
+use oma_core::http::call::{Call, CallAnswer, CallPoll, CallStep, Outgoing};
 use oma_core::http::{TransportFailure, TransportFailureKind as Kind};
 use oma_core::message::LlmResponse;
 
@@ -280,19 +280,15 @@ impl HttpIo {
 
     /// Performs the next step of `call` and feeds it the answer; returns what the call gives
     /// out (a piece of a stream, or its result), `None` when it has more to do.
-    pub fn step(
-        &mut self,
-        call: &mut Call,
-        adapter: &dyn Adapter,
-        request: &ChatRequest,
-    ) -> Option<CallEvent> {
+    pub fn step(&mut self, call: &mut Call) -> Option<CallEvent> {
         let answer = match call.poll(now_ms()) {
-            Some(CallStep::Send(outgoing)) => self.send(&outgoing),
-            Some(CallStep::Receive) => self.receive(),
-            Some(CallStep::Wait(ms)) => HttpIo::wait(ms),
-            Some(CallStep::Event(event)) => return Some(CallEvent::Event(event)),
-            Some(CallStep::Done(result)) => return Some(CallEvent::Done(result)),
-            None => {
+            CallPoll::Step(CallStep::Send(outgoing)) => self.send(&outgoing),
+            CallPoll::Step(CallStep::Receive) => self.receive(),
+            CallPoll::Step(CallStep::Wait(ms)) => HttpIo::wait(ms),
+            CallPoll::Step(CallStep::Event(event)) => return Some(CallEvent::Event(event)),
+            CallPoll::Finished(result) => return Some(CallEvent::Done(result)),
+            // Every step is answered at once, so neither comes; should one, the call ends.
+            CallPoll::Waiting | CallPoll::Over => {
                 return Some(CallEvent::Done(Err(Error::Session {
                     message: "the call stalled".into(),
                 })))
@@ -300,7 +296,7 @@ impl HttpIo {
         };
         // The call asked for exactly this answer, so it cannot refuse it; should it ever, the
         // refusal ends the call rather than looping.
-        match call.handle(answer, adapter, request) {
+        match call.handle(answer) {
             Ok(()) => None,
             Err(refused) => Some(CallEvent::Done(Err(refused.reason))),
         }

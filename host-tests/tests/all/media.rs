@@ -237,3 +237,39 @@ async fn urls_are_forwarded_exactly_as_given() {
         assert_eq!(back, messages, "{u:?} is kept, never normalised");
     }
 }
+
+/// Long base64 data is checked in 64-byte blocks, 16 bytes per SIMD compare in the guest: a byte
+/// outside the alphabet (the neighbours of each range, a space, a line break, a non-ASCII
+/// letter, `=` inside the body) is found at every position of every block and of the tail.
+#[tokio::test]
+async fn a_bad_byte_is_found_at_every_position_of_long_data() {
+    let mut guest = guest().await;
+    let alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    // Three whole blocks and an 8-byte tail.
+    let valid = format!("{}{}", alphabet.repeat(3), &alphabet[..8]);
+    let ok = vec![user(vec![video(base64("video/mp4", &valid))])];
+    let verdict = guest.validate_messages(&ok).await.expect("no trap");
+    assert!(verdict.is_ok(), "{verdict:?}");
+    let bad = [
+        '@', '[', '`', '{', ':', '*', ',', '.', '-', '_', ' ', '\n', 'é', '=',
+    ];
+    for at in 0..valid.len() - 4 {
+        let byte = bad[at % bad.len()];
+        let mut data = valid.clone();
+        data.replace_range(at..=at, &byte.to_string());
+        let messages = vec![user(vec![video(base64("video/mp4", &data))])];
+        let error = guest
+            .validate_messages(&messages)
+            .await
+            .expect("no trap")
+            .expect_err(&format!("{byte:?} at {at}"));
+        assert_invalid_message(&error);
+        assert!(
+            error
+                .message
+                .ends_with(".data must contain raw base64 data"),
+            "{byte:?} at {at}: {}",
+            error.message
+        );
+    }
+}

@@ -2,7 +2,9 @@
 //! every sample conversation: one table of cases, two runners. The native unit tests in
 //! `src/adapter/` pin each wire format to `docs/wire-formats.md`; this pins the component to them.
 
-use oma_core::adapter::{self, Adapter, ChatRequest, Credentials, Endpoint, IdSource};
+use oma_core::adapter::{
+    self, Adapter, ChatRequest, Credentials, Endpoint, IdSource, ResponseContext,
+};
 use oma_host_tests::Guest;
 use oma_host_tests::{chat_request, endpoint};
 use serde_json::Value;
@@ -177,7 +179,10 @@ async fn parse_response_matches_the_native_adapters() {
             .expect("no trap")
             .expect("the sample parses");
         let native = native(provider)
-            .parse(&native_request("[]", "m-1"), body.as_bytes())
+            .parse(
+                &ResponseContext::of(&native_request("[]", "m-1")),
+                body.as_bytes(),
+            )
             .expect("the sample parses");
         let turn = vec![oma_host_tests::LlmMessage {
             role: oma_host_tests::Role::Assistant,

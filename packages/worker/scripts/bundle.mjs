@@ -2,7 +2,8 @@
 // npm run bundle -- [ENTRY] [OUTDIR]: bundles a Worker the way Workers' own bundling does
 // (esbuild, ES module output, the `workerd`, `worker` and `browser` export conditions), with
 // every `.wasm` import kept as an import of a file beside the bundle, under its own name, for
-// workerd to load as a `wasm` module (a compiled WebAssembly.Module). Prints the files and
+// workerd to load as a `wasm` module (a compiled WebAssembly.Module), and minified, as wrangler
+// does with `minify = true` (set in wrangler.toml and wrangler-probe.toml). Prints the files and
 // their gzipped sizes as JSON.
 import { build } from 'esbuild'
 import { readFileSync, readdirSync, rmSync } from 'node:fs'
@@ -30,6 +31,9 @@ export async function bundle(entry, outdir) {
     // cannot run a process, and with nodejs_compat workerd provides the node: modules.
     external: ['node:*'],
     logLevel: 'warning',
+    // wrangler's `minify = true`: without it esbuild prints the package's minified jco module
+    // out again readable (401 KB -> 643 KB, 54 -> 72 KB gzipped) beside the package's sources.
+    minify: true,
   })
   const files = readdirSync(outdir).map((name) => {
     const bytes = readFileSync(join(outdir, name))

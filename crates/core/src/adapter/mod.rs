@@ -326,6 +326,29 @@ impl std::ops::Deref for Validated<'_> {
     }
 }
 
+/// What reading a response needs to know of the request it answers, and nothing more: the
+/// model (Bedrock and Gemini answers do not name it, so the response takes the request's) and
+/// how many messages the request carried (Gemini's made-up tool-call ids are drawn per turn
+/// from it). A call keeps this small value instead of the whole request, so it can parse and
+/// decode its own response without being handed the request again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResponseContext {
+    /// The model the request asked for.
+    pub model: String,
+    /// How many messages the request carried.
+    pub message_count: usize,
+}
+
+impl ResponseContext {
+    /// The context of a response to `request`.
+    pub fn of(request: &ChatRequest) -> Self {
+        ResponseContext {
+            model: request.model.clone(),
+            message_count: request.messages.len(),
+        }
+    }
+}
+
 /// A provider wire format.
 ///
 /// `Send`, so that a run in flight can move between threads (an async host's tasks).
@@ -344,10 +367,10 @@ pub trait Adapter: Send {
     fn format(&self, request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
         self.format_validated(Validated::check(request)?, endpoint)
     }
-    /// Reads a successful (2xx) response body.
-    fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error>;
-    /// A decoder for the body of a streamed response to `request`.
-    fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder>;
+    /// Reads a successful (2xx) response body to the request `context` describes.
+    fn parse(&self, context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error>;
+    /// A decoder for the body of a streamed response to the request `context` describes.
+    fn stream_decoder(&self, context: &ResponseContext) -> Box<dyn StreamDecoder>;
     /// What an error (non-2xx) answer says beyond its status: the provider's own message,
     /// code and type, and a wait it asks for in its body (`docs/errors.md#provider-error-codes`).
     /// `headers` have lowercase names.

@@ -51,7 +51,7 @@ use crate::agent::structured::{self, OutputSchema};
 use crate::agent::trace::{TraceEvent, TraceOptions, Tracer};
 use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
-use crate::http::call::{Call, CallAnswer, CallOptions, CallStep, Outgoing};
+use crate::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing};
 use crate::message::{ContentBlock, LlmMessage, Role, TextBlock, TokenUsage, ToolResultBlock};
 use crate::rng::Rng;
 use crate::validate::validate_tool_result_at;
@@ -240,7 +240,7 @@ struct Attempts {
 
 struct Turns {
     turn: TurnLoop,
-    call: Option<(Call, Box<dyn Adapter>)>,
+    call: Option<Call>,
 }
 
 /// One run. See the module documentation for the call order.
@@ -354,7 +354,7 @@ impl RunMachine {
             Phase::External => vec![Due::External],
             Phase::Validate(_) => vec![Due::Validation],
             Phase::Turns(turns) => match &turns.call {
-                Some((call, _)) if call.awaits_answer() => vec![Due::Http],
+                Some(call) if call.awaits_answer() => vec![Due::Http],
                 Some(_) => Vec::new(),
                 None => turns.turn.pending_tools().map(Due::Tool).collect(),
             },
@@ -491,8 +491,8 @@ impl RunMachine {
             }
             (Phase::Turns(mut turns), Answer::Http(answer)) => {
                 let result = match &mut turns.call {
-                    Some((call, adapter)) => call
-                        .handle(answer, adapter.as_ref(), turns.turn.request())
+                    Some(call) => call
+                        .handle(answer)
                         .map_err(|refused| refused.map(Answer::Http)),
                     None => {
                         self.phase = Phase::Turns(turns);
@@ -604,9 +604,9 @@ impl RunMachine {
     /// Advances the turns until a step is ready or an answer is due; sets the phase back.
     fn step_turns(&mut self, mut turns: Box<Turns>) -> Option<Step> {
         loop {
-            if let Some((call, _)) = &mut turns.call {
+            if let Some(call) = &mut turns.call {
                 match call.poll(self.now_ms) {
-                    Some(CallStep::Send(mut outgoing)) => {
+                    CallPoll::Step(CallStep::Send(mut outgoing)) => {
                         // No request may outlive the run.
                         if let Some(remaining) = self.remaining_ms() {
                             outgoing.timeout_ms = outgoing.timeout_ms.min(remaining.max(1));
@@ -614,16 +614,16 @@ impl RunMachine {
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Send(outgoing));
                     }
-                    Some(CallStep::Receive) => {
+                    CallPoll::Step(CallStep::Receive) => {
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Receive);
                     }
-                    Some(CallStep::Wait(ms)) => {
+                    CallPoll::Step(CallStep::Wait(ms)) => {
                         self.wait_until_ms = Some(self.now_ms.saturating_add(ms));
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Wait(ms));
                     }
-                    Some(CallStep::Event(event)) => {
+                    CallPoll::Step(CallStep::Event(event)) => {
                         let event = match event {
                             StreamEvent::Text(text) => AgentEvent::TextDelta(text),
                             StreamEvent::Reasoning(text) => AgentEvent::ReasoningDelta(text),
@@ -633,7 +633,7 @@ impl RunMachine {
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Event(event));
                     }
-                    Some(CallStep::Done(result)) => {
+                    CallPoll::Finished(result) => {
                         turns.call = None;
                         let traced = match (&result, self.tracer.as_mut()) {
                             (Ok(response), Some(tracer)) => tracer.llm_answered(
@@ -659,7 +659,8 @@ impl RunMachine {
                             return None;
                         }
                     }
-                    None => {
+                    // `Over` never comes: the call is dropped with its result.
+                    CallPoll::Waiting | CallPoll::Over => {
                         self.phase = Phase::Turns(turns);
                         return None;
                     }
@@ -682,14 +683,13 @@ impl RunMachine {
                                 timestamp: Some(adapter::amz_timestamp(self.now_ms / 1000)),
                                 ..self.spec.endpoint.clone()
                             };
-                            let call = Call::new_validated(
-                                adapter.as_ref(),
+                            turns.call = Some(Call::new_validated(
+                                adapter,
                                 turns.turn.validated(),
                                 &endpoint,
                                 self.spec.call.clone(),
                                 seed,
-                            );
-                            turns.call = Some((call, adapter));
+                            ));
                         }
                         Err(error) => {
                             // The loop asked for a request, so it is not over.
@@ -913,7 +913,7 @@ impl RunMachine {
                 Phase::Validate(_) => "the host's validation verdict",
                 Phase::External => "the external backend's reply",
                 Phase::Turns(turns) => match &turns.call {
-                    Some((call, _)) => call.expected(),
+                    Some(call) => call.expected(),
                     None => "tool outcomes",
                 },
                 Phase::Over(_) => "nothing: the run is over",

@@ -1,16 +1,30 @@
 //! One provider call as a state machine with no I/O: format, check egress, send, classify,
 //! parse or decode, and retry what may be retried (see `docs/errors.md`).
 //!
-//! The call says what it needs ([`Call::poll`]: send this request, read more of the body, wait
-//! this long) and is told what happened ([`Call::handle`]). Whoever holds the network performs
-//! the step: the wasi:http driver of the `component` world, or the host itself through the
-//! `driver` interface. Either way the decisions (what is retried, after how long, what an
-//! answer means) are made here once.
+//! In the manner of the run machine ([`crate::agent::machine`]) and quinn-proto's
+//! `poll`/`handle`: [`Call::poll`] says what the call needs now, one of three things
+//! ([`CallPoll`]): a [`CallStep`] to perform or deliver (send this request, read more of the
+//! body, wait this long, deliver a piece of a stream); that it is waiting for the answer to the
+//! step handed out last, due by [`Call::wake_at`]; or that it is finished, with its result.
+//! [`Call::handle`] is told what happened. The call owns what it reads a response with (the
+//! provider's [`Adapter`] and the [`ResponseContext`] of its request), so an answer is all a
+//! host hands it. Whoever holds the network performs the step: the wasi:http driver of the
+//! `component` world, the run machine's host through the `driver` interface, the gateway's
+//! fallback machine. Either way the decisions (what is retried, after how long, what an answer
+//! means) are made here once.
 //!
-//! Call order: [`Call::new`], then repeatedly [`Call::poll`] and, for `Send`, `Receive` and
-//! `Wait`, one [`Call::handle`] with the matching answer, until `poll` returns
-//! [`CallStep::Done`]. Answers that do not fit the step fail with [`Error::Session`] and change
-//! nothing. Never panics.
+//! Call order:
+//!
+//! 1. [`Call::new`] (or [`Call::new_validated`]): validation, formatting and the egress check
+//!    happen now; what fails is the call's result, and nothing is ever sent.
+//! 2. `poll(now)`: perform each [`CallPoll::Step`]; `Send`, `Receive` and `Wait` need one
+//!    [`Call::handle`] with the matching [`CallAnswer`], `Event` only delivery.
+//! 3. On [`CallPoll::Waiting`], `handle` the answer when it arrives (at
+//!    [`wake_at`](Call::wake_at) at the latest), then poll again.
+//! 4. [`CallPoll::Finished`] carries the result, once; a later poll says [`CallPoll::Over`].
+//!
+//! Answers that do not fit the step fail with [`Error::Session`] and change nothing. Never
+//! panics.
 //!
 //! Time comes in with each `poll`: a call past its deadline ([`Limits::deadline_ms`], counted
 //! from the first send) ends with `LLMCallTimeoutError` at the next poll, however its bytes
@@ -26,7 +40,8 @@ use std::sync::Arc;
 use super::retry::{RequestedWait, RetryHints, RetryPolicy};
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
 use crate::adapter::{
-    Adapter, ChatRequest, Endpoint, HttpRequest, StreamDecoder, StreamEvent, Validated,
+    Adapter, ChatRequest, Endpoint, HttpRequest, ResponseContext, StreamDecoder, StreamEvent,
+    Validated,
 };
 use crate::error::{Error, Refused};
 use crate::message::LlmResponse;
@@ -66,7 +81,7 @@ pub struct Outgoing {
     pub attempt: u32,
 }
 
-/// What the call needs next.
+/// A step the call hands out: something to perform, or a piece of a stream to deliver.
 #[derive(Debug, PartialEq)]
 pub enum CallStep {
     /// Send this request; answer with [`CallAnswer::Response`], or [`CallAnswer::Head`] followed
@@ -79,8 +94,26 @@ pub enum CallStep {
     Wait(u64),
     /// A piece of a streamed answer (text, reasoning, a tool call); no answer.
     Event(StreamEvent),
-    /// The call is over.
-    Done(Result<LlmResponse, Error>),
+}
+
+/// What [`Call::poll`] found: the three cases a host acts on, as the run machine's
+/// [`Poll`](crate::agent::machine::Poll) has them, and [`CallPoll::Over`] for a call whose
+/// result was already handed out. Waiting and finished are told apart, so a host that polls
+/// at the wrong moment learns which it is.
+// A step is handed out by value on every poll, the hot path of a call; boxing it would cost
+// an allocation per step to shrink the rare `Waiting` and `Over`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, PartialEq)]
+pub enum CallPoll {
+    /// Perform (or deliver) this step.
+    Step(CallStep),
+    /// The answer to the `Send` or `Wait` handed out last is due: nothing to do until it
+    /// arrives, by [`Call::wake_at`].
+    Waiting,
+    /// The call is over, with its result (given once).
+    Finished(Result<LlmResponse, Error>),
+    /// The result was handed out by an earlier poll; nothing follows.
+    Over,
 }
 
 /// What happened to the step the call asked for.
@@ -120,7 +153,7 @@ enum State {
     WaitUntil(u64),
     /// A wait was handed out; `Waited` is due.
     Waiting,
-    /// `Done` was queued.
+    /// The call ended: its result waits in `outcome` until a poll hands it out.
     Over,
 }
 
@@ -136,6 +169,10 @@ struct Receiving {
 /// One provider call. See the module documentation for the call order.
 pub struct Call {
     provider: String,
+    /// The wire format: it reads the answers (errors, bodies, streams) of this call.
+    adapter: Box<dyn Adapter>,
+    /// What the adapter needs to know of the request to read its answer.
+    context: ResponseContext,
     outgoing: Outgoing,
     options: CallOptions,
     /// The policy in force: the options' own, else the provider's default.
@@ -143,7 +180,10 @@ pub struct Call {
     secrets: Vec<String>,
     rng: Rng,
     state: State,
-    queue: VecDeque<CallStep>,
+    /// Pieces of a stream not yet handed out; they go before the result.
+    events: VecDeque<StreamEvent>,
+    /// The result, from when the call ends until a poll hands it out.
+    outcome: Option<Result<LlmResponse, Error>>,
     /// When the first attempt was handed out (ms since the epoch).
     started_ms: Option<u64>,
     /// The error of the failed attempt a wait follows, for when the wait cannot happen.
@@ -155,6 +195,8 @@ pub struct Call {
     /// When the attempt in flight was handed out (ms since the epoch) and the timeout it was
     /// handed out with: the attempt's whole response, streamed or not, is held to it.
     attempt: Option<(u64, u64)>,
+    /// When the wait handed out last ends (ms since the epoch), for [`Call::wake_at`].
+    wait_ends_ms: u64,
 }
 
 impl std::fmt::Debug for Call {
@@ -169,10 +211,11 @@ impl std::fmt::Debug for Call {
 
 impl Call {
     /// A call of `request` to `endpoint` in `adapter`'s format. Validation, formatting and the
-    /// egress check happen now: when one fails, the first step is `Done` with the error and
-    /// nothing is ever sent. `seed` seeds the retry jitter.
+    /// egress check happen now: when one fails, the first poll finishes the call with the
+    /// error and nothing is ever sent. The call keeps `adapter` and what it needs of `request`
+    /// to read the answers. `seed` seeds the retry jitter.
     pub fn new(
-        adapter: &dyn Adapter,
+        adapter: Box<dyn Adapter>,
         request: &ChatRequest,
         endpoint: &Endpoint,
         options: CallOptions,
@@ -186,7 +229,7 @@ impl Call {
     /// As [`Call::new`], for a request whose messages are already validated (a run's turn):
     /// nothing is checked twice.
     pub fn new_validated(
-        adapter: &dyn Adapter,
+        adapter: Box<dyn Adapter>,
         request: Validated<'_>,
         endpoint: &Endpoint,
         options: CallOptions,
@@ -204,7 +247,7 @@ impl Call {
     }
 
     fn with_formatted(
-        adapter: &dyn Adapter,
+        adapter: Box<dyn Adapter>,
         request: &ChatRequest,
         formatted: Result<HttpRequest, Error>,
         options: CallOptions,
@@ -214,6 +257,9 @@ impl Call {
         let secrets = endpoint.secrets();
         let mut call = Call {
             provider: adapter.name().to_owned(),
+            context: ResponseContext::of(request),
+            retry: options.retry.unwrap_or_else(|| adapter.default_retry()),
+            adapter,
             outgoing: Outgoing {
                 method: String::new(),
                 url: String::new(),
@@ -223,16 +269,17 @@ impl Call {
                 stream: request.stream,
                 attempt: 1,
             },
-            retry: options.retry.unwrap_or_else(|| adapter.default_retry()),
             options,
             secrets,
             rng: Rng::new(seed),
             state: State::SendDue,
-            queue: VecDeque::new(),
+            events: VecDeque::new(),
+            outcome: None,
             started_ms: None,
             last_error: None,
             fired_limit_ms: 0,
             attempt: None,
+            wait_ends_ms: 0,
         };
         let formatted = formatted.and_then(|http| {
             if !(http.url.starts_with("https://") || http.url.starts_with("http://")) {
@@ -255,11 +302,11 @@ impl Call {
         call
     }
 
-    /// The next step at `now_ms` (milliseconds since the Unix epoch), or `None` while an answer
-    /// is due (or after `Done`).
-    pub fn poll(&mut self, now_ms: u64) -> Option<CallStep> {
-        if let Some(step) = self.queue.pop_front() {
-            return Some(step);
+    /// What the call needs at `now_ms` (milliseconds since the Unix epoch): a step, the answer
+    /// it waits for, or its result.
+    pub fn poll(&mut self, now_ms: u64) -> CallPoll {
+        if let Some(out) = self.pending() {
+            return out;
         }
         if let State::WaitUntil(at) = self.state {
             self.state = State::WaitDue(at.saturating_sub(now_ms));
@@ -280,8 +327,8 @@ impl Call {
                 } else {
                     self.fail(error, RetryHints::default());
                 }
-                if let Some(step) = self.queue.pop_front() {
-                    return Some(step);
+                if let Some(out) = self.pending() {
+                    return out;
                 }
             }
         }
@@ -304,7 +351,7 @@ impl Call {
                 provider: self.provider.clone(),
                 timeout_ms: deadline,
             })));
-            return self.queue.pop_front();
+            return self.pending().unwrap_or(CallPoll::Over);
         }
         match &self.state {
             State::SendDue => {
@@ -323,9 +370,9 @@ impl Call {
                     // (the portable driver) takes it without a copy.
                     outgoing.body = std::mem::take(&mut self.outgoing.body);
                 }
-                Some(CallStep::Send(outgoing))
+                CallPoll::Step(CallStep::Send(outgoing))
             }
-            State::Receiving(_) => Some(CallStep::Receive),
+            State::Receiving(_) => CallPoll::Step(CallStep::Receive),
             State::WaitDue(ms) if *ms >= remaining => {
                 // The wait would end past the deadline: give up now, with the last error.
                 let error = match std::mem::replace(&mut self.state, State::Over) {
@@ -336,20 +383,49 @@ impl Call {
                     provider: self.provider.clone(),
                     timeout_ms: deadline,
                 })));
-                self.queue.pop_front()
+                self.pending().unwrap_or(CallPoll::Over)
             }
             State::WaitDue(ms) => {
                 let ms = *ms;
                 self.state = State::Waiting;
-                Some(CallStep::Wait(ms))
+                self.wait_ends_ms = now_ms.saturating_add(ms);
+                CallPoll::Step(CallStep::Wait(ms))
             }
-            State::Sent | State::Waiting | State::WaitUntil(_) | State::Over => None,
+            State::Sent | State::Waiting => CallPoll::Waiting,
+            // Turned into `WaitDue` above; kept for the match to be whole.
+            State::WaitUntil(_) => CallPoll::Waiting,
+            State::Over => CallPoll::Over,
+        }
+    }
+
+    /// What was produced and not yet handed out: the next piece of a stream, else the result.
+    fn pending(&mut self) -> Option<CallPoll> {
+        if let Some(event) = self.events.pop_front() {
+            return Some(CallPoll::Step(CallStep::Event(event)));
+        }
+        self.outcome.take().map(CallPoll::Finished)
+    }
+
+    /// The instant (milliseconds since the Unix epoch) by which the answer the call waits for
+    /// is due: while a request is out, the end of its attempt's timeout (the `timeout_ms` it
+    /// was handed out with, which the transport holds the request to, answering with a timeout
+    /// failure; a response still being read is ended by the first poll from that instant on);
+    /// during a retry wait, the wait's end. Neither reaches past the call's deadline. `None`
+    /// while neither is out (a step is ready, or the call is over). A host that waits for the
+    /// transport with a timer of its own sets it to this instant.
+    pub fn wake_at(&self) -> Option<u64> {
+        match self.state {
+            State::Sent | State::Receiving(_) => self
+                .attempt
+                .map(|(sent, timeout)| sent.saturating_add(timeout)),
+            State::Waiting => Some(self.wait_ends_ms),
+            _ => None,
         }
     }
 
     /// Whether the call is waiting for an answer (a step was handed out and not answered).
     pub fn awaits_answer(&self) -> bool {
-        self.queue.is_empty() && matches!(self.state, State::Sent | State::Waiting)
+        self.events.is_empty() && matches!(self.state, State::Sent | State::Waiting)
     }
 
     /// Whether a streamed response was accepted: its head was a 2xx, and from now on its body
@@ -368,18 +444,13 @@ impl Call {
         }
     }
 
-    /// Feeds the answer to the step handed out last. `adapter` and `request` must be the ones
-    /// the call was made with (they parse and decode the answer). Fails with
-    /// [`Error::Session`], changing nothing, when the answer does not fit the step: the answer
-    /// is handed back in the [`Refused`].
+    /// Feeds the answer to the step handed out last; the call reads it with its own adapter.
+    /// Fails with [`Error::Session`], changing nothing, when the answer does not fit the step
+    /// (or comes while steps or the result wait to be polled): the answer is handed back in
+    /// the [`Refused`].
     #[must_use = "an answer the call did not ask for is handed back, refused"]
-    pub fn handle(
-        &mut self,
-        answer: CallAnswer,
-        adapter: &dyn Adapter,
-        request: &ChatRequest,
-    ) -> Result<(), Refused<CallAnswer>> {
-        if !self.queue.is_empty() {
+    pub fn handle(&mut self, answer: CallAnswer) -> Result<(), Refused<CallAnswer>> {
+        if !self.events.is_empty() || self.outcome.is_some() {
             return Err(self.refuse(answer));
         }
         match (std::mem::replace(&mut self.state, State::Over), answer) {
@@ -389,9 +460,9 @@ impl Call {
                     return Ok(());
                 }
                 // A whole response is a head, one chunk and the end.
-                let receiving = self.receiving(response.status, response.headers, adapter, request);
+                let receiving = self.receiving(response.status, response.headers);
                 if let Some(receiving) = self.on_chunk(receiving, response.body) {
-                    self.end_body(receiving, adapter, request);
+                    self.end_body(receiving);
                 }
             }
             (State::Sent, CallAnswer::Head { status, headers }) => {
@@ -399,7 +470,7 @@ impl Call {
                     self.refuse_encoded(status, &headers, error);
                     return Ok(());
                 }
-                let receiving = self.receiving(status, headers, adapter, request);
+                let receiving = self.receiving(status, headers);
                 self.state = State::Receiving(receiving);
             }
             (State::Receiving(receiving), CallAnswer::Chunk(bytes)) => {
@@ -407,9 +478,7 @@ impl Call {
                     self.state = State::Receiving(receiving);
                 }
             }
-            (State::Receiving(receiving), CallAnswer::End) => {
-                self.end_body(receiving, adapter, request)
-            }
+            (State::Receiving(receiving), CallAnswer::End) => self.end_body(receiving),
             (State::Sent, CallAnswer::Failure(failure)) => {
                 let error = failure.into_error(&self.provider, self.fired_limit_ms);
                 self.fail(error, RetryHints::default());
@@ -490,13 +559,7 @@ impl Call {
         self.fail(error, hints);
     }
 
-    fn receiving(
-        &self,
-        status: u16,
-        headers: Vec<(String, String)>,
-        adapter: &dyn Adapter,
-        request: &ChatRequest,
-    ) -> Receiving {
+    fn receiving(&self, status: u16, headers: Vec<(String, String)>) -> Receiving {
         let headers = headers
             .into_iter()
             .map(|(name, value)| (name.to_ascii_lowercase(), value))
@@ -507,7 +570,8 @@ impl Call {
             headers,
             body: Vec::new(),
             received: 0,
-            decoder: (accepted && self.outgoing.stream).then(|| adapter.stream_decoder(request)),
+            decoder: (accepted && self.outgoing.stream)
+                .then(|| self.adapter.stream_decoder(&self.context)),
         }
     }
 
@@ -543,7 +607,7 @@ impl Call {
         };
         match outcome {
             // The stream's last event arrived with these bytes: the call is over.
-            Ok(()) if matches!(self.queue.back(), Some(CallStep::Done(_))) => None,
+            Ok(()) if self.outcome.is_some() => None,
             Ok(()) => Some(receiving),
             // A stream that was accepted is not sent again: its pieces are out.
             Err(error) if receiving.decoder.is_some() => {
@@ -558,13 +622,13 @@ impl Call {
     }
 
     /// The body is complete: finish the stream, or classify and parse the whole response.
-    fn end_body(&mut self, receiving: Receiving, adapter: &dyn Adapter, request: &ChatRequest) {
+    fn end_body(&mut self, receiving: Receiving) {
         if let Some(mut decoder) = receiving.decoder {
             match decoder.finish() {
                 Ok(events) => self.emit(events),
                 Err(error) => return self.finish(Err(error)),
             }
-            if !matches!(self.queue.back(), Some(CallStep::Done(_))) {
+            if self.outcome.is_none() {
                 self.finish(Err(Error::Provider {
                     provider: self.provider.clone(),
                     status: None,
@@ -584,23 +648,23 @@ impl Call {
         let classified = classify_status(
             &self.provider,
             &response,
-            &|headers, body| adapter.error_detail(headers, body),
+            &|headers, body| self.adapter.error_detail(headers, body),
             &secrets,
         );
         if let Err(failure) = classified {
             return self.fail(failure.error, failure.hints);
         }
         // A 2xx body that does not parse is an answer that was paid for: not asked again.
-        let parsed = adapter.parse(request, &response.body);
+        let parsed = self.adapter.parse(&self.context, &response.body);
         self.finish(parsed);
     }
 
-    /// Queues the events of a stream; its `Done` ends the call.
+    /// Queues the events of a stream; its `Done` ends the call, and nothing after it counts.
     fn emit(&mut self, events: Vec<StreamEvent>) {
         for event in events {
             match event {
-                StreamEvent::Done(response) => self.finish(Ok(response)),
-                other => self.queue.push_back(CallStep::Event(other)),
+                StreamEvent::Done(response) => return self.finish(Ok(response)),
+                other => self.events.push_back(other),
             }
         }
     }
@@ -641,16 +705,19 @@ impl Call {
         }
     }
 
+    /// Ends the call with `result`, handed out by the next poll after the pieces queued before
+    /// it. The call ends once: a later result (none is made today) would change nothing.
     fn finish(&mut self, result: Result<LlmResponse, Error>) {
+        if self.outcome.is_some() {
+            return;
+        }
         // A response past the size limits ends the call before the run does anything with it.
         let result = result.and_then(|response| {
             crate::limits::check_response(&self.provider, &response).map(|()| response)
         });
         let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
         self.state = State::Over;
-        self.queue.push_back(CallStep::Done(
-            result.map_err(|error| error.redact(&secrets)),
-        ));
+        self.outcome = Some(result.map_err(|error| error.redact(&secrets)));
     }
 }
 

@@ -60,8 +60,8 @@ mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::adapter::Validated;
-use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
+use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
+use crate::adapter::{ResponseContext, Validated};
 use crate::error::Error;
 use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
@@ -106,11 +106,11 @@ impl Adapter for AiSdk {
         request::format(request)
     }
 
-    fn parse(&self, _request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
+    fn parse(&self, _context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {
         response::parse(body)
     }
 
-    fn stream_decoder(&self, _request: &ChatRequest) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, _context: &ResponseContext) -> Box<dyn StreamDecoder> {
         Box::new(response::AiSdkStream::default())
     }
 }

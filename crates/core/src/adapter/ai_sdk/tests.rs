@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 use super::{error_detail, error_message, AiSdk};
 use crate::adapter::test_support::{assistant, text, user};
 use crate::adapter::{
-    Adapter, ChatRequest, Credentials, Endpoint, StreamEvent, Thinking, ToolDefinition,
+    Adapter, ChatRequest, Credentials, Endpoint, ResponseContext, StreamEvent, Thinking,
+    ToolDefinition,
 };
 use crate::error::Error;
 use crate::message::*;
@@ -393,7 +394,10 @@ fn video_is_unsupported_in_any_role() {
 
 fn parse(body: Value) -> LlmResponse {
     AiSdk
-        .parse(&request(vec![]), body.to_string().as_bytes())
+        .parse(
+            &ResponseContext::of(&request(vec![])),
+            body.to_string().as_bytes(),
+        )
         .unwrap()
 }
 
@@ -471,7 +475,9 @@ fn malformed_results_are_provider_errors() {
         br#"{"toolCalls": [{"toolName": "f"}]}"#,
         br#"{"usage": {"inputTokens": -1}}"#,
     ] {
-        let err = AiSdk.parse(&request(vec![]), body).unwrap_err();
+        let err = AiSdk
+            .parse(&ResponseContext::of(&request(vec![])), body)
+            .unwrap_err();
         let Error::Provider {
             provider, message, ..
         } = &err
@@ -518,7 +524,7 @@ pub(crate) const STREAM: &str = concat!(
 );
 
 fn decode(stream: &str, size: usize) -> Result<Vec<StreamEvent>, Error> {
-    let mut decoder = AiSdk.stream_decoder(&request(vec![]));
+    let mut decoder = AiSdk.stream_decoder(&ResponseContext::of(&request(vec![])));
     let mut events = Vec::new();
     for chunk in stream.as_bytes().chunks(size) {
         events.extend(decoder.feed(chunk)?);
@@ -575,7 +581,7 @@ fn stream_gives_the_same_events_for_every_chunking() {
 
 #[test]
 fn deltas_come_out_as_soon_as_their_line_ends() {
-    let mut decoder = AiSdk.stream_decoder(&request(vec![]));
+    let mut decoder = AiSdk.stream_decoder(&ResponseContext::of(&request(vec![])));
     assert_eq!(
         decoder
             .feed(b"{\"type\":\"text-delta\",\"text\":\"a\"}")
@@ -655,7 +661,7 @@ fn error_parts_fail_the_stream_after_the_events_before_them() {
             "{{\"type\":\"text-delta\",\"text\":\"part\"}}\n{error_line}{{\"type\":\"finish\",\"finishReason\":\"stop\"}}\n"
         );
         for size in 1..=stream.len() {
-            let mut decoder = AiSdk.stream_decoder(&request(vec![]));
+            let mut decoder = AiSdk.stream_decoder(&ResponseContext::of(&request(vec![])));
             let mut events = Vec::new();
             let mut error = None;
             for chunk in stream.as_bytes().chunks(size) {

@@ -16,8 +16,8 @@ pub(crate) mod tests;
 
 pub use response::{error_detail, error_message};
 
-use crate::adapter::Validated;
-use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
+use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
+use crate::adapter::{ResponseContext, Validated};
 use crate::error::Error;
 use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
@@ -63,11 +63,11 @@ impl Adapter for Anthropic {
         request::format(request, endpoint)
     }
 
-    fn parse(&self, _request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
+    fn parse(&self, _context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {
         response::parse(body)
     }
 
-    fn stream_decoder(&self, _request: &ChatRequest) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, _context: &ResponseContext) -> Box<dyn StreamDecoder> {
         Box::new(stream::Decoder::default())
     }
 }

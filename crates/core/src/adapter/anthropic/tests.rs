@@ -5,7 +5,8 @@ use serde_json::{json, Map, Value};
 
 use super::{error_message, Anthropic};
 use crate::adapter::{
-    Adapter, ChatRequest, Credentials, Endpoint, Sampling, StreamEvent, Thinking, ToolDefinition,
+    Adapter, ChatRequest, Credentials, Endpoint, ResponseContext, Sampling, StreamEvent, Thinking,
+    ToolDefinition,
 };
 use crate::error::{Error, ErrorKind};
 use crate::json::messages_from_value;
@@ -555,7 +556,7 @@ fn streaming_request_ends_with_stream_true() {
 // ----- response ---------------------------------------------------------------------------
 
 fn parse(body: &str) -> Result<LlmResponse, Error> {
-    Anthropic.parse(&ChatRequest::default(), body.as_bytes())
+    Anthropic.parse(&ResponseContext::default(), body.as_bytes())
 }
 
 #[test]
@@ -723,7 +724,7 @@ pub(crate) const STREAM: &str = concat!(
 );
 
 fn decode(stream: &[u8], chunk: usize) -> Result<Vec<StreamEvent>, Error> {
-    let mut decoder = Anthropic.stream_decoder(&ChatRequest::default());
+    let mut decoder = Anthropic.stream_decoder(&ResponseContext::default());
     let mut events = Vec::new();
     for piece in stream.chunks(chunk.max(1)) {
         events.extend(decoder.feed(piece)?);
@@ -800,7 +801,7 @@ fn stream_decodes_identically_under_every_chunking() {
 
 #[test]
 fn text_deltas_arrive_as_soon_as_their_event_is_complete() {
-    let mut decoder = Anthropic.stream_decoder(&ChatRequest::default());
+    let mut decoder = Anthropic.stream_decoder(&ResponseContext::default());
     let cut = STREAM.find("世界").unwrap();
     let first = decoder.feed(&STREAM.as_bytes()[..cut]).unwrap();
     assert_eq!(first.last(), Some(&StreamEvent::Text("Grüße, ".into())));
@@ -834,7 +835,7 @@ fn error_events_fail_the_stream() {
         "{}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}}}\n\n",
         &STREAM[..cut]
     );
-    let mut decoder = Anthropic.stream_decoder(&ChatRequest::default());
+    let mut decoder = Anthropic.stream_decoder(&ResponseContext::default());
     let err = decoder.feed(stream.as_bytes()).unwrap_err();
     assert_eq!(
         err,
@@ -954,7 +955,7 @@ fn corrupted_input_never_panics() {
         }
         assert_eq!(chunked, decode(&stream, stream.len()));
         // A body parses, or fails as a provider error.
-        match Anthropic.parse(&ChatRequest::default(), &body) {
+        match Anthropic.parse(&ResponseContext::default(), &body) {
             Ok(response) => {
                 parse_ok += 1;
                 assert!(response.content.len() <= 2);

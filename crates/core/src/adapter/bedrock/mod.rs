@@ -21,11 +21,11 @@ pub mod sigv4;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::adapter::Validated;
+use crate::adapter::{ResponseContext, Validated};
 use serde_json::Value;
 
 use crate::adapter::{
-    join_url, Adapter, ChatRequest, Credentials, Endpoint, ErrorDetail, HttpRequest, StreamDecoder,
+    join_url, Adapter, Credentials, Endpoint, ErrorDetail, HttpRequest, StreamDecoder,
 };
 use crate::error::Error;
 use crate::http::retry::RetryPolicy;
@@ -127,12 +127,12 @@ impl Adapter for Bedrock {
 
     /// A `/converse` answer. The `id` is always `''`: OMA takes it from the SDK's
     /// `$metadata.requestId`, which on the wire is the `x-amzn-requestid` header, not the body.
-    fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
-        response::parse(&request.model, body)
+    fn parse(&self, context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {
+        response::parse(&context.model, body)
     }
 
-    fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder> {
-        Box::new(response::ConverseStream::new(&request.model))
+    fn stream_decoder(&self, context: &ResponseContext) -> Box<dyn StreamDecoder> {
+        Box::new(response::ConverseStream::new(&context.model))
     }
 }
 

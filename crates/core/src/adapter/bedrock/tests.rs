@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::eventstream::{encode, HeaderValue};
 use super::*;
-use crate::adapter::{Sampling, StreamEvent, Thinking, ToolDefinition};
+use crate::adapter::{ChatRequest, Sampling, StreamEvent, Thinking, ToolDefinition};
 use crate::error::ErrorKind;
 use crate::message::{ContentBlock, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock};
 
@@ -608,7 +608,7 @@ fn access_keys_without_a_timestamp_are_refused() {
 // ---------------------------------------------------------------- responses
 
 fn parse(body: &str) -> Result<LlmResponse, Error> {
-    Bedrock.parse(&user(json!([])), body.as_bytes())
+    Bedrock.parse(&ResponseContext::of(&user(json!([]))), body.as_bytes())
 }
 
 #[test]
@@ -888,7 +888,7 @@ fn expected_events() -> Vec<StreamEvent> {
 
 /// Feeds `stream` in chunks of `size`, collecting events until the first error.
 fn run(stream: &[u8], size: usize) -> (Vec<StreamEvent>, Option<Error>) {
-    let mut decoder = Bedrock.stream_decoder(&user(json!([])));
+    let mut decoder = Bedrock.stream_decoder(&ResponseContext::of(&user(json!([]))));
     let mut events = Vec::new();
     for chunk in stream.chunks(size.max(1)) {
         match decoder.feed(chunk) {
@@ -922,7 +922,7 @@ fn text_arrives_as_soon_as_its_frame_does() {
         "contentBlockDelta",
         json!({"contentBlockIndex": 0, "delta": {"text": "a"}}),
     );
-    let mut decoder = Bedrock.stream_decoder(&user(json!([])));
+    let mut decoder = Bedrock.stream_decoder(&ResponseContext::of(&user(json!([]))));
     assert_eq!(decoder.feed(&first[..first.len() - 1]).unwrap(), vec![]);
     assert_eq!(
         decoder.feed(&first[first.len() - 1..]).unwrap(),

@@ -21,10 +21,10 @@ mod response;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::adapter::Validated;
+use crate::adapter::{ResponseContext, Validated};
 use serde_json::Value;
 
-use crate::adapter::{Adapter, ChatRequest, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
+use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
 use crate::http::retry::{parse_duration_seconds, RetryPolicy};
 use crate::message::LlmResponse;
@@ -55,10 +55,12 @@ impl Gemini {
         Gemini { epoch_ms, id_seed }
     }
 
-    fn ids(&self, request: &ChatRequest) -> IdGen {
+    /// The ids of one turn's answer: drawn from the seed and the turn's message count, so
+    /// that each turn of a conversation makes up ids of its own.
+    fn ids(&self, context: &ResponseContext) -> IdGen {
         IdGen {
             epoch_ms: self.epoch_ms,
-            state: self.id_seed ^ (request.messages.len() as u64).wrapping_mul(GOLDEN),
+            state: self.id_seed ^ (context.message_count as u64).wrapping_mul(GOLDEN),
         }
     }
 }
@@ -87,12 +89,15 @@ impl Adapter for Gemini {
         request::format(request, endpoint)
     }
 
-    fn parse(&self, request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
-        response::parse(request, body, self.ids(request))
+    fn parse(&self, context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {
+        response::parse(&context.model, body, self.ids(context))
     }
 
-    fn stream_decoder(&self, request: &ChatRequest) -> Box<dyn StreamDecoder> {
-        Box::new(response::GeminiStream::new(request, self.ids(request)))
+    fn stream_decoder(&self, context: &ResponseContext) -> Box<dyn StreamDecoder> {
+        Box::new(response::GeminiStream::new(
+            &context.model,
+            self.ids(context),
+        ))
     }
 }
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::{IdGen, NAME};
 use crate::adapter::sse::SseParser;
-use crate::adapter::{malformed, ChatRequest, StreamDecoder, StreamEvent};
+use crate::adapter::{malformed, StreamDecoder, StreamEvent};
 use crate::error::Error;
 use crate::json::object::{Object, ShapeError};
 use crate::message::{
@@ -183,11 +183,7 @@ fn read_response(json: &[u8]) -> Result<Response, Error> {
 }
 
 /// Reads a `generateContent` body.
-pub(super) fn parse(
-    request: &ChatRequest,
-    body: &[u8],
-    mut ids: IdGen,
-) -> Result<LlmResponse, Error> {
+pub(super) fn parse(model: &str, body: &[u8], mut ids: IdGen) -> Result<LlmResponse, Error> {
     let id = ids.next_id();
     let response = read_response(body)?;
     let (parts, finish_reason) = match response.candidate {
@@ -208,7 +204,7 @@ pub(super) fn parse(
         id,
         stop_reason: stop_reason(finish_reason.as_deref(), &content),
         content,
-        model: request.model.clone(),
+        model: model.to_owned(),
         usage,
     })
 }
@@ -417,12 +413,12 @@ pub(super) struct GeminiStream {
 }
 
 impl GeminiStream {
-    pub(super) fn new(request: &ChatRequest, mut ids: IdGen) -> Self {
+    pub(super) fn new(model: &str, mut ids: IdGen) -> Self {
         GeminiStream {
             id: ids.next_id(),
             sse: SseParser::new(),
             ids,
-            model: request.model.clone(),
+            model: model.to_owned(),
             content: Vec::new(),
             usage: TokenUsage::default(),
             finish_reason: None,

@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 use super::{error_message, Gemini};
 use crate::adapter::test_support::{assistant, text, user};
 use crate::adapter::{
-    Adapter, ChatRequest, Credentials, Endpoint, StreamEvent, Thinking, ToolDefinition,
+    Adapter, ChatRequest, Credentials, Endpoint, ResponseContext, StreamEvent, Thinking,
+    ToolDefinition,
 };
 use crate::error::Error;
 use crate::message::*;
@@ -432,7 +433,7 @@ fn large_inline_data_is_written_verbatim() {
 fn parse(body: Value) -> LlmResponse {
     let req = request(vec![LlmMessage::user_text("q")]);
     Gemini::with_ids(1700000000000, 7)
-        .parse(&req, body.to_string().as_bytes())
+        .parse(&ResponseContext::of(&req), body.to_string().as_bytes())
         .unwrap()
 }
 
@@ -500,7 +501,7 @@ fn generated_ids_are_deterministic_and_differ_by_turn_and_seed() {
     let one = request(vec![LlmMessage::user_text("q")]);
     let two = request(vec![LlmMessage::user_text("q"), LlmMessage::user_text("r")]);
     let ids = |gemini: Gemini, req: &ChatRequest| {
-        let r = gemini.parse(req, body).unwrap();
+        let r = gemini.parse(&ResponseContext::of(req), body).unwrap();
         let ContentBlock::ToolUse(call) = &r.content[0] else {
             panic!("not a call")
         };
@@ -558,7 +559,9 @@ fn malformed_bodies_are_provider_errors() {
         br#"{"candidates": "x"}"#,
         br#"{"candidates":[{"content":{"parts":[{"text":5}]}}]}"#,
     ] {
-        let err = Gemini::default().parse(&req, body).unwrap_err();
+        let err = Gemini::default()
+            .parse(&ResponseContext::of(&req), body)
+            .unwrap_err();
         let Error::Provider {
             provider,
             status,
@@ -605,7 +608,7 @@ fn stream_request() -> ChatRequest {
 }
 
 fn decode(gemini: Gemini, stream: &str, size: usize) -> Result<Vec<StreamEvent>, Error> {
-    let mut decoder = gemini.stream_decoder(&stream_request());
+    let mut decoder = gemini.stream_decoder(&ResponseContext::of(&stream_request()));
     let mut events = Vec::new();
     for chunk in stream.as_bytes().chunks(size) {
         events.extend(decoder.feed(chunk)?);
@@ -659,7 +662,7 @@ fn stream_gives_the_same_events_for_every_chunking() {
 
 #[test]
 fn text_events_come_out_as_soon_as_their_chunk_ends() {
-    let mut decoder = Gemini::default().stream_decoder(&stream_request());
+    let mut decoder = Gemini::default().stream_decoder(&ResponseContext::of(&stream_request()));
     let first = STREAM.find("\r\n\r\n").unwrap() + 4;
     let events = decoder.feed(&STREAM.as_bytes()[..first]).unwrap();
     assert_eq!(events, vec![StreamEvent::Reasoning("Let me ".into())]);
@@ -708,7 +711,7 @@ fn stream_errors_keep_the_events_before_them() {
         "data: {\"error\":{\"code\":503,\"message\":\"overloaded\",\"status\":\"UNAVAILABLE\"}}\n\n",
     );
     for size in 1..stream.len() {
-        let mut decoder = Gemini::default().stream_decoder(&stream_request());
+        let mut decoder = Gemini::default().stream_decoder(&ResponseContext::of(&stream_request()));
         let mut events = Vec::new();
         let mut error = None;
         for chunk in stream.as_bytes().chunks(size) {

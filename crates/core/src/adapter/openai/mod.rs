@@ -25,7 +25,7 @@ mod parse_tests;
 #[cfg(test)]
 pub(crate) mod stream_tests;
 
-use crate::adapter::Validated;
+use crate::adapter::{ResponseContext, Validated};
 use serde_json::{json, Value};
 
 use self::messages::{wire_messages, WireMessage};
@@ -196,11 +196,11 @@ impl Adapter for OpenAi {
         Ok(http)
     }
 
-    fn parse(&self, _request: &ChatRequest, body: &[u8]) -> Result<LlmResponse, Error> {
+    fn parse(&self, _context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {
         response::parse_completion(&self.name, body)
     }
 
-    fn stream_decoder(&self, _request: &ChatRequest) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, _context: &ResponseContext) -> Box<dyn StreamDecoder> {
         Box::new(stream::Decoder::new(&self.name))
     }
 }

@@ -8,7 +8,7 @@ use crate::error::ErrorKind;
 use crate::message::{ContentBlock, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock};
 
 fn parse_with(adapter: &OpenAi, body: Value) -> Result<LlmResponse, Error> {
-    adapter.parse(&ChatRequest::default(), body.to_string().as_bytes())
+    adapter.parse(&ResponseContext::default(), body.to_string().as_bytes())
 }
 
 fn parse(body: Value) -> LlmResponse {
@@ -271,7 +271,9 @@ fn malformed_bodies() {
         br#"{"choices": [{"message": {"content": "x", "tool_calls": {"id": 1}}}]}"#,
         br#"{"choices": [{"message": {"content": "x""#,
     ] {
-        let err = adapter.parse(&ChatRequest::default(), body).unwrap_err();
+        let err = adapter
+            .parse(&ResponseContext::default(), body)
+            .unwrap_err();
         assert_eq!(
             err.kind(),
             ErrorKind::Provider,
@@ -336,8 +338,8 @@ fn a_mid_stream_error_event_carries_the_code() {
         "event: error\n",
         "data: {\"error\":{\"message\":\"Failed to call a function. Please adjust your prompt.\",\"type\":\"invalid_request_error\",\"code\":\"tool_use_failed\",\"failed_generation\":\"<function=x>\"}}\n\n",
     );
-    let mut decoder =
-        OpenAi::compatible("groq", "http://127.0.0.1:9").stream_decoder(&ChatRequest::default());
+    let mut decoder = OpenAi::compatible("groq", "http://127.0.0.1:9")
+        .stream_decoder(&ResponseContext::default());
     let error = decoder
         .feed(stream.as_bytes())
         .and_then(|_| decoder.finish())

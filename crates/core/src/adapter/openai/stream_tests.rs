@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::adapter::StreamEvent;
+use crate::adapter::{ResponseContext, StreamEvent};
 use crate::error::ErrorKind;
 use crate::message::{ContentBlock, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock};
 
@@ -29,7 +29,7 @@ fn decode_in_chunks(
     stream: &[u8],
     size: usize,
 ) -> Result<Vec<StreamEvent>, Error> {
-    let mut decoder = adapter.stream_decoder(&ChatRequest::default());
+    let mut decoder = adapter.stream_decoder(&ResponseContext::default());
     let mut events = Vec::new();
     for chunk in stream.chunks(size) {
         events.extend(decoder.feed(chunk)?);
@@ -99,7 +99,7 @@ fn every_chunking_gives_the_same_events() {
 
 #[test]
 fn text_arrives_as_soon_as_its_chunk_does() {
-    let mut decoder = OpenAi::default().stream_decoder(&ChatRequest::default());
+    let mut decoder = OpenAi::default().stream_decoder(&ResponseContext::default());
     let first = "data: {\"id\":\"x\",\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n";
     assert_eq!(
         decoder.feed(first.as_bytes()).unwrap(),
@@ -180,7 +180,7 @@ fn done_content_and_stop_reason_rules() {
 fn truncated_stream_is_an_error() {
     let cut = &RECORDED[..RECORDED.find("{\"id\":\"c1\",\"model\":\"deepseek-v4\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\"").unwrap()];
     for stream in ["", cut, "data: {\"choices\":[{\"delta\":{\"content\":\"par"] {
-        let mut decoder = OpenAi::default().stream_decoder(&ChatRequest::default());
+        let mut decoder = OpenAi::default().stream_decoder(&ResponseContext::default());
         let _ = decoder.feed(stream.as_bytes());
         let err = decoder.finish().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Provider, "{stream:?}");
@@ -200,7 +200,7 @@ fn error_and_malformed_chunks() {
     );
     let mut decoder = preset("grok")
         .unwrap()
-        .stream_decoder(&ChatRequest::default());
+        .stream_decoder(&ResponseContext::default());
     let err = decoder.feed(stream.as_bytes()).unwrap_err();
     assert_eq!(
         err,

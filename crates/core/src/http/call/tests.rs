@@ -55,19 +55,19 @@ fn response(status: u16, body: &str) -> CallAnswer {
 }
 
 fn call(request: &ChatRequest, options: CallOptions) -> Call {
-    Call::new(&Anthropic, request, &endpoint(), options, 1)
+    Call::new(Box::new(Anthropic), request, &endpoint(), options, 1)
 }
 
 fn expect_send(call: &mut Call) -> Outgoing {
     match call.poll(NOW) {
-        Some(CallStep::Send(outgoing)) => outgoing,
+        CallPoll::Step(CallStep::Send(outgoing)) => outgoing,
         other => panic!("expected a send, got {other:?}"),
     }
 }
 
 fn expect_done(call: &mut Call) -> Result<LlmResponse, Error> {
     match call.poll(NOW) {
-        Some(CallStep::Done(result)) => result,
+        CallPoll::Finished(result) => result,
         other => panic!("expected the result, got {other:?}"),
     }
 }
@@ -82,13 +82,17 @@ fn a_whole_response_is_parsed() {
     assert!(!outgoing.stream);
     let body: serde_json::Value = serde_json::from_str(&outgoing.body).expect("JSON body");
     assert_eq!(body["model"], "claude-x");
-    assert!(call.poll(NOW).is_none(), "nothing more until the answer");
+    assert_eq!(
+        call.poll(NOW),
+        CallPoll::Waiting,
+        "nothing more until the answer"
+    );
     assert!(call.awaits_answer());
-    call.handle(response(200, &reply("hello")), &Anthropic, &request)
+    call.handle(response(200, &reply("hello")))
         .expect("the answer was due");
     let parsed = expect_done(&mut call).expect("a response");
     assert_eq!(parsed.content.len(), 1);
-    assert!(call.poll(NOW).is_none());
+    assert_eq!(call.poll(NOW), CallPoll::Over, "the result is given once");
 }
 
 #[test]
@@ -96,36 +100,32 @@ fn retryable_failures_wait_then_send_the_same_request_again() {
     let request = request(false);
     let mut call = call(&request, options(3));
     let first = expect_send(&mut call);
-    call.handle(response(503, "busy"), &Anthropic, &request)
-        .expect("due");
-    let Some(CallStep::Wait(ms)) = call.poll(NOW) else {
+    call.handle(response(503, "busy")).expect("due");
+    let CallPoll::Step(CallStep::Wait(ms)) = call.poll(NOW) else {
         panic!("expected a wait");
     };
     assert!((50..=100).contains(&ms), "equal jitter of 100 ms: {ms}");
-    assert!(call.poll(NOW).is_none(), "the wait must be answered");
-    call.handle(CallAnswer::Waited, &Anthropic, &request)
-        .expect("due");
+    assert_eq!(
+        call.poll(NOW),
+        CallPoll::Waiting,
+        "the wait must be answered"
+    );
+    call.handle(CallAnswer::Waited).expect("due");
     let second = expect_send(&mut call);
     assert_eq!(second.attempt, 2);
     assert_eq!(second.body, first.body);
-    call.handle(
-        CallAnswer::Failure(TransportFailure::new(
-            TransportFailureKind::TimedOut,
-            "slow",
-        )),
-        &Anthropic,
-        &request,
-    )
+    call.handle(CallAnswer::Failure(TransportFailure::new(
+        TransportFailureKind::TimedOut,
+        "slow",
+    )))
     .expect("due");
-    let Some(CallStep::Wait(ms)) = call.poll(NOW) else {
+    let CallPoll::Step(CallStep::Wait(ms)) = call.poll(NOW) else {
         panic!("a timeout is retried");
     };
     assert!((100..=200).contains(&ms), "{ms}");
-    call.handle(CallAnswer::Waited, &Anthropic, &request)
-        .expect("due");
+    call.handle(CallAnswer::Waited).expect("due");
     assert_eq!(expect_send(&mut call).attempt, 3);
-    call.handle(response(200, &reply("ok")), &Anthropic, &request)
-        .expect("due");
+    call.handle(response(200, &reply("ok"))).expect("due");
     assert!(expect_done(&mut call).is_ok());
 }
 
@@ -139,8 +139,8 @@ fn retry_after_raises_the_wait() {
         headers: vec![("Retry-After".into(), "2".into())],
         body: br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#.to_vec(),
     });
-    call.handle(limited, &Anthropic, &request).expect("due");
-    assert_eq!(call.poll(NOW), Some(CallStep::Wait(2000)));
+    call.handle(limited).expect("due");
+    assert_eq!(call.poll(NOW), CallPoll::Step(CallStep::Wait(2000)));
 }
 
 /// `retry-after` as an HTTP date waits until that time, counted from the poll that hands the
@@ -163,23 +163,18 @@ fn requested_waits_are_honoured_up_to_the_deadline() {
     // NOW is 2026-11-30T11:00:00Z; the date is 3 s later.
     let mut call = self::call(&request, options(2));
     expect_send(&mut call);
-    call.handle(
-        limited(&[("retry-after", "Mon, 30 Nov 2026 11:00:03 GMT")]),
-        &Anthropic,
-        &request,
-    )
-    .expect("due");
-    assert_eq!(call.poll(NOW + 1_000), Some(CallStep::Wait(2_000)));
+    call.handle(limited(&[("retry-after", "Mon, 30 Nov 2026 11:00:03 GMT")]))
+        .expect("due");
+    assert_eq!(
+        call.poll(NOW + 1_000),
+        CallPoll::Step(CallStep::Wait(2_000))
+    );
 
     let mut call = self::call(&request, options(2));
     expect_send(&mut call);
-    call.handle(
-        limited(&[("retry-after", "1"), ("retry-after-ms", "250")]),
-        &Anthropic,
-        &request,
-    )
-    .expect("due");
-    assert_eq!(call.poll(NOW), Some(CallStep::Wait(250)));
+    call.handle(limited(&[("retry-after", "1"), ("retry-after-ms", "250")]))
+        .expect("due");
+    assert_eq!(call.poll(NOW), CallPoll::Step(CallStep::Wait(250)));
 
     // 40 s asked for, 30 s of the deadline left: the 429 at once.
     let options = CallOptions {
@@ -191,8 +186,7 @@ fn requested_waits_are_honoured_up_to_the_deadline() {
     };
     let mut call = call_of(&request, options);
     expect_send(&mut call);
-    call.handle(limited(&[("retry-after", "40")]), &Anthropic, &request)
-        .expect("due");
+    call.handle(limited(&[("retry-after", "40")])).expect("due");
     let error = expect_done(&mut call).expect_err("not waited for");
     assert_eq!(error.name(), "ProviderError");
     assert_eq!(error.http_status(), Some(429));
@@ -207,18 +201,15 @@ fn a_call_without_a_policy_gets_the_providers_default() {
     let mut call = call_of(&request, CallOptions::default());
     for (attempt, range) in [(1, 375..=500), (2, 750..=1000)] {
         assert_eq!(expect_send(&mut call).attempt, attempt);
-        call.handle(response(500, "oops"), &Anthropic, &request)
-            .expect("due");
-        let Some(CallStep::Wait(ms)) = call.poll(NOW) else {
+        call.handle(response(500, "oops")).expect("due");
+        let CallPoll::Step(CallStep::Wait(ms)) = call.poll(NOW) else {
             panic!("attempt {attempt} is retried");
         };
         assert!(range.contains(&ms), "{attempt}: {ms}");
-        call.handle(CallAnswer::Waited, &Anthropic, &request)
-            .expect("due");
+        call.handle(CallAnswer::Waited).expect("due");
     }
     assert_eq!(expect_send(&mut call).attempt, 3);
-    call.handle(response(500, "oops"), &Anthropic, &request)
-        .expect("due");
+    call.handle(response(500, "oops")).expect("due");
     assert_eq!(
         expect_done(&mut call)
             .expect_err("3 attempts")
@@ -232,19 +223,17 @@ fn terminal_errors_and_exhausted_attempts_end_the_call() {
     let request = request(false);
     let mut call = call(&request, options(5));
     expect_send(&mut call);
-    call.handle(response(400, "bad request"), &Anthropic, &request)
-        .expect("due");
+    call.handle(response(400, "bad request")).expect("due");
     let error = expect_done(&mut call).expect_err("a 400 is terminal");
     assert_eq!(error.http_status(), Some(400));
     assert!(!error.retryable());
 
     let mut call = call_with_one_attempt(&request);
     expect_send(&mut call);
-    call.handle(
-        CallAnswer::Failure(TransportFailure::new(TransportFailureKind::Denied, "")),
-        &Anthropic,
-        &request,
-    )
+    call.handle(CallAnswer::Failure(TransportFailure::new(
+        TransportFailureKind::Denied,
+        "",
+    )))
     .expect("due");
     assert_eq!(
         expect_done(&mut call).expect_err("denied").name(),
@@ -271,7 +260,7 @@ fn nothing_is_sent_when_formatting_or_egress_fails() {
     let mut call = call(&video, options(3));
     let error = expect_done(&mut call).expect_err("video on Anthropic");
     assert_eq!(error.name(), "UnsupportedContentBlockError");
-    assert!(call.poll(NOW).is_none());
+    assert_eq!(call.poll(NOW), CallPoll::Over);
 
     let request = request(false);
     let offline = CallOptions {
@@ -312,29 +301,25 @@ fn a_stream_delivers_its_pieces_whatever_the_chunking() {
     for size in [1, 7, 64, body.len()] {
         let mut call = call(&request, options(1));
         assert!(expect_send(&mut call).stream);
-        call.handle(
-            CallAnswer::Head {
-                status: 200,
-                headers: vec![],
-            },
-            &Anthropic,
-            &request,
-        )
+        call.handle(CallAnswer::Head {
+            status: 200,
+            headers: vec![],
+        })
         .expect("due");
         assert!(call.accepted());
         let mut texts = String::new();
         let mut chunks = body.as_bytes().chunks(size);
         let result = loop {
             match call.poll(NOW) {
-                Some(CallStep::Receive) => {
+                CallPoll::Step(CallStep::Receive) => {
                     let answer = match chunks.next() {
                         Some(chunk) => CallAnswer::Chunk(chunk.to_vec()),
                         None => CallAnswer::End,
                     };
-                    call.handle(answer, &Anthropic, &request).expect("due");
+                    call.handle(answer).expect("due");
                 }
-                Some(CallStep::Event(StreamEvent::Text(text))) => texts.push_str(&text),
-                Some(CallStep::Done(result)) => break result,
+                CallPoll::Step(CallStep::Event(StreamEvent::Text(text))) => texts.push_str(&text),
+                CallPoll::Finished(result) => break result,
                 other => panic!("unexpected {other:?}"),
             }
         };
@@ -352,27 +337,24 @@ fn a_stream_cut_short_fails_and_is_not_sent_again() {
         status: 200,
         headers: vec![],
     };
-    call.handle(head, &Anthropic, &request).expect("due");
+    call.handle(head).expect("due");
     let body = stream_body();
-    call.handle(
-        CallAnswer::Chunk(body.as_bytes()[..body.len() / 2].to_vec()),
-        &Anthropic,
-        &request,
-    )
+    call.handle(CallAnswer::Chunk(
+        body.as_bytes()[..body.len() / 2].to_vec(),
+    ))
     .expect("due");
-    while let Some(CallStep::Event(_)) = call.poll(NOW) {}
-    call.handle(CallAnswer::End, &Anthropic, &request)
-        .expect("due");
+    while let CallPoll::Step(CallStep::Event(_)) = call.poll(NOW) {}
+    call.handle(CallAnswer::End).expect("due");
     let error = loop {
         match call.poll(NOW) {
-            Some(CallStep::Done(result)) => break result.expect_err("cut short"),
-            Some(CallStep::Event(_)) => {}
+            CallPoll::Finished(result) => break result.expect_err("cut short"),
+            CallPoll::Step(CallStep::Event(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     };
     assert_eq!(error.name(), "ProviderError");
     assert!(
-        call.poll(NOW).is_none(),
+        call.poll(NOW) == CallPoll::Over,
         "no second attempt after an accepted stream"
     );
 }
@@ -386,14 +368,13 @@ fn an_error_head_on_a_stream_is_read_and_retried() {
         status: 500,
         headers: vec![],
     };
-    call.handle(head, &Anthropic, &request).expect("due");
+    call.handle(head).expect("due");
     assert!(!call.accepted());
-    assert_eq!(call.poll(NOW), Some(CallStep::Receive));
-    call.handle(CallAnswer::Chunk(b"oops".to_vec()), &Anthropic, &request)
+    assert_eq!(call.poll(NOW), CallPoll::Step(CallStep::Receive));
+    call.handle(CallAnswer::Chunk(b"oops".to_vec()))
         .expect("due");
-    call.handle(CallAnswer::End, &Anthropic, &request)
-        .expect("due");
-    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
+    call.handle(CallAnswer::End).expect("due");
+    assert!(matches!(call.poll(NOW), CallPoll::Step(CallStep::Wait(_))));
 }
 
 #[test]
@@ -402,7 +383,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
     let mut call = call(&request, options(1));
     // Before anything was handed out: the send is due, not an answer.
     let refused = call
-        .handle(CallAnswer::Chunk(b"x".to_vec()), &Anthropic, &request)
+        .handle(CallAnswer::Chunk(b"x".to_vec()))
         .expect_err("nothing asked yet");
     assert_eq!(refused.reason.name(), "SessionStateError");
     expect_send(&mut call);
@@ -411,20 +392,18 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         CallAnswer::End,
         CallAnswer::Waited,
     ] {
-        let error = call
-            .handle(wrong, &Anthropic, &request)
-            .expect_err("not due");
+        let error = call.handle(wrong).expect_err("not due");
         assert_eq!(error.reason.code(), Some("SESSION_STATE"));
         assert!(error.to_string().contains("HTTP response"), "{error}");
     }
-    call.handle(response(200, &reply("fine")), &Anthropic, &request)
+    call.handle(response(200, &reply("fine")))
         .expect("the right answer still works");
     let late = call
-        .handle(response(200, &reply("again")), &Anthropic, &request)
+        .handle(response(200, &reply("again")))
         .expect_err("a second answer");
     assert_eq!(late.reason.name(), "SessionStateError");
     assert!(expect_done(&mut call).is_ok());
-    assert!(call.handle(CallAnswer::End, &Anthropic, &request).is_err());
+    assert!(call.handle(CallAnswer::End).is_err());
 }
 
 #[test]
@@ -440,7 +419,7 @@ fn bodies_past_the_limit_fail_and_echoed_keys_are_redacted() {
     };
     let mut call = call(&request, small);
     assert_eq!(expect_send(&mut call).timeout_ms, 1000);
-    call.handle(response(200, &reply("far too long")), &Anthropic, &request)
+    call.handle(response(200, &reply("far too long")))
         .expect("due");
     let error = expect_done(&mut call).expect_err("over the limit");
     assert!(error.to_string().contains("exceeds the limit"), "{error}");
@@ -448,8 +427,7 @@ fn bodies_past_the_limit_fail_and_echoed_keys_are_redacted() {
     let mut call = call_with_one_attempt(&request);
     expect_send(&mut call);
     let echo = format!(r#"{{"type":"error","error":{{"type":"x","message":"bad key {KEY}"}}}}"#);
-    call.handle(response(401, &echo), &Anthropic, &request)
-        .expect("due");
+    call.handle(response(401, &echo)).expect("due");
     let error = expect_done(&mut call).expect_err("401");
     assert!(!error.to_string().contains(KEY), "{error}");
     assert!(error.to_string().contains("[redacted]"), "{error}");
@@ -469,7 +447,7 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
             ],
             body: vec![0xff, 0xfe, 0x00],
         });
-        call.handle(answer, &Anthropic, &request).expect("due");
+        call.handle(answer).expect("due");
         let error = expect_done(&mut call).expect_err("not a 2xx");
         assert_eq!(error.http_status(), Some(status));
     }
@@ -481,7 +459,7 @@ fn absurd_statuses_and_headers_are_provider_errors_never_panics() {
         headers: vec![("retry-after".into(), "9".repeat(400))],
         body: Vec::new(),
     });
-    call.handle(answer, &Anthropic, &request).expect("due");
+    call.handle(answer).expect("due");
     let error = expect_done(&mut call).expect_err("no time to wait that long");
     assert_eq!(error.http_status(), Some(429));
 }
@@ -498,32 +476,24 @@ fn a_call_past_its_deadline_ends_however_its_bytes_trickle() {
         ..options(1)
     };
     let mut call = call_of(&request, short.clone());
-    let Some(CallStep::Send(outgoing)) = call.poll(NOW) else {
+    let CallPoll::Step(CallStep::Send(outgoing)) = call.poll(NOW) else {
         panic!("expected a send");
     };
     assert_eq!(outgoing.timeout_ms, 1_000, "no step outlives the deadline");
-    call.handle(
-        CallAnswer::Head {
-            status: 200,
-            headers: vec![],
-        },
-        &Anthropic,
-        &request,
-    )
+    call.handle(CallAnswer::Head {
+        status: 200,
+        headers: vec![],
+    })
     .expect("due");
     // A keep-alive comment a second, forever.
     let mut now = NOW;
     let error = loop {
         now += 400;
         match call.poll(now) {
-            Some(CallStep::Receive) => call
-                .handle(
-                    CallAnswer::Chunk(b": keep-alive\n\n".to_vec()),
-                    &Anthropic,
-                    &request,
-                )
+            CallPoll::Step(CallStep::Receive) => call
+                .handle(CallAnswer::Chunk(b": keep-alive\n\n".to_vec()))
                 .expect("due"),
-            Some(CallStep::Done(result)) => break result.expect_err("past the deadline"),
+            CallPoll::Finished(result) => break result.expect_err("past the deadline"),
             other => panic!("unexpected {other:?}"),
         }
         assert!(now < NOW + 10_000, "the deadline did not end the call");
@@ -548,10 +518,9 @@ fn a_call_past_its_deadline_ends_however_its_bytes_trickle() {
         },
     );
     call.poll(NOW);
-    call.handle(response(503, "busy"), &Anthropic, &request_plain())
-        .expect("due");
+    call.handle(response(503, "busy")).expect("due");
     let error = match call.poll(NOW + 10) {
-        Some(CallStep::Done(result)) => result.expect_err("no time left to wait"),
+        CallPoll::Finished(result) => result.expect_err("no time left to wait"),
         other => panic!("unexpected {other:?}"),
     };
     assert_eq!(error.http_status(), Some(503), "the last attempt's error");
@@ -574,31 +543,23 @@ fn an_endless_stream_of_keep_alives_ends_by_the_timeout() {
             ..options(3)
         },
     );
-    let Some(CallStep::Send(outgoing)) = call.poll(NOW) else {
+    let CallPoll::Step(CallStep::Send(outgoing)) = call.poll(NOW) else {
         panic!("expected a send");
     };
     assert_eq!(outgoing.timeout_ms, 1_000);
-    call.handle(
-        CallAnswer::Head {
-            status: 200,
-            headers: vec![],
-        },
-        &Anthropic,
-        &request,
-    )
+    call.handle(CallAnswer::Head {
+        status: 200,
+        headers: vec![],
+    })
     .expect("due");
     let mut now = NOW;
     let error = loop {
         now += 100;
         match call.poll(now) {
-            Some(CallStep::Receive) => call
-                .handle(
-                    CallAnswer::Chunk(b": keep-alive\n\n".to_vec()),
-                    &Anthropic,
-                    &request,
-                )
+            CallPoll::Step(CallStep::Receive) => call
+                .handle(CallAnswer::Chunk(b": keep-alive\n\n".to_vec()))
                 .expect("due"),
-            Some(CallStep::Done(result)) => break result.expect_err("past the timeout"),
+            CallPoll::Finished(result) => break result.expect_err("past the timeout"),
             other => panic!("unexpected {other:?}"),
         }
         assert!(now < NOW + 5_000, "the timeout did not end the stream");
@@ -636,14 +597,13 @@ fn a_transport_timeout_names_the_limit_that_fired() {
                 ..options(1)
             },
         );
-        let Some(CallStep::Send(outgoing)) = call.poll(NOW) else {
+        let CallPoll::Step(CallStep::Send(outgoing)) = call.poll(NOW) else {
             panic!("expected a send");
         };
         assert_eq!(outgoing.timeout_ms, timeout_ms.min(deadline_ms));
-        call.handle(timed_out(), &Anthropic, &request(true))
-            .expect("due");
+        call.handle(timed_out()).expect("due");
         let error = match call.poll(NOW + named) {
-            Some(CallStep::Done(result)) => result.expect_err("timed out"),
+            CallPoll::Finished(result) => result.expect_err("timed out"),
             other => panic!("unexpected {other:?}"),
         };
         assert_eq!(
@@ -676,11 +636,10 @@ fn answers_that_arrived_but_cannot_be_used_are_not_asked_again() {
         };
         let mut call = call_of(&request, options);
         expect_send(&mut call);
-        call.handle(response(status, &body), &Anthropic, &request)
-            .expect("due");
+        call.handle(response(status, &body)).expect("due");
         let error = expect_done(&mut call).expect_err("unusable");
         assert!(
-            !matches!(call.poll(NOW), Some(CallStep::Wait(_))),
+            !matches!(call.poll(NOW), CallPoll::Step(CallStep::Wait(_))),
             "{status}: {error}"
         );
         if status == 302 {
@@ -692,7 +651,7 @@ fn answers_that_arrived_but_cannot_be_used_are_not_asked_again() {
         base_url: Some("ftp://example.com".into()),
         ..endpoint()
     };
-    let mut call = Call::new(&Anthropic, &request, &odd, options(3), 1);
+    let mut call = Call::new(Box::new(Anthropic), &request, &odd, options(3), 1);
     let error = expect_done(&mut call).expect_err("refused");
     assert_eq!(error.to_string(), "the request URL must be http or https");
 }
@@ -715,10 +674,9 @@ fn the_last_attempt_hands_its_body_over_and_earlier_ones_share_it() {
         headers: Vec::new(),
         body: Vec::new(),
     });
-    call.handle(answer, &Anthropic, &request).expect("due");
-    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
-    call.handle(CallAnswer::Waited, &Anthropic, &request)
-        .expect("due");
+    call.handle(answer).expect("due");
+    assert!(matches!(call.poll(NOW), CallPoll::Step(CallStep::Wait(_))));
+    call.handle(CallAnswer::Waited).expect("due");
     let second = expect_send(&mut call);
     assert_eq!(second.attempt, 2);
     assert_eq!(*second.body, *first.body);
@@ -739,15 +697,14 @@ fn encoded_bodies_are_refused_at_the_head() {
         let request = request(stream);
         let mut call = call(&request, options(3));
         expect_send(&mut call);
-        call.handle(encoded(200, "gzip"), &Anthropic, &request)
-            .expect("due");
+        call.handle(encoded(200, "gzip")).expect("due");
         let error = expect_done(&mut call).expect_err("encoded");
         assert_eq!(
             error.to_string(),
             "200 the response body is content-encoded (gzip); only identity is accepted"
         );
         assert!(!error.retryable());
-        assert!(call.poll(NOW).is_none(), "nothing more is read");
+        assert_eq!(call.poll(NOW), CallPoll::Over, "nothing more is read");
     }
     // `identity`, in any case, and an empty value are plain bodies.
     let request = request(false);
@@ -759,22 +716,98 @@ fn encoded_bodies_are_refused_at_the_head() {
             headers: vec![("content-encoding".into(), value.into())],
             body: reply("plain").into_bytes(),
         });
-        call.handle(answer, &Anthropic, &request).expect("due");
+        call.handle(answer).expect("due");
         assert!(expect_done(&mut call).is_ok(), "{value:?}");
     }
     // A 503 that is encoded is retried like any 503.
     let mut call = call(&request, options(2));
     expect_send(&mut call);
-    call.handle(encoded(503, "br"), &Anthropic, &request)
-        .expect("due");
-    assert!(matches!(call.poll(NOW), Some(CallStep::Wait(_))));
+    call.handle(encoded(503, "br")).expect("due");
+    assert!(matches!(call.poll(NOW), CallPoll::Step(CallStep::Wait(_))));
     // A key in the header never reaches the error; a long value is not echoed at all.
     for value in [KEY.to_owned(), format!("gzip, {}", "x".repeat(100))] {
         let mut call = call_with_one_attempt(&request);
         expect_send(&mut call);
-        call.handle(encoded(200, &value), &Anthropic, &request)
-            .expect("due");
+        call.handle(encoded(200, &value)).expect("due");
         let error = expect_done(&mut call).expect_err("encoded").to_string();
         assert!(!error.contains(KEY) && !error.contains("xxxx"), "{error}");
     }
+}
+
+/// Waiting and finished are told apart, and `wake_at` says by when the answer that is due
+/// comes: the attempt's timeout while a request is out, the wait's end during a retry wait,
+/// nothing once a step is ready or the call is over.
+#[test]
+fn waiting_is_bounded_by_wake_at_and_finished_is_given_once() {
+    let request = request(false);
+    let limits = Limits {
+        timeout_ms: 2_000,
+        deadline_ms: 60_000,
+        ..Limits::default()
+    };
+    let mut call = call_of(
+        &request,
+        CallOptions {
+            limits,
+            ..options(2)
+        },
+    );
+    assert_eq!(call.wake_at(), None, "nothing is out before the first poll");
+    let outgoing = expect_send(&mut call);
+    assert_eq!(outgoing.timeout_ms, 2_000);
+    assert_eq!(call.wake_at(), Some(NOW + 2_000), "the attempt's timeout");
+    assert_eq!(call.poll(NOW + 10), CallPoll::Waiting);
+    call.handle(response(503, "busy")).expect("due");
+    assert_eq!(call.wake_at(), None, "a step is ready");
+    let CallPoll::Step(CallStep::Wait(ms)) = call.poll(NOW + 100) else {
+        panic!("expected a wait");
+    };
+    assert_eq!(call.wake_at(), Some(NOW + 100 + ms), "the wait's end");
+    assert_eq!(call.poll(NOW + 100), CallPoll::Waiting);
+    call.handle(CallAnswer::Waited).expect("due");
+    let later = NOW + 100 + ms;
+    let CallPoll::Step(CallStep::Send(second)) = call.poll(later) else {
+        panic!("expected the second attempt");
+    };
+    assert_eq!(second.attempt, 2);
+    assert_eq!(call.wake_at(), Some(later + 2_000));
+    call.handle(response(200, &reply("ok"))).expect("due");
+    assert!(matches!(call.poll(later), CallPoll::Finished(Ok(_))));
+    assert_eq!(call.wake_at(), None);
+    assert_eq!(call.poll(later), CallPoll::Over);
+    assert_eq!(call.poll(later + 1), CallPoll::Over, "over stays over");
+}
+
+/// The call reads its answers with what it kept of the request: a Gemini call makes up the
+/// same tool-call ids as the adapter reading the body for that request (they depend on the
+/// request's message count), and names the request's model.
+#[test]
+fn the_call_reads_answers_with_what_it_kept_of_the_request() {
+    use crate::adapter::gemini::Gemini;
+    use crate::adapter::ResponseContext;
+    let gemini = Gemini::with_ids(NOW, 7);
+    let mut request = request(false);
+    request.model = "gemini-x".into();
+    request.messages.push(LlmMessage::user_text("and again"));
+    let body = r#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]},
+        "finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1}}"#;
+    let expected = gemini
+        .parse(&ResponseContext::of(&request), body.as_bytes())
+        .expect("a Gemini body");
+    let endpoint = Endpoint {
+        base_url: Some("https://generativelanguage.googleapis.com".into()),
+        ..endpoint()
+    };
+    let mut call = Call::new(Box::new(gemini), &request, &endpoint, options(1), 1);
+    expect_send(&mut call);
+    call.handle(response(200, body)).expect("due");
+    let parsed = expect_done(&mut call).expect("parsed by the call");
+    assert_eq!(parsed, expected);
+    assert_eq!(parsed.model, "gemini-x");
+    // Another message count, other ids: the count is what the call kept.
+    request.messages.push(LlmMessage::user_text("once more"));
+    let other = gemini
+        .parse(&ResponseContext::of(&request), body.as_bytes())
+        .expect("a Gemini body");
+    assert_ne!(other.content, parsed.content);
 }

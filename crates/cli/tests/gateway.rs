@@ -407,14 +407,15 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-/// `wasmtime serve -Scli --addr 127.0.0.1:0 --env NAME ... oma_gateway.wasm`: `-Scli` links
+/// `wasmtime serve -Scli -Skeyvalue --addr 127.0.0.1:0 --env NAME ... oma_gateway.wasm`:
+/// `-Skeyvalue` links the `wasi:keyvalue` the gateway imports (wasmtime's in-memory store); `-Scli` links
 /// `wasi:cli/environment`; `--env NAME` hands the component that variable of wasmtime's own
 /// environment (the values stay off the command line). It says
 /// `Serving HTTP on http://127.0.0.1:PORT/`.
 fn start_wasmtime(environment: &Environment) -> Result<RunningHost, String> {
     let binary = wasmtime_binary()?;
     let mut command = Command::new(binary);
-    command.args(["serve", "-Scli", "--addr", "127.0.0.1:0"]);
+    command.args(["serve", "-Scli", "-Skeyvalue", "--addr", "127.0.0.1:0"]);
     for (name, _) in environment {
         command.args(["--env", name]);
     }
@@ -807,6 +808,11 @@ fn start_jco(environment: &Environment) -> Result<RunningHost, String> {
             .arg(&scratch)
             .arg("--jco-import")
             .arg(dir.join("host.mjs"))
+            .arg("--jco-map")
+            .arg(format!(
+                "wasi:keyvalue/*=file://{}#*",
+                dir.join("keyvalue.mjs").display()
+            ))
             .arg(gateway_wasm());
         with_gateway_environment(&mut command, environment);
         match spawn_host("jco serve", command, "Server listening @ ", Some(scratch)) {

@@ -36,6 +36,8 @@ const gateway :Workerd.Worker = (
     (name = "OMA_GATEWAY_DEADLINE_MS", fromEnvironment = "OMA_GATEWAY_DEADLINE_MS"),
     (name = "OMA_GATEWAY_EGRESS", fromEnvironment = "OMA_GATEWAY_EGRESS"),
     (name = "OMA_GATEWAY_FALLBACKS", fromEnvironment = "OMA_GATEWAY_FALLBACKS"),
+    (name = "OMA_GATEWAY_KEYS", fromEnvironment = "OMA_GATEWAY_KEYS"),
+    (name = "OMA_GATEWAY_LIMITS_BUCKET", fromEnvironment = "OMA_GATEWAY_LIMITS_BUCKET"),
     (name = "OMA_GATEWAY_MAX_BODY_BYTES", fromEnvironment = "OMA_GATEWAY_MAX_BODY_BYTES"),
     (name = "OMA_GATEWAY_MAX_RETRIES", fromEnvironment = "OMA_GATEWAY_MAX_RETRIES"),
     (name = "OMA_GATEWAY_MODELS", fromEnvironment = "OMA_GATEWAY_MODELS"),

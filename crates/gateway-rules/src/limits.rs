@@ -138,9 +138,13 @@ impl Scope {
     }
 }
 
-/// `GET /healthz` with where limits are counted: `{"status": "ok", "limits": ...}`.
+/// `GET /healthz` with where limits are counted, when keys are configured: `{"status": "ok",
+/// "limits": "per-instance" | "shared"}`; without keys, `{"status": "ok"}` as ever.
 pub fn health(scope: Scope) -> Reply {
-    Reply::json(200, &json!({ "status": "ok", "limits": scope.as_str() }))
+    match scope {
+        Scope::Off => crate::health(),
+        scope => Reply::json(200, &json!({ "status": "ok", "limits": scope.as_str() })),
+    }
 }
 
 /// A store of counts: `wasi:keyvalue`'s atomics on a shared bucket, or memory.

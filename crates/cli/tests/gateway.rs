@@ -806,13 +806,14 @@ fn start_jco(environment: &Environment) -> Result<RunningHost, String> {
             .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
             .arg("--jco-dir")
             .arg(&scratch)
-            .arg("--jco-import")
-            .arg(dir.join("host.mjs"))
+            // `--jco-map` takes every word up to the next option: `--jco-import` follows it.
             .arg("--jco-map")
             .arg(format!(
                 "wasi:keyvalue/*=file://{}#*",
                 dir.join("keyvalue.mjs").display()
             ))
+            .arg("--jco-import")
+            .arg(dir.join("host.mjs"))
             .arg(gateway_wasm());
         with_gateway_environment(&mut command, environment);
         match spawn_host("jco serve", command, "Server listening @ ", Some(scratch)) {

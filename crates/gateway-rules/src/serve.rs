@@ -200,24 +200,27 @@ pub fn serve<X: Exchange>(
                 mut writer,
             } = *completion;
             let mut transport = exchange.transport();
+            // The usage the providers reported, counted once the calls are over and before
+            // the answer's last bytes go out (a client's next request sees it).
+            let mut done = |machine: &ChatMachine, now_ms: u64| {
+                if let Some((admitted, counts)) = &mut limited {
+                    let used: u64 = machine
+                        .attempts()
+                        .iter()
+                        .filter_map(|attempt| attempt.usage)
+                        .map(|(input, output)| input.saturating_add(output))
+                        .sum();
+                    counts.with(|counter| limits::record(admitted, used, now_ms, counter));
+                }
+            };
             let status = chat(
                 &settings,
                 &mut machine,
                 &mut writer,
                 exchange,
                 &mut transport,
+                &mut done,
             );
-            if let Some((admitted, counts)) = &mut limited {
-                // The usage the providers reported: tokens count after the answer.
-                let used: u64 = machine
-                    .attempts()
-                    .iter()
-                    .filter_map(|attempt| attempt.usage)
-                    .map(|(input, output)| input.saturating_add(output))
-                    .sum();
-                let now_ms = exchange.now_ms();
-                counts.with(|counter| limits::record(admitted, used, now_ms, counter));
-            }
             if let Some(url) = &settings.traces {
                 let route = match writer {
                     Writer::OpenAi(_) => "/v1/chat/completions",
@@ -327,11 +330,16 @@ fn chat<X: Exchange>(
     writer: &mut Writer,
     exchange: &mut X,
     transport: &mut X::Transport,
+    done: &mut dyn FnMut(&ChatMachine, u64),
 ) -> u16 {
     // None: not opened yet; Some(false): the platform refused the head or the caller left.
     let mut opened: Option<bool> = None;
     loop {
-        let answer = match machine.poll(transport.now_ms()) {
+        let step = machine.poll(transport.now_ms());
+        if matches!(step, ChatStep::Done(_)) {
+            done(machine, transport.now_ms());
+        }
+        let answer = match step {
             ChatStep::Send(outgoing) => {
                 if writer.stream() && opened.is_none() {
                     opened = Some(exchange.open_events());
@@ -379,6 +387,7 @@ fn chat<X: Exchange>(
             }
         };
         if let Err(error) = machine.handle(answer) {
+            done(machine, transport.now_ms());
             let reply = writer.error(settings, error);
             if opened == Some(true) {
                 exchange.write_events(writer.failed(&reply).as_bytes());

@@ -165,8 +165,8 @@ fn the_gateway_world_is_the_proxy_world_with_the_environment() {
         beyond,
         [
             &format!("wasi:cli/environment@{WASI}"),
-            "wasi:keyvalue/store@0.2.0-draft",
             "wasi:keyvalue/atomics@0.2.0-draft",
+            "wasi:keyvalue/store@0.2.0-draft",
         ]
     );
     assert_eq!(

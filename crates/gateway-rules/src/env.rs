@@ -445,7 +445,7 @@ impl Settings {
     /// (what OpenAI's clients send their API key as) or `x-api-key: <token>` (Anthropic's);
     /// always true without one. Compared in constant time.
     ///
-    /// With `OMA_GATEWAY_KEYS`, each of its tokens is accepted too ([`Settings::client_key`]),
+    /// With `OMA_GATEWAY_KEYS`, each of its tokens is accepted too (as [`client_key`] reads them),
     /// and a token is required even without `OMA_GATEWAY_TOKEN`.
     pub fn authorized_either(&self, authorization: Option<&str>, api_key: Option<&str>) -> bool {
         if !self.keys.is_empty() {

@@ -156,7 +156,8 @@ impl Redis {
     }
 }
 
-/// Links `wasi:keyvalue/store` and `wasi:keyvalue/atomics` to [`HostState::keyvalue`].
+/// Links `wasi:keyvalue/store` and `wasi:keyvalue/atomics` to each store's [`KeyValue`] (the
+/// gateway server sets it per request from [`ServeOptions::keyvalue`](crate::serve::ServeOptions::keyvalue)).
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> anyhow::Result<()> {
     store::add_to_linker::<HostState, HasKeyValue>(linker, |state| state)?;
     atomics::add_to_linker::<HostState, HasKeyValue>(linker, |state| state)?;

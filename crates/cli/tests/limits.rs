@@ -102,6 +102,10 @@ fn oma_host(keyvalue: &str, environment: &[(&str, String)]) -> Process {
     spawn("oma-host serve", command, "listening on http://")
 }
 
+/// A response: the status, the headers (lowercase names) and the body as JSON (a string when it
+/// is not JSON).
+type Answer = (u16, Vec<(String, String)>, Value);
+
 /// One HTTP/1.1 request on a new connection: the status, the headers (lowercase names) and
 /// the body as JSON.
 fn request(
@@ -110,7 +114,7 @@ fn request(
     path: &str,
     headers: &[(&str, &str)],
     body: Option<&Value>,
-) -> (u16, Vec<(String, String)>, Value) {
+) -> Answer {
     try_request(process, method, path, headers, body)
         .unwrap_or_else(|e| panic!("{}: {e}", process.name))
 }
@@ -122,7 +126,7 @@ fn try_request(
     path: &str,
     headers: &[(&str, &str)],
     body: Option<&Value>,
-) -> std::io::Result<(u16, Vec<(String, String)>, Value)> {
+) -> std::io::Result<Answer> {
     let mut stream = TcpStream::connect_timeout(&process.addr, REQUEST_TIMEOUT)?;
     stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
@@ -167,7 +171,7 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-fn chat(process: &Process, key: &str) -> (u16, Vec<(String, String)>, Value) {
+fn chat(process: &Process, key: &str) -> Answer {
     let body = json!({
         "model": "openai/gpt-4o",
         "messages": [{"role": "user", "content": "Hello?"}],
@@ -181,7 +185,7 @@ fn chat(process: &Process, key: &str) -> (u16, Vec<(String, String)>, Value) {
     )
 }
 
-fn messages(process: &Process, key: &str) -> (u16, Vec<(String, String)>, Value) {
+fn messages(process: &Process, key: &str) -> Answer {
     let body = json!({
         "model": "openai/gpt-4o",
         "max_tokens": 64,

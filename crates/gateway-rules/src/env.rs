@@ -612,6 +612,37 @@ mod tests {
     }
 
     #[test]
+    fn keys_authenticate_as_the_token_does() {
+        let keys = r#"{"team-a": {"rpm": 60}, "team-b": {}}"#;
+        let s = settings(&[("OMA_GATEWAY_KEYS", keys)]).expect("valid");
+        assert!(s.authorized_either(Some("Bearer team-a"), None));
+        assert!(s.authorized_either(None, Some("team-b")));
+        assert!(!s.authorized_either(Some("Bearer team-c"), None));
+        assert!(
+            !s.authorized_either(None, None),
+            "a key is required once keys are set"
+        );
+        let both =
+            settings(&[("OMA_GATEWAY_KEYS", keys), ("OMA_GATEWAY_TOKEN", "admin")]).expect("valid");
+        assert!(both.authorized_either(Some("Bearer admin"), None));
+        assert!(both.authorized_either(Some("Bearer team-a"), None));
+        assert!(!both.authorized_either(Some("Bearer nobody"), None));
+        for secret in ["team-a", "team-b", "admin"] {
+            assert!(both.all_secrets().iter().any(|s| s == secret), "{secret}");
+        }
+        assert!(!format!("{both:?}").contains("team-a"));
+        assert_eq!(
+            client_key(Some("Bearer  k1 "), None),
+            Some("k1"),
+            "the bearer token, trimmed"
+        );
+        assert_eq!(client_key(Some("Bearer k1"), Some("k2")), Some("k2"));
+        assert_eq!(client_key(Some("Basic k1"), None), None);
+        let bad = settings(&[("OMA_GATEWAY_KEYS", "[\"team-a\"]")]).expect_err("not an object");
+        assert_eq!(bad.name, "OMA_GATEWAY_KEYS");
+    }
+
+    #[test]
     fn bedrock_reads_aws_credentials() {
         let s = settings(&[
             ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),

@@ -70,7 +70,7 @@ commands:
                   and private (LAN) addresses only, checked after DNS resolution: never to
                   link-local, cloud-metadata or unspecified ones
   serve [--addr IP:PORT] [--component PATH] [--max-in-flight N] [--memory-budget MIB]
-        [--max-instances N]
+        [--max-instances N] [--keyvalue memory|redis://HOST:PORT]
                   serve the gateway (oma_gateway.wasm, or the wasi:http/proxy component at
                   PATH) over HTTP/1.1 on --addr (127.0.0.1:8080 by default; port 0 picks a free
                   one) until SIGINT or SIGTERM, printing "oma-host: listening on
@@ -80,7 +80,10 @@ commands:
                   At most --max-in-flight requests at once (1024) and --memory-budget MiB of
                   memory for all instances together (1024): past either, 503 with Retry-After
                   (GET /healthz is answered outside both); --max-instances (256) run at once,
-                  more wait for one. A client that disconnects cancels its run
+                  more wait for one. A client that disconnects cancels its run. --keyvalue
+                  links a wasi:keyvalue store (this process's memory, or a Redis server every
+                  replica shares) where the gateway counts OMA_GATEWAY_KEYS' limits when
+                  OMA_GATEWAY_LIMITS_BUCKET names a bucket
   demo            the whole pipeline on a bundled conversation with an image and a video, with
                   no network and no key: validation, two wire formats, the hook, wasi-http to a
                   loopback provider, a tool call, the result

@@ -18,6 +18,12 @@
 //! error too. On a signal the server stops accepting, finishes the requests in flight (30 s at
 //! most) and exits 0.
 //!
+//! `--keyvalue memory` or `--keyvalue redis://HOST:PORT[/DB]` links a `wasi:keyvalue` store
+//! ([`oma_wasmtime::keyvalue`]): the gateway counts its per-token limits there when
+//! `OMA_GATEWAY_LIMITS_BUCKET` names a bucket (`docs/deploy.md#limits-across-replicas`). With
+//! Redis, every `oma-host serve` pointed at the same server shares the counts; `memory` is this
+//! process's. Without the option the component has no store.
+//!
 //! Under pressure: `--max-in-flight N` requests at once (1024 by default) and
 //! `--memory-budget MIB` of linear memory for all instances together (1024 MiB by default);
 //! past either a request is answered `503` with `Retry-After`, and `GET /healthz` is answered
@@ -31,6 +37,7 @@ use oma_wasmtime::serve::{
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MEMORY_BUDGET,
 };
 
+use oma_wasmtime::keyvalue::KeyValue;
 use oma_wasmtime::ComponentSource;
 
 use crate::{options_and_operands, Failure};
@@ -48,6 +55,9 @@ pub struct ServeArgs {
     memory_budget: usize,
     /// `--max-instances N`: instances alive at once.
     max_instances: u32,
+    /// `--keyvalue memory|redis://HOST:PORT`: the component's `wasi:keyvalue` store (checked
+    /// here, connected at the first use); `None`: no store.
+    keyvalue: Option<String>,
 }
 
 /// The most `--memory-budget` may be, in MiB (1 TiB).
@@ -76,6 +86,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeArgs, String> {
             "max-in-flight",
             "memory-budget",
             "max-instances",
+            "keyvalue",
         ],
         &[],
     )?;
@@ -106,7 +117,14 @@ pub fn parse_args(args: &[String]) -> Result<ServeArgs, String> {
         DEFAULT_MAX_INSTANCES.into(),
         4096,
     )?;
+    let keyvalue = options.take("keyvalue");
+    if let Some(spec) = &keyvalue {
+        // The value may hold a password: it is never repeated.
+        KeyValue::parse(spec)
+            .map_err(|_| "--keyvalue takes `memory` or a redis://HOST:PORT URL".to_owned())?;
+    }
     Ok(ServeArgs {
+        keyvalue,
         addr,
         component: options.take("component").map(PathBuf::from),
         max_in_flight: u32::try_from(max_in_flight).unwrap_or(u32::MAX),
@@ -130,6 +148,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             max_in_flight: args.max_in_flight,
             memory_budget: args.memory_budget,
             max_instances: args.max_instances,
+            keyvalue: match &args.keyvalue {
+                None => KeyValue::none(),
+                Some(spec) => KeyValue::parse(spec).map_err(Failure::Host)?,
+            },
             // The gateway this binary carries, unless `--component` names another.
             ..ServeOptions::new(match args.component {
                 Some(path) => ComponentSource::File(path),
@@ -197,8 +219,13 @@ mod tests {
                 max_in_flight: 1024,
                 memory_budget: 1 << 30,
                 max_instances: 256,
+                keyvalue: None,
             }
         );
+        let ok = parse_args(&args(&["--keyvalue", "redis://127.0.0.1:6379"])).unwrap();
+        assert_eq!(ok.keyvalue.as_deref(), Some("redis://127.0.0.1:6379"));
+        let ok = parse_args(&args(&["--keyvalue=memory"])).unwrap();
+        assert_eq!(ok.keyvalue.as_deref(), Some("memory"));
         let ok = parse_args(&args(&[
             "--max-in-flight",
             "8",
@@ -232,6 +259,7 @@ mod tests {
             (&["--max-in-flight", "0"], "--max-in-flight must be a whole number from 1 to 1048576, got `0`"),
             (&["--memory-budget", "1.5"], "--memory-budget must be a whole number from 1 to 1048576, got `1.5`"),
             (&["--max-instances", "many"], "--max-instances must be a whole number from 1 to 4096, got `many`"),
+            (&["--keyvalue", "memcached://p4ss@h:1"], "--keyvalue takes `memory` or a redis://HOST:PORT URL"),
         ] {
             assert_eq!(parse_args(&args(line)).unwrap_err(), error, "{line:?}");
         }

@@ -407,14 +407,15 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-/// `wasmtime serve -Scli --addr 127.0.0.1:0 --env NAME ... oma_gateway.wasm`: `-Scli` links
+/// `wasmtime serve -Scli -Skeyvalue --addr 127.0.0.1:0 --env NAME ... oma_gateway.wasm`:
+/// `-Skeyvalue` links the `wasi:keyvalue` the gateway imports (wasmtime's in-memory store); `-Scli` links
 /// `wasi:cli/environment`; `--env NAME` hands the component that variable of wasmtime's own
 /// environment (the values stay off the command line). It says
 /// `Serving HTTP on http://127.0.0.1:PORT/`.
 fn start_wasmtime(environment: &Environment) -> Result<RunningHost, String> {
     let binary = wasmtime_binary()?;
     let mut command = Command::new(binary);
-    command.args(["serve", "-Scli", "--addr", "127.0.0.1:0"]);
+    command.args(["serve", "-Scli", "-Skeyvalue", "--addr", "127.0.0.1:0"]);
     for (name, _) in environment {
         command.args(["--env", name]);
     }
@@ -460,18 +461,19 @@ const WASH_LISTEN_ADDR: &str = "127.0.0.1:8080";
 /// (`build.command` only checks that it is there), wash listens on a free port, the loopback
 /// provider is the simulator, and each plain setting of `environment` replaces the value the
 /// file gives it under `workload.environment.config`. Every other variable of `environment`
-/// must be one of the secrets the file takes from wash's environment (`fromEnv`), which
-/// [`start_wash`] sets. A variable the file passes nowhere is an error: the suite would fail
-/// for a reason that is the file's.
+/// goes to the directory the file's `dir:` secret source names (returned, with those
+/// variables), which [`start_wash`] fills: one file per variable. A variable set twice inline,
+/// or a file without such a directory, is an error: the suite would fail for a reason that is
+/// the file's.
 fn wash_config_for_run(
     template: &str,
     environment: &Environment,
     provider: &str,
     component: &str,
-) -> Result<(String, Vec<&'static str>), String> {
+) -> Result<(String, String, Vec<&'static str>), String> {
     let mut out = Vec::new();
     let mut replaced: Vec<&str> = Vec::new();
-    let mut from_env: Vec<String> = Vec::new();
+    let mut settings_dir: Option<String> = None;
     let mut section = String::new();
     for line in template.lines() {
         if !line.starts_with(' ') && !line.starts_with('#') && line.ends_with(':') {
@@ -494,26 +496,28 @@ fn wash_config_for_run(
             format!("{indent}{name}: {}", json!(value))
         } else {
             if section == "secrets" {
-                if let Some(name) = trimmed.strip_prefix("- ") {
-                    from_env.push(name.trim().to_owned());
+                if let Some(dir) = trimmed.strip_prefix("dir:") {
+                    settings_dir = Some(dir.trim().trim_matches('"').to_owned());
                 }
             }
             line.replace(WASH_PROVIDER_ADDR, provider)
         };
         out.push(line);
     }
+    let settings_dir = settings_dir.ok_or_else(|| {
+        format!(
+            "{}: no `dir:` secret source for the settings",
+            wash_project_config().display()
+        )
+    })?;
     let mut secrets = Vec::new();
     for (name, _) in environment {
-        let inline = replaced.iter().filter(|n| *n == name).count();
-        let secret = from_env.iter().any(|n| n == name);
-        match (inline, secret) {
-            (1, false) => {}
-            (0, true) => secrets.push(*name),
-            _ => {
+        match replaced.iter().filter(|n| *n == name).count() {
+            0 => secrets.push(*name),
+            1 => {}
+            inline => {
                 return Err(format!(
-                    "{}: {name} must be set once under workload.environment.config, or be \
-                     taken from wash's environment by a secret's fromEnv (found {inline} inline, \
-                     fromEnv: {secret})",
+                    "{}: {name} is set {inline} times under workload.environment.config",
                     wash_project_config().display()
                 ))
             }
@@ -527,13 +531,13 @@ fn wash_config_for_run(
             ));
         }
     }
-    Ok((text, secrets))
+    Ok((text, settings_dir, secrets))
 }
 
 /// `wash dev` (wasmCloud's wash 2.x) in a project directory of its own whose
 /// `.wash/config.yaml` is the shipped one made this run's ([`wash_config_for_run`]); the
-/// secrets it names under `fromEnv` are in wash's environment, and no other gateway variable
-/// is, so the component sees only what the file passes it. wash's user configuration, cache
+/// suite's other settings are files in the directory it names, and no gateway variable is in
+/// wash's environment, so the component sees only what the file passes it. wash's user configuration, cache
 /// and data are in the scratch directory too (a developer's own `~/.config/wash` changes
 /// nothing). wash says `HTTP server listening addr=127.0.0.1:PORT` when it binds, and
 /// `listening for HTTP requests` once the component is deployed.
@@ -559,17 +563,24 @@ fn start_wash(environment: &Environment) -> Result<RunningHost, String> {
         .find(|(name, _)| *name == "OPENAI_BASE_URL")
         .and_then(|(_, url)| url.strip_prefix("http://"))
         .ok_or("the suite's OPENAI_BASE_URL is not an http:// URL")?;
-    let (config, secrets) = wash_config_for_run(
+    let (config, settings_dir, secrets) = wash_config_for_run(
         &template,
         environment,
         provider,
         &component.display().to_string(),
     )?;
     let home = scratch.join("home");
-    std::fs::create_dir_all(scratch.join(".wash"))
+    let settings = scratch.join(settings_dir);
+    std::fs::create_dir_all(&settings)
         .and_then(|()| std::fs::create_dir_all(&home))
         .and_then(|()| std::fs::write(scratch.join(".wash/config.yaml"), config))
         .map_err(|e| format!("{}: {e}", scratch.display()))?;
+    for (name, value) in environment {
+        if secrets.contains(name) {
+            std::fs::write(settings.join(name), value)
+                .map_err(|e| format!("{}: {e}", settings.display()))?;
+        }
+    }
     let mut command = Command::new(binary);
     command
         .arg("-C")
@@ -586,11 +597,6 @@ fn start_wash(environment: &Environment) -> Result<RunningHost, String> {
             .is_some_and(|name| is_gateway_variable(name) || name.starts_with("WASH_"))
         {
             command.env_remove(name);
-        }
-    }
-    for (name, value) in environment {
-        if secrets.contains(name) {
-            command.env(name, value);
         }
     }
     let mut host = spawn_host("wash dev", command, "HTTP server listening", Some(scratch))?;
@@ -800,6 +806,12 @@ fn start_jco(environment: &Environment) -> Result<RunningHost, String> {
             .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
             .arg("--jco-dir")
             .arg(&scratch)
+            // `--jco-map` takes every word up to the next option: `--jco-import` follows it.
+            .arg("--jco-map")
+            .arg(format!(
+                "wasi:keyvalue/*=file://{}#*",
+                dir.join("keyvalue.mjs").display()
+            ))
             .arg("--jco-import")
             .arg(dir.join("host.mjs"))
             .arg(gateway_wasm());

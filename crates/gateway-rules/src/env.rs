@@ -42,6 +42,11 @@ pub struct Settings {
     /// Where the chat routes' traces are exported (OTLP/HTTP JSON, [`crate::trace`]):
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`.
     pub traces: Option<String>,
+    /// `OMA_GATEWAY_KEYS`: the clients' tokens with their limits per minute ([`crate::limits`]).
+    pub keys: crate::limits::Keys,
+    /// `OMA_GATEWAY_LIMITS_BUCKET`: the `wasi:keyvalue` bucket the replicas count limits in;
+    /// `None`: each instance counts in its own memory.
+    pub limits_bucket: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -59,6 +64,8 @@ impl std::fmt::Debug for Settings {
             .field("fallbacks", &self.fallbacks)
             .field("models", &self.models)
             .field("traces", &self.traces.is_some())
+            .field("keys", &self.keys)
+            .field("limits_bucket", &self.limits_bucket)
             .finish()
     }
 }
@@ -176,8 +183,10 @@ pub fn provider_env(
 }
 
 /// The gateway's own variables (`OMA_GATEWAY_*`), as [`Settings::from_vars`] reads them.
-pub const GATEWAY_VARIABLES: [&str; 7] = [
+pub const GATEWAY_VARIABLES: [&str; 9] = [
     "OMA_GATEWAY_TOKEN",
+    crate::limits::KEYS_VARIABLE,
+    crate::limits::BUCKET_VARIABLE,
     "OMA_GATEWAY_MAX_BODY_BYTES",
     "OMA_GATEWAY_DEADLINE_MS",
     "OMA_GATEWAY_MAX_RETRIES",
@@ -360,7 +369,17 @@ impl Settings {
             get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
             get("OTEL_EXPORTER_OTLP_ENDPOINT"),
         )?;
+        let keys = match get(crate::limits::KEYS_VARIABLE) {
+            None => crate::limits::Keys::default(),
+            Some(text) => crate::limits::Keys::parse(text).ok_or(BadVariable {
+                name: crate::limits::KEYS_VARIABLE,
+                expected: "a JSON object mapping each token to its limits,                            {\"rpm\": <requests per minute>, \"tpm\": <tokens per minute>},                            each a positive whole number or left out",
+            })?,
+        };
+        let limits_bucket = get(crate::limits::BUCKET_VARIABLE).map(str::to_owned);
         Ok(Settings {
+            keys,
+            limits_bucket,
             vars,
             token,
             max_body_bytes,
@@ -393,6 +412,7 @@ impl Settings {
     /// the wrong shape echoes the field names it was given).
     pub fn all_secrets(&self) -> Vec<String> {
         let mut secrets: Vec<String> = self.token.iter().cloned().collect();
+        secrets.extend(self.keys.tokens().map(str::to_owned));
         for (name, value) in &self.vars {
             if name.ends_with("_BASE_URL") || name.starts_with("AWS_ENDPOINT_URL") {
                 secrets.extend(oma_core::secret::url_secrets(value));
@@ -424,7 +444,19 @@ impl Settings {
     /// Whether the request carries the configured token, as `authorization: Bearer <token>`
     /// (what OpenAI's clients send their API key as) or `x-api-key: <token>` (Anthropic's);
     /// always true without one. Compared in constant time.
+    ///
+    /// With `OMA_GATEWAY_KEYS`, each of its tokens is accepted too (as [`client_key`] reads them),
+    /// and a token is required even without `OMA_GATEWAY_TOKEN`.
     pub fn authorized_either(&self, authorization: Option<&str>, api_key: Option<&str>) -> bool {
+        if !self.keys.is_empty() {
+            let given = client_key(authorization, api_key);
+            if given.is_some_and(|given| self.keys.find(given).is_some()) {
+                return true;
+            }
+            if self.token.is_none() {
+                return false;
+            }
+        }
         let Some(token) = &self.token else {
             return true;
         };
@@ -449,8 +481,21 @@ impl Settings {
     }
 }
 
+/// The key a client presents: `x-api-key` (Anthropic's clients), else the `Bearer` token of
+/// `authorization` (OpenAI's), trimmed; `None` when neither holds one.
+pub fn client_key<'a>(authorization: Option<&'a str>, api_key: Option<&'a str>) -> Option<&'a str> {
+    api_key
+        .map(str::trim)
+        .filter(|key| !key.is_empty())
+        .or_else(|| {
+            let (scheme, rest) = authorization?.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        })
+        .filter(|key| !key.is_empty())
+}
+
 /// Whether `a == b`, in a time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -564,6 +609,37 @@ mod tests {
         let s = settings(&found).expect("valid");
         assert!(s.provider("my-llm").configured());
         assert_eq!(s.deadline_ms, 500);
+    }
+
+    #[test]
+    fn keys_authenticate_as_the_token_does() {
+        let keys = r#"{"team-a": {"rpm": 60}, "team-b": {}}"#;
+        let s = settings(&[("OMA_GATEWAY_KEYS", keys)]).expect("valid");
+        assert!(s.authorized_either(Some("Bearer team-a"), None));
+        assert!(s.authorized_either(None, Some("team-b")));
+        assert!(!s.authorized_either(Some("Bearer team-c"), None));
+        assert!(
+            !s.authorized_either(None, None),
+            "a key is required once keys are set"
+        );
+        let both =
+            settings(&[("OMA_GATEWAY_KEYS", keys), ("OMA_GATEWAY_TOKEN", "admin")]).expect("valid");
+        assert!(both.authorized_either(Some("Bearer admin"), None));
+        assert!(both.authorized_either(Some("Bearer team-a"), None));
+        assert!(!both.authorized_either(Some("Bearer nobody"), None));
+        for secret in ["team-a", "team-b", "admin"] {
+            assert!(both.all_secrets().iter().any(|s| s == secret), "{secret}");
+        }
+        assert!(!format!("{both:?}").contains("team-a"));
+        assert_eq!(
+            client_key(Some("Bearer  k1 "), None),
+            Some("k1"),
+            "the bearer token, trimmed"
+        );
+        assert_eq!(client_key(Some("Bearer k1"), Some("k2")), Some("k2"));
+        assert_eq!(client_key(Some("Basic k1"), None), None);
+        let bad = settings(&[("OMA_GATEWAY_KEYS", "[\"team-a\"]")]).expect_err("not an object");
+        assert_eq!(bad.name, "OMA_GATEWAY_KEYS");
     }
 
     #[test]

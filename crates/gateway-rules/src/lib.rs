@@ -18,6 +18,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod env;
+pub mod limits;
 pub mod openai;
 pub mod serve;
 pub mod trace;

@@ -20,9 +20,10 @@ use oma_core::rng::Rng;
 
 use crate::chat::{ChatMachine, ChatStep};
 use crate::env::BadVariable;
+use crate::limits::{self, Admitted, Counter, KeyLimits, MemoryCounter, Refusal, Scope, Shape};
 use crate::openai::{Completion, Writer};
 use crate::trace::{self, RequestSpan, TraceContext};
-use crate::{BodyVerdict, Head, HeadVerdict, Reply, Settings};
+use crate::{BodyVerdict, Head, HeadVerdict, Reply, Route, Settings};
 
 /// One request and its response, as a platform offers them.
 pub trait Exchange {
@@ -56,6 +57,89 @@ pub trait Exchange {
     fn close_events(&mut self);
     /// The transport a run's provider calls go out on.
     fn transport(&mut self) -> Self::Transport;
+    /// The host's store named `bucket` (`OMA_GATEWAY_LIMITS_BUCKET`), where every replica
+    /// counts the per-token limits ([`crate::limits`]); an error when the platform links no
+    /// such store or cannot open it (then a limited request is a `503`). None by default.
+    fn limits_store(&mut self, bucket: &str) -> Result<Box<dyn Counter>, String> {
+        Err(format!("this host has no store named {bucket:?}"))
+    }
+}
+
+/// The counts of an instance without a shared store: its memory, kept between the requests
+/// the instance serves.
+static INSTANCE_COUNTS: std::sync::OnceLock<std::sync::Mutex<MemoryCounter>> =
+    std::sync::OnceLock::new();
+
+/// Where this request's limits are counted.
+enum Counts {
+    /// The host's shared store.
+    Shared(Box<dyn Counter>),
+    /// This instance's memory.
+    Instance,
+}
+
+impl Counts {
+    fn with<R>(&mut self, f: impl FnOnce(&mut dyn Counter) -> R) -> R {
+        match self {
+            Counts::Shared(counter) => f(counter.as_mut()),
+            Counts::Instance => {
+                let counts = INSTANCE_COUNTS.get_or_init(Default::default);
+                let mut counts = counts
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                f(&mut *counts)
+            }
+        }
+    }
+}
+
+/// The limits of a request to `route` that comes with `token`: `Ok(None)` when nothing is
+/// limited (no keys configured, a route that calls no provider, a key without limits), the
+/// request's admission and where it is counted, or the reply that refuses it.
+fn limit<X: Exchange>(
+    settings: &Settings,
+    route: Route,
+    token: Option<&str>,
+    now_ms: u64,
+    exchange: &mut X,
+) -> Result<Option<(Admitted, Counts)>, Reply> {
+    let shape = match route {
+        Route::ChatCompletions => Shape::OpenAi,
+        Route::Messages => Shape::Anthropic,
+        Route::Run => Shape::Gateway,
+        _ => return Ok(None),
+    };
+    // Only a listed key with a limit is counted: the store is not opened for anything else
+    // (`OMA_GATEWAY_TOKEN`, which has no limit, never depends on it).
+    let limited = token
+        .and_then(|token| settings.keys.find(token))
+        .is_some_and(|(_, limits)| limits != KeyLimits::default());
+    if !limited {
+        return Ok(None);
+    }
+    let mut counts = match &settings.limits_bucket {
+        None => Counts::Instance,
+        Some(bucket) => match exchange.limits_store(bucket) {
+            Ok(counter) => Counts::Shared(counter),
+            Err(error) => {
+                return Err(limits::refusal_reply(&Refusal::Store(error), shape));
+            }
+        },
+    };
+    match counts.with(|counter| limits::admit(&settings.keys, token, now_ms, counter)) {
+        Ok(Some(admitted)) => Ok(Some((admitted, counts))),
+        Ok(None) => Ok(None),
+        Err(refusal) => Err(limits::refusal_reply(&refusal, shape)),
+    }
+}
+
+/// Where `settings` count limits, as `/healthz` says.
+pub fn limits_scope(settings: &Settings) -> Scope {
+    match (&settings.keys.is_empty(), &settings.limits_bucket) {
+        (true, _) => Scope::Off,
+        (false, None) => Scope::PerInstance,
+        (false, Some(_)) => Scope::Shared,
+    }
 }
 
 /// Answers one request (`method`, `path` with its query) with `settings` (the configuration as
@@ -86,8 +170,20 @@ pub fn serve<X: Exchange>(
         content_length,
     };
     let route = match crate::on_head(Ok(&settings), &head) {
-        HeadVerdict::Reply(reply) => return respond(exchange, reply),
+        HeadVerdict::Reply(reply) => {
+            // `/healthz` says where limits are counted.
+            let reply = match crate::route(&settings, &head) {
+                Ok(Route::Health) => limits::health(limits_scope(&settings)),
+                _ => reply,
+            };
+            return respond(exchange, reply);
+        }
         HeadVerdict::ReadBody(route) => route,
+    };
+    let token = crate::env::client_key(authorization.as_deref(), api_key.as_deref());
+    let mut limited = match limit(&settings, route, token, started_ms, exchange) {
+        Ok(limited) => limited,
+        Err(reply) => return respond(exchange, reply),
     };
     let deadline_at = started_ms.saturating_add(settings.deadline_ms);
     let body = match exchange.read_body(content_length, settings.max_body_bytes, deadline_at) {
@@ -104,12 +200,26 @@ pub fn serve<X: Exchange>(
                 mut writer,
             } = *completion;
             let mut transport = exchange.transport();
+            // The usage the providers reported, counted once the calls are over and before
+            // the answer's last bytes go out (a client's next request sees it).
+            let mut done = |machine: &ChatMachine, now_ms: u64| {
+                if let Some((admitted, counts)) = &mut limited {
+                    let used: u64 = machine
+                        .attempts()
+                        .iter()
+                        .filter_map(|attempt| attempt.usage)
+                        .map(|(input, output)| input.saturating_add(output))
+                        .sum();
+                    counts.with(|counter| limits::record(admitted, used, now_ms, counter));
+                }
+            };
             let status = chat(
                 &settings,
                 &mut machine,
                 &mut writer,
                 exchange,
                 &mut transport,
+                &mut done,
             );
             if let Some(url) = &settings.traces {
                 let route = match writer {
@@ -137,6 +247,12 @@ pub fn serve<X: Exchange>(
                 stream(run, exchange)
             } else {
                 let (outcome, sent, traces) = run.finish();
+                if let Some((admitted, counts)) = &mut limited {
+                    let usage = outcome.token_usage;
+                    let used = usage.input_tokens.saturating_add(usage.output_tokens);
+                    let now_ms = exchange.now_ms();
+                    counts.with(|counter| limits::record(admitted, used, now_ms, counter));
+                }
                 let elapsed = exchange.now_ms().saturating_sub(started_ms);
                 let reply = crate::run_reply(&outcome, sent, elapsed, settings.deadline_ms);
                 respond(exchange, crate::with_trace(reply, &traces))
@@ -214,11 +330,16 @@ fn chat<X: Exchange>(
     writer: &mut Writer,
     exchange: &mut X,
     transport: &mut X::Transport,
+    done: &mut dyn FnMut(&ChatMachine, u64),
 ) -> u16 {
     // None: not opened yet; Some(false): the platform refused the head or the caller left.
     let mut opened: Option<bool> = None;
     loop {
-        let answer = match machine.poll(transport.now_ms()) {
+        let step = machine.poll(transport.now_ms());
+        if matches!(step, ChatStep::Done(_)) {
+            done(machine, transport.now_ms());
+        }
+        let answer = match step {
             ChatStep::Send(outgoing) => {
                 if writer.stream() && opened.is_none() {
                     opened = Some(exchange.open_events());
@@ -266,6 +387,7 @@ fn chat<X: Exchange>(
             }
         };
         if let Err(error) = machine.handle(answer) {
+            done(machine, transport.now_ms());
             let reply = writer.error(settings, error);
             if opened == Some(true) {
                 exchange.write_events(writer.failed(&reply).as_bytes());

@@ -11,13 +11,15 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
+use oma_gateway_rules::limits::Counter;
 use oma_gateway_rules::serve::{serve, Exchange};
 use oma_gateway_rules::{log_line, Reply, Settings, STREAM_HEADERS};
-use oma_wasi::{self as wasi, HttpIo};
+use oma_wasi::HttpIo;
 
 // The world `gateway` of `wit/world.wit`, bound here so that the component's type is that
-// world: its WASI imports are the `wasip2` crate's bindings (which `oma-wasi` and this file
-// call), only the `incoming-handler` export is generated.
+// world: its WASI 0.2.12 imports are the `wasip2` crate's bindings (which `oma-wasi` and this
+// file call); the `incoming-handler` export and the `wasi:keyvalue` imports (which `wasip2`
+// does not bind) are generated.
 wit_bindgen::generate!({
     world: "gateway",
     path: "../../wit",
@@ -32,6 +34,8 @@ wit_bindgen::generate!({
         "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
         "wasi:clocks/wall-clock@0.2.12": wasip2::clocks::wall_clock,
         "wasi:random/random@0.2.12": wasip2::random::random,
+        "wasi:keyvalue/store@0.2.0-draft": generate,
+        "wasi:keyvalue/atomics@0.2.0-draft": generate,
     },
 });
 
@@ -89,11 +93,11 @@ impl Exchange for WasiExchange<'_> {
     }
 
     fn now_ms(&self) -> u64 {
-        wasi::now_ms()
+        oma_wasi::now_ms()
     }
 
     fn random_u64(&self) -> u64 {
-        wasi::random_u64()
+        oma_wasi::random_u64()
     }
 
     fn read_body(
@@ -132,7 +136,7 @@ impl Exchange for WasiExchange<'_> {
         let Some((body, stream)) = start_response(out, reply.status, &headers) else {
             return;
         };
-        let _ = wasi::write_all(&stream, reply.body.as_bytes());
+        let _ = oma_wasi::write_all(&stream, reply.body.as_bytes());
         drop(stream);
         let _ = OutgoingBody::finish(body, None);
     }
@@ -150,7 +154,7 @@ impl Exchange for WasiExchange<'_> {
     fn write_events(&mut self, bytes: &[u8]) -> bool {
         self.events
             .as_ref()
-            .is_some_and(|(_, stream)| wasi::write_all(stream, bytes).is_ok())
+            .is_some_and(|(_, stream)| oma_wasi::write_all(stream, bytes).is_ok())
     }
 
     fn close_events(&mut self) {
@@ -162,6 +166,34 @@ impl Exchange for WasiExchange<'_> {
 
     fn transport(&mut self) -> HttpIo {
         HttpIo::default()
+    }
+
+    fn limits_store(&mut self, bucket: &str) -> Result<Box<dyn Counter>, String> {
+        wasi::keyvalue::store::open(bucket)
+            .map(|bucket| Box::new(Bucket(bucket)) as Box<dyn Counter>)
+            .map_err(|error| describe(&error))
+    }
+}
+
+/// A `wasi:keyvalue` bucket of the host, counting with `atomics.increment`.
+struct Bucket(wasi::keyvalue::store::Bucket);
+
+impl Counter for Bucket {
+    fn increment(&mut self, key: &str, delta: u64) -> Result<u64, String> {
+        wasi::keyvalue::atomics::increment(&self.0, key, delta).map_err(|error| describe(&error))
+    }
+
+    fn delete(&mut self, key: &str) {
+        let _ = self.0.delete(key);
+    }
+}
+
+fn describe(error: &wasi::keyvalue::store::Error) -> String {
+    use wasi::keyvalue::store::Error;
+    match error {
+        Error::NoSuchStore => "no such store".into(),
+        Error::AccessDenied => "access denied".into(),
+        Error::Other(other) => other.clone(),
     }
 }
 
@@ -176,7 +208,7 @@ fn read_stream(
     let expected = declared.unwrap_or(0).min(limit);
     let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     loop {
-        let left = deadline_at.saturating_sub(wasi::now_ms());
+        let left = deadline_at.saturating_sub(oma_wasi::now_ms());
         let readable = stream.subscribe();
         let timer =
             wasip2::clocks::monotonic_clock::subscribe_duration(left.saturating_mul(1_000_000));

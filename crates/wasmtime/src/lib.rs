@@ -62,6 +62,7 @@ mod engine;
 mod error_json;
 mod guard;
 mod guest;
+pub mod keyvalue;
 mod limits;
 pub mod oma_json;
 pub mod pool;

@@ -100,6 +100,7 @@ use wasmtime_wasi_http::WasiHttpView;
 
 use crate::engine::{engine, guard_store, load_component, start_call};
 use crate::guard::{AddressPolicy, GuardedOutbound};
+use crate::keyvalue::KeyValue;
 use crate::limits::{LimitExceeded, Limits, MemoryBudget};
 use crate::state::HostState;
 use crate::{ComponentOrigin, ComponentSource, HarnessOptions};
@@ -192,6 +193,9 @@ pub struct ServeOptions {
     /// The cache directory; `None` is the per-user default
     /// ([`default_cache_dir`](crate::default_cache_dir)).
     pub cache_dir: Option<PathBuf>,
+    /// The component's `wasi:keyvalue` store ([`KeyValue`]): none by default (every `open`
+    /// fails), one map in memory, or a Redis server shared by every replica.
+    pub keyvalue: KeyValue,
 }
 
 impl ServeOptions {
@@ -230,6 +234,7 @@ impl ServeOptions {
             policy: AddressPolicy::LOCAL_SERVERS,
             cache: true,
             cache_dir: None,
+            keyvalue: KeyValue::none(),
         }
     }
 }
@@ -312,6 +317,7 @@ struct Shared {
     engine: Engine,
     pre: ProxyPre<HostState>,
     env: Vec<(String, String)>,
+    keyvalue: KeyValue,
     limits: Limits,
     epoch_tick: Duration,
     request_timeout: Duration,
@@ -363,6 +369,7 @@ impl Server {
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        crate::keyvalue::add_to_linker(&mut linker)?;
         let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
             anyhow::Error::from(e).context(format!(
                 "{path} imports something a wasi:http/proxy host with wasi:cli does not provide"
@@ -392,6 +399,7 @@ impl Server {
                 engine,
                 pre,
                 env: options.env,
+                keyvalue: options.keyvalue,
                 limits: options.limits,
                 epoch_tick: harness.epoch_tick.max(Duration::from_micros(100)),
                 request_timeout: options.request_timeout,
@@ -768,6 +776,7 @@ fn new_store(shared: &Shared, guard: GuardedOutbound) -> Store<HostState> {
         .stderr(tokio::io::stderr());
     let mut state = HostState::with_wasi(wasi.build(), Box::new(guard), shared.limits);
     state.set_limits(shared.limits, shared.epoch_tick);
+    state.set_keyvalue(shared.keyvalue.clone());
     let mut store = Store::new(&shared.engine, state);
     guard_store(&mut store);
     // The harness's callback ends a call past its deadline; this one also yields to the

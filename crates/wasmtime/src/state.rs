@@ -53,6 +53,8 @@ pub struct HostState {
     hooks: Box<dyn WasiHttpHooks>,
     host: Box<dyn AgentHost>,
     guard: StoreGuard,
+    /// The `wasi:keyvalue` store (the gateway server's; none elsewhere).
+    keyvalue: crate::keyvalue::KeyValue,
 }
 
 impl HostState {
@@ -69,6 +71,7 @@ impl HostState {
             hooks: options.hooks.unwrap_or_else(|| Box::new(DenyOutbound)),
             host: options.host.unwrap_or_else(|| Box::new(NoHost)),
             guard: StoreGuard::new(options.limits.unwrap_or_default()),
+            keyvalue: crate::keyvalue::KeyValue::none(),
         }
     }
 
@@ -82,7 +85,21 @@ impl HostState {
             hooks,
             host: Box::new(NoHost),
             guard: StoreGuard::new(limits),
+            keyvalue: crate::keyvalue::KeyValue::none(),
         }
+    }
+
+    /// Links `keyvalue` as this store's `wasi:keyvalue` ([`crate::keyvalue`]).
+    pub(crate) fn set_keyvalue(&mut self, keyvalue: crate::keyvalue::KeyValue) {
+        self.keyvalue = keyvalue;
+    }
+
+    pub(crate) fn keyvalue(&self) -> &crate::keyvalue::KeyValue {
+        &self.keyvalue
+    }
+
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 
     /// The limits this guest runs under (they apply in stores of a [`Harness`](crate::Harness)).

@@ -142,7 +142,8 @@ fn the_component_world_imports_wasi_http_clocks_and_random_and_no_cli() {
 }
 
 /// The gateway is a `wasi:http/proxy` component: it exports what the proxy world exports and
-/// imports only what that world offers, plus `wasi:cli/environment`.
+/// imports only what that world offers, plus `wasi:cli/environment` and the two
+/// `wasi:keyvalue` interfaces its shared limits are counted with.
 #[test]
 fn the_gateway_world_is_the_proxy_world_with_the_environment() {
     let (resolve, package) = declared();
@@ -160,7 +161,14 @@ fn the_gateway_world_is_the_proxy_world_with_the_environment() {
         .keys()
         .filter(|name| !proxy_imports.contains_key(*name))
         .collect();
-    assert_eq!(beyond, [&format!("wasi:cli/environment@{WASI}")]);
+    assert_eq!(
+        beyond,
+        [
+            &format!("wasi:cli/environment@{WASI}"),
+            "wasi:keyvalue/atomics@0.2.0-draft",
+            "wasi:keyvalue/store@0.2.0-draft",
+        ]
+    );
     assert_eq!(
         exports.keys().collect::<Vec<_>>(),
         proxy_exports.keys().collect::<Vec<_>>()

@@ -97,7 +97,7 @@ if [[ -n "${WASMTIME:-}" ]]; then
   names=()
   for pair in "${gateway_env[@]}"; do names+=(--env "${pair%%=*}"); done
   env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
-    "$WASMTIME" serve -Scli --addr 127.0.0.1:0 "${names[@]}" "$wasm" 2> "$work/wasmtime.log" &
+    "$WASMTIME" serve -Scli -Skeyvalue --addr 127.0.0.1:0 "${names[@]}" "$wasm" 2> "$work/wasmtime.log" &
   pids+=($!)
   served=$(wait_for "$work/wasmtime.log" "Serving HTTP on ")
   say "wasmtime serve at ${served%/}"

@@ -4,7 +4,7 @@
 
 use arbitrary::{Result, Unstructured};
 use oma_core::message::{
-    ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
+    ContentBlock, ImageBlock, LlmMessage, MediaSource, ReasoningBlock, Role,
     TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
 };
 use serde_json::Value;
@@ -122,7 +122,7 @@ pub fn block(u: &mut Unstructured<'_>) -> Result<ContentBlock> {
             text: u.arbitrary()?,
         }),
         1 => ContentBlock::Image(ImageBlock {
-            source: ImageSource {
+            source: MediaSource::Base64 {
                 media_type: pick(u, MEDIA_TYPES)?,
                 data: pick(u, DATA)?,
             },

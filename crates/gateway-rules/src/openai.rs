@@ -373,11 +373,11 @@ fn tool_content(content: Value, i: usize) -> Result<Value, Reply> {
         Value::Array(parts) if parts.iter().any(|p| p.get("type") != Some(&json!("text"))) => parts,
         content => return Ok(Value::String(text_of(&content, i)?)),
     };
-    let source = |url: String, media_type: &dyn Fn(&str) -> String| match data_url(&url) {
-        Some((media_type, data)) => {
+    let source = |url: String, media_type: &dyn Fn(&str) -> String| match data_url(url) {
+        Ok((media_type, data)) => {
             json!({"type": "base64", "media_type": media_type, "data": data})
         }
-        None => json!({"type": "url", "media_type": media_type(&url), "url": url}),
+        Err(url) => json!({"type": "url", "media_type": media_type(&url), "url": url}),
     };
     parts
         .into_iter()
@@ -460,30 +460,40 @@ fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
     parts
         .into_iter()
         .enumerate()
-        .map(|(j, part)| {
-            let url = |key: &str| {
-                part.get(key)
-                    .and_then(|u| u.get("url").or(Some(u)))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| {
-                        invalid(format!("messages[{i}].content[{j}].{key}.url is required"))
-                    })
+        .map(|(j, mut part)| {
+            let kind = part
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            // The URL is taken out of the part, not copied: a data URL may be megabytes.
+            let mut url = |key: &str| {
+                let holder = part.get_mut(key);
+                let slot = match holder {
+                    Some(holder) if holder.is_object() => holder.get_mut("url"),
+                    other => other,
+                };
+                match slot.map(Value::take) {
+                    Some(Value::String(url)) => Ok(url),
+                    _ => Err(invalid(format!(
+                        "messages[{i}].content[{j}].{key}.url is required"
+                    ))),
+                }
             };
-            match part.get("type").and_then(Value::as_str).unwrap_or("") {
+            match kind.as_str() {
                 "text" => Ok(json!({
                     "type": "text",
-                    "text": part.get("text").cloned().unwrap_or(Value::Null),
+                    "text": part.get_mut("text").map(Value::take).unwrap_or(Value::Null),
                 })),
                 "image_url" => {
                     let url = url("image_url")?;
-                    Ok(match data_url(&url) {
-                        Some((media_type, data)) => json!({
+                    Ok(match data_url(url) {
+                        Ok((media_type, data)) => json!({
                             "type": "image",
                             "source": {"type": "base64", "media_type": media_type, "data": data},
                         }),
                         // The media rules check the URL (absolute http or https), as a video's.
-                        None => json!({
+                        Err(url) => json!({
                             "type": "image",
                             "source": {"type": "url", "media_type": image_type(&url), "url": url},
                         }),
@@ -491,13 +501,13 @@ fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
                 }
                 "video_url" => {
                     let url = url("video_url")?;
-                    Ok(match data_url(&url) {
-                        Some((media_type, data)) => json!({
+                    Ok(match data_url(url) {
+                        Ok((media_type, data)) => json!({
                             "type": "video",
                             "source": {"type": "base64", "media_type": media_type, "data": data},
                         }),
                         // OMA's media rules check the URL (absolute http or https).
-                        None => json!({
+                        Err(url) => json!({
                             "type": "video",
                             "source": {"type": "url", "media_type": video_type(&url), "url": url},
                         }),
@@ -514,12 +524,19 @@ fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
 }
 
 /// The media type and base64 text of a `data:<type>;base64,<data>` URL, as given (OMA's media
-/// rules judge them).
-fn data_url(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("data:")?;
-    let (head, data) = rest.split_once(',')?;
-    let media_type = head.strip_suffix(";base64")?;
-    Some((media_type.to_owned(), data.to_owned()))
+/// rules judge them), or the URL back when it is no such data URL. The text stays in the URL's
+/// own buffer, moved to its front: no copy of megabytes of media.
+fn data_url(mut url: String) -> Result<(String, String), String> {
+    let parts = url.strip_prefix("data:").and_then(|rest| {
+        let (head, _) = rest.split_once(',')?;
+        let media_type = head.strip_suffix(";base64")?;
+        Some((media_type.to_owned(), "data:".len() + head.len() + 1))
+    });
+    let Some((media_type, start)) = parts else {
+        return Err(url);
+    };
+    url.drain(..start);
+    Ok((media_type, url))
 }
 
 /// The lower-cased extension of a URL's path (after its last dot), without query or fragment.

@@ -923,8 +923,14 @@ fn a_tool_message_with_an_image_and_a_file_becomes_a_rich_tool_result() {
         content[1],
         json!({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}})
     );
-    assert_eq!(content[2]["type"], "document", "{sent}");
-    assert_eq!(content[2]["source"]["data"], "JVBERi0xLjQ=");
+    // OMA's Anthropic format: the file as a document block right after the result.
+    assert_eq!(
+        content[2]["text"], "[File attachment follows: r.pdf]",
+        "{sent}"
+    );
+    let document = &sent["messages"][2]["content"][1];
+    assert_eq!(document["type"], "document", "{sent}");
+    assert_eq!(document["source"]["data"], "JVBERi0xLjQ=");
 
     // A file part that breaks the media rules is OMA's 400, before any request.
     let mut bad = body.clone();

@@ -2626,7 +2626,7 @@ async fn chat_completions_carries_an_https_image_url(gw: &Gateway<'_>) -> anyhow
             .as_array()
             .ok_or_else(|| anyhow!("{model}: no content list in {received}"))?;
         ensure!(
-            parts.iter().any(|p| *p == expected),
+            parts.contains(&expected),
             "{model}: the provider received {received}"
         );
     }

@@ -121,12 +121,8 @@ pub fn block(u: &mut Unstructured<'_>) -> Result<ContentBlock> {
         0 => ContentBlock::Text(TextBlock {
             text: u.arbitrary()?,
         }),
-        1 => ContentBlock::Image(ImageBlock {
-            source: MediaSource::Base64 {
-                media_type: pick(u, MEDIA_TYPES)?,
-                data: pick(u, DATA)?,
-            },
-        }),
+        // Inline or by URL, as a video.
+        1 => ContentBlock::Image(ImageBlock { source: source(u)? }),
         2 => ContentBlock::Video(VideoBlock { source: source(u)? }),
         3 => ContentBlock::ToolUse(ToolUseBlock {
             id: u.arbitrary()?,

@@ -12,6 +12,10 @@
 #   WORKLOADS="chat-small chat-history-51 tools-rich-20 vision-1mib"
 #   SIDES="oma-host oma-node litellm"   which servers to measure (oma-node alone needs no gateway
 #                          build; litellm needs python3 and PyPI, once, for its virtual environment)
+#   ROUTE=chat             what the gateway is asked: chat, OpenAI's chat completion on
+#                          /v1/chat/completions, the same bytes LiteLLM's proxy gets (the model
+#                          named anthropic/claude-sonnet-4-6); run, {"provider", "model",
+#                          "messages"} on /v1/run. The OMA server always takes /v1/run.
 #   PIN=0                  1: the server on CPU 1, the load generator and the provider on CPU 0
 #   NODE_WORKERS=1         processes of the OMA server (node:cluster when > 1)
 #   LITELLM_WORKERS=1      worker processes of LiteLLM's proxy (its --num_workers)
@@ -43,6 +47,8 @@ WARMUP=${WARMUP:-3}
 CONCURRENCY=${CONCURRENCY:-"1 8 32"}
 WORKLOADS=${WORKLOADS:-"chat-small chat-history-51 tools-rich-20 vision-1mib"}
 SIDES=${SIDES:-"oma-host oma-node litellm"}
+ROUTE=${ROUTE:-chat}
+[[ "$ROUTE" == chat || "$ROUTE" == run ]] || { echo "ROUTE must be chat or run" >&2; exit 2; }
 PIN=${PIN:-0}
 NODE_WORKERS=${NODE_WORKERS:-1}
 LITELLM_WORKERS=${LITELLM_WORKERS:-1}
@@ -62,6 +68,7 @@ IDLE_SECONDS=${IDLE_SECONDS:-10}
 if [[ "$PRESSURE_ONLY" == 1 ]]; then SIDES=oma-host; PRESSURE=1; fi
 
 MODEL=claude-sonnet-4-6
+CHAT_MODEL=anthropic/$MODEL
 CANNED_TEXT='Hello from the simulator.'
 GATEWAY_WASM=$root/target/oma-guest/wasm32-wasip2/wasm-release/oma_gateway.wasm
 OMA_HOST=$root/target/release/oma-host
@@ -133,7 +140,9 @@ for w in $WORKLOADS; do
   ' "$workloads_dir/$w.json" "$bodies/$w.json" "$MODEL"
   # LiteLLM's proxy takes OpenAI chat messages: the same workload converted block for block, by
   # the converter of the Python benchmark (packages/python/bench/litellm_paired.py, to_openai).
-  if has_side litellm; then
+  # With ROUTE=chat the gateway gets the same bytes, its model named <provider>/<model>
+  # (LiteLLM's proxy is configured with that name too, so that both bodies are identical).
+  if has_side litellm || [[ "$ROUTE" == chat ]]; then
     python3 -c '
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -143,7 +152,7 @@ with open(src) as f:
     messages = json.load(f)
 with open(dst, "w") as f:
     json.dump({"model": model, "messages": to_openai(messages)}, f, separators=(",", ":"))
-' "$root/packages/python/bench" "$workloads_dir/$w.json" "$bodies/$w.litellm.json" "$MODEL"
+' "$root/packages/python/bench" "$workloads_dir/$w.json" "$bodies/$w.chat.json" "$CHAT_MODEL"
   fi
 done
 
@@ -253,13 +262,14 @@ provider_stats() {
     sed -E 's/.*"requests":([0-9]+).*"connections":([0-9]+).*/\1 \2/'
 }
 
-# What each side is asked: the path, the extra headers and the body of a workload. The gateway
-# and the OMA server take {"provider", "model", "messages"} on /v1/run; LiteLLM's proxy an
-# OpenAI chat completion on /v1/chat/completions, with its master key (it refuses to start
-# without one).
+# What each side is asked: the path, the extra headers and the body of a workload. LiteLLM's
+# proxy takes an OpenAI chat completion on /v1/chat/completions, with its master key (it refuses
+# to start without one); the gateway the same bytes on the same route (ROUTE=chat), or
+# {"provider", "model", "messages"} on /v1/run (ROUTE=run), as the OMA server always does.
 LITELLM_MASTER_KEY=sk-bench-master-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-side_path() { [[ "$1" == litellm ]] && echo /v1/chat/completions || echo /v1/run; }
-side_body() { [[ "$1" == litellm ]] && echo "$bodies/$2.litellm.json" || echo "$bodies/$2.json"; }
+is_chat() { [[ "$1" == litellm || ("$1" == oma-host && "$ROUTE" == chat) ]]; }
+side_path() { is_chat "$1" && echo /v1/chat/completions || echo /v1/run; }
+side_body() { is_chat "$1" && echo "$bodies/$2.chat.json" || echo "$bodies/$2.json"; }
 side_headers() {
   if [[ "$1" == litellm ]]; then echo "authorization: Bearer $LITELLM_MASTER_KEY"; else echo "x-bench: 1"; fi
 }
@@ -275,11 +285,11 @@ probe() {
   [[ "$code" == 200 ]] || { say "probe: status $code: $(head -c 600 "$out" 2>/dev/null)"; return 1; }
   node -e '
     const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-    const ok = process.argv[3] === "litellm"
+    const ok = process.argv[3] === "chat"
       ? r.choices?.[0]?.message?.content === process.argv[2]
       : r.success === true && r.output === process.argv[2];
     if (!ok) { console.error(JSON.stringify(r).slice(0, 600)); process.exit(1); }
-  ' "$out" "$CANNED_TEXT" "$side" || { say "probe: the run did not succeed"; return 1; }
+  ' "$out" "$CANNED_TEXT" "$(is_chat "$side" && echo chat || echo run)" || { say "probe: the run did not succeed"; return 1; }
 }
 
 server_pid=
@@ -328,7 +338,7 @@ start_server() {
       port=$(free_port)
       cat >"$work/litellm.yaml" <<YAML
 model_list:
-  - model_name: $MODEL
+  - model_name: $CHAT_MODEL
     litellm_params:
       model: anthropic/$MODEL
       api_base: $provider_url
@@ -403,6 +413,7 @@ server_leaf() {
   fi
   echo "pinning: $([[ "$PIN" == 1 ]] && echo 'server on CPU 1; load generator and provider on CPU 0' || echo none)"
   echo "node workers: $NODE_WORKERS"
+  echo "route: $([[ "$ROUTE" == chat ]] && echo "/v1/chat/completions on the gateway and LiteLLM's proxy (the same request bytes)" || echo "/v1/run on the gateway, /v1/chat/completions on LiteLLM's proxy")"
   echo "duration: ${DURATION}s after ${WARMUP}s of warm-up per cell"
 } >"$work/machine.txt"
 

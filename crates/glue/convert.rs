@@ -236,10 +236,7 @@ pub(super) fn from_wit_block(
     Ok(match block {
         wit::ContentBlock::Text(text) => m::ContentBlock::Text(m::TextBlock { text }),
         wit::ContentBlock::Image(image) => m::ContentBlock::Image(m::ImageBlock {
-            source: m::ImageSource {
-                media_type: image.source.media_type,
-                data: image.source.data,
-            },
+            source: from_wit_source(image.source),
         }),
         wit::ContentBlock::Video(video) => m::ContentBlock::Video(m::VideoBlock {
             source: from_wit_source(video.source),
@@ -326,10 +323,7 @@ pub(super) fn to_wit_block(block: m::ContentBlock) -> wit::ContentBlock {
     match block {
         m::ContentBlock::Text(t) => wit::ContentBlock::Text(t.text),
         m::ContentBlock::Image(image) => wit::ContentBlock::Image(wit::ImageBlock {
-            source: wit::Base64Source {
-                media_type: image.source.media_type,
-                data: image.source.data,
-            },
+            source: to_wit_source(image.source),
         }),
         m::ContentBlock::Video(video) => wit::ContentBlock::Video(wit::VideoBlock {
             source: to_wit_source(video.source),

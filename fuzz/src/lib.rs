@@ -4,7 +4,7 @@
 
 use arbitrary::{Result, Unstructured};
 use oma_core::message::{
-    ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
+    ContentBlock, ImageBlock, LlmMessage, MediaSource, ReasoningBlock, Role,
     TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
 };
 use serde_json::Value;
@@ -121,12 +121,8 @@ pub fn block(u: &mut Unstructured<'_>) -> Result<ContentBlock> {
         0 => ContentBlock::Text(TextBlock {
             text: u.arbitrary()?,
         }),
-        1 => ContentBlock::Image(ImageBlock {
-            source: ImageSource {
-                media_type: pick(u, MEDIA_TYPES)?,
-                data: pick(u, DATA)?,
-            },
-        }),
+        // Inline or by URL, as a video.
+        1 => ContentBlock::Image(ImageBlock { source: source(u)? }),
         2 => ContentBlock::Video(VideoBlock { source: source(u)? }),
         3 => ContentBlock::ToolUse(ToolUseBlock {
             id: u.arbitrary()?,

@@ -35,9 +35,12 @@ export interface ToolResultBlock {
   readonly content: ToolResultContent
   readonly is_error?: boolean
 }
+/** OMA's inline image; the package also takes an image by URL (checked like a video URL). */
 export interface ImageBlock {
   readonly type: 'image'
-  readonly source: { readonly type: 'base64'; readonly media_type: string; readonly data: string }
+  readonly source:
+    | { readonly type: 'base64'; readonly media_type: string; readonly data: string }
+    | { readonly type: 'url'; readonly media_type: string; readonly url: string }
 }
 /** The package's: a video, inline or by URL (OMA 1.16.1 has no video block). */
 export interface VideoBlock { readonly type: 'video'; readonly source: ToolResultMediaSource }

@@ -1012,6 +1012,7 @@ fn run_suite(kind: HostKind) {
             chat_completions_answers_openais_shape_for_every_provider,
             chat_completions_streams_openais_chunks,
             chat_completions_refuses_in_openais_shape_and_sends_nothing,
+            chat_completions_carries_an_https_image_url,
             chat_completions_falls_back_on_a_429_and_never_on_a_400,
             models_lists_the_configured_models,
             messages_answers_anthropics_shape,
@@ -2594,6 +2595,65 @@ async fn chat_completions_refuses_in_openais_shape_and_sends_nothing(
         "{error}"
     );
     ensure!(sent.is_empty(), "a 401 reached the provider");
+    Ok(())
+}
+
+/// An `image_url` with an https URL reaches the provider as that URL, in its own format's
+/// image-URL shape (OpenAI's `image_url`, Anthropic's `url` source), fetched by the provider and
+/// never by the gateway; one that breaks the media rules (`file:`) is a `400` before any request.
+async fn chat_completions_carries_an_https_image_url(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let url = "https://images.example.com/cat.png?w=512";
+    let image = |model: &str, url: &str| {
+        json!({
+            "model": model,
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "What is in it?"},
+                {"type": "image_url", "image_url": {"url": url, "detail": "auto"}},
+            ]}],
+            "max_tokens": 32,
+        })
+    };
+    for (model, expected) in [
+        (
+            "openai/gpt-4o",
+            json!({"type": "image_url", "image_url": {"url": url}}),
+        ),
+        (
+            "anthropic/claude-sonnet-4-6",
+            json!({"type": "image", "source": {"type": "url", "url": url}}),
+        ),
+    ] {
+        let (response, sent) = gw
+            .send_counting(Call::post_json("/v1/chat/completions", &image(model, url)))
+            .await?;
+        let body = response.expect_json(200).context(model)?;
+        ensure!(
+            body["choices"][0]["message"]["content"] == json!(CANNED_TEXT),
+            "{model}: {body}"
+        );
+        ensure!(sent.len() == 1, "{model}: {} provider requests", sent.len());
+        let received: Value = serde_json::from_slice(&sent[0].body)
+            .with_context(|| format!("{model}: the provider's request is not JSON"))?;
+        let parts = received["messages"][0]["content"]
+            .as_array()
+            .ok_or_else(|| anyhow!("{model}: no content list in {received}"))?;
+        ensure!(
+            parts.contains(&expected),
+            "{model}: the provider received {received}"
+        );
+    }
+    let (response, sent) = gw
+        .send_counting(Call::post_json(
+            "/v1/chat/completions",
+            &image("openai/gpt-4o", "file:///etc/passwd"),
+        ))
+        .await?;
+    let error = openai_error(&response, 400)?;
+    ensure!(
+        error["error"]["code"] == json!("InvalidMessageError"),
+        "{error}"
+    );
+    ensure!(sent.is_empty(), "a file: image URL reached the provider");
     Ok(())
 }
 

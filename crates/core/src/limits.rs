@@ -42,17 +42,27 @@ pub fn check_json_text(text: &[u8]) -> Result<(), String> {
     let mut containers = 0usize;
     let mut in_string = false;
     let mut escaped = false;
-    for &byte in text {
+    let mut i = 0;
+    while i < text.len() {
         if in_string {
             if escaped {
                 escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
+                i += 1;
+                continue;
             }
+            // Long strings (base64 media) are skipped a block at a time to their next quote or
+            // backslash: the one byte-by-byte pass over a megabyte was most of this check.
+            i += plain_string_run(&text[i..]);
+            match text.get(i) {
+                Some(b'\\') => escaped = true,
+                Some(b'"') => in_string = false,
+                _ => {}
+            }
+            i += 1;
             continue;
         }
+        let byte = text[i];
+        i += 1;
         match byte {
             b'"' => in_string = true,
             b'{' | b'[' => {
@@ -74,6 +84,25 @@ pub fn check_json_text(text: &[u8]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// How many bytes at the start of `bytes` are neither a quote nor a backslash: tested 64 at a time
+/// (arithmetic only, so it vectorises), then byte by byte in the block that has one.
+fn plain_string_run(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    for block in bytes.as_chunks::<64>().0 {
+        let hits = block
+            .iter()
+            .fold(0u8, |acc, &b| acc | u8::from((b == b'"') | (b == b'\\')));
+        if hits != 0 {
+            break;
+        }
+        at += 64;
+    }
+    at + bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .unwrap_or(bytes.len() - at)
 }
 
 /// Refuses a conversation past [`MAX_MESSAGES`], [`MAX_BLOCKS_PER_MESSAGE`], [`MAX_BLOCKS`] or
@@ -169,6 +198,45 @@ pub fn check_response(provider: &str, response: &LlmResponse) -> Result<(), Erro
 mod tests {
     use super::*;
     use crate::message::{LlmMessage, Role, TextBlock, TokenUsage, ToolUseBlock};
+
+    #[test]
+    fn long_strings_are_skipped_without_losing_a_quote_or_an_escape() {
+        // A string of `n` plain bytes, then `tail`, around every 64-byte boundary: the quote
+        // or backslash that ends the plain run is found wherever it falls.
+        for n in [0, 1, 62, 63, 64, 65, 127, 128, 129, 1000] {
+            let plain = "A".repeat(n);
+            for (text, values) in [
+                (format!(r#"["{plain}", 1]"#), 3),
+                (format!(r#"["{plain}\"[,", 1]"#), 3),
+                (format!(r#"["{plain}\\", 1, 2]"#), 4),
+                (format!(r#"{{"a": "{plain}", "b": ["{plain}"]}}"#), 5),
+            ] {
+                assert!(check_json_text(text.as_bytes()).is_ok(), "{n}: {text}");
+                // The count is exact: `values` here, one for the outer bracket, one per `,1`.
+                let commas = ",1".repeat(MAX_JSON_VALUES - values - 1);
+                let at_limit = format!("[{text}{commas}]");
+                assert!(check_json_text(at_limit.as_bytes()).is_ok(), "{n}: {text}");
+                let over = format!("[{text}{commas},1]");
+                assert!(check_json_text(over.as_bytes()).is_err(), "{n}: {text}");
+            }
+            // An escaped quote does not end a long string: what follows it is still inside.
+            let escaped = format!(r#"["{plain}\"{}"]"#, "[".repeat(MAX_JSON_CONTAINERS + 1));
+            assert!(check_json_text(escaped.as_bytes()).is_ok(), "{n}");
+            // An unterminated string ends the text without a fault.
+            assert!(check_json_text(format!("[\"{plain}").as_bytes()).is_ok());
+            assert!(check_json_text(format!("[\"{plain}\\").as_bytes()).is_ok());
+        }
+        // Brackets inside a long string are not counted: a million of them pass.
+        let inside = format!("[\"{}\"]", "[,".repeat(MAX_JSON_VALUES));
+        assert!(check_json_text(inside.as_bytes()).is_ok());
+        // The same after the string's end are.
+        let after = format!(
+            "[\"{}\", {}]",
+            "A".repeat(100),
+            "[".repeat(MAX_JSON_CONTAINERS + 1)
+        );
+        assert!(check_json_text(after.as_bytes()).is_err());
+    }
 
     #[test]
     fn json_texts_are_counted_before_they_are_parsed() {

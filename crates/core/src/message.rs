@@ -53,7 +53,8 @@ impl LlmMessage {
 pub enum ContentBlock {
     /// Plain text.
     Text(TextBlock),
-    /// An inline image, forwarded unchecked.
+    /// An image: inline (forwarded unchecked, as OMA does) or by URL (checked under the media
+    /// rules, like a video URL).
     Image(ImageBlock),
     /// A video, inline or by URL, validated under the media rules.
     Video(VideoBlock),
@@ -86,21 +87,14 @@ pub struct TextBlock {
     pub text: String,
 }
 
-/// An image block. OMA images are base64 only, and their contents are not validated.
+/// An image block. An inline image is OMA's (base64, forwarded as given, its contents not
+/// validated); an image by URL is this component's addition, with the source shape OMA gives
+/// tool-result images (`{"type": "url", "media_type", "url"}`), checked under the media rules
+/// as a video URL is, and fetched by the provider where its wire format takes an image URL.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageBlock {
-    /// The inline image.
-    pub source: ImageSource,
-}
-
-/// The source of an image block: always base64 (`{"type": "base64", ...}` in JSON).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename = "base64")]
-pub struct ImageSource {
-    /// The MIME type, forwarded as given.
-    pub media_type: String,
-    /// The base64 text, forwarded as given.
-    pub data: String,
+    /// The image's bytes or URL.
+    pub source: MediaSource,
 }
 
 /// A video block.

@@ -10,8 +10,8 @@ use crate::adapter::{for_provider, Adapter, ChatRequest, IdSource, ResponseConte
 use crate::error::{Error, ErrorKind};
 use crate::json::{messages_from_json, messages_from_value, messages_to_json, messages_to_value};
 use crate::message::{
-    ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
-    TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
+    ContentBlock, ImageBlock, LlmMessage, MediaSource, ReasoningBlock, Role, TextBlock,
+    ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
 };
 use crate::validate::validate_messages;
 
@@ -174,7 +174,7 @@ fn block() -> impl Strategy<Value = ContentBlock> {
     prop_oneof![
         any_text().prop_map(|text| ContentBlock::Text(TextBlock { text })),
         (media_type(), data()).prop_map(|(media_type, data)| ContentBlock::Image(ImageBlock {
-            source: ImageSource { media_type, data }
+            source: MediaSource::Base64 { media_type, data }
         })),
         media_source().prop_map(|source| ContentBlock::Video(VideoBlock { source })),
         (
@@ -262,7 +262,7 @@ fn valid_block() -> impl Strategy<Value = ContentBlock> {
     prop_oneof![
         any::<String>().prop_map(|text| ContentBlock::Text(TextBlock { text })),
         (media_type(), data()).prop_map(|(media_type, data)| ContentBlock::Image(ImageBlock {
-            source: ImageSource { media_type, data }
+            source: MediaSource::Base64 { media_type, data }
         })),
         valid_source().prop_map(|source| ContentBlock::Video(VideoBlock { source })),
         (

@@ -2,10 +2,12 @@
 //! OpenAI-compatible route ([`crate::openai`]) and on the same provider calls with fallbacks
 //! ([`crate::chat`]). `model` is `<provider>/<model>`, or a bare model name, which is
 //! Anthropic's. Anthropic's messages are close to OMA's own shape: string content becomes a text
-//! block, and the blocks (`text`, `image` with a base64 source, `tool_use`, `tool_result`) pass
-//! OMA's shape guard and validation as they are, so what OMA refuses is a `400` in Anthropic's
-//! error shape (`{"type": "error", "error": {"type", "message"}}`) with OMA's message, before
-//! anything is sent. An image by URL is refused: OMA's images are inline.
+//! block, and the blocks (`text`, `image`, `tool_use`, `tool_result`) pass OMA's shape guard and
+//! validation as they are, so what OMA refuses is a `400` in Anthropic's error shape (`{"type":
+//! "error", "error": {"type", "message"}}`) with OMA's message, before anything is sent. An image
+//! by URL (`{"type": "url", "url"}`, its media type taken from the URL's extension when not
+//! given) is checked under the media rules of a video URL and fetched by the provider; the
+//! gateway never fetches it.
 //!
 //! Answers are Anthropic's `message` object, or with `stream: true` its event stream
 //! (`message_start`, `content_block_start` / `_delta` / `_stop`, `message_delta` with the stop
@@ -158,29 +160,31 @@ pub fn start(
     let conversation = Value::Array(
         messages
             .into_iter()
-            .enumerate()
-            .map(|(i, mut message)| {
+            .map(|mut message| {
                 if let Some(Value::String(text)) = message.get("content").cloned() {
                     message["content"] = json!([{"type": "text", "text": text}]);
                 }
-                let images_by_url = message
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .is_some_and(|blocks| {
-                        blocks.iter().any(|b| {
-                            b.get("type").and_then(Value::as_str) == Some("image")
-                                && b["source"]["type"] != json!("base64")
-                        })
-                    });
-                if images_by_url {
-                    return Err(invalid(format!(
-                        "messages[{i}]: an image must have a base64 source: OMA's images are \
-                         inline, and the gateway does not carry an image by URL"
-                    )));
+                // Anthropic's URL image source has no media type; OMA's has one.
+                if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+                    for block in blocks {
+                        if block.get("type") != Some(&json!("image")) {
+                            continue;
+                        }
+                        let Some(source) = block.get_mut("source") else {
+                            continue;
+                        };
+                        let by_url = source["type"] == json!("url");
+                        if by_url && source.get("media_type").is_none() {
+                            if let Some(url) = source["url"].as_str() {
+                                let media_type = crate::openai::image_type(url);
+                                source["media_type"] = json!(media_type);
+                            }
+                        }
+                    }
                 }
-                Ok(message)
+                message
             })
-            .collect::<Result<Vec<_>, Reply>>()?,
+            .collect(),
     );
     let request = chat_request(&target, system, conversation, tools, sampling, stream)
         .map_err(|e| of_error(settings, e))?;

@@ -8,10 +8,13 @@
 //!
 //! What the conversation maps to: `system` and `developer` messages to the system prompt; string
 //! content or `text` parts to text blocks; an `image_url` data URL (`data:<type>;base64,<data>`)
-//! to an image block; a `video_url` (an http(s) URL or a data URL) to a video block, under OMA's
-//! media rules; assistant `tool_calls` to tool-use blocks; `tool` messages to tool results in a
-//! user turn. An `image_url` with an http(s) URL is refused (`400`): OMA's image blocks are
-//! inline only, and the gateway never fetches a client's URL.
+//! to an inline image block; an `image_url` with any other URL to an image block by URL, under
+//! the media rules of a video URL (an absolute http or https URL: a `file:` URL is a `400`),
+//! which the provider fetches where its format takes an image URL (OpenAI-compatible ones,
+//! Anthropic, Gemini) and which is a `400` with `UnsupportedContentBlockError` before any request
+//! where it does not (Bedrock); a `video_url` (an http(s) URL or a data URL) to a video block,
+//! under OMA's media rules; assistant `tool_calls` to tool-use blocks; `tool` messages to tool
+//! results in a user turn. The gateway never fetches a client's URL itself.
 //!
 //! Answers are `chat.completion` objects with `usage`, or with `stream: true` OpenAI's chunk
 //! stream (`chat.completion.chunk` events, the usage in a last chunk when
@@ -308,7 +311,7 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
                 results.push(json!({
                     "type": "tool_result",
                     "tool_use_id": id,
-                    "content": text_of(&content, i)?,
+                    "content": tool_content(content, i)?,
                 }));
             }
             "user" => {
@@ -361,6 +364,68 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
     Ok((system, Value::Array(out)))
 }
 
+/// The content of a `tool` message as OMA's tool-result content: its text when it is a string
+/// or `text` parts only; otherwise OMA's rich parts, for the parts LiteLLM and others carry in a
+/// tool message besides OpenAI's text: `image_url` (a data URL inline, another URL by
+/// reference) and `file` (`file_data`, a data URL, with its `filename`), under OMA's media rules.
+fn tool_content(content: Value, i: usize) -> Result<Value, Reply> {
+    let parts = match content {
+        Value::Array(parts) if parts.iter().any(|p| p.get("type") != Some(&json!("text"))) => parts,
+        content => return Ok(Value::String(text_of(&content, i)?)),
+    };
+    let source = |url: String, media_type: &dyn Fn(&str) -> String| match data_url(url) {
+        Ok((media_type, data)) => {
+            json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+        Err(url) => json!({"type": "url", "media_type": media_type(&url), "url": url}),
+    };
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(j, part)| {
+            let at = format!("messages[{i}].content[{j}]");
+            match part.get("type").and_then(Value::as_str).unwrap_or("") {
+                "text" => Ok(json!({
+                    "type": "text",
+                    "text": part.get("text").cloned().unwrap_or(Value::Null),
+                })),
+                "image_url" => {
+                    let url = part
+                        .get("image_url")
+                        .and_then(|u| u.get("url").or(Some(u)))
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| invalid(format!("{at}.image_url.url is required")))?;
+                    let media_type = |url: &str| image_type(url).to_owned();
+                    Ok(json!({"type": "image", "source": source(url.to_owned(), &media_type)}))
+                }
+                "file" => {
+                    let file = part.get("file").unwrap_or(&Value::Null);
+                    let data = file
+                        .get("file_data")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| invalid(format!("{at}.file.file_data is required")))?;
+                    let filename = file
+                        .get("filename")
+                        .and_then(Value::as_str)
+                        .unwrap_or("file");
+                    let media_type = |_: &str| "application/octet-stream".to_owned();
+                    Ok(json!({
+                        "type": "file",
+                        "filename": filename,
+                        "source": source(data.to_owned(), &media_type),
+                    }))
+                }
+                other => Err(invalid(format!(
+                    "{at}.type {:?} is not supported in a tool message: the gateway takes \
+                     text, image_url and file parts there",
+                    other.chars().take(40).collect::<String>()
+                ))),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Value::Array)
+}
+
 /// The text of a `system`, `developer` or `tool` message: a string or `text` parts.
 fn text_of(content: &Value, i: usize) -> Result<String, Reply> {
     match content {
@@ -395,44 +460,54 @@ fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
     parts
         .into_iter()
         .enumerate()
-        .map(|(j, part)| {
-            let url = |key: &str| {
-                part.get(key)
-                    .and_then(|u| u.get("url").or(Some(u)))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| {
-                        invalid(format!("messages[{i}].content[{j}].{key}.url is required"))
-                    })
+        .map(|(j, mut part)| {
+            let kind = part
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            // The URL is taken out of the part, not copied: a data URL may be megabytes.
+            let mut url = |key: &str| {
+                let holder = part.get_mut(key);
+                let slot = match holder {
+                    Some(holder) if holder.is_object() => holder.get_mut("url"),
+                    other => other,
+                };
+                match slot.map(Value::take) {
+                    Some(Value::String(url)) => Ok(url),
+                    _ => Err(invalid(format!(
+                        "messages[{i}].content[{j}].{key}.url is required"
+                    ))),
+                }
             };
-            match part.get("type").and_then(Value::as_str).unwrap_or("") {
+            match kind.as_str() {
                 "text" => Ok(json!({
                     "type": "text",
-                    "text": part.get("text").cloned().unwrap_or(Value::Null),
+                    "text": part.get_mut("text").map(Value::take).unwrap_or(Value::Null),
                 })),
                 "image_url" => {
                     let url = url("image_url")?;
-                    match data_url(&url) {
-                        Some((media_type, data)) => Ok(json!({
+                    Ok(match data_url(url) {
+                        Ok((media_type, data)) => json!({
                             "type": "image",
                             "source": {"type": "base64", "media_type": media_type, "data": data},
-                        })),
-                        None => Err(invalid(format!(
-                            "messages[{i}].content[{j}].image_url must be a data URL \
-                             (data:<type>;base64,<data>): OMA's images are inline, and the \
-                             gateway does not carry an image by URL"
-                        ))),
-                    }
+                        }),
+                        // The media rules check the URL (absolute http or https), as a video's.
+                        Err(url) => json!({
+                            "type": "image",
+                            "source": {"type": "url", "media_type": image_type(&url), "url": url},
+                        }),
+                    })
                 }
                 "video_url" => {
                     let url = url("video_url")?;
-                    Ok(match data_url(&url) {
-                        Some((media_type, data)) => json!({
+                    Ok(match data_url(url) {
+                        Ok((media_type, data)) => json!({
                             "type": "video",
                             "source": {"type": "base64", "media_type": media_type, "data": data},
                         }),
                         // OMA's media rules check the URL (absolute http or https).
-                        None => json!({
+                        Err(url) => json!({
                             "type": "video",
                             "source": {"type": "url", "media_type": video_type(&url), "url": url},
                         }),
@@ -449,28 +524,50 @@ fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
 }
 
 /// The media type and base64 text of a `data:<type>;base64,<data>` URL, as given (OMA's media
-/// rules judge them).
-fn data_url(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("data:")?;
-    let (head, data) = rest.split_once(',')?;
-    let media_type = head.strip_suffix(";base64")?;
-    Some((media_type.to_owned(), data.to_owned()))
+/// rules judge them), or the URL back when it is no such data URL. The text stays in the URL's
+/// own buffer, moved to its front: no copy of megabytes of media.
+fn data_url(mut url: String) -> Result<(String, String), String> {
+    let parts = url.strip_prefix("data:").and_then(|rest| {
+        let (head, _) = rest.split_once(',')?;
+        let media_type = head.strip_suffix(";base64")?;
+        Some((media_type.to_owned(), "data:".len() + head.len() + 1))
+    });
+    let Some((media_type, start)) = parts else {
+        return Err(url);
+    };
+    url.drain(..start);
+    Ok((media_type, url))
+}
+
+/// The lower-cased extension of a URL's path (after its last dot), without query or fragment.
+fn extension(url: &str) -> String {
+    let path = url.split(['?', '#']).next().unwrap_or("");
+    path.rsplit('.').next().unwrap_or("").to_ascii_lowercase()
+}
+
+/// An image URL's media type, from its extension (`image/jpeg` when it names none the gateway
+/// knows). OpenAI's and Anthropic's formats send only the URL; Gemini's `fileData` sends the
+/// type with it.
+pub(crate) fn image_type(url: &str) -> &'static str {
+    match extension(url).as_str() {
+        "png" => "image/png",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "heic" => "image/heic",
+        "heif" => "image/heif",
+        _ => "image/jpeg",
+    }
 }
 
 /// A video URL's media type, from its extension (`video/mp4` when it names none the gateway
 /// knows).
 fn video_type(url: &str) -> &'static str {
-    let path = url
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match path.rsplit('.').next() {
-        Some("webm") => "video/webm",
-        Some("mov") => "video/quicktime",
-        Some("mpeg" | "mpg") => "video/mpeg",
-        Some("avi") => "video/x-msvideo",
-        Some("3gp") => "video/3gpp",
+    match extension(url).as_str() {
+        "webm" => "video/webm",
+        "mov" => "video/quicktime",
+        "mpeg" | "mpg" => "video/mpeg",
+        "avi" => "video/x-msvideo",
+        "3gp" => "video/3gpp",
         _ => "video/mp4",
     }
 }

@@ -323,17 +323,17 @@ fn a_video_to_anthropic_is_refused_before_any_request_and_reaches_minimax_as_vid
 }
 
 #[test]
-fn an_image_by_data_url_is_carried_and_one_by_https_url_is_refused() {
-    let image = |url: &str| {
+fn an_image_by_data_url_is_carried_inline_and_one_by_https_url_as_its_url() {
+    let image = |model: &str, url: &str| {
         json!({
-            "model": "anthropic/claude-x",
+            "model": model,
             "messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": url}},
             ]}],
         })
     };
     let answered = call(
-        &image("data:image/png;base64,iVBORw0KGgo="),
+        &image("anthropic/claude-x", "data:image/png;base64,iVBORw0KGgo="),
         vec![anthropic_answer(
             json!([{"type": "text", "text": "A dot."}]),
             "end_turn",
@@ -345,8 +345,79 @@ fn an_image_by_data_url_is_carried_and_one_by_https_url_is_refused() {
     assert_eq!(block["source"]["media_type"], "image/png");
     assert_eq!(block["source"]["data"], "iVBORw0KGgo=");
 
-    let refused = call(&image("https://example.com/a.png"), vec![]);
-    openai_error(&refused, 400);
+    // By URL: the provider fetches it, in its own format's image-URL shape.
+    let url = "https://example.com/a.png?size=2";
+    let answered = call(
+        &image("anthropic/claude-x", url),
+        vec![anthropic_answer(
+            json!([{"type": "text", "text": "A dot."}]),
+            "end_turn",
+        )],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let block = &answered.sent_json(0)["messages"][0]["content"][0];
+    assert_eq!(
+        block,
+        &json!({"type": "image", "source": {"type": "url", "url": url}})
+    );
+
+    let answered = call(&image("openai/gpt-4o", url), vec![openai_answer("A dot.")]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let part = &answered.sent_json(0)["messages"][0]["content"][0];
+    assert_eq!(
+        part,
+        &json!({"type": "image_url", "image_url": {"url": url}})
+    );
+}
+
+#[test]
+fn an_image_url_breaking_the_media_rules_or_to_bedrock_is_refused_before_any_request() {
+    let image = |model: &str, url: &str| {
+        json!({
+            "model": model,
+            "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": url}},
+            ]}],
+        })
+    };
+    for url in [
+        "file:///etc/passwd",
+        "/relative/a.png",
+        "ftp://example.com/a.png",
+    ] {
+        let refused = call(&image("openai/gpt-4o", url), vec![openai_answer("sent")]);
+        let error = openai_error(&refused, 400);
+        assert_eq!(
+            error["error"]["code"], "InvalidMessageError",
+            "{url}: {error}"
+        );
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("messages[0].content[0].source"),
+            "{error}"
+        );
+        assert!(refused.sent.is_empty(), "{url} reached the provider");
+    }
+    // Bedrock Converse takes an image's bytes only.
+    let bedrock = environment(&[
+        ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:7"),
+        ("AWS_BEARER_TOKEN_BEDROCK", "bear-SECRET"),
+        ("AWS_REGION", "us-east-1"),
+    ]);
+    let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
+    let refused = call_with(
+        bedrock,
+        auth,
+        &image("bedrock/anthropic.claude-x", "https://example.com/a.png"),
+        vec![],
+    );
+    let error = openai_error(&refused, 400);
+    assert_eq!(
+        error["error"]["code"], "UnsupportedContentBlockError",
+        "{error}"
+    );
     assert!(refused.sent.is_empty());
 }
 
@@ -817,4 +888,55 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
 
     let bad = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")]).expect_err("bad");
     assert_eq!(bad.name, "OTEL_EXPORTER_OTLP_ENDPOINT");
+}
+
+#[test]
+fn a_tool_message_with_an_image_and_a_file_becomes_a_rich_tool_result() {
+    let body = json!({
+        "model": "anthropic/claude-x",
+        "messages": [
+            {"role": "user", "content": "Read it."},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\": \"a\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": [
+                {"type": "text", "text": "Here."},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0xLjQ=",
+                                          "filename": "r.pdf"}},
+            ]},
+        ],
+    });
+    let answered = call(
+        &body,
+        vec![anthropic_answer(
+            json!([{"type": "text", "text": "Read."}]),
+            "end_turn",
+        )],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let sent = answered.sent_json(0);
+    let result = &sent["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result", "{sent}");
+    let content = result["content"].as_array().expect("rich content");
+    assert_eq!(content[0], json!({"type": "text", "text": "Here."}));
+    assert_eq!(
+        content[1],
+        json!({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}})
+    );
+    // OMA's Anthropic format: the file as a document block right after the result.
+    assert_eq!(
+        content[2]["text"], "[File attachment follows: r.pdf]",
+        "{sent}"
+    );
+    let document = &sent["messages"][2]["content"][1];
+    assert_eq!(document["type"], "document", "{sent}");
+    assert_eq!(document["source"]["data"], "JVBERi0xLjQ=");
+
+    // A file part that breaks the media rules is OMA's 400, before any request.
+    let mut bad = body.clone();
+    bad["messages"][2]["content"][2]["file"]["file_data"] = json!("file:///etc/passwd");
+    let refused = call(&bad, vec![]);
+    let error = openai_error(&refused, 400);
+    assert_eq!(error["error"]["code"], "InvalidMessageError", "{error}");
+    assert!(refused.sent.is_empty());
 }

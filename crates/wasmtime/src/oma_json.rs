@@ -47,10 +47,9 @@ pub fn tool_use_json(call: &ToolUseBlock) -> Value {
 pub fn block_json(block: &ContentBlock) -> Value {
     match block {
         ContentBlock::Text(text) => json!({"type": "text", "text": text}),
-        ContentBlock::Image(image) => json!({
-            "type": "image",
-            "source": {"type": "base64", "media_type": image.source.media_type, "data": image.source.data},
-        }),
+        ContentBlock::Image(image) => {
+            json!({"type": "image", "source": source_json(&image.source)})
+        }
         ContentBlock::Video(video) => {
             json!({"type": "video", "source": source_json(&video.source)})
         }

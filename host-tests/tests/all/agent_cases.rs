@@ -139,10 +139,10 @@ fn config(provider: &str) -> AgentConfig {
 
 fn image(data: &str) -> ContentBlock {
     ContentBlock::Image(ImageBlock {
-        source: oma_host_tests::Base64Source {
+        source: oma_host_tests::MediaSource::Base64(oma_host_tests::Base64Source {
             media_type: "image/png".into(),
             data: data.into(),
-        },
+        }),
     })
 }
 

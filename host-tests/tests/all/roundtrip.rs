@@ -14,10 +14,10 @@ use crate::common::{
 
 fn image(media_type: &str, data: &str) -> ContentBlock {
     ContentBlock::Image(ImageBlock {
-        source: oma_host_tests::Base64Source {
+        source: oma_host_tests::MediaSource::Base64(oma_host_tests::Base64Source {
             media_type: media_type.into(),
             data: data.into(),
-        },
+        }),
     })
 }
 

@@ -156,10 +156,10 @@ async fn images_are_not_validated() {
         ("", ""),
     ] {
         let messages = vec![user(vec![ContentBlock::Image(ImageBlock {
-            source: oma_host_tests::Base64Source {
+            source: oma_host_tests::MediaSource::Base64(oma_host_tests::Base64Source {
                 media_type: media_type.into(),
                 data: data.into(),
-            },
+            }),
         })])];
         let result = guest.validate_messages(&messages).await.expect("no trap");
         assert_eq!(result, Ok(()), "{media_type:?} {data:?}");

@@ -77,7 +77,7 @@ impl ChatRequest {
         }
         let block = |b: &B| match b {
             B::Text(t) => t.text.len(),
-            B::Image(i) => i.source.media_type.len() + i.source.data.len(),
+            B::Image(i) => source(&i.source),
             B::Video(v) => source(&v.source),
             B::ToolUse(_) => 256,
             B::Reasoning(r) => r.text.len() + r.signature.as_ref().map_or(0, String::len),

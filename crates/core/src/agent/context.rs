@@ -540,7 +540,7 @@ mod tests {
     use super::*;
     use crate::adapter::ChatRequest;
     use crate::agent::turn::{Action, TurnLoop, TurnOptions};
-    use crate::message::{ImageBlock, ImageSource, LlmResponse, TokenUsage, ToolUseBlock};
+    use crate::message::{ImageBlock, LlmResponse, MediaSource, TokenUsage, ToolUseBlock};
 
     fn text(t: &str) -> ContentBlock {
         ContentBlock::Text(TextBlock { text: t.into() })
@@ -760,7 +760,7 @@ mod tests {
         let long_text = "t".repeat(2500);
         let long_result = "r".repeat(300);
         let image = ContentBlock::Image(ImageBlock {
-            source: ImageSource {
+            source: MediaSource::Base64 {
                 media_type: "image/png".into(),
                 data: "AAAA".into(),
             },

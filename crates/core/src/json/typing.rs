@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::message::{
-    ContentBlock, ImageBlock, ImageSource, LlmMessage, MediaSource, ReasoningBlock, Role,
-    TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
+    ContentBlock, ImageBlock, LlmMessage, MediaSource, ReasoningBlock, Role, TextBlock,
+    ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
 };
 
 use super::guard::{assert_valid_messages, type_word};
@@ -178,22 +178,33 @@ fn convert_block(i: usize, j: usize, block: Value) -> Result<ContentBlock, Error
     })
 }
 
-fn image_source(f: &mut Fields) -> Result<ImageSource, Error> {
+/// An image block's source: OMA's base64 source (its data taken as given, unchecked, as OMA does)
+/// or, this component's addition, a URL source of the media shape (`{"type": "url",
+/// "media_type", "url"}`), whose rules the validation that follows checks.
+fn image_source(f: &mut Fields) -> Result<MediaSource, Error> {
     let bad = |f: &Fields| {
         f.error(".source must be a base64 image source with string \"media_type\" and \"data\"")
     };
     let Some(Value::Object(mut source)) = f.map.remove("source") else {
         return Err(bad(f));
     };
-    match (
-        source.remove("type"),
-        source.remove("media_type"),
-        source.remove("data"),
-    ) {
-        (Some(Value::String(kind)), Some(Value::String(media_type)), Some(Value::String(data)))
-            if kind == "base64" =>
-        {
-            Ok(ImageSource { media_type, data })
+    let string = |v: Option<Value>| match v {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let kind = string(source.remove("type"));
+    let media_type = string(source.remove("media_type"));
+    if kind.as_deref() == Some("url") {
+        return match (media_type, string(source.remove("url"))) {
+            (Some(media_type), Some(url)) => Ok(MediaSource::Url { media_type, url }),
+            _ => Err(f.error(
+                ".source must be a url image source with string \"media_type\" and \"url\"",
+            )),
+        };
+    }
+    match (kind.as_deref(), media_type, string(source.remove("data"))) {
+        (Some("base64"), Some(media_type), Some(data)) => {
+            Ok(MediaSource::Base64 { media_type, data })
         }
         _ => Err(bad(f)),
     }

@@ -110,16 +110,7 @@ fn block_oma(block: &ContentBlock) -> Oma<'_> {
     let kind = block.type_name();
     match block {
         ContentBlock::Text(text) => typed(kind, vec![("text", Oma::Str(&text.text))]),
-        ContentBlock::Image(image) => {
-            let source = typed(
-                "base64",
-                vec![
-                    ("media_type", Oma::Str(&image.source.media_type)),
-                    ("data", Oma::Str(&image.source.data)),
-                ],
-            );
-            typed(kind, vec![("source", source)])
-        }
+        ContentBlock::Image(image) => typed(kind, vec![("source", source_oma(&image.source))]),
         ContentBlock::Video(video) => typed(kind, vec![("source", source_oma(&video.source))]),
         ContentBlock::ToolUse(call) => {
             let mut fields = vec![

@@ -4,8 +4,9 @@
 //! left of the shape guard (`docs/messages.md#the-shape-guard`) is the tool-result content rules
 //! (`docs/messages.md#tool-result-rules`), the error-result rule (T4), and the media rules
 //! (`docs/media.md#media-source-rules`) on video blocks and tool-result parts. They run in OMA's
-//! order and the first failure wins, with OMA's exact message and path. Images are not inspected
-//! (`docs/messages.md#what-passes-unchecked`).
+//! order and the first failure wins, with OMA's exact message and path. Inline images are not
+//! inspected (`docs/messages.md#what-passes-unchecked`); an image by URL, this component's
+//! addition, is checked under the media rules as a video URL is.
 
 pub mod media;
 
@@ -44,6 +45,8 @@ pub fn validate_tool_result_at(result: &ToolResultBlock, i: usize, j: usize) -> 
 pub(crate) enum BlockFault {
     /// A video's source broke a media rule.
     VideoSource(media::Fault),
+    /// An image's URL source broke a media rule.
+    ImageSource(media::Fault),
     /// The rich content of a tool result is an empty list.
     EmptyParts,
     /// A file part has a blank name.
@@ -59,7 +62,9 @@ impl BlockFault {
     pub(crate) fn into_error(self, i: usize, j: usize) -> Error {
         let block = format!("messages[{i}].content[{j}]");
         Error::invalid(match self {
-            BlockFault::VideoSource(fault) => format!("{block}.source{}", fault.suffix()),
+            BlockFault::VideoSource(fault) | BlockFault::ImageSource(fault) => {
+                format!("{block}.source{}", fault.suffix())
+            }
             BlockFault::EmptyParts => {
                 format!("{block}.content must not be an empty content-part array")
             }
@@ -81,11 +86,15 @@ fn validate_block(block: &ContentBlock) -> Result<(), BlockFault> {
         ContentBlock::Video(video) => {
             media::check_source(&video.source).map_err(BlockFault::VideoSource)
         }
+        // OMA forwards an inline image unchecked; a URL leaves the process, so its rules hold.
+        ContentBlock::Image(image) => match &image.source {
+            crate::message::MediaSource::Url { .. } => {
+                media::check_source(&image.source).map_err(BlockFault::ImageSource)
+            }
+            crate::message::MediaSource::Base64 { .. } => Ok(()),
+        },
         ContentBlock::ToolResult(result) => validate_tool_result(result),
-        ContentBlock::Text(_)
-        | ContentBlock::Image(_)
-        | ContentBlock::ToolUse(_)
-        | ContentBlock::Reasoning(_) => Ok(()),
+        ContentBlock::Text(_) | ContentBlock::ToolUse(_) | ContentBlock::Reasoning(_) => Ok(()),
     }
 }
 
@@ -241,7 +250,7 @@ mod tests {
     #[test]
     fn images_are_not_inspected() {
         let image = ContentBlock::Image(crate::message::ImageBlock {
-            source: crate::message::ImageSource {
+            source: crate::message::MediaSource::Base64 {
                 media_type: "nonsense".into(),
                 data: "base64data".into(),
             },

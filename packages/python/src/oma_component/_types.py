@@ -43,7 +43,7 @@ MediaSource = Union[Base64Source, UrlSource]
 
 
 class ImageBlock(TypedDict):
-    """An image (inline base64)."""
+    """An image: inline base64 (OMA's), or by URL (checked like a video URL)."""
 
     type: Literal["image"]
     source: MediaSource

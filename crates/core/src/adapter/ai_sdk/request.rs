@@ -487,9 +487,17 @@ fn user_messages<'a>(
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(UserPart::Text { text: &text.text }),
-            ContentBlock::Image(image) => Some(UserPart::Image {
-                image: &image.source.data,
-                media_type: &image.source.media_type,
+            // The AI SDK takes a URL string in `image` as a URL to fetch, other strings as
+            // base64.
+            ContentBlock::Image(image) => Some(match &image.source {
+                MediaSource::Base64 { media_type, data } => UserPart::Image {
+                    image: data,
+                    media_type,
+                },
+                MediaSource::Url { media_type, url } => UserPart::Image {
+                    image: url,
+                    media_type,
+                },
             }),
             _ => None,
         })

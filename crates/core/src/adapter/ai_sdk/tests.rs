@@ -14,7 +14,7 @@ use crate::message::*;
 
 fn image(data: &str) -> ContentBlock {
     ContentBlock::Image(ImageBlock {
-        source: ImageSource {
+        source: MediaSource::Base64 {
             media_type: "image/png".into(),
             data: data.into(),
         },

@@ -275,10 +275,7 @@ fn convert_message(
                 text: Cow::Borrowed(&text.text),
             }),
             ContentBlock::Image(image) => content.push(WireBlock::Image {
-                source: WireSource::Base64 {
-                    media_type: &image.source.media_type,
-                    data: &image.source.data,
-                },
+                source: WireSource::from_media(&image.source),
             }),
             ContentBlock::Video(_) => {
                 return Err(Error::unsupported_block(PROVIDER_LABEL, "video"))

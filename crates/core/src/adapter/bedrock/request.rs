@@ -359,10 +359,22 @@ fn convert_block(
 ) -> Result<Option<Block<'_>>, Error> {
     Ok(Some(match block {
         ContentBlock::Text(text) => Block::Text(Cow::Borrowed(&text.text)),
-        ContentBlock::Image(image) => Block::Image(Image {
-            format: image_format(&image.source.media_type).unwrap_or("png"),
-            bytes: Bytes::new(&image.source.data),
-        }),
+        ContentBlock::Image(image) => match &image.source {
+            MediaSource::Base64 { media_type, data } => Block::Image(Image {
+                format: image_format(media_type).unwrap_or("png"),
+                bytes: Bytes::new(data),
+            }),
+            // Converse takes an image's bytes (or an S3 location), never a web URL.
+            MediaSource::Url { .. } => {
+                return Err(Error::UnsupportedContentBlock {
+                    provider: PROVIDER_LABEL.into(),
+                    block_type: "image".into(),
+                    detail: Some(
+                        "Bedrock Converse takes images as inline bytes, not by URL".into(),
+                    ),
+                })
+            }
+        },
         ContentBlock::Video(_) => return Err(Error::unsupported_block(PROVIDER_LABEL, "video")),
         ContentBlock::ToolUse(call) => Block::ToolUse {
             input: &call.input,

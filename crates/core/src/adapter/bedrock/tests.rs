@@ -1206,3 +1206,21 @@ fn more_than_256_tool_calls_is_a_malformed_response() {
         "malformed bedrock response: the stream has more than 256 tool calls"
     );
 }
+
+#[test]
+fn an_image_by_url_is_an_unsupported_content_block() {
+    let chat = user(json!([{"type": "image",
+        "source": {"type": "url", "media_type": "image/png", "url": "https://x.test/a.png"}}]));
+    let error = format(&chat).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Amazon Bedrock Converse cannot represent the \"image\" content block: Bedrock Converse takes images as inline bytes, not by URL"
+    );
+    // Validation runs first: an image URL that breaks a media rule is an InvalidMessageError.
+    let chat = user(json!([{"type": "image",
+        "source": {"type": "url", "media_type": "image/png", "url": "file:///etc/passwd"}}]));
+    assert!(matches!(
+        format(&chat).unwrap_err(),
+        Error::InvalidMessage { .. }
+    ));
+}

@@ -125,6 +125,8 @@ enum Part<'a> {
     Thought { text: &'a str, signature: &'a str },
     /// `{inlineData: {mimeType, data}}`.
     InlineData(Blob<'a>),
+    /// `{fileData: {mimeType, fileUri}}`: an image by URL, which Gemini fetches.
+    FileData(FileData<'a>),
     /// `{functionCall: {id, name, args}, thoughtSignature?}`.
     FunctionCall {
         id: &'a str,
@@ -151,6 +153,7 @@ impl Part<'_> {
                 w.key("inlineData");
                 blob.write(w);
             }
+            Part::FileData(file) => file.write(w),
             Part::FunctionCall {
                 id,
                 name,
@@ -203,6 +206,20 @@ struct FileData<'a> {
     display_name: Option<&'a str>,
 }
 
+impl FileData<'_> {
+    /// The `fileData` field: `"fileData": {mimeType, fileUri, displayName?}`.
+    fn write(&self, w: &mut Writer) {
+        w.key("fileData");
+        w.begin_object();
+        w.field_str("mimeType", self.mime_type);
+        w.field_str("fileUri", self.file_uri);
+        if let Some(name) = self.display_name {
+            w.field_str("displayName", name);
+        }
+        w.end_object();
+    }
+}
+
 struct FunctionResponse<'a> {
     id: &'a str,
     name: &'a str,
@@ -233,16 +250,7 @@ impl FunctionResponse<'_> {
                         w.key("inlineData");
                         blob.write(w);
                     }
-                    ResponsePart::File(file) => {
-                        w.key("fileData");
-                        w.begin_object();
-                        w.field_str("mimeType", file.mime_type);
-                        w.field_str("fileUri", file.file_uri);
-                        if let Some(name) = file.display_name {
-                            w.field_str("displayName", name);
-                        }
-                        w.end_object();
-                    }
+                    ResponsePart::File(file) => file.write(w),
                 }
                 w.end_object();
             }
@@ -348,11 +356,18 @@ fn to_part<'a>(
 ) -> Result<Option<Part<'a>>, Error> {
     Ok(Some(match block {
         ContentBlock::Text(text) => Part::Text(Cow::Borrowed(&text.text)),
-        ContentBlock::Image(image) => Part::InlineData(Blob {
-            mime_type: &image.source.media_type,
-            data: &image.source.data,
-            display_name: None,
-        }),
+        ContentBlock::Image(image) => match &image.source {
+            MediaSource::Base64 { media_type, data } => Part::InlineData(Blob {
+                mime_type: media_type,
+                data,
+                display_name: None,
+            }),
+            MediaSource::Url { media_type, url } => Part::FileData(FileData {
+                mime_type: media_type,
+                file_uri: url,
+                display_name: None,
+            }),
+        },
         ContentBlock::ToolUse(call) => Part::FunctionCall {
             id: &call.id,
             name: &call.name,

@@ -82,7 +82,7 @@ fn golden_body_with_every_option() {
         user(vec![
             text("look"),
             ContentBlock::Image(ImageBlock {
-                source: ImageSource {
+                source: MediaSource::Base64 {
                     media_type: "image/png".into(),
                     data: "iVBORw0KGgo=".into(),
                 },
@@ -407,7 +407,7 @@ fn video_is_unsupported_in_any_role() {
 fn large_inline_data_is_written_verbatim() {
     let data = "QUJD".repeat(1 << 18);
     let req = request(vec![user(vec![ContentBlock::Image(ImageBlock {
-        source: ImageSource {
+        source: MediaSource::Base64 {
             media_type: "image/png".into(),
             data: data.clone(),
         },
@@ -419,7 +419,7 @@ fn large_inline_data_is_written_verbatim() {
     );
     // image data is not validated: odd bytes are escaped, never dropped
     let odd = request(vec![user(vec![ContentBlock::Image(ImageBlock {
-        source: ImageSource {
+        source: MediaSource::Base64 {
             media_type: "image/png".into(),
             data: "a\"b\\c".into(),
         },
@@ -934,4 +934,15 @@ fn whole_calls_stay_and_bad_paths_fail() {
     );
     let error = decode(Gemini::default(), clash, 4).expect_err("a member of a string");
     assert!(error.to_string().contains("disagree"), "{error}");
+}
+
+#[test]
+fn an_image_by_url_is_file_data_with_its_type() {
+    let req = request(vec![user(vec![ContentBlock::Image(ImageBlock {
+        source: url("image/webp", "https://example.com/a.webp"),
+    })])]);
+    assert_eq!(
+        body(&req)["contents"][0]["parts"][0],
+        json!({"fileData": {"mimeType": "image/webp", "fileUri": "https://example.com/a.webp"}})
+    );
 }

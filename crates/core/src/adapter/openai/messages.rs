@@ -325,10 +325,7 @@ fn user_parts<'a>(blocks: &[&'a ContentBlock], parts: &mut Vec<Part<'a>>) {
                 text: Cow::Borrowed(&text.text),
             }),
             ContentBlock::Image(image) => parts.push(Part::ImageUrl {
-                image_url: Url::Data(DataUrl {
-                    media_type: &image.source.media_type,
-                    data: &image.source.data,
-                }),
+                image_url: source_url(&image.source),
             }),
             ContentBlock::Video(video) => parts.push(Part::VideoUrl {
                 video_url: source_url(&video.source),

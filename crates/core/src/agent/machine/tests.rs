@@ -14,7 +14,7 @@ use crate::agent::input::PromptInput;
 use crate::agent::outcome::outcome_json;
 use crate::agent::turn::Event;
 use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
-use crate::message::{ImageBlock, ImageSource, ToolResultContent};
+use crate::message::{ImageBlock, MediaSource, ToolResultContent};
 
 const KEY: &str = "sk-machine-SECRET-7fa1";
 const NOW: u64 = 1_796_036_400_000;
@@ -650,7 +650,7 @@ fn invalid_input_fails_before_any_step_and_images_pass_unchanged() {
     let image = RunInput::Messages(vec![LlmMessage {
         role: Role::User,
         content: vec![ContentBlock::Image(ImageBlock {
-            source: ImageSource {
+            source: MediaSource::Base64 {
                 media_type: "image/png".into(),
                 data: "aGk=".into(),
             },

@@ -375,7 +375,9 @@ pub(super) fn from_wit_loop_detection(
 pub(super) fn from_wit_context(
     options: oc::ContextOptions,
 ) -> oma_core::agent::context::ContextOptions {
-    use oma_core::agent::context::{Compact, ContextOptions, ContextStrategy, ReasoningText};
+    use oma_core::agent::context::{
+        Compact, ContextOptions, ContextStrategy, ReasoningText, Summarize,
+    };
     ContextOptions {
         strategy: options.strategy.map(|strategy| match strategy {
             oc::ContextStrategy::SlidingWindow(max_turns) => {
@@ -397,6 +399,10 @@ pub(super) fn from_wit_context(
                     ..d
                 })
             }
+            oc::ContextStrategy::Summarize(s) => ContextStrategy::Summarize(Summarize {
+                max_tokens: s.max_tokens,
+                summary_model: s.summary_model,
+            }),
         }),
         compress_tool_results: options.compress_tool_results,
         preserve_reasoning_as_text: options.preserve_reasoning_as_text,

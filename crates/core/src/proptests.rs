@@ -643,7 +643,7 @@ mod machine_answers {
                 })),
             ]
             .prop_map(Answer::Hook),
-            1 => (prop_oneof![Just("t1".to_owned()), ".{0,3}"], any::<bool>()).prop_map(|(id, is_error)| {
+            1 => (prop_oneof![Just("t1".to_owned()), ".{0,3}"], proptest::option::of(any::<bool>())).prop_map(|(id, is_error)| {
                 Answer::Tool {
                     id,
                     outcome: ToolOutcome {

@@ -295,7 +295,7 @@ impl StepHost for NoHost {
     fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
         ToolOutcome {
             content: ToolResultContent::Text(crate::NO_TOOLS.into()),
-            is_error: true,
+            is_error: Some(true),
         }
     }
 

@@ -190,7 +190,7 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
             id: call.id.clone(),
             outcome: ToolOutcome {
                 content: ToolResultContent::Text(rules::NO_TOOLS.into()),
-                is_error: true,
+                is_error: Some(true),
             },
         }),
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),

@@ -27,7 +27,7 @@ pub trait AgentHost: Send {
         let _ = agent;
         ToolOutcome {
             content: ToolResultContent::Text(format!("Tool \"{}\" is not available", call.name)),
-            is_error: true,
+            is_error: Some(true),
         }
     }
 

@@ -155,7 +155,7 @@ pub use bindings::oma::agent::outcome::{
 };
 pub use bindings::oma::agent::outcome::{
     CompactStrategy, ContextOptions, ContextStrategy, LoopAction, LoopDetection, LoopInfo,
-    ReasoningTextCap,
+    ReasoningTextCap, SummarizeStrategy,
 };
 pub use bindings::oma::agent::types::{
     Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,

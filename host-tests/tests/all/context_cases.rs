@@ -9,7 +9,7 @@ use oma_host_tests::{
     agent_config, endpoint, AgentConfig, AgentEvent, CannedResponse, CaptureOutbound,
     ContentBlock, ContextStrategy, GuestOptions, LlmMessage, LoopAction, LoopDetection,
     ReasoningBlock, ReasoningTextCap, RecordedRequest, RequestLog, Role, RunInput, ScriptedHost,
-    ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
+    SummarizeStrategy, ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
 };
 use serde_json::{json, Value};
 
@@ -56,7 +56,7 @@ async fn bench(replies: Vec<Value>) -> (Guest, RequestLog) {
     let log = outbound.log();
     let host = ScriptedHost::new().with_tool(|_call: &ToolUseBlock| ToolOutcome {
         content: ToolResultContent::Text("x".repeat(40)),
-        is_error: false,
+        is_error: None,
     });
     let options = GuestOptions {
         hooks: Some(Box::new(outbound)),
@@ -227,6 +227,48 @@ async fn a_sliding_window_and_tool_result_compression_shrink_what_is_sent() {
     assert_eq!(
         last[2]["content"][0]["text"],
         "[Earlier conversation history truncated — 1 turn(s) removed]\n\n"
+    );
+}
+
+/// OMA's `summarize` strategy through the WIT: past `max-tokens`, a summary request of its own
+/// (the summary model, no tools), then the turn with the summary before the recent turns.
+#[tokio::test]
+async fn a_summarize_strategy_asks_for_a_summary_first() {
+    let (mut guest, log) = bench(vec![text_reply("- the user asked"), text_reply("done")]).await;
+    let mut cfg = config();
+    cfg.context.strategy = Some(ContextStrategy::Summarize(SummarizeStrategy {
+        max_tokens: 5,
+        summary_model: Some("claude-haiku-4-5".into()),
+    }));
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let assistant = |t: &str| LlmMessage {
+        role: Role::Assistant,
+        content: vec![text(t)],
+    };
+    let input = RunInput::Messages(vec![
+        user(vec![text("first")]),
+        assistant("an old answer that is long enough"),
+        user(vec![text("second")]),
+        assistant("a recent answer"),
+        user(vec![text("latest")]),
+    ]);
+    let result = guest.run(&agent, &input).await.unwrap().unwrap();
+    assert!(result.success, "{result:?}");
+    assert_eq!(result.output, "done");
+    assert_eq!(result.token_usage.input_tokens, 2, "the summary call counts");
+    let bodies: Vec<Value> = log.all().iter().map(|r| r.json().expect("JSON")).collect();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "claude-haiku-4-5");
+    assert!(bodies[0].get("tools").is_none(), "{}", bodies[0]);
+    assert!(bodies[0]["messages"][0]["content"][1]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("\n\nConversation:\n{\"role\":\"assistant\"")));
+    let turn = bodies[1]["messages"].as_array().expect("messages");
+    assert_eq!(bodies[1]["model"], "claude-sonnet-4-6");
+    assert_eq!(turn.len(), 3, "{turn:?}");
+    assert_eq!(
+        turn[2]["content"][0]["text"],
+        "[Conversation summary]\n- the user asked\n\n"
     );
 }
 

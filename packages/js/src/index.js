@@ -196,8 +196,8 @@ function toolEntry(tool, where) {
 
 /**
  * Copies OMA's context and loop options into the component's configuration. What only code can
- * express (an `onLoopDetected` callback, a `custom` strategy's `compress`, a `summarize`
- * strategy) is refused here by name, so it is never dropped on the way to JSON.
+ * express (an `onLoopDetected` callback, a `custom` strategy's `compress`) is refused here by
+ * name, so it is never dropped on the way to JSON.
  */
 function contextOptions(config, json) {
   for (const key of CONTEXT_KEYS) {
@@ -210,9 +210,9 @@ function contextOptions(config, json) {
     )
   }
   const strategy = config.contextStrategy
-  if (isObject(strategy) && (strategy.type === 'custom' || strategy.type === 'summarize')) {
+  if (isObject(strategy) && strategy.type === 'custom') {
     throw new TypeError(
-      `contextStrategy.type "${strategy.type}" is not supported by oma-component; use "sliding-window" or "compact"`,
+      'contextStrategy.type "custom" is not supported by oma-component; use "sliding-window", "summarize" or "compact"',
     )
   }
 }
@@ -588,15 +588,18 @@ function cancellation(signal) {
 
 function toolContent(value) {
   // The package's tool objects return a string, OMA tool-result parts, or `{data, isError}`.
-  if (typeof value === 'string') return { content: value, isError: false }
-  if (Array.isArray(value)) return { content: value, isError: false }
+  // `isError` is passed on as the tool said it (OMA sends `is_error: false` when a tool says
+  // false, and no field when it says nothing).
+  if (typeof value === 'string') return { content: value, isError: undefined }
+  if (Array.isArray(value)) return { content: value, isError: undefined }
   if (value && typeof value === 'object' && ('data' in value || 'content' in value || 'modelOutput' in value)) {
     const inner = value.modelOutput ?? ('data' in value ? value.data : value.content)
     const content = typeof inner === 'string' || Array.isArray(inner) ? inner : JSON.stringify(inner) ?? ''
-    return { content, isError: Boolean(value.isError ?? value.is_error) }
+    const said = value.isError ?? value.is_error
+    return { content, isError: said === undefined ? undefined : Boolean(said) }
   }
-  if (value === undefined || value === null) return { content: '', isError: false }
-  return { content: JSON.stringify(value) ?? String(value), isError: false }
+  if (value === undefined || value === null) return { content: '', isError: undefined }
+  return { content: JSON.stringify(value) ?? String(value), isError: undefined }
 }
 
 function toolContext(host, run, call) {
@@ -647,7 +650,8 @@ async function callTool(host, run, call) {
     } catch {
       // As above.
     }
-    outcome = { content: result.modelOutput ?? result.data, isError: result.isError ?? false }
+    // OMA's result block carries `result.isError` as the tool gave it: `false` is sent.
+    outcome = { content: result.modelOutput ?? result.data, isError: result.isError }
   } else if (typeof entry.tool.execute !== 'function') {
     outcome = { content: `Tool "${call.name}" has no execute function`, isError: true }
   } else {
@@ -657,7 +661,7 @@ async function callTool(host, run, call) {
       outcome = { content: errorMessage(error), isError: true }
     }
     try {
-      run.options.onToolResult?.(call.name, { data: outcome.content, isError: outcome.isError })
+      run.options.onToolResult?.(call.name, { data: outcome.content, isError: outcome.isError ?? false })
     } catch {
       // As above.
     }

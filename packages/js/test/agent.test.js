@@ -400,6 +400,30 @@ test('async tools and the tool loop; tool calls of one turn run concurrently', a
   assert.ok(log.indexOf('slow:start') >= 0)
 })
 
+test('a tool result carries is_error as the tool gave isError: false is sent, absent stays absent (OMA)', async () => {
+  server.queue(
+    anthropicToolUse([['t1', 'said_false', {}], ['t2', 'said_nothing', {}], ['t3', 'oma_false', {}], ['t4', 'oma_nothing', {}]]),
+    anthropicMessage('fine'),
+  )
+  const { defineTool } = await import('../src/index.js')
+  const { z } = await import('zod')
+  const a = agent({
+    tools: [
+      { name: 'said_false', description: 'd', inputSchema: { type: 'object' }, execute: async () => ({ data: 'a', isError: false }) },
+      { name: 'said_nothing', description: 'd', inputSchema: { type: 'object' }, execute: async () => 'b' },
+      defineTool({ name: 'oma_false', description: 'd', inputSchema: z.object({}), execute: async () => ({ data: 'c', isError: false }) }),
+      defineTool({ name: 'oma_nothing', description: 'd', inputSchema: z.object({}), execute: async () => ({ data: 'd' }) }),
+    ],
+  })
+  const result = await a.run('go')
+  assert.equal(result.success, true)
+  const sent = server.requests[1].body.messages.at(-1).content
+  assert.deepEqual(sent.map((b) => [b.content, 'is_error' in b ? b.is_error : 'absent']),
+    [['a', false], ['b', 'absent'], ['c', false], ['d', 'absent']])
+  const produced = result.messages[1].content
+  assert.deepEqual(produced.map((b) => ('is_error' in b ? b.is_error : 'absent')), [false, 'absent', false, 'absent'])
+})
+
 test('a failing tool and an unknown tool answer is_error: true; the run goes on', async () => {
   server.queue(
     anthropicToolUse([['t1', 'broken', {}], ['t2', 'missing', {}]]),

@@ -64,6 +64,8 @@ test("loopDetection: 'terminate' ends at the first loop; bad settings are typed 
   assert.throws(() => agent({ loopDetection: { onLoopDetected: () => 'continue' } }), /onLoopDetected as a function is not supported/)
   assert.throws(() => agent({ contextStrategy: { type: 'sliding-window' } }), /missing field `contextStrategy.maxTurns`/)
   assert.throws(() => agent({ contextStrategy: { type: 'compact', maxTokens: '9' } }), /`contextStrategy.maxTokens` must be/)
+  assert.throws(() => agent({ contextStrategy: { type: 'summarize' } }), /missing field `contextStrategy.maxTokens`/)
+  assert.throws(() => agent({ contextStrategy: { type: 'summarize', maxTokens: 9, summaryModel: 3 } }), /`contextStrategy.summaryModel` must be/)
   assert.throws(() => agent({ compressToolResults: 'yes' }), /`compressToolResults` must be a boolean or \{minChars: number\}/)
   assert.throws(() => agent({ preserveReasoningAsText: 'yes' }), /`preserveReasoningAsText` must be a boolean/)
   assert.equal(server.requests.length, 0)
@@ -88,6 +90,42 @@ test('contextStrategy sliding-window and compressToolResults shrink what is sent
   assert.equal(sent[3].length, 5)
   assert.equal(sent[3][0].content[0].text, 'go')
   assert.equal(sent[3][2].content[0].text, '[Earlier conversation history truncated — 1 turn(s) removed]\n\n')
+})
+
+test('contextStrategy summarize: a summary request (traced as phase summary) before the turn; media kept or placeholders', async () => {
+  server.queue(anthropicMessage('- asked about a clip'), anthropicMessage('answered'))
+  const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }
+  const video = { type: 'video', source: { type: 'url', media_type: 'video/mp4', url: 'https://example.com/clip.mp4' } }
+  const input = [
+    { role: 'user', content: [image, { type: 'text', text: 'first' }] },
+    { role: 'assistant', content: [{ type: 'text', text: 'an old answer '.repeat(8) }] },
+    { role: 'user', content: [video, { type: 'text', text: 'and this clip?' }] },
+    { role: 'assistant', content: [{ type: 'text', text: 'a recent answer' }] },
+    { role: 'user', content: [{ type: 'text', text: 'latest' }] },
+  ]
+  const traces = []
+  const result = await agent({ contextStrategy: { type: 'summarize', maxTokens: 10, summaryModel: 'claude-mini' } })
+    .run(input, { onTrace: (e) => traces.push(e) })
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'answered')
+  assert.equal(server.requests.length, 2)
+  const [summary, turn] = server.requests.map((r) => r.body)
+  assert.equal(summary.model, 'claude-mini')
+  assert.equal(summary.tools, undefined)
+  assert.equal(summary.messages.length, 1)
+  assert.match(summary.messages[0].content[0].text, /^Summarize the following conversation history for an LLM\./)
+  const conversation = summary.messages[0].content[1].text
+  assert.ok(conversation.startsWith('\n\nConversation:\n{"role":"assistant"'), conversation)
+  assert.ok(conversation.includes('{"type":"text","text":"[video: video/mp4]"}'), conversation)
+  assert.ok(!conversation.includes('example.com'))
+  assert.equal(turn.model, 'claude-test')
+  assert.equal(turn.messages.length, 3)
+  assert.deepEqual(turn.messages[0].content[0], image, 'the first user turn keeps its image')
+  assert.deepEqual(turn.messages[2].content.map((b) => b.text), ['[Conversation summary]\n- asked about a clip\n\n', 'latest'])
+  assert.deepEqual(result.tokenUsage, { input_tokens: 24, output_tokens: 12 }, 'the summary call counts')
+  assert.deepEqual(result.messages.length, 1)
+  const calls = traces.filter((e) => e.type === 'llm_call').map((e) => [e.phase, e.turn, e.model])
+  assert.deepEqual(calls, [['summary', 1, 'claude-mini'], ['turn', 1, 'claude-test']])
 })
 
 test('preserveReasoningAsText sends foreign reasoning as <thinking> text, cut by compressReasoningText', async () => {

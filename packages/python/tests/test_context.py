@@ -42,6 +42,9 @@ def test_terminate_and_bad_settings(loop, anthropic):
         (dict(loop_detection={"max_repetitions": 0}), "`loopDetection.maxRepetitions` must be a positive integer"),
         (dict(loop_detection={"on_loop_detected": "stop"}), '`loopDetection.onLoopDetected` must be "warn" or "terminate"'),
         (dict(context_strategy={"type": "sliding-window"}), "missing field `contextStrategy.maxTurns`"),
+        (dict(context_strategy={"type": "summarize"}), "missing field `contextStrategy.maxTokens`"),
+        (dict(context_strategy={"type": "summarize", "max_tokens": 9, "summary_model": 3}),
+         "`contextStrategy.summaryModel` must be"),
         (dict(context_strategy={"type": "custom"}), '"custom" is not supported'),
         (dict(compress_tool_results="yes"), "`compressToolResults` must be a boolean or {minChars: number}"),
         (dict(preserve_reasoning_as_text="yes"), "`preserveReasoningAsText` must be a boolean"),
@@ -52,6 +55,38 @@ def test_terminate_and_bad_settings(loop, anthropic):
     with pytest.raises(TypeError, match="callable"):
         oma.Agent(loop_detection={"on_loop_detected": lambda info: "continue"}, **anthropic)
     assert loop.requests == []
+
+
+def test_summarize_asks_for_a_summary_before_the_turn(loop, anthropic):
+    # The same case as the JavaScript suite's: a summary request of its own (traced as phase
+    # `summary`), the first user turn's image kept, the old turns' video a placeholder.
+    loop.script(Reply(body=anthropic_text("- asked about a clip", 12, 6)), Reply(body=anthropic_text("answered", 12, 6)))
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    video = {"type": "video", "source": {"type": "url", "media_type": "video/mp4", "url": "https://example.com/clip.mp4"}}
+    conversation = [
+        {"role": "user", "content": [image, {"type": "text", "text": "first"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "an old answer " * 8}]},
+        {"role": "user", "content": [video, {"type": "text", "text": "and this clip?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "a recent answer"}]},
+        {"role": "user", "content": [{"type": "text", "text": "latest"}]},
+    ]
+    traces = []
+    agent = oma.Agent(context_strategy={"type": "summarize", "max_tokens": 10, "summary_model": "claude-mini"},
+                      on_trace=traces.append, **anthropic)
+    result = agent.run(conversation)
+    assert result["success"] and result["output"] == "answered"
+    summary, turn = [r["body"] for r in loop.requests]
+    assert summary["model"] == "claude-mini" and "tools" not in summary and len(summary["messages"]) == 1
+    assert summary["messages"][0]["content"][0]["text"].startswith("Summarize the following conversation history")
+    text = summary["messages"][0]["content"][1]["text"]
+    assert text.startswith('\n\nConversation:\n{"role":"assistant"')
+    assert '{"type":"text","text":"[video: video/mp4]"}' in text and "example.com" not in text
+    assert len(turn["messages"]) == 3 and turn["messages"][0]["content"][0] == image
+    assert [b["text"] for b in turn["messages"][2]["content"]] == \
+        ["[Conversation summary]\n- asked about a clip\n\n", "latest"]
+    assert result["tokenUsage"] == {"input_tokens": 24, "output_tokens": 12}
+    calls = [(e["phase"], e["turn"], e["model"]) for e in traces if e["type"] == "llm_call"]
+    assert calls == [("summary", 1, "claude-mini"), ("turn", 1, "claude-test")]
 
 
 def test_sliding_window_and_tool_result_compression(loop, anthropic):

@@ -28,8 +28,18 @@ pub enum HookAnswer {
 pub struct ToolOutcome {
     /// The answer.
     pub content: ToolResultContent,
-    /// Whether the tool failed.
-    pub is_error: bool,
+    /// Whether the tool failed, as the tool said it (OMA's optional `ToolResult.isError`): the
+    /// result block carries exactly this, so `Some(false)` is sent as `is_error: false` by the
+    /// wire formats that have the field and `None` leaves it out.
+    pub is_error: Option<bool>,
+}
+
+impl ToolOutcome {
+    /// Whether the tool failed (`is_error` is `Some(true)`).
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.is_error == Some(true)
+    }
 }
 
 /// A progress event of `run-agent`: OMA's `{type, agent, data}`.

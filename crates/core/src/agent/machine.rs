@@ -478,7 +478,7 @@ impl RunMachine {
                 let result = ToolResultBlock {
                     tool_use_id: id,
                     content: outcome.content,
-                    is_error: outcome.is_error.then_some(true),
+                    is_error: outcome.is_error,
                 };
                 // The position was checked, so the loop takes the result (or the failure).
                 let checked = crate::limits::check_tool_result(&result.content)
@@ -489,12 +489,12 @@ impl RunMachine {
                             tracer.tool_answered(
                                 &result.tool_use_id,
                                 &result.content,
-                                outcome.is_error,
+                                outcome.is_error == Some(true),
                             );
                         }
                         turns
                             .turn
-                            .handle_tool_result(
+                            .handle_tool_answer(
                                 &result.tool_use_id,
                                 result.content,
                                 outcome.is_error,
@@ -617,7 +617,12 @@ impl RunMachine {
             match turns.turn.poll() {
                 Some(Action::SendRequest) => {
                     if let Some(tracer) = self.tracer.as_mut() {
-                        tracer.llm_started(self.now_ms);
+                        let phase = if turns.turn.summarizing() {
+                            crate::agent::trace::LlmPhase::Summary
+                        } else {
+                            crate::agent::trace::LlmPhase::Turn
+                        };
+                        tracer.llm_started(self.now_ms, phase);
                     }
                     let seed = self.rng.next_u64();
                     let ids = IdSource {

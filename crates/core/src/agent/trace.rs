@@ -225,19 +225,25 @@ pub fn summarize_tool_result(content: &ToolResultContent) -> String {
         ToolResultContent::Text(text) => text.clone(),
         ToolResultContent::Parts(parts) => parts
             .iter()
-            .map(|part| match part {
-                ToolResultPart::Text { text } => text.clone(),
-                ToolResultPart::Image { source } => {
-                    let (media_type, location) = media(source);
-                    format!("[image: {media_type}; {location}]")
-                }
-                ToolResultPart::File { filename, source } => {
-                    let (media_type, location) = media(source);
-                    format!("[file: {filename}; {media_type}; {location}]")
-                }
-            })
+            .map(part_summary)
             .collect::<Vec<_>>()
             .join("\n"),
+    }
+}
+
+/// One part of [`summarize_tool_result`]: a text part as it is, an image or file as OMA's
+/// placeholder (`[image: <type>; inline data]`, `[file: <name>; <type>; URL reference]`).
+pub(crate) fn part_summary(part: &ToolResultPart) -> String {
+    match part {
+        ToolResultPart::Text { text } => text.clone(),
+        ToolResultPart::Image { source } => {
+            let (media_type, location) = media(source);
+            format!("[image: {media_type}; {location}]")
+        }
+        ToolResultPart::File { filename, source } => {
+            let (media_type, location) = media(source);
+            format!("[file: {filename}; {media_type}; {location}]")
+        }
     }
 }
 
@@ -267,8 +273,8 @@ pub(crate) struct Tracer {
     task_id: Option<String>,
     agent: String,
     rng: Rng,
-    /// The start of the model call in flight, and its turn.
-    llm: Option<(u64, u32)>,
+    /// The start of the model call in flight, its turn and its phase.
+    llm: Option<(u64, u32, LlmPhase)>,
     /// Model calls made so far.
     turns: u32,
     tools: Vec<OpenTool>,
@@ -310,10 +316,14 @@ impl Tracer {
         }
     }
 
-    /// A model call starts at `now_ms`.
-    pub(crate) fn llm_started(&mut self, now_ms: u64) {
-        self.turns = self.turns.saturating_add(1);
-        self.llm = Some((now_ms, self.turns));
+    /// A model call starts at `now_ms`. A summary call carries the number of the turn it
+    /// prepares (OMA's), so it does not count as a turn itself.
+    pub(crate) fn llm_started(&mut self, now_ms: u64, phase: LlmPhase) {
+        let turn = self.turns.saturating_add(1);
+        if phase == LlmPhase::Turn {
+            self.turns = turn;
+        }
+        self.llm = Some((now_ms, turn, phase));
     }
 
     /// The model call in flight answered at `now_ms`.
@@ -323,10 +333,10 @@ impl Tracer {
         model: &str,
         tokens: TokenUsage,
     ) -> Option<TraceEvent> {
-        let (start_ms, turn) = self.llm.take()?;
+        let (start_ms, turn, phase) = self.llm.take()?;
         let data = TraceData::LlmCall {
             model: model.to_owned(),
-            phase: LlmPhase::Turn,
+            phase,
             turn,
             tokens,
         };
@@ -470,7 +480,7 @@ mod tests {
             "helper",
             1,
         );
-        tracer.llm_started(1000);
+        tracer.llm_started(1000, LlmPhase::Turn);
         let usage = TokenUsage {
             input_tokens: 3,
             output_tokens: 4,

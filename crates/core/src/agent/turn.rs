@@ -16,7 +16,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use crate::adapter::{ChatRequest, Validated};
-use crate::agent::context::ContextOptions;
+use crate::agent::context::{
+    plan_summary, ContextOptions, ContextStrategy, PendingSummary, SummaryCache, SummaryPlan,
+};
 use crate::agent::loop_detect::{LoopDetection, LoopGuard, LoopInfo, Verdict};
 use crate::agent::outcome::{classify, classify_budget, Ending, RunOutcome, ToolCallRecord};
 use crate::error::{Error, Refused};
@@ -131,6 +133,9 @@ pub enum Action {
 enum State {
     /// A request was handed out; a response is due.
     AwaitingResponse,
+    /// A summary request (the `summarize` strategy) was handed out; its response is due, then
+    /// the turn's own request follows.
+    AwaitingSummary(Box<SummaryCall>),
     /// The turn's tool calls were handed out; their results are due, in any order.
     AwaitingTools {
         calls: Vec<ToolUseBlock>,
@@ -188,6 +193,15 @@ pub struct TurnLoop {
     loop_detected: bool,
     /// The loop warning to add after this turn's tool results.
     warning: Option<&'static str>,
+    /// The last summary of the `summarize` strategy, reused while it covers the same turns.
+    summary_cache: Option<SummaryCache>,
+}
+
+/// A summary request in flight and what the conversation becomes once it is answered.
+#[derive(Debug)]
+struct SummaryCall {
+    request: ChatRequest,
+    pending: PendingSummary,
 }
 
 impl TurnLoop {
@@ -202,6 +216,7 @@ impl TurnLoop {
             loop_guard,
             loop_detected: false,
             warning: None,
+            summary_cache: None,
             request: ChatRequest {
                 messages,
                 ..template
@@ -231,7 +246,16 @@ impl TurnLoop {
 
     /// The chat request of the current turn: the template with the whole conversation so far.
     pub fn request(&self) -> &ChatRequest {
-        &self.request
+        match &self.state {
+            State::AwaitingSummary(call) => &call.request,
+            _ => &self.request,
+        }
+    }
+
+    /// Whether the request due is a summary request (OMA's `llm_call` phase `summary`) rather
+    /// than a turn.
+    pub fn summarizing(&self) -> bool {
+        matches!(self.state, State::AwaitingSummary(_))
     }
 
     /// The same request, as validated, so the adapter formats it without checking it again.
@@ -240,7 +264,8 @@ impl TurnLoop {
     /// at its place before handing it over; and a response holds only text, tool-use and
     /// reasoning blocks, which no rule constrains.
     pub(crate) fn validated(&self) -> Validated<'_> {
-        Validated::trusted(&self.request)
+        // A summary request is one user message of text.
+        Validated::trusted(self.request())
     }
 
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
@@ -272,6 +297,10 @@ impl TurnLoop {
     /// changing nothing, when no response is due.
     #[must_use = "a response that was not due is handed back, refused"]
     pub fn handle_response(&mut self, response: LlmResponse) -> Result<(), Refused<LlmResponse>> {
+        if matches!(self.state, State::AwaitingSummary(_)) {
+            self.handle_summary(response);
+            return Ok(());
+        }
         if !matches!(self.state, State::AwaitingResponse) {
             let message = format!(
                 "unexpected answer: got a provider response, the turn loop waits for {}",
@@ -394,6 +423,19 @@ impl TurnLoop {
         content: ToolResultContent,
         is_error: bool,
     ) -> Result<(), Refused<ToolResultContent>> {
+        self.handle_tool_answer(tool_use_id, content, is_error.then_some(true))
+    }
+
+    /// As [`TurnLoop::handle_tool_result`], with `is_error` exactly as the tool said it (OMA's
+    /// optional `isError`): the result block carries it as given, so `Some(false)` travels as
+    /// `is_error: false` and `None` leaves the field out.
+    #[must_use = "a result no call waited for is handed back, refused"]
+    pub fn handle_tool_answer(
+        &mut self,
+        tool_use_id: &str,
+        content: ToolResultContent,
+        is_error: Option<bool>,
+    ) -> Result<(), Refused<ToolResultContent>> {
         let not_waiting = |content| {
             let id: String = tool_use_id.chars().take(64).collect();
             let message =
@@ -424,7 +466,7 @@ impl TurnLoop {
         *slot = Some(ToolResultBlock {
             tool_use_id: tool_use_id.to_owned(),
             content,
-            is_error: is_error.then_some(true),
+            is_error,
         });
         *remaining = remaining.saturating_sub(1);
         if *remaining > 0 {
@@ -483,7 +525,7 @@ impl TurnLoop {
     /// What the loop waits for, for the message of a refusal.
     fn expected(&self) -> &'static str {
         match self.state {
-            State::AwaitingResponse => "a provider response",
+            State::AwaitingResponse | State::AwaitingSummary(_) => "a provider response",
             State::AwaitingTools { .. } => "tool results",
             State::Finished => "nothing: the loop is over",
         }
@@ -510,6 +552,61 @@ impl TurnLoop {
             .context
             .apply(&mut self.request.messages, self.turns);
         self.state = State::AwaitingResponse;
+        if let Some(ContextStrategy::Summarize(summarize)) = &self.options.context.strategy {
+            match plan_summary(
+                &self.request.messages,
+                summarize.max_tokens,
+                self.summary_cache.as_ref(),
+            ) {
+                SummaryPlan::Keep => {}
+                SummaryPlan::Cached(messages) => self.request.messages = messages,
+                SummaryPlan::Ask(mut pending) => {
+                    // OMA's summary call: the turn's options with the summary model, no tools,
+                    // and a whole (not streamed) response.
+                    let conversation = std::mem::take(&mut self.request.messages);
+                    let mut request = self.request.clone();
+                    self.request.messages = conversation;
+                    request.messages = std::mem::take(&mut pending.messages);
+                    request.tools = Vec::new();
+                    request.stream = false;
+                    if let Some(model) = &summarize.summary_model {
+                        request.model.clone_from(model);
+                    }
+                    self.state = State::AwaitingSummary(Box::new(SummaryCall { request, pending }));
+                }
+            }
+        }
+        self.actions.push_back(Action::SendRequest);
+    }
+
+    /// The summary request's response: its usage counts, the conversation becomes the first
+    /// user message and the recent turns with the summary before them, and the turn's own
+    /// request follows.
+    fn handle_summary(&mut self, response: LlmResponse) {
+        let State::AwaitingSummary(call) =
+            std::mem::replace(&mut self.state, State::AwaitingResponse)
+        else {
+            return;
+        };
+        self.usage.input_tokens = self
+            .usage
+            .input_tokens
+            .saturating_add(response.usage.input_tokens);
+        self.usage.output_tokens = self
+            .usage
+            .output_tokens
+            .saturating_add(response.usage.output_tokens);
+        let text: String = response
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let (messages, cache) = call.pending.finish(&text);
+        self.request.messages = messages;
+        self.summary_cache = Some(cache);
         self.actions.push_back(Action::SendRequest);
     }
 

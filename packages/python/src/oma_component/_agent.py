@@ -142,10 +142,13 @@ class _RunCancelled(Exception):
 
 @dataclass
 class ToolResult:
-    """What a tool may return to say more than its content: ``is_error`` marks a failure."""
+    """What a tool may return to say more than its content: ``is_error`` marks a failure.
+    It is sent as the tool says it, as OMA sends ``ToolResult.isError``: ``True`` as
+    ``is_error: true``, ``False`` as ``is_error: false`` (where the wire format has the field),
+    ``None`` (the default) leaves the field out."""
 
     content: ToolResultContent
-    is_error: bool = False
+    is_error: Optional[bool] = None
 
 
 class Tool(Generic[P, R]):
@@ -367,19 +370,21 @@ def _hook_variant(value: Any = None, error: Optional[BaseException] = None) -> V
     return Variant("hook", Variant("failed", _message(error)))
 
 
-def _tool_outcome(value: Any) -> Tuple[Any, bool]:
-    """What a tool returned as ``(content, is_error)``, read as the JavaScript package reads it."""
+def _tool_outcome(value: Any) -> Tuple[Any, Optional[bool]]:
+    """What a tool returned as ``(content, is_error)``, read as the JavaScript package reads it;
+    ``is_error`` is ``None`` when the tool did not say."""
     if isinstance(value, ToolResult):
-        return value.content, value.is_error
+        return value.content, None if value.is_error is None else bool(value.is_error)
     if isinstance(value, (str, list)):
-        return value, False
+        return value, None
     if isinstance(value, Mapping) and ("data" in value or "content" in value):
         inner = value["data"] if "data" in value else value["content"]
         content = inner if isinstance(inner, (str, list)) else _dumps(inner)
-        return content, bool(value.get("isError", value.get("is_error", False)))
+        said = value.get("isError", value.get("is_error"))
+        return content, None if said is None else bool(said)
     if value is None:
-        return "", False
-    return _dumps(value), False
+        return "", None
+    return _dumps(value), None
 
 
 def _tool_variant(call_id: str, value: Any = None, error: Optional[BaseException] = None) -> Variant:
@@ -605,7 +610,7 @@ def _observed_result(answer: Variant) -> Dict[str, Any]:
         data = json.loads(payload.content)
     except (AttributeError, TypeError, ValueError):
         data = None
-    return {"data": data, "isError": bool(getattr(payload, "is_error", getattr(payload, "is-error", False)))}
+    return {"data": data, "isError": bool(getattr(payload, "is_error", getattr(payload, "is-error", False)) or False)}
 
 
 def _hook_answer(host: _Host, context_json: str) -> Variant:

@@ -285,7 +285,7 @@ fn a_run_past_its_deadline_ends_as_a_timeout() {
         replies: replies.into_iter().collect(),
         tool: Some(ToolOutcome {
             content: ToolResultContent::Text("more".into()),
-            is_error: false,
+            is_error: None,
         }),
         ..Host::default()
     };
@@ -366,7 +366,7 @@ fn tool_loops_and_broken_tool_answers() {
     let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
-        is_error: false,
+        is_error: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(outcome.success());
@@ -381,7 +381,7 @@ fn tool_loops_and_broken_tool_answers() {
     let mut host = Host::replying(&[(200, &tool_reply("t1"))]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Parts(vec![]),
-        is_error: false,
+        is_error: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert_eq!(
@@ -389,6 +389,31 @@ fn tool_loops_and_broken_tool_answers() {
         "messages[2].content[0].content must not be an empty content-part array"
     );
     assert_eq!(host.sent.len(), 1);
+}
+
+/// OMA's result block carries the tool's `isError` as the tool said it: `false` is sent as
+/// `is_error: false`, an absent one leaves the field out, in the request and the run's messages.
+#[test]
+fn a_tools_is_error_travels_as_the_tool_said_it() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    for (said, expected) in [
+        (None, None),
+        (Some(false), Some(json!(false))),
+        (Some(true), Some(json!(true))),
+    ] {
+        let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text("42".into()),
+            is_error: said,
+        });
+        let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+        assert!(outcome.success());
+        let block = &host.sent_bodies()[1]["messages"][2]["content"][0];
+        assert_eq!(block.get("is_error").cloned(), expected, "{said:?}");
+        let messages = crate::json::messages_to_value(&outcome.messages);
+        assert_eq!(messages[1]["content"][0].get("is_error").cloned(), expected);
+        assert_eq!(outcome.tool_calls[0].is_error, said == Some(true));
+    }
 }
 
 #[test]
@@ -453,7 +478,7 @@ fn time_comes_from_the_host() {
     let mut host = Host::replying(&[(200, &body), (200, &body)]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("x".into()),
-        is_error: false,
+        is_error: None,
     });
     let mut machine = agent.start(text("q"), false, 1).expect("valid");
     machine.spec.turn.max_turns = 1;
@@ -476,7 +501,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         id: "t1".into(),
         outcome: ToolOutcome {
             content: ToolResultContent::Text("x".into()),
-            is_error: false,
+            is_error: None,
         },
     };
     // Before the first step.
@@ -523,7 +548,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         id: "nope".into(),
         outcome: ToolOutcome {
             content: ToolResultContent::Text("x".into()),
-            is_error: false,
+            is_error: None,
         },
     };
     let error = machine.handle(unknown).expect_err("unknown id");
@@ -682,7 +707,7 @@ fn tool_answer(id: &str) -> Answer {
         id: id.into(),
         outcome: ToolOutcome {
             content: ToolResultContent::Text(format!("result {id}")),
-            is_error: false,
+            is_error: None,
         },
     }
 }
@@ -863,7 +888,7 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
     let mut host = Host::replying(&[(200, too_many.as_str())]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
-        is_error: false,
+        is_error: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(!outcome.success());
@@ -879,7 +904,7 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
     let mut host = Host::replying(&[(200, at_limit.as_str()), (200, done.as_str())]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
-        is_error: false,
+        is_error: None,
     });
     let outcome = host.drive_long(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(outcome.success(), "{}", outcome.output);
@@ -902,7 +927,7 @@ fn a_traced_run_hands_out_omas_trace_events() {
     let mut host = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("token=abcdef123456 found".into()),
-        is_error: false,
+        is_error: None,
     });
     let options = TraceOptions {
         run_id: Some("run-7".into()),
@@ -997,4 +1022,173 @@ fn a_failed_call_has_no_llm_call_event() {
     let kinds: Vec<&str> = host.traces.iter().map(|e| e.kind()).collect();
     assert_eq!(kinds, ["agent"]);
     assert_eq!(host.traces[0].run_id.len(), 36, "a made-up UUID");
+}
+
+/// OMA's `summarize` strategy: past `maxTokens`, a summary request of its own (the summary
+/// model, no tools, not streamed, traced as phase `summary` with the turn it prepares) comes
+/// before the turn's request, which then carries the first user message as it was (its media
+/// kept) and the recent turns with the summary before them; the old turns' media reaches the
+/// summary request as placeholders only; the summary's usage counts.
+#[test]
+fn summarize_asks_the_model_for_a_summary_before_the_turn() {
+    use crate::agent::context::{ContextStrategy, Summarize};
+    use crate::agent::trace::{LlmPhase, TraceData, TraceOptions};
+    use crate::message::{MediaSource, TextBlock, VideoBlock};
+    let mut settings = settings("anthropic");
+    settings.context.strategy = Some(ContextStrategy::Summarize(Summarize {
+        max_tokens: 10,
+        summary_model: Some("claude-mini".into()),
+    }));
+    settings.tools = vec![crate::adapter::ToolDefinition {
+        name: "lookup".into(),
+        description: "d".into(),
+        input_schema: json!({"type": "object"}),
+    }];
+    let spec = settings.into_spec().expect("valid").0;
+    let image = ContentBlock::Image(ImageBlock {
+        source: ImageSource {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+        },
+    });
+    let video = ContentBlock::Video(VideoBlock {
+        source: MediaSource::Base64 {
+            media_type: "video/mp4".into(),
+            data: "AAAAIGZ0eXBpc29t".into(),
+        },
+    });
+    let text_block = |t: &str| ContentBlock::Text(TextBlock { text: t.into() });
+    let messages = vec![
+        LlmMessage {
+            role: Role::User,
+            content: vec![image.clone(), text_block("first question")],
+        },
+        LlmMessage {
+            role: Role::Assistant,
+            content: vec![text_block(&"an old and long answer ".repeat(4))],
+        },
+        LlmMessage {
+            role: Role::User,
+            content: vec![text_block("and this clip?"), video],
+        },
+        LlmMessage {
+            role: Role::Assistant,
+            content: vec![text_block("a recent answer")],
+        },
+        LlmMessage::user_text("the latest question"),
+    ];
+    let streamed: String = [
+        r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":20,"output_tokens":0}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]
+    .iter()
+    .map(|event| format!("data: {event}\n\n"))
+    .collect();
+    let mut host = Host::replying(&[
+        (200, &reply("  - the user asked twice  ", 11, 4)),
+        (200, &streamed),
+    ]);
+    let options = TraceOptions::default();
+    let mut machine = RunMachine::run(spec.clone(), messages.clone(), true, 3).with_trace(options);
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.success(), "{outcome:?}");
+    let bodies = host.sent_bodies();
+    assert_eq!(bodies.len(), 2);
+    let summary = &bodies[0];
+    assert_eq!(summary["model"], "claude-mini");
+    assert!(
+        summary.get("tools").is_none() && summary.get("stream").is_none(),
+        "{summary}"
+    );
+    assert_eq!(summary["messages"].as_array().map(Vec::len), Some(1));
+    let prompt = &summary["messages"][0]["content"];
+    assert_eq!(
+        prompt[0]["text"],
+        crate::agent::context::SUMMARY_INSTRUCTION
+    );
+    let conversation = prompt[1]["text"].as_str().expect("text");
+    assert!(conversation.starts_with("\n\nConversation:\n{\"role\":\"assistant\""));
+    assert!(
+        conversation.contains(r#"{"type":"text","text":"[video: video/mp4]"}"#),
+        "{conversation}"
+    );
+    assert!(!conversation.contains("AAAAIGZ0eXBpc29t") && !conversation.contains("recent"));
+    let turn = &bodies[1];
+    assert_eq!(turn["model"], "claude-x");
+    assert_eq!(turn["stream"], true);
+    assert!(turn.get("tools").is_some());
+    let sent = turn["messages"].as_array().expect("messages");
+    assert_eq!(sent.len(), 3, "{turn}");
+    assert_eq!(
+        sent[0]["content"][0]["type"], "image",
+        "the first user turn keeps its image"
+    );
+    assert_eq!(sent[0]["content"][0]["source"]["data"], "iVBORw0KGgo=");
+    assert_eq!(sent[1]["content"][0]["text"], "a recent answer");
+    assert_eq!(
+        sent[2]["content"][0]["text"],
+        "[Conversation summary]\n- the user asked twice\n\n"
+    );
+    assert_eq!(sent[2]["content"][1]["text"], "the latest question");
+    assert_eq!(
+        (
+            outcome.token_usage.input_tokens,
+            outcome.token_usage.output_tokens
+        ),
+        (31, 6)
+    );
+    assert_eq!(outcome.turns, 1);
+    assert_eq!(
+        outcome.messages.len(),
+        1,
+        "the run's messages are its own turns"
+    );
+    let calls: Vec<(LlmPhase, u32, String)> = host
+        .traces
+        .iter()
+        .filter_map(|e| match &e.data {
+            TraceData::LlmCall {
+                phase, turn, model, ..
+            } => Some((*phase, *turn, model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (LlmPhase::Summary, 1, "claude-mini".to_owned()),
+            (LlmPhase::Turn, 1, "claude-x".to_owned())
+        ]
+    );
+
+    // Under the threshold nothing is summarized; an empty summary says it is unavailable; a
+    // failed summary request fails the run.
+    let mut quiet = spec.clone();
+    if let Some(ContextStrategy::Summarize(s)) = &mut quiet.turn.context.strategy {
+        s.max_tokens = 1_000_000;
+    }
+    let mut host = Host::replying(&[(200, &reply("done", 1, 1))]);
+    let mut without_video = messages.clone();
+    without_video[2] = LlmMessage::user_text("and this clip?");
+    host.drive(&mut RunMachine::run(quiet, without_video, false, 3));
+    assert_eq!(host.sent.len(), 1);
+    let mut host = Host::replying(&[(200, &reply(" ", 1, 1)), (200, &reply("done", 1, 1))]);
+    host.drive(&mut RunMachine::run(
+        spec.clone(),
+        messages.clone(),
+        false,
+        3,
+    ));
+    assert_eq!(
+        host.sent_bodies()[1]["messages"][2]["content"][0]["text"],
+        "[Conversation summary unavailable]\n\n"
+    );
+    let mut host = Host::replying(&[(500, "{\"error\":{\"message\":\"down\"}}")]);
+    let outcome = host.drive(&mut RunMachine::run(spec, messages, false, 3));
+    assert!(!outcome.success());
+    assert_eq!(host.sent.len(), 1);
 }

@@ -403,6 +403,7 @@ pub(super) fn from_wit_context(
                 max_tokens: s.max_tokens,
                 summary_model: s.summary_model,
             }),
+            oc::ContextStrategy::Custom => ContextStrategy::Custom,
         }),
         compress_tool_results: options.compress_tool_results,
         preserve_reasoning_as_text: options.preserve_reasoning_as_text,

@@ -501,6 +501,14 @@ impl RunBody {
             context: oma_core::agent::context::ContextOptions::from_config(&mut o)?,
             trace: o.bool("trace")?.unwrap_or(false),
         };
+        // OMA's `custom` strategy is the caller's function; an HTTP caller cannot answer it in
+        // the middle of a run, as it cannot answer tools.
+        if body.context.strategy == Some(oma_core::agent::context::ContextStrategy::Custom) {
+            return Err(o.invalid(
+                "contextStrategy.type",
+                "\"custom\" needs a function in the caller's process, which a gateway run cannot call; use \"sliding-window\", \"summarize\" or \"compact\"",
+            ));
+        }
         o.finish()?;
         Ok(body)
     }

@@ -194,6 +194,13 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
             },
         }),
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),
+        // The gateway refuses the `custom` strategy before a run starts; should one get here,
+        // it fails rather than waits.
+        Step::Compress { .. } => Some(Answer::Compressed(Err(
+            oma_core::error::Error::InvalidRequest {
+                message: "contextStrategy \"custom\" is not available in a gateway run".into(),
+            },
+        ))),
         Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_) => None,
         Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => return None,
     })

@@ -60,6 +60,21 @@ pub trait StepHost {
     fn trace(&mut self, event: oma_core::agent::trace::TraceEvent) {
         let _ = event;
     }
+    /// Calls the `custom` context strategy's function (OMA's `compress(messages,
+    /// estimatedTokens)`) with the conversation about to be sent; `Err` when it failed. A host
+    /// without one (the gateway, which refuses the strategy) keeps this default, which fails
+    /// the run saying so.
+    fn compress(
+        &mut self,
+        agent: &str,
+        messages: Vec<oma_core::message::LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<oma_core::message::LlmMessage>, oma_core::error::Error> {
+        let _ = (agent, messages, estimated_tokens);
+        Err(oma_core::error::Error::InvalidRequest {
+            message: "contextStrategy \"custom\" needs a compress function, which this host does not provide".to_owned(),
+        })
+    }
 }
 
 /// What [`WasiRun::next`] has to tell.
@@ -160,6 +175,14 @@ impl<T: Transport> WasiRun<T> {
                     Step::External { kind, text } => {
                         Answer::External(host.external(self.machine.agent_name(), kind, text))
                     }
+                    Step::Compress {
+                        messages,
+                        estimated_tokens,
+                    } => Answer::Compressed(host.compress(
+                        self.machine.agent_name(),
+                        messages,
+                        estimated_tokens,
+                    )),
                 }
             };
             if self.machine.handle(answer).is_err() {

@@ -186,6 +186,15 @@ impl crate::bindings::oma::agent::host::Host for HostState {
     ) -> Result<String, String> {
         self.host.external_send(&agent, kind, text)
     }
+
+    fn compress(
+        &mut self,
+        agent: String,
+        messages: Vec<crate::bindings::oma::agent::types::LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<crate::bindings::oma::agent::types::LlmMessage>, String> {
+        self.host.compress(&agent, messages, estimated_tokens)
+    }
 }
 
 impl crate::bindings::oma::agent::types::Host for HostState {}

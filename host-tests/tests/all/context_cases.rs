@@ -272,6 +272,66 @@ async fn a_summarize_strategy_asks_for_a_summary_first() {
     );
 }
 
+/// OMA's `custom` strategy through the WIT: the host's function (`host.compress` in the
+/// component world, a `compress` step in the portable world) gets the conversation and its
+/// estimate before every request and answers with what is sent; a failing one ends the run
+/// before anything is sent.
+#[tokio::test]
+async fn a_custom_strategy_asks_the_host_before_every_request() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let count = Arc::new(AtomicUsize::new(0));
+    let replies = vec![tool_reply("a"), text_reply("done")];
+    let outbound = CaptureOutbound::new(move |_: &RecordedRequest| {
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: replies[n.min(1)].to_string().into_bytes(),
+        }
+    });
+    let log = outbound.log();
+    let host = ScriptedHost::new()
+        .with_tool(|_call: &ToolUseBlock| ToolOutcome {
+            content: ToolResultContent::Text("x".repeat(40)),
+            is_error: None,
+        })
+        .with_compress(move |mut messages: Vec<LlmMessage>, estimated: u64| {
+            record.lock().expect("lock").push((messages.len(), estimated));
+            if estimated > 1000 {
+                return Err("too big".into());
+            }
+            Ok(messages.split_off(messages.len() - 1))
+        });
+    let options = GuestOptions {
+        hooks: Some(Box::new(outbound)),
+        host: Some(Box::new(host)),
+        ..Default::default()
+    };
+    let mut guest = Guest::instantiate(super::WORLD, options).await;
+    let mut cfg = config();
+    cfg.context.strategy = Some(ContextStrategy::Custom);
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    assert_eq!(*seen.lock().expect("lock"), [(1, 1), (3, 14)]);
+    let sent = sent(&log);
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].as_array().map(Vec::len), Some(1));
+    assert_eq!(sent[1][0]["content"][0]["type"], "tool_result");
+    assert_eq!(result.messages.len(), 3, "the result keeps every message");
+    // The host's function fails: the run ends with its message, nothing more is sent.
+    let big = RunInput::Text("y".repeat(8000));
+    let failed = guest.run(&agent, &big).await.unwrap().unwrap();
+    assert!(!failed.success);
+    assert_eq!(failed.output, "too big");
+    assert_eq!(log.len(), 2, "nothing sent");
+}
+
 #[tokio::test]
 async fn reasoning_of_another_provider_is_sent_as_cut_thinking_text_when_asked() {
     let (mut guest, log) = bench(vec![text_reply("ok")]).await;

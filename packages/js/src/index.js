@@ -195,9 +195,9 @@ function toolEntry(tool, where) {
 }
 
 /**
- * Copies OMA's context and loop options into the component's configuration. What only code can
- * express (an `onLoopDetected` callback, a `custom` strategy's `compress`) is refused here by
- * name, so it is never dropped on the way to JSON.
+ * Copies OMA's context and loop options into the component's configuration, and returns the
+ * callbacks that stay on this side (a `custom` strategy's `compress`). An `onLoopDetected`
+ * callback is refused here by name, so it is never dropped on the way to JSON.
  */
 function contextOptions(config, json) {
   for (const key of CONTEXT_KEYS) {
@@ -211,10 +211,15 @@ function contextOptions(config, json) {
   }
   const strategy = config.contextStrategy
   if (isObject(strategy) && strategy.type === 'custom') {
-    throw new TypeError(
-      'contextStrategy.type "custom" is not supported by oma-component; use "sliding-window", "summarize" or "compact"',
-    )
+    // OMA's `compress(messages, estimatedTokens)` stays here: the session asks for it before
+    // every request (a `compress` step) and checks what it returns.
+    if (typeof strategy.compress !== 'function') {
+      throw new TypeError('contextStrategy.compress must be a function for contextStrategy.type "custom"')
+    }
+    json.contextStrategy = { type: 'custom' }
+    return { compress: strategy.compress }
   }
+  return {}
 }
 
 const BACKEND_KEYS = ['kind', 'command', 'args', 'cwd', 'env', 'timeoutMs', 'input', 'permission', 'send']
@@ -246,7 +251,7 @@ function prepareConfig(config, registry, executor) {
   for (const key of [...PLAIN_KEYS, ...PACKAGE_PLAIN_KEYS]) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
-  contextOptions(config, json)
+  const callbacks = contextOptions(config, json)
   for (const key of ['frequencyPenalty', 'presencePenalty', 'minP']) {
     // JSON would carry NaN or Infinity as null, dropping the option without a word.
     if (typeof json[key] === 'number' && !Number.isFinite(json[key])) {
@@ -323,6 +328,8 @@ function prepareConfig(config, registry, executor) {
       role: config.systemPrompt?.slice(0, 50) ?? 'assistant',
       beforeRun: config.beforeRun ?? null,
       afterRun: config.afterRun ?? null,
+      // The `custom` context strategy's function.
+      compress: callbacks.compress ?? null,
       onToolCall: config.onToolCall,
       credentials: config.credentials,
       cwd: config.cwd,
@@ -942,6 +949,23 @@ async function* drive(session, host, run) {
         case 'external-send': {
           const reply = external(host, run, step.val)
           settle('external', reply.then((val) => (s) => s.answer({ tag: 'external', val })))
+          break
+        }
+        case 'compress': {
+          // OMA's custom strategy: the user's function gets the conversation and its estimate;
+          // what it returns goes back as JSON for the component's checks (anything but a
+          // non-empty message list ends the run with OMA's error), what it throws fails the run.
+          const messages = JSON.parse(step.val.messages.val)
+          const estimated = Number(step.val.estimatedTokens)
+          const answer = (async () => {
+            try {
+              const returned = await host.compress(messages, estimated)
+              return { tag: 'compressed-json', val: JSON.stringify(returned) ?? 'null' }
+            } catch (error) {
+              return { tag: 'compress-failed', val: errorMessage(error) }
+            }
+          })()
+          settle('compress', answer.then((val) => (s) => s.answer(val)))
           break
         }
         case 'event':

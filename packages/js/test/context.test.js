@@ -128,6 +128,41 @@ test('contextStrategy summarize: a summary request (traced as phase summary) bef
   assert.deepEqual(calls, [['summary', 1, 'claude-mini'], ['turn', 1, 'claude-test']])
 })
 
+test('contextStrategy custom: compress(messages, estimatedTokens) before every request; its answer is checked', async () => {
+  server.queue(anthropicToolUse([['a', 'lookup', { q: '1' }]]), anthropicMessage('done'))
+  const seen = []
+  const result = await agent({
+    contextStrategy: {
+      type: 'custom',
+      compress: async (messages, estimatedTokens) => {
+        seen.push([messages.length, estimatedTokens])
+        return messages.slice(-1)
+      },
+    },
+  }).run('go')
+  assert.equal(result.success, true)
+  assert.deepEqual(seen, [[1, 1], [3, 13]])
+  assert.deepEqual(server.requests[0].body.messages, [{ role: 'user', content: [{ type: 'text', text: 'go' }] }])
+  assert.equal(server.requests[1].body.messages.length, 1)
+  assert.equal(server.requests[1].body.messages[0].content[0].type, 'tool_result')
+  assert.equal(result.messages.length, 3, 'the result keeps every message')
+
+  // OMA's rules for what it returns: nothing sent, the run fails with the reason.
+  for (const [compress, message] of [
+    [() => [], /^contextStrategy\.custom\.compress must return a non-empty LLMMessage\[\]$/],
+    [() => undefined, /^contextStrategy\.custom\.compress must return a non-empty LLMMessage\[\]$/],
+    [() => [{ role: 'user', content: 'not blocks' }], /^messages\[0\]\.content must be/],
+    [() => { throw new Error('strategy broke') }, /^strategy broke$/],
+  ]) {
+    server.reset()
+    const failed = await agent({ contextStrategy: { type: 'custom', compress } }).run('go')
+    assert.equal(failed.success, false)
+    assert.match(failed.output, message)
+    assert.equal(server.requests.length, 0)
+  }
+  assert.throws(() => agent({ contextStrategy: { type: 'custom' } }), /contextStrategy\.compress must be a function/)
+})
+
 test('preserveReasoningAsText sends foreign reasoning as <thinking> text, cut by compressReasoningText', async () => {
   const conversation = [
     { role: 'user', content: [{ type: 'text', text: 'q' }] },

@@ -45,7 +45,6 @@ def test_terminate_and_bad_settings(loop, anthropic):
         (dict(context_strategy={"type": "summarize"}), "missing field `contextStrategy.maxTokens`"),
         (dict(context_strategy={"type": "summarize", "max_tokens": 9, "summary_model": 3}),
          "`contextStrategy.summaryModel` must be"),
-        (dict(context_strategy={"type": "custom"}), '"custom" is not supported'),
         (dict(compress_tool_results="yes"), "`compressToolResults` must be a boolean or {minChars: number}"),
         (dict(preserve_reasoning_as_text="yes"), "`preserveReasoningAsText` must be a boolean"),
     ]:
@@ -54,6 +53,8 @@ def test_terminate_and_bad_settings(loop, anthropic):
         assert message in str(caught.value), (kwargs, str(caught.value))
     with pytest.raises(TypeError, match="callable"):
         oma.Agent(loop_detection={"on_loop_detected": lambda info: "continue"}, **anthropic)
+    with pytest.raises(TypeError, match=r"context_strategy\['compress'\] must be callable"):
+        oma.Agent(context_strategy={"type": "custom"}, **anthropic)
     assert loop.requests == []
 
 
@@ -87,6 +88,57 @@ def test_summarize_asks_for_a_summary_before_the_turn(loop, anthropic):
     assert result["tokenUsage"] == {"input_tokens": 24, "output_tokens": 12}
     calls = [(e["phase"], e["turn"], e["model"]) for e in traces if e["type"] == "llm_call"]
     assert calls == [("summary", 1, "claude-mini"), ("turn", 1, "claude-test")]
+
+
+def test_custom_strategy_compress_is_called_before_every_request(loop, anthropic):
+    # The same case as the JavaScript suite's: OMA's compress(messages, estimated_tokens).
+    loop.script(Reply(body=anthropic_tool_use([{"id": "a", "name": "add", "input": {"a": 1, "b": 40}}])),
+                Reply(body=anthropic_text("done")))
+    seen = []
+
+    def keep_last(messages, estimated_tokens):
+        seen.append((len(messages), estimated_tokens))
+        return messages[-1:]
+
+    agent = oma.Agent(tools=[add_tool()], context_strategy={"type": "custom", "compress": keep_last}, **anthropic)
+    result = agent.run("go")
+    assert result["success"]
+    assert [n for n, _ in seen] == [1, 3] and seen[0][1] == 1
+    assert loop.requests[0]["body"]["messages"] == [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    assert len(loop.requests[1]["body"]["messages"]) == 1
+    assert loop.requests[1]["body"]["messages"][0]["content"][0]["type"] == "tool_result"
+    assert len(result["messages"]) == 3
+
+    def broken(messages, estimated_tokens):
+        raise RuntimeError("strategy broke")
+
+    for compress, message in [
+        (lambda m, e: [], "contextStrategy.custom.compress must return a non-empty LLMMessage[]"),
+        (lambda m, e: None, "contextStrategy.custom.compress must return a non-empty LLMMessage[]"),
+        (lambda m, e: [{"role": "user", "content": "not blocks"}], "messages[0].content must be"),
+        (broken, "strategy broke"),
+    ]:
+        loop.script()
+        failed = oma.Agent(context_strategy={"type": "custom", "compress": compress}, **anthropic).run("go")
+        assert failed["success"] is False and failed["output"].startswith(message), failed["output"]
+        assert loop.requests == []
+
+
+def test_async_custom_strategy_awaits_an_async_compress(loop, anthropic):
+    import asyncio
+
+    loop.script(Reply(body=anthropic_text("done")))
+
+    async def compress(messages, estimated_tokens):
+        await asyncio.sleep(0)
+        return messages
+
+    async def main():
+        agent = oma.AsyncAgent(context_strategy={"type": "custom", "compress": compress}, **anthropic)
+        return await agent.run("go")
+
+    assert asyncio.run(main())["success"]
+    assert len(loop.requests) == 1
 
 
 def test_sliding_window_and_tool_result_compression(loop, anthropic):

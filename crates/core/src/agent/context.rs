@@ -30,6 +30,11 @@ pub enum ContextStrategy {
     /// Old turns replaced by a summary the model writes, once the estimate passes
     /// `max_tokens` (the run makes the summary request itself: [`plan_summary`]).
     Summarize(Summarize),
+    /// The caller's function (OMA's `compress(messages, estimatedTokens)`): before every
+    /// request, the host is handed the conversation and its estimate and answers with the
+    /// conversation to send. Only hosts that answer callbacks (the `portable` world's sessions,
+    /// the `component` world's `host.compress`) take it; the gateway refuses it.
+    Custom,
 }
 
 /// The `summarize` strategy's settings.
@@ -163,7 +168,7 @@ impl ContextOptions {
             }
         }
         match &self.strategy {
-            None | Some(ContextStrategy::Summarize(_)) => {}
+            None | Some(ContextStrategy::Summarize(_) | ContextStrategy::Custom) => {}
             Some(ContextStrategy::SlidingWindow { max_turns }) => {
                 sliding_window(messages, *max_turns as usize);
             }
@@ -227,14 +232,11 @@ impl ContextStrategy {
                 max_tokens: required_u64(&mut object, "maxTokens")?,
                 summary_model: object.string("summaryModel")?,
             }),
-            "custom" => return Err(object.invalid(
-                "type",
-                "\"custom\" is not supported; use \"sliding-window\", \"summarize\" or \"compact\"",
-            )),
+            "custom" => ContextStrategy::Custom,
             _ => {
                 return Err(object.invalid(
                     "type",
-                    "must be \"sliding-window\", \"summarize\" or \"compact\"",
+                    "must be \"sliding-window\", \"summarize\", \"compact\" or \"custom\"",
                 ));
             }
         };
@@ -256,6 +258,7 @@ impl ContextStrategy {
                 "minTextBlockChars": c.min_text_block_chars,
                 "textBlockExcerptChars": c.text_block_excerpt_chars,
             }),
+            ContextStrategy::Custom => json!({"type": "custom"}),
             ContextStrategy::Summarize(s) => {
                 let mut out = json!({"type": "summarize", "maxTokens": s.max_tokens});
                 if let Some(model) = &s.summary_model {

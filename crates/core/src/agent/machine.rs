@@ -116,6 +116,15 @@ pub enum Step {
     Wait(u64),
     /// Call this tool; answer with [`Answer::Tool`] under the call's id.
     CallTool(crate::message::ToolUseBlock),
+    /// Call the `custom` context strategy's function with the conversation about to be sent
+    /// and its token estimate (OMA's `compress(messages, estimatedTokens)`); answer with
+    /// [`Answer::Compressed`].
+    Compress {
+        /// The conversation (a copy of its own).
+        messages: Vec<LlmMessage>,
+        /// OMA's `estimateTokens` of it.
+        estimated_tokens: u64,
+    },
     /// Send this text through an external text-only backend; answer with [`Answer::External`].
     External {
         /// Which backend.
@@ -163,6 +172,8 @@ pub enum Due {
     Tool(String),
     /// The external backend's reply.
     External,
+    /// The `custom` context strategy's messages.
+    Compress,
 }
 
 /// The answer to a step.
@@ -181,6 +192,9 @@ pub enum Answer {
     },
     /// An external backend's output, or its failure message.
     External(Result<String, String>),
+    /// What the `custom` context strategy's function returned, or how it failed (a thrown
+    /// error as [`Error::Host`], an answer that is not messages as the error reading it).
+    Compressed(Result<Vec<LlmMessage>, Error>),
 }
 
 /// What `run-agent` adds around a run.
@@ -323,6 +337,7 @@ impl RunMachine {
             Phase::Turns(turns) => match &turns.call {
                 Some((call, _)) if call.awaits_answer() => vec![Due::Http],
                 Some(_) => Vec::new(),
+                None if turns.turn.awaits_compression() => vec![Due::Compress],
                 None => turns.turn.pending_tools().map(Due::Tool).collect(),
             },
             Phase::Start(_) | Phase::Over(_) => Vec::new(),
@@ -506,6 +521,14 @@ impl RunMachine {
                 self.phase = Phase::Turns(turns);
                 Ok(())
             }
+            (Phase::Turns(mut turns), Answer::Compressed(answer))
+                if turns.call.is_none() && turns.turn.awaits_compression() =>
+            {
+                // Due, so the loop takes it.
+                let _ = turns.turn.handle_compressed(answer);
+                self.phase = Phase::Turns(turns);
+                Ok(())
+            }
             (phase, answer) => {
                 self.phase = phase;
                 Err(self.refuse(answer))
@@ -650,6 +673,16 @@ impl RunMachine {
                         }
                     }
                 }
+                Some(Action::Compress {
+                    messages,
+                    estimated_tokens,
+                }) => {
+                    self.phase = Phase::Turns(turns);
+                    return Some(Step::Compress {
+                        messages,
+                        estimated_tokens,
+                    });
+                }
                 Some(Action::CallTool(call)) => {
                     if let Some(tracer) = self.tracer.as_mut() {
                         tracer.tool_started(self.now_ms, &call.id, &call.name, &call.input);
@@ -774,6 +807,7 @@ impl RunMachine {
             Answer::Http(_) => "an HTTP answer",
             Answer::Tool { .. } => "a tool outcome",
             Answer::External(_) => "an external backend's reply",
+            Answer::Compressed(_) => "compressed messages",
         };
         let expected = if !self.queue.is_empty() {
             "no answer until the queued steps are polled"
@@ -784,6 +818,7 @@ impl RunMachine {
                 Phase::External => "the external backend's reply",
                 Phase::Turns(turns) => match &turns.call {
                     Some((call, _)) => call.expected(),
+                    None if turns.turn.awaits_compression() => "the custom strategy's messages",
                     None => "tool outcomes",
                 },
                 Phase::Over(_) => "nothing: the run is over",

@@ -122,6 +122,15 @@ pub enum Action {
     SendRequest,
     /// Call this tool, then call [`TurnLoop::handle_tool_result`] with its id.
     CallTool(ToolUseBlock),
+    /// The `custom` context strategy: hand the conversation about to be sent and its token
+    /// estimate to the caller's function, then call [`TurnLoop::handle_compressed`] with what it
+    /// returned.
+    Compress {
+        /// The conversation about to be sent (consumed tool results already compressed).
+        messages: Vec<LlmMessage>,
+        /// OMA's `estimateTokens` of it.
+        estimated_tokens: u64,
+    },
     /// Deliver this stream event.
     Emit(Event),
     /// The run is over; nothing follows.
@@ -136,6 +145,9 @@ enum State {
     /// A summary request (the `summarize` strategy) was handed out; its response is due, then
     /// the turn's own request follows.
     AwaitingSummary(Box<SummaryCall>),
+    /// The conversation was handed to the `custom` strategy's function; its answer is due, then
+    /// the turn's request follows.
+    AwaitingCompression,
     /// The turn's tool calls were handed out; their results are due, in any order.
     AwaitingTools {
         calls: Vec<ToolUseBlock>,
@@ -526,6 +538,7 @@ impl TurnLoop {
     fn expected(&self) -> &'static str {
         match self.state {
             State::AwaitingResponse | State::AwaitingSummary(_) => "a provider response",
+            State::AwaitingCompression => "the custom context strategy's messages",
             State::AwaitingTools { .. } => "tool results",
             State::Finished => "nothing: the loop is over",
         }
@@ -552,6 +565,14 @@ impl TurnLoop {
             .context
             .apply(&mut self.request.messages, self.turns);
         self.state = State::AwaitingResponse;
+        if let Some(ContextStrategy::Custom) = &self.options.context.strategy {
+            self.state = State::AwaitingCompression;
+            self.actions.push_back(Action::Compress {
+                messages: self.request.messages.clone(),
+                estimated_tokens: crate::agent::context::estimate_tokens(&self.request.messages),
+            });
+            return;
+        }
         if let Some(ContextStrategy::Summarize(summarize)) = &self.options.context.strategy {
             match plan_summary(
                 &self.request.messages,
@@ -577,6 +598,52 @@ impl TurnLoop {
             }
         }
         self.actions.push_back(Action::SendRequest);
+    }
+
+    /// Whether the `custom` strategy's answer is due.
+    pub fn awaits_compression(&self) -> bool {
+        matches!(self.state, State::AwaitingCompression)
+    }
+
+    /// Feeds what the `custom` strategy's function returned (or how it failed). OMA's rules: a
+    /// failure ends the run with it; an empty list ends it with OMA's
+    /// `contextStrategy.custom.compress must return a non-empty LLMMessage[]`; messages that
+    /// break OMA's message rules end it with an `InvalidMessageError` before anything is sent.
+    /// Otherwise they become the conversation, and the turn's request follows. Hands the answer
+    /// back, refused and changing nothing, when no answer is due.
+    #[must_use = "an answer that was not due is handed back, refused"]
+    pub fn handle_compressed(
+        &mut self,
+        answer: Result<Vec<LlmMessage>, Error>,
+    ) -> Result<(), Refused<Result<Vec<LlmMessage>, Error>>> {
+        if !self.awaits_compression() {
+            let message = format!(
+                "unexpected answer: got compressed messages, the turn loop waits for {}",
+                self.expected()
+            );
+            return Err(Refused::new(answer, message));
+        }
+        self.state = State::AwaitingResponse;
+        let checked = answer.and_then(|messages| {
+            if messages.is_empty() {
+                return Err(Error::InvalidRequest {
+                    message: "contextStrategy.custom.compress must return a non-empty LLMMessage[]"
+                        .to_owned(),
+                });
+            }
+            crate::validate::validate_messages(&messages)?;
+            Ok(messages)
+        });
+        match checked {
+            Ok(messages) => {
+                self.request.messages = messages;
+                self.actions.push_back(Action::SendRequest);
+            }
+            Err(error) => {
+                let _ = self.handle_failure(error);
+            }
+        }
+        Ok(())
     }
 
     /// The summary request's response: its usage counts, the conversation becomes the first

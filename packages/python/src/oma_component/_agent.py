@@ -547,6 +547,8 @@ class _Host:
     on_progress: Optional[Observer] = None
     on_case: Optional[Observer] = None
     on_trace: Optional[Observer] = None
+    # The ``custom`` context strategy's ``compress(messages, estimated_tokens)``.
+    compress: Optional[Callable[..., Any]] = None
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -649,6 +651,32 @@ def _tool_run(host: _Host, call: Any, arguments: Any) -> Variant:
     except Exception as e:  # noqa: BLE001 - the model sees the failure
         return _tool_variant(call.id, error=e)
     return _tool_variant(call.id, value)
+
+
+def _compress_request(p: Any) -> Tuple[Any, int]:
+    """The ``compress`` step's conversation (OMA JSON, parsed) and token estimate."""
+    return json.loads(_text_of(p.messages)), int(getattr(p, "estimated-tokens"))
+
+
+def _compress_variant(returned: Any = None, error: Optional[BaseException] = None) -> Variant:
+    """What the ``custom`` strategy's function returned, as JSON for the component's checks
+    (anything but a non-empty message list ends the run with OMA's error), or its failure."""
+    if error is not None:
+        return Variant("compress-failed", _message(error))
+    try:
+        return Variant("compressed-json", _dumps(returned))
+    except (TypeError, ValueError) as e:
+        return Variant("compress-failed", _message(e))
+
+
+def _compress_answer(host: _Host, p: Any) -> Variant:
+    messages, estimated = _compress_request(p)
+    try:
+        if host.compress is None:
+            raise RuntimeError("no custom context strategy is configured")
+        return _compress_variant(_settle(host.compress(messages, estimated)))
+    except Exception as e:  # noqa: BLE001 - OMA: a throwing strategy fails the run
+        return _compress_variant(error=e)
 
 
 def _external_answer(host: _Host, p: Any) -> Variant:
@@ -904,6 +932,8 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 pending.start(timings.around(functools.partial(_tool_answer, host, p)), p.id)
             elif tag == "external-send":
                 pending.start(functools.partial(_external_answer, host, p))
+            elif tag == "compress":
+                pending.start(functools.partial(_compress_answer, host, p))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:
@@ -1139,6 +1169,15 @@ class _Spec:
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
                  call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
                  runtime: Optional[Runtime]) -> None:
+        #: OMA's ``custom`` strategy's function, kept on this side; the component asks for it
+        #: before every request.
+        self.compress: Optional[Callable[..., Any]] = None
+        strategy = options.get("context_strategy")
+        if isinstance(strategy, Mapping) and strategy.get("type") == "custom":
+            self.compress = strategy.get("compress")
+            if not callable(self.compress):
+                raise TypeError("context_strategy['compress'] must be callable for the 'custom' strategy")
+            options = {**options, "context_strategy": {"type": "custom"}}
         context = {_CONTEXT_KEYS[k]: _camel(v) for k, v in options.items() if k in _CONTEXT_KEYS and v is not None}
         options = {k: v for k, v in options.items() if k not in _CONTEXT_KEYS}
         options = dict(options)
@@ -1193,7 +1232,7 @@ class _Spec:
 
     def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
         return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
-                     on_progress=on_progress, on_case=on_case, on_trace=self.on_trace,
+                     on_progress=on_progress, on_case=on_case, on_trace=self.on_trace, compress=self.compress,
                      max_response_bytes=self.max_response_bytes, agent_info=self.agent_info)
 
     def session_options(self, seed: int) -> Any:

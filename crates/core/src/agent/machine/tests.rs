@@ -77,7 +77,13 @@ struct Host {
     evaluations: Vec<EvaluationRecord>,
     waits: Vec<u64>,
     traces: Vec<crate::agent::trace::TraceEvent>,
+    /// The `custom` strategy's function.
+    compress: Option<CompressFn>,
+    /// What it was given: the number of messages and the estimate.
+    compressions: Vec<(usize, u64)>,
 }
+
+type CompressFn = Box<dyn Fn(Vec<LlmMessage>) -> Result<Vec<LlmMessage>, Error>>;
 
 impl Host {
     fn replying(replies: &[(u16, &str)]) -> Self {
@@ -145,6 +151,14 @@ impl Host {
                 Step::External { text, .. } => {
                     self.external.push(text);
                     Answer::External(self.backend.clone().expect("a scripted backend"))
+                }
+                Step::Compress {
+                    messages,
+                    estimated_tokens,
+                } => {
+                    self.compressions.push((messages.len(), estimated_tokens));
+                    let compress = self.compress.as_ref().expect("a scripted strategy");
+                    Answer::Compressed(compress(messages))
                 }
             };
             assert!(
@@ -1191,4 +1205,75 @@ fn summarize_asks_the_model_for_a_summary_before_the_turn() {
     let outcome = host.drive(&mut RunMachine::run(spec, messages, false, 3));
     assert!(!outcome.success());
     assert_eq!(host.sent.len(), 1);
+}
+
+/// OMA's `custom` strategy: before every request the host's function gets the conversation and
+/// its estimate, and what it returns is sent; an empty answer, invalid messages or a failing
+/// function end the run before anything is sent.
+#[test]
+fn a_custom_strategy_hands_the_conversation_to_the_host_before_every_request() {
+    use crate::agent::context::ContextStrategy;
+    let mut settings = settings("anthropic");
+    settings.context.strategy = Some(ContextStrategy::Custom);
+    let spec = settings.into_spec().expect("valid").0;
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: None,
+    });
+    // Keeps only the last message.
+    host.compress = Some(Box::new(|mut messages: Vec<LlmMessage>| {
+        Ok(messages.split_off(messages.len() - 1))
+    }));
+    let outcome = host.drive(&mut agent.start(text("question"), false, 1).expect("valid"));
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(host.compressions, [(1, 2), (3, 5)]);
+    let bodies = host.sent_bodies();
+    assert_eq!(
+        bodies[0]["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "question"}]}])
+    );
+    assert_eq!(bodies[1]["messages"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        bodies[1]["messages"][0]["content"][0]["type"],
+        "tool_result"
+    );
+    assert_eq!(
+        outcome.messages.len(),
+        3,
+        "the run's messages are its own turns"
+    );
+
+    for (answer, message) in [
+        (
+            Ok(vec![]),
+            "contextStrategy.custom.compress must return a non-empty LLMMessage[]",
+        ),
+        (
+            Ok(vec![LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::Video(crate::message::VideoBlock {
+                    source: crate::message::MediaSource::Url {
+                        media_type: "video/mp4".into(),
+                        url: "ftp://example.com/a.mp4".into(),
+                    },
+                })],
+            }]),
+            "messages[0].content[0].source.url must use HTTP or HTTPS",
+        ),
+        (
+            Err(Error::Host {
+                message: "the strategy threw".into(),
+            }),
+            "the strategy threw",
+        ),
+    ] {
+        let mut host = Host::replying(&[]);
+        host.compress = Some(Box::new(move |_| answer.clone()));
+        let outcome = host.drive(&mut agent.start(text("question"), false, 1).expect("valid"));
+        assert!(!outcome.success());
+        assert!(outcome.output.starts_with(message), "{}", outcome.output);
+        assert!(host.sent.is_empty(), "nothing sent");
+    }
 }

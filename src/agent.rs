@@ -142,6 +142,14 @@ impl StepHost for HostImports {
         host::trace(&to_wit_trace(event));
     }
 
+    fn on_loop_detected(
+        &mut self,
+        agent: &str,
+        info: oma_core::agent::loop_detect::LoopInfo,
+    ) -> Result<String, String> {
+        host::on_loop_detected(agent, &to_wit_loop_info(info))
+    }
+
     fn compress(
         &mut self,
         agent: &str,

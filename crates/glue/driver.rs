@@ -338,6 +338,7 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
             kind: to_wit_external(kind),
             text,
         }),
+        Step::DecideLoop(info) => dr::Step::DecideLoop(to_wit_loop_info(info)),
         Step::Compress {
             messages,
             estimated_tokens,
@@ -379,6 +380,7 @@ fn to_wit_due(due: Due) -> dr::Due {
         Due::Tool(id) => dr::Due::Tool(id),
         Due::External => dr::Due::External,
         Due::Compress => dr::Due::Compress,
+        Due::LoopDecision => dr::Due::LoopDecision,
     }
 }
 
@@ -470,6 +472,7 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
         dr::Answer::Compressed(messages) => Answer::Compressed(from_wit_messages(messages)),
         dr::Answer::CompressedJson(text) => Answer::Compressed(compressed_from_json(&text)),
         dr::Answer::CompressFailed(message) => Answer::Compressed(Err(Error::Host { message })),
+        dr::Answer::LoopDecision(decision) => Answer::LoopDecision(decision),
     })
 }
 

@@ -274,15 +274,22 @@ pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
         AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
             oc::AgentEvent::BudgetExceeded(exceeded.to_string())
         }
-        AgentEvent::Turn(Event::LoopDetected(info)) => oc::AgentEvent::LoopDetected(oc::LoopInfo {
-            kind: info.kind.word().to_owned(),
-            repetitions: info.repetitions,
-            detail: info.detail,
-        }),
+        AgentEvent::Turn(Event::LoopDetected(info)) => {
+            oc::AgentEvent::LoopDetected(to_wit_loop_info(info))
+        }
         AgentEvent::Done(outcome) if outcome.success() => {
             oc::AgentEvent::Done(to_wit_result(outcome))
         }
         AgentEvent::Done(outcome) => oc::AgentEvent::Error(to_wit_result(outcome)),
+    }
+}
+
+/// OMA's `LoopDetectionInfo` as the WIT `loop-info`.
+pub(super) fn to_wit_loop_info(info: oma_core::agent::loop_detect::LoopInfo) -> oc::LoopInfo {
+    oc::LoopInfo {
+        kind: info.kind.word().to_owned(),
+        repetitions: info.repetitions,
+        detail: info.detail,
     }
 }
 
@@ -367,6 +374,7 @@ pub(super) fn from_wit_loop_detection(
         action: match detection.action {
             oc::LoopAction::Warn => LoopAction::Warn,
             oc::LoopAction::Terminate => LoopAction::Terminate,
+            oc::LoopAction::Callback => LoopAction::Ask,
         },
     })
 }

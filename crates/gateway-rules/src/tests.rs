@@ -572,6 +572,10 @@ fn a_run_takes_loop_detection_and_context_options() {
             json!({"contextStrategy": {"type": "custom"}}),
             "contextStrategy.type",
         ),
+        (
+            json!({"loopDetection": {"onLoopDetected": "callback"}}),
+            "loopDetection.onLoopDetected",
+        ),
         (json!({"compressToolResults": 5}), "compressToolResults"),
     ] {
         let mut body = json!({"provider": "anthropic", "model": "m", "prompt": "a"});

@@ -201,6 +201,9 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
                 message: "contextStrategy \"custom\" is not available in a gateway run".into(),
             },
         ))),
+        Step::DecideLoop(_) => Some(Answer::LoopDecision(Err(
+            "loopDetection.onLoopDetected as a function is not available in a gateway run".into(),
+        ))),
         Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_) => None,
         Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => return None,
     })

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::bindings::oma::agent::exchange::{
     BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome, TraceEvent,
 };
-use crate::bindings::oma::agent::outcome::ExternalKind;
+use crate::bindings::oma::agent::outcome::{ExternalKind, LoopInfo};
 use crate::bindings::oma::agent::types::{LlmMessage, ToolResultContent, ToolUseBlock};
 
 /// What the component may ask of its host during a run. Every method has the answer of a host
@@ -68,6 +68,13 @@ pub trait AgentHost: Send {
         let _ = (agent, messages, estimated_tokens);
         Err("this host has no custom context strategy".into())
     }
+
+    /// Calls OMA's `onLoopDetected` function: OMA's word (`terminate`, `warn`, `inject`,
+    /// anything else to go on), or the function's failure.
+    fn on_loop_detected(&mut self, agent: &str, info: LoopInfo) -> Result<String, String> {
+        let _ = (agent, info);
+        Err("this host has no onLoopDetected function".into())
+    }
 }
 
 /// The host of a guest created without one: it offers nothing.
@@ -99,6 +106,7 @@ type Backend = Box<dyn FnMut(&str) -> Result<String, String> + Send>;
 type ProgressSink = Box<dyn FnMut(&ProgressEvent) + Send>;
 type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
 type Compress = Box<dyn FnMut(Vec<LlmMessage>, u64) -> Result<Vec<LlmMessage>, String> + Send>;
+type LoopDecider = Box<dyn FnMut(&LoopInfo) -> Result<String, String> + Send>;
 
 /// A host that answers with closures and records what it was given.
 #[derive(Default)]
@@ -110,6 +118,7 @@ pub struct ScriptedHost {
     progress_sink: Option<ProgressSink>,
     trace_sink: Option<TraceSink>,
     compress: Option<Compress>,
+    loop_decider: Option<LoopDecider>,
 }
 
 impl std::fmt::Debug for ScriptedHost {
@@ -177,6 +186,15 @@ impl ScriptedHost {
         compress: impl FnMut(Vec<LlmMessage>, u64) -> Result<Vec<LlmMessage>, String> + Send + 'static,
     ) -> Self {
         self.compress = Some(Box::new(compress));
+        self
+    }
+
+    /// Answers OMA's `onLoopDetected` with `decide` (OMA's word, or a failure).
+    pub fn with_loop_decider(
+        mut self,
+        decide: impl FnMut(&LoopInfo) -> Result<String, String> + Send + 'static,
+    ) -> Self {
+        self.loop_decider = Some(Box::new(decide));
         self
     }
 
@@ -259,6 +277,13 @@ impl AgentHost for ScriptedHost {
         match &mut self.compress {
             Some(compress) => compress(messages, estimated_tokens),
             None => NoHost.compress(agent, messages, estimated_tokens),
+        }
+    }
+
+    fn on_loop_detected(&mut self, agent: &str, info: LoopInfo) -> Result<String, String> {
+        match &mut self.loop_decider {
+            Some(decide) => decide(&info),
+            None => NoHost.on_loop_detected(agent, info),
         }
     }
 }

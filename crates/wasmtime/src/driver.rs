@@ -468,6 +468,12 @@ impl DriverGuest {
                 self.store.data_mut().agent_host().trace(event);
                 return Ok(Driven::Continue);
             }
+            Step::DecideLoop(info) => Answer::LoopDecision(
+                self.store
+                    .data_mut()
+                    .agent_host()
+                    .on_loop_detected(&flight.agent, info),
+            ),
             Step::Compress(request) => match request.messages {
                 CompressMessages::Typed(messages) => {
                     match self.store.data_mut().agent_host().compress(

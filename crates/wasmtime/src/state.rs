@@ -195,6 +195,14 @@ impl crate::bindings::oma::agent::host::Host for HostState {
     ) -> Result<Vec<crate::bindings::oma::agent::types::LlmMessage>, String> {
         self.host.compress(&agent, messages, estimated_tokens)
     }
+
+    fn on_loop_detected(
+        &mut self,
+        agent: String,
+        info: crate::bindings::oma::agent::outcome::LoopInfo,
+    ) -> Result<String, String> {
+        self.host.on_loop_detected(&agent, info)
+    }
 }
 
 impl crate::bindings::oma::agent::types::Host for HostState {}

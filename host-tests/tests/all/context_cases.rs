@@ -281,7 +281,7 @@ async fn a_custom_strategy_asks_the_host_before_every_request() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();
     let count = Arc::new(AtomicUsize::new(0));
-    let replies = vec![tool_reply("a"), text_reply("done")];
+    let replies = [tool_reply("a"), text_reply("done")];
     let outbound = CaptureOutbound::new(move |_: &RecordedRequest| {
         let n = count.fetch_add(1, Ordering::SeqCst);
         CannedResponse {
@@ -330,6 +330,58 @@ async fn a_custom_strategy_asks_the_host_before_every_request() {
     assert!(!failed.success);
     assert_eq!(failed.output, "too big");
     assert_eq!(log.len(), 2, "nothing sent");
+}
+
+/// OMA's `onLoopDetected` as a function through the WIT (`host.on-loop-detected` in the
+/// component world, a `decide-loop` step in the portable world): asked on each loop, its word
+/// decides.
+#[tokio::test]
+async fn an_on_loop_detected_function_decides_through_the_host() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let outbound = CaptureOutbound::new(move |_: &RecordedRequest| {
+        count.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: tool_reply("c").to_string().into_bytes(),
+        }
+    });
+    let log = outbound.log();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = asked.clone();
+    let host = ScriptedHost::new()
+        .with_tool(|_call: &ToolUseBlock| ToolOutcome {
+            content: ToolResultContent::Text("r".into()),
+            is_error: None,
+        })
+        .with_loop_decider(move |info| {
+            let mut asked = record.lock().expect("lock");
+            asked.push(info.repetitions);
+            Ok(if asked.len() == 1 { "continue" } else { "terminate" }.to_owned())
+        });
+    let options = GuestOptions {
+        hooks: Some(Box::new(outbound)),
+        host: Some(Box::new(host)),
+        ..Default::default()
+    };
+    let mut guest = Guest::instantiate(super::WORLD, options).await;
+    let mut cfg = config();
+    cfg.loop_detection = Some(LoopDetection {
+        max_repetitions: Some(2),
+        window: None,
+        action: LoopAction::Callback,
+    });
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    assert!(result.loop_detected);
+    assert_eq!(*asked.lock().expect("lock"), [2, 3]);
+    assert_eq!(log.len(), 3, "continue went on, terminate ended");
+    assert_eq!(result.tool_calls.len(), 2);
 }
 
 #[tokio::test]

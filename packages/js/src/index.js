@@ -196,18 +196,23 @@ function toolEntry(tool, where) {
 
 /**
  * Copies OMA's context and loop options into the component's configuration, and returns the
- * callbacks that stay on this side (a `custom` strategy's `compress`). An `onLoopDetected`
- * callback is refused here by name, so it is never dropped on the way to JSON.
+ * callbacks that stay on this side (a `custom` strategy's `compress`, an `onLoopDetected`
+ * function), which the session asks for by steps.
  */
 function contextOptions(config, json) {
   for (const key of CONTEXT_KEYS) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
   const loop = config.loopDetection
+  let onLoopDetected
+  if (isObject(loop) && loop.onLoopDetected === 'callback') {
+    // The component's word for a function on this side, not one of OMA's.
+    throw new TypeError('`loopDetection.onLoopDetected` must be "warn", "terminate" or a function')
+  }
   if (isObject(loop) && typeof loop.onLoopDetected === 'function') {
-    throw new TypeError(
-      'loopDetection.onLoopDetected as a function is not supported by oma-component; use "warn" or "terminate"',
-    )
+    // OMA's function stays here: the session asks it (a `decide-loop` step) on each loop.
+    onLoopDetected = loop.onLoopDetected
+    json.loopDetection = { ...loop, onLoopDetected: 'callback' }
   }
   const strategy = config.contextStrategy
   if (isObject(strategy) && strategy.type === 'custom') {
@@ -217,9 +222,9 @@ function contextOptions(config, json) {
       throw new TypeError('contextStrategy.compress must be a function for contextStrategy.type "custom"')
     }
     json.contextStrategy = { type: 'custom' }
-    return { compress: strategy.compress }
+    return { compress: strategy.compress, onLoopDetected }
   }
-  return {}
+  return { onLoopDetected }
 }
 
 const BACKEND_KEYS = ['kind', 'command', 'args', 'cwd', 'env', 'timeoutMs', 'input', 'permission', 'send']
@@ -328,8 +333,9 @@ function prepareConfig(config, registry, executor) {
       role: config.systemPrompt?.slice(0, 50) ?? 'assistant',
       beforeRun: config.beforeRun ?? null,
       afterRun: config.afterRun ?? null,
-      // The `custom` context strategy's function.
+      // The `custom` context strategy's function and OMA's `onLoopDetected` function.
       compress: callbacks.compress ?? null,
+      onLoopDetected: callbacks.onLoopDetected ?? null,
       onToolCall: config.onToolCall,
       credentials: config.credentials,
       cwd: config.cwd,
@@ -949,6 +955,20 @@ async function* drive(session, host, run) {
         case 'external-send': {
           const reply = external(host, run, step.val)
           settle('external', reply.then((val) => (s) => s.answer({ tag: 'external', val })))
+          break
+        }
+        case 'decide-loop': {
+          // OMA's onLoopDetected function: its word decides (terminate, warn, inject; anything
+          // else goes on); what it throws fails the run.
+          const info = { kind: step.val.kind, repetitions: step.val.repetitions, detail: step.val.detail }
+          const answer = (async () => {
+            try {
+              return { tag: 'ok', val: String(await host.onLoopDetected(info)) }
+            } catch (error) {
+              return { tag: 'err', val: errorMessage(error) }
+            }
+          })()
+          settle('loop-decision', answer.then((val) => (s) => s.answer({ tag: 'loop-decision', val })))
           break
         }
         case 'compress': {

@@ -61,7 +61,7 @@ test("loopDetection: 'terminate' ends at the first loop; bad settings are typed 
   server.reset()
   assert.throws(() => agent({ loopDetection: { maxRepetitions: 0 } }), /`loopDetection.maxRepetitions` must be a positive integer/)
   assert.throws(() => agent({ loopDetection: { onLoopDetected: 'stop' } }), /`loopDetection.onLoopDetected` must be "warn" or "terminate"/)
-  assert.throws(() => agent({ loopDetection: { onLoopDetected: () => 'continue' } }), /onLoopDetected as a function is not supported/)
+  assert.throws(() => agent({ loopDetection: { onLoopDetected: 'callback' } }), /`loopDetection.onLoopDetected` must be "warn", "terminate" or a function/)
   assert.throws(() => agent({ contextStrategy: { type: 'sliding-window' } }), /missing field `contextStrategy.maxTurns`/)
   assert.throws(() => agent({ contextStrategy: { type: 'compact', maxTokens: '9' } }), /`contextStrategy.maxTokens` must be/)
   assert.throws(() => agent({ contextStrategy: { type: 'summarize' } }), /missing field `contextStrategy.maxTokens`/)
@@ -69,6 +69,36 @@ test("loopDetection: 'terminate' ends at the first loop; bad settings are typed 
   assert.throws(() => agent({ compressToolResults: 'yes' }), /`compressToolResults` must be a boolean or \{minChars: number\}/)
   assert.throws(() => agent({ preserveReasoningAsText: 'yes' }), /`preserveReasoningAsText` must be a boolean/)
   assert.equal(server.requests.length, 0)
+})
+
+test('loopDetection.onLoopDetected as a function: announced, then asked; its word decides; a throw fails the run', async () => {
+  server.queue(same(), same(), same(), same())
+  const asked = []
+  const words = ['continue', 'inject', 'warn']
+  const events = await collect(agent({
+    loopDetection: { maxRepetitions: 2, onLoopDetected: async (info) => { asked.push(info); return words.shift() } },
+  }).stream('go'))
+  assert.deepEqual(asked.map((i) => [i.kind, i.repetitions]), [['tool_repetition', 2], ['tool_repetition', 3], ['tool_repetition', 4]])
+  assert.equal(events.filter((e) => e.type === 'loop_detected').length, 3)
+  const done = events.at(-1)
+  assert.equal(done.data.success, true)
+  assert.equal(done.data.loopDetected, true)
+  assert.equal(server.requests.length, 4)
+  const warned = server.requests[3].body.messages.at(-1).content
+  assert.match(warned[1].text, /^WARNING: You appear to be repeating the same tool calls/)
+
+  server.reset()
+  server.queue(same(), same())
+  const failed = await agent({ loopDetection: { maxRepetitions: 2, onLoopDetected: () => { throw new Error('decider broke') } } }).run('go')
+  assert.equal(failed.success, false)
+  assert.equal(failed.output, 'decider broke')
+  assert.equal(server.requests.length, 2)
+  server.reset()
+  server.queue(same(), same())
+  const ended = await agent({ loopDetection: { maxRepetitions: 2, onLoopDetected: () => 'terminate' } }).run('go')
+  assert.equal(ended.success, true)
+  assert.equal(ended.loopDetected, true)
+  assert.equal(ended.toolCalls.length, 1)
 })
 
 test('contextStrategy sliding-window and compressToolResults shrink what is sent, not the result', async () => {

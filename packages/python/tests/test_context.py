@@ -51,8 +51,8 @@ def test_terminate_and_bad_settings(loop, anthropic):
         with pytest.raises(oma.OmaError) as caught:
             oma.Agent(**kwargs, **anthropic)
         assert message in str(caught.value), (kwargs, str(caught.value))
-    with pytest.raises(TypeError, match="callable"):
-        oma.Agent(loop_detection={"on_loop_detected": lambda info: "continue"}, **anthropic)
+    with pytest.raises(TypeError, match="must be 'warn', 'terminate' or a function"):
+        oma.Agent(loop_detection={"on_loop_detected": "callback"}, **anthropic)
     with pytest.raises(TypeError, match=r"context_strategy\['compress'\] must be callable"):
         oma.Agent(context_strategy={"type": "custom"}, **anthropic)
     assert loop.requests == []
@@ -139,6 +139,37 @@ def test_async_custom_strategy_awaits_an_async_compress(loop, anthropic):
 
     assert asyncio.run(main())["success"]
     assert len(loop.requests) == 1
+
+
+def test_on_loop_detected_function_decides(loop, anthropic):
+    # The same case as the JavaScript suite's: announced, then asked; OMA's words decide.
+    loop.script(*[Reply(sse=_tool_sse()) for _ in range(4)])
+    asked = []
+    words = ["continue", "inject", "warn"]
+
+    def decide(info):
+        asked.append((info["kind"], info["repetitions"]))
+        return words.pop(0)
+
+    agent = oma.Agent(tools=[add_tool()], loop_detection={"max_repetitions": 2, "on_loop_detected": decide},
+                      **anthropic)
+    events = list(agent.stream("go"))
+    assert asked == [("tool_repetition", 2), ("tool_repetition", 3), ("tool_repetition", 4)]
+    assert len([e for e in events if e["type"] == "loop_detected"]) == 3
+    result = events[-1]["data"]
+    assert result["success"] and result["loopDetected"]
+    assert len(loop.requests) == 4
+    warned = loop.requests[3]["body"]["messages"][-1]["content"]
+    assert warned[1]["text"].startswith("WARNING: You appear to be repeating the same tool calls")
+
+    def broken(info):
+        raise RuntimeError("decider broke")
+
+    loop.script(same(), same())
+    failed = oma.Agent(tools=[add_tool()], loop_detection={"max_repetitions": 2, "on_loop_detected": broken},
+                       **anthropic).run("go")
+    assert failed["success"] is False and failed["output"] == "decider broke"
+    assert len(loop.requests) == 2
 
 
 def test_sliding_window_and_tool_result_compression(loop, anthropic):

@@ -116,6 +116,9 @@ pub enum Step {
     Wait(u64),
     /// Call this tool; answer with [`Answer::Tool`] under the call's id.
     CallTool(crate::message::ToolUseBlock),
+    /// Call OMA's `onLoopDetected` function with this loop (already announced as an event);
+    /// answer with [`Answer::LoopDecision`].
+    DecideLoop(crate::agent::loop_detect::LoopInfo),
     /// Call the `custom` context strategy's function with the conversation about to be sent
     /// and its token estimate (OMA's `compress(messages, estimatedTokens)`); answer with
     /// [`Answer::Compressed`].
@@ -174,6 +177,8 @@ pub enum Due {
     External,
     /// The `custom` context strategy's messages.
     Compress,
+    /// The `onLoopDetected` function's decision.
+    LoopDecision,
 }
 
 /// The answer to a step.
@@ -195,6 +200,9 @@ pub enum Answer {
     /// What the `custom` context strategy's function returned, or how it failed (a thrown
     /// error as [`Error::Host`], an answer that is not messages as the error reading it).
     Compressed(Result<Vec<LlmMessage>, Error>),
+    /// What the `onLoopDetected` function answered (OMA's `"terminate"`, `"warn"`, `"inject"`,
+    /// anything else to go on), or its failure message (it threw), which ends the run.
+    LoopDecision(Result<String, String>),
 }
 
 /// What `run-agent` adds around a run.
@@ -338,6 +346,7 @@ impl RunMachine {
                 Some((call, _)) if call.awaits_answer() => vec![Due::Http],
                 Some(_) => Vec::new(),
                 None if turns.turn.awaits_compression() => vec![Due::Compress],
+                None if turns.turn.awaits_loop_decision() => vec![Due::LoopDecision],
                 None => turns.turn.pending_tools().map(Due::Tool).collect(),
             },
             Phase::Start(_) | Phase::Over(_) => Vec::new(),
@@ -529,6 +538,16 @@ impl RunMachine {
                 self.phase = Phase::Turns(turns);
                 Ok(())
             }
+            (Phase::Turns(mut turns), Answer::LoopDecision(answer))
+                if turns.call.is_none() && turns.turn.awaits_loop_decision() =>
+            {
+                // Due, so the loop takes it.
+                let _ = turns
+                    .turn
+                    .handle_loop_decision(answer.map_err(|message| Error::Host { message }));
+                self.phase = Phase::Turns(turns);
+                Ok(())
+            }
             (phase, answer) => {
                 self.phase = phase;
                 Err(self.refuse(answer))
@@ -673,6 +692,10 @@ impl RunMachine {
                         }
                     }
                 }
+                Some(Action::DecideLoop(info)) => {
+                    self.phase = Phase::Turns(turns);
+                    return Some(Step::DecideLoop(info));
+                }
                 Some(Action::Compress {
                     messages,
                     estimated_tokens,
@@ -808,6 +831,7 @@ impl RunMachine {
             Answer::Tool { .. } => "a tool outcome",
             Answer::External(_) => "an external backend's reply",
             Answer::Compressed(_) => "compressed messages",
+            Answer::LoopDecision(_) => "a loop decision",
         };
         let expected = if !self.queue.is_empty() {
             "no answer until the queued steps are polled"
@@ -819,6 +843,7 @@ impl RunMachine {
                 Phase::Turns(turns) => match &turns.call {
                     Some((call, _)) => call.expected(),
                     None if turns.turn.awaits_compression() => "the custom strategy's messages",
+                    None if turns.turn.awaits_loop_decision() => "the onLoopDetected decision",
                     None => "tool outcomes",
                 },
                 Phase::Over(_) => "nothing: the run is over",

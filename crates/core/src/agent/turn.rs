@@ -122,6 +122,9 @@ pub enum Action {
     SendRequest,
     /// Call this tool, then call [`TurnLoop::handle_tool_result`] with its id.
     CallTool(ToolUseBlock),
+    /// OMA's `onLoopDetected` function: ask the host what to do about this loop, then call
+    /// [`TurnLoop::handle_loop_decision`] with its answer.
+    DecideLoop(LoopInfo),
     /// The `custom` context strategy: hand the conversation about to be sent and its token
     /// estimate to the caller's function, then call [`TurnLoop::handle_compressed`] with what it
     /// returned.
@@ -148,6 +151,9 @@ enum State {
     /// The conversation was handed to the `custom` strategy's function; its answer is due, then
     /// the turn's request follows.
     AwaitingCompression,
+    /// A loop was found and the host's `onLoopDetected` function was asked; its answer is due,
+    /// then the turn goes on.
+    AwaitingLoopDecision(Box<PendingTurn>),
     /// The turn's tool calls were handed out; their results are due, in any order.
     AwaitingTools {
         calls: Vec<ToolUseBlock>,
@@ -207,6 +213,15 @@ pub struct TurnLoop {
     warning: Option<&'static str>,
     /// The last summary of the `summarize` strategy, reused while it covers the same turns.
     summary_cache: Option<SummaryCache>,
+}
+
+/// A turn held while the host decides on a loop it showed.
+#[derive(Debug)]
+struct PendingTurn {
+    info: LoopInfo,
+    text: String,
+    calls: Vec<ToolUseBlock>,
+    over_budget: Option<crate::agent::outcome::Failure>,
 }
 
 /// A summary request in flight and what the conversation becomes once it is answered.
@@ -368,24 +383,100 @@ impl TurnLoop {
             Some(guard) => guard.observe(&calls, &text),
             None => Verdict::Clear,
         };
+        if let Verdict::Ask(info) = verdict {
+            // Announced first, as OMA yields the event before it calls the function.
+            self.emit(Event::LoopDetected(info.clone()));
+            self.actions.push_back(Action::DecideLoop(info.clone()));
+            self.state = State::AwaitingLoopDecision(Box::new(PendingTurn {
+                info,
+                text,
+                calls,
+                over_budget,
+            }));
+            return Ok(());
+        }
+        self.after_verdict(verdict, true, text, calls, over_budget);
+        Ok(())
+    }
+
+    /// Whether the `onLoopDetected` decision is due.
+    pub fn awaits_loop_decision(&self) -> bool {
+        matches!(self.state, State::AwaitingLoopDecision(_))
+    }
+
+    /// Feeds the host's `onLoopDetected` answer (OMA's words: `"terminate"`, `"warn"`,
+    /// `"inject"`, anything else to go on), or its failure, which ends the run with it. Hands
+    /// the answer back, refused and changing nothing, when no decision is due.
+    #[must_use = "an answer that was not due is handed back, refused"]
+    pub fn handle_loop_decision(
+        &mut self,
+        answer: Result<String, Error>,
+    ) -> Result<(), Refused<Result<String, Error>>> {
+        if !self.awaits_loop_decision() {
+            let message = format!(
+                "unexpected answer: got a loop decision, the turn loop waits for {}",
+                self.expected()
+            );
+            return Err(Refused::new(answer, message));
+        }
+        let State::AwaitingLoopDecision(pending) =
+            std::mem::replace(&mut self.state, State::AwaitingResponse)
+        else {
+            return Ok(());
+        };
+        let PendingTurn {
+            info,
+            text,
+            calls,
+            over_budget,
+        } = *pending;
+        match answer {
+            Ok(action) => {
+                let verdict = match &mut self.loop_guard {
+                    Some(guard) => guard.decide(info, &action),
+                    None => Verdict::Continue,
+                };
+                self.after_verdict(verdict, false, text, calls, over_budget);
+            }
+            Err(error) => {
+                let _ = self.handle_failure(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rest of a turn once loop detection has spoken: the end, a warning, or the tool calls.
+    /// `announce` emits the loop event (already emitted when the host was asked).
+    fn after_verdict(
+        &mut self,
+        verdict: Verdict,
+        announce: bool,
+        text: String,
+        calls: Vec<ToolUseBlock>,
+        over_budget: Option<crate::agent::outcome::Failure>,
+    ) {
         let warning = match verdict {
-            Verdict::Clear => None,
+            Verdict::Clear | Verdict::Continue | Verdict::Ask(_) => None,
             Verdict::Warn(info) => {
                 let warning = info.kind.warning();
-                self.emit(Event::LoopDetected(info));
+                if announce {
+                    self.emit(Event::LoopDetected(info));
+                }
                 Some(warning)
             }
             Verdict::Terminate(info) => {
-                self.emit(Event::LoopDetected(info));
+                if announce {
+                    self.emit(Event::LoopDetected(info));
+                }
                 self.loop_detected = true;
                 let ending = over_budget.map_or(Ending::Completed, Ending::BudgetExceeded);
                 self.finish(text, ending);
-                return Ok(());
+                return;
             }
         };
         if let Some(failure) = over_budget {
             self.finish(text, Ending::BudgetExceeded(failure));
-            return Ok(());
+            return;
         }
         if calls.is_empty() {
             match warning {
@@ -403,7 +494,7 @@ impl TurnLoop {
                 }
                 None => self.finish(text, Ending::Completed),
             }
-            return Ok(());
+            return;
         }
         self.warning = warning;
         for call in &calls {
@@ -422,7 +513,6 @@ impl TurnLoop {
             waiting,
             calls,
         };
-        Ok(())
     }
 
     /// Feeds the answer of the tool call `tool_use_id`. `is_error` marks a failed tool (the
@@ -539,6 +629,7 @@ impl TurnLoop {
         match self.state {
             State::AwaitingResponse | State::AwaitingSummary(_) => "a provider response",
             State::AwaitingCompression => "the custom context strategy's messages",
+            State::AwaitingLoopDecision(_) => "the onLoopDetected decision",
             State::AwaitingTools { .. } => "tool results",
             State::Finished => "nothing: the loop is over",
         }

@@ -549,6 +549,8 @@ class _Host:
     on_trace: Optional[Observer] = None
     # The ``custom`` context strategy's ``compress(messages, estimated_tokens)``.
     compress: Optional[Callable[..., Any]] = None
+    # OMA's ``onLoopDetected`` function: ``on_loop_detected(info)`` returns OMA's word.
+    on_loop_detected: Optional[Callable[..., Any]] = None
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -651,6 +653,28 @@ def _tool_run(host: _Host, call: Any, arguments: Any) -> Variant:
     except Exception as e:  # noqa: BLE001 - the model sees the failure
         return _tool_variant(call.id, error=e)
     return _tool_variant(call.id, value)
+
+
+def _loop_info(p: Any) -> Dict[str, Any]:
+    """The ``decide-loop`` step's loop as OMA's ``LoopDetectionInfo`` dict."""
+    return {"kind": p.kind, "repetitions": p.repetitions, "detail": p.detail}
+
+
+def _loop_variant(word: Any = None, error: Optional[BaseException] = None) -> Variant:
+    """OMA's ``onLoopDetected`` answer: its word (``terminate``, ``warn``, ``inject``; anything
+    else goes on), or its failure, which ends the run."""
+    if error is not None:
+        return Variant("loop-decision", Variant("err", _message(error)))
+    return Variant("loop-decision", Variant("ok", str(word)))
+
+
+def _loop_answer(host: _Host, p: Any) -> Variant:
+    try:
+        if host.on_loop_detected is None:
+            raise RuntimeError("no onLoopDetected function is configured")
+        return _loop_variant(_settle(host.on_loop_detected(_loop_info(p))))
+    except Exception as e:  # noqa: BLE001 - OMA: a throwing callback fails the run
+        return _loop_variant(error=e)
 
 
 def _compress_request(p: Any) -> Tuple[Any, int]:
@@ -934,6 +958,8 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 pending.start(functools.partial(_external_answer, host, p))
             elif tag == "compress":
                 pending.start(functools.partial(_compress_answer, host, p))
+            elif tag == "decide-loop":
+                pending.start(functools.partial(_loop_answer, host, p))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:
@@ -1178,6 +1204,18 @@ class _Spec:
             if not callable(self.compress):
                 raise TypeError("context_strategy['compress'] must be callable for the 'custom' strategy")
             options = {**options, "context_strategy": {"type": "custom"}}
+        #: OMA's ``onLoopDetected`` function, kept on this side; the component asks it on each
+        #: loop found (``"callback"`` in the component's configuration).
+        self.on_loop_detected: Optional[Callable[..., Any]] = None
+        detection = options.get("loop_detection")
+        if isinstance(detection, Mapping):
+            decide = detection.get("on_loop_detected", detection.get("onLoopDetected"))
+            if decide == "callback":
+                raise TypeError("loop_detection['on_loop_detected'] must be 'warn', 'terminate' or a function")
+            if callable(decide):
+                self.on_loop_detected = decide
+                rest = {k: v for k, v in detection.items() if k not in ("on_loop_detected", "onLoopDetected")}
+                options = {**options, "loop_detection": {**rest, "on_loop_detected": "callback"}}
         context = {_CONTEXT_KEYS[k]: _camel(v) for k, v in options.items() if k in _CONTEXT_KEYS and v is not None}
         options = {k: v for k, v in options.items() if k not in _CONTEXT_KEYS}
         options = dict(options)
@@ -1233,6 +1271,7 @@ class _Spec:
     def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
         return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
                      on_progress=on_progress, on_case=on_case, on_trace=self.on_trace, compress=self.compress,
+                     on_loop_detected=self.on_loop_detected,
                      max_response_bytes=self.max_response_bytes, agent_info=self.agent_info)
 
     def session_options(self, seed: int) -> Any:

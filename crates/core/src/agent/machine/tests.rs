@@ -81,6 +81,10 @@ struct Host {
     compress: Option<CompressFn>,
     /// What it was given: the number of messages and the estimate.
     compressions: Vec<(usize, u64)>,
+    /// The `onLoopDetected` function's answers, in turn.
+    loop_decisions: VecDeque<Result<String, String>>,
+    /// The loops it was shown.
+    loops: Vec<crate::agent::loop_detect::LoopInfo>,
 }
 
 type CompressFn = Box<dyn Fn(Vec<LlmMessage>) -> Result<Vec<LlmMessage>, Error>>;
@@ -151,6 +155,10 @@ impl Host {
                 Step::External { text, .. } => {
                     self.external.push(text);
                     Answer::External(self.backend.clone().expect("a scripted backend"))
+                }
+                Step::DecideLoop(info) => {
+                    self.loops.push(info);
+                    Answer::LoopDecision(self.loop_decisions.pop_front().expect("a decision"))
                 }
                 Step::Compress {
                     messages,
@@ -1275,5 +1283,68 @@ fn a_custom_strategy_hands_the_conversation_to_the_host_before_every_request() {
         assert!(!outcome.success());
         assert!(outcome.output.starts_with(message), "{}", outcome.output);
         assert!(host.sent.is_empty(), "nothing sent");
+    }
+}
+
+/// OMA's `onLoopDetected` as a function: the loop is announced, then the host is asked; its
+/// words decide (`"continue"` goes on, `"inject"` warns, `"terminate"` ends, a warning already
+/// given ends the run on `"warn"` again), and a failing function fails the run.
+#[test]
+fn an_on_loop_detected_function_decides_through_the_host() {
+    use crate::agent::loop_detect::{LoopAction, LoopDetection};
+    let mut settings = settings("anthropic");
+    settings.loop_detection = Some(LoopDetection {
+        max_repetitions: 2,
+        window: 4,
+        action: LoopAction::Ask,
+    });
+    let spec = settings.into_spec().expect("valid").0;
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let same = tool_reply("t1");
+    let answered = |host: &mut Host| {
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text("r".into()),
+            is_error: None,
+        });
+    };
+    // continue, then inject (a warning after the tool results), then warn again: the end.
+    let mut host = Host::replying(&[(200, &same), (200, &same), (200, &same), (200, &same)]);
+    answered(&mut host);
+    host.loop_decisions = ["continue", "inject", "warn"]
+        .iter()
+        .map(|w| Ok((*w).to_owned()))
+        .collect();
+    let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(outcome.success() && outcome.loop_detected, "{outcome:?}");
+    assert_eq!(host.loops.len(), 3);
+    assert_eq!(host.loops[0].repetitions, 2);
+    assert_eq!(host.sent.len(), 4);
+    let third = &host.sent_bodies()[3]["messages"];
+    let warned = &third[third.as_array().map_or(0, Vec::len) - 1]["content"];
+    assert!(warned[1]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("WARNING: You appear to be repeating")));
+    let loop_events = host
+        .events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Turn(Event::LoopDetected(_))))
+        .count();
+    assert_eq!(loop_events, 3, "each loop announced once");
+
+    // terminate at once; a failing function ends the run with its message.
+    for (decision, success) in [
+        (Ok("terminate".to_owned()), true),
+        (Err("decider broke".to_owned()), false),
+    ] {
+        let mut host = Host::replying(&[(200, &same), (200, &same)]);
+        answered(&mut host);
+        host.loop_decisions = [decision].into_iter().collect();
+        let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+        assert_eq!(outcome.success(), success, "{outcome:?}");
+        assert_eq!(host.sent.len(), 2);
+        assert_eq!(host.tools.len(), 1, "the looping turn's calls are not made");
+        if !success {
+            assert_eq!(outcome.output, "decider broke");
+        }
     }
 }

@@ -463,6 +463,7 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
                 outcome: ToolOutcome {
                     content,
                     is_error: tool.is_error,
+                    gate: tool.gate.map(from_wit_gate),
                 },
             }
         }

@@ -118,11 +118,16 @@ pub(super) fn to_wit_trace(event: TraceEvent) -> ex::TraceEvent {
             is_error,
             input,
             output,
+            gate,
         } => ex::TraceData::ToolCall(ex::ToolCallTrace {
             tool,
             is_error,
             input: input.to_string(),
             output,
+            gate: gate.map(|gate| ex::ToolGate {
+                action: gate.action,
+                reason: gate.reason,
+            }),
         }),
         TraceData::Agent {
             turns,
@@ -231,10 +236,19 @@ pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
     }
 }
 
+/// A gate's decision from the WIT.
+pub(super) fn from_wit_gate(gate: ex::ToolGate) -> oma_core::agent::exchange::ToolGate {
+    oma_core::agent::exchange::ToolGate {
+        action: gate.action,
+        reason: gate.reason,
+    }
+}
+
 pub(super) fn from_wit_tool_outcome(outcome: ex::ToolOutcome) -> ToolOutcome {
     ToolOutcome {
         content: from_wit_content(outcome.content),
         is_error: outcome.is_error,
+        gate: outcome.gate.map(from_wit_gate),
     }
 }
 

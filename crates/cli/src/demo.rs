@@ -157,6 +157,7 @@ pub async fn demo() -> Result<String, Failure> {
                     .unwrap_or_default()
             )),
             is_error: None,
+            gate: None,
         });
     let log = host.log();
     let mut guest = guest_with(GuestOptions {

@@ -93,6 +93,7 @@ fn run(n: usize) -> (bool, Duration, String) {
                 outcome: ToolOutcome {
                     content: ToolResultContent::Text("ok".into()),
                     is_error: None,
+                    gate: None,
                 },
             },
             _ => continue,

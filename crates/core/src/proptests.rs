@@ -649,6 +649,7 @@ mod machine_answers {
                     outcome: ToolOutcome {
                         content: ToolResultContent::Text("r".into()),
                         is_error,
+                        gate: None,
                     },
                 }
             }),

@@ -296,6 +296,7 @@ impl StepHost for NoHost {
         ToolOutcome {
             content: ToolResultContent::Text(crate::NO_TOOLS.into()),
             is_error: Some(true),
+            gate: None,
         }
     }
 

@@ -191,6 +191,7 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
             outcome: ToolOutcome {
                 content: ToolResultContent::Text(rules::NO_TOOLS.into()),
                 is_error: Some(true),
+                gate: None,
             },
         }),
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),

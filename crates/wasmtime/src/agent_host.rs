@@ -28,6 +28,7 @@ pub trait AgentHost: Send {
         ToolOutcome {
             content: ToolResultContent::Text(format!("Tool \"{}\" is not available", call.name)),
             is_error: Some(true),
+            gate: None,
         }
     }
 

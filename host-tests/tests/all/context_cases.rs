@@ -57,6 +57,7 @@ async fn bench(replies: Vec<Value>) -> (Guest, RequestLog) {
     let host = ScriptedHost::new().with_tool(|_call: &ToolUseBlock| ToolOutcome {
         content: ToolResultContent::Text("x".repeat(40)),
         is_error: None,
+        gate: None,
     });
     let options = GuestOptions {
         hooks: Some(Box::new(outbound)),
@@ -295,6 +296,7 @@ async fn a_custom_strategy_asks_the_host_before_every_request() {
         .with_tool(|_call: &ToolUseBlock| ToolOutcome {
             content: ToolResultContent::Text("x".repeat(40)),
             is_error: None,
+            gate: None,
         })
         .with_compress(move |mut messages: Vec<LlmMessage>, estimated: u64| {
             record.lock().expect("lock").push((messages.len(), estimated));
@@ -353,6 +355,7 @@ async fn an_on_loop_detected_function_decides_through_the_host() {
         .with_tool(|_call: &ToolUseBlock| ToolOutcome {
             content: ToolResultContent::Text("r".into()),
             is_error: None,
+            gate: None,
         })
         .with_loop_decider(move |info| {
             let mut asked = record.lock().expect("lock");

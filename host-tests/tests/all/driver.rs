@@ -211,6 +211,7 @@ async fn a_json_session_takes_and_gives_oma_json() {
         id: "t1".into(),
         content: "{not json".into(),
         is_error: None,
+        gate: None,
     });
     let error = answer(&mut guest, session, bad)
         .await
@@ -221,6 +222,7 @@ async fn a_json_session_takes_and_gives_oma_json() {
         id: "t1".into(),
         content: parts,
         is_error: Some(false),
+        gate: None,
     });
     answer(&mut guest, session, good)
         .await

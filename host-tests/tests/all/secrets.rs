@@ -94,6 +94,7 @@ async fn sweep(world: World) {
         .with_tool(|_| ToolOutcome {
             content: ToolResultContent::Text("found".into()),
             is_error: None,
+            gate: None,
         });
     let log = host.log();
     let mut guest = AnyGuest::instantiate(

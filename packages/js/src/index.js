@@ -665,6 +665,11 @@ async function callTool(host, run, call) {
     }
     // OMA's result block carries `result.isError` as the tool gave it: `false` is sent.
     outcome = { content: result.modelOutput ?? result.data, isError: result.isError }
+    // The gate's decision, for the trace (OMA's gated, gateAction, gateReason).
+    const gate = result.metadata?.toolCallGate
+    if (gate && typeof gate.action === 'string') {
+      outcome.gate = { action: gate.action, reason: typeof gate.reason === 'string' ? gate.reason : undefined }
+    }
   } else if (typeof entry.tool.execute !== 'function') {
     outcome = { content: `Tool "${call.name}" has no execute function`, isError: true }
   } else {
@@ -691,14 +696,14 @@ function answerTool(session, id, outcome) {
     outcome = { ...outcome, isError: true }
   }
   try {
-    session.answer({ tag: 'tool-json', val: { id, content, isError: outcome.isError } })
+    session.answer({ tag: 'tool-json', val: { id, content, isError: outcome.isError, gate: outcome.gate } })
   } catch (e) {
     const error = fromComponent(e)
     if (!(error instanceof InvalidMessageError)) throw error
     // Content the component cannot read as OMA JSON: report it to the model as a failure.
     session.answer({
       tag: 'tool-json',
-      val: { id, content: JSON.stringify(error.message), isError: true },
+      val: { id, content: JSON.stringify(error.message), isError: true, gate: outcome.gate },
     })
   }
 }

@@ -806,6 +806,30 @@ test("onTrace: OMA's llm_call, tool_call and agent events, one run id, a throwin
   assert.deepEqual(seen.map((e) => e.type), ['llm_call', 'agent'])
 })
 
+test("onTrace: a tool call an onToolCall gate decided carries OMA's gated, gateAction and redacted gateReason", async () => {
+  server.queue(anthropicToolUse([['t1', 'lookup', { q: 1 }], ['t2', 'lookup', { q: 2 }]]), anthropicMessage('done'))
+  const { defineTool } = await import('../src/index.js')
+  const { z } = await import('zod')
+  const lookup = defineTool({ name: 'lookup', description: 'd', inputSchema: z.object({ q: z.number() }), execute: async () => ({ data: 'found' }) })
+  const events = []
+  const onToolCall = ({ input }) => (input.q === 1 ? { action: 'allow' } : { action: 'deny', reason: 'password=hunter22 is wrong' })
+  const result = await agent({ customTools: [lookup], onToolCall }).run('hi', { onTrace: (e) => events.push(e) })
+  assert.equal(result.success, true)
+  const calls = events.filter((e) => e.type === 'tool_call')
+  assert.equal(calls.length, 2)
+  const allowed = calls.find((e) => e.output === 'found')
+  const denied = calls.find((e) => e.isError)
+  assert.deepEqual([allowed.gated, allowed.gateAction, 'gateReason' in allowed], [true, 'allow', false])
+  assert.deepEqual([denied.gated, denied.gateAction, denied.gateReason], [true, 'deny', 'password=[redacted] is wrong'])
+  assert.deepEqual(Object.keys(denied).slice(Object.keys(denied).indexOf('isError'), Object.keys(denied).indexOf('isError') + 4),
+    ['isError', 'gated', 'gateAction', 'gateReason'])
+  // Without a gate, none of the fields.
+  server.queue(anthropicToolUse([['t3', 'lookup', { q: 1 }]]), anthropicMessage('done'))
+  const plain = []
+  await agent({ customTools: [lookup] }).run('hi', { onTrace: (e) => plain.push(e) })
+  assert.equal('gated' in plain.find((e) => e.type === 'tool_call'), false)
+})
+
 test('OpenMultiAgent onTrace traces runAgent with the agent name as traceAgent', async () => {
   server.queue(anthropicMessage('ok'))
   const events = []

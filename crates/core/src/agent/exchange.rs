@@ -23,6 +23,15 @@ pub enum HookAnswer {
     Rejected(Error),
 }
 
+/// What a tool-call gate (OMA's `onToolCall`, run by the host before the tool) decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolGate {
+    /// `allow`, `deny` or `suspend`.
+    pub action: String,
+    /// The gate's reason, when it gave one.
+    pub reason: Option<String>,
+}
+
 /// What a tool returned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutcome {
@@ -32,6 +41,8 @@ pub struct ToolOutcome {
     /// result block carries exactly this, so `Some(false)` is sent as `is_error: false` by the
     /// wire formats that have the field and `None` leaves it out.
     pub is_error: Option<bool>,
+    /// The gate's decision, when a gate decided the call; traced on the `tool_call` event.
+    pub gate: Option<ToolGate>,
 }
 
 impl ToolOutcome {

@@ -514,6 +514,7 @@ impl RunMachine {
                                 &result.tool_use_id,
                                 &result.content,
                                 outcome.is_error == Some(true),
+                                outcome.gate.clone(),
                             );
                         }
                         turns

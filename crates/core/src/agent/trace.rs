@@ -74,6 +74,9 @@ pub enum TraceData {
         input: Value,
         /// The answer as text (media as placeholders), secrets redacted.
         output: String,
+        /// The gate's decision (OMA's `gated`, `gateAction`, `gateReason`), its reason
+        /// redacted; `None` when no gate decided the call.
+        gate: Option<crate::agent::exchange::ToolGate>,
     },
     /// The whole run.
     Agent {
@@ -153,9 +156,17 @@ impl TraceEvent {
                 is_error,
                 input,
                 output,
+                gate,
             } => {
                 out.insert("tool".into(), json!(tool));
                 out.insert("isError".into(), json!(is_error));
+                if let Some(gate) = gate {
+                    out.insert("gated".into(), json!(true));
+                    out.insert("gateAction".into(), json!(gate.action));
+                    if let Some(reason) = gate.reason.as_deref().filter(|r| !r.is_empty()) {
+                        out.insert("gateReason".into(), json!(reason));
+                    }
+                }
                 out.insert("input".into(), input.clone());
                 out.insert("output".into(), json!(output));
             }
@@ -359,7 +370,13 @@ impl Tracer {
     }
 
     /// The tool call `id` was answered with `content`; its event ends at the next poll.
-    pub(crate) fn tool_answered(&mut self, id: &str, content: &ToolResultContent, is_error: bool) {
+    pub(crate) fn tool_answered(
+        &mut self,
+        id: &str,
+        content: &ToolResultContent,
+        is_error: bool,
+        gate: Option<crate::agent::exchange::ToolGate>,
+    ) {
         let Some(at) = self.tools.iter().position(|open| open.id == id) else {
             return;
         };
@@ -369,6 +386,11 @@ impl Tracer {
             is_error,
             input: open.input,
             output: redact_secrets(&summarize_tool_result(content)),
+            // OMA redacts the reason as text, and keeps the action as the gate gave it.
+            gate: gate.map(|gate| crate::agent::exchange::ToolGate {
+                action: gate.action,
+                reason: gate.reason.map(|reason| redact_secrets(&reason)),
+            }),
         };
         let event = self.event(open.start_ms, open.start_ms, data);
         self.answered.push(event);

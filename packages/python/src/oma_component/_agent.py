@@ -400,7 +400,7 @@ def _tool_variant(call_id: str, value: Any = None, error: Optional[BaseException
         text = _dumps(content)
     except (TypeError, ValueError) as e:
         text, is_error = _dumps(f"tool result is not JSON data: {_message(e)}"), True
-    return Variant("tool-json", record(id=call_id, content=text, is_error=is_error))
+    return Variant("tool-json", record(id=call_id, content=text, is_error=is_error, gate=None))
 
 
 def _unknown_tool(name: str) -> str:
@@ -432,7 +432,7 @@ def _answer(rt: Runtime, generation: int, session: Any, answer: Any, tool_id: Op
         if tool_id is None:
             raise
         rt.call("[method]session.answer", session,
-                Variant("tool-json", record(id=tool_id, content=_dumps(e.message), is_error=True)),
+                Variant("tool-json", record(id=tool_id, content=_dumps(e.message), is_error=True, gate=None)),
                 generation=generation)
 
 

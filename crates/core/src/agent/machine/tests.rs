@@ -308,6 +308,7 @@ fn a_run_past_its_deadline_ends_as_a_timeout() {
         tool: Some(ToolOutcome {
             content: ToolResultContent::Text("more".into()),
             is_error: None,
+            gate: None,
         }),
         ..Host::default()
     };
@@ -389,6 +390,7 @@ fn tool_loops_and_broken_tool_answers() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
         is_error: None,
+        gate: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(outcome.success());
@@ -404,6 +406,7 @@ fn tool_loops_and_broken_tool_answers() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Parts(vec![]),
         is_error: None,
+        gate: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert_eq!(
@@ -427,6 +430,7 @@ fn a_tools_is_error_travels_as_the_tool_said_it() {
         host.tool = Some(ToolOutcome {
             content: ToolResultContent::Text("42".into()),
             is_error: said,
+            gate: None,
         });
         let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
         assert!(outcome.success());
@@ -501,6 +505,7 @@ fn time_comes_from_the_host() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("x".into()),
         is_error: None,
+        gate: None,
     });
     let mut machine = agent.start(text("q"), false, 1).expect("valid");
     machine.spec.turn.max_turns = 1;
@@ -524,6 +529,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         outcome: ToolOutcome {
             content: ToolResultContent::Text("x".into()),
             is_error: None,
+            gate: None,
         },
     };
     // Before the first step.
@@ -571,6 +577,7 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         outcome: ToolOutcome {
             content: ToolResultContent::Text("x".into()),
             is_error: None,
+            gate: None,
         },
     };
     let error = machine.handle(unknown).expect_err("unknown id");
@@ -730,6 +737,7 @@ fn tool_answer(id: &str) -> Answer {
         outcome: ToolOutcome {
             content: ToolResultContent::Text(format!("result {id}")),
             is_error: None,
+            gate: None,
         },
     }
 }
@@ -911,6 +919,7 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
         is_error: None,
+        gate: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(!outcome.success());
@@ -927,6 +936,7 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
         is_error: None,
+        gate: None,
     });
     let outcome = host.drive_long(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(outcome.success(), "{}", outcome.output);
@@ -950,6 +960,7 @@ fn a_traced_run_hands_out_omas_trace_events() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("token=abcdef123456 found".into()),
         is_error: None,
+        gate: None,
     });
     let options = TraceOptions {
         run_id: Some("run-7".into()),
@@ -992,7 +1003,9 @@ fn a_traced_run_hands_out_omas_trace_events() {
             is_error,
             input,
             output,
+            gate,
         } => {
+            assert_eq!(gate, &None, "no gate decided this call");
             assert_eq!(tool, "lookup");
             assert!(!is_error);
             assert_eq!(input, &json!({"q": 1}));
@@ -1229,6 +1242,7 @@ fn a_custom_strategy_hands_the_conversation_to_the_host_before_every_request() {
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
         is_error: None,
+        gate: None,
     });
     // Keeps only the last message.
     host.compress = Some(Box::new(|mut messages: Vec<LlmMessage>| {
@@ -1305,6 +1319,7 @@ fn an_on_loop_detected_function_decides_through_the_host() {
         host.tool = Some(ToolOutcome {
             content: ToolResultContent::Text("r".into()),
             is_error: None,
+            gate: None,
         });
     };
     // continue, then inject (a warning after the tool results), then warn again: the end.
@@ -1345,6 +1360,61 @@ fn an_on_loop_detected_function_decides_through_the_host() {
         assert_eq!(host.tools.len(), 1, "the looping turn's calls are not made");
         if !success {
             assert_eq!(outcome.output, "decider broke");
+        }
+    }
+}
+
+/// OMA's gate fields on `tool_call`: when the host says a gate decided the call, the event
+/// carries `gated`, `gateAction` and the reason redacted (left out when empty), in OMA's order.
+#[test]
+fn a_gated_tool_call_traces_the_gates_decision() {
+    use crate::agent::exchange::ToolGate;
+    use crate::agent::trace::TraceOptions;
+    for (gate, expected) in [
+        (
+            ToolGate {
+                action: "deny".into(),
+                reason: Some("password=hunter22 is not allowed".into()),
+            },
+            json!({"gated": true, "gateAction": "deny",
+                   "gateReason": "password=[redacted] is not allowed"}),
+        ),
+        (
+            ToolGate {
+                action: "allow".into(),
+                reason: Some(String::new()),
+            },
+            json!({"gated": true, "gateAction": "allow"}),
+        ),
+    ] {
+        let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text("Tool \"lookup\" denied by onToolCall.".into()),
+            is_error: Some(true),
+            gate: Some(gate),
+        });
+        let mut machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9)
+            .with_trace(TraceOptions::default());
+        assert!(host.drive(&mut machine).success());
+        let event = host
+            .traces
+            .iter()
+            .find(|e| e.kind() == "tool_call")
+            .expect("a tool_call event")
+            .to_json();
+        let keys: Vec<&str> = event
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let at = keys.iter().position(|k| *k == "isError").expect("isError");
+        assert_eq!(keys[at + 1], "gated", "{keys:?}");
+        for (key, value) in expected.as_object().expect("object") {
+            assert_eq!(&event[key], value, "{event}");
+        }
+        if expected.get("gateReason").is_none() {
+            assert!(event.get("gateReason").is_none());
         }
     }
 }

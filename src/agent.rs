@@ -141,6 +141,28 @@ impl StepHost for HostImports {
     fn trace(&mut self, event: oma_core::agent::trace::TraceEvent) {
         host::trace(&to_wit_trace(event));
     }
+
+    fn on_loop_detected(
+        &mut self,
+        agent: &str,
+        info: oma_core::agent::loop_detect::LoopInfo,
+    ) -> Result<String, String> {
+        host::on_loop_detected(agent, &to_wit_loop_info(info))
+    }
+
+    fn compress(
+        &mut self,
+        agent: &str,
+        messages: Vec<oma_core::message::LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<oma_core::message::LlmMessage>, oma_core::error::Error> {
+        let messages: Vec<_> = messages.into_iter().map(to_wit_message).collect();
+        match host::compress(agent, &messages, estimated_tokens) {
+            // Checked by the loop with OMA's rules.
+            Ok(messages) => from_wit_messages(messages),
+            Err(message) => Err(oma_core::error::Error::Host { message }),
+        }
+    }
 }
 
 /// A run on the wasi step loop, its events handed out one at a time.

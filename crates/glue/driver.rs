@@ -338,6 +338,18 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
             kind: to_wit_external(kind),
             text,
         }),
+        Step::DecideLoop(info) => dr::Step::DecideLoop(to_wit_loop_info(info)),
+        Step::Compress {
+            messages,
+            estimated_tokens,
+        } => dr::Step::Compress(dr::CompressRequest {
+            messages: if json {
+                dr::CompressMessages::Json(json::messages_to_json(&messages))
+            } else {
+                dr::CompressMessages::Typed(messages.into_iter().map(to_wit_message).collect())
+            },
+            estimated_tokens,
+        }),
         Step::Event(event) => dr::Step::Event(to_wit_event(event)),
         Step::Progress(event) => dr::Step::Progress(to_wit_progress(event)),
         Step::Evaluation(record) => dr::Step::Evaluation(if json {
@@ -369,6 +381,8 @@ fn to_wit_due(due: Due) -> dr::Due {
         Due::Tool(id) => dr::Due::Tool(id),
         Due::External => dr::Due::External,
         Due::Validation => dr::Due::Validation,
+        Due::Compress => dr::Due::Compress,
+        Due::LoopDecision => dr::Due::LoopDecision,
     }
 }
 
@@ -451,6 +465,7 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
                 outcome: ToolOutcome {
                     content,
                     is_error: tool.is_error,
+                    gate: tool.gate.map(from_wit_gate),
                 },
             }
         }
@@ -463,5 +478,26 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
             })?))
         }
         dr::Answer::Validated(Err(message)) => Answer::Validated(Err(message)),
+        // What the strategy returned is input: read as OMA checks it (a typed list is checked
+        // by the loop with the same rules), never a failed call.
+        dr::Answer::Compressed(messages) => Answer::Compressed(from_wit_messages(messages)),
+        dr::Answer::CompressedJson(text) => Answer::Compressed(compressed_from_json(&text)),
+        dr::Answer::CompressFailed(message) => Answer::Compressed(Err(Error::Host { message })),
+        dr::Answer::LoopDecision(decision) => Answer::LoopDecision(decision),
     })
+}
+
+/// The `custom` strategy's answer as OMA JSON: anything but a non-empty list is OMA's
+/// `contextStrategy.custom.compress must return a non-empty LLMMessage[]`; a list is read with
+/// OMA's shape guard.
+fn compressed_from_json(text: &str) -> Result<Vec<oma_core::message::LlmMessage>, Error> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) if !items.is_empty() => {
+            json::messages_from_value(Value::Array(items))
+        }
+        _ => Err(Error::InvalidRequest {
+            message: "contextStrategy.custom.compress must return a non-empty LLMMessage[]"
+                .to_owned(),
+        }),
+    }
 }

@@ -123,11 +123,16 @@ pub(super) fn to_wit_trace(event: TraceEvent) -> ex::TraceEvent {
             is_error,
             input,
             output,
+            gate,
         } => ex::TraceData::ToolCall(ex::ToolCallTrace {
             tool,
             is_error,
             input: input.to_string(),
             output,
+            gate: gate.map(|gate| ex::ToolGate {
+                action: gate.action,
+                reason: gate.reason,
+            }),
         }),
         TraceData::Agent {
             turns,
@@ -236,10 +241,19 @@ pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
     }
 }
 
+/// A gate's decision from the WIT.
+pub(super) fn from_wit_gate(gate: ex::ToolGate) -> oma_core::agent::exchange::ToolGate {
+    oma_core::agent::exchange::ToolGate {
+        action: gate.action,
+        reason: gate.reason,
+    }
+}
+
 pub(super) fn from_wit_tool_outcome(outcome: ex::ToolOutcome) -> ToolOutcome {
     ToolOutcome {
         content: from_wit_content(outcome.content),
         is_error: outcome.is_error,
+        gate: outcome.gate.map(from_wit_gate),
     }
 }
 
@@ -279,15 +293,22 @@ pub(super) fn to_wit_event(event: AgentEvent) -> oc::AgentEvent {
         AgentEvent::Turn(Event::BudgetExceeded(exceeded)) => {
             oc::AgentEvent::BudgetExceeded(exceeded.to_string())
         }
-        AgentEvent::Turn(Event::LoopDetected(info)) => oc::AgentEvent::LoopDetected(oc::LoopInfo {
-            kind: info.kind.word().to_owned(),
-            repetitions: info.repetitions,
-            detail: info.detail,
-        }),
+        AgentEvent::Turn(Event::LoopDetected(info)) => {
+            oc::AgentEvent::LoopDetected(to_wit_loop_info(info))
+        }
         AgentEvent::Done(outcome) if outcome.success() => {
             oc::AgentEvent::Done(to_wit_result(outcome))
         }
         AgentEvent::Done(outcome) => oc::AgentEvent::Error(to_wit_result(outcome)),
+    }
+}
+
+/// OMA's `LoopDetectionInfo` as the WIT `loop-info`.
+pub(super) fn to_wit_loop_info(info: oma_core::agent::loop_detect::LoopInfo) -> oc::LoopInfo {
+    oc::LoopInfo {
+        kind: info.kind.word().to_owned(),
+        repetitions: info.repetitions,
+        detail: info.detail,
     }
 }
 
@@ -373,6 +394,7 @@ pub(super) fn from_wit_loop_detection(
         action: match detection.action {
             oc::LoopAction::Warn => LoopAction::Warn,
             oc::LoopAction::Terminate => LoopAction::Terminate,
+            oc::LoopAction::Callback => LoopAction::Ask,
         },
     })
 }
@@ -381,7 +403,9 @@ pub(super) fn from_wit_loop_detection(
 pub(super) fn from_wit_context(
     options: oc::ContextOptions,
 ) -> oma_core::agent::context::ContextOptions {
-    use oma_core::agent::context::{Compact, ContextOptions, ContextStrategy, ReasoningText};
+    use oma_core::agent::context::{
+        Compact, ContextOptions, ContextStrategy, ReasoningText, Summarize,
+    };
     ContextOptions {
         strategy: options.strategy.map(|strategy| match strategy {
             oc::ContextStrategy::SlidingWindow(max_turns) => {
@@ -403,6 +427,11 @@ pub(super) fn from_wit_context(
                     ..d
                 })
             }
+            oc::ContextStrategy::Summarize(s) => ContextStrategy::Summarize(Summarize {
+                max_tokens: s.max_tokens,
+                summary_model: s.summary_model,
+            }),
+            oc::ContextStrategy::Custom => ContextStrategy::Custom,
         }),
         compress_tool_results: options.compress_tool_results,
         preserve_reasoning_as_text: options.preserve_reasoning_as_text,

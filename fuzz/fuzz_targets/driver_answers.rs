@@ -91,7 +91,8 @@ fn answer(data: &mut &[u8]) -> Option<(Answer, u64)> {
             },
             outcome: ToolOutcome {
                 content: ToolResultContent::Text(String::from_utf8_lossy(bytes).into()),
-                is_error: arg & 4 != 0,
+                is_error: (arg & 4 != 0).then_some(true),
+                gate: None,
             },
         },
         _ => Answer::External(if arg % 2 == 0 {

@@ -156,7 +156,8 @@ pub async fn demo() -> Result<String, Failure> {
                     .and_then(|v| v["at"].as_str().map(str::to_owned))
                     .unwrap_or_default()
             )),
-            is_error: false,
+            is_error: None,
+            gate: None,
         });
     let log = host.log();
     let mut guest = guest_with(GuestOptions {

@@ -92,7 +92,8 @@ fn run(n: usize) -> (bool, Duration, String) {
                 id: call.id,
                 outcome: ToolOutcome {
                     content: ToolResultContent::Text("ok".into()),
-                    is_error: false,
+                    is_error: None,
+                    gate: None,
                 },
             },
             _ => continue,

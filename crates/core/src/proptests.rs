@@ -643,12 +643,13 @@ mod machine_answers {
                 })),
             ]
             .prop_map(Answer::Hook),
-            1 => (prop_oneof![Just("t1".to_owned()), ".{0,3}"], any::<bool>()).prop_map(|(id, is_error)| {
+            1 => (prop_oneof![Just("t1".to_owned()), ".{0,3}"], proptest::option::of(any::<bool>())).prop_map(|(id, is_error)| {
                 Answer::Tool {
                     id,
                     outcome: ToolOutcome {
                         content: ToolResultContent::Text("r".into()),
                         is_error,
+                        gate: None,
                     },
                 }
             }),

@@ -512,6 +512,24 @@ impl RunBody {
                 ),
             },
         };
+        // OMA's `onLoopDetected` function and `custom` strategy are the caller's code; an HTTP
+        // caller cannot answer them in the middle of a run, as it cannot answer tools.
+        if body.loop_detection.is_some_and(|detection| {
+            detection.action == oma_core::agent::loop_detect::LoopAction::Ask
+        }) {
+            return Err(o.invalid(
+                "loopDetection.onLoopDetected",
+                "must be \"warn\" or \"terminate\" in a gateway run (a function cannot be called over HTTP)",
+            ));
+        }
+        // OMA's `custom` strategy is the caller's function; an HTTP caller cannot answer it in
+        // the middle of a run, as it cannot answer tools.
+        if body.context.strategy == Some(oma_core::agent::context::ContextStrategy::Custom) {
+            return Err(o.invalid(
+                "contextStrategy.type",
+                "\"custom\" needs a function in the caller's process, which a gateway run cannot call; use \"sliding-window\", \"summarize\" or \"compact\"",
+            ));
+        }
         o.finish()?;
         Ok(body)
     }

@@ -417,7 +417,8 @@ impl StepHost for NoHost {
     fn call_tool(&mut self, _: &str, _: ToolUseBlock) -> ToolOutcome {
         ToolOutcome {
             content: ToolResultContent::Text(crate::NO_TOOLS.into()),
-            is_error: true,
+            is_error: Some(true),
+            gate: None,
         }
     }
 

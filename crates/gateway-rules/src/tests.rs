@@ -572,6 +572,10 @@ fn a_run_takes_loop_detection_and_context_options() {
             json!({"contextStrategy": {"type": "custom"}}),
             "contextStrategy.type",
         ),
+        (
+            json!({"loopDetection": {"onLoopDetected": "callback"}}),
+            "loopDetection.onLoopDetected",
+        ),
         (json!({"compressToolResults": 5}), "compressToolResults"),
     ] {
         let mut body = json!({"provider": "anthropic", "model": "m", "prompt": "a"});
@@ -584,6 +588,49 @@ fn a_run_takes_loop_detection_and_context_options() {
         assert_eq!(refused.status, 422, "{body}");
         assert!(refused.body.contains(field), "{body}: {}", refused.body);
     }
+}
+
+/// `/v1/run` takes OMA's `summarize` strategy: the summary request goes first, then the turn with
+/// the summary before the recent turns; a `summarize` without `maxTokens` is a `422` naming it.
+#[test]
+fn a_run_takes_the_summarize_strategy() {
+    let settings = configured();
+    let history = json!([
+        {"role": "user", "content": [{"type": "text", "text": "first"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "an old answer, long enough"}]},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello."}]},
+        {"role": "user", "content": [{"type": "text", "text": "third"}]},
+    ]);
+    let body = json!({"provider": "anthropic", "model": "claude-x", "messages": history,
+        "contextStrategy": {"type": "summarize", "maxTokens": 5}});
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let (outcome, _, sent) = drive(machine, &[(200, ANSWER), (200, ANSWER)]);
+    assert_eq!(sent.len(), 2);
+    let summary: Value = serde_json::from_str(&sent[0]).expect("JSON");
+    assert_eq!(summary["model"], "claude-x");
+    assert!(summary["messages"][0]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("Summarize the following conversation history")));
+    let turn: Value = serde_json::from_str(&sent[1]).expect("JSON");
+    let messages = turn["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(messages[2]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("[Conversation summary]\n")));
+    let reply = run_reply(&outcome, false, 10, settings.deadline_ms);
+    assert_eq!(body_json(&reply)["success"], json!(true));
+    let body = json!({"provider": "anthropic", "model": "m", "prompt": "a",
+        "contextStrategy": {"type": "summarize"}});
+    let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        .err()
+        .unwrap_or_else(|| panic!("a summarize without maxTokens was accepted"));
+    assert_eq!(refused.status, 422);
+    assert!(
+        refused.body.contains("contextStrategy.maxTokens"),
+        "{}",
+        refused.body
+    );
 }
 
 /// `"trace": true` returns OMA's trace events with the result (`llm_call`, then `agent`); with

@@ -190,13 +190,24 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
             id: call.id.clone(),
             outcome: ToolOutcome {
                 content: ToolResultContent::Text(rules::NO_TOOLS.into()),
-                is_error: true,
+                is_error: Some(true),
+                gate: None,
             },
         }),
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),
         // The gateway's schemas are checked by the core's validator; none asks the host.
         Step::Validate(_) => Some(Answer::Validated(Err(
             "Output validation failed:\n  - (root): this host has no validator of its own".into(),
+        ))),
+        // The gateway refuses the `custom` strategy before a run starts; should one get here,
+        // it fails rather than waits.
+        Step::Compress { .. } => Some(Answer::Compressed(Err(
+            oma_core::error::Error::InvalidRequest {
+                message: "contextStrategy \"custom\" is not available in a gateway run".into(),
+            },
+        ))),
+        Step::DecideLoop(_) => Some(Answer::LoopDecision(Err(
+            "loopDetection.onLoopDetected as a function is not available in a gateway run".into(),
         ))),
         Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_) => None,
         Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => return None,

@@ -60,6 +60,35 @@ pub trait StepHost {
     fn trace(&mut self, event: oma_core::agent::trace::TraceEvent) {
         let _ = event;
     }
+    /// Calls OMA's `onLoopDetected` function with a loop the run found: OMA's words back
+    /// (`"terminate"`, `"warn"`, `"inject"`, anything else to go on), or its failure. A host
+    /// without one keeps this default, which fails the run saying so.
+    fn on_loop_detected(
+        &mut self,
+        agent: &str,
+        info: oma_core::agent::loop_detect::LoopInfo,
+    ) -> Result<String, String> {
+        let _ = (agent, info);
+        Err(
+            "loopDetection.onLoopDetected needs a function, which this host does not provide"
+                .to_owned(),
+        )
+    }
+    /// Calls the `custom` context strategy's function (OMA's `compress(messages,
+    /// estimatedTokens)`) with the conversation about to be sent; `Err` when it failed. A host
+    /// without one (the gateway, which refuses the strategy) keeps this default, which fails
+    /// the run saying so.
+    fn compress(
+        &mut self,
+        agent: &str,
+        messages: Vec<oma_core::message::LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<oma_core::message::LlmMessage>, oma_core::error::Error> {
+        let _ = (agent, messages, estimated_tokens);
+        Err(oma_core::error::Error::InvalidRequest {
+            message: "contextStrategy \"custom\" needs a compress function, which this host does not provide".to_owned(),
+        })
+    }
 }
 
 /// What [`WasiRun::next`] has to tell.
@@ -167,6 +196,17 @@ impl<T: Transport> WasiRun<T> {
                     Step::Validate(_) => Answer::Validated(Err(
                         "Output validation failed:\n  - (root): this host has no validator of its own"
                             .into(),
+                    )),
+                    Step::DecideLoop(info) => {
+                        Answer::LoopDecision(host.on_loop_detected(self.machine.agent_name(), info))
+                    }
+                    Step::Compress {
+                        messages,
+                        estimated_tokens,
+                    } => Answer::Compressed(host.compress(
+                        self.machine.agent_name(),
+                        messages,
+                        estimated_tokens,
                     )),
                 }
             };

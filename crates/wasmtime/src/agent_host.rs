@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::bindings::oma::agent::exchange::{
     BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome, TraceEvent,
 };
-use crate::bindings::oma::agent::outcome::ExternalKind;
-use crate::bindings::oma::agent::types::{ToolResultContent, ToolUseBlock};
+use crate::bindings::oma::agent::outcome::{ExternalKind, LoopInfo};
+use crate::bindings::oma::agent::types::{LlmMessage, ToolResultContent, ToolUseBlock};
 
 /// What the component may ask of its host during a run. Every method has the answer of a host
 /// that offers nothing: no hook (the hook fails), no tools (an error result), no backend.
@@ -27,7 +27,8 @@ pub trait AgentHost: Send {
         let _ = agent;
         ToolOutcome {
             content: ToolResultContent::Text(format!("Tool \"{}\" is not available", call.name)),
-            is_error: true,
+            is_error: Some(true),
+            gate: None,
         }
     }
 
@@ -55,6 +56,25 @@ pub trait AgentHost: Send {
     ) -> Result<String, String> {
         let _ = (agent, kind, text);
         Err("this host has no external backend".into())
+    }
+
+    /// Calls the `custom` context strategy's function (OMA's `compress(messages,
+    /// estimatedTokens)`): the conversation to send instead, or the function's failure.
+    fn compress(
+        &mut self,
+        agent: &str,
+        messages: Vec<LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<LlmMessage>, String> {
+        let _ = (agent, messages, estimated_tokens);
+        Err("this host has no custom context strategy".into())
+    }
+
+    /// Calls OMA's `onLoopDetected` function: OMA's word (`terminate`, `warn`, `inject`,
+    /// anything else to go on), or the function's failure.
+    fn on_loop_detected(&mut self, agent: &str, info: LoopInfo) -> Result<String, String> {
+        let _ = (agent, info);
+        Err("this host has no onLoopDetected function".into())
     }
 }
 
@@ -86,6 +106,8 @@ type Tool = Box<dyn FnMut(&ToolUseBlock) -> ToolOutcome + Send>;
 type Backend = Box<dyn FnMut(&str) -> Result<String, String> + Send>;
 type ProgressSink = Box<dyn FnMut(&ProgressEvent) + Send>;
 type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
+type Compress = Box<dyn FnMut(Vec<LlmMessage>, u64) -> Result<Vec<LlmMessage>, String> + Send>;
+type LoopDecider = Box<dyn FnMut(&LoopInfo) -> Result<String, String> + Send>;
 
 /// A host that answers with closures and records what it was given.
 #[derive(Default)]
@@ -96,6 +118,8 @@ pub struct ScriptedHost {
     backend: Option<Backend>,
     progress_sink: Option<ProgressSink>,
     trace_sink: Option<TraceSink>,
+    compress: Option<Compress>,
+    loop_decider: Option<LoopDecider>,
 }
 
 impl std::fmt::Debug for ScriptedHost {
@@ -153,6 +177,25 @@ impl ScriptedHost {
         backend: impl FnMut(&str) -> Result<String, String> + Send + 'static,
     ) -> Self {
         self.backend = Some(Box::new(backend));
+        self
+    }
+
+    /// Answers the `custom` context strategy with `compress` (the conversation and its token
+    /// estimate in, the conversation to send out).
+    pub fn with_compress(
+        mut self,
+        compress: impl FnMut(Vec<LlmMessage>, u64) -> Result<Vec<LlmMessage>, String> + Send + 'static,
+    ) -> Self {
+        self.compress = Some(Box::new(compress));
+        self
+    }
+
+    /// Answers OMA's `onLoopDetected` with `decide` (OMA's word, or a failure).
+    pub fn with_loop_decider(
+        mut self,
+        decide: impl FnMut(&LoopInfo) -> Result<String, String> + Send + 'static,
+    ) -> Self {
+        self.loop_decider = Some(Box::new(decide));
         self
     }
 
@@ -224,5 +267,24 @@ impl AgentHost for ScriptedHost {
         };
         self.record().external.push((kind, text));
         answer
+    }
+
+    fn compress(
+        &mut self,
+        agent: &str,
+        messages: Vec<LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<LlmMessage>, String> {
+        match &mut self.compress {
+            Some(compress) => compress(messages, estimated_tokens),
+            None => NoHost.compress(agent, messages, estimated_tokens),
+        }
+    }
+
+    fn on_loop_detected(&mut self, agent: &str, info: LoopInfo) -> Result<String, String> {
+        match &mut self.loop_decider {
+            Some(decide) => decide(&info),
+            None => NoHost.on_loop_detected(agent, info),
+        }
     }
 }

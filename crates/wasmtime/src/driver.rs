@@ -26,8 +26,9 @@ use crate::bindings::oma::agent::outcome::{
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::engine::{engine, guard_store, load_component, start_call, HarnessOptions};
 use crate::portable_bindings::exports::oma::agent::driver::{
-    Answer, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll, ResponseHead, RunReport,
-    SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure, TransportFailureKind,
+    Answer, CompressMessages, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
+    ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure,
+    TransportFailureKind,
 };
 use crate::portable_bindings::{PortableHost, PortableHostPre};
 use crate::state::{GuestOptions, HostState};
@@ -467,6 +468,25 @@ impl DriverGuest {
                 self.store.data_mut().agent_host().trace(event);
                 return Ok(Driven::Continue);
             }
+            Step::DecideLoop(info) => Answer::LoopDecision(
+                self.store
+                    .data_mut()
+                    .agent_host()
+                    .on_loop_detected(&flight.agent, info),
+            ),
+            Step::Compress(request) => match request.messages {
+                CompressMessages::Typed(messages) => {
+                    match self.store.data_mut().agent_host().compress(
+                        &flight.agent,
+                        messages,
+                        request.estimated_tokens,
+                    ) {
+                        Ok(messages) => Answer::Compressed(messages),
+                        Err(message) => Answer::CompressFailed(message),
+                    }
+                }
+                CompressMessages::Json(_) => return Err(anyhow!("a typed session gave JSON")),
+            },
             Step::Evaluation(EvaluationCase::Json(_))
             | Step::BeforeRun(HookContext::Json(_))
             | Step::Trace(TraceReport::Json(_)) => {

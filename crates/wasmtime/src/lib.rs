@@ -147,7 +147,7 @@ pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
 pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
-    LlmPhase, ProgressEvent, ToolCallTrace, ToolOutcome, TraceData, TraceEvent,
+    LlmPhase, ProgressEvent, ToolCallTrace, ToolGate, ToolOutcome, TraceData, TraceEvent,
 };
 pub use bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, ErrorInfo, EvaluationOptions, ExternalKind, FailureKind, PromptInput,
@@ -156,7 +156,7 @@ pub use bindings::oma::agent::outcome::{
 };
 pub use bindings::oma::agent::outcome::{
     CompactStrategy, ContextOptions, ContextStrategy, LoopAction, LoopDetection, LoopInfo,
-    ReasoningTextCap,
+    ReasoningTextCap, SummarizeStrategy,
 };
 pub use bindings::oma::agent::types::{
     Base64Source, ContentBlock, Error as WitError, ErrorKind, FilePart, ImageBlock, LlmMessage,

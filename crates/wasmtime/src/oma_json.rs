@@ -260,6 +260,13 @@ pub fn trace_json(event: &crate::bindings::oma::agent::exchange::TraceEvent) -> 
         TraceData::ToolCall(call) => {
             out.insert("tool".into(), json!(call.tool));
             out.insert("isError".into(), json!(call.is_error));
+            if let Some(gate) = &call.gate {
+                out.insert("gated".into(), json!(true));
+                out.insert("gateAction".into(), json!(gate.action));
+                if let Some(reason) = gate.reason.as_deref().filter(|r| !r.is_empty()) {
+                    out.insert("gateReason".into(), json!(reason));
+                }
+            }
             let input = serde_json::from_str(&call.input).unwrap_or(Value::Null);
             out.insert("input".into(), input);
             out.insert("output".into(), json!(call.output));

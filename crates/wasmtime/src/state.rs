@@ -203,6 +203,23 @@ impl crate::bindings::oma::agent::host::Host for HostState {
     ) -> Result<String, String> {
         self.host.external_send(&agent, kind, text)
     }
+
+    fn compress(
+        &mut self,
+        agent: String,
+        messages: Vec<crate::bindings::oma::agent::types::LlmMessage>,
+        estimated_tokens: u64,
+    ) -> Result<Vec<crate::bindings::oma::agent::types::LlmMessage>, String> {
+        self.host.compress(&agent, messages, estimated_tokens)
+    }
+
+    fn on_loop_detected(
+        &mut self,
+        agent: String,
+        info: crate::bindings::oma::agent::outcome::LoopInfo,
+    ) -> Result<String, String> {
+        self.host.on_loop_detected(&agent, info)
+    }
 }
 
 impl crate::bindings::oma::agent::types::Host for HostState {}

@@ -6,7 +6,7 @@ use oma_host_tests::{
     CannedResponse, CaptureOutbound, ContentBlock, ErrorKind, EvaluationOptions, ExternalKind,
     FailureKind, GuestOptions, ImageBlock, LlmMessage, LogHandle, PromptInput,
     RecordedRequest, RequestLog, Role, RunAgentOptions, RunInput, RunResult, ScriptedHost,
-    StatusCode, StorePayloads, ToolDefinition, ToolOutcome, ToolResultContent, ToolResultPart,
+    StatusCode, StorePayloads, ToolDefinition, ToolGate, ToolOutcome, ToolResultContent, ToolResultPart,
     ToolUseBlock, TraceData, TraceOptions, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE,
 };
 use serde_json::{json, Value};
@@ -803,7 +803,8 @@ async fn tool_calls_go_to_the_host_and_rich_results_go_back_to_the_model() {
             ToolResultPart::Text(format!("shot of {}", call.input)),
             ToolResultPart::Image(base64("image/png", "iVBORw0KGgo=")),
         ]),
-        is_error: false,
+        is_error: Some(false),
+        gate: None,
     });
     let mut bench = Bench::new(
         vec![
@@ -841,6 +842,8 @@ async fn tool_calls_go_to_the_host_and_rich_results_go_back_to_the_model() {
     assert_eq!(result_block["type"], "tool_result");
     assert_eq!(result_block["tool_use_id"], "call_1");
     assert_eq!(result_block["content"][1]["type"], "image");
+    // The host said the tool did not fail: sent as `is_error: false`, as OMA sends it.
+    assert_eq!(result_block["is_error"], false);
     // The tools were offered to the model.
     assert_eq!(
         bench.requests.all()[0].json().unwrap()["tools"][0]["name"],
@@ -855,7 +858,8 @@ async fn a_tool_answer_that_breaks_the_media_rules_fails_the_run() {
             "image/png",
             "not base64",
         ))]),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let mut bench = Bench::new(vec![(200, tool_reply("c", "screenshot", json!({})))], host).await;
     let agent = bench.agent(&config("anthropic")).await;
@@ -1303,7 +1307,8 @@ async fn a_streamed_run_calls_tools_between_streamed_turns() {
     let requests = outbound.log();
     let host = ScriptedHost::new().with_tool(|call| ToolOutcome {
         content: ToolResultContent::Text(format!("saw {}", call.input)),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let log = host.log();
     let mut guest = guest_with(outbound, host).await;
@@ -1580,7 +1585,8 @@ async fn odd_configurations_and_answers_never_trap() {
     let host = ScriptedHost::new()
         .with_tool(|_| ToolOutcome {
             content: ToolResultContent::Text("y".repeat(1 << 20)),
-            is_error: false,
+            is_error: None,
+            gate: None,
         })
         .with_backend(|_| Err("z".repeat(1 << 20)));
     let mut bench = Bench::new(
@@ -1608,7 +1614,8 @@ async fn the_hosts_run_result_json_matches_the_components() {
             ToolResultPart::Text("seen".into()),
             ToolResultPart::Image(url("image/png", "https://example.com/a.png")),
         ]),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let mut bench = Bench::new(
         vec![
@@ -1653,7 +1660,8 @@ async fn a_tool_that_outlives_the_run_deadline_ends_the_run_with_omas_timeout() 
         std::thread::sleep(std::time::Duration::from_millis(400));
         ToolOutcome {
             content: ToolResultContent::Text("too late".into()),
-            is_error: false,
+            is_error: None,
+            gate: None,
         }
     });
     let mut bench = Bench::new(
@@ -1684,9 +1692,14 @@ async fn a_tool_that_outlives_the_run_deadline_ends_the_run_with_omas_timeout() 
 /// through this world's host (`host.trace` or `trace` steps). An untraced agent gives none.
 #[tokio::test]
 async fn a_traced_agent_delivers_omas_trace_events() {
+    // A gate allowed the call, with a reason that holds a secret (OMA's gate fields).
     let host = ScriptedHost::new().with_tool(|_| ToolOutcome {
         content: ToolResultContent::Text("api_key=sk-abcdefghijklmnopqrst done".into()),
-        is_error: false,
+        is_error: None,
+        gate: Some(ToolGate {
+            action: "allow".into(),
+            reason: Some("reviewed, token=abcdef123456".into()),
+        }),
     });
     let mut bench = Bench::new(
         // The untraced run, then the traced one.
@@ -1751,6 +1764,9 @@ async fn a_traced_agent_delivers_omas_trace_events() {
             let input: Value = serde_json::from_str(&call.input).expect("JSON input");
             assert_eq!(input, json!({"q": "x", "password": "[redacted]"}));
             assert_eq!(call.output, "api_key=[redacted] done");
+            let gate = call.gate.as_ref().expect("the gate's decision");
+            assert_eq!(gate.action, "allow");
+            assert_eq!(gate.reason.as_deref(), Some("reviewed, token=[redacted]"));
         }
         other => panic!("{other:?}"),
     }

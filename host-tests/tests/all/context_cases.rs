@@ -9,7 +9,7 @@ use oma_host_tests::{
     agent_config, endpoint, AgentConfig, AgentEvent, CannedResponse, CaptureOutbound,
     ContentBlock, ContextStrategy, GuestOptions, LlmMessage, LoopAction, LoopDetection,
     ReasoningBlock, ReasoningTextCap, RecordedRequest, RequestLog, Role, RunInput, ScriptedHost,
-    ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
+    SummarizeStrategy, ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
 };
 use serde_json::{json, Value};
 
@@ -56,7 +56,8 @@ async fn bench(replies: Vec<Value>) -> (Guest, RequestLog) {
     let log = outbound.log();
     let host = ScriptedHost::new().with_tool(|_call: &ToolUseBlock| ToolOutcome {
         content: ToolResultContent::Text("x".repeat(40)),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let options = GuestOptions {
         hooks: Some(Box::new(outbound)),
@@ -228,6 +229,162 @@ async fn a_sliding_window_and_tool_result_compression_shrink_what_is_sent() {
         last[2]["content"][0]["text"],
         "[Earlier conversation history truncated — 1 turn(s) removed]\n\n"
     );
+}
+
+/// OMA's `summarize` strategy through the WIT: past `max-tokens`, a summary request of its own
+/// (the summary model, no tools), then the turn with the summary before the recent turns.
+#[tokio::test]
+async fn a_summarize_strategy_asks_for_a_summary_first() {
+    let (mut guest, log) = bench(vec![text_reply("- the user asked"), text_reply("done")]).await;
+    let mut cfg = config();
+    cfg.context.strategy = Some(ContextStrategy::Summarize(SummarizeStrategy {
+        max_tokens: 5,
+        summary_model: Some("claude-haiku-4-5".into()),
+    }));
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let assistant = |t: &str| LlmMessage {
+        role: Role::Assistant,
+        content: vec![text(t)],
+    };
+    let input = RunInput::Messages(vec![
+        user(vec![text("first")]),
+        assistant("an old answer that is long enough"),
+        user(vec![text("second")]),
+        assistant("a recent answer"),
+        user(vec![text("latest")]),
+    ]);
+    let result = guest.run(&agent, &input).await.unwrap().unwrap();
+    assert!(result.success, "{result:?}");
+    assert_eq!(result.output, "done");
+    assert_eq!(result.token_usage.input_tokens, 2, "the summary call counts");
+    let bodies: Vec<Value> = log.all().iter().map(|r| r.json().expect("JSON")).collect();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "claude-haiku-4-5");
+    assert!(bodies[0].get("tools").is_none(), "{}", bodies[0]);
+    assert!(bodies[0]["messages"][0]["content"][1]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("\n\nConversation:\n{\"role\":\"assistant\"")));
+    let turn = bodies[1]["messages"].as_array().expect("messages");
+    assert_eq!(bodies[1]["model"], "claude-sonnet-4-6");
+    assert_eq!(turn.len(), 3, "{turn:?}");
+    assert_eq!(
+        turn[2]["content"][0]["text"],
+        "[Conversation summary]\n- the user asked\n\n"
+    );
+}
+
+/// OMA's `custom` strategy through the WIT: the host's function (`host.compress` in the
+/// component world, a `compress` step in the portable world) gets the conversation and its
+/// estimate before every request and answers with what is sent; a failing one ends the run
+/// before anything is sent.
+#[tokio::test]
+async fn a_custom_strategy_asks_the_host_before_every_request() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let count = Arc::new(AtomicUsize::new(0));
+    let replies = [tool_reply("a"), text_reply("done")];
+    let outbound = CaptureOutbound::new(move |_: &RecordedRequest| {
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: replies[n.min(1)].to_string().into_bytes(),
+        }
+    });
+    let log = outbound.log();
+    let host = ScriptedHost::new()
+        .with_tool(|_call: &ToolUseBlock| ToolOutcome {
+            content: ToolResultContent::Text("x".repeat(40)),
+            is_error: None,
+            gate: None,
+        })
+        .with_compress(move |mut messages: Vec<LlmMessage>, estimated: u64| {
+            record.lock().expect("lock").push((messages.len(), estimated));
+            if estimated > 1000 {
+                return Err("too big".into());
+            }
+            Ok(messages.split_off(messages.len() - 1))
+        });
+    let options = GuestOptions {
+        hooks: Some(Box::new(outbound)),
+        host: Some(Box::new(host)),
+        ..Default::default()
+    };
+    let mut guest = Guest::instantiate(super::WORLD, options).await;
+    let mut cfg = config();
+    cfg.context.strategy = Some(ContextStrategy::Custom);
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    assert_eq!(*seen.lock().expect("lock"), [(1, 1), (3, 14)]);
+    let sent = sent(&log);
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].as_array().map(Vec::len), Some(1));
+    assert_eq!(sent[1][0]["content"][0]["type"], "tool_result");
+    assert_eq!(result.messages.len(), 3, "the result keeps every message");
+    // The host's function fails: the run ends with its message, nothing more is sent.
+    let big = RunInput::Text("y".repeat(8000));
+    let failed = guest.run(&agent, &big).await.unwrap().unwrap();
+    assert!(!failed.success);
+    assert_eq!(failed.output, "too big");
+    assert_eq!(log.len(), 2, "nothing sent");
+}
+
+/// OMA's `onLoopDetected` as a function through the WIT (`host.on-loop-detected` in the
+/// component world, a `decide-loop` step in the portable world): asked on each loop, its word
+/// decides.
+#[tokio::test]
+async fn an_on_loop_detected_function_decides_through_the_host() {
+    let count = Arc::new(AtomicUsize::new(0));
+    let outbound = CaptureOutbound::new(move |_: &RecordedRequest| {
+        count.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: tool_reply("c").to_string().into_bytes(),
+        }
+    });
+    let log = outbound.log();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = asked.clone();
+    let host = ScriptedHost::new()
+        .with_tool(|_call: &ToolUseBlock| ToolOutcome {
+            content: ToolResultContent::Text("r".into()),
+            is_error: None,
+            gate: None,
+        })
+        .with_loop_decider(move |info| {
+            let mut asked = record.lock().expect("lock");
+            asked.push(info.repetitions);
+            Ok(if asked.len() == 1 { "continue" } else { "terminate" }.to_owned())
+        });
+    let options = GuestOptions {
+        hooks: Some(Box::new(outbound)),
+        host: Some(Box::new(host)),
+        ..Default::default()
+    };
+    let mut guest = Guest::instantiate(super::WORLD, options).await;
+    let mut cfg = config();
+    cfg.loop_detection = Some(LoopDetection {
+        max_repetitions: Some(2),
+        window: None,
+        action: LoopAction::Callback,
+    });
+    let agent = guest.create_agent(&cfg).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("go".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    assert!(result.loop_detected);
+    assert_eq!(*asked.lock().expect("lock"), [2, 3]);
+    assert_eq!(log.len(), 3, "continue went on, terminate ended");
+    assert_eq!(result.tool_calls.len(), 2);
 }
 
 #[tokio::test]

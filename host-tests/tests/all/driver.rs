@@ -210,7 +210,8 @@ async fn a_json_session_takes_and_gives_oma_json() {
     let bad = Answer::ToolJson(ToolAnswerJson {
         id: "t1".into(),
         content: "{not json".into(),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let error = answer(&mut guest, session, bad)
         .await
@@ -220,7 +221,8 @@ async fn a_json_session_takes_and_gives_oma_json() {
     let good = Answer::ToolJson(ToolAnswerJson {
         id: "t1".into(),
         content: parts,
-        is_error: false,
+        is_error: Some(false),
+        gate: None,
     });
     answer(&mut guest, session, good)
         .await
@@ -228,6 +230,8 @@ async fn a_json_session_takes_and_gives_oma_json() {
 
     let body = until_send(&mut guest, session).await;
     assert_eq!(body["messages"][2]["content"][0]["content"][0]["text"], "4");
+    // The tool said `isError: false`, and OMA sends it as it was said.
+    assert_eq!(body["messages"][2]["content"][0]["is_error"], false);
     answer(
         &mut guest,
         session,

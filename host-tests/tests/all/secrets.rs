@@ -93,7 +93,8 @@ async fn sweep(world: World) {
         })
         .with_tool(|_| ToolOutcome {
             content: ToolResultContent::Text("found".into()),
-            is_error: false,
+            is_error: None,
+            gate: None,
         });
     let log = host.log();
     let mut guest = AnyGuest::instantiate(

@@ -194,26 +194,36 @@ function toolEntry(tool, where) {
 }
 
 /**
- * Copies OMA's context and loop options into the component's configuration. What only code can
- * express (an `onLoopDetected` callback, a `custom` strategy's `compress`, a `summarize`
- * strategy) is refused here by name, so it is never dropped on the way to JSON.
+ * Copies OMA's context and loop options into the component's configuration, and returns the
+ * callbacks that stay on this side (a `custom` strategy's `compress`, an `onLoopDetected`
+ * function), which the session asks for by steps.
  */
 function contextOptions(config, json) {
   for (const key of CONTEXT_KEYS) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
   const loop = config.loopDetection
+  let onLoopDetected
+  if (isObject(loop) && loop.onLoopDetected === 'callback') {
+    // The component's word for a function on this side, not one of OMA's.
+    throw new TypeError('`loopDetection.onLoopDetected` must be "warn", "terminate" or a function')
+  }
   if (isObject(loop) && typeof loop.onLoopDetected === 'function') {
-    throw new TypeError(
-      'loopDetection.onLoopDetected as a function is not supported by oma-component; use "warn" or "terminate"',
-    )
+    // OMA's function stays here: the session asks it (a `decide-loop` step) on each loop.
+    onLoopDetected = loop.onLoopDetected
+    json.loopDetection = { ...loop, onLoopDetected: 'callback' }
   }
   const strategy = config.contextStrategy
-  if (isObject(strategy) && (strategy.type === 'custom' || strategy.type === 'summarize')) {
-    throw new TypeError(
-      `contextStrategy.type "${strategy.type}" is not supported by oma-component; use "sliding-window" or "compact"`,
-    )
+  if (isObject(strategy) && strategy.type === 'custom') {
+    // OMA's `compress(messages, estimatedTokens)` stays here: the session asks for it before
+    // every request (a `compress` step) and checks what it returns.
+    if (typeof strategy.compress !== 'function') {
+      throw new TypeError('contextStrategy.compress must be a function for contextStrategy.type "custom"')
+    }
+    json.contextStrategy = { type: 'custom' }
+    return { compress: strategy.compress, onLoopDetected }
   }
+  return { onLoopDetected }
 }
 
 /**
@@ -298,7 +308,7 @@ function prepareConfig(config, registry, executor) {
   for (const key of [...PLAIN_KEYS, ...PACKAGE_PLAIN_KEYS]) {
     if (config[key] !== undefined && config[key] !== null) json[key] = config[key]
   }
-  contextOptions(config, json)
+  const callbacks = contextOptions(config, json)
   const outputSchema = structuredOutput(config, json)
   for (const key of ['frequencyPenalty', 'presencePenalty', 'minP']) {
     // JSON would carry NaN or Infinity as null, dropping the option without a word.
@@ -376,6 +386,9 @@ function prepareConfig(config, registry, executor) {
       role: config.systemPrompt?.slice(0, 50) ?? 'assistant',
       beforeRun: config.beforeRun ?? null,
       afterRun: config.afterRun ?? null,
+      // The `custom` context strategy's function and OMA's `onLoopDetected` function.
+      compress: callbacks.compress ?? null,
+      onLoopDetected: callbacks.onLoopDetected ?? null,
       onToolCall: config.onToolCall,
       credentials: config.credentials,
       cwd: config.cwd,
@@ -643,15 +656,18 @@ function cancellation(signal) {
 
 function toolContent(value) {
   // The package's tool objects return a string, OMA tool-result parts, or `{data, isError}`.
-  if (typeof value === 'string') return { content: value, isError: false }
-  if (Array.isArray(value)) return { content: value, isError: false }
+  // `isError` is passed on as the tool said it (OMA sends `is_error: false` when a tool says
+  // false, and no field when it says nothing).
+  if (typeof value === 'string') return { content: value, isError: undefined }
+  if (Array.isArray(value)) return { content: value, isError: undefined }
   if (value && typeof value === 'object' && ('data' in value || 'content' in value || 'modelOutput' in value)) {
     const inner = value.modelOutput ?? ('data' in value ? value.data : value.content)
     const content = typeof inner === 'string' || Array.isArray(inner) ? inner : JSON.stringify(inner) ?? ''
-    return { content, isError: Boolean(value.isError ?? value.is_error) }
+    const said = value.isError ?? value.is_error
+    return { content, isError: said === undefined ? undefined : Boolean(said) }
   }
-  if (value === undefined || value === null) return { content: '', isError: false }
-  return { content: JSON.stringify(value) ?? String(value), isError: false }
+  if (value === undefined || value === null) return { content: '', isError: undefined }
+  return { content: JSON.stringify(value) ?? String(value), isError: undefined }
 }
 
 function toolContext(host, run, call) {
@@ -702,7 +718,13 @@ async function callTool(host, run, call) {
     } catch {
       // As above.
     }
-    outcome = { content: result.modelOutput ?? result.data, isError: result.isError ?? false }
+    // OMA's result block carries `result.isError` as the tool gave it: `false` is sent.
+    outcome = { content: result.modelOutput ?? result.data, isError: result.isError }
+    // The gate's decision, for the trace (OMA's gated, gateAction, gateReason).
+    const gate = result.metadata?.toolCallGate
+    if (gate && typeof gate.action === 'string') {
+      outcome.gate = { action: gate.action, reason: typeof gate.reason === 'string' ? gate.reason : undefined }
+    }
   } else if (typeof entry.tool.execute !== 'function') {
     outcome = { content: `Tool "${call.name}" has no execute function`, isError: true }
   } else {
@@ -712,7 +734,7 @@ async function callTool(host, run, call) {
       outcome = { content: errorMessage(error), isError: true }
     }
     try {
-      run.options.onToolResult?.(call.name, { data: outcome.content, isError: outcome.isError })
+      run.options.onToolResult?.(call.name, { data: outcome.content, isError: outcome.isError ?? false })
     } catch {
       // As above.
     }
@@ -729,14 +751,14 @@ function answerTool(session, id, outcome) {
     outcome = { ...outcome, isError: true }
   }
   try {
-    session.answer({ tag: 'tool-json', val: { id, content, isError: outcome.isError } })
+    session.answer({ tag: 'tool-json', val: { id, content, isError: outcome.isError, gate: outcome.gate } })
   } catch (e) {
     const error = fromComponent(e)
     if (!(error instanceof InvalidMessageError)) throw error
     // Content the component cannot read as OMA JSON: report it to the model as a failure.
     session.answer({
       tag: 'tool-json',
-      val: { id, content: JSON.stringify(error.message), isError: true },
+      val: { id, content: JSON.stringify(error.message), isError: true, gate: outcome.gate },
     })
   }
 }
@@ -993,6 +1015,37 @@ async function* drive(session, host, run) {
         case 'external-send': {
           const reply = external(host, run, step.val)
           settle('external', reply.then((val) => (s) => s.answer({ tag: 'external', val })))
+          break
+        }
+        case 'decide-loop': {
+          // OMA's onLoopDetected function: its word decides (terminate, warn, inject; anything
+          // else goes on); what it throws fails the run.
+          const info = { kind: step.val.kind, repetitions: step.val.repetitions, detail: step.val.detail }
+          const answer = (async () => {
+            try {
+              return { tag: 'ok', val: String(await host.onLoopDetected(info)) }
+            } catch (error) {
+              return { tag: 'err', val: errorMessage(error) }
+            }
+          })()
+          settle('loop-decision', answer.then((val) => (s) => s.answer({ tag: 'loop-decision', val })))
+          break
+        }
+        case 'compress': {
+          // OMA's custom strategy: the user's function gets the conversation and its estimate;
+          // what it returns goes back as JSON for the component's checks (anything but a
+          // non-empty message list ends the run with OMA's error), what it throws fails the run.
+          const messages = JSON.parse(step.val.messages.val)
+          const estimated = Number(step.val.estimatedTokens)
+          const answer = (async () => {
+            try {
+              const returned = await host.compress(messages, estimated)
+              return { tag: 'compressed-json', val: JSON.stringify(returned) ?? 'null' }
+            } catch (error) {
+              return { tag: 'compress-failed', val: errorMessage(error) }
+            }
+          })()
+          settle('compress', answer.then((val) => (s) => s.answer(val)))
           break
         }
         case 'event':

@@ -51,12 +51,7 @@ export const OUT_OF_SCOPE = {
  * Programs whose run cannot match OMA yet, and why. They still run and are compared, as `todo`
  * tests: reported on every run, failing nothing; drop a line here when its feature lands.
  */
-const IS_ERROR_FALSE =
-  'OMA sends `is_error: false` for a tool result whose `isError` is false (every built-in tool returns it); the ' +
-  "component's tool answer (`tool-answer-json.is-error: bool`, wit/driver.wit) cannot tell false from absent and leaves it out"
 export const PENDING = {
-  'basics-single-agent': IS_ERROR_FALSE,
-  'patterns-risk-gated-bash': IS_ERROR_FALSE,
 }
 
 export function programs() {

@@ -400,6 +400,30 @@ test('async tools and the tool loop; tool calls of one turn run concurrently', a
   assert.ok(log.indexOf('slow:start') >= 0)
 })
 
+test('a tool result carries is_error as the tool gave isError: false is sent, absent stays absent (OMA)', async () => {
+  server.queue(
+    anthropicToolUse([['t1', 'said_false', {}], ['t2', 'said_nothing', {}], ['t3', 'oma_false', {}], ['t4', 'oma_nothing', {}]]),
+    anthropicMessage('fine'),
+  )
+  const { defineTool } = await import('../src/index.js')
+  const { z } = await import('zod')
+  const a = agent({
+    tools: [
+      { name: 'said_false', description: 'd', inputSchema: { type: 'object' }, execute: async () => ({ data: 'a', isError: false }) },
+      { name: 'said_nothing', description: 'd', inputSchema: { type: 'object' }, execute: async () => 'b' },
+      defineTool({ name: 'oma_false', description: 'd', inputSchema: z.object({}), execute: async () => ({ data: 'c', isError: false }) }),
+      defineTool({ name: 'oma_nothing', description: 'd', inputSchema: z.object({}), execute: async () => ({ data: 'd' }) }),
+    ],
+  })
+  const result = await a.run('go')
+  assert.equal(result.success, true)
+  const sent = server.requests[1].body.messages.at(-1).content
+  assert.deepEqual(sent.map((b) => [b.content, 'is_error' in b ? b.is_error : 'absent']),
+    [['a', false], ['b', 'absent'], ['c', false], ['d', 'absent']])
+  const produced = result.messages[1].content
+  assert.deepEqual(produced.map((b) => ('is_error' in b ? b.is_error : 'absent')), [false, 'absent', false, 'absent'])
+})
+
 test('a failing tool and an unknown tool answer is_error: true; the run goes on', async () => {
   server.queue(
     anthropicToolUse([['t1', 'broken', {}], ['t2', 'missing', {}]]),
@@ -780,6 +804,30 @@ test("onTrace: OMA's llm_call, tool_call and agent events, one run id, a throwin
   const seen = []
   await agent().run('hi', { onTrace: async (e) => { seen.push(e); throw new Error('rejects') } })
   assert.deepEqual(seen.map((e) => e.type), ['llm_call', 'agent'])
+})
+
+test("onTrace: a tool call an onToolCall gate decided carries OMA's gated, gateAction and redacted gateReason", async () => {
+  server.queue(anthropicToolUse([['t1', 'lookup', { q: 1 }], ['t2', 'lookup', { q: 2 }]]), anthropicMessage('done'))
+  const { defineTool } = await import('../src/index.js')
+  const { z } = await import('zod')
+  const lookup = defineTool({ name: 'lookup', description: 'd', inputSchema: z.object({ q: z.number() }), execute: async () => ({ data: 'found' }) })
+  const events = []
+  const onToolCall = ({ input }) => (input.q === 1 ? { action: 'allow' } : { action: 'deny', reason: 'password=hunter22 is wrong' })
+  const result = await agent({ customTools: [lookup], onToolCall }).run('hi', { onTrace: (e) => events.push(e) })
+  assert.equal(result.success, true)
+  const calls = events.filter((e) => e.type === 'tool_call')
+  assert.equal(calls.length, 2)
+  const allowed = calls.find((e) => e.output === 'found')
+  const denied = calls.find((e) => e.isError)
+  assert.deepEqual([allowed.gated, allowed.gateAction, 'gateReason' in allowed], [true, 'allow', false])
+  assert.deepEqual([denied.gated, denied.gateAction, denied.gateReason], [true, 'deny', 'password=[redacted] is wrong'])
+  assert.deepEqual(Object.keys(denied).slice(Object.keys(denied).indexOf('isError'), Object.keys(denied).indexOf('isError') + 4),
+    ['isError', 'gated', 'gateAction', 'gateReason'])
+  // Without a gate, none of the fields.
+  server.queue(anthropicToolUse([['t3', 'lookup', { q: 1 }]]), anthropicMessage('done'))
+  const plain = []
+  await agent({ customTools: [lookup] }).run('hi', { onTrace: (e) => plain.push(e) })
+  assert.equal('gated' in plain.find((e) => e.type === 'tool_call'), false)
 })
 
 test('OpenMultiAgent onTrace traces runAgent with the agent name as traceAgent', async () => {

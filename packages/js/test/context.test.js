@@ -61,12 +61,44 @@ test("loopDetection: 'terminate' ends at the first loop; bad settings are typed 
   server.reset()
   assert.throws(() => agent({ loopDetection: { maxRepetitions: 0 } }), /`loopDetection.maxRepetitions` must be a positive integer/)
   assert.throws(() => agent({ loopDetection: { onLoopDetected: 'stop' } }), /`loopDetection.onLoopDetected` must be "warn" or "terminate"/)
-  assert.throws(() => agent({ loopDetection: { onLoopDetected: () => 'continue' } }), /onLoopDetected as a function is not supported/)
+  assert.throws(() => agent({ loopDetection: { onLoopDetected: 'callback' } }), /`loopDetection.onLoopDetected` must be "warn", "terminate" or a function/)
   assert.throws(() => agent({ contextStrategy: { type: 'sliding-window' } }), /missing field `contextStrategy.maxTurns`/)
   assert.throws(() => agent({ contextStrategy: { type: 'compact', maxTokens: '9' } }), /`contextStrategy.maxTokens` must be/)
+  assert.throws(() => agent({ contextStrategy: { type: 'summarize' } }), /missing field `contextStrategy.maxTokens`/)
+  assert.throws(() => agent({ contextStrategy: { type: 'summarize', maxTokens: 9, summaryModel: 3 } }), /`contextStrategy.summaryModel` must be/)
   assert.throws(() => agent({ compressToolResults: 'yes' }), /`compressToolResults` must be a boolean or \{minChars: number\}/)
   assert.throws(() => agent({ preserveReasoningAsText: 'yes' }), /`preserveReasoningAsText` must be a boolean/)
   assert.equal(server.requests.length, 0)
+})
+
+test('loopDetection.onLoopDetected as a function: announced, then asked; its word decides; a throw fails the run', async () => {
+  server.queue(same(), same(), same(), same())
+  const asked = []
+  const words = ['continue', 'inject', 'warn']
+  const events = await collect(agent({
+    loopDetection: { maxRepetitions: 2, onLoopDetected: async (info) => { asked.push(info); return words.shift() } },
+  }).stream('go'))
+  assert.deepEqual(asked.map((i) => [i.kind, i.repetitions]), [['tool_repetition', 2], ['tool_repetition', 3], ['tool_repetition', 4]])
+  assert.equal(events.filter((e) => e.type === 'loop_detected').length, 3)
+  const done = events.at(-1)
+  assert.equal(done.data.success, true)
+  assert.equal(done.data.loopDetected, true)
+  assert.equal(server.requests.length, 4)
+  const warned = server.requests[3].body.messages.at(-1).content
+  assert.match(warned[1].text, /^WARNING: You appear to be repeating the same tool calls/)
+
+  server.reset()
+  server.queue(same(), same())
+  const failed = await agent({ loopDetection: { maxRepetitions: 2, onLoopDetected: () => { throw new Error('decider broke') } } }).run('go')
+  assert.equal(failed.success, false)
+  assert.equal(failed.output, 'decider broke')
+  assert.equal(server.requests.length, 2)
+  server.reset()
+  server.queue(same(), same())
+  const ended = await agent({ loopDetection: { maxRepetitions: 2, onLoopDetected: () => 'terminate' } }).run('go')
+  assert.equal(ended.success, true)
+  assert.equal(ended.loopDetected, true)
+  assert.equal(ended.toolCalls.length, 1)
 })
 
 test('contextStrategy sliding-window and compressToolResults shrink what is sent, not the result', async () => {
@@ -88,6 +120,77 @@ test('contextStrategy sliding-window and compressToolResults shrink what is sent
   assert.equal(sent[3].length, 5)
   assert.equal(sent[3][0].content[0].text, 'go')
   assert.equal(sent[3][2].content[0].text, '[Earlier conversation history truncated — 1 turn(s) removed]\n\n')
+})
+
+test('contextStrategy summarize: a summary request (traced as phase summary) before the turn; media kept or placeholders', async () => {
+  server.queue(anthropicMessage('- asked about a clip'), anthropicMessage('answered'))
+  const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }
+  const video = { type: 'video', source: { type: 'url', media_type: 'video/mp4', url: 'https://example.com/clip.mp4' } }
+  const input = [
+    { role: 'user', content: [image, { type: 'text', text: 'first' }] },
+    { role: 'assistant', content: [{ type: 'text', text: 'an old answer '.repeat(8) }] },
+    { role: 'user', content: [video, { type: 'text', text: 'and this clip?' }] },
+    { role: 'assistant', content: [{ type: 'text', text: 'a recent answer' }] },
+    { role: 'user', content: [{ type: 'text', text: 'latest' }] },
+  ]
+  const traces = []
+  const result = await agent({ contextStrategy: { type: 'summarize', maxTokens: 10, summaryModel: 'claude-mini' } })
+    .run(input, { onTrace: (e) => traces.push(e) })
+  assert.equal(result.success, true)
+  assert.equal(result.output, 'answered')
+  assert.equal(server.requests.length, 2)
+  const [summary, turn] = server.requests.map((r) => r.body)
+  assert.equal(summary.model, 'claude-mini')
+  assert.equal(summary.tools, undefined)
+  assert.equal(summary.messages.length, 1)
+  assert.match(summary.messages[0].content[0].text, /^Summarize the following conversation history for an LLM\./)
+  const conversation = summary.messages[0].content[1].text
+  assert.ok(conversation.startsWith('\n\nConversation:\n{"role":"assistant"'), conversation)
+  assert.ok(conversation.includes('{"type":"text","text":"[video: video/mp4]"}'), conversation)
+  assert.ok(!conversation.includes('example.com'))
+  assert.equal(turn.model, 'claude-test')
+  assert.equal(turn.messages.length, 3)
+  assert.deepEqual(turn.messages[0].content[0], image, 'the first user turn keeps its image')
+  assert.deepEqual(turn.messages[2].content.map((b) => b.text), ['[Conversation summary]\n- asked about a clip\n\n', 'latest'])
+  assert.deepEqual(result.tokenUsage, { input_tokens: 24, output_tokens: 12 }, 'the summary call counts')
+  assert.deepEqual(result.messages.length, 1)
+  const calls = traces.filter((e) => e.type === 'llm_call').map((e) => [e.phase, e.turn, e.model])
+  assert.deepEqual(calls, [['summary', 1, 'claude-mini'], ['turn', 1, 'claude-test']])
+})
+
+test('contextStrategy custom: compress(messages, estimatedTokens) before every request; its answer is checked', async () => {
+  server.queue(anthropicToolUse([['a', 'lookup', { q: '1' }]]), anthropicMessage('done'))
+  const seen = []
+  const result = await agent({
+    contextStrategy: {
+      type: 'custom',
+      compress: async (messages, estimatedTokens) => {
+        seen.push([messages.length, estimatedTokens])
+        return messages.slice(-1)
+      },
+    },
+  }).run('go')
+  assert.equal(result.success, true)
+  assert.deepEqual(seen, [[1, 1], [3, 13]])
+  assert.deepEqual(server.requests[0].body.messages, [{ role: 'user', content: [{ type: 'text', text: 'go' }] }])
+  assert.equal(server.requests[1].body.messages.length, 1)
+  assert.equal(server.requests[1].body.messages[0].content[0].type, 'tool_result')
+  assert.equal(result.messages.length, 3, 'the result keeps every message')
+
+  // OMA's rules for what it returns: nothing sent, the run fails with the reason.
+  for (const [compress, message] of [
+    [() => [], /^contextStrategy\.custom\.compress must return a non-empty LLMMessage\[\]$/],
+    [() => undefined, /^contextStrategy\.custom\.compress must return a non-empty LLMMessage\[\]$/],
+    [() => [{ role: 'user', content: 'not blocks' }], /^messages\[0\]\.content must be/],
+    [() => { throw new Error('strategy broke') }, /^strategy broke$/],
+  ]) {
+    server.reset()
+    const failed = await agent({ contextStrategy: { type: 'custom', compress } }).run('go')
+    assert.equal(failed.success, false)
+    assert.match(failed.output, message)
+    assert.equal(server.requests.length, 0)
+  }
+  assert.throws(() => agent({ contextStrategy: { type: 'custom' } }), /contextStrategy\.compress must be a function/)
 })
 
 test('preserveReasoningAsText sends foreign reasoning as <thinking> text, cut by compressReasoningText', async () => {

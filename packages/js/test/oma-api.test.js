@@ -329,7 +329,7 @@ test("the package's own options refuse unknown keys; OMA keys it does not implem
   await assert.rejects(runAgent(config(), 'x', { evaluation: { sampleRatio: 1 } }), /evaluation has an unknown key "sampleRatio"/)
   await assert.rejects(new Agent(config()).run('x', { abortSignl: null }), /run options has an unknown key "abortSignl"/)
   assert.throws(() => new Agent(config({ backend: { kind: 'process', command: 'x', argz: [] } })), /backend has an unknown key "argz"/)
-  assert.throws(() => new Agent(config({ contextStrategy: { type: 'custom', compress: (m) => m } })), /contextStrategy.type "custom" is not supported/)
+  assert.throws(() => new Agent(config({ contextStrategy: { type: 'custom', compress: 'not a function' } })), /contextStrategy.compress must be a function/)
   assert.throws(() => new Agent(config({ toolPreset: 'readonly' })), /toolPreset \(OMA's built-in tools\) is not supported/)
   assert.throws(() => new Agent(config({ outputSchema: 'an object' })), /outputSchema must be a zod schema or a JSON Schema object/)
   assert.throws(() => new Agent({ name: 'nomodel' }), /^Error: Agent "nomodel" has no model\./)

@@ -245,6 +245,30 @@ def _tool_sse():
     ]
 
 
+def test_a_tool_result_carries_is_error_as_the_tool_gave_it(loop, anthropic):
+    # OMA sends `is_error: false` when a tool says false, and no field when it says nothing.
+    loop.script(
+        Reply(body=anthropic_tool_use([{"id": "a", "name": "said_false", "input": {}},
+                                       {"id": "b", "name": "said_nothing", "input": {}},
+                                       {"id": "c", "name": "oma_false", "input": {}},
+                                       {"id": "d", "name": "plain", "input": {}}])),
+        Reply(body=anthropic_text("fine")),
+    )
+    agent = oma.Agent(tools=[
+        oma.Tool("said_false", "d", {"type": "object"}, lambda args: oma.ToolResult("a", is_error=False)),
+        oma.Tool("said_nothing", "d", {"type": "object"}, lambda args: oma.ToolResult("b")),
+        oma.Tool("oma_false", "d", {"type": "object"}, lambda args: {"data": "c", "isError": False}),
+        oma.Tool("plain", "d", {"type": "object"}, lambda args: "d"),
+    ], **anthropic)
+    result = agent.run("x")
+    assert result["success"]
+    sent = loop.requests[1]["body"]["messages"][-1]["content"]
+    assert [(b["content"], b.get("is_error", "absent")) for b in sent] == \
+        [("a", False), ("b", "absent"), ("c", False), ("d", "absent")]
+    produced = result["messages"][1]["content"]
+    assert [b.get("is_error", "absent") for b in produced] == [False, "absent", False, "absent"]
+
+
 def test_failing_and_unknown_tool(loop, anthropic):
     def broken(args):
         raise RuntimeError("disk on fire")

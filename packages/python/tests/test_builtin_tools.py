@@ -49,7 +49,7 @@ def test_invalid_input_gets_zods_messages(box, name, value, message):
 def test_file_tools_texts_and_rules(box):
     root, t = box
     path = os.path.join(root, "sub", "a.txt")
-    assert t["file_write"]({"path": path, "content": "one\ntwo\nthree\n"}) == oma.ToolResult(f'Created "{path}" (4 lines, 14 bytes).')
+    assert t["file_write"]({"path": path, "content": "one\ntwo\nthree\n"}) == oma.ToolResult(f'Created "{path}" (4 lines, 14 bytes).', False)
     assert t["file_write"]({"path": path, "content": "alpha\nbeta\ngamma\nbeta"}).content == f'Updated "{path}" (4 lines, 21 bytes).'
     assert t["file_read"]({"path": path}).content == "1\talpha\n2\tbeta\n3\tgamma\n4\tbeta"
     assert t["file_read"]({"path": path, "offset": 2, "limit": 2}).content == "2\tbeta\n3\tgamma\n\n(showing lines 2–3 of 4)"
@@ -341,4 +341,5 @@ def test_an_agent_runs_the_builtins(loop, anthropic, tmp_path):
     assert sent == ["bash", "file_read", "file_write", "file_edit", "grep", "glob"]
     assert loop.requests[0]["body"]["tools"][1]["input_schema"]["properties"]["offset"]["type"] == "number"
     last = loop.requests[-1]["body"]["messages"][-1]["content"]
-    assert [b.get("is_error") for b in last] == [None, True]
+    # As OMA's built-in tools, a success says `isError: false`, sent as it was said.
+    assert [b.get("is_error") for b in last] == [False, True]

@@ -127,7 +127,7 @@ pub fn transport_prompt(messages: &[LlmMessage]) -> String {
 
 /// JavaScript's `trim` set: Unicode white space and line terminators, plus U+FEFF, but not
 /// U+0085 (which Rust's `trim` would remove).
-fn is_js_whitespace(c: char) -> bool {
+pub(crate) fn is_js_whitespace(c: char) -> bool {
     (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 

@@ -18,7 +18,7 @@ pub const DEFAULT_MIN_COMPRESS_CHARS: u32 = 500;
 const DELEGATE: &str = "delegate_to_agent";
 
 /// How the conversation is cut down before each request (OMA's `ContextStrategy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ContextStrategy {
     /// Keep the first user turn and about the last `max_turns` pairs of messages.
     SlidingWindow {
@@ -27,6 +27,23 @@ pub enum ContextStrategy {
     },
     /// Rule-based compaction of old turns once the estimate passes `max_tokens`.
     Compact(Compact),
+    /// Old turns replaced by a summary the model writes, once the estimate passes
+    /// `max_tokens` (the run makes the summary request itself: [`plan_summary`]).
+    Summarize(Summarize),
+    /// The caller's function (OMA's `compress(messages, estimatedTokens)`): before every
+    /// request, the host is handed the conversation and its estimate and answers with the
+    /// conversation to send. Only hosts that answer callbacks (the `portable` world's sessions,
+    /// the `component` world's `host.compress`) take it; the gateway refuses it.
+    Custom,
+}
+
+/// The `summarize` strategy's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summarize {
+    /// The estimated tokens above which old turns are summarized.
+    pub max_tokens: u64,
+    /// The model asked for the summary; the agent's own model when `None`.
+    pub summary_model: Option<String>,
 }
 
 /// The `compact` strategy's settings, with OMA's defaults.
@@ -70,7 +87,7 @@ pub enum ReasoningText {
 }
 
 /// An agent's context settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContextOptions {
     /// The strategy applied before each request; `None` sends the conversation whole.
     pub strategy: Option<ContextStrategy>,
@@ -141,19 +158,21 @@ impl ContextOptions {
     }
 
     /// Rewrites the conversation before request number `turn` (1-based): first the consumed
-    /// tool results (from the second request on), then the strategy. OMA's order.
+    /// tool results (from the second request on), then the strategy. OMA's order. The
+    /// `summarize` strategy needs a model call, which the turn loop makes: it is left alone here
+    /// ([`plan_summary`]).
     pub fn apply(&self, messages: &mut Vec<LlmMessage>, turn: u32) {
         if let Some(min) = self.compress_tool_results {
             if turn > 1 {
                 compress_consumed_tool_results(messages, min as usize);
             }
         }
-        match self.strategy {
-            None => {}
+        match &self.strategy {
+            None | Some(ContextStrategy::Summarize(_) | ContextStrategy::Custom) => {}
             Some(ContextStrategy::SlidingWindow { max_turns }) => {
-                sliding_window(messages, max_turns as usize);
+                sliding_window(messages, *max_turns as usize);
             }
-            Some(ContextStrategy::Compact(compact)) => compact_messages(messages, &compact),
+            Some(ContextStrategy::Compact(compact)) => compact_messages(messages, compact),
         }
     }
 }
@@ -209,14 +228,16 @@ impl ContextStrategy {
                         .unwrap_or(d.text_block_excerpt_chars),
                 })
             }
-            "summarize" | "custom" => {
+            "summarize" => ContextStrategy::Summarize(Summarize {
+                max_tokens: required_u64(&mut object, "maxTokens")?,
+                summary_model: object.string("summaryModel")?,
+            }),
+            "custom" => ContextStrategy::Custom,
+            _ => {
                 return Err(object.invalid(
                     "type",
-                    &format!("{kind:?} is not supported; use \"sliding-window\" or \"compact\""),
-                ))
-            }
-            _ => {
-                return Err(object.invalid("type", "must be \"sliding-window\" or \"compact\""));
+                    "must be \"sliding-window\", \"summarize\", \"compact\" or \"custom\"",
+                ));
             }
         };
         object.finish()?;
@@ -237,6 +258,14 @@ impl ContextStrategy {
                 "minTextBlockChars": c.min_text_block_chars,
                 "textBlockExcerptChars": c.text_block_excerpt_chars,
             }),
+            ContextStrategy::Custom => json!({"type": "custom"}),
+            ContextStrategy::Summarize(s) => {
+                let mut out = json!({"type": "summarize", "maxTokens": s.max_tokens});
+                if let Some(model) = &s.summary_model {
+                    out["summaryModel"] = json!(model);
+                }
+                out
+            }
         }
     }
 }
@@ -533,6 +562,197 @@ fn compact_result(
     result.content = ToolResultContent::Text(text);
 }
 
+/// OMA's instruction for a summary request, the first text of its one user message.
+pub const SUMMARY_INSTRUCTION: &str = "Summarize the following conversation history for an LLM.\n\
+- Preserve user goals, constraints, and decisions.\n\
+- Keep key tool outputs and unresolved questions.\n\
+- Use concise bullets.\n\
+- Do not fabricate details.";
+
+/// A summary a run already has: the old turns it covers (as they were written into the
+/// summary request) and the text put before the turns kept. A later pass over the same old
+/// turns reuses it instead of asking again (OMA's summary cache).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SummaryCache {
+    signature: String,
+    prefix: String,
+}
+
+/// What a `summarize` pass over the conversation decided.
+#[derive(Debug, PartialEq)]
+pub enum SummaryPlan {
+    /// Under the threshold, or too short to split: the conversation stays.
+    Keep,
+    /// The cached summary covers the old turns: the conversation to send instead.
+    Cached(Vec<LlmMessage>),
+    /// A summary request is needed.
+    Ask(PendingSummary),
+}
+
+/// A summary request and what the conversation becomes once it is answered.
+#[derive(Debug, PartialEq)]
+pub struct PendingSummary {
+    /// The summary request's messages: one user message, the instruction then the old turns.
+    pub messages: Vec<LlmMessage>,
+    signature: String,
+    first_user: LlmMessage,
+    recent: Vec<LlmMessage>,
+}
+
+impl PendingSummary {
+    /// The conversation once the model answered with `text` (its text blocks joined), and the
+    /// cache entry for it: the first user message, then the recent turns with
+    /// `[Conversation summary]` and the summary (or `[Conversation summary unavailable]` for an
+    /// empty answer) as a text block before the first recent user message.
+    pub fn finish(self, text: &str) -> (Vec<LlmMessage>, SummaryCache) {
+        let text = text.trim_matches(crate::agent::before_run::is_js_whitespace);
+        let prefix = if text.is_empty() {
+            "[Conversation summary unavailable]".to_owned()
+        } else {
+            format!("[Conversation summary]\n{text}")
+        };
+        let mut messages = vec![self.first_user];
+        messages.extend(prepend_prefix(self.recent, &prefix));
+        (
+            messages,
+            SummaryCache {
+                signature: self.signature,
+                prefix,
+            },
+        )
+    }
+}
+
+/// OMA's `summarize` strategy, up to the model call: nothing happens while the estimate is at
+/// most `max_tokens` or the conversation has fewer than 4 messages. Otherwise the messages after
+/// the first user message are split on an even boundary (never between a tool call and its
+/// results): the older part, at least two messages and about a quarter of them, is summarized;
+/// the first user message and the rest are kept as they are (messages before the first user
+/// message are dropped, as OMA drops them). Media in the older part is written into the summary
+/// request as placeholders, never as bytes: an image as `[image: <type>]`, a video as
+/// `[video: <type>]`, a tool result's image or file as `[image: <type>; inline data]` or
+/// `[file: <name>; <type>; URL reference]`.
+pub fn plan_summary(
+    messages: &[LlmMessage],
+    max_tokens: u64,
+    cache: Option<&SummaryCache>,
+) -> SummaryPlan {
+    if estimate_tokens(messages) <= max_tokens || messages.len() < 4 {
+        return SummaryPlan::Keep;
+    }
+    let Some(first) = messages.iter().position(|m| m.role == Role::User) else {
+        return SummaryPlan::Keep;
+    };
+    if first == messages.len() - 1 {
+        return SummaryPlan::Keep;
+    }
+    let rest = &messages[first + 1..];
+    if rest.len() < 2 {
+        return SummaryPlan::Keep;
+    }
+    let split = (rest.len() / 4 * 2).max(2);
+    let (old, recent) = rest.split_at(split);
+    let signature = old
+        .iter()
+        .map(|m| {
+            let stripped = strip_media_for_summary(m);
+            let one = crate::json::messages_to_json(std::slice::from_ref(&stripped));
+            // `[<message>]`: the message's own JSON, as OMA's `JSON.stringify(message)`.
+            one[1..one.len() - 1].to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Some(cache) = cache.filter(|c| c.signature == signature) {
+        let mut kept = vec![messages[first].clone()];
+        kept.extend(prepend_prefix(recent.to_vec(), &cache.prefix));
+        return SummaryPlan::Cached(kept);
+    }
+    let request = LlmMessage {
+        role: Role::User,
+        content: vec![
+            ContentBlock::Text(TextBlock {
+                text: SUMMARY_INSTRUCTION.to_owned(),
+            }),
+            ContentBlock::Text(TextBlock {
+                text: format!("\n\nConversation:\n{signature}"),
+            }),
+        ],
+    };
+    SummaryPlan::Ask(PendingSummary {
+        messages: vec![request],
+        signature,
+        first_user: messages[first].clone(),
+        recent: recent.to_vec(),
+    })
+}
+
+/// A message as it is written into a summary request: image and video blocks become text
+/// placeholders, and a tool result's images and files become text parts.
+fn strip_media_for_summary(message: &LlmMessage) -> LlmMessage {
+    let content = message
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Image(image) => ContentBlock::Text(TextBlock {
+                text: format!("[image: {}]", image.source.media_type()),
+            }),
+            ContentBlock::Video(video) => ContentBlock::Text(TextBlock {
+                text: format!("[video: {}]", video.source.media_type()),
+            }),
+            ContentBlock::ToolResult(result) => match &result.content {
+                ToolResultContent::Parts(parts)
+                    if parts
+                        .iter()
+                        .any(|p| !matches!(p, ToolResultPart::Text { .. })) =>
+                {
+                    ContentBlock::ToolResult(ToolResultBlock {
+                        tool_use_id: result.tool_use_id.clone(),
+                        content: ToolResultContent::Parts(
+                            parts
+                                .iter()
+                                .map(|part| ToolResultPart::Text {
+                                    text: crate::agent::trace::part_summary(part),
+                                })
+                                .collect(),
+                        ),
+                        is_error: result.is_error,
+                    })
+                }
+                _ => block.clone(),
+            },
+            other => other.clone(),
+        })
+        .collect();
+    LlmMessage {
+        role: message.role,
+        content,
+    }
+}
+
+/// OMA's `prependSyntheticPrefixToFirstUser`: `prefix` and a blank line as a text block before
+/// the first user message's content; with no user message, an assistant message holding the
+/// prefix comes first.
+fn prepend_prefix(mut messages: Vec<LlmMessage>, prefix: &str) -> Vec<LlmMessage> {
+    match messages.iter_mut().find(|m| m.role == Role::User) {
+        Some(user) => user.content.insert(
+            0,
+            ContentBlock::Text(TextBlock {
+                text: format!("{prefix}\n\n"),
+            }),
+        ),
+        None => messages.insert(
+            0,
+            LlmMessage {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Text(TextBlock {
+                    text: prefix.to_owned(),
+                })],
+            },
+        ),
+    }
+    messages
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -633,6 +853,18 @@ mod tests {
                 "missing field `contextStrategy.maxTokens`",
             ),
             (
+                json!({"contextStrategy": {"type": "summarize"}}),
+                "missing field `contextStrategy.maxTokens`",
+            ),
+            (
+                json!({"contextStrategy": {"type": "summarize", "maxTokens": 5, "summaryModel": 1}}),
+                "`contextStrategy.summaryModel` must be",
+            ),
+            (
+                json!({"contextStrategy": {"type": "summarize", "maxTokens": 5, "model": "m"}}),
+                "unknown field `contextStrategy.model`",
+            ),
+            (
                 json!({"contextStrategy": {"type": "sliding-window", "maxTurns": "3"}}),
                 "`contextStrategy.maxTurns` must be",
             ),
@@ -668,6 +900,97 @@ mod tests {
             let error = read(value.clone()).expect_err("invalid");
             assert!(error.to_string().starts_with(message), "{value}: {error}");
         }
+    }
+
+    #[test]
+    fn summarize_reads_its_settings_and_plans_omas_split() {
+        let options = read(
+            json!({"contextStrategy": {"type": "summarize", "maxTokens": 7,
+                                                     "summaryModel": "mini"}}),
+        )
+        .expect("valid");
+        let Some(ContextStrategy::Summarize(summarize)) = &options.strategy else {
+            panic!("{options:?}");
+        };
+        assert_eq!(summarize.max_tokens, 7);
+        assert_eq!(summarize.summary_model.as_deref(), Some("mini"));
+        assert_eq!(
+            options.strategy.as_ref().map(ContextStrategy::to_json),
+            Some(json!({"type": "summarize", "maxTokens": 7, "summaryModel": "mini"}))
+        );
+
+        let user = |t: &str| LlmMessage::user_text(t);
+        let long = "y".repeat(80);
+        // Under the threshold, or fewer than four messages: nothing to do.
+        let short = vec![user(&long), assistant(vec![text(&long)]), user(&long)];
+        assert_eq!(plan_summary(&short, 1, None), SummaryPlan::Keep);
+        let mut conversation = vec![
+            assistant(vec![text("before the first user message")]),
+            user("goal"),
+            assistant(vec![call("c1", "shot")]),
+            LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResultBlock {
+                    tool_use_id: "c1".into(),
+                    content: ToolResultContent::Parts(vec![
+                        ToolResultPart::Text {
+                            text: "here".into(),
+                        },
+                        ToolResultPart::Image {
+                            source: MediaSource::Base64 {
+                                media_type: "image/png".into(),
+                                data: "iVBORw0KGgo=".into(),
+                            },
+                        },
+                    ]),
+                    is_error: Some(false),
+                })],
+            },
+            assistant(vec![text(&long)]),
+            user("latest"),
+        ];
+        assert_eq!(plan_summary(&conversation, 10_000, None), SummaryPlan::Keep);
+        let SummaryPlan::Ask(pending) = plan_summary(&conversation, 10, None) else {
+            panic!("expected a summary request");
+        };
+        // Four messages after the first user message: two old, two recent.
+        let prompt = crate::json::messages_to_value(&pending.messages);
+        assert_eq!(prompt[0]["content"][0]["text"], SUMMARY_INSTRUCTION);
+        assert_eq!(
+            prompt[0]["content"][1]["text"],
+            "\n\nConversation:\n\
+             {\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"shot\",\"input\":{}}]}\n\
+             {\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"c1\",\"content\":[{\"type\":\"text\",\"text\":\"here\"},{\"type\":\"text\",\"text\":\"[image: image/png; inline data]\"}],\"is_error\":false}]}"
+        );
+        let (after, cache) = pending.finish("\u{feff} a summary \n");
+        let after = crate::json::messages_to_value(&after);
+        assert_eq!(
+            after,
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "goal"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": long}]},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "[Conversation summary]\na summary\n\n"},
+                    {"type": "text", "text": "latest"}
+                ]}
+            ])
+        );
+        // The same old turns again: the cached summary, no request.
+        let SummaryPlan::Cached(again) = plan_summary(&conversation, 10, Some(&cache)) else {
+            panic!("expected the cached summary");
+        };
+        assert_eq!(crate::json::messages_to_value(&again), after);
+        // No user message among the recent turns: the summary comes first, as an assistant turn.
+        conversation.pop();
+        conversation.push(assistant(vec![text("last")]));
+        let SummaryPlan::Ask(pending) = plan_summary(&conversation, 10, None) else {
+            panic!("no cache, a request");
+        };
+        let (after, _) = pending.finish("");
+        assert_eq!(
+            crate::json::messages_to_value(&after)[1],
+            json!({"role": "assistant", "content": [{"type": "text", "text": "[Conversation summary unavailable]"}]})
+        );
     }
 
     #[test]

@@ -23,13 +23,34 @@ pub enum HookAnswer {
     Rejected(Error),
 }
 
+/// What a tool-call gate (OMA's `onToolCall`, run by the host before the tool) decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolGate {
+    /// `allow`, `deny` or `suspend`.
+    pub action: String,
+    /// The gate's reason, when it gave one.
+    pub reason: Option<String>,
+}
+
 /// What a tool returned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutcome {
     /// The answer.
     pub content: ToolResultContent,
-    /// Whether the tool failed.
-    pub is_error: bool,
+    /// Whether the tool failed, as the tool said it (OMA's optional `ToolResult.isError`): the
+    /// result block carries exactly this, so `Some(false)` is sent as `is_error: false` by the
+    /// wire formats that have the field and `None` leaves it out.
+    pub is_error: Option<bool>,
+    /// The gate's decision, when a gate decided the call; traced on the `tool_call` event.
+    pub gate: Option<ToolGate>,
+}
+
+impl ToolOutcome {
+    /// Whether the tool failed (`is_error` is `Some(true)`).
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.is_error == Some(true)
+    }
 }
 
 /// A progress event of `run-agent`: OMA's `{type, agent, data}`.

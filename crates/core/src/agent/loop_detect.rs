@@ -23,6 +23,9 @@ pub enum LoopAction {
     Warn,
     /// End the run at once.
     Terminate,
+    /// Ask the host (OMA's `onLoopDetected` function): it answers `"terminate"`, `"warn"` or
+    /// `"inject"` (both: OMA's warning), or anything else to go on as if nothing was found.
+    Ask,
 }
 
 /// How loops are detected (OMA's `LoopDetectionConfig`).
@@ -65,6 +68,8 @@ impl LoopDetection {
         let action = match object.string("onLoopDetected")?.as_deref() {
             None | Some("warn") => LoopAction::Warn,
             Some("terminate") => LoopAction::Terminate,
+            // The word a host that holds OMA's function sends for it.
+            Some("callback") => LoopAction::Ask,
             Some(_) => {
                 return Err(object.invalid("onLoopDetected", "must be \"warn\" or \"terminate\""))
             }
@@ -85,6 +90,7 @@ impl LoopDetection {
             "onLoopDetected": match self.action {
                 LoopAction::Warn => "warn",
                 LoopAction::Terminate => "terminate",
+                LoopAction::Ask => "callback",
             },
         })
     }
@@ -159,6 +165,11 @@ pub enum Verdict {
     /// A loop the run must end on: announce it and end the run (successfully, with
     /// `loopDetected`), the turn's tool calls not made.
     Terminate(LoopInfo),
+    /// A loop the host decides on (OMA's `onLoopDetected` function): announce it, ask, then
+    /// [`LoopGuard::decide`].
+    Ask(LoopInfo),
+    /// The host chose to go on as if no loop was found (OMA's `"continue"`).
+    Continue,
 }
 
 /// The detector and the warning state of one run.
@@ -217,11 +228,28 @@ impl LoopGuard {
         };
         match self.config.action {
             LoopAction::Terminate => Verdict::Terminate(info),
-            LoopAction::Warn if self.warned => Verdict::Terminate(info),
-            LoopAction::Warn => {
-                self.warned = true;
-                Verdict::Warn(info)
-            }
+            LoopAction::Ask => Verdict::Ask(info),
+            LoopAction::Warn => self.warn(info),
+        }
+    }
+
+    /// A warning, or the end when one was already given and no clear turn came since.
+    fn warn(&mut self, info: LoopInfo) -> Verdict {
+        if self.warned {
+            return Verdict::Terminate(info);
+        }
+        self.warned = true;
+        Verdict::Warn(info)
+    }
+
+    /// The host's answer to a [`Verdict::Ask`], OMA's words: `"terminate"` ends the run,
+    /// `"warn"` and `"inject"` warn (or end, when a warning was already given), anything else
+    /// goes on.
+    pub fn decide(&mut self, info: LoopInfo, action: &str) -> Verdict {
+        match action {
+            "terminate" => Verdict::Terminate(info),
+            "warn" | "inject" => self.warn(info),
+            _ => Verdict::Continue,
         }
     }
 

@@ -120,6 +120,18 @@ pub enum Step {
     Wait(u64),
     /// Call this tool; answer with [`Answer::Tool`] under the call's id.
     CallTool(crate::message::ToolUseBlock),
+    /// Call OMA's `onLoopDetected` function with this loop (already announced as an event);
+    /// answer with [`Answer::LoopDecision`].
+    DecideLoop(crate::agent::loop_detect::LoopInfo),
+    /// Call the `custom` context strategy's function with the conversation about to be sent
+    /// and its token estimate (OMA's `compress(messages, estimatedTokens)`); answer with
+    /// [`Answer::Compressed`].
+    Compress {
+        /// The conversation (a copy of its own).
+        messages: Vec<LlmMessage>,
+        /// OMA's `estimateTokens` of it.
+        estimated_tokens: u64,
+    },
     /// Send this text through an external text-only backend; answer with [`Answer::External`].
     External {
         /// Which backend.
@@ -172,6 +184,10 @@ pub enum Due {
     External,
     /// The host's verdict on the value of a [`Step::Validate`].
     Validation,
+    /// The `custom` context strategy's messages.
+    Compress,
+    /// The `onLoopDetected` function's decision.
+    LoopDecision,
 }
 
 /// The answer to a step.
@@ -194,6 +210,12 @@ pub enum Answer {
     /// may fill in defaults or drop unknown keys), or OMA's message naming the problems
     /// (`Output validation failed:` then `  - <path>: <message>` lines).
     Validated(Result<serde_json::Value, String>),
+    /// What the `custom` context strategy's function returned, or how it failed (a thrown
+    /// error as [`Error::Host`], an answer that is not messages as the error reading it).
+    Compressed(Result<Vec<LlmMessage>, Error>),
+    /// What the `onLoopDetected` function answered (OMA's `"terminate"`, `"warn"`, `"inject"`,
+    /// anything else to go on), or its failure message (it threw), which ends the run.
+    LoopDecision(Result<String, String>),
 }
 
 /// What `run-agent` adds around a run.
@@ -356,6 +378,8 @@ impl RunMachine {
             Phase::Turns(turns) => match &turns.call {
                 Some(call) if call.awaits_answer() => vec![Due::Http],
                 Some(_) => Vec::new(),
+                None if turns.turn.awaits_compression() => vec![Due::Compress],
+                None if turns.turn.awaits_loop_decision() => vec![Due::LoopDecision],
                 None => turns.turn.pending_tools().map(Due::Tool).collect(),
             },
             Phase::Start(_) | Phase::Over(_) => Vec::new(),
@@ -523,7 +547,7 @@ impl RunMachine {
                 let result = ToolResultBlock {
                     tool_use_id: id,
                     content: outcome.content,
-                    is_error: outcome.is_error.then_some(true),
+                    is_error: outcome.is_error,
                 };
                 // The position was checked, so the loop takes the result (or the failure).
                 let checked = crate::limits::check_tool_result(&result.content)
@@ -534,12 +558,13 @@ impl RunMachine {
                             tracer.tool_answered(
                                 &result.tool_use_id,
                                 &result.content,
-                                outcome.is_error,
+                                outcome.is_error == Some(true),
+                                outcome.gate.clone(),
                             );
                         }
                         turns
                             .turn
-                            .handle_tool_result(
+                            .handle_tool_answer(
                                 &result.tool_use_id,
                                 result.content,
                                 outcome.is_error,
@@ -548,6 +573,24 @@ impl RunMachine {
                     }
                     Err(error) => turns.turn.handle_failure(error).map_err(drop),
                 };
+                self.phase = Phase::Turns(turns);
+                Ok(())
+            }
+            (Phase::Turns(mut turns), Answer::Compressed(answer))
+                if turns.call.is_none() && turns.turn.awaits_compression() =>
+            {
+                // Due, so the loop takes it.
+                let _ = turns.turn.handle_compressed(answer);
+                self.phase = Phase::Turns(turns);
+                Ok(())
+            }
+            (Phase::Turns(mut turns), Answer::LoopDecision(answer))
+                if turns.call.is_none() && turns.turn.awaits_loop_decision() =>
+            {
+                // Due, so the loop takes it.
+                let _ = turns
+                    .turn
+                    .handle_loop_decision(answer.map_err(|message| Error::Host { message }));
                 self.phase = Phase::Turns(turns);
                 Ok(())
             }
@@ -670,7 +713,12 @@ impl RunMachine {
             match turns.turn.poll() {
                 Some(Action::SendRequest) => {
                     if let Some(tracer) = self.tracer.as_mut() {
-                        tracer.llm_started(self.now_ms);
+                        let phase = if turns.turn.summarizing() {
+                            crate::agent::trace::LlmPhase::Summary
+                        } else {
+                            crate::agent::trace::LlmPhase::Turn
+                        };
+                        tracer.llm_started(self.now_ms, phase);
                     }
                     let seed = self.rng.next_u64();
                     let ids = IdSource {
@@ -696,6 +744,20 @@ impl RunMachine {
                             let _ = turns.turn.handle_failure(error);
                         }
                     }
+                }
+                Some(Action::DecideLoop(info)) => {
+                    self.phase = Phase::Turns(turns);
+                    return Some(Step::DecideLoop(info));
+                }
+                Some(Action::Compress {
+                    messages,
+                    estimated_tokens,
+                }) => {
+                    self.phase = Phase::Turns(turns);
+                    return Some(Step::Compress {
+                        messages,
+                        estimated_tokens,
+                    });
                 }
                 Some(Action::CallTool(call)) => {
                     if let Some(tracer) = self.tracer.as_mut() {
@@ -903,6 +965,8 @@ impl RunMachine {
             Answer::Tool { .. } => "a tool outcome",
             Answer::External(_) => "an external backend's reply",
             Answer::Validated(_) => "a validation verdict",
+            Answer::Compressed(_) => "compressed messages",
+            Answer::LoopDecision(_) => "a loop decision",
         };
         let expected = if !self.queue.is_empty() {
             "no answer until the queued steps are polled"
@@ -914,6 +978,8 @@ impl RunMachine {
                 Phase::External => "the external backend's reply",
                 Phase::Turns(turns) => match &turns.call {
                     Some(call) => call.expected(),
+                    None if turns.turn.awaits_compression() => "the custom strategy's messages",
+                    None if turns.turn.awaits_loop_decision() => "the onLoopDetected decision",
                     None => "tool outcomes",
                 },
                 Phase::Over(_) => "nothing: the run is over",

@@ -74,6 +74,9 @@ pub enum TraceData {
         input: Value,
         /// The answer as text (media as placeholders), secrets redacted.
         output: String,
+        /// The gate's decision (OMA's `gated`, `gateAction`, `gateReason`), its reason
+        /// redacted; `None` when no gate decided the call.
+        gate: Option<crate::agent::exchange::ToolGate>,
     },
     /// The whole run.
     Agent {
@@ -153,9 +156,17 @@ impl TraceEvent {
                 is_error,
                 input,
                 output,
+                gate,
             } => {
                 out.insert("tool".into(), json!(tool));
                 out.insert("isError".into(), json!(is_error));
+                if let Some(gate) = gate {
+                    out.insert("gated".into(), json!(true));
+                    out.insert("gateAction".into(), json!(gate.action));
+                    if let Some(reason) = gate.reason.as_deref().filter(|r| !r.is_empty()) {
+                        out.insert("gateReason".into(), json!(reason));
+                    }
+                }
                 out.insert("input".into(), input.clone());
                 out.insert("output".into(), json!(output));
             }
@@ -225,19 +236,25 @@ pub fn summarize_tool_result(content: &ToolResultContent) -> String {
         ToolResultContent::Text(text) => text.clone(),
         ToolResultContent::Parts(parts) => parts
             .iter()
-            .map(|part| match part {
-                ToolResultPart::Text { text } => text.clone(),
-                ToolResultPart::Image { source } => {
-                    let (media_type, location) = media(source);
-                    format!("[image: {media_type}; {location}]")
-                }
-                ToolResultPart::File { filename, source } => {
-                    let (media_type, location) = media(source);
-                    format!("[file: {filename}; {media_type}; {location}]")
-                }
-            })
+            .map(part_summary)
             .collect::<Vec<_>>()
             .join("\n"),
+    }
+}
+
+/// One part of [`summarize_tool_result`]: a text part as it is, an image or file as OMA's
+/// placeholder (`[image: <type>; inline data]`, `[file: <name>; <type>; URL reference]`).
+pub(crate) fn part_summary(part: &ToolResultPart) -> String {
+    match part {
+        ToolResultPart::Text { text } => text.clone(),
+        ToolResultPart::Image { source } => {
+            let (media_type, location) = media(source);
+            format!("[image: {media_type}; {location}]")
+        }
+        ToolResultPart::File { filename, source } => {
+            let (media_type, location) = media(source);
+            format!("[file: {filename}; {media_type}; {location}]")
+        }
     }
 }
 
@@ -267,8 +284,8 @@ pub(crate) struct Tracer {
     task_id: Option<String>,
     agent: String,
     rng: Rng,
-    /// The start of the model call in flight, and its turn.
-    llm: Option<(u64, u32)>,
+    /// The start of the model call in flight, its turn and its phase.
+    llm: Option<(u64, u32, LlmPhase)>,
     /// Model calls made so far.
     turns: u32,
     tools: Vec<OpenTool>,
@@ -310,10 +327,14 @@ impl Tracer {
         }
     }
 
-    /// A model call starts at `now_ms`.
-    pub(crate) fn llm_started(&mut self, now_ms: u64) {
-        self.turns = self.turns.saturating_add(1);
-        self.llm = Some((now_ms, self.turns));
+    /// A model call starts at `now_ms`. A summary call carries the number of the turn it
+    /// prepares (OMA's), so it does not count as a turn itself.
+    pub(crate) fn llm_started(&mut self, now_ms: u64, phase: LlmPhase) {
+        let turn = self.turns.saturating_add(1);
+        if phase == LlmPhase::Turn {
+            self.turns = turn;
+        }
+        self.llm = Some((now_ms, turn, phase));
     }
 
     /// The model call in flight answered at `now_ms`.
@@ -323,10 +344,10 @@ impl Tracer {
         model: &str,
         tokens: TokenUsage,
     ) -> Option<TraceEvent> {
-        let (start_ms, turn) = self.llm.take()?;
+        let (start_ms, turn, phase) = self.llm.take()?;
         let data = TraceData::LlmCall {
             model: model.to_owned(),
-            phase: LlmPhase::Turn,
+            phase,
             turn,
             tokens,
         };
@@ -349,7 +370,13 @@ impl Tracer {
     }
 
     /// The tool call `id` was answered with `content`; its event ends at the next poll.
-    pub(crate) fn tool_answered(&mut self, id: &str, content: &ToolResultContent, is_error: bool) {
+    pub(crate) fn tool_answered(
+        &mut self,
+        id: &str,
+        content: &ToolResultContent,
+        is_error: bool,
+        gate: Option<crate::agent::exchange::ToolGate>,
+    ) {
         let Some(at) = self.tools.iter().position(|open| open.id == id) else {
             return;
         };
@@ -359,6 +386,11 @@ impl Tracer {
             is_error,
             input: open.input,
             output: redact_secrets(&summarize_tool_result(content)),
+            // OMA redacts the reason as text, and keeps the action as the gate gave it.
+            gate: gate.map(|gate| crate::agent::exchange::ToolGate {
+                action: gate.action,
+                reason: gate.reason.map(|reason| redact_secrets(&reason)),
+            }),
         };
         let event = self.event(open.start_ms, open.start_ms, data);
         self.answered.push(event);
@@ -470,7 +502,7 @@ mod tests {
             "helper",
             1,
         );
-        tracer.llm_started(1000);
+        tracer.llm_started(1000, LlmPhase::Turn);
         let usage = TokenUsage {
             input_tokens: 3,
             output_tokens: 4,

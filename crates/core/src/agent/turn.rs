@@ -16,7 +16,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use crate::adapter::{ChatRequest, Validated};
-use crate::agent::context::ContextOptions;
+use crate::agent::context::{
+    plan_summary, ContextOptions, ContextStrategy, PendingSummary, SummaryCache, SummaryPlan,
+};
 use crate::agent::loop_detect::{LoopDetection, LoopGuard, LoopInfo, Verdict};
 use crate::agent::outcome::{classify, classify_budget, Ending, RunOutcome, ToolCallRecord};
 use crate::error::{Error, Refused};
@@ -120,6 +122,18 @@ pub enum Action {
     SendRequest,
     /// Call this tool, then call [`TurnLoop::handle_tool_result`] with its id.
     CallTool(ToolUseBlock),
+    /// OMA's `onLoopDetected` function: ask the host what to do about this loop, then call
+    /// [`TurnLoop::handle_loop_decision`] with its answer.
+    DecideLoop(LoopInfo),
+    /// The `custom` context strategy: hand the conversation about to be sent and its token
+    /// estimate to the caller's function, then call [`TurnLoop::handle_compressed`] with what it
+    /// returned.
+    Compress {
+        /// The conversation about to be sent (consumed tool results already compressed).
+        messages: Vec<LlmMessage>,
+        /// OMA's `estimateTokens` of it.
+        estimated_tokens: u64,
+    },
     /// Deliver this stream event.
     Emit(Event),
     /// The run is over; nothing follows.
@@ -131,6 +145,15 @@ pub enum Action {
 enum State {
     /// A request was handed out; a response is due.
     AwaitingResponse,
+    /// A summary request (the `summarize` strategy) was handed out; its response is due, then
+    /// the turn's own request follows.
+    AwaitingSummary(Box<SummaryCall>),
+    /// The conversation was handed to the `custom` strategy's function; its answer is due, then
+    /// the turn's request follows.
+    AwaitingCompression,
+    /// A loop was found and the host's `onLoopDetected` function was asked; its answer is due,
+    /// then the turn goes on.
+    AwaitingLoopDecision(Box<PendingTurn>),
     /// The turn's tool calls were handed out; their results are due, in any order.
     AwaitingTools {
         calls: Vec<ToolUseBlock>,
@@ -188,6 +211,24 @@ pub struct TurnLoop {
     loop_detected: bool,
     /// The loop warning to add after this turn's tool results.
     warning: Option<&'static str>,
+    /// The last summary of the `summarize` strategy, reused while it covers the same turns.
+    summary_cache: Option<SummaryCache>,
+}
+
+/// A turn held while the host decides on a loop it showed.
+#[derive(Debug)]
+struct PendingTurn {
+    info: LoopInfo,
+    text: String,
+    calls: Vec<ToolUseBlock>,
+    over_budget: Option<crate::agent::outcome::Failure>,
+}
+
+/// A summary request in flight and what the conversation becomes once it is answered.
+#[derive(Debug)]
+struct SummaryCall {
+    request: ChatRequest,
+    pending: PendingSummary,
 }
 
 impl TurnLoop {
@@ -202,6 +243,7 @@ impl TurnLoop {
             loop_guard,
             loop_detected: false,
             warning: None,
+            summary_cache: None,
             request: ChatRequest {
                 messages,
                 ..template
@@ -231,7 +273,16 @@ impl TurnLoop {
 
     /// The chat request of the current turn: the template with the whole conversation so far.
     pub fn request(&self) -> &ChatRequest {
-        &self.request
+        match &self.state {
+            State::AwaitingSummary(call) => &call.request,
+            _ => &self.request,
+        }
+    }
+
+    /// Whether the request due is a summary request (OMA's `llm_call` phase `summary`) rather
+    /// than a turn.
+    pub fn summarizing(&self) -> bool {
+        matches!(self.state, State::AwaitingSummary(_))
     }
 
     /// The same request, as validated, so the adapter formats it without checking it again.
@@ -240,7 +291,8 @@ impl TurnLoop {
     /// at its place before handing it over; and a response holds only text, tool-use and
     /// reasoning blocks, which no rule constrains.
     pub(crate) fn validated(&self) -> Validated<'_> {
-        Validated::trusted(&self.request)
+        // A summary request is one user message of text.
+        Validated::trusted(self.request())
     }
 
     /// Where the result of the pending tool call `tool_use_id` will sit in the conversation:
@@ -272,6 +324,10 @@ impl TurnLoop {
     /// changing nothing, when no response is due.
     #[must_use = "a response that was not due is handed back, refused"]
     pub fn handle_response(&mut self, response: LlmResponse) -> Result<(), Refused<LlmResponse>> {
+        if matches!(self.state, State::AwaitingSummary(_)) {
+            self.handle_summary(response);
+            return Ok(());
+        }
         if !matches!(self.state, State::AwaitingResponse) {
             let message = format!(
                 "unexpected answer: got a provider response, the turn loop waits for {}",
@@ -327,24 +383,100 @@ impl TurnLoop {
             Some(guard) => guard.observe(&calls, &text),
             None => Verdict::Clear,
         };
+        if let Verdict::Ask(info) = verdict {
+            // Announced first, as OMA yields the event before it calls the function.
+            self.emit(Event::LoopDetected(info.clone()));
+            self.actions.push_back(Action::DecideLoop(info.clone()));
+            self.state = State::AwaitingLoopDecision(Box::new(PendingTurn {
+                info,
+                text,
+                calls,
+                over_budget,
+            }));
+            return Ok(());
+        }
+        self.after_verdict(verdict, true, text, calls, over_budget);
+        Ok(())
+    }
+
+    /// Whether the `onLoopDetected` decision is due.
+    pub fn awaits_loop_decision(&self) -> bool {
+        matches!(self.state, State::AwaitingLoopDecision(_))
+    }
+
+    /// Feeds the host's `onLoopDetected` answer (OMA's words: `"terminate"`, `"warn"`,
+    /// `"inject"`, anything else to go on), or its failure, which ends the run with it. Hands
+    /// the answer back, refused and changing nothing, when no decision is due.
+    #[must_use = "an answer that was not due is handed back, refused"]
+    pub fn handle_loop_decision(
+        &mut self,
+        answer: Result<String, Error>,
+    ) -> Result<(), Refused<Result<String, Error>>> {
+        if !self.awaits_loop_decision() {
+            let message = format!(
+                "unexpected answer: got a loop decision, the turn loop waits for {}",
+                self.expected()
+            );
+            return Err(Refused::new(answer, message));
+        }
+        let State::AwaitingLoopDecision(pending) =
+            std::mem::replace(&mut self.state, State::AwaitingResponse)
+        else {
+            return Ok(());
+        };
+        let PendingTurn {
+            info,
+            text,
+            calls,
+            over_budget,
+        } = *pending;
+        match answer {
+            Ok(action) => {
+                let verdict = match &mut self.loop_guard {
+                    Some(guard) => guard.decide(info, &action),
+                    None => Verdict::Continue,
+                };
+                self.after_verdict(verdict, false, text, calls, over_budget);
+            }
+            Err(error) => {
+                let _ = self.handle_failure(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rest of a turn once loop detection has spoken: the end, a warning, or the tool calls.
+    /// `announce` emits the loop event (already emitted when the host was asked).
+    fn after_verdict(
+        &mut self,
+        verdict: Verdict,
+        announce: bool,
+        text: String,
+        calls: Vec<ToolUseBlock>,
+        over_budget: Option<crate::agent::outcome::Failure>,
+    ) {
         let warning = match verdict {
-            Verdict::Clear => None,
+            Verdict::Clear | Verdict::Continue | Verdict::Ask(_) => None,
             Verdict::Warn(info) => {
                 let warning = info.kind.warning();
-                self.emit(Event::LoopDetected(info));
+                if announce {
+                    self.emit(Event::LoopDetected(info));
+                }
                 Some(warning)
             }
             Verdict::Terminate(info) => {
-                self.emit(Event::LoopDetected(info));
+                if announce {
+                    self.emit(Event::LoopDetected(info));
+                }
                 self.loop_detected = true;
                 let ending = over_budget.map_or(Ending::Completed, Ending::BudgetExceeded);
                 self.finish(text, ending);
-                return Ok(());
+                return;
             }
         };
         if let Some(failure) = over_budget {
             self.finish(text, Ending::BudgetExceeded(failure));
-            return Ok(());
+            return;
         }
         if calls.is_empty() {
             match warning {
@@ -362,7 +494,7 @@ impl TurnLoop {
                 }
                 None => self.finish(text, Ending::Completed),
             }
-            return Ok(());
+            return;
         }
         self.warning = warning;
         for call in &calls {
@@ -381,7 +513,6 @@ impl TurnLoop {
             waiting,
             calls,
         };
-        Ok(())
     }
 
     /// Feeds the answer of the tool call `tool_use_id`. `is_error` marks a failed tool (the
@@ -393,6 +524,19 @@ impl TurnLoop {
         tool_use_id: &str,
         content: ToolResultContent,
         is_error: bool,
+    ) -> Result<(), Refused<ToolResultContent>> {
+        self.handle_tool_answer(tool_use_id, content, is_error.then_some(true))
+    }
+
+    /// As [`TurnLoop::handle_tool_result`], with `is_error` exactly as the tool said it (OMA's
+    /// optional `isError`): the result block carries it as given, so `Some(false)` travels as
+    /// `is_error: false` and `None` leaves the field out.
+    #[must_use = "a result no call waited for is handed back, refused"]
+    pub fn handle_tool_answer(
+        &mut self,
+        tool_use_id: &str,
+        content: ToolResultContent,
+        is_error: Option<bool>,
     ) -> Result<(), Refused<ToolResultContent>> {
         let not_waiting = |content| {
             let id: String = tool_use_id.chars().take(64).collect();
@@ -424,7 +568,7 @@ impl TurnLoop {
         *slot = Some(ToolResultBlock {
             tool_use_id: tool_use_id.to_owned(),
             content,
-            is_error: is_error.then_some(true),
+            is_error,
         });
         *remaining = remaining.saturating_sub(1);
         if *remaining > 0 {
@@ -483,7 +627,9 @@ impl TurnLoop {
     /// What the loop waits for, for the message of a refusal.
     fn expected(&self) -> &'static str {
         match self.state {
-            State::AwaitingResponse => "a provider response",
+            State::AwaitingResponse | State::AwaitingSummary(_) => "a provider response",
+            State::AwaitingCompression => "the custom context strategy's messages",
+            State::AwaitingLoopDecision(_) => "the onLoopDetected decision",
             State::AwaitingTools { .. } => "tool results",
             State::Finished => "nothing: the loop is over",
         }
@@ -510,6 +656,115 @@ impl TurnLoop {
             .context
             .apply(&mut self.request.messages, self.turns);
         self.state = State::AwaitingResponse;
+        if let Some(ContextStrategy::Custom) = &self.options.context.strategy {
+            self.state = State::AwaitingCompression;
+            self.actions.push_back(Action::Compress {
+                messages: self.request.messages.clone(),
+                estimated_tokens: crate::agent::context::estimate_tokens(&self.request.messages),
+            });
+            return;
+        }
+        if let Some(ContextStrategy::Summarize(summarize)) = &self.options.context.strategy {
+            match plan_summary(
+                &self.request.messages,
+                summarize.max_tokens,
+                self.summary_cache.as_ref(),
+            ) {
+                SummaryPlan::Keep => {}
+                SummaryPlan::Cached(messages) => self.request.messages = messages,
+                SummaryPlan::Ask(mut pending) => {
+                    // OMA's summary call: the turn's options with the summary model, no tools,
+                    // and a whole (not streamed) response.
+                    let conversation = std::mem::take(&mut self.request.messages);
+                    let mut request = self.request.clone();
+                    self.request.messages = conversation;
+                    request.messages = std::mem::take(&mut pending.messages);
+                    request.tools = Vec::new();
+                    request.stream = false;
+                    if let Some(model) = &summarize.summary_model {
+                        request.model.clone_from(model);
+                    }
+                    self.state = State::AwaitingSummary(Box::new(SummaryCall { request, pending }));
+                }
+            }
+        }
+        self.actions.push_back(Action::SendRequest);
+    }
+
+    /// Whether the `custom` strategy's answer is due.
+    pub fn awaits_compression(&self) -> bool {
+        matches!(self.state, State::AwaitingCompression)
+    }
+
+    /// Feeds what the `custom` strategy's function returned (or how it failed). OMA's rules: a
+    /// failure ends the run with it; an empty list ends it with OMA's
+    /// `contextStrategy.custom.compress must return a non-empty LLMMessage[]`; messages that
+    /// break OMA's message rules end it with an `InvalidMessageError` before anything is sent.
+    /// Otherwise they become the conversation, and the turn's request follows. Hands the answer
+    /// back, refused and changing nothing, when no answer is due.
+    #[must_use = "an answer that was not due is handed back, refused"]
+    pub fn handle_compressed(
+        &mut self,
+        answer: Result<Vec<LlmMessage>, Error>,
+    ) -> Result<(), Refused<Result<Vec<LlmMessage>, Error>>> {
+        if !self.awaits_compression() {
+            let message = format!(
+                "unexpected answer: got compressed messages, the turn loop waits for {}",
+                self.expected()
+            );
+            return Err(Refused::new(answer, message));
+        }
+        self.state = State::AwaitingResponse;
+        let checked = answer.and_then(|messages| {
+            if messages.is_empty() {
+                return Err(Error::InvalidRequest {
+                    message: "contextStrategy.custom.compress must return a non-empty LLMMessage[]"
+                        .to_owned(),
+                });
+            }
+            crate::validate::validate_messages(&messages)?;
+            Ok(messages)
+        });
+        match checked {
+            Ok(messages) => {
+                self.request.messages = messages;
+                self.actions.push_back(Action::SendRequest);
+            }
+            Err(error) => {
+                let _ = self.handle_failure(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// The summary request's response: its usage counts, the conversation becomes the first
+    /// user message and the recent turns with the summary before them, and the turn's own
+    /// request follows.
+    fn handle_summary(&mut self, response: LlmResponse) {
+        let State::AwaitingSummary(call) =
+            std::mem::replace(&mut self.state, State::AwaitingResponse)
+        else {
+            return;
+        };
+        self.usage.input_tokens = self
+            .usage
+            .input_tokens
+            .saturating_add(response.usage.input_tokens);
+        self.usage.output_tokens = self
+            .usage
+            .output_tokens
+            .saturating_add(response.usage.output_tokens);
+        let text: String = response
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let (messages, cache) = call.pending.finish(&text);
+        self.request.messages = messages;
+        self.summary_cache = Some(cache);
         self.actions.push_back(Action::SendRequest);
     }
 

@@ -10,6 +10,7 @@ from ._agent import (Agent, Backend, CallableBackend, CancelToken, EnvironmentNa
                      ToolResult, environment_names, run_agent, tool)
 from ._aio import AsyncAgent, AsyncHttpClient, run_agent_async
 from ._builtin_tools import BUILT_IN_TOOL_NAMES, builtin_tools, classify_bash_command
+from ._pool import AgentPool, Semaphore
 from ._codec import format_request, parse_response, validate
 from ._errors import (
     ComponentTrapError,
@@ -95,4 +96,5 @@ __all__ = [
     "ToolDefinition", "ToolResultBlock", "ToolResultContent", "ToolResultEvent", "ToolResultPart", "ToolUseBlock",
     "ToolUseEvent", "UrlSource", "VideoBlock", "LoopDetectedEvent", "LoopDetectionInfo",
     "builtin_tools", "BUILT_IN_TOOL_NAMES", "classify_bash_command",
+    "AgentPool", "Semaphore",
 ]

@@ -142,10 +142,13 @@ class _RunCancelled(Exception):
 
 @dataclass
 class ToolResult:
-    """What a tool may return to say more than its content: ``is_error`` marks a failure."""
+    """What a tool may return to say more than its content: ``is_error`` marks a failure.
+    It is sent as the tool says it, as OMA sends ``ToolResult.isError``: ``True`` as
+    ``is_error: true``, ``False`` as ``is_error: false`` (where the wire format has the field),
+    ``None`` (the default) leaves the field out."""
 
     content: ToolResultContent
-    is_error: bool = False
+    is_error: Optional[bool] = None
 
 
 class Tool(Generic[P, R]):
@@ -367,19 +370,21 @@ def _hook_variant(value: Any = None, error: Optional[BaseException] = None) -> V
     return Variant("hook", Variant("failed", _message(error)))
 
 
-def _tool_outcome(value: Any) -> Tuple[Any, bool]:
-    """What a tool returned as ``(content, is_error)``, read as the JavaScript package reads it."""
+def _tool_outcome(value: Any) -> Tuple[Any, Optional[bool]]:
+    """What a tool returned as ``(content, is_error)``, read as the JavaScript package reads it;
+    ``is_error`` is ``None`` when the tool did not say."""
     if isinstance(value, ToolResult):
-        return value.content, value.is_error
+        return value.content, None if value.is_error is None else bool(value.is_error)
     if isinstance(value, (str, list)):
-        return value, False
+        return value, None
     if isinstance(value, Mapping) and ("data" in value or "content" in value):
         inner = value["data"] if "data" in value else value["content"]
         content = inner if isinstance(inner, (str, list)) else _dumps(inner)
-        return content, bool(value.get("isError", value.get("is_error", False)))
+        said = value.get("isError", value.get("is_error"))
+        return content, None if said is None else bool(said)
     if value is None:
-        return "", False
-    return _dumps(value), False
+        return "", None
+    return _dumps(value), None
 
 
 def _tool_variant(call_id: str, value: Any = None, error: Optional[BaseException] = None) -> Variant:
@@ -395,7 +400,7 @@ def _tool_variant(call_id: str, value: Any = None, error: Optional[BaseException
         text = _dumps(content)
     except (TypeError, ValueError) as e:
         text, is_error = _dumps(f"tool result is not JSON data: {_message(e)}"), True
-    return Variant("tool-json", record(id=call_id, content=text, is_error=is_error))
+    return Variant("tool-json", record(id=call_id, content=text, is_error=is_error, gate=None))
 
 
 def _unknown_tool(name: str) -> str:
@@ -427,7 +432,7 @@ def _answer(rt: Runtime, generation: int, session: Any, answer: Any, tool_id: Op
         if tool_id is None:
             raise
         rt.call("[method]session.answer", session,
-                Variant("tool-json", record(id=tool_id, content=_dumps(e.message), is_error=True)),
+                Variant("tool-json", record(id=tool_id, content=_dumps(e.message), is_error=True, gate=None)),
                 generation=generation)
 
 
@@ -542,6 +547,10 @@ class _Host:
     on_progress: Optional[Observer] = None
     on_case: Optional[Observer] = None
     on_trace: Optional[Observer] = None
+    # The ``custom`` context strategy's ``compress(messages, estimated_tokens)``.
+    compress: Optional[Callable[..., Any]] = None
+    # OMA's ``onLoopDetected`` function: ``on_loop_detected(info)`` returns OMA's word.
+    on_loop_detected: Optional[Callable[..., Any]] = None
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -616,7 +625,7 @@ def _observed_result(answer: Variant) -> Dict[str, Any]:
         data = json.loads(payload.content)
     except (AttributeError, TypeError, ValueError):
         data = None
-    return {"data": data, "isError": bool(getattr(payload, "is_error", getattr(payload, "is-error", False)))}
+    return {"data": data, "isError": bool(getattr(payload, "is_error", getattr(payload, "is-error", False)) or False)}
 
 
 def _hook_answer(host: _Host, context_json: str) -> Variant:
@@ -695,6 +704,54 @@ def _validation_variant(host: _Host, text: str) -> Variant:
     if host.validated is not None:
         host.validated.append(instance)
     return Variant("validated", Variant("ok", _dumps(instance.model_dump(mode="json"))))
+
+
+def _loop_info(p: Any) -> Dict[str, Any]:
+    """The ``decide-loop`` step's loop as OMA's ``LoopDetectionInfo`` dict."""
+    return {"kind": p.kind, "repetitions": p.repetitions, "detail": p.detail}
+
+
+def _loop_variant(word: Any = None, error: Optional[BaseException] = None) -> Variant:
+    """OMA's ``onLoopDetected`` answer: its word (``terminate``, ``warn``, ``inject``; anything
+    else goes on), or its failure, which ends the run."""
+    if error is not None:
+        return Variant("loop-decision", Variant("err", _message(error)))
+    return Variant("loop-decision", Variant("ok", str(word)))
+
+
+def _loop_answer(host: _Host, p: Any) -> Variant:
+    try:
+        if host.on_loop_detected is None:
+            raise RuntimeError("no onLoopDetected function is configured")
+        return _loop_variant(_settle(host.on_loop_detected(_loop_info(p))))
+    except Exception as e:  # noqa: BLE001 - OMA: a throwing callback fails the run
+        return _loop_variant(error=e)
+
+
+def _compress_request(p: Any) -> Tuple[Any, int]:
+    """The ``compress`` step's conversation (OMA JSON, parsed) and token estimate."""
+    return json.loads(_text_of(p.messages)), int(getattr(p, "estimated-tokens"))
+
+
+def _compress_variant(returned: Any = None, error: Optional[BaseException] = None) -> Variant:
+    """What the ``custom`` strategy's function returned, as JSON for the component's checks
+    (anything but a non-empty message list ends the run with OMA's error), or its failure."""
+    if error is not None:
+        return Variant("compress-failed", _message(error))
+    try:
+        return Variant("compressed-json", _dumps(returned))
+    except (TypeError, ValueError) as e:
+        return Variant("compress-failed", _message(e))
+
+
+def _compress_answer(host: _Host, p: Any) -> Variant:
+    messages, estimated = _compress_request(p)
+    try:
+        if host.compress is None:
+            raise RuntimeError("no custom context strategy is configured")
+        return _compress_variant(_settle(host.compress(messages, estimated)))
+    except Exception as e:  # noqa: BLE001 - OMA: a throwing strategy fails the run
+        return _compress_variant(error=e)
 
 
 def _external_answer(host: _Host, p: Any) -> Variant:
@@ -950,6 +1007,10 @@ def drive(rt: Runtime, generation: int, session: Any, host: _Host) -> Generator[
                 pending.start(timings.around(functools.partial(_tool_answer, host, p)), p.id)
             elif tag == "external-send":
                 pending.start(functools.partial(_external_answer, host, p))
+            elif tag == "compress":
+                pending.start(functools.partial(_compress_answer, host, p))
+            elif tag == "decide-loop":
+                pending.start(functools.partial(_loop_answer, host, p))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:
@@ -1187,6 +1248,27 @@ class _Spec:
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
                  call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
                  runtime: Optional[Runtime]) -> None:
+        #: OMA's ``custom`` strategy's function, kept on this side; the component asks for it
+        #: before every request.
+        self.compress: Optional[Callable[..., Any]] = None
+        strategy = options.get("context_strategy")
+        if isinstance(strategy, Mapping) and strategy.get("type") == "custom":
+            self.compress = strategy.get("compress")
+            if not callable(self.compress):
+                raise TypeError("context_strategy['compress'] must be callable for the 'custom' strategy")
+            options = {**options, "context_strategy": {"type": "custom"}}
+        #: OMA's ``onLoopDetected`` function, kept on this side; the component asks it on each
+        #: loop found (``"callback"`` in the component's configuration).
+        self.on_loop_detected: Optional[Callable[..., Any]] = None
+        detection = options.get("loop_detection")
+        if isinstance(detection, Mapping):
+            decide = detection.get("on_loop_detected", detection.get("onLoopDetected"))
+            if decide == "callback":
+                raise TypeError("loop_detection['on_loop_detected'] must be 'warn', 'terminate' or a function")
+            if callable(decide):
+                self.on_loop_detected = decide
+                rest = {k: v for k, v in detection.items() if k not in ("on_loop_detected", "onLoopDetected")}
+                options = {**options, "loop_detection": {**rest, "on_loop_detected": "callback"}}
         context = {_CONTEXT_KEYS[k]: _camel(v) for k, v in options.items() if k in _CONTEXT_KEYS and v is not None}
         options = {k: v for k, v in options.items() if k not in _CONTEXT_KEYS}
         options = dict(options)
@@ -1248,7 +1330,8 @@ class _Spec:
 
     def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> _Host:
         return _Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
-                     on_progress=on_progress, on_case=on_case, on_trace=self.on_trace,
+                     on_progress=on_progress, on_case=on_case, on_trace=self.on_trace, compress=self.compress,
+                     on_loop_detected=self.on_loop_detected,
                      max_response_bytes=self.max_response_bytes, agent_info=self.agent_info,
                      output_model=self.output_model)
 

@@ -53,6 +53,10 @@ from ._agent import (
     _due_text,
     _event_json,
     _external_variant,
+    _compress_request,
+    _compress_variant,
+    _loop_info,
+    _loop_variant,
     _failure_variant,
     _Host,
     _hook_variant,
@@ -306,6 +310,25 @@ async def _tool_run(host: _Host, call: Any, arguments: Any) -> Variant:
     return _tool_variant(call.id, value)
 
 
+async def _loop_answer(host: _Host, p: Any) -> Variant:
+    try:
+        if host.on_loop_detected is None:
+            raise RuntimeError("no onLoopDetected function is configured")
+        return _loop_variant(await _call(host.on_loop_detected, _loop_info(p)))
+    except Exception as e:  # noqa: BLE001 - OMA: a throwing callback fails the run
+        return _loop_variant(error=e)
+
+
+async def _compress_answer(host: _Host, p: Any) -> Variant:
+    messages, estimated = _compress_request(p)
+    try:
+        if host.compress is None:
+            raise RuntimeError("no custom context strategy is configured")
+        return _compress_variant(await _call(host.compress, messages, estimated))
+    except Exception as e:  # noqa: BLE001 - OMA: a throwing strategy fails the run
+        return _compress_variant(error=e)
+
+
 async def _external_answer(host: _Host, p: Any) -> Variant:
     backend = host.backend
     try:
@@ -429,6 +452,10 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: _Host,
                 start(_timed(_tool_answer(host, p), timings.start()), p.id)
             elif tag == "external-send":
                 start(_external_answer(host, p))
+            elif tag == "compress":
+                start(_compress_answer(host, p))
+            elif tag == "decide-loop":
+                start(_loop_answer(host, p))
             elif tag == "event":
                 event = _event_json(p)
                 if event is not None:

@@ -389,7 +389,7 @@ def builtin_tools(cwd: Cwd = _DEFAULT) -> List[Tool[Any, Any]]:
         end = min(start + int(limit), total) if limit is not None else total
         numbered = "\n".join(f"{start + n + 1}\t{line}" for n, line in enumerate(lines[start:end]))
         note = f"\n\n(showing lines {start + 1}–{end} of {total})" if end < total else ""
-        return ToolResult(numbered + note)
+        return ToolResult(numbered + note, is_error=False)
 
     def file_write(i: Dict[str, Any]) -> ToolResult:
         path, _ = box.resolve(i["path"], ensure_root=True)
@@ -407,7 +407,7 @@ def builtin_tools(cwd: Cwd = _DEFAULT) -> List[Tool[Any, Any]]:
             return _error(f'Failed to write file "{path}": {_reason(e)}')
         lines = len(content.split("\n"))
         size = len(content.encode("utf-8"))
-        return ToolResult(f'{"Updated" if existed else "Created"} "{path}" ({_plural(lines, "line")}, {size} bytes).')
+        return ToolResult(f'{"Updated" if existed else "Created"} "{path}" ({_plural(lines, "line")}, {size} bytes).', is_error=False)
 
     def file_edit(i: Dict[str, Any]) -> ToolResult:
         path, _ = box.resolve(i["path"])
@@ -434,7 +434,7 @@ def builtin_tools(cwd: Cwd = _DEFAULT) -> List[Tool[Any, Any]]:
         except OSError as e:
             return _error(f'Failed to write "{path}": {_reason(e)}')
         replaced = count if replace_all else 1
-        return ToolResult(f'Replaced {_plural(replaced, "occurrence")} in "{path}".')
+        return ToolResult(f'Replaced {_plural(replaced, "occurrence")} in "{path}".', is_error=False)
 
     def glob(i: Dict[str, Any]) -> ToolResult:
         root, real_root = box.resolve(i.get("path") or box.default_dir())
@@ -444,7 +444,7 @@ def builtin_tools(cwd: Cwd = _DEFAULT) -> List[Tool[Any, Any]]:
         try:
             if os.path.isfile(root):
                 if pattern is not None and not _matches_glob(os.path.basename(root), pattern):
-                    return ToolResult("No files matched.")
+                    return ToolResult("No files matched.", is_error=False)
                 paths = [_relative(root, real_root)]
             else:
                 os.stat(root)
@@ -454,9 +454,9 @@ def builtin_tools(cwd: Cwd = _DEFAULT) -> List[Tool[Any, Any]]:
         except OSError as e:
             return _error(f'Cannot access path "{root}": {_reason(e)}')
         if not paths:
-            return ToolResult("No files matched.")
+            return ToolResult("No files matched.", is_error=False)
         note = f"\n\n(listing capped at {max_files} paths; raise maxFiles for more)" if capped else ""
-        return ToolResult("\n".join(sorted(paths, key=str.lower)) + note)
+        return ToolResult("\n".join(sorted(paths, key=str.lower)) + note, is_error=False)
 
     def grep(i: Dict[str, Any]) -> ToolResult:
         path, real_root = box.resolve(i.get("path") or box.default_dir())
@@ -486,10 +486,10 @@ def builtin_tools(cwd: Cwd = _DEFAULT) -> List[Tool[Any, Any]]:
                 if regex.search(line):
                     hits.append(f"{_relative(file, real_root)}:{n + 1}:{line}")
         if not hits:
-            return ToolResult("No matches found.")
+            return ToolResult("No matches found.", is_error=False)
         note = (f"\n\n(results capped at {max_results}; use maxResults to raise the limit)"
                 if len(hits) >= max_results else "")
-        return ToolResult("\n".join(hits) + note)
+        return ToolResult("\n".join(hits) + note, is_error=False)
 
     return [_make("bash", _BASH, bash), _make("file_read", _READ, file_read), _make("file_write", _WRITE, file_write),
             _make("file_edit", _EDIT, file_edit), _make("grep", _GREP, grep), _make("glob", _GLOB, glob)]
@@ -507,7 +507,7 @@ def _ripgrep(pattern: str, path: str, glob: Optional[str], max_results: int, roo
     if done.returncode not in (0, 1):
         return _error(f"ripgrep failed (exit {done.returncode}): {done.stderr.decode('utf-8', 'replace').strip()}")
     text = done.stdout.decode("utf-8", "replace").rstrip()
-    return ToolResult(text if text else "No matches found.")
+    return ToolResult(text if text else "No matches found.", is_error=False)
 
 
 # -- the bash risk classifier (OMA's `classifiers` subpath) ---------------------------------------

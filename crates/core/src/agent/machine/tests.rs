@@ -80,7 +80,17 @@ struct Host {
     /// Values handed out to validate, and the verdicts given back in turn.
     validations: Vec<Value>,
     verdicts: VecDeque<Result<Value, String>>,
+    /// The `custom` strategy's function.
+    compress: Option<CompressFn>,
+    /// What it was given: the number of messages and the estimate.
+    compressions: Vec<(usize, u64)>,
+    /// The `onLoopDetected` function's answers, in turn.
+    loop_decisions: VecDeque<Result<String, String>>,
+    /// The loops it was shown.
+    loops: Vec<crate::agent::loop_detect::LoopInfo>,
 }
+
+type CompressFn = Box<dyn Fn(Vec<LlmMessage>) -> Result<Vec<LlmMessage>, Error>>;
 
 impl Host {
     fn replying(replies: &[(u16, &str)]) -> Self {
@@ -152,6 +162,18 @@ impl Host {
                 Step::Validate(value) => {
                     self.validations.push(value);
                     Answer::Validated(self.verdicts.pop_front().expect("a scripted verdict"))
+                }
+                Step::DecideLoop(info) => {
+                    self.loops.push(info);
+                    Answer::LoopDecision(self.loop_decisions.pop_front().expect("a decision"))
+                }
+                Step::Compress {
+                    messages,
+                    estimated_tokens,
+                } => {
+                    self.compressions.push((messages.len(), estimated_tokens));
+                    let compress = self.compress.as_ref().expect("a scripted strategy");
+                    Answer::Compressed(compress(messages))
                 }
             };
             assert!(
@@ -292,7 +314,8 @@ fn a_run_past_its_deadline_ends_as_a_timeout() {
         replies: replies.into_iter().collect(),
         tool: Some(ToolOutcome {
             content: ToolResultContent::Text("more".into()),
-            is_error: false,
+            is_error: None,
+            gate: None,
         }),
         ..Host::default()
     };
@@ -373,7 +396,8 @@ fn tool_loops_and_broken_tool_answers() {
     let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(outcome.success());
@@ -388,7 +412,8 @@ fn tool_loops_and_broken_tool_answers() {
     let mut host = Host::replying(&[(200, &tool_reply("t1"))]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Parts(vec![]),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert_eq!(
@@ -396,6 +421,32 @@ fn tool_loops_and_broken_tool_answers() {
         "messages[2].content[0].content must not be an empty content-part array"
     );
     assert_eq!(host.sent.len(), 1);
+}
+
+/// OMA's result block carries the tool's `isError` as the tool said it: `false` is sent as
+/// `is_error: false`, an absent one leaves the field out, in the request and the run's messages.
+#[test]
+fn a_tools_is_error_travels_as_the_tool_said_it() {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    for (said, expected) in [
+        (None, None),
+        (Some(false), Some(json!(false))),
+        (Some(true), Some(json!(true))),
+    ] {
+        let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text("42".into()),
+            is_error: said,
+            gate: None,
+        });
+        let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+        assert!(outcome.success());
+        let block = &host.sent_bodies()[1]["messages"][2]["content"][0];
+        assert_eq!(block.get("is_error").cloned(), expected, "{said:?}");
+        let messages = crate::json::messages_to_value(&outcome.messages);
+        assert_eq!(messages[1]["content"][0].get("is_error").cloned(), expected);
+        assert_eq!(outcome.tool_calls[0].is_error, said == Some(true));
+    }
 }
 
 #[test]
@@ -460,7 +511,8 @@ fn time_comes_from_the_host() {
     let mut host = Host::replying(&[(200, &body), (200, &body)]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("x".into()),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let mut machine = agent.start(text("q"), false, 1).expect("valid");
     machine.spec.turn.max_turns = 1;
@@ -483,7 +535,8 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         id: "t1".into(),
         outcome: ToolOutcome {
             content: ToolResultContent::Text("x".into()),
-            is_error: false,
+            is_error: None,
+            gate: None,
         },
     };
     // Before the first step.
@@ -530,7 +583,8 @@ fn answers_that_were_not_asked_for_are_refused_and_change_nothing() {
         id: "nope".into(),
         outcome: ToolOutcome {
             content: ToolResultContent::Text("x".into()),
-            is_error: false,
+            is_error: None,
+            gate: None,
         },
     };
     let error = machine.handle(unknown).expect_err("unknown id");
@@ -689,7 +743,8 @@ fn tool_answer(id: &str) -> Answer {
         id: id.into(),
         outcome: ToolOutcome {
             content: ToolResultContent::Text(format!("result {id}")),
-            is_error: false,
+            is_error: None,
+            gate: None,
         },
     }
 }
@@ -870,7 +925,8 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
     let mut host = Host::replying(&[(200, too_many.as_str())]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(!outcome.success());
@@ -886,7 +942,8 @@ fn a_response_past_the_tool_call_limit_is_refused_before_any_tool_runs() {
     let mut host = Host::replying(&[(200, at_limit.as_str()), (200, done.as_str())]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("42".into()),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let outcome = host.drive_long(&mut agent.start(text("q"), false, 1).expect("valid"));
     assert!(outcome.success(), "{}", outcome.output);
@@ -909,7 +966,8 @@ fn a_traced_run_hands_out_omas_trace_events() {
     let mut host = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
     host.tool = Some(ToolOutcome {
         content: ToolResultContent::Text("token=abcdef123456 found".into()),
-        is_error: false,
+        is_error: None,
+        gate: None,
     });
     let options = TraceOptions {
         run_id: Some("run-7".into()),
@@ -952,7 +1010,9 @@ fn a_traced_run_hands_out_omas_trace_events() {
             is_error,
             input,
             output,
+            gate,
         } => {
+            assert_eq!(gate, &None, "no gate decided this call");
             assert_eq!(tool, "lookup");
             assert!(!is_error);
             assert_eq!(input, &json!({"q": 1}));
@@ -1144,4 +1204,364 @@ fn host_verdicts_streams_and_the_merged_budget() {
         outcome.failure().map(|f| f.error_info.message.as_str()),
         Some("Agent \"helper\" exceeded token budget: 20 tokens used (budget: 15)")
     );
+}
+
+/// OMA's `summarize` strategy: past `maxTokens`, a summary request of its own (the summary
+/// model, no tools, not streamed, traced as phase `summary` with the turn it prepares) comes
+/// before the turn's request, which then carries the first user message as it was (its media
+/// kept) and the recent turns with the summary before them; the old turns' media reaches the
+/// summary request as placeholders only; the summary's usage counts.
+#[test]
+fn summarize_asks_the_model_for_a_summary_before_the_turn() {
+    use crate::agent::context::{ContextStrategy, Summarize};
+    use crate::agent::trace::{LlmPhase, TraceData, TraceOptions};
+    use crate::message::{MediaSource, TextBlock, VideoBlock};
+    let mut settings = settings("anthropic");
+    settings.context.strategy = Some(ContextStrategy::Summarize(Summarize {
+        max_tokens: 10,
+        summary_model: Some("claude-mini".into()),
+    }));
+    settings.tools = vec![crate::adapter::ToolDefinition {
+        name: "lookup".into(),
+        description: "d".into(),
+        input_schema: json!({"type": "object"}),
+    }];
+    let spec = settings.into_spec().expect("valid").0;
+    let image = ContentBlock::Image(ImageBlock {
+        source: MediaSource::Base64 {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+        },
+    });
+    let video = ContentBlock::Video(VideoBlock {
+        source: MediaSource::Base64 {
+            media_type: "video/mp4".into(),
+            data: "AAAAIGZ0eXBpc29t".into(),
+        },
+    });
+    let text_block = |t: &str| ContentBlock::Text(TextBlock { text: t.into() });
+    let messages = vec![
+        LlmMessage {
+            role: Role::User,
+            content: vec![image.clone(), text_block("first question")],
+        },
+        LlmMessage {
+            role: Role::Assistant,
+            content: vec![text_block(&"an old and long answer ".repeat(4))],
+        },
+        LlmMessage {
+            role: Role::User,
+            content: vec![text_block("and this clip?"), video],
+        },
+        LlmMessage {
+            role: Role::Assistant,
+            content: vec![text_block("a recent answer")],
+        },
+        LlmMessage::user_text("the latest question"),
+    ];
+    let streamed: String = [
+        r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":20,"output_tokens":0}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]
+    .iter()
+    .map(|event| format!("data: {event}\n\n"))
+    .collect();
+    let mut host = Host::replying(&[
+        (200, &reply("  - the user asked twice  ", 11, 4)),
+        (200, &streamed),
+    ]);
+    let options = TraceOptions::default();
+    let mut machine = RunMachine::run(spec.clone(), messages.clone(), true, 3).with_trace(options);
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.success(), "{outcome:?}");
+    let bodies = host.sent_bodies();
+    assert_eq!(bodies.len(), 2);
+    let summary = &bodies[0];
+    assert_eq!(summary["model"], "claude-mini");
+    assert!(
+        summary.get("tools").is_none() && summary.get("stream").is_none(),
+        "{summary}"
+    );
+    assert_eq!(summary["messages"].as_array().map(Vec::len), Some(1));
+    let prompt = &summary["messages"][0]["content"];
+    assert_eq!(
+        prompt[0]["text"],
+        crate::agent::context::SUMMARY_INSTRUCTION
+    );
+    let conversation = prompt[1]["text"].as_str().expect("text");
+    assert!(conversation.starts_with("\n\nConversation:\n{\"role\":\"assistant\""));
+    assert!(
+        conversation.contains(r#"{"type":"text","text":"[video: video/mp4]"}"#),
+        "{conversation}"
+    );
+    assert!(!conversation.contains("AAAAIGZ0eXBpc29t") && !conversation.contains("recent"));
+    let turn = &bodies[1];
+    assert_eq!(turn["model"], "claude-x");
+    assert_eq!(turn["stream"], true);
+    assert!(turn.get("tools").is_some());
+    let sent = turn["messages"].as_array().expect("messages");
+    assert_eq!(sent.len(), 3, "{turn}");
+    assert_eq!(
+        sent[0]["content"][0]["type"], "image",
+        "the first user turn keeps its image"
+    );
+    assert_eq!(sent[0]["content"][0]["source"]["data"], "iVBORw0KGgo=");
+    assert_eq!(sent[1]["content"][0]["text"], "a recent answer");
+    assert_eq!(
+        sent[2]["content"][0]["text"],
+        "[Conversation summary]\n- the user asked twice\n\n"
+    );
+    assert_eq!(sent[2]["content"][1]["text"], "the latest question");
+    assert_eq!(
+        (
+            outcome.token_usage.input_tokens,
+            outcome.token_usage.output_tokens
+        ),
+        (31, 6)
+    );
+    assert_eq!(outcome.turns, 1);
+    assert_eq!(
+        outcome.messages.len(),
+        1,
+        "the run's messages are its own turns"
+    );
+    let calls: Vec<(LlmPhase, u32, String)> = host
+        .traces
+        .iter()
+        .filter_map(|e| match &e.data {
+            TraceData::LlmCall {
+                phase, turn, model, ..
+            } => Some((*phase, *turn, model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (LlmPhase::Summary, 1, "claude-mini".to_owned()),
+            (LlmPhase::Turn, 1, "claude-x".to_owned())
+        ]
+    );
+
+    // Under the threshold nothing is summarized; an empty summary says it is unavailable; a
+    // failed summary request fails the run.
+    let mut quiet = spec.clone();
+    if let Some(ContextStrategy::Summarize(s)) = &mut quiet.turn.context.strategy {
+        s.max_tokens = 1_000_000;
+    }
+    let mut host = Host::replying(&[(200, &reply("done", 1, 1))]);
+    let mut without_video = messages.clone();
+    without_video[2] = LlmMessage::user_text("and this clip?");
+    host.drive(&mut RunMachine::run(quiet, without_video, false, 3));
+    assert_eq!(host.sent.len(), 1);
+    let mut host = Host::replying(&[(200, &reply(" ", 1, 1)), (200, &reply("done", 1, 1))]);
+    host.drive(&mut RunMachine::run(
+        spec.clone(),
+        messages.clone(),
+        false,
+        3,
+    ));
+    assert_eq!(
+        host.sent_bodies()[1]["messages"][2]["content"][0]["text"],
+        "[Conversation summary unavailable]\n\n"
+    );
+    let mut host = Host::replying(&[(500, "{\"error\":{\"message\":\"down\"}}")]);
+    let outcome = host.drive(&mut RunMachine::run(spec, messages, false, 3));
+    assert!(!outcome.success());
+    assert_eq!(host.sent.len(), 1);
+}
+
+/// OMA's `custom` strategy: before every request the host's function gets the conversation and
+/// its estimate, and what it returns is sent; an empty answer, invalid messages or a failing
+/// function end the run before anything is sent.
+#[test]
+fn a_custom_strategy_hands_the_conversation_to_the_host_before_every_request() {
+    use crate::agent::context::ContextStrategy;
+    let mut settings = settings("anthropic");
+    settings.context.strategy = Some(ContextStrategy::Custom);
+    let spec = settings.into_spec().expect("valid").0;
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("42".into()),
+        is_error: None,
+        gate: None,
+    });
+    // Keeps only the last message.
+    host.compress = Some(Box::new(|mut messages: Vec<LlmMessage>| {
+        Ok(messages.split_off(messages.len() - 1))
+    }));
+    let outcome = host.drive(&mut agent.start(text("question"), false, 1).expect("valid"));
+    assert!(outcome.success(), "{outcome:?}");
+    assert_eq!(host.compressions, [(1, 2), (3, 5)]);
+    let bodies = host.sent_bodies();
+    assert_eq!(
+        bodies[0]["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "question"}]}])
+    );
+    assert_eq!(bodies[1]["messages"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        bodies[1]["messages"][0]["content"][0]["type"],
+        "tool_result"
+    );
+    assert_eq!(
+        outcome.messages.len(),
+        3,
+        "the run's messages are its own turns"
+    );
+
+    for (answer, message) in [
+        (
+            Ok(vec![]),
+            "contextStrategy.custom.compress must return a non-empty LLMMessage[]",
+        ),
+        (
+            Ok(vec![LlmMessage {
+                role: Role::User,
+                content: vec![ContentBlock::Video(crate::message::VideoBlock {
+                    source: crate::message::MediaSource::Url {
+                        media_type: "video/mp4".into(),
+                        url: "ftp://example.com/a.mp4".into(),
+                    },
+                })],
+            }]),
+            "messages[0].content[0].source.url must use HTTP or HTTPS",
+        ),
+        (
+            Err(Error::Host {
+                message: "the strategy threw".into(),
+            }),
+            "the strategy threw",
+        ),
+    ] {
+        let mut host = Host::replying(&[]);
+        host.compress = Some(Box::new(move |_| answer.clone()));
+        let outcome = host.drive(&mut agent.start(text("question"), false, 1).expect("valid"));
+        assert!(!outcome.success());
+        assert!(outcome.output.starts_with(message), "{}", outcome.output);
+        assert!(host.sent.is_empty(), "nothing sent");
+    }
+}
+
+/// OMA's `onLoopDetected` as a function: the loop is announced, then the host is asked; its
+/// words decide (`"continue"` goes on, `"inject"` warns, `"terminate"` ends, a warning already
+/// given ends the run on `"warn"` again), and a failing function fails the run.
+#[test]
+fn an_on_loop_detected_function_decides_through_the_host() {
+    use crate::agent::loop_detect::{LoopAction, LoopDetection};
+    let mut settings = settings("anthropic");
+    settings.loop_detection = Some(LoopDetection {
+        max_repetitions: 2,
+        window: 4,
+        action: LoopAction::Ask,
+    });
+    let spec = settings.into_spec().expect("valid").0;
+    let agent = Agent::new(spec, vec![]).expect("valid");
+    let same = tool_reply("t1");
+    let answered = |host: &mut Host| {
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text("r".into()),
+            is_error: None,
+            gate: None,
+        });
+    };
+    // continue, then inject (a warning after the tool results), then warn again: the end.
+    let mut host = Host::replying(&[(200, &same), (200, &same), (200, &same), (200, &same)]);
+    answered(&mut host);
+    host.loop_decisions = ["continue", "inject", "warn"]
+        .iter()
+        .map(|w| Ok((*w).to_owned()))
+        .collect();
+    let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+    assert!(outcome.success() && outcome.loop_detected, "{outcome:?}");
+    assert_eq!(host.loops.len(), 3);
+    assert_eq!(host.loops[0].repetitions, 2);
+    assert_eq!(host.sent.len(), 4);
+    let third = &host.sent_bodies()[3]["messages"];
+    let warned = &third[third.as_array().map_or(0, Vec::len) - 1]["content"];
+    assert!(warned[1]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("WARNING: You appear to be repeating")));
+    let loop_events = host
+        .events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Turn(Event::LoopDetected(_))))
+        .count();
+    assert_eq!(loop_events, 3, "each loop announced once");
+
+    // terminate at once; a failing function ends the run with its message.
+    for (decision, success) in [
+        (Ok("terminate".to_owned()), true),
+        (Err("decider broke".to_owned()), false),
+    ] {
+        let mut host = Host::replying(&[(200, &same), (200, &same)]);
+        answered(&mut host);
+        host.loop_decisions = [decision].into_iter().collect();
+        let outcome = host.drive(&mut agent.start(text("q"), false, 1).expect("valid"));
+        assert_eq!(outcome.success(), success, "{outcome:?}");
+        assert_eq!(host.sent.len(), 2);
+        assert_eq!(host.tools.len(), 1, "the looping turn's calls are not made");
+        if !success {
+            assert_eq!(outcome.output, "decider broke");
+        }
+    }
+}
+
+/// OMA's gate fields on `tool_call`: when the host says a gate decided the call, the event
+/// carries `gated`, `gateAction` and the reason redacted (left out when empty), in OMA's order.
+#[test]
+fn a_gated_tool_call_traces_the_gates_decision() {
+    use crate::agent::exchange::ToolGate;
+    use crate::agent::trace::TraceOptions;
+    for (gate, expected) in [
+        (
+            ToolGate {
+                action: "deny".into(),
+                reason: Some("password=hunter22 is not allowed".into()),
+            },
+            json!({"gated": true, "gateAction": "deny",
+                   "gateReason": "password=[redacted] is not allowed"}),
+        ),
+        (
+            ToolGate {
+                action: "allow".into(),
+                reason: Some(String::new()),
+            },
+            json!({"gated": true, "gateAction": "allow"}),
+        ),
+    ] {
+        let mut host = Host::replying(&[(200, &tool_reply("t1")), (200, &reply("done", 1, 1))]);
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text("Tool \"lookup\" denied by onToolCall.".into()),
+            is_error: Some(true),
+            gate: Some(gate),
+        });
+        let mut machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9)
+            .with_trace(TraceOptions::default());
+        assert!(host.drive(&mut machine).success());
+        let event = host
+            .traces
+            .iter()
+            .find(|e| e.kind() == "tool_call")
+            .expect("a tool_call event")
+            .to_json();
+        let keys: Vec<&str> = event
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let at = keys.iter().position(|k| *k == "isError").expect("isError");
+        assert_eq!(keys[at + 1], "gated", "{keys:?}");
+        for (key, value) in expected.as_object().expect("object") {
+            assert_eq!(&event[key], value, "{event}");
+        }
+        if expected.get("gateReason").is_none() {
+            assert!(event.get("gateReason").is_none());
+        }
+    }
 }

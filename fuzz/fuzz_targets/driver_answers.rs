@@ -5,8 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 use oma_core::agent::before_run::BeforeRunResult;
 use oma_core::agent::config::AgentSettings;
-use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::agent::exchange::{HookAnswer, ToolOutcome};
+use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::retry::RetryPolicy;
 use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};

@@ -4,8 +4,8 @@
 
 use arbitrary::{Result, Unstructured};
 use oma_core::message::{
-    ContentBlock, ImageBlock, LlmMessage, MediaSource, ReasoningBlock, Role,
-    TextBlock, ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
+    ContentBlock, ImageBlock, LlmMessage, MediaSource, ReasoningBlock, Role, TextBlock,
+    ToolResultBlock, ToolResultContent, ToolResultPart, ToolUseBlock, VideoBlock,
 };
 use serde_json::Value;
 

@@ -157,22 +157,31 @@ pub struct SizeLimit {
 /// two JSON texts and validates one against the other, against the same cdylib without the
 /// validator), `boon` 0.6 added 1,767,088 B and `jsonschema` 0.61 (default features off)
 /// 3,797,362 B.
+///
+/// All four raised again for the rest of this wave, measured together on the merged tree on
+/// 3 December 2026: the `summarize` strategy (its summary request and placeholders), the
+/// `custom` strategy and the `onLoopDetected` function through host callbacks (new steps,
+/// answers, `host` imports and their bindings), the tool answer's optional `is-error` and the
+/// `tool_call` gate fields (+17,668 to +36,366 B on the branch that added them alone), images
+/// by URL, and for the gateway the per-token limits through `wasi:keyvalue` (+20,833 B alone).
+/// Component 1,317,600 B, portable 1,339,648 B, gateway 1,380,166 B, routes 1,626,117 B; each
+/// ceiling about 2% above.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_313_000,
+        ceiling: 1_344_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_329_000,
+        ceiling: 1_367_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_351_000,
+        ceiling: 1_408_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_596_000,
+        ceiling: 1_659_000,
     },
 ];
 
@@ -183,12 +192,14 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// fallbacks and trace export, and the run machine the trace events, provider options, loop
 /// detection and context options, as `oma_gateway.wasm` did. Raised to 1,477,000 B for
 /// structured output (issue 28), as the other four: 1,447,936 B measured on 3 December 2026
-/// (+49,652 over the figure above).
+/// (+49,652 over the figure above). Raised to 1,551,000 B with the other four for the rest of
+/// the wave (the callbacks' refusals, the `summarize` strategy, images by URL and the per-token
+/// limits): 1,520,809 B measured on the merged tree on 3 December 2026.
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_477_000;
+const FASTLY_CEILING: u64 = 1_551_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

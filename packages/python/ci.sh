@@ -2,8 +2,8 @@
 # CI for the Python package, run from the repository root on a fresh machine:
 #   bash packages/python/ci.sh
 # Creates a virtual environment, installs what the package and its tests need from PyPI, builds
-# oma_portable.wasm with cargo (the `wasm-release` build, the one oma-guest-build's size check
-# builds; the JavaScript package ships a `wasm-size` build of its own), runs pytest on the source tree, then the wheel
+# oma_portable.wasm with cargo (the `wasm-release` build, the one the JavaScript package ships
+# and oma-guest-build's size check builds), runs pytest on the source tree, then the wheel
 # test: a pure-Python wheel carrying that component, installed into a fresh venv with no cargo
 # and no rustc on PATH, where the tests and the typing check (mypy --strict, pyright) run again.
 set -euo pipefail

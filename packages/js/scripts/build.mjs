@@ -8,9 +8,9 @@
 // that cargo is quiet.
 //
 // Environment:
-//   OMA_PROFILE        cargo profile for the guest (default: wasm-size, the shipped build, made
-//                      for size because users download it (Cargo.toml); wasm-release is faster;
-//                      `release` builds faster)
+//   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;
+//                      wasm-size is 16% smaller gzipped and slower on long conversations
+//                      (Cargo.toml, docs/performance.md); `release` builds faster)
 //   OMA_PORTABLE_WASM  use this oma_portable.wasm instead of building one (no Rust needed)
 
 import { spawn, spawnSync } from 'node:child_process'
@@ -100,7 +100,7 @@ const jco = join(dirname(jcoPkg), typeof jcoBin === 'string' ? jcoBin : jcoBin.j
 
 let wasm = process.env.OMA_PORTABLE_WASM
 if (wasm) console.error(`build: [1/3] using OMA_PORTABLE_WASM=${wasm}`)
-else wasm = await cargoBuild(process.env.OMA_PROFILE || 'wasm-size')
+else wasm = await cargoBuild(process.env.OMA_PROFILE || 'wasm-release')
 if (!existsSync(wasm)) fail(`${wasm} does not exist`)
 console.error(`build: oma_portable.wasm is ${statSync(wasm).size} bytes (${elapsed()})`)
 // The package ships only the transpiled component (gen/); an older build's copy is removed.

@@ -269,6 +269,28 @@ mod tests {
         error.to_string()
     }
 
+    /// Found by the `before_run_answer` fuzz target: a hook's image by URL passes the same URL
+    /// rules as a video's, so a merged list never fails validation afterwards.
+    #[test]
+    fn a_hooks_image_by_url_is_held_to_the_url_rules() {
+        let with_url = |url: &str| BeforeRunResult {
+            prompt: json!("new"),
+            messages: Some(json!([user(json!([text("a"), {"type": "image",
+                "source": {"type": "url", "media_type": "image/png", "url": url}}]))])),
+        };
+        let input = json!([user(json!([text("old")]))]);
+        assert_eq!(
+            message_of(run(input.clone(), with_url("https:/?x.exampl4"))),
+            "messages[0].content[1].source.url must be an absolute HTTP(S) URL"
+        );
+        assert_eq!(
+            message_of(run(input.clone(), with_url("file:///etc/passwd"))),
+            "messages[0].content[1].source.url must use HTTP or HTTPS"
+        );
+        let merged = run(input, with_url("https://example.com/a.png")).expect("valid");
+        crate::validate::validate_messages(&merged).expect("a merged list is valid");
+    }
+
     #[test]
     fn prompt_joins_latest_user_text_without_separator() {
         let messages = msgs(json!([

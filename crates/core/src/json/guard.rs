@@ -72,6 +72,18 @@ fn guard_block(i: usize, j: usize, block: &Value) -> Result<(), Error> {
         Some("tool_result") => guard_tool_result(fields, &path),
         Some("video") => media::check_source_value(fields.get("source").unwrap_or(&Value::Null))
             .map_err(|fault| Error::invalid(format!("{}.source{}", path(), fault.suffix()))),
+        // An inline image is forwarded unchecked, as OMA does; an image by URL leaves the
+        // process, so the same URL rules as a video's hold here too, as in `validate`.
+        Some("image")
+            if fields
+                .get("source")
+                .and_then(|s| s.get("type"))
+                .and_then(Value::as_str)
+                == Some("url") =>
+        {
+            media::check_source_value(fields.get("source").unwrap_or(&Value::Null))
+                .map_err(|fault| Error::invalid(format!("{}.source{}", path(), fault.suffix())))
+        }
         _ => Ok(()),
     }
 }

@@ -73,19 +73,24 @@ fn guard_block(i: usize, j: usize, block: &Value) -> Result<(), Error> {
         Some("video") => media::check_source_value(fields.get("source").unwrap_or(&Value::Null))
             .map_err(|fault| Error::invalid(format!("{}.source{}", path(), fault.suffix()))),
         // An inline image is forwarded unchecked, as OMA does; an image by URL leaves the
-        // process, so the same URL rules as a video's hold here too, as in `validate`.
-        Some("image")
-            if fields
-                .get("source")
-                .and_then(|s| s.get("type"))
-                .and_then(Value::as_str)
-                == Some("url") =>
-        {
+        // process, so the same URL rules as a video's hold here too, as in `validate`. A source
+        // of the wrong shape is left to the reader, which names the shape it wants.
+        Some("image") if is_url_image_source(fields.get("source")) => {
             media::check_source_value(fields.get("source").unwrap_or(&Value::Null))
                 .map_err(|fault| Error::invalid(format!("{}.source{}", path(), fault.suffix())))
         }
         _ => Ok(()),
     }
+}
+
+/// Whether `source` is a URL image source of the right shape: `type` "url" with a string
+/// `media_type` and a string `url`.
+fn is_url_image_source(source: Option<&Value>) -> bool {
+    source.is_some_and(|s| {
+        s.get("type").and_then(Value::as_str) == Some("url")
+            && s.get("media_type").is_some_and(Value::is_string)
+            && s.get("url").is_some_and(Value::is_string)
+    })
 }
 
 fn guard_tool_result(fields: &Map<String, Value>, path: &dyn Fn() -> String) -> Result<(), Error> {

@@ -487,17 +487,11 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
     })
 }
 
-/// The `custom` strategy's answer as OMA JSON: anything but a non-empty list is OMA's
-/// `contextStrategy.custom.compress must return a non-empty LLMMessage[]`; a list is read with
-/// OMA's shape guard.
+/// The `custom` strategy's answer as OMA JSON: a list is read with OMA's shape guard (the turn
+/// loop refuses an empty one), anything else is OMA's error for an answer that is no messages.
 fn compressed_from_json(text: &str) -> Result<Vec<oma_core::message::LlmMessage>, Error> {
     match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(items)) if !items.is_empty() => {
-            json::messages_from_value(Value::Array(items))
-        }
-        _ => Err(Error::InvalidRequest {
-            message: "contextStrategy.custom.compress must return a non-empty LLMMessage[]"
-                .to_owned(),
-        }),
+        Ok(items @ Value::Array(_)) => json::messages_from_value(items),
+        _ => Err(oma_core::agent::context::custom_compress_not_messages()),
     }
 }

@@ -197,7 +197,7 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
         Step::External { .. } => Some(Answer::External(Err(rules::NO_EXTERNAL.into()))),
         // The gateway's schemas are checked by the core's validator; none asks the host.
         Step::Validate(_) => Some(Answer::Validated(Err(
-            "Output validation failed:\n  - (root): this host has no validator of its own".into(),
+            oma_core::agent::structured::NO_HOST_VALIDATOR.into(),
         ))),
         // The gateway refuses the `custom` strategy before a run starts; should one get here,
         // it fails rather than waits.

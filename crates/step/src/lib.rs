@@ -194,8 +194,7 @@ impl<T: Transport> WasiRun<T> {
                     // core's own validator checks their schemas. Should one ask, the answer
                     // counts as not validated rather than as valid.
                     Step::Validate(_) => Answer::Validated(Err(
-                        "Output validation failed:\n  - (root): this host has no validator of its own"
-                            .into(),
+                        oma_core::agent::structured::NO_HOST_VALIDATOR.into(),
                     )),
                     Step::DecideLoop(info) => {
                         Answer::LoopDecision(host.on_loop_detected(self.machine.agent_name(), info))

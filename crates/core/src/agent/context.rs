@@ -304,6 +304,15 @@ fn source_size(source: &MediaSource) -> usize {
     }
 }
 
+/// OMA's error when the `custom` strategy's function returns anything but a non-empty message
+/// list: one place for the turn loop, which checks what a host hands back, and for the hosts
+/// that read the function's answer from JSON first.
+pub fn custom_compress_not_messages() -> crate::error::Error {
+    crate::error::Error::InvalidRequest {
+        message: "contextStrategy.custom.compress must return a non-empty LLMMessage[]".to_owned(),
+    }
+}
+
 /// OMA's `toolResultContentSize`: a text's length; for rich content, the text lengths plus each
 /// attachment's source, MIME type, file name and 32.
 pub fn tool_result_size(content: &ToolResultContent) -> usize {

@@ -22,6 +22,11 @@ use crate::message::{ContentBlock, LlmMessage, Role, TextBlock};
 /// OMA's message of `StructuredOutputValidationError`.
 pub const VALIDATION_FAILED_MESSAGE: &str = "Structured output validation failed after retry.";
 
+/// The verdict a host with no validator of its own gives a `validate-output` step: not
+/// validated (never taken as valid), in OMA's message shape.
+pub const NO_HOST_VALIDATOR: &str =
+    "Output validation failed:\n  - (root): this host has no validator of its own";
+
 /// The most schemas one check walks into (nesting and `$ref` hops together): a schema whose
 /// references loop without consuming the value stops here instead of overflowing the stack.
 const MAX_DEPTH: usize = 128;

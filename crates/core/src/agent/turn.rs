@@ -717,10 +717,7 @@ impl TurnLoop {
         self.state = State::AwaitingResponse;
         let checked = answer.and_then(|messages| {
             if messages.is_empty() {
-                return Err(Error::InvalidRequest {
-                    message: "contextStrategy.custom.compress must return a non-empty LLMMessage[]"
-                        .to_owned(),
-                });
+                return Err(crate::agent::context::custom_compress_not_messages());
             }
             crate::validate::validate_messages(&messages)?;
             Ok(messages)

@@ -412,7 +412,7 @@ fn evaluation_json(record: EvaluationRecord) -> String {
     .to_string()
 }
 
-fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
+pub(crate) fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
     dr::OutgoingRequest {
         method: outgoing.method,
         url: outgoing.url,

@@ -93,6 +93,8 @@ pub(super) fn from_wit_trace_options(options: oc::TraceOptions) -> TraceOptions 
         parent_id: options.parent_id,
         agent: options.agent,
         task_id: options.task_id,
+        // OMA traces no failed call; only the gateway asks for them.
+        failed_calls: false,
     }
 }
 
@@ -109,6 +111,7 @@ pub(super) fn to_wit_trace(event: TraceEvent) -> ex::TraceEvent {
             phase,
             turn,
             tokens,
+            ..
         } => ex::TraceData::LlmCall(ex::LlmCallTrace {
             model,
             phase: match phase {

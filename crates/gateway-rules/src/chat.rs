@@ -8,8 +8,10 @@
 //! A call that ends with a retryable failure (a 429, a 5xx, a time-out, a refused or broken
 //! connection: [`Error::retryable`]) moves on to the next target, unless a piece of a streamed
 //! answer was already handed out; a terminal failure (an invalid message, a 400-class answer, a
-//! 401 from a provider) ends the request at once. Every attempt is recorded ([`Attempt`]), for
-//! the response (which target answered) and the trace (which were tried).
+//! 401 from a provider) ends the request at once. Every attempt is recorded as the core's
+//! trace event of a model call (OMA's `llm_call`, with its provider, the model that answered
+//! and the failure's class: [`ChatMachine::calls`]), the one record the token count of the
+//! limits and the OpenTelemetry spans ([`crate::trace`]) are read from, as a `/v1/run`'s are.
 //!
 //! Like the run machine, it performs no I/O: [`ChatMachine::poll`] hands out what to do and
 //! [`ChatMachine::handle`] takes what happened, so every host drives it (the step loop of
@@ -18,11 +20,13 @@
 use std::collections::VecDeque;
 
 use oma_core::adapter::{self, ChatRequest, IdSource, StreamEvent};
+use oma_core::agent::trace::{self as oma_trace, LlmPhase, TraceData, TraceEvent};
 use oma_core::error::Error;
 use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing};
 use oma_core::http::retry::RetryPolicy;
 use oma_core::http::Limits;
-use oma_core::message::LlmResponse;
+use oma_core::message::{LlmResponse, TokenUsage};
+use oma_core::rng::Rng;
 
 use crate::env::Settings;
 
@@ -77,24 +81,11 @@ impl Target {
     }
 }
 
-/// How one attempt ended, for the trace and the response.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Attempt {
-    /// What was tried.
-    pub target: Target,
-    /// When it began and ended (ms since the Unix epoch).
-    pub started_ms: u64,
-    /// When it ended.
-    pub ended_ms: u64,
-    /// Whether a request reached the wire.
-    pub sent: bool,
-    /// Its failure, `None` when it answered.
-    pub error: Option<Error>,
-    /// Tokens read and written, when it answered.
-    pub usage: Option<(u64, u64)>,
-    /// The model the provider says answered.
-    pub response_model: Option<String>,
-}
+/// The `agent` of a chat request's trace events: the gateway asked, not an agent.
+pub const GATEWAY_AGENT: &str = "oma-gateway";
+
+/// Mixed into a request's seed for the ids of its trace events.
+const TRACE_IDS: u64 = 0x6761_7465_7761_7921;
 
 /// What the machine needs next.
 #[derive(Debug)]
@@ -117,7 +108,6 @@ struct Current {
     /// The call to the target; it keeps its adapter and what it reads the answer with.
     call: Call,
     started_ms: Option<u64>,
-    sent: bool,
 }
 
 /// One chat request and its fallbacks. See the module documentation.
@@ -130,7 +120,14 @@ pub struct ChatMachine {
     current: Option<Current>,
     /// A first step taken to check the request before anything is sent.
     held: Option<CallPoll>,
-    attempts: Vec<Attempt>,
+    /// Every attempt that ended, as the trace event of a model call.
+    calls: Vec<TraceEvent>,
+    /// The ids of the events ([`ChatMachine::calls`]), drawn apart from the calls' seeds.
+    ids: Rng,
+    /// The request's id, the events' `runId`.
+    run_id: String,
+    /// Whether a request was handed out to be sent.
+    sent: bool,
     /// Whether a piece of a streamed answer was handed out (then there is no moving on).
     streamed: bool,
     started_ms: Option<u64>,
@@ -142,7 +139,7 @@ pub struct ChatMachine {
 impl std::fmt::Debug for ChatMachine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatMachine")
-            .field("attempts", &self.attempts)
+            .field("calls", &self.calls)
             .finish_non_exhaustive()
     }
 }
@@ -169,13 +166,17 @@ impl ChatMachine {
             rest,
             current: None,
             held: None,
-            attempts: Vec::new(),
+            calls: Vec::new(),
+            ids: Rng::new(seed ^ TRACE_IDS),
+            run_id: String::new(),
+            sent: false,
             streamed: false,
             started_ms: None,
             seed,
             now_at_start: now_ms,
             over: false,
         };
+        machine.run_id = oma_trace::uuid_v4(&mut machine.ids);
         let mut current = machine.attempt(first, settings.deadline_ms)?;
         match current.call.poll(now_ms) {
             CallPoll::Finished(Err(error)) => return Err(error),
@@ -186,14 +187,70 @@ impl ChatMachine {
         Ok(machine)
     }
 
-    /// Every attempt so far, in order (the one in flight not yet).
-    pub fn attempts(&self) -> &[Attempt] {
-        &self.attempts
+    /// Every attempt so far, in order (the one in flight not yet), as the core's trace event
+    /// of a model call: `llm_call` with the target's provider and model, the model that
+    /// answered and its usage, or the failure's class ([`oma_trace::error_type`]). The events
+    /// have no parent: they belong to the gateway request's span.
+    pub fn calls(&self) -> &[TraceEvent] {
+        &self.calls
+    }
+
+    /// The tokens the providers reported (read and written), over every attempt.
+    pub fn tokens_used(&self) -> u64 {
+        self.calls
+            .iter()
+            .map(|event| match &event.data {
+                TraceData::LlmCall { tokens, .. } => {
+                    tokens.input_tokens.saturating_add(tokens.output_tokens)
+                }
+                _ => 0,
+            })
+            .fold(0, u64::saturating_add)
     }
 
     /// Whether any request reached the wire.
     pub fn sent(&self) -> bool {
-        self.attempts.iter().any(|a| a.sent) || self.current.as_ref().is_some_and(|c| c.sent)
+        self.sent
+    }
+
+    /// Records an attempt of `target` from `started_ms` to `ended_ms` that ended with `result`.
+    fn record(
+        &mut self,
+        target: &Target,
+        started_ms: u64,
+        ended_ms: u64,
+        result: Result<&LlmResponse, &Error>,
+    ) {
+        let (tokens, response_model, error) = match result {
+            Ok(response) => (
+                response.usage,
+                Some(response.model.clone()).filter(|m| !m.is_empty()),
+                None,
+            ),
+            Err(error) => (
+                TokenUsage::default(),
+                None,
+                Some(oma_trace::error_type(error)),
+            ),
+        };
+        self.calls.push(TraceEvent {
+            run_id: self.run_id.clone(),
+            span_id: oma_trace::uuid_v4(&mut self.ids),
+            parent_id: None,
+            task_id: None,
+            agent: GATEWAY_AGENT.to_owned(),
+            start_ms: started_ms,
+            end_ms: ended_ms.max(started_ms),
+            data: TraceData::LlmCall {
+                model: target.model.clone(),
+                phase: LlmPhase::Turn,
+                turn: 1,
+                tokens,
+                provider: Some(target.provider.clone()),
+                response_model,
+                error,
+            },
+        });
     }
 
     /// A call of `target` within `deadline_ms`, or why the target cannot take the request.
@@ -235,7 +292,6 @@ impl ChatMachine {
             target,
             call,
             started_ms: None,
-            sent: false,
         })
     }
 
@@ -262,7 +318,7 @@ impl ChatMachine {
             };
             match step {
                 CallPoll::Step(CallStep::Send(outgoing)) => {
-                    current.sent = true;
+                    self.sent = true;
                     return ChatStep::Send(outgoing);
                 }
                 CallPoll::Step(CallStep::Receive) => return ChatStep::Receive,
@@ -282,19 +338,8 @@ impl ChatMachine {
                     let Some(current) = self.current.take() else {
                         continue;
                     };
-                    let attempt = Attempt {
-                        target: current.target.clone(),
-                        started_ms: current.started_ms.unwrap_or(now_ms),
-                        ended_ms: now_ms,
-                        sent: current.sent,
-                        error: result.as_ref().err().cloned(),
-                        usage: result
-                            .as_ref()
-                            .ok()
-                            .map(|r| (r.usage.input_tokens, r.usage.output_tokens)),
-                        response_model: result.as_ref().ok().map(|r| r.model.clone()),
-                    };
-                    self.attempts.push(attempt);
+                    let started_ms = current.started_ms.unwrap_or(now_ms);
+                    self.record(&current.target, started_ms, now_ms, result.as_ref());
                     match result {
                         Ok(response) => {
                             self.over = true;
@@ -331,15 +376,7 @@ impl ChatMachine {
         while let Some(target) = self.rest.pop_front() {
             match self.attempt(target.clone(), left_ms) {
                 Ok(current) => return Some(current),
-                Err(error) => self.attempts.push(Attempt {
-                    target,
-                    started_ms: now_ms,
-                    ended_ms: now_ms,
-                    sent: false,
-                    error: Some(error),
-                    usage: None,
-                    response_model: None,
-                }),
+                Err(error) => self.record(&target, now_ms, now_ms, Err(&error)),
             }
         }
         None

@@ -252,7 +252,7 @@ pub enum BodyVerdict {
     /// The whole answer.
     Reply(Reply),
     /// The run of `/v1/run`, to drive.
-    Run(Box<RunMachine>),
+    Run(Box<StartedRun>),
     /// The provider calls of `/v1/chat/completions`, to drive, and how to answer.
     Chat(Box<openai::Completion>),
 }
@@ -274,7 +274,7 @@ pub fn on_body(
         Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
         Route::Run => match start_run(settings, body, streaming, seed) {
-            Ok(machine) => BodyVerdict::Run(Box::new(machine)),
+            Ok(run) => BodyVerdict::Run(Box::new(run)),
             Err(reply) => BodyVerdict::Reply(reply),
         },
         Route::ChatCompletions => match openai::start(settings, body, now_ms, seed) {
@@ -601,6 +601,17 @@ fn secret_refs(secrets: &[String]) -> Vec<&str> {
     secrets.iter().map(String::as_str).collect()
 }
 
+/// A `/v1/run` ready to drive ([`start_run`]).
+#[derive(Debug)]
+pub struct StartedRun {
+    /// The run. It is traced when the request asked for its trace events or when traces are
+    /// exported (`OTEL_EXPORTER_OTLP_*`: then failed model calls are traced too, for their
+    /// spans).
+    pub machine: RunMachine,
+    /// Whether the reply holds the run's trace events (`"trace": true`, [`with_trace`]).
+    pub trace_reply: bool,
+}
+
 /// `POST /v1/run`: the run's machine, with the environment's endpoint, the gateway's deadline
 /// and retries, and no tools or hook; or the response that refuses the request (`400`, `422`
 /// for invalid input, `403` for a provider the environment does not configure), before
@@ -610,7 +621,7 @@ pub fn start_run(
     body: &[u8],
     streaming: bool,
     seed: u64,
-) -> Result<RunMachine, Reply> {
+) -> Result<StartedRun, Reply> {
     let fields = fields(settings, body, RunBody::read)?;
     let trace = fields.trace;
     if trace && streaming {
@@ -694,16 +705,32 @@ pub fn start_run(
         .start(input, streaming, seed)
         .map_err(|e| refuse(settings, 422, e))?;
     // A made-up run id and agent span per run (the gateway has no caller's ids).
-    Ok(if trace {
-        machine.with_trace(TraceOptions::default())
+    let exported = settings.traces.is_some();
+    let machine = if trace || exported {
+        machine.with_trace(TraceOptions {
+            failed_calls: exported,
+            ..TraceOptions::default()
+        })
     } else {
         machine
+    };
+    Ok(StartedRun {
+        machine,
+        trace_reply: trace,
     })
 }
 
-/// A `200` run reply with the run's trace events (OMA's `TraceEvent` JSON, in order) added as
+/// A `200` run reply with the run's trace events as OMA has them (OMA's `TraceEvent` JSON, in
+/// order; a failed model call, traced for the exported spans only, is left out) added as
 /// `trace`; any other reply as it is.
 pub fn with_trace(reply: Reply, traces: &[TraceEvent]) -> Reply {
+    let failed = |event: &&TraceEvent| {
+        matches!(
+            &event.data,
+            oma_core::agent::trace::TraceData::LlmCall { error: Some(_), .. }
+        )
+    };
+    let traces: Vec<&TraceEvent> = traces.iter().filter(|e| !failed(e)).collect();
     if reply.status != 200 || traces.is_empty() {
         return reply;
     }
@@ -712,7 +739,7 @@ pub fn with_trace(reply: Reply, traces: &[TraceEvent]) -> Reply {
     };
     body.insert(
         "trace".into(),
-        Value::Array(traces.iter().map(TraceEvent::to_json).collect()),
+        Value::Array(traces.iter().map(|event| event.to_json()).collect()),
     );
     Reply::json(200, &Value::Object(body))
 }

@@ -890,6 +890,147 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     assert_eq!(bad.name, "OTEL_EXPORTER_OTLP_ENDPOINT");
 }
 
+/// A `/v1/run` is exported from the run's own trace events, one model for `onTrace` and the
+/// spans: `invoke_agent` under the request, and under it each model call (`chat`, a failed one
+/// with its `error.type`) and each tool call (`execute_tool`, the gateway's refusal an error),
+/// in the client's trace. The reply holds no `trace` unless asked for, and then only OMA's
+/// events.
+#[test]
+fn a_run_is_exported_as_its_trace_events() {
+    const COLLECTOR: &str = "http://127.0.0.1:4318";
+    let settings = || environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]);
+    let tool_use = anthropic_answer(
+        json!([{"type": "tool_use", "id": "tu_1", "name": "lookup", "input": {"q": "x"}}]),
+        "tool_use",
+    );
+    let text = anthropic_answer(json!([{"type": "text", "text": "Done."}]), "end_turn");
+    let run = |trace: bool, answers: Vec<Canned>| {
+        let transport = Scripted::default();
+        transport.0.borrow_mut().answers = answers.into();
+        let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "Go.",
+                          "trace": trace});
+        let mut client = Client {
+            headers: vec![
+                ("authorization", format!("Bearer {TOKEN}")),
+                (
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+                ),
+            ],
+            body: body.to_string().into_bytes(),
+            transport: transport.clone(),
+            reply: None,
+            events: None,
+        };
+        let status = serve(settings(), "POST", "/v1/run", &mut client);
+        let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+        let reply: Value = serde_json::from_str(&client.reply.expect("a reply").body).unwrap();
+        (status, reply, sent)
+    };
+    let ok = (200, "application/json", "{}".to_owned());
+    let (status, reply, sent) = run(false, vec![tool_use.clone(), text.clone(), ok.clone()]);
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply.get("trace").is_none(), "not asked for: {reply}");
+    assert_eq!(sent.len(), 3, "two model calls, then the export");
+    let export = &sent[2];
+    assert_eq!(export.url, format!("{COLLECTOR}/v1/traces"));
+    assert!(!export.body.contains("SECRET") && !export.body.contains("Go."));
+    let body: Value = serde_json::from_str(&export.body).unwrap();
+    let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "POST /v1/run",
+            "chat claude-x",
+            "execute_tool lookup",
+            "chat claude-x",
+            "invoke_agent gateway"
+        ]
+    );
+    let attribute = |span: &Value, key: &str| -> Value {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let (request, agent) = (&spans[0], &spans[4]);
+    assert_eq!(request["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(agent["parentSpanId"], request["spanId"]);
+    assert_eq!(
+        attribute(agent, "gen_ai.usage.input_tokens"),
+        json!({"intValue": "22"})
+    );
+    for span in &spans[1..4] {
+        assert_eq!(span["parentSpanId"], agent["spanId"], "{span}");
+        assert_eq!(span["traceId"], request["traceId"]);
+        assert_eq!(span["spanId"].as_str().unwrap().len(), 16);
+    }
+    assert_eq!(
+        attribute(&spans[1], "gen_ai.provider.name"),
+        json!({"stringValue": "anthropic"})
+    );
+    assert_eq!(
+        attribute(&spans[1], "gen_ai.response.model"),
+        json!({"stringValue": "claude-x"})
+    );
+    assert_eq!(spans[2]["kind"], 1);
+    assert_eq!(
+        attribute(&spans[2], "error.type"),
+        json!({"stringValue": "tool_error"})
+    );
+
+    // A provider that fails: the failed call is a span with its class; the reply's `trace`
+    // (asked for) is OMA's, which has no event for a failed call.
+    let failing = (
+        400,
+        "application/json",
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}})
+            .to_string(),
+    );
+    let (_, reply, sent) = run(true, vec![failing, ok]);
+    let export: Value = serde_json::from_str(&sent.last().unwrap().body).unwrap();
+    let spans = export["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert_eq!(
+        attribute(&spans[1], "error.type"),
+        json!({"stringValue": "400"})
+    );
+    assert_eq!(spans[1]["status"]["code"], 2);
+    if let Some(trace) = reply.get("trace") {
+        assert!(
+            trace
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["type"] != "llm_call"),
+            "{reply}"
+        );
+    }
+    // Asked for on a run that answers: the reply's events are OMA's four.
+    let (_, reply, _) = run(true, vec![tool_use, text, ok_again()]);
+    let kinds: Vec<&str> = reply["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["llm_call", "tool_call", "llm_call", "agent"]);
+}
+
+fn ok_again() -> Canned {
+    (200, "application/json", "{}".to_owned())
+}
+
 #[test]
 fn a_tool_message_with_an_image_and_a_file_becomes_a_rich_tool_result() {
     let body = json!({

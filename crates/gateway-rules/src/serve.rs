@@ -16,14 +16,12 @@ use oma_core::agent::trace::TraceEvent;
 use oma_core::message::{ToolResultContent, ToolUseBlock};
 use oma_step::{Next, StepHost, Transport, WasiRun};
 
-use oma_core::rng::Rng;
-
 use crate::chat::{ChatMachine, ChatStep};
 use crate::env::BadVariable;
 use crate::limits::{self, Admitted, Counter, KeyLimits, MemoryCounter, Refusal, Scope, Shape};
 use crate::openai::{Completion, Writer};
-use crate::trace::{self, RequestSpan, TraceContext};
-use crate::{BodyVerdict, Head, HeadVerdict, Reply, Route, Settings};
+use crate::trace::{self, RequestSpan};
+use crate::{BodyVerdict, Head, HeadVerdict, Reply, Route, Settings, StartedRun};
 
 /// One request and its response, as a platform offers them.
 pub trait Exchange {
@@ -204,12 +202,7 @@ pub fn serve<X: Exchange>(
             // the answer's last bytes go out (a client's next request sees it).
             let mut done = |machine: &ChatMachine, now_ms: u64| {
                 if let Some((admitted, counts)) = &mut limited {
-                    let used: u64 = machine
-                        .attempts()
-                        .iter()
-                        .filter_map(|attempt| attempt.usage)
-                        .map(|(input, output)| input.saturating_add(output))
-                        .sum();
+                    let used = machine.tokens_used();
                     counts.with(|counter| limits::record(admitted, used, now_ms, counter));
                 }
             };
@@ -233,20 +226,20 @@ pub fn serve<X: Exchange>(
                     started_ms,
                     ended_ms: exchange.now_ms(),
                 };
-                let mut rng = Rng::new(exchange.random_u64());
-                let traceparent = exchange.header("traceparent");
-                let context = TraceContext::from_traceparent(traceparent.as_deref(), &mut rng);
-                let body = trace::export_body(&context, &request, machine.attempts(), &mut rng);
-                export(&mut transport, &trace::export_request(url, body));
+                export_traces(exchange, url, &request, machine.calls());
             }
             status
         }
-        BodyVerdict::Run(machine) => {
-            let run = Run::new(*machine, exchange.transport());
-            if streaming {
-                stream(run, exchange)
+        BodyVerdict::Run(started) => {
+            let StartedRun {
+                machine,
+                trace_reply,
+            } = *started;
+            let mut run = Run::new(machine, exchange.transport());
+            let status = if streaming {
+                stream(&mut run, exchange)
             } else {
-                let (outcome, sent, traces) = run.finish();
+                let outcome = run.finish();
                 if let Some((admitted, counts)) = &mut limited {
                     let usage = outcome.token_usage;
                     let used = usage.input_tokens.saturating_add(usage.output_tokens);
@@ -254,11 +247,40 @@ pub fn serve<X: Exchange>(
                     counts.with(|counter| limits::record(admitted, used, now_ms, counter));
                 }
                 let elapsed = exchange.now_ms().saturating_sub(started_ms);
-                let reply = crate::run_reply(&outcome, sent, elapsed, settings.deadline_ms);
-                respond(exchange, crate::with_trace(reply, &traces))
+                let reply = crate::run_reply(&outcome, run.sent, elapsed, settings.deadline_ms);
+                let reply = if trace_reply {
+                    crate::with_trace(reply, &run.host.traces)
+                } else {
+                    reply
+                };
+                respond(exchange, reply)
+            };
+            if let Some(url) = &settings.traces {
+                let request = RequestSpan {
+                    name: "POST /v1/run",
+                    route: "/v1/run",
+                    status,
+                    started_ms,
+                    ended_ms: exchange.now_ms(),
+                };
+                export_traces(exchange, url, &request, &run.host.traces);
             }
+            status
         }
     }
+}
+
+/// Sends this request's traces (its span and one per event) to `url`, once it is answered.
+fn export_traces<X: Exchange>(
+    exchange: &mut X,
+    url: &str,
+    request: &RequestSpan<'_>,
+    events: &[TraceEvent],
+) {
+    let traceparent = exchange.header("traceparent");
+    let seed = exchange.random_u64();
+    let outgoing = trace::request_export(url, traceparent.as_deref(), request, events, seed);
+    export(&mut exchange.transport(), &outgoing);
 }
 
 fn respond<X: Exchange>(exchange: &mut X, reply: Reply) -> u16 {
@@ -268,7 +290,7 @@ fn respond<X: Exchange>(exchange: &mut X, reply: Reply) -> u16 {
 
 /// A streamed run: the head goes out just before the first request to the provider (so that
 /// input refused while formatting is still a `422`), then each event as it happens, then `done`.
-fn stream<X: Exchange>(mut run: Run<X::Transport>, exchange: &mut X) -> u16 {
+fn stream<X: Exchange>(run: &mut Run<X::Transport>, exchange: &mut X) -> u16 {
     // None: not opened yet; Some(false): the platform refused the head.
     let mut opened: Option<bool> = None;
     let open = |opened: &mut Option<bool>, exchange: &mut X| {
@@ -452,12 +474,12 @@ impl<T: Transport> Run<T> {
         }
     }
 
-    /// Runs to the end, ignoring events; the outcome, whether anything was sent, and the trace
-    /// events of a traced run.
-    fn finish(mut self) -> (RunOutcome, bool, Vec<TraceEvent>) {
+    /// Runs to the end, ignoring events; the outcome (whether anything was sent is in
+    /// `sent`, a traced run's events in `host`).
+    fn finish(&mut self) -> RunOutcome {
         loop {
             match self.run.next(&mut self.host) {
-                Next::Done(outcome) => return (outcome, self.sent, self.host.traces),
+                Next::Done(outcome) => return outcome,
                 Next::Sending => self.sent = true,
                 Next::Event(_) => {}
             }

@@ -309,7 +309,9 @@ fn a_run_answers_omas_result() {
         json!({"provider": "anthropic", "model": "claude-x",
                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}),
     ] {
-        let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+        let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+            .expect("starts")
+            .machine;
         let (outcome, _, sent) = drive(machine, &[(200, ANSWER)]);
         assert_eq!(sent.len(), 1);
         assert!(sent[0].contains("\"hi\""), "{}", sent[0]);
@@ -326,7 +328,9 @@ fn a_run_answers_omas_result() {
 fn a_provider_failure_is_a_result_and_never_shows_the_key() {
     let settings = configured();
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
-    let machine = start_run(&settings, body.as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, body.as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let error_body = format!(r#"{{"type": "error", "error": {{"message": "bad key {KEY}"}}}}"#);
     let (outcome, _, _) = drive(machine, &[(401, &error_body)]);
     let reply = run_reply(&outcome, true, 10, settings.deadline_ms);
@@ -366,7 +370,9 @@ fn invalid_run_input_is_refused_before_anything_is_sent() {
     let video = json!({"provider": "anthropic", "model": "m", "messages": [{"role": "user",
         "content": [{"type": "video", "source": {"type": "url", "media_type": "video/mp4",
                     "url": "https://v.example/a.mp4"}}]}]});
-    let machine = start_run(&settings, video.to_string().as_bytes(), true, 1).expect("starts");
+    let machine = start_run(&settings, video.to_string().as_bytes(), true, 1)
+        .expect("starts")
+        .machine;
     let (outcome, _, sent) = drive(machine, &[]);
     assert!(sent.is_empty());
     let reply = refusal(&outcome, false).expect("refused");
@@ -381,7 +387,9 @@ fn an_allowlist_refuses_other_origins_with_403() {
         ("OMA_GATEWAY_EGRESS", "https://api.anthropic.com"),
     ]);
     let body = json!({"provider": "anthropic", "model": "m", "prompt": "a"}).to_string();
-    let machine = start_run(&settings, body.as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, body.as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let (outcome, _, sent) = drive(machine, &[]);
     assert!(sent.is_empty());
     let reply = run_reply(&outcome, false, 1, settings.deadline_ms);
@@ -422,7 +430,9 @@ fn stream_events_are_server_sent_events() {
     );
     let settings = configured();
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
-    let machine = start_run(&settings, body.as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, body.as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let (outcome, events, _) = drive(machine, &[(200, ANSWER)]);
     let text: Vec<String> = events.iter().map(sse_event).collect();
     assert_eq!(text, vec!["event: text\ndata: \"Hello.\"\n\n".to_string()]);
@@ -533,7 +543,9 @@ fn a_run_takes_loop_detection_and_context_options() {
     let body = json!({"provider": "anthropic", "model": "claude-x", "messages": history,
         "loopDetection": {"maxRepetitions": 3, "onLoopDetected": "terminate"},
         "contextStrategy": {"type": "sliding-window", "maxTurns": 1}});
-    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let (outcome, events, sent) = drive(machine, &[(200, ANSWER)]);
     let sent: Value = serde_json::from_str(&sent[0]).expect("JSON");
     let messages = sent["messages"].as_array().expect("messages");
@@ -604,7 +616,9 @@ fn a_run_takes_the_summarize_strategy() {
     ]);
     let body = json!({"provider": "anthropic", "model": "claude-x", "messages": history,
         "contextStrategy": {"type": "summarize", "maxTokens": 5}});
-    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let (outcome, _, sent) = drive(machine, &[(200, ANSWER), (200, ANSWER)]);
     assert_eq!(sent.len(), 2);
     let summary: Value = serde_json::from_str(&sent[0]).expect("JSON");
@@ -642,7 +656,9 @@ fn a_traced_run_returns_its_trace_events() {
     let refused = start_run(&settings, body.to_string().as_bytes(), true, 1).expect_err("422");
     assert_eq!(refused.status, 422);
     assert!(refused.body.contains("`trace`"), "{}", refused.body);
-    let mut machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let mut machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let mut traces = Vec::new();
     let mut now = 1_000;
     let outcome = loop {
@@ -679,7 +695,9 @@ fn a_traced_run_returns_its_trace_events() {
     assert_eq!(value["trace"][0]["tokens"]["output_tokens"], 2);
     // Untraced, no `trace`.
     let plain = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
-    let machine = start_run(&settings, plain.as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, plain.as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let (outcome, _, _) = drive(machine, &[(200, ANSWER)]);
     assert!(
         body_json(&run_reply(&outcome, true, 10, settings.deadline_ms))
@@ -697,7 +715,9 @@ fn a_run_takes_an_output_schema() {
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "Rate it.",
         "outputSchema": {"type": "object", "properties": {"mood": {"type": "string"}},
                          "required": ["mood"]}});
-    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1).expect("starts");
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        .expect("starts")
+        .machine;
     let json_answer = ANSWER.replace("\"Hello.\"", r#""{\"mood\": \"good\"}""#);
     let (outcome, _events, sent) = drive(machine, &[(200, ANSWER), (200, &json_answer)]);
     assert_eq!(sent.len(), 2);

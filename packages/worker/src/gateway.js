@@ -6,7 +6,9 @@
 // Worker's bindings (`env`), read as the gateway reads its environment: every text binding by
 // its name (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OMA_GATEWAY_TOKEN, ...). This file only moves
 // bytes: it reads the request within the limits the component gives, writes the replies it
-// gives, and steps a run with the JavaScript package's HTTP loop (`driveRun`) and fetch.
+// gives, steps a run with the JavaScript package's HTTP loop (`driveRun`) and fetch, and sends
+// the OpenTelemetry export the component makes of an answered run (`run.exportTraces`) with
+// `ctx.waitUntil`, after the response, so that it never delays or fails a client's answer.
 import { routes } from '#oma-routes'
 import { driveRun } from 'oma-component/gateway'
 
@@ -94,6 +96,30 @@ function watched(run, onSend) {
   }
 }
 
+/**
+ * Sends the request's trace export, if the component makes one (an OTLP endpoint is configured),
+ * once the response is over: kept alive with `ctx.waitUntil`, bounded by the export's own
+ * timeout, its answer and its failure ignored.
+ */
+function exportTraces(run, status, ctx) {
+  let request
+  try {
+    request = run.exportTraces(status, now())
+  } catch {
+    return
+  }
+  if (!request) return
+  const sending = fetch(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body: request.body,
+    signal: AbortSignal.timeout(Number(request.timeoutMs)),
+  })
+    .then((response) => response.body?.cancel())
+    .catch(() => {})
+  ctx?.waitUntil?.(sending)
+}
+
 /** A run answered whole: stepped to its end, then the reply its end gives. */
 async function whole(run, signal) {
   const steps = driveRun(watched(run, () => {}), { signal })
@@ -145,6 +171,7 @@ function streamed(run, ctx, log) {
       if (end.tag === 'reply' && !streaming) {
         open(respond(end.val))
         log(end.val.status)
+        exportTraces(run, end.val.status, ctx)
         return
       }
       begin()
@@ -159,6 +186,7 @@ function streamed(run, ctx, log) {
     }
     await writer.close().catch(() => {})
     log(200)
+    exportTraces(run, 200, ctx)
   })()
   ctx?.waitUntil?.(pump)
   return opened
@@ -187,7 +215,10 @@ export default {
       if (answer.tag === 'reply') return finish(answer.val)
       const run = answer.val
       if (run.streaming()) return await streamed(run, ctx, log)
-      return finish(await whole(run, request.signal))
+      const reply = await whole(run, request.signal)
+      const response = finish(reply)
+      exportTraces(run, reply.status, ctx)
+      return response
     } catch (error) {
       return finish(hostError(error))
     }

@@ -91,6 +91,11 @@ impl RunSpec {
         &self.turn.agent_name
     }
 
+    /// The provider a trace names: none for a run on an external backend.
+    fn traced_provider(&self) -> Option<&str> {
+        (self.external.is_none() && !self.provider.is_empty()).then_some(self.provider.as_str())
+    }
+
     /// The wire format of this spec's provider; fails for an unknown provider without a base
     /// URL. `ids` feeds the ids a format makes up (Gemini).
     pub fn adapter(&self, ids: IdSource) -> Result<Box<dyn Adapter>, Error> {
@@ -303,10 +308,14 @@ impl RunMachine {
     /// [`AgentEvent::TextDelta`]/[`AgentEvent::ReasoningDelta`] events. `seed` seeds every
     /// random draw of the run.
     pub fn run(spec: RunSpec, messages: Vec<LlmMessage>, streaming: bool, seed: u64) -> Self {
-        let tracer = spec
-            .trace
-            .clone()
-            .map(|options| Box::new(Tracer::new(options, spec.name(), seed)));
+        let tracer = spec.trace.clone().map(|options| {
+            Box::new(Tracer::new(
+                options,
+                spec.name(),
+                spec.traced_provider(),
+                seed,
+            ))
+        });
         RunMachine {
             spec,
             streaming,
@@ -330,7 +339,13 @@ impl RunMachine {
     /// drawn from the run's seed; a traced run's other draws are those of an untraced one.
     #[must_use]
     pub fn with_trace(mut self, options: TraceOptions) -> Self {
-        self.tracer = Some(Box::new(Tracer::new(options, self.spec.name(), self.seed)));
+        let provider = self.spec.traced_provider();
+        self.tracer = Some(Box::new(Tracer::new(
+            options,
+            self.spec.name(),
+            provider,
+            self.seed,
+        )));
         self
     }
 
@@ -679,15 +694,11 @@ impl RunMachine {
                     CallPoll::Finished(result) => {
                         turns.call = None;
                         let traced = match (&result, self.tracer.as_mut()) {
-                            (Ok(response), Some(tracer)) => tracer.llm_answered(
-                                self.now_ms,
-                                &turns.turn.request().model,
-                                response.usage,
-                            ),
-                            (Err(_), Some(tracer)) => {
-                                tracer.llm_failed();
-                                None
+                            (Ok(response), Some(tracer)) => {
+                                tracer.llm_answered(self.now_ms, response)
                             }
+                            (Err(error), Some(tracer)) => tracer
+                                .llm_failed(self.now_ms, crate::agent::trace::error_type(error)),
                             (_, None) => None,
                         };
                         // A response is due while a call is in flight, so the loop takes it.
@@ -718,7 +729,7 @@ impl RunMachine {
                         } else {
                             crate::agent::trace::LlmPhase::Turn
                         };
-                        tracer.llm_started(self.now_ms, phase);
+                        tracer.llm_started(self.now_ms, phase, &turns.turn.request().model);
                     }
                     let seed = self.rng.next_u64();
                     let ids = IdSource {
@@ -873,6 +884,17 @@ impl RunMachine {
     fn end(&mut self, outcome: RunOutcome) {
         self.wait_until_ms = None;
         if let Some(tracer) = self.tracer.as_mut() {
+            // A call still in flight was given up with the run (its deadline, a cancel).
+            let class = match &outcome.ending {
+                Ending::Failed(failure) | Ending::BudgetExceeded(failure) => {
+                    let info = &failure.error_info;
+                    crate::agent::trace::error_type_of(info.http_status, &info.name)
+                }
+                Ending::Completed => "cancelled".to_owned(),
+            };
+            if let Some(event) = tracer.llm_failed(self.now_ms, class) {
+                self.queue.push_back(Step::Trace(Box::new(event)));
+            }
             let assistant = outcome
                 .messages
                 .iter()

@@ -29,6 +29,11 @@ pub struct TraceOptions {
     pub agent: Option<String>,
     /// The task id events carry (OMA's `taskId`); none when absent.
     pub task_id: Option<String>,
+    /// Also trace the model calls that failed, as `llm_call` events with an
+    /// [`TraceData::LlmCall::error`]. OMA traces none (its `onTrace` never sees them), so this
+    /// is off for hosts that deliver OMA's events; the gateway turns it on for its
+    /// OpenTelemetry spans, where a failed call is a span with `error.type`.
+    pub failed_calls: bool,
 }
 
 /// Which model call an `llm_call` was.
@@ -53,7 +58,12 @@ impl LlmPhase {
 /// What one event is about.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TraceData {
-    /// One model call that answered (a call that failed has no event, as in OMA).
+    /// One model call that answered (a call that failed has no event, as in OMA, unless the
+    /// run was traced with [`TraceOptions::failed_calls`]).
+    ///
+    /// `provider`, `response_model` and `error` are not part of OMA's event JSON
+    /// ([`TraceEvent::to_json`] leaves them out); they are what an OpenTelemetry span of the
+    /// call needs besides it (the gateway's export).
     LlmCall {
         /// The model asked.
         model: String,
@@ -61,8 +71,14 @@ pub enum TraceData {
         phase: LlmPhase,
         /// The turn it belongs to, from 1.
         turn: u32,
-        /// The call's token usage.
+        /// The call's token usage (zero for a failed call).
         tokens: TokenUsage,
+        /// The provider asked (`anthropic`, `openai`, ...), when the run names one.
+        provider: Option<String>,
+        /// The model the provider says answered, when it answered.
+        response_model: Option<String>,
+        /// Why the call failed ([`error_type`]): `None` for a call that answered.
+        error: Option<String>,
     },
     /// One tool call that was answered.
     ToolCall {
@@ -145,6 +161,7 @@ impl TraceEvent {
                 phase,
                 turn,
                 tokens,
+                ..
             } => {
                 out.insert("model".into(), json!(model));
                 out.insert("phase".into(), json!(phase.word()));
@@ -205,6 +222,21 @@ pub fn uuid_v4(rng: &mut Rng) -> String {
         &hex[16..20],
         &hex[20..]
     )
+}
+
+/// The class of a failed call, as a trace records it: the provider's HTTP status when it
+/// answered with one (`429`, `503`), the error's name otherwise (`TimeoutError`,
+/// `ConnectionError`, ...). Never the error's message, which may quote what the provider said.
+pub fn error_type(error: &crate::error::Error) -> String {
+    error_type_of(error.http_status(), error.name())
+}
+
+/// [`error_type`] from an error's status and name, as a run's `errorInfo` keeps them.
+pub fn error_type_of(http_status: Option<u16>, name: &str) -> String {
+    match http_status {
+        Some(code) => code.to_string(),
+        None => name.to_owned(),
+    }
 }
 
 /// OMA's `redactSensitiveObject`: the value with every field whose name looks sensitive
@@ -284,8 +316,12 @@ pub(crate) struct Tracer {
     task_id: Option<String>,
     agent: String,
     rng: Rng,
-    /// The start of the model call in flight, its turn and its phase.
-    llm: Option<(u64, u32, LlmPhase)>,
+    /// The provider the run's calls go to, when it names one.
+    provider: Option<String>,
+    /// Whether failed model calls are traced too ([`TraceOptions::failed_calls`]).
+    failed_calls: bool,
+    /// The model call in flight: its start, turn, phase and model.
+    llm: Option<(u64, u32, LlmPhase, String)>,
     /// Model calls made so far.
     turns: u32,
     tools: Vec<OpenTool>,
@@ -296,7 +332,12 @@ pub(crate) struct Tracer {
 impl Tracer {
     /// Tracing for a run of `agent` seeded with `seed` (its own draws, so that a traced run
     /// makes the same retry and sampling draws as an untraced one).
-    pub(crate) fn new(options: TraceOptions, agent: &str, seed: u64) -> Self {
+    pub(crate) fn new(
+        options: TraceOptions,
+        agent: &str,
+        provider: Option<&str>,
+        seed: u64,
+    ) -> Self {
         let mut rng = Rng::new(seed ^ 0x6f6d_615f_7472_6163);
         let run_id = options.run_id.unwrap_or_else(|| uuid_v4(&mut rng));
         let span_id = options.span_id.unwrap_or_else(|| uuid_v4(&mut rng));
@@ -307,6 +348,8 @@ impl Tracer {
             task_id: options.task_id,
             agent: options.agent.unwrap_or_else(|| agent.to_owned()),
             rng,
+            provider: provider.map(str::to_owned),
+            failed_calls: options.failed_calls,
             llm: None,
             turns: 0,
             tools: Vec::new(),
@@ -327,36 +370,53 @@ impl Tracer {
         }
     }
 
-    /// A model call starts at `now_ms`. A summary call carries the number of the turn it
-    /// prepares (OMA's), so it does not count as a turn itself.
-    pub(crate) fn llm_started(&mut self, now_ms: u64, phase: LlmPhase) {
+    /// A model call to `model` starts at `now_ms`. A summary call carries the number of the
+    /// turn it prepares (OMA's), so it does not count as a turn itself.
+    pub(crate) fn llm_started(&mut self, now_ms: u64, phase: LlmPhase, model: &str) {
         let turn = self.turns.saturating_add(1);
         if phase == LlmPhase::Turn {
             self.turns = turn;
         }
-        self.llm = Some((now_ms, turn, phase));
+        self.llm = Some((now_ms, turn, phase, model.to_owned()));
     }
 
-    /// The model call in flight answered at `now_ms`.
+    /// The model call in flight answered at `now_ms` with `response`.
     pub(crate) fn llm_answered(
         &mut self,
         now_ms: u64,
-        model: &str,
-        tokens: TokenUsage,
+        response: &crate::message::LlmResponse,
     ) -> Option<TraceEvent> {
-        let (start_ms, turn, phase) = self.llm.take()?;
+        let (start_ms, turn, phase, model) = self.llm.take()?;
         let data = TraceData::LlmCall {
-            model: model.to_owned(),
+            model,
             phase,
             turn,
-            tokens,
+            tokens: response.usage,
+            provider: self.provider.clone(),
+            response_model: Some(response.model.clone()).filter(|m| !m.is_empty()),
+            error: None,
         };
         Some(self.event(start_ms, now_ms, data))
     }
 
-    /// The model call in flight failed: it has no event.
-    pub(crate) fn llm_failed(&mut self) {
-        self.llm = None;
+    /// The model call in flight failed, or was given up when the run ended, at `now_ms` with
+    /// an error of class `error` ([`error_type`]): an event only when the run traces failed
+    /// calls.
+    pub(crate) fn llm_failed(&mut self, now_ms: u64, error: String) -> Option<TraceEvent> {
+        let (start_ms, turn, phase, model) = self.llm.take()?;
+        if !self.failed_calls {
+            return None;
+        }
+        let data = TraceData::LlmCall {
+            model,
+            phase,
+            turn,
+            tokens: TokenUsage::default(),
+            provider: self.provider.clone(),
+            response_model: None,
+            error: Some(error),
+        };
+        Some(self.event(start_ms, now_ms, data))
     }
 
     /// A tool call is handed out at `now_ms`.
@@ -500,14 +560,27 @@ mod tests {
                 ..TraceOptions::default()
             },
             "helper",
+            Some("anthropic"),
             1,
         );
-        tracer.llm_started(1000, LlmPhase::Turn);
+        tracer.llm_started(1000, LlmPhase::Turn, "m");
         let usage = TokenUsage {
             input_tokens: 3,
             output_tokens: 4,
         };
-        let event = tracer.llm_answered(1250, "m", usage).expect("in flight");
+        let response = crate::message::LlmResponse {
+            id: "r".into(),
+            content: Vec::new(),
+            model: "m-2026".into(),
+            stop_reason: "end_turn".into(),
+            usage,
+        };
+        let event = tracer.llm_answered(1250, &response).expect("in flight");
+        assert!(matches!(
+            &event.data,
+            TraceData::LlmCall { provider: Some(p), response_model: Some(r), error: None, .. }
+                if p == "anthropic" && r == "m-2026"
+        ));
         let text = serde_json::to_string(&event.to_json()).expect("JSON");
         let keys: Vec<&str> = [
             "type",
@@ -538,5 +611,60 @@ mod tests {
         assert_eq!(agent["spanId"], "span-a");
         assert!(agent.get("parentId").is_none());
         assert_eq!(agent["toolCalls"], 0);
+        // What OMA's event has not stays out of its JSON.
+        for extra in ["provider", "responseModel", "response_model", "error"] {
+            assert!(json.get(extra).is_none(), "{extra} in {json}");
+        }
+    }
+
+    #[test]
+    fn failed_calls_are_events_only_when_asked_for() {
+        let mut oma = Tracer::new(TraceOptions::default(), "a", None, 1);
+        oma.llm_started(10, LlmPhase::Turn, "m");
+        assert_eq!(oma.llm_failed(20, "503".into()), None, "OMA traces none");
+        let options = TraceOptions {
+            failed_calls: true,
+            ..TraceOptions::default()
+        };
+        let mut gateway = Tracer::new(options, "a", Some("openai"), 1);
+        gateway.llm_started(10, LlmPhase::Turn, "m");
+        let event = gateway
+            .llm_failed(20, "503".into())
+            .expect("an event for the failed call");
+        assert_eq!((event.start_ms, event.end_ms), (10, 20));
+        assert!(matches!(
+            &event.data,
+            TraceData::LlmCall { error: Some(e), turn: 1, response_model: None, .. } if e == "503"
+        ));
+        assert_eq!(
+            gateway.llm_failed(30, "x".into()),
+            None,
+            "nothing in flight"
+        );
+    }
+
+    #[test]
+    fn error_types_are_statuses_or_names_never_messages() {
+        let status = crate::error::Error::Provider {
+            provider: "openai".into(),
+            status: Some(429),
+            message: "slow down, key sk-secret".into(),
+            code: None,
+            error_type: None,
+        };
+        assert_eq!(error_type(&status), "429");
+        let refused = crate::error::Error::Provider {
+            provider: "openai".into(),
+            status: None,
+            message: "connection refused to 127.0.0.1:9".into(),
+            code: None,
+            error_type: None,
+        };
+        assert_eq!(error_type(&refused), "ProviderError");
+        let timeout = crate::error::Error::Timeout {
+            provider: "openai".into(),
+            timeout_ms: 5000,
+        };
+        assert_eq!(error_type(&timeout), "LLMCallTimeoutError");
     }
 }

@@ -575,10 +575,14 @@ impl Drop for Cancel {
 }
 
 /// A response body that cancels its instance if it is dropped before its end (the client
-/// left while it was being written).
+/// left while it was being written). A body of a declared length ends with its last byte:
+/// hyper drops it then without asking for more, and the instance goes on with what it does
+/// after answering (the gateway's trace export).
 struct Watched {
     body: HyperOutgoingBody,
     cancel: Cancel,
+    /// The bytes still due of a body whose `content-length` was declared.
+    remaining: Option<u64>,
 }
 
 impl hyper::body::Body for Watched {
@@ -590,8 +594,18 @@ impl hyper::body::Body for Watched {
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) {
-            self.cancel.disarm();
+        match &polled {
+            Poll::Ready(None) => self.cancel.disarm(),
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(remaining), Some(data)) = (self.remaining, frame.data_ref()) {
+                    let left = remaining.saturating_sub(data.len() as u64);
+                    self.remaining = Some(left);
+                    if left == 0 {
+                        self.cancel.disarm();
+                    }
+                }
+            }
+            _ => {}
         }
         polled
     }
@@ -717,9 +731,18 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
     match answered {
         Ok(Ok(response)) => {
             let (parts, body) = response.into_parts();
+            let remaining = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+            let mut cancel = Cancel(Some(task.abort_handle()));
+            if remaining == Some(0) {
+                cancel.disarm();
+            }
             let watched = Watched {
                 body,
-                cancel: Cancel(Some(task.abort_handle())),
+                cancel,
+                remaining,
             };
             hyper::Response::from_parts(parts, watched.boxed_unsync())
         }

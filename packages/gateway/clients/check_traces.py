@@ -2,8 +2,8 @@
 schema (`ExportTraceServiceRequest` from PyPI's `opentelemetry-proto`), one directory per host:
 every body parses and holds one tree of spans in one trace under the request's server span;
 every provider call is a `chat <model>` client span with the GenAI attributes; a `/v1/run` is an
-`invoke_agent` span over its calls; each host exported both kinds; no key or token is in any of
-them."""
+`invoke_agent` span over its calls; each host exported both kinds, and as many exports as the
+others (the same requests); no key or token is in any of them."""
 
 import glob
 import os
@@ -62,6 +62,7 @@ def main():
     root, *secrets = sys.argv[1:]
     hosts = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
     assert hosts, f"no host's traces in {root}"
+    counts = {}
     for host in hosts:
         files = sorted(glob.glob(os.path.join(root, host, "*.json")))
         assert files, f"{host} exported no trace"
@@ -71,8 +72,11 @@ def main():
             calls, agents = calls + c, agents + a
         assert calls > 0, f"{host}: no provider call span"
         assert agents > 0, f"{host}: no /v1/run agent span"
+        counts[host] = len(files)
         print(f"traces from {host}: {len(files)} exports, {calls} provider call spans, "
               f"{agents} agent spans, all parsed")
+    # Every host answered the same requests: each exported as many (none lost after its answer).
+    assert len(set(counts.values())) == 1, f"hosts exported different counts: {counts}"
 
 
 if __name__ == "__main__":

@@ -91,13 +91,14 @@ clients() {
   collect_traces "$2"
 }
 
-# Moves the exports received so far into traces/$1, once they stopped arriving (a Worker sends
-# its exports after the responses, with ctx.waitUntil): at most 10 s.
+# Moves the exports received so far into traces/$1 once none came for a second (every host
+# sends its exports after the responses): at most 15 s.
 collect_traces() {
-  local before=-1 now
-  for _ in $(seq 100); do
+  local before=-1 now quiet=0
+  for _ in $(seq 150); do
     now=$(find "$work/traces" -maxdepth 1 -name '*.json' | wc -l)
-    [[ "$now" -gt 0 && "$now" == "$before" ]] && break
+    if [[ "$now" == "$before" ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+    [[ "$now" -gt 0 && "$quiet" -ge 10 ]] && break
     before=$now
     sleep 0.1
   done

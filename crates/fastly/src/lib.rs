@@ -233,6 +233,10 @@ impl Exchange for FastlyExchange {
     fn transport(&mut self) -> FastlyIo {
         FastlyIo::default()
     }
+
+    fn log(&mut self, line: &str) {
+        let _ = wasi::cli::stderr::get_stderr().blocking_write_and_flush(line.as_bytes());
+    }
 }
 
 /// A response head with `status` and `headers`; `None` when the platform refuses it.

@@ -313,6 +313,13 @@ pub fn log_line(method: &str, path: &str, status: u16, ms: u64) -> String {
     format!("oma-gateway: {method} {path} {status} {ms}ms\n")
 }
 
+/// The log line of a trace export that did not reach the collector (`reason`: the collector's
+/// status, or how the request failed), with its newline: written to the host's log beside the
+/// request's own line, so that dropped exports are counted there.
+pub fn export_dropped_line(reason: &str) -> String {
+    format!("oma-gateway: trace export dropped: {reason}\n")
+}
+
 /// The route of a request, or the response that refuses it: `404` for no route, `405` (with
 /// `allow`) for another method, `401` without the token (`/healthz` is open), `413` when the
 /// declared length is above the limit.

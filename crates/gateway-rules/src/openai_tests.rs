@@ -29,6 +29,8 @@ struct Script {
     answers: VecDeque<Canned>,
     sent: Vec<Outgoing>,
     body: VecDeque<Vec<u8>>,
+    /// The lines the gateway wrote to the host's log.
+    log: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -113,6 +115,9 @@ impl Exchange for Client {
     fn transport(&mut self) -> Scripted {
         self.transport.clone()
     }
+    fn log(&mut self, line: &str) {
+        self.transport.0.borrow_mut().log.push(line.to_owned());
+    }
 }
 
 fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariable> {
@@ -131,6 +136,8 @@ fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariab
 }
 
 struct Answered {
+    /// The lines the gateway wrote to the host's log.
+    log: Vec<String>,
     status: u16,
     reply: Option<Reply>,
     events: Option<String>,
@@ -179,11 +186,13 @@ fn call_with(
     };
     let status = serve(settings, "POST", "/v1/chat/completions", &mut client);
     let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+    let log = std::mem::take(&mut transport.0.borrow_mut().log);
     Answered {
         status,
         reply: client.reply,
         events: client.events,
         sent,
+        log,
     }
 }
 
@@ -698,11 +707,13 @@ fn messages_call(
     };
     let status = serve(environment(&[]), "POST", "/v1/messages", &mut client);
     let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+    let log = std::mem::take(&mut transport.0.borrow_mut().log);
     Answered {
         status,
         reply: client.reply,
         events: client.events,
         sent,
+        log,
     }
 }
 
@@ -886,6 +897,25 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     );
     assert_eq!(attribute(answered_span, "error.type"), Value::Null);
 
+    assert!(answered.log.is_empty(), "{:?}", answered.log);
+
+    // A collector that refuses the export costs the client nothing; the drop is logged.
+    let settings = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]);
+    let refused = (503, "application/json", "{}".to_owned());
+    let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
+    let dropped = call_with(
+        settings,
+        auth,
+        &hello("openai/gpt-4o"),
+        vec![openai_answer("Hi."), refused],
+    );
+    assert_eq!(dropped.status, 200);
+    assert_eq!(dropped.sent.len(), 2, "the call, then the export");
+    assert_eq!(
+        dropped.log,
+        ["oma-gateway: trace export dropped: the collector answered 503\n"]
+    );
+
     let bad = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")]).expect_err("bad");
     assert_eq!(bad.name, "OTEL_EXPORTER_OTLP_ENDPOINT");
 }
@@ -995,6 +1025,7 @@ fn a_run_is_exported_as_its_trace_events() {
             .to_string(),
     );
     let (_, reply, sent) = run(true, vec![failing, ok]);
+    assert_eq!(sent.len(), 2, "the failed call, then the export");
     let export: Value = serde_json::from_str(&sent.last().unwrap().body).unwrap();
     let spans = export["resourceSpans"][0]["scopeSpans"][0]["spans"]
         .as_array()

@@ -61,6 +61,8 @@ pub trait Exchange {
     fn limits_store(&mut self, bucket: &str) -> Result<Box<dyn Counter>, String> {
         Err(format!("this host has no store named {bucket:?}"))
     }
+    /// Writes `line` (with its newline) to the host's log, where the request's log line goes.
+    fn log(&mut self, line: &str);
 }
 
 /// The counts of an instance without a shared store: its memory, kept between the requests
@@ -280,7 +282,7 @@ fn export_traces<X: Exchange>(
     let traceparent = exchange.header("traceparent");
     let seed = exchange.random_u64();
     let outgoing = trace::request_export(url, traceparent.as_deref(), request, events, seed);
-    export(&mut exchange.transport(), &outgoing);
+    export(exchange, &outgoing);
 }
 
 fn respond<X: Exchange>(exchange: &mut X, reply: Reply) -> u16 {
@@ -329,18 +331,38 @@ fn stream<X: Exchange>(run: &mut Run<X::Transport>, exchange: &mut X) -> u16 {
 }
 
 /// Sends a trace export and reads its answer (bounded: the request's own timeout, and at most
-/// 64 chunks of a reply nobody needs); what the collector says changes nothing.
-fn export<T: Transport>(transport: &mut T, outgoing: &oma_core::http::call::Outgoing) {
-    if let oma_core::http::call::CallAnswer::Head { .. } = transport.send(outgoing) {
-        for _ in 0..64 {
-            if !matches!(
-                transport.receive(),
-                oma_core::http::call::CallAnswer::Chunk(_)
-            ) {
-                break;
+/// 64 chunks of a reply nobody needs); what the collector says changes nothing but the log: an
+/// export that was not taken is noted there ([`crate::export_dropped_line`]).
+fn export<X: Exchange>(exchange: &mut X, outgoing: &oma_core::http::call::Outgoing) {
+    use oma_core::http::call::CallAnswer;
+    use oma_core::http::TransportFailureKind;
+    let mut transport = exchange.transport();
+    let status = match transport.send(outgoing) {
+        CallAnswer::Head { status, .. } => {
+            for _ in 0..64 {
+                if !matches!(transport.receive(), CallAnswer::Chunk(_)) {
+                    break;
+                }
             }
+            Ok(status)
         }
-    }
+        CallAnswer::Response(response) => Ok(response.status),
+        CallAnswer::Failure(failure) => Err(match failure.kind {
+            TransportFailureKind::Refused => "the connection was refused",
+            TransportFailureKind::Reset => "the connection broke",
+            TransportFailureKind::TimedOut => "it timed out",
+            TransportFailureKind::Denied => "the host refused to send it",
+            TransportFailureKind::Other => "the request failed",
+        }
+        .to_owned()),
+        _ => Err("the host gave no answer".to_owned()),
+    };
+    let reason = match status {
+        Ok(status) if (200..300).contains(&status) => return,
+        Ok(status) => format!("the collector answered {status}"),
+        Err(reason) => reason,
+    };
+    exchange.log(&crate::export_dropped_line(&reason));
 }
 
 /// A `/v1/chat/completions` or `/v1/messages` request: its provider calls driven on the

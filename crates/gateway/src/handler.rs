@@ -168,6 +168,11 @@ impl Exchange for WasiExchange<'_> {
         HttpIo::default()
     }
 
+    fn log(&mut self, line: &str) {
+        let stderr = wasip2::cli::stderr::get_stderr();
+        let _ = stderr.blocking_write_and_flush(line.as_bytes());
+    }
+
     fn limits_store(&mut self, bucket: &str) -> Result<Box<dyn Counter>, String> {
         wasi::keyvalue::store::open(bucket)
             .map(|bucket| Box::new(Bucket(bucket)) as Box<dyn Counter>)

@@ -35,6 +35,10 @@ impl rt::Guest for Component {
     fn log_line(method: String, path: String, status: u16, duration_ms: u64) -> String {
         rules::log_line(&method, &path, status, duration_ms)
     }
+
+    fn export_dropped_line(reason: String) -> String {
+        rules::export_dropped_line(&reason)
+    }
 }
 
 fn to_wit_reply(reply: rules::Reply) -> rt::Reply {

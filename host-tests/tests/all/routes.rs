@@ -577,3 +577,112 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
     assert_eq!(completion["usage"]["total_tokens"], json!(6));
     assert!(!reply.body.contains(KEY));
 }
+
+async fn export_traces(
+    guest: &mut RoutesGuest,
+    run: ResourceAny,
+    status: u16,
+) -> Option<oma_host_tests::routes_driver_types::OutgoingRequest> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_routes()
+        .run()
+        .call_export_traces(store, run, status, NOW + 9)
+        .await
+        .expect("no trap")
+}
+
+/// A `/v1/run` with `"trace": true` whose answer comes back whole: the reply holds OMA's events,
+/// and with an OTLP endpoint the run hands the host its export once (the Worker sends it): the
+/// request's span over the run's agent span over its model call, in the client's trace, with no
+/// key and no message; without an endpoint, nothing to export.
+#[tokio::test]
+async fn a_run_hands_the_host_its_trace_export_once() {
+    let mut guest = routes_guest().await;
+    let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?",
+                      "trace": true})
+    .to_string();
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    for endpoint in [Some("http://127.0.0.1:4318"), None] {
+        let mut environment = environment();
+        if let Some(endpoint) = endpoint {
+            environment.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint.into()));
+        }
+        let request = request(
+            &mut guest,
+            environment,
+            head("POST", "/v1/run", &[("traceparent", parent)]),
+        )
+        .await;
+        assert!(matches!(
+            on_head(&mut guest, request).await,
+            HeadVerdict::ReadBody(_)
+        ));
+        let Ok(BodyVerdict::Run(run)) = on_body(&mut guest, request, &body).await else {
+            panic!("no run")
+        };
+        assert!(matches!(
+            next(&mut guest, run, NOW).await,
+            Poll::Step(Step::Send(_))
+        ));
+        let answer = Answer::Response(Response {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic_reply(),
+        });
+        give(&mut guest, run, answer).await;
+        while !matches!(next(&mut guest, run, NOW + 5).await, Poll::Finished(_)) {}
+        let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
+            panic!("no whole reply")
+        };
+        let result = json_of(&reply);
+        let kinds: Vec<&str> = result["trace"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no trace: {result}"))
+            .iter()
+            .map(|event| event["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["llm_call", "agent"], "OMA's events");
+        let export = export_traces(&mut guest, run, reply.status).await;
+        let Some(endpoint) = endpoint else {
+            assert!(export.is_none(), "no endpoint, no export");
+            continue;
+        };
+        let export = export.expect("an export");
+        assert_eq!(export.url, format!("{endpoint}/v1/traces"));
+        assert_eq!(export.method, "POST");
+        assert!(!export.body.contains(KEY) && !export.body.contains("Hello?"));
+        let otlp: Value = serde_json::from_str(&export.body).expect("JSON");
+        let spans = otlp["resourceSpans"][0]["scopeSpans"][0]["spans"]
+            .as_array()
+            .expect("spans")
+            .clone();
+        let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "POST /v1/run",
+                "chat claude-sonnet-4-6",
+                "invoke_agent gateway"
+            ]
+        );
+        assert_eq!(spans[0]["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(spans[0]["parentSpanId"], "00f067aa0ba902b7");
+        assert_eq!(spans[2]["parentSpanId"], spans[0]["spanId"]);
+        assert_eq!(spans[1]["parentSpanId"], spans[2]["spanId"]);
+        assert!(
+            export_traces(&mut guest, run, reply.status).await.is_none(),
+            "handed out once"
+        );
+    }
+    let (store, bindings) = guest.parts();
+    let line = bindings
+        .oma_agent_routes()
+        .call_export_dropped_line(store, "the collector answered 503")
+        .await
+        .expect("no trap");
+    assert_eq!(
+        line,
+        "oma-gateway: trace export dropped: the collector answered 503\n"
+    );
+}

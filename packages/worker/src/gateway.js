@@ -99,8 +99,12 @@ function watched(run, onSend) {
 /**
  * Sends the request's trace export, if the component makes one (an OTLP endpoint is configured),
  * once the response is over: kept alive with `ctx.waitUntil`, bounded by the export's own
- * timeout, its answer and its failure ignored.
+ * timeout; an export the collector did not take is only logged (the gateway's line).
  */
+function dropped(reason) {
+  console.error(routes.exportDroppedLine(reason).trimEnd())
+}
+
 function exportTraces(run, status, ctx) {
   let request
   try {
@@ -115,8 +119,13 @@ function exportTraces(run, status, ctx) {
     body: request.body,
     signal: AbortSignal.timeout(Number(request.timeoutMs)),
   })
-    .then((response) => response.body?.cancel())
-    .catch(() => {})
+    .then((response) => {
+      if (!response.ok) dropped(`the collector answered ${response.status}`)
+      return response.body?.cancel()
+    })
+    .catch((error) => {
+      dropped(error?.name === 'TimeoutError' ? 'it timed out' : 'the request failed')
+    })
   ctx?.waitUntil?.(sending)
 }
 

@@ -147,6 +147,14 @@ pub const ADMISSION_MEMORY: usize = 8 << 20;
 /// The pool slots kept for `GET /healthz`, which is answered outside the request limits.
 pub const HEALTH_INSTANCES: u32 = 4;
 
+/// The instances that may go on after their response is out, beside the pool's request slots
+/// (the gateway exports a request's traces then). An instance whose response has gone out whole
+/// gives its request slot and its admission back and takes one of these until it ends, so that
+/// what it still does (an export to a collector that is slow or gone, bounded by the export's
+/// own timeout) never holds a slot a client waits for. When all are taken, the instance is
+/// stopped at once and the drop noted on standard error.
+pub const FINISHING_INSTANCES: u32 = 16;
+
 /// The `Retry-After` of a `503` under pressure, in seconds.
 pub const RETRY_AFTER_SECS: u64 = 1;
 
@@ -200,16 +208,26 @@ pub struct ServeOptions {
 
 impl ServeOptions {
     /// The bytes each memory slot keeps resident between requests: [`ServeOptions::keep_resident`],
-    /// lowered where needed so that every slot together (the request slots and the
-    /// [`HEALTH_INSTANCES`]) keeps at most a [`RESIDENT_SHARE_OF_BUDGET`]th of
-    /// [`ServeOptions::memory_budget`]. With the defaults (1 GiB, 256 slots) that is 1 MiB a slot;
-    /// a smaller pool keeps more of each slot.
+    /// lowered where needed so that every slot together (the request slots, the
+    /// [`HEALTH_INSTANCES`] and the [`FINISHING_INSTANCES`]) keeps at most a
+    /// [`RESIDENT_SHARE_OF_BUDGET`]th of [`ServeOptions::memory_budget`]. With the defaults
+    /// (1 GiB, 256 request slots) that is just under 1 MiB a slot; a smaller pool keeps more of
+    /// each slot.
     pub fn slot_resident_bytes(&self) -> usize {
-        let slots = self.max_instances.max(1).saturating_add(HEALTH_INSTANCES) as usize;
+        let slots = self.pool_slots() as usize;
         let share = self.memory_budget / RESIDENT_SHARE_OF_BUDGET / slots;
         // Whole host pages: wasmtime keeps resident in pages.
         let share = share & !(4096 - 1);
         self.keep_resident.min(share)
+    }
+
+    /// The pool's slots in all: the request slots, the [`HEALTH_INSTANCES`] and the
+    /// [`FINISHING_INSTANCES`].
+    fn pool_slots(&self) -> u32 {
+        self.max_instances
+            .max(1)
+            .saturating_add(HEALTH_INSTANCES)
+            .saturating_add(FINISHING_INSTANCES)
     }
 }
 
@@ -331,6 +349,8 @@ struct Shared {
     max_instances: u32,
     /// The slots kept for `GET /healthz`.
     health_slots: Arc<Semaphore>,
+    /// The places of instances going on after their response ([`FINISHING_INSTANCES`]).
+    finishing: Arc<Semaphore>,
     /// One permit per request admitted (other than `GET /healthz`), held until its instance is
     /// gone.
     in_flight: Arc<Semaphore>,
@@ -353,7 +373,7 @@ impl Server {
         let harness = HarnessOptions {
             cache: options.cache,
             cache_dir: options.cache_dir.clone(),
-            max_instances: max_instances.saturating_add(HEALTH_INSTANCES),
+            max_instances: options.pool_slots(),
             max_memory: options.max_memory,
             keep_resident: options.slot_resident_bytes(),
             limits: options.limits,
@@ -409,6 +429,7 @@ impl Server {
                 slots: Arc::new(Semaphore::new(max_instances as usize)),
                 max_instances,
                 health_slots: Arc::new(Semaphore::new(HEALTH_INSTANCES as usize)),
+                finishing: Arc::new(Semaphore::new(FINISHING_INSTANCES as usize)),
                 in_flight: Arc::new(Semaphore::new(options.max_in_flight.max(1) as usize)),
                 max_in_flight: options.max_in_flight.max(1),
                 budget: MemoryBudget::new(options.memory_budget),
@@ -492,6 +513,7 @@ impl Server {
             // Every slot free: no instance is running any more.
             let _ = shared.slots.acquire_many(shared.max_instances).await;
             let _ = shared.health_slots.acquire_many(HEALTH_INSTANCES).await;
+            let _ = shared.finishing.acquire_many(FINISHING_INSTANCES).await;
         })
         .await;
         if drained.is_err() {
@@ -574,15 +596,79 @@ impl Drop for Cancel {
     }
 }
 
+/// What a request's instance holds while it lives.
+enum Held {
+    /// Until its response has gone out: its pool slot and its admission (none for
+    /// `GET /healthz`).
+    Serving {
+        _slot: OwnedSemaphorePermit,
+        _admission: Option<OwnedSemaphorePermit>,
+    },
+    /// After: one of the [`FINISHING_INSTANCES`] places.
+    Finishing { _place: OwnedSemaphorePermit },
+    /// The instance is gone.
+    Nothing,
+}
+
+/// The instance task's permits, shared with its response body, which trades them for a
+/// finishing place once the response is out ([`Watched`]).
+type Holding = Arc<std::sync::Mutex<Held>>;
+
+fn held(holding: &Holding) -> std::sync::MutexGuard<'_, Held> {
+    holding
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A response body that cancels its instance if it is dropped before its end (the client
-/// left while it was being written). A body of a declared length ends with its last byte:
-/// hyper drops it then without asking for more, and the instance goes on with what it does
-/// after answering (the gateway's trace export).
+/// left while it was being written). Once the body has gone out whole (its last byte of a
+/// declared length, which hyper drops the body after without asking for more, or its end), the
+/// instance goes on with what it does after answering (the gateway's trace export) in a
+/// finishing place, its request slot and admission given back ([`FINISHING_INSTANCES`]).
 struct Watched {
     body: HyperOutgoingBody,
     cancel: Cancel,
     /// The bytes still due of a body whose `content-length` was declared.
     remaining: Option<u64>,
+    /// What the body trades once it has gone out whole.
+    finish: Option<Finish>,
+}
+
+/// What an instance needs to move to a finishing place.
+struct Finish {
+    holding: Holding,
+    finishing: Arc<Semaphore>,
+    task: tokio::task::AbortHandle,
+    label: String,
+}
+
+impl Watched {
+    /// The response has gone out whole: the instance may go on, in a finishing place, or is
+    /// stopped when there is none.
+    fn completed(&mut self) {
+        self.cancel.disarm();
+        let Some(finish) = self.finish.take() else {
+            return;
+        };
+        let mut held = held(&finish.holding);
+        if !matches!(*held, Held::Serving { .. }) {
+            // The instance is gone already.
+            return;
+        }
+        match finish.finishing.try_acquire_owned() {
+            // The request's slot and admission go back here, with the old value.
+            Ok(place) => *held = Held::Finishing { _place: place },
+            Err(_) => {
+                *held = Held::Nothing;
+                drop(held);
+                finish.task.abort();
+                eprintln!(
+                    "oma-host: {}: stopped after its response: {FINISHING_INSTANCES} instances                      were finishing already (what it still did after answering, such as a                      trace export, was dropped)",
+                    finish.label
+                );
+            }
+        }
+    }
 }
 
 impl hyper::body::Body for Watched {
@@ -595,13 +681,13 @@ impl hyper::body::Body for Watched {
     ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         match &polled {
-            Poll::Ready(None) => self.cancel.disarm(),
+            Poll::Ready(None) => self.completed(),
             Poll::Ready(Some(Ok(frame))) => {
                 if let (Some(remaining), Some(data)) = (self.remaining, frame.data_ref()) {
                     let left = remaining.saturating_sub(data.len() as u64);
                     self.remaining = Some(left);
                     if left == 0 {
-                        self.cancel.disarm();
+                        self.completed();
                     }
                 }
             }
@@ -715,12 +801,16 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
             );
         }
     };
+    let holding: Holding = Arc::new(std::sync::Mutex::new(Held::Serving {
+        _slot: slot,
+        _admission: admitted,
+    }));
     let mut task = tokio::spawn(run_instance(
         Arc::clone(&shared),
         store,
         request,
         out,
-        (slot, admitted),
+        Arc::clone(&holding),
         guard,
         label.clone(),
     ));
@@ -735,15 +825,20 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
                 .headers
                 .get(http::header::CONTENT_LENGTH)
                 .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-            let mut cancel = Cancel(Some(task.abort_handle()));
-            if remaining == Some(0) {
-                cancel.disarm();
-            }
-            let watched = Watched {
+            let mut watched = Watched {
                 body,
-                cancel,
+                cancel: Cancel(Some(task.abort_handle())),
                 remaining,
+                finish: Some(Finish {
+                    holding,
+                    finishing: Arc::clone(&shared.finishing),
+                    task: task.abort_handle(),
+                    label,
+                }),
             };
+            if remaining == Some(0) {
+                watched.completed();
+            }
             hyper::Response::from_parts(parts, watched.boxed_unsync())
         }
         Ok(Err(code)) => {
@@ -822,7 +917,7 @@ async fn run_instance(
     mut store: Store<HostState>,
     request: Resource<HostIncomingRequest>,
     out: Resource<HostResponseOutparam>,
-    slot: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+    holding: Holding,
     guard: GuardedOutbound,
     label: String,
 ) -> Ended {
@@ -868,7 +963,7 @@ async fn run_instance(
         );
     }
     drop(store);
-    drop(slot);
+    *held(&holding) = Held::Nothing;
     ended
 }
 
@@ -936,10 +1031,11 @@ mod tests {
     #[test]
     fn idle_slots_keep_at_most_a_quarter_of_the_budget_resident() {
         let defaults = ServeOptions::new(Vec::new());
-        // 1 GiB over 4, over 260 slots: just under 1 MiB a slot, in whole pages.
+        // 1 GiB over 4, over 276 slots (256, 4 for health, 16 finishing): just under 1 MiB a
+        // slot, in whole pages.
         let per_slot = defaults.slot_resident_bytes();
-        assert_eq!(per_slot, 1_032_192);
-        let slots = (defaults.max_instances + HEALTH_INSTANCES) as usize;
+        assert_eq!(per_slot, 970_752);
+        let slots = (defaults.max_instances + HEALTH_INSTANCES + FINISHING_INSTANCES) as usize;
         assert!(per_slot * slots <= defaults.memory_budget / RESIDENT_SHARE_OF_BUDGET);
         // A small pool keeps what `keep_resident` asks for.
         let small = ServeOptions {

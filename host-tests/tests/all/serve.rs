@@ -652,3 +652,69 @@ async fn a_million_blocks_under_the_body_limit_are_refused_cheaply() {
     assert_eq!(get(server.addr, "/healthz").await.status, StatusCode::OK);
     server.stop().await;
 }
+
+/// A trace collector that takes the gateway's exports and never answers costs the clients
+/// nothing: with one request slot, each request's instance goes on with its export in a
+/// finishing place (`FINISHING_INSTANCES`) once its answer is out, so the next request gets the
+/// slot at once and is answered while the exports before it still wait on the collector (each
+/// waits up to the export's 2-second timeout; a slot held by it would serve these requests
+/// only once the export before had given up and closed its connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_holds_no_request_slot() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let simulator = Simulator::start().expect("the simulator starts");
+    let base_url = simulator.base_url();
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let endpoint = format!("http://{}", collector.local_addr().expect("an address"));
+    let (accepted, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let holder = {
+        let (accepted, closed) = (Arc::clone(&accepted), Arc::clone(&closed));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = collector.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let closed = Arc::clone(&closed);
+                // Reads the export and never answers; notes when the gateway gives up on it.
+                tokio::spawn(async move {
+                    let mut buffer = [0u8; 4096];
+                    while matches!(stream.read(&mut buffer).await, Ok(n) if n > 0) {}
+                    closed.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        })
+    };
+    let server = Running::start(
+        &[
+            ("ANTHROPIC_API_KEY", "sk-serve-test"),
+            ("ANTHROPIC_BASE_URL", &base_url),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ],
+        1,
+    );
+    let body = r#"{"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "hi"}"#;
+    for _ in 0..3 {
+        let answer = send(server.addr, Method::POST, "/v1/run", &[], body).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(answer.json()["output"], json!(CANNED_TEXT));
+    }
+    for _ in 0..100 {
+        if accepted.load(Ordering::SeqCst) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        accepted.load(Ordering::SeqCst) >= 2,
+        "the exports reach the collector"
+    );
+    assert_eq!(
+        closed.load(Ordering::SeqCst),
+        0,
+        "every request was answered while the exports before it still waited"
+    );
+    holder.abort();
+    server.stop().await;
+}

@@ -157,7 +157,8 @@ export class LimitsCounter {
     }
     const add = Array.isArray(batch?.add) ? batch.add : null
     const forget = Array.isArray(batch?.forget) ? batch.forget : []
-    if (!add || !add.every(([name, n]) => typeof name === 'string' && Number.isSafeInteger(n) && n >= 0)) {
+    const valid = (op) => Array.isArray(op) && typeof op[0] === 'string' && Number.isSafeInteger(op[1]) && op[1] >= 0
+    if (!add || !add.every(valid)) {
       return new Response('not a batch of counts', { status: 400 })
     }
     const stored = add.length > 0 ? await this.storage.get(add.map(([name]) => name)) : new Map()

@@ -11,6 +11,13 @@
 # - Outbound: the Worker's fetch goes to `loopback`, a network service that reaches loopback
 #   addresses only, so a test can never reach another host (workerd's default, the `internet`
 #   service, reaches public addresses only; workerd itself contacts nothing).
+# - Per-token limits: the Worker exports the Durable Object class `LimitsCounter`, declared here
+#   as a namespace kept in memory (workerd's process; `localDisk` would keep it on disk) and
+#   bound as `LIMITS`. With `OMA_GATEWAY_LIMITS_BUCKET=LIMITS` in workerd's environment the
+#   limits of OMA_GATEWAY_KEYS are counted there, one object per key, shared by every isolate
+#   bound to the namespace (another Worker service reaches it with
+#   `durableObjectNamespace = (className = "LimitsCounter", serviceName = "main")`); without it,
+#   in each isolate's memory.
 using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
@@ -31,7 +38,13 @@ const gateway :Workerd.Worker = (
     (name = "oma_routes.core3.wasm", wasm = embed "dist-gateway/oma_routes.core3.wasm"),
   ],
   compatibilityDate = "2026-11-17",
+  durableObjectNamespaces = [
+    (className = "LimitsCounter", uniqueKey = "oma-gateway-limits"),
+  ],
+  durableObjectStorage = (inMemory = void),
   bindings = [
+    # The per-token limits' store (OMA_GATEWAY_LIMITS_BUCKET=LIMITS).
+    (name = "LIMITS", durableObjectNamespace = "LimitsCounter"),
     # The gateway's own settings.
     (name = "OMA_GATEWAY_DEADLINE_MS", fromEnvironment = "OMA_GATEWAY_DEADLINE_MS"),
     (name = "OMA_GATEWAY_EGRESS", fromEnvironment = "OMA_GATEWAY_EGRESS"),

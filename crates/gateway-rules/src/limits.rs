@@ -20,6 +20,12 @@
 //!   replica that opens it; without it, this instance's memory ([`MemoryCounter`]), which holds
 //!   for one instance only (a host that makes an instance per request keeps nothing between
 //!   requests). `/healthz` says which ([`Scope`]).
+//! - **One rule for every store.** A request's counting is planned first ([`plan`]: the store
+//!   operations, in order), then performed, then decided from the counts the store gave back
+//!   ([`decide`]). [`admit`] performs the plan on a [`Counter`]; a host that keeps the counts
+//!   itself performs it as one batch (the Worker gateway: a Durable Object per key, through the
+//!   `routes` world) and the rules decide the same way. The usage after the answer is an add
+//!   too ([`usage`]).
 //!
 //! The store never sees a token: counts are kept under a digest of it.
 
@@ -28,7 +34,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::{anthropic, openai, Reply};
+use crate::{anthropic, openai, Reply, Route, Settings};
 
 /// The variable that holds the keys and their limits.
 pub const KEYS_VARIABLE: &str = "OMA_GATEWAY_KEYS";
@@ -183,6 +189,13 @@ pub struct Admitted {
     limits: KeyLimits,
 }
 
+impl Admitted {
+    /// The store's name for the key (a digest of the token, never the token).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// Why a request is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -216,64 +229,189 @@ fn seconds_left(now_ms: u64) -> u64 {
     (WINDOW_MS - now_ms % WINDOW_MS).div_ceil(1000).max(1)
 }
 
+/// The store operations that count one request, planned before the store is touched, so that
+/// every host applies the one rule: [`admit`] performs them on a [`Counter`], a host that keeps
+/// the counts itself (the Worker gateway's Durable Object) performs them as one batch and hands
+/// the counts to [`decide`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The request as admitted, if [`decide`] admits it.
+    admitted: Admitted,
+    /// What to add to which count, in order (`0` reads it): the minute's tokens `+0` when the
+    /// key has a token limit, then the minute's requests `+1`. Empty for a key without limits.
+    pub adds: Vec<(String, u64)>,
+    /// The counts of the minute before, to delete after the adds when the requests' new count
+    /// (the last add's) is 1: the first request of a minute forgets the one before, so a key
+    /// keeps two minutes of counts at most.
+    pub forget: Vec<String>,
+    /// Seconds until the window ends: a refusal's `retry-after`.
+    retry_after: u64,
+}
+
+impl Plan {
+    /// The store's name for the key whose counts these are (a digest of the token, never the
+    /// token): every key of [`Plan::adds`] and [`Plan::forget`] is this key's.
+    pub fn id(&self) -> &str {
+        &self.admitted.id
+    }
+
+    /// Whether the adds' new `counts` say to delete [`Plan::forget`]: the last one is 1.
+    pub fn forgets(&self, counts: &[u64]) -> bool {
+        !self.forget.is_empty() && counts.last() == Some(&1)
+    }
+}
+
+/// The operations that count a request of `token` (a key of `keys`; `None` or another token:
+/// not limited, `None` here) at `now_ms`. A key without limits gets a plan with nothing to add.
+pub fn plan(keys: &Keys, token: Option<&str>, now_ms: u64) -> Option<Plan> {
+    let (token, limits) = token.and_then(|token| keys.find(token))?;
+    let admitted = Admitted {
+        id: key_id(token),
+        limits,
+    };
+    let window = now_ms / WINDOW_MS;
+    let mut adds = Vec::new();
+    let mut forget = Vec::new();
+    if limits != KeyLimits::default() {
+        if limits.tpm.is_some() {
+            adds.push((counter_key(&admitted.id, window, "tokens"), 0));
+        }
+        adds.push((counter_key(&admitted.id, window, "requests"), 1));
+        if window > 0 {
+            forget.push(counter_key(&admitted.id, window - 1, "requests"));
+            forget.push(counter_key(&admitted.id, window - 1, "tokens"));
+        }
+    }
+    Some(Plan {
+        admitted,
+        adds,
+        forget,
+        retry_after: seconds_left(now_ms),
+    })
+}
+
+/// The verdict on a planned request, given the new `counts` of its adds (in their order):
+/// refused when the minute's tokens already reach `tpm`, or when it is past the minute's
+/// `rpm`th request; a store that gave no count for every add is a [`Refusal::Store`]. A refused
+/// request is counted all the same (a client that keeps sending stays refused).
+pub fn decide(plan: Plan, counts: &[u64]) -> Result<Admitted, Refusal> {
+    if counts.len() != plan.adds.len() {
+        return Err(Refusal::Store(format!(
+            "the store gave {} counts for {} operations",
+            counts.len(),
+            plan.adds.len()
+        )));
+    }
+    let limits = plan.admitted.limits;
+    let mut counts = counts.iter().copied();
+    if let Some(tpm) = limits.tpm {
+        if counts.next().is_some_and(|used| used >= tpm) {
+            return Err(Refusal::Limited {
+                what: "tokens",
+                limit: tpm,
+                retry_after: plan.retry_after,
+            });
+        }
+    }
+    if let (Some(rpm), Some(requests)) = (limits.rpm, counts.next()) {
+        if requests > rpm {
+            return Err(Refusal::Limited {
+                what: "requests",
+                limit: rpm,
+                retry_after: plan.retry_after,
+            });
+        }
+    }
+    Ok(plan.admitted)
+}
+
+/// Performs `plan`'s operations on `counter`, in order: its adds (stopping at the first that
+/// fails), then its deletes when [`Plan::forgets`] says so; the adds' new counts.
+pub fn execute(plan: &Plan, counter: &mut dyn Counter) -> Result<Vec<u64>, String> {
+    let counts = plan
+        .adds
+        .iter()
+        .map(|(key, delta)| counter.increment(key, *delta))
+        .collect::<Result<Vec<u64>, String>>()?;
+    if plan.forgets(&counts) {
+        for key in &plan.forget {
+            counter.delete(key);
+        }
+    }
+    Ok(counts)
+}
+
 /// Counts a request of `token` (a key of `keys`, or `None`/another token: not limited) at
-/// `now_ms`: refused when the minute's tokens already reach `tpm`, or when it is past the
-/// minute's `rpm`th request. A request that is refused for its rate is counted all the same (a
-/// client that keeps sending stays refused). The first request of a minute forgets the minute
-/// before (the store keeps two minutes at most per key).
+/// `now_ms` on `counter`: [`plan`], [`execute`], [`decide`].
 pub fn admit(
     keys: &Keys,
     token: Option<&str>,
     now_ms: u64,
     counter: &mut dyn Counter,
 ) -> Result<Option<Admitted>, Refusal> {
-    let Some((token, limits)) = token.and_then(|token| keys.find(token)) else {
+    let Some(plan) = plan(keys, token, now_ms) else {
         return Ok(None);
     };
-    let id = key_id(token);
-    if limits == KeyLimits::default() {
-        // Nothing to count.
-        return Ok(Some(Admitted { id, limits }));
-    }
-    let window = now_ms / WINDOW_MS;
-    let retry_after = seconds_left(now_ms);
-    if let Some(tpm) = limits.tpm {
-        let used = counter
-            .increment(&counter_key(&id, window, "tokens"), 0)
-            .map_err(Refusal::Store)?;
-        if used >= tpm {
-            return Err(Refusal::Limited {
-                what: "tokens",
-                limit: tpm,
-                retry_after,
-            });
-        }
-    }
-    let requests = counter
-        .increment(&counter_key(&id, window, "requests"), 1)
-        .map_err(Refusal::Store)?;
-    if requests == 1 && window > 0 {
-        counter.delete(&counter_key(&id, window - 1, "requests"));
-        counter.delete(&counter_key(&id, window - 1, "tokens"));
-    }
-    if let Some(rpm) = limits.rpm {
-        if requests > rpm {
-            return Err(Refusal::Limited {
-                what: "requests",
-                limit: rpm,
-                retry_after,
-            });
-        }
-    }
-    Ok(Some(Admitted { id, limits }))
+    let counts = execute(&plan, counter).map_err(Refusal::Store)?;
+    decide(plan, &counts).map(Some)
 }
 
-/// Counts the `tokens` an admitted request used, in the window of `now_ms` (its answer's), when
-/// its key has a token limit. A store failure here is not the client's: the answer is sent.
-pub fn record(admitted: &Admitted, tokens: u64, now_ms: u64, counter: &mut dyn Counter) {
+/// What to add once an admitted request is answered: the `tokens` it used, in the window of
+/// `now_ms` (its answer's), when its key has a token limit; nothing otherwise.
+pub fn usage(admitted: &Admitted, tokens: u64, now_ms: u64) -> Vec<(String, u64)> {
     if admitted.limits.tpm.is_some() && tokens > 0 {
-        let key = counter_key(&admitted.id, now_ms / WINDOW_MS, "tokens");
-        let _ = counter.increment(&key, tokens);
+        vec![(
+            counter_key(&admitted.id, now_ms / WINDOW_MS, "tokens"),
+            tokens,
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Counts the `tokens` an admitted request used ([`usage`]) on `counter`. A store failure here
+/// is not the client's: the answer is sent.
+pub fn record(admitted: &Admitted, tokens: u64, now_ms: u64, counter: &mut dyn Counter) {
+    for (key, delta) in usage(admitted, tokens, now_ms) {
+        let _ = counter.increment(&key, delta);
+    }
+}
+
+/// The counts of an instance without a shared store, kept in its memory between the requests
+/// it serves: `f` runs with them.
+pub fn with_instance_counts<R>(f: impl FnOnce(&mut MemoryCounter) -> R) -> R {
+    static COUNTS: std::sync::OnceLock<std::sync::Mutex<MemoryCounter>> =
+        std::sync::OnceLock::new();
+    let counts = COUNTS.get_or_init(Default::default);
+    let mut counts = counts
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    f(&mut counts)
+}
+
+/// The shape of the refusals of a request to `route` with `token` when its limits are counted:
+/// a route that calls a provider (`/v1/chat/completions`, `/v1/messages`, `/v1/run`) with a
+/// listed key that has a limit. `None`: nothing is counted, and the store is not touched
+/// (`OMA_GATEWAY_TOKEN`, which has no limit, never depends on it).
+pub fn counted(keys: &Keys, route: Route, token: Option<&str>) -> Option<Shape> {
+    let shape = match route {
+        Route::ChatCompletions => Shape::OpenAi,
+        Route::Messages => Shape::Anthropic,
+        Route::Run => Shape::Gateway,
+        _ => return None,
+    };
+    token
+        .and_then(|token| keys.find(token))
+        .is_some_and(|(_, limits)| limits != KeyLimits::default())
+        .then_some(shape)
+}
+
+/// Where `settings` count limits, as `/healthz` says.
+pub fn scope(settings: &Settings) -> Scope {
+    match (settings.keys.is_empty(), &settings.limits_bucket) {
+        (true, _) => Scope::Off,
+        (false, None) => Scope::PerInstance,
+        (false, Some(_)) => Scope::Shared,
     }
 }
 
@@ -418,6 +556,62 @@ mod tests {
             }
         ));
         assert!(admit(&keys, Some("k-tokens"), t0 + WINDOW_MS, &mut counter).is_ok());
+    }
+
+    #[test]
+    fn a_plan_is_the_same_counting_for_a_store_that_applies_it_whole() {
+        let keys =
+            Keys::parse(r#"{"k-both": {"rpm": 2, "tpm": 100}, "k-free": {}}"#).expect("valid");
+        let t0 = 7 * WINDOW_MS + 1_000;
+        let plan = plan(&keys, Some("k-both"), t0).expect("a key");
+        // Read the tokens, count the request; forget the minute before on the first request.
+        assert_eq!(
+            plan.adds,
+            vec![
+                (counter_key(plan.id(), 7, "tokens"), 0),
+                (counter_key(plan.id(), 7, "requests"), 1),
+            ]
+        );
+        assert_eq!(
+            plan.forget,
+            vec![
+                counter_key(plan.id(), 6, "requests"),
+                counter_key(plan.id(), 6, "tokens"),
+            ]
+        );
+        assert!(plan.forgets(&[0, 1]) && !plan.forgets(&[0, 2]));
+        assert!(!plan.id().contains("k-both"));
+        assert_eq!(plan.retry_after, 59);
+        // The counts a store hands back decide, as on a counter.
+        assert!(decide(plan.clone(), &[99, 2]).is_ok());
+        assert!(matches!(
+            decide(plan.clone(), &[100, 1]),
+            Err(Refusal::Limited { what: "tokens", .. })
+        ));
+        assert!(matches!(
+            decide(plan.clone(), &[0, 3]),
+            Err(Refusal::Limited {
+                what: "requests",
+                limit: 2,
+                retry_after: 59
+            })
+        ));
+        // A store that answers for fewer operations than it was given is a failed store.
+        assert!(matches!(decide(plan, &[0]), Err(Refusal::Store(_))));
+        // A key without limits has nothing to count; no key, no plan.
+        let free = super::plan(&keys, Some("k-free"), t0).expect("a key");
+        assert!(free.adds.is_empty() && free.forget.is_empty());
+        assert!(decide(free, &[]).is_ok());
+        assert!(super::plan(&keys, Some("other"), t0).is_none());
+        // Usage is one add, in the answer's minute, for a key with a token limit.
+        let admitted = admit(&keys, Some("k-both"), t0, &mut MemoryCounter::default())
+            .expect("admitted")
+            .expect("a key");
+        assert_eq!(
+            usage(&admitted, 42, t0 + WINDOW_MS),
+            vec![(counter_key(admitted.id(), 8, "tokens"), 42)]
+        );
+        assert!(usage(&admitted, 0, t0).is_empty());
     }
 
     struct Broken;

@@ -18,7 +18,7 @@ use oma_step::{Next, StepHost, Transport, WasiRun};
 
 use crate::chat::{ChatMachine, ChatStep};
 use crate::env::BadVariable;
-use crate::limits::{self, Admitted, Counter, KeyLimits, MemoryCounter, Refusal, Scope, Shape};
+use crate::limits::{self, Admitted, Counter, Refusal, Scope};
 use crate::openai::{Completion, Writer};
 use crate::trace::{self, RequestSpan};
 use crate::{BodyVerdict, Head, HeadVerdict, Reply, Route, Settings, StartedRun};
@@ -65,16 +65,11 @@ pub trait Exchange {
     fn log(&mut self, line: &str);
 }
 
-/// The counts of an instance without a shared store: its memory, kept between the requests
-/// the instance serves.
-static INSTANCE_COUNTS: std::sync::OnceLock<std::sync::Mutex<MemoryCounter>> =
-    std::sync::OnceLock::new();
-
 /// Where this request's limits are counted.
 enum Counts {
     /// The host's shared store.
     Shared(Box<dyn Counter>),
-    /// This instance's memory.
+    /// This instance's memory ([`limits::with_instance_counts`]).
     Instance,
 }
 
@@ -82,13 +77,7 @@ impl Counts {
     fn with<R>(&mut self, f: impl FnOnce(&mut dyn Counter) -> R) -> R {
         match self {
             Counts::Shared(counter) => f(counter.as_mut()),
-            Counts::Instance => {
-                let counts = INSTANCE_COUNTS.get_or_init(Default::default);
-                let mut counts = counts
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                f(&mut *counts)
-            }
+            Counts::Instance => limits::with_instance_counts(|counts| f(counts)),
         }
     }
 }
@@ -103,20 +92,9 @@ fn limit<X: Exchange>(
     now_ms: u64,
     exchange: &mut X,
 ) -> Result<Option<(Admitted, Counts)>, Reply> {
-    let shape = match route {
-        Route::ChatCompletions => Shape::OpenAi,
-        Route::Messages => Shape::Anthropic,
-        Route::Run => Shape::Gateway,
-        _ => return Ok(None),
-    };
-    // Only a listed key with a limit is counted: the store is not opened for anything else
-    // (`OMA_GATEWAY_TOKEN`, which has no limit, never depends on it).
-    let limited = token
-        .and_then(|token| settings.keys.find(token))
-        .is_some_and(|(_, limits)| limits != KeyLimits::default());
-    if !limited {
+    let Some(shape) = limits::counted(&settings.keys, route, token) else {
         return Ok(None);
-    }
+    };
     let mut counts = match &settings.limits_bucket {
         None => Counts::Instance,
         Some(bucket) => match exchange.limits_store(bucket) {
@@ -133,13 +111,9 @@ fn limit<X: Exchange>(
     }
 }
 
-/// Where `settings` count limits, as `/healthz` says.
+/// Where `settings` count limits, as `/healthz` says ([`limits::scope`]).
 pub fn limits_scope(settings: &Settings) -> Scope {
-    match (&settings.keys.is_empty(), &settings.limits_bucket) {
-        (true, _) => Scope::Off,
-        (false, None) => Scope::PerInstance,
-        (false, Some(_)) => Scope::Shared,
-    }
+    limits::scope(settings)
 }
 
 /// Answers one request (`method`, `path` with its query) with `settings` (the configuration as

@@ -22,6 +22,7 @@ use oma_core::adapter::StreamEvent;
 use oma_core::error::Error;
 use oma_core::message::LlmResponse;
 use oma_gateway_rules::chat::{ChatStep, Target};
+use oma_gateway_rules::limits::{self, Admitted, Plan, Refusal, Shape};
 use oma_gateway_rules::openai::Completion;
 use oma_gateway_rules::trace::{request_export, RequestSpan};
 use oma_gateway_rules::{
@@ -56,6 +57,38 @@ pub struct RequestResource {
     started_ms: u64,
     /// The route whose body may be given, once `head` said to read it.
     reading: RefCell<Option<Route>>,
+    /// Where the request is in its counting against its key's limits.
+    limit: RefCell<Limit>,
+}
+
+/// A request's counting against its key's limits (`limits`, `counted`).
+enum Limit {
+    /// `limits` was not called.
+    Unasked,
+    /// `limits` handed out these operations; `counted` takes their counts.
+    Counting(Box<Plan>, Shape, String),
+    /// Admitted (or no limit applies): what to count after the answer, if anything.
+    Settled(Option<Counted>),
+    /// Refused: nothing more for this request.
+    Refused,
+}
+
+/// An admitted request whose usage is counted after its answer.
+#[derive(Clone)]
+struct Counted {
+    admitted: Admitted,
+    /// The shared store it is counted in; `None`: the component's memory.
+    store: Option<String>,
+}
+
+/// The operations of `adds` (and `forget`) on `store` for the key of `id`.
+fn count_ops(store: &str, id: &str, add: Vec<(String, u64)>, forget: Vec<String>) -> rt::CountOps {
+    rt::CountOps {
+        store: store.to_owned(),
+        id: id.to_owned(),
+        add,
+        forget,
+    }
 }
 
 impl RequestResource {
@@ -67,6 +100,11 @@ impl RequestResource {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, value)| value.as_str())
     }
+
+    /// The client's key, as the gateway reads it.
+    fn token(&self) -> Option<&str> {
+        rules::env::client_key(self.header("authorization"), self.header("x-api-key"))
+    }
 }
 
 impl rt::GuestRequest for RequestResource {
@@ -76,6 +114,7 @@ impl rt::GuestRequest for RequestResource {
             head,
             started_ms: now_ms,
             reading: RefCell::new(None),
+            limit: RefCell::new(Limit::Unasked),
         }
     }
 
@@ -90,7 +129,16 @@ impl rt::GuestRequest for RequestResource {
                 .and_then(Head::parse_content_length),
         };
         match rules::on_head(self.settings.as_ref(), &head) {
-            HeadVerdict::Reply(reply) => rt::HeadVerdict::Reply(to_wit_reply(reply)),
+            HeadVerdict::Reply(reply) => {
+                // `/healthz` says where limits are counted, as the gateway's does.
+                let reply = match &self.settings {
+                    Ok(settings) if rules::route(settings, &head) == Ok(Route::Health) => {
+                        limits::health(limits::scope(settings))
+                    }
+                    _ => reply,
+                };
+                rt::HeadVerdict::Reply(to_wit_reply(reply))
+            }
             HeadVerdict::ReadBody(route) => {
                 *self.reading.borrow_mut() = Some(route);
                 let settings = self.settings.as_ref().ok();
@@ -113,12 +161,100 @@ impl rt::GuestRequest for RequestResource {
         })
     }
 
+    fn limits(&self, now_ms: u64) -> Result<rt::LimitsVerdict, wit::Error> {
+        let (Some(route), Ok(settings)) = (*self.reading.borrow(), &self.settings) else {
+            return Err(session_error(
+                "unexpected limits: the head did not say to read a body, or it was given already",
+            ));
+        };
+        let mut limit = self.limit.borrow_mut();
+        if !matches!(*limit, Limit::Unasked) {
+            return Err(session_error(
+                "unexpected limits: they were counted already",
+            ));
+        }
+        let token = self.token();
+        let counted = limits::counted(&settings.keys, route, token);
+        let (Some(shape), Some(plan)) = (counted, limits::plan(&settings.keys, token, now_ms))
+        else {
+            *limit = Limit::Settled(None);
+            return Ok(rt::LimitsVerdict::Pass);
+        };
+        let Some(store) = &settings.limits_bucket else {
+            // No shared store: this instance's memory.
+            let counts = limits::with_instance_counts(|counts| limits::execute(&plan, counts));
+            let verdict = counts
+                .map_err(Refusal::Store)
+                .and_then(|counts| limits::decide(plan, &counts));
+            return Ok(match verdict {
+                Ok(admitted) => {
+                    *limit = Limit::Settled(Some(Counted {
+                        admitted,
+                        store: None,
+                    }));
+                    rt::LimitsVerdict::Pass
+                }
+                Err(refusal) => {
+                    *limit = Limit::Refused;
+                    *self.reading.borrow_mut() = None;
+                    rt::LimitsVerdict::Reply(to_wit_reply(limits::refusal_reply(&refusal, shape)))
+                }
+            });
+        };
+        let ops = count_ops(store, plan.id(), plan.adds.clone(), plan.forget.clone());
+        *limit = Limit::Counting(Box::new(plan), shape, store.clone());
+        Ok(rt::LimitsVerdict::Count(ops))
+    }
+
+    fn counted(&self, counts: Result<Vec<u64>, String>) -> Result<Option<rt::Reply>, wit::Error> {
+        let mut limit = self.limit.borrow_mut();
+        let (plan, shape, store) = match std::mem::replace(&mut *limit, Limit::Refused) {
+            Limit::Counting(plan, shape, store) => (plan, shape, store),
+            other => {
+                *limit = other;
+                return Err(session_error(
+                    "unexpected counts: `limits` did not hand out operations, or their counts \
+                     were given already",
+                ));
+            }
+        };
+        match counts
+            .map_err(Refusal::Store)
+            .and_then(|counts| limits::decide(*plan, &counts))
+        {
+            Ok(admitted) => {
+                *limit = Limit::Settled(Some(Counted {
+                    admitted,
+                    store: Some(store),
+                }));
+                Ok(None)
+            }
+            Err(refusal) => {
+                *self.reading.borrow_mut() = None;
+                Ok(Some(to_wit_reply(limits::refusal_reply(&refusal, shape))))
+            }
+        }
+    }
+
     fn body(&self, body: Vec<u8>, now_ms: u64, seed: u64) -> Result<rt::BodyVerdict, wit::Error> {
-        let (Some(route), Ok(settings)) = (self.reading.borrow_mut().take(), &self.settings) else {
+        let (Some(route), Ok(settings)) = (*self.reading.borrow(), &self.settings) else {
             return Err(session_error(
                 "unexpected body: the head did not say to read one, or it was given already",
             ));
         };
+        let counted = match &*self.limit.borrow() {
+            Limit::Settled(counted) => counted.clone(),
+            Limit::Unasked if limits::counted(&settings.keys, route, self.token()).is_none() => {
+                None
+            }
+            _ => {
+                return Err(session_error(
+                    "unexpected body: a limit applies to this request and it was not admitted; \
+                     call `limits` (and `counted` with the store's counts) first",
+                ))
+            }
+        };
+        *self.reading.borrow_mut() = None;
         let streaming =
             route == Route::Run && rules::wants_stream(self.header("accept").unwrap_or(""));
         let export = settings.traces.as_ref().map(|url| Export {
@@ -146,6 +282,7 @@ impl rt::GuestRequest for RequestResource {
                         traces: Vec::new(),
                         trace_reply: false,
                         export,
+                        counted,
                     }),
                 })),
                 BodyVerdict::Run(started) => rt::BodyVerdict::Run(rt::Run::new(RunResource {
@@ -160,6 +297,7 @@ impl rt::GuestRequest for RequestResource {
                         traces: Vec::new(),
                         trace_reply: started.trace_reply,
                         export,
+                        counted,
                     }),
                 })),
             },
@@ -203,6 +341,8 @@ struct RunState {
     trace_reply: bool,
     /// Where the request's traces go, until they are handed out.
     export: Option<Export>,
+    /// The admitted request whose usage is counted, until it is.
+    counted: Option<Counted>,
 }
 
 /// What a request's trace export needs besides its events.
@@ -377,6 +517,51 @@ impl rt::GuestRun for RunResource {
             reply
         };
         Ok(rt::RunEnd::Reply(to_wit_reply(reply)))
+    }
+
+    fn count_usage(&self, now_ms: u64) -> Result<Option<rt::CountOps>, wit::Error> {
+        let mut guard = self.state.borrow_mut();
+        let state = &mut *guard;
+        let used = match &state.machine {
+            Machine::Chat(chat) if chat.result.is_some() => chat.completion.machine.tokens_used(),
+            // A streamed run counts its request, not its tokens (as the gateway's).
+            Machine::Agent(_) => match &state.outcome {
+                Some(_) if state.streaming => 0,
+                Some(outcome) => {
+                    let usage = &outcome.token_usage;
+                    usage.input_tokens.saturating_add(usage.output_tokens)
+                }
+                None => {
+                    return Err(session_error(
+                        "the run is not over: step it until `next` gives `finished`",
+                    ))
+                }
+            },
+            _ => {
+                return Err(session_error(
+                    "the run is not over: step it until `next` gives `finished`",
+                ))
+            }
+        };
+        let Some(counted) = state.counted.take() else {
+            return Ok(None);
+        };
+        let adds = limits::usage(&counted.admitted, used, now_ms);
+        match &counted.store {
+            _ if adds.is_empty() => Ok(None),
+            Some(store) => Ok(Some(count_ops(
+                store,
+                counted.admitted.id(),
+                adds,
+                Vec::new(),
+            ))),
+            None => {
+                limits::with_instance_counts(|counts| {
+                    limits::record(&counted.admitted, used, now_ms, counts)
+                });
+                Ok(None)
+            }
+        }
     }
 
     fn export_traces(&self, status: u16, now_ms: u64) -> Option<dr::OutgoingRequest> {

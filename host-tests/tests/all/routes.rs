@@ -6,7 +6,7 @@
 
 use oma_host_tests::routes_driver_types::{Answer, Poll, Response, ResponseHead, Step};
 use oma_host_tests::routes_types::{
-    BodyFailure, BodyVerdict, HeadVerdict, Reply, RequestHead, RunEnd,
+    BodyFailure, BodyVerdict, CountOps, HeadVerdict, LimitsVerdict, Reply, RequestHead, RunEnd,
 };
 use oma_host_tests::{RoutesGuest, RoutesHarness, Shared, WitError};
 
@@ -576,6 +576,439 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
     );
     assert_eq!(completion["usage"]["total_tokens"], json!(6));
     assert!(!reply.body.contains(KEY));
+}
+
+// ----------------------------------------------------------------------- per-token limits
+
+/// The environment with `keys` as `OMA_GATEWAY_KEYS`, and `bucket` as
+/// `OMA_GATEWAY_LIMITS_BUCKET` when given.
+fn limited_environment(keys: &str, bucket: Option<&str>) -> Vec<(String, String)> {
+    let mut environment = environment();
+    environment.push(("OMA_GATEWAY_KEYS".into(), keys.into()));
+    if let Some(bucket) = bucket {
+        environment.push(("OMA_GATEWAY_LIMITS_BUCKET".into(), bucket.into()));
+    }
+    environment
+}
+
+/// A new `request` (as [`request`], under a name no local shadows).
+async fn open_request(
+    guest: &mut RoutesGuest,
+    environment: Vec<(String, String)>,
+    head: RequestHead,
+) -> ResourceAny {
+    request(guest, environment, head).await
+}
+
+/// A head of `path` with `key` as the client's token.
+fn keyed(method: &str, path: &str, key: &str) -> RequestHead {
+    RequestHead {
+        method: method.into(),
+        path: path.into(),
+        headers: vec![("authorization".into(), format!("Bearer {key}"))],
+    }
+}
+
+async fn limits(
+    guest: &mut RoutesGuest,
+    request: ResourceAny,
+    now: u64,
+) -> Result<LimitsVerdict, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_routes()
+        .request()
+        .call_limits(store, request, now)
+        .await
+        .expect("no trap")
+}
+
+async fn counted(
+    guest: &mut RoutesGuest,
+    request: ResourceAny,
+    counts: Result<Vec<u64>, String>,
+) -> Result<Option<Reply>, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_routes()
+        .request()
+        .call_counted(store, request, counts.as_deref().map_err(String::as_str))
+        .await
+        .expect("no trap")
+}
+
+async fn count_usage(
+    guest: &mut RoutesGuest,
+    run: ResourceAny,
+    now: u64,
+) -> Result<Option<CountOps>, WitError> {
+    let (store, bindings) = guest.parts();
+    bindings
+        .oma_agent_routes()
+        .run()
+        .call_count_usage(store, run, now)
+        .await
+        .expect("no trap")
+}
+
+/// `/healthz`'s body under `environment`.
+async fn health(guest: &mut RoutesGuest, environment: Vec<(String, String)>) -> Value {
+    let request = open_request(guest, environment, keyed("GET", "/healthz", "nobody")).await;
+    let HeadVerdict::Reply(reply) = on_head(guest, request).await else {
+        panic!("/healthz reads no body")
+    };
+    assert_eq!(reply.status, 200);
+    json_of(&reply)
+}
+
+/// A store shared by replicas as the Worker's Durable Object keeps it: counts by name, each
+/// batch applied whole (the test applies one batch at a time).
+#[derive(Default)]
+struct Store {
+    counts: std::collections::HashMap<String, u64>,
+    batches: Vec<CountOps>,
+}
+
+impl Store {
+    fn apply(&mut self, ops: &CountOps) -> Vec<u64> {
+        self.batches.push(ops.clone());
+        let counts: Vec<u64> = ops
+            .add
+            .iter()
+            .map(|(name, delta)| {
+                let count = self.counts.entry(name.clone()).or_insert(0);
+                *count += delta;
+                *count
+            })
+            .collect();
+        if counts.last() == Some(&1) {
+            for name in &ops.forget {
+                self.counts.remove(name);
+            }
+        }
+        counts
+    }
+}
+
+/// A `/v1/run` stepped to its end against a provider that answers with 6 tokens of usage.
+async fn run_to_the_end(guest: &mut RoutesGuest, run: ResourceAny, now: u64) {
+    let Poll::Step(Step::Send(_)) = next(guest, run, now).await else {
+        panic!("the first step is not a send")
+    };
+    give(
+        guest,
+        run,
+        Answer::Response(Response {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic_reply(),
+        }),
+    )
+    .await;
+    loop {
+        match next(guest, run, now).await {
+            Poll::Finished(_) => break,
+            Poll::Step(Step::Event(_)) => {}
+            other => panic!("an unexpected poll: {other:?}"),
+        }
+    }
+    assert!(matches!(end(guest, run, now).await, Ok(RunEnd::Reply(_))));
+}
+
+fn run_body() -> String {
+    json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}).to_string()
+}
+
+/// Without `OMA_GATEWAY_LIMITS_BUCKET`, the routes component counts in its own memory: the
+/// instance's requests past `rpm` are `429` before their body is read, tokens are counted after
+/// the answer, `/healthz` says `"per-instance"`, and the steps are taken in their order only.
+#[tokio::test]
+async fn limits_are_counted_in_the_instances_memory_without_a_store() {
+    let mut guest = routes_guest().await;
+    let keys = r#"{"key-rpm": {"rpm": 2}, "key-tpm": {"tpm": 6}, "key-free": {}}"#;
+    let environment = limited_environment(keys, None);
+    let healthz = health(&mut guest, environment.clone()).await;
+    assert_eq!(healthz, json!({"status": "ok", "limits": "per-instance"}));
+
+    let now = 40 * 60_000 + 15_000;
+    for i in 0..3 {
+        let request = open_request(
+            &mut guest,
+            environment.clone(),
+            keyed("POST", "/v1/run", "key-rpm"),
+        )
+        .await;
+        assert!(matches!(
+            on_head(&mut guest, request).await,
+            HeadVerdict::ReadBody(_)
+        ));
+        if i == 0 {
+            // A limited request's body is not taken before its limits are counted.
+            let early = on_body(&mut guest, request, &run_body()).await;
+            assert_eq!(early.expect_err("not counted").name, "SessionStateError");
+            let stray = counted(&mut guest, request, Ok(vec![1])).await;
+            assert_eq!(stray.expect_err("no count").name, "SessionStateError");
+        }
+        let verdict = limits(&mut guest, request, now + i)
+            .await
+            .expect("a verdict");
+        if i < 2 {
+            assert!(matches!(verdict, LimitsVerdict::Pass), "{verdict:?}");
+            let twice = limits(&mut guest, request, now + i).await;
+            assert_eq!(twice.expect_err("counted").name, "SessionStateError");
+            assert!(matches!(
+                on_body(&mut guest, request, &run_body()).await,
+                Ok(BodyVerdict::Run(_))
+            ));
+            continue;
+        }
+        let LimitsVerdict::Reply(reply) = verdict else {
+            panic!("the third request in the minute is let through: {verdict:?}")
+        };
+        expect_error(&reply, 429, "RateLimitError", "RATE_LIMITED");
+        assert!(reply.headers.contains(&("retry-after".into(), "45".into())));
+        // A refused request has no body to give.
+        let after = on_body(&mut guest, request, &run_body()).await;
+        assert_eq!(after.expect_err("refused").name, "SessionStateError");
+    }
+    // OpenAI's shape on its route; the next minute starts afresh.
+    let request = open_request(
+        &mut guest,
+        environment.clone(),
+        keyed("POST", "/v1/chat/completions", "key-rpm"),
+    )
+    .await;
+    on_head(&mut guest, request).await;
+    let LimitsVerdict::Reply(reply) = limits(&mut guest, request, now).await.unwrap() else {
+        panic!("let through")
+    };
+    assert_eq!(reply.status, 429);
+    assert_eq!(
+        json_of(&reply)["error"]["code"],
+        json!("rate_limit_exceeded")
+    );
+    let request = open_request(
+        &mut guest,
+        environment.clone(),
+        keyed("POST", "/v1/run", "key-rpm"),
+    )
+    .await;
+    on_head(&mut guest, request).await;
+    assert!(matches!(
+        limits(&mut guest, request, now + 60_000).await,
+        Ok(LimitsVerdict::Pass)
+    ));
+
+    // Tokens: the run's usage (6) is counted after its answer, and the next request is refused.
+    let request = open_request(
+        &mut guest,
+        environment.clone(),
+        keyed("POST", "/v1/run", "key-tpm"),
+    )
+    .await;
+    on_head(&mut guest, request).await;
+    assert!(matches!(
+        limits(&mut guest, request, now).await,
+        Ok(LimitsVerdict::Pass)
+    ));
+    let Ok(BodyVerdict::Run(run)) = on_body(&mut guest, request, &run_body()).await else {
+        panic!("no run")
+    };
+    let early = count_usage(&mut guest, run, now).await;
+    assert_eq!(early.expect_err("not over").name, "SessionStateError");
+    run_to_the_end(&mut guest, run, now).await;
+    assert!(matches!(
+        count_usage(&mut guest, run, now + 1).await,
+        Ok(None)
+    ));
+    let request = open_request(
+        &mut guest,
+        environment.clone(),
+        keyed("POST", "/v1/run", "key-tpm"),
+    )
+    .await;
+    on_head(&mut guest, request).await;
+    let LimitsVerdict::Reply(reply) = limits(&mut guest, request, now + 2).await.unwrap() else {
+        panic!("the tokens of the minute were not counted")
+    };
+    assert!(json_of(&reply)["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("6 tokens per minute")));
+
+    // Nothing is limited for a key without limits, for a route that calls no provider, or for
+    // OMA_GATEWAY_TOKEN: their body is taken without counting.
+    for (path, key) in [
+        ("/v1/run", "key-free"),
+        ("/v1/validate", "key-rpm"),
+        ("/v1/run", TOKEN),
+    ] {
+        let request = open_request(&mut guest, environment.clone(), keyed("POST", path, key)).await;
+        on_head(&mut guest, request).await;
+        let body = if path == "/v1/run" {
+            run_body()
+        } else {
+            "[]".to_owned()
+        };
+        assert!(on_body(&mut guest, request, &body).await.is_ok(), "{path}");
+    }
+}
+
+/// With `OMA_GATEWAY_LIMITS_BUCKET`, the host performs the counting on its store and hands the
+/// counts back: two instances (two replicas) sharing one store are held to one count, a run's
+/// tokens are an add after its answer, and a failing store is a `503`, never a pass.
+#[tokio::test]
+async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
+    let mut replicas = [routes_guest().await, routes_guest().await];
+    let keys = r#"{"key-3": {"rpm": 3, "tpm": 10}}"#;
+    let environment = limited_environment(keys, Some("LIMITS"));
+    let healthz = health(&mut replicas[0], environment.clone()).await;
+    assert_eq!(healthz, json!({"status": "ok", "limits": "shared"}));
+
+    let mut store = Store::default();
+    let now = 50 * 60_000 + 30_000;
+    let mut ids = Vec::new();
+    for i in 0..4usize {
+        let guest = &mut replicas[i % 2];
+        let path = ["/v1/run", "/v1/chat/completions", "/v1/messages", "/v1/run"][i];
+        let request = open_request(guest, environment.clone(), keyed("POST", path, "key-3")).await;
+        on_head(guest, request).await;
+        let LimitsVerdict::Count(ops) = limits(guest, request, now).await.expect("a verdict")
+        else {
+            panic!("not handed to the store")
+        };
+        assert_eq!(ops.store, "LIMITS");
+        assert!(!format!("{ops:?}").contains("key-3"), "{ops:?}");
+        assert_eq!(ops.add.len(), 2, "{ops:?}");
+        assert_eq!(ops.add[0].1, 0, "the tokens are read");
+        assert_eq!(ops.add[1].1, 1, "the request is counted");
+        assert_eq!(ops.forget.len(), 2, "{ops:?}");
+        ids.push(ops.id.clone());
+        let counts = store.apply(&ops);
+        let early = on_body(guest, request, &run_body()).await;
+        if i == 0 {
+            assert_eq!(early.expect_err("not counted").name, "SessionStateError");
+        }
+        let verdict = counted(guest, request, Ok(counts))
+            .await
+            .expect("a verdict");
+        if i < 3 {
+            assert!(verdict.is_none(), "{verdict:?}");
+            continue;
+        }
+        let reply = verdict.expect("the fourth request in the minute is refused");
+        expect_error(&reply, 429, "RateLimitError", "RATE_LIMITED");
+        assert!(reply.headers.contains(&("retry-after".into(), "30".into())));
+        let again = counted(guest, request, Ok(vec![0, 1])).await;
+        assert_eq!(again.expect_err("given").name, "SessionStateError");
+    }
+    assert!(
+        ids.iter().all(|id| id == &ids[0]),
+        "one id per key: {ids:?}"
+    );
+
+    // The next minute: the first request forgets the minute before; a run's tokens are added
+    // after its answer, and once they reach `tpm` the next request is refused.
+    let next_minute = now + 60_000;
+    let at = next_minute;
+    let guest = &mut replicas[0];
+    let request = open_request(
+        guest,
+        environment.clone(),
+        keyed("POST", "/v1/run", "key-3"),
+    )
+    .await;
+    on_head(guest, request).await;
+    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at).await else {
+        panic!("not handed to the store")
+    };
+    let counts = store.apply(&ops);
+    assert_eq!(counts, vec![0, 1]);
+    assert!(ops
+        .forget
+        .iter()
+        .all(|name| !store.counts.contains_key(name)));
+    assert!(matches!(
+        counted(guest, request, Ok(counts)).await,
+        Ok(None)
+    ));
+    let Ok(BodyVerdict::Run(run)) = on_body(guest, request, &run_body()).await else {
+        panic!("no run")
+    };
+    run_to_the_end(guest, run, at).await;
+    let usage = count_usage(guest, run, at + 5)
+        .await
+        .expect("over")
+        .expect("the tokens to add");
+    assert_eq!(usage.id, ops.id);
+    assert_eq!(usage.add.len(), 1);
+    assert_eq!(usage.add[0].1, 6, "4 in and 2 out");
+    assert!(usage.forget.is_empty());
+    store.apply(&usage);
+    assert!(
+        matches!(count_usage(guest, run, at + 6).await, Ok(None)),
+        "once"
+    );
+    // 6 of 10: admitted; 12: refused, on the other replica.
+    let guest = &mut replicas[1];
+    let request = open_request(
+        guest,
+        environment.clone(),
+        keyed("POST", "/v1/run", "key-3"),
+    )
+    .await;
+    on_head(guest, request).await;
+    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at + 10).await else {
+        panic!("not handed to the store")
+    };
+    let counts = store.apply(&ops);
+    assert_eq!(counts, vec![6, 2]);
+    assert!(matches!(
+        counted(guest, request, Ok(counts)).await,
+        Ok(None)
+    ));
+    let Ok(BodyVerdict::Run(run)) = on_body(guest, request, &run_body()).await else {
+        panic!("no run")
+    };
+    run_to_the_end(guest, run, at + 10).await;
+    let usage = count_usage(guest, run, at + 15).await.unwrap().unwrap();
+    store.apply(&usage);
+    let guest = &mut replicas[0];
+    let request = open_request(
+        guest,
+        environment.clone(),
+        keyed("POST", "/v1/run", "key-3"),
+    )
+    .await;
+    on_head(guest, request).await;
+    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at + 20).await else {
+        panic!("not handed to the store")
+    };
+    let counts = store.apply(&ops);
+    let reply = counted(guest, request, Ok(counts)).await.unwrap().unwrap();
+    assert_eq!(reply.status, 429);
+    assert!(json_of(&reply)["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("10 tokens per minute")));
+
+    // A store that fails, or answers short, is a 503 in the route's shape, its error unshown.
+    for (path, counts) in [
+        ("/v1/chat/completions", Err("no binding LIMITS".to_owned())),
+        ("/v1/run", Ok(vec![1])),
+    ] {
+        let guest = &mut replicas[0];
+        let request = open_request(guest, environment.clone(), keyed("POST", path, "key-3")).await;
+        on_head(guest, request).await;
+        assert!(matches!(
+            limits(guest, request, at).await,
+            Ok(LimitsVerdict::Count(_))
+        ));
+        let reply = counted(guest, request, counts).await.unwrap().unwrap();
+        assert_eq!(reply.status, 503, "{reply:?}");
+        assert!(reply.headers.contains(&("retry-after".into(), "1".into())));
+        assert!(!reply.body.contains("no binding"), "{}", reply.body);
+        let after = on_body(guest, request, &run_body()).await;
+        assert_eq!(after.expect_err("refused").name, "SessionStateError");
+    }
 }
 
 async fn export_traces(

@@ -9,6 +9,16 @@
 // gives, steps a run with the JavaScript package's HTTP loop (`driveRun`) and fetch, and sends
 // the OpenTelemetry export the component makes of an answered run (`run.exportTraces`) with
 // `ctx.waitUntil`, after the response, so that it never delays or fails a client's answer.
+//
+// Per-token limits (OMA_GATEWAY_KEYS, docs/gateway.md#per-token-limits) are the component's
+// rules too. Without OMA_GATEWAY_LIMITS_BUCKET it counts them in its own memory, which lives as
+// long as this isolate (one count per isolate, not per Worker). With
+// OMA_GATEWAY_LIMITS_BUCKET=<NAME>, `<NAME>` is a Durable Object namespace binding of the class
+// exported here (`LimitsCounter`): the component hands out the operations that count a request
+// (`request.limits`) and after the answer its tokens (`run.countUsage`), this file performs them
+// on the object of the client's key (`idFromName` of the key's digest, never the token), and
+// the component decides from the counts (`request.counted`). Every isolate, everywhere, counts
+// on that one object.
 import { routes } from '#oma-routes'
 import { driveRun } from 'oma-component/gateway'
 
@@ -129,14 +139,111 @@ function exportTraces(run, status, ctx) {
   ctx?.waitUntil?.(sending)
 }
 
-/** A run answered whole: stepped to its end, then the reply its end gives. */
-async function whole(run, signal) {
+/** How long a call to the limits' Durable Object may take before it counts as failed. */
+const STORE_TIMEOUT_MS = 5_000
+
+/**
+ * The per-token limits' store: one Durable Object per client key (named by the key's digest),
+ * holding that key's counts (a whole number per name, at most two minutes of them). A request
+ * (`POST`, JSON `{add: [[name, n], ...], forget: [name, ...]}`, the component's `count-ops`)
+ * adds each `n` to its name's count in order and answers `{counts}`, the new counts; then, when
+ * the last count is 1 (the first request of a minute), deletes the `forget` names. An object
+ * runs one event at a time and its storage calls hold back other events until they finish (its
+ * input gate), so a batch is never interleaved with another: every isolate that counts on the
+ * object sees one count.
+ */
+export class LimitsCounter {
+  constructor(ctx) {
+    this.storage = ctx.storage
+  }
+
+  async fetch(request) {
+    let batch
+    try {
+      batch = await request.json()
+    } catch {
+      return new Response('not a batch of counts', { status: 400 })
+    }
+    const add = Array.isArray(batch?.add) ? batch.add : null
+    const forget = Array.isArray(batch?.forget) ? batch.forget : []
+    const valid = (op) => Array.isArray(op) && typeof op[0] === 'string' && Number.isSafeInteger(op[1]) && op[1] >= 0
+    if (!add || !add.every(valid)) {
+      return new Response('not a batch of counts', { status: 400 })
+    }
+    const stored = add.length > 0 ? await this.storage.get(add.map(([name]) => name)) : new Map()
+    const counts = []
+    const changed = {}
+    for (const [name, n] of add) {
+      const count = (changed[name] ?? stored.get(name) ?? 0) + n
+      counts.push(count)
+      if (n > 0) changed[name] = count
+    }
+    if (Object.keys(changed).length > 0) await this.storage.put(changed)
+    if (forget.length > 0 && counts.at(-1) === 1) {
+      await this.storage.delete(forget.filter((name) => typeof name === 'string'))
+    }
+    return Response.json({ counts })
+  }
+}
+
+/**
+ * Performs the component's `count-ops` on the Durable Object namespace they name (`env[store]`),
+ * on the object of their key: the `result` `request.counted` takes, the new counts or why the
+ * store failed (a missing binding, a failed or slow call: the component then answers `503`).
+ */
+async function applyCounts(env, ops) {
+  let timer
+  try {
+    const namespace = env?.[ops.store]
+    if (typeof namespace?.idFromName !== 'function') {
+      throw new Error(`no Durable Object namespace is bound as ${ops.store}`)
+    }
+    const stub = namespace.get(namespace.idFromName(ops.id))
+    const body = JSON.stringify({ add: ops.add.map(([name, n]) => [name, Number(n)]), forget: ops.forget })
+    const timeout = new Promise((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error('the limits store did not answer in time')), STORE_TIMEOUT_MS)
+    })
+    const call = (async () => {
+      const response = await stub.fetch('https://limits.invalid/count', { method: 'POST', body })
+      if (!response.ok) throw new Error(`the limits store answered ${response.status}`)
+      return (await response.json())?.counts
+    })()
+    const counts = await Promise.race([call, timeout])
+    if (!Array.isArray(counts) || !counts.every((n) => Number.isSafeInteger(n) && n >= 0)) {
+      throw new Error('the limits store answered no counts')
+    }
+    return { tag: 'ok', val: BigUint64Array.from(counts, (n) => BigInt(n)) }
+  } catch (error) {
+    return { tag: 'err', val: String(error?.message ?? error).slice(0, 200) }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/**
+ * Counts the tokens an ended run used against its key's token limit: nothing to do when the
+ * component counted them in its memory or no token limit applies; a store that fails changes
+ * nothing for the answer.
+ */
+async function countUsage(run, env) {
+  let ops
+  try {
+    ops = run.countUsage(now())
+  } catch {
+    return
+  }
+  if (ops) await applyCounts(env, ops)
+}
+
+/** A run answered whole: stepped to its end, its usage counted, then the reply its end gives. */
+async function whole(run, signal, env) {
   const steps = driveRun(watched(run, () => {}), { signal })
   for (;;) {
     const { done } = await steps.next()
     if (done) break
   }
   const end = run.end(now())
+  await countUsage(run, env)
   return end.tag === 'reply' ? end.val : hostError(new Error('a whole run ended as a stream'))
 }
 
@@ -145,7 +252,7 @@ async function whole(run, signal) {
  * server-sent events, written as the run goes) or once the run ended before that (a whole
  * reply: `422`, `403`). `done` settles when the stream is over, with its status.
  */
-function streamed(run, ctx, log) {
+function streamed(run, ctx, log, env) {
   const controller = new AbortController()
   const { readable, writable } = new TransformStream()
   const writer = writable.getWriter()
@@ -177,6 +284,7 @@ function streamed(run, ctx, log) {
         }
       }
       const end = run.end(now())
+      await countUsage(run, env)
       if (end.tag === 'reply' && !streaming) {
         open(respond(end.val))
         log(end.val.status)
@@ -218,13 +326,20 @@ export default {
       const exchange = new routes.Request(environment(env), head, BigInt(started))
       const verdict = exchange.head()
       if (verdict.tag === 'reply') return finish(verdict.val)
+      // The key's limits, before the body is read.
+      const limited = exchange.limits(BigInt(started))
+      if (limited.tag === 'reply') return finish(limited.val)
+      if (limited.tag === 'count') {
+        const refused = exchange.counted(await applyCounts(env, limited.val))
+        if (refused) return finish(refused)
+      }
       const body = await readBody(request, verdict.val)
       if (body.failure) return finish(exchange.bodyFailed(body.failure))
       const answer = exchange.body(body.bytes, now(), seed())
       if (answer.tag === 'reply') return finish(answer.val)
       const run = answer.val
-      if (run.streaming()) return await streamed(run, ctx, log)
-      const reply = await whole(run, request.signal)
+      if (run.streaming()) return await streamed(run, ctx, log, env)
+      const reply = await whole(run, request.signal, env)
       const response = finish(reply)
       exportTraces(run, reply.status, ctx)
       return response

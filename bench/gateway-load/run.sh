@@ -26,6 +26,7 @@
 #   CELL_QUIET_WAIT=600    seconds to wait, at most, before each cell while a rustc runs
 #   RESULTS_DIR=bench/gateway-load   where results.md, results.json and rps.svg are written
 #   SKIP_BUILD=0           1: use the binaries already built
+#   SERVE_ARGS=""          more options for `oma-host serve` (e.g. "--max-instances 16")
 #   PRESSURE=1             1: also the pressure cases of oma-host serve (abandoned clients, large
 #                          requests in parallel), written to pressure.md in RESULTS_DIR
 #   PRESSURE_ONLY=0        1: the pressure cases only (no OMA, no cells; SIDES is oma-host)
@@ -59,6 +60,7 @@ QUIET_LOAD=${QUIET_LOAD:-1.0}
 CELL_QUIET_WAIT=${CELL_QUIET_WAIT:-600}
 RESULTS_DIR=${RESULTS_DIR:-$here}
 SKIP_BUILD=${SKIP_BUILD:-0}
+read -r -a serve_args <<< "${SERVE_ARGS:-}"
 PRESSURE=${PRESSURE:-1}
 PRESSURE_ONLY=${PRESSURE_ONLY:-0}
 ABANDONED=${ABANDONED:-300}
@@ -369,7 +371,8 @@ YAML
         ANTHROPIC_BASE_URL="$provider_url" ANTHROPIC_API_KEY=sk-bench \
         OMA_GATEWAY_EGRESS="$provider_url" \
         timeout -k 5 "$server_seconds" "${pin_server[@]}" \
-        "${START_WRAP[@]}" "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" >"$log.out" 2>"$log" &
+        "${START_WRAP[@]}" "$OMA_HOST" serve --addr 127.0.0.1:0 --component "$GATEWAY_WASM" \
+        "${serve_args[@]}" >"$log.out" 2>"$log" &
       ;;
     oma-node)
       env -i PATH="$PATH" HOME="$HOME" OMA_DIR="$OMA_DIR" \

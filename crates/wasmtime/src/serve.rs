@@ -208,13 +208,14 @@ pub struct ServeOptions {
 
 impl ServeOptions {
     /// The bytes each memory slot keeps resident between requests: [`ServeOptions::keep_resident`],
-    /// lowered where needed so that every slot together (the request slots, the
-    /// [`HEALTH_INSTANCES`] and the [`FINISHING_INSTANCES`]) keeps at most a
-    /// [`RESIDENT_SHARE_OF_BUDGET`]th of [`ServeOptions::memory_budget`]. With the defaults
-    /// (1 GiB, 256 request slots) that is just under 1 MiB a slot; a smaller pool keeps more of
-    /// each slot.
+    /// lowered where needed so that the request slots and the [`HEALTH_INSTANCES`] together
+    /// keep at most a [`RESIDENT_SHARE_OF_BUDGET`]th of [`ServeOptions::memory_budget`]. With
+    /// the defaults (1 GiB, 256 slots) that is 1 MiB a slot; a smaller pool keeps more of each
+    /// slot. The [`FINISHING_INSTANCES`] are left out of the share: an instance is in one only
+    /// for the moments after its response, and the most they keep besides is
+    /// `FINISHING_INSTANCES` slots' worth (6% more at the defaults).
     pub fn slot_resident_bytes(&self) -> usize {
-        let slots = self.pool_slots() as usize;
+        let slots = self.max_instances.max(1).saturating_add(HEALTH_INSTANCES) as usize;
         let share = self.memory_budget / RESIDENT_SHARE_OF_BUDGET / slots;
         // Whole host pages: wasmtime keeps resident in pages.
         let share = share & !(4096 - 1);
@@ -1031,11 +1032,11 @@ mod tests {
     #[test]
     fn idle_slots_keep_at_most_a_quarter_of_the_budget_resident() {
         let defaults = ServeOptions::new(Vec::new());
-        // 1 GiB over 4, over 276 slots (256, 4 for health, 16 finishing): just under 1 MiB a
-        // slot, in whole pages.
+        // 1 GiB over 4, over 260 slots: just under 1 MiB a slot, in whole pages (the finishing
+        // places are left out of the share).
         let per_slot = defaults.slot_resident_bytes();
-        assert_eq!(per_slot, 970_752);
-        let slots = (defaults.max_instances + HEALTH_INSTANCES + FINISHING_INSTANCES) as usize;
+        assert_eq!(per_slot, 1_032_192);
+        let slots = (defaults.max_instances + HEALTH_INSTANCES) as usize;
         assert!(per_slot * slots <= defaults.memory_budget / RESIDENT_SHARE_OF_BUDGET);
         // A small pool keeps what `keep_resident` asks for.
         let small = ServeOptions {

@@ -806,6 +806,25 @@ data: {"type":"message_stop"}"#,
     assert_eq!(refused.json()["error"]["type"], "authentication_error");
 }
 
+/// The spans of an OTLP/HTTP JSON export.
+fn spans_of(body: &str) -> Vec<Value> {
+    let body: Value = serde_json::from_str(body).expect("the export is JSON");
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .expect("spans")
+        .clone()
+}
+
+/// The value of the attribute `key` of `span`; `null` when it has none.
+fn attribute(span: &Value, key: &str) -> Value {
+    span["attributes"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .find(|a| a["key"] == key)
+        .map_or(Value::Null, |a| a["value"].clone())
+}
+
 #[test]
 fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     const COLLECTOR: &str = "http://127.0.0.1:4318";
@@ -844,24 +863,12 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     assert_eq!(export.url, format!("{COLLECTOR}/v1/traces"));
     assert!(!export.body.contains("SECRET"), "a key in a span");
     assert!(!export.body.contains("Hello?"), "message content in a span");
-    let body: Value = serde_json::from_str(&export.body).unwrap();
-    let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
-        .as_array()
-        .unwrap();
+    let spans = spans_of(&export.body);
     assert_eq!(spans.len(), 3);
     let request = &spans[0];
     assert_eq!(request["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(request["parentSpanId"], "00f067aa0ba902b7");
     assert_eq!(request["kind"], 2);
-    let attribute = |span: &Value, key: &str| -> Value {
-        span["attributes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["key"] == key)
-            .map(|a| a["value"].clone())
-            .unwrap_or(Value::Null)
-    };
     let (failed, answered_span) = (&spans[1], &spans[2]);
     for span in [failed, answered_span] {
         assert_eq!(span["kind"], 3);
@@ -965,11 +972,7 @@ fn a_run_is_exported_as_its_trace_events() {
     let export = &sent[2];
     assert_eq!(export.url, format!("{COLLECTOR}/v1/traces"));
     assert!(!export.body.contains("SECRET") && !export.body.contains("Go."));
-    let body: Value = serde_json::from_str(&export.body).unwrap();
-    let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let spans = spans_of(&export.body);
     let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
@@ -981,15 +984,6 @@ fn a_run_is_exported_as_its_trace_events() {
             "invoke_agent gateway"
         ]
     );
-    let attribute = |span: &Value, key: &str| -> Value {
-        span["attributes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["key"] == key)
-            .map(|a| a["value"].clone())
-            .unwrap_or(Value::Null)
-    };
     let (request, agent) = (&spans[0], &spans[4]);
     assert_eq!(request["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(agent["parentSpanId"], request["spanId"]);
@@ -1026,11 +1020,7 @@ fn a_run_is_exported_as_its_trace_events() {
     );
     let (_, reply, sent) = run(true, vec![failing, ok]);
     assert_eq!(sent.len(), 2, "the failed call, then the export");
-    let export: Value = serde_json::from_str(&sent.last().unwrap().body).unwrap();
-    let spans = export["resourceSpans"][0]["scopeSpans"][0]["spans"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let spans = spans_of(&sent.last().unwrap().body);
     assert_eq!(spans.len(), 3, "{spans:?}");
     assert_eq!(
         attribute(&spans[1], "error.type"),

@@ -280,6 +280,15 @@ fn anthropic_reply() -> String {
     .to_string()
 }
 
+/// The provider's whole answer with [`anthropic_reply`].
+fn anthropic_answer() -> Answer {
+    Answer::Response(Response {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: anthropic_reply(),
+    })
+}
+
 async fn next(guest: &mut RoutesGuest, run: ResourceAny, now: u64) -> Poll {
     let (store, bindings) = guest.parts();
     let routes = bindings.oma_agent_routes();
@@ -338,16 +347,7 @@ async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
     };
     assert_eq!(sent.url, format!("{BASE}/v1/messages"));
     assert!(!sent.stream);
-    give(
-        &mut guest,
-        run,
-        Answer::Response(Response {
-            status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: anthropic_reply(),
-        }),
-    )
-    .await;
+    give(&mut guest, run, anthropic_answer()).await;
     loop {
         match next(&mut guest, run, NOW + 5).await {
             Poll::Finished(_) => break,
@@ -549,16 +549,7 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
         panic!("the first step is not a send")
     };
     assert_eq!(sent.url, format!("{BASE}/v1/messages"));
-    give(
-        &mut guest,
-        run,
-        Answer::Response(Response {
-            status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: anthropic_reply(),
-        }),
-    )
-    .await;
+    give(&mut guest, run, anthropic_answer()).await;
     assert!(matches!(
         next(&mut guest, run, NOW + 5).await,
         Poll::Finished(_)
@@ -695,16 +686,7 @@ async fn run_to_the_end(guest: &mut RoutesGuest, run: ResourceAny, now: u64) {
     let Poll::Step(Step::Send(_)) = next(guest, run, now).await else {
         panic!("the first step is not a send")
     };
-    give(
-        guest,
-        run,
-        Answer::Response(Response {
-            status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: anthropic_reply(),
-        }),
-    )
-    .await;
+    give(guest, run, anthropic_answer()).await;
     loop {
         match next(guest, run, now).await {
             Poll::Finished(_) => break,
@@ -772,13 +754,7 @@ async fn limits_are_counted_in_the_instances_memory_without_a_store() {
         assert_eq!(after.expect_err("refused").name, "SessionStateError");
     }
     // OpenAI's shape on its route; the next minute starts afresh.
-    let request = open_request(
-        &mut guest,
-        environment.clone(),
-        keyed("POST", "/v1/chat/completions", "key-rpm"),
-    )
-    .await;
-    on_head(&mut guest, request).await;
+    let request = opened(&mut guest, &environment, "/v1/chat/completions", "key-rpm").await;
     let LimitsVerdict::Reply(reply) = limits(&mut guest, request, now).await.unwrap() else {
         panic!("let through")
     };
@@ -787,26 +763,14 @@ async fn limits_are_counted_in_the_instances_memory_without_a_store() {
         json_of(&reply)["error"]["code"],
         json!("rate_limit_exceeded")
     );
-    let request = open_request(
-        &mut guest,
-        environment.clone(),
-        keyed("POST", "/v1/run", "key-rpm"),
-    )
-    .await;
-    on_head(&mut guest, request).await;
+    let request = opened(&mut guest, &environment, "/v1/run", "key-rpm").await;
     assert!(matches!(
         limits(&mut guest, request, now + 60_000).await,
         Ok(LimitsVerdict::Pass)
     ));
 
     // Tokens: the run's usage (6) is counted after its answer, and the next request is refused.
-    let request = open_request(
-        &mut guest,
-        environment.clone(),
-        keyed("POST", "/v1/run", "key-tpm"),
-    )
-    .await;
-    on_head(&mut guest, request).await;
+    let request = opened(&mut guest, &environment, "/v1/run", "key-tpm").await;
     assert!(matches!(
         limits(&mut guest, request, now).await,
         Ok(LimitsVerdict::Pass)
@@ -821,13 +785,7 @@ async fn limits_are_counted_in_the_instances_memory_without_a_store() {
         count_usage(&mut guest, run, now + 1).await,
         Ok(None)
     ));
-    let request = open_request(
-        &mut guest,
-        environment.clone(),
-        keyed("POST", "/v1/run", "key-tpm"),
-    )
-    .await;
-    on_head(&mut guest, request).await;
+    let request = opened(&mut guest, &environment, "/v1/run", "key-tpm").await;
     let LimitsVerdict::Reply(reply) = limits(&mut guest, request, now + 2).await.unwrap() else {
         panic!("the tokens of the minute were not counted")
     };
@@ -856,6 +814,35 @@ async fn limits_are_counted_in_the_instances_memory_without_a_store() {
 /// With `OMA_GATEWAY_LIMITS_BUCKET`, the host performs the counting on its store and hands the
 /// counts back: two instances (two replicas) sharing one store are held to one count, a run's
 /// tokens are an add after its answer, and a failing store is a `503`, never a pass.
+/// A `POST` to `path` with `key` as its token, opened on `guest` with `environment` and its head
+/// answered (the body is to be read).
+async fn opened(
+    guest: &mut RoutesGuest,
+    environment: &[(String, String)],
+    path: &str,
+    key: &str,
+) -> ResourceAny {
+    let request = open_request(guest, environment.to_vec(), keyed("POST", path, key)).await;
+    on_head(guest, request).await;
+    request
+}
+
+/// A `/v1/run` of `key-3` opened on `guest` at `at`, its limits counted on the shared `store`:
+/// the request, the operations it handed out, and the store's counts after them.
+async fn run_counted(
+    guest: &mut RoutesGuest,
+    environment: &[(String, String)],
+    store: &mut Store,
+    at: u64,
+) -> (ResourceAny, CountOps, Vec<u64>) {
+    let request = opened(guest, environment, "/v1/run", "key-3").await;
+    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at).await else {
+        panic!("not handed to the store")
+    };
+    let counts = store.apply(&ops);
+    (request, ops, counts)
+}
+
 #[tokio::test]
 async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     let mut replicas = [routes_guest().await, routes_guest().await];
@@ -870,8 +857,7 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     for i in 0..4usize {
         let guest = &mut replicas[i % 2];
         let path = ["/v1/run", "/v1/chat/completions", "/v1/messages", "/v1/run"][i];
-        let request = open_request(guest, environment.clone(), keyed("POST", path, "key-3")).await;
-        on_head(guest, request).await;
+        let request = opened(guest, &environment, path, "key-3").await;
         let LimitsVerdict::Count(ops) = limits(guest, request, now).await.expect("a verdict")
         else {
             panic!("not handed to the store")
@@ -911,17 +897,7 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     let next_minute = now + 60_000;
     let at = next_minute;
     let guest = &mut replicas[0];
-    let request = open_request(
-        guest,
-        environment.clone(),
-        keyed("POST", "/v1/run", "key-3"),
-    )
-    .await;
-    on_head(guest, request).await;
-    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at).await else {
-        panic!("not handed to the store")
-    };
-    let counts = store.apply(&ops);
+    let (request, ops, counts) = run_counted(guest, &environment, &mut store, at).await;
     assert_eq!(counts, vec![0, 1]);
     assert!(ops
         .forget
@@ -950,17 +926,7 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     );
     // 6 of 10: admitted; 12: refused, on the other replica.
     let guest = &mut replicas[1];
-    let request = open_request(
-        guest,
-        environment.clone(),
-        keyed("POST", "/v1/run", "key-3"),
-    )
-    .await;
-    on_head(guest, request).await;
-    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at + 10).await else {
-        panic!("not handed to the store")
-    };
-    let counts = store.apply(&ops);
+    let (request, _, counts) = run_counted(guest, &environment, &mut store, at + 10).await;
     assert_eq!(counts, vec![6, 2]);
     assert!(matches!(
         counted(guest, request, Ok(counts)).await,
@@ -973,17 +939,7 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     let usage = count_usage(guest, run, at + 15).await.unwrap().unwrap();
     store.apply(&usage);
     let guest = &mut replicas[0];
-    let request = open_request(
-        guest,
-        environment.clone(),
-        keyed("POST", "/v1/run", "key-3"),
-    )
-    .await;
-    on_head(guest, request).await;
-    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at + 20).await else {
-        panic!("not handed to the store")
-    };
-    let counts = store.apply(&ops);
+    let (request, _, counts) = run_counted(guest, &environment, &mut store, at + 20).await;
     let reply = counted(guest, request, Ok(counts)).await.unwrap().unwrap();
     assert_eq!(reply.status, 429);
     assert!(json_of(&reply)["error"]["message"]
@@ -996,8 +952,7 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
         ("/v1/run", Ok(vec![1])),
     ] {
         let guest = &mut replicas[0];
-        let request = open_request(guest, environment.clone(), keyed("POST", path, "key-3")).await;
-        on_head(guest, request).await;
+        let request = opened(guest, &environment, path, "key-3").await;
         assert!(matches!(
             limits(guest, request, at).await,
             Ok(LimitsVerdict::Count(_))
@@ -1058,11 +1013,7 @@ async fn a_run_hands_the_host_its_trace_export_once() {
             next(&mut guest, run, NOW).await,
             Poll::Step(Step::Send(_))
         ));
-        let answer = Answer::Response(Response {
-            status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: anthropic_reply(),
-        });
+        let answer = anthropic_answer();
         give(&mut guest, run, answer).await;
         while !matches!(next(&mut guest, run, NOW + 5).await, Poll::Finished(_)) {}
         let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {

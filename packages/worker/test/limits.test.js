@@ -13,20 +13,15 @@
 //
 // Loopback only (the Workers' fetch goes to a network service that allows local addresses), each
 // request with a timeout, workerd killed with its process group at the end.
-import { spawn } from 'node:child_process'
-import http from 'node:http'
-import net from 'node:net'
-import { once } from 'node:events'
+
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { test, after } from 'node:test'
+import { join } from 'node:path'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { bundle } from '../scripts/bundle.mjs'
+import { freePort, pkg, startProvider, startWorkerd } from './support.js'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const pkg = join(here, '..')
 const START_TIMEOUT_MS = 60_000
 const PROVIDER_KEY = 'sk-limits-test-SECRET-7070'
 const KEYS = { 'key-3': { rpm: 3 }, 'key-tpm': { tpm: 20 } }
@@ -36,30 +31,7 @@ if (!existsSync(join(pkg, 'gen', 'oma_routes.js'))) {
 }
 
 // The provider: every answer uses 12 + 6 = 18 tokens.
-let providerCalls = 0
-const provider = http.createServer((req, res) => {
-  req.resume()
-  req.on('end', () => {
-    providerCalls += 1
-    const body = JSON.stringify({
-      id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-test',
-      content: [{ type: 'text', text: 'Counted.' }],
-      stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 12, output_tokens: 6 },
-    })
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
-    res.end(body)
-  })
-})
-provider.listen(0, '127.0.0.1')
-await once(provider, 'listening')
-
-async function freePort() {
-  const server = net.createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
+const provider = await startProvider('Counted.')
 
 const dir = mkdtempSync(join(tmpdir(), 'oma-worker-limits-'))
 const built = await bundle(join(pkg, 'src', 'gateway.js'), dir)
@@ -72,7 +44,7 @@ const text = (value) => JSON.stringify(value)
 function bindings(bucket) {
   const vars = {
     ANTHROPIC_API_KEY: PROVIDER_KEY,
-    ANTHROPIC_BASE_URL: `http://127.0.0.1:${provider.address().port}`,
+    ANTHROPIC_BASE_URL: provider.url,
     OMA_GATEWAY_KEYS: JSON.stringify(KEYS),
     OMA_GATEWAY_DEADLINE_MS: '20000',
   }
@@ -138,19 +110,12 @@ const solo :Workerd.Worker = ${worker('', null, null)};
 const unbound :Workerd.Worker = ${worker('', null, 'LIMITS')};
 `)
 
-const output = []
-const workerd = spawn(join(pkg, 'node_modules', '.bin', 'workerd'), ['serve', 'limits.capnp'], {
+const { workerd, output } = startWorkerd(['serve', 'limits.capnp'], {
   cwd: dir,
-  env: { PATH: process.env.PATH },
-  stdio: ['ignore', 'pipe', 'pipe'],
-  detached: true,
-})
-workerd.stdout.on('data', (d) => output.push(d))
-workerd.stderr.on('data', (d) => output.push(d))
-after(() => {
-  try { process.kill(-workerd.pid, 'SIGKILL') } catch {}
-  provider.close()
-  rmSync(dir, { recursive: true, force: true })
+  cleanup: () => {
+    provider.close()
+    rmSync(dir, { recursive: true, force: true })
+  },
 })
 
 async function call(service, path, { key, body, method = 'POST' } = {}) {
@@ -214,7 +179,7 @@ test('two Worker isolates bound to one Durable Object namespace hold a key to on
     assert.deepEqual(json, { status: 'ok', limits: 'shared' })
   }
   await withinOneMinute(async () => {
-    const before = providerCalls
+    const before = provider.requests.length
     // key-3 may make 3 requests a minute: alternating between the isolates, the fourth is
     // refused wherever it lands (two routes, each in its own error shape).
     for (const [service, path, body] of [['a', '/v1/run', RUN], ['b', '/v1/run', RUN], ['a', '/v1/run', RUN]]) {
@@ -228,7 +193,7 @@ test('two Worker isolates bound to one Durable Object namespace hold a key to on
       'rate_limit_exceeded',
       '3 requests per minute',
     )
-    assert.equal(providerCalls - before, 3, 'a refused request reaches no provider')
+    assert.equal(provider.requests.length - before, 3, 'a refused request reaches no provider')
   })
 })
 
@@ -261,11 +226,11 @@ test('without the bucket, one isolate counts in its own memory', async () => {
 })
 
 test('a bucket that names no Durable Object binding is a 503 for a limited request', async () => {
-  const before = providerCalls
+  const before = provider.requests.length
   const refused = await call('unbound', '/v1/run', { key: 'key-3', body: RUN })
   assert.equal(refused.status, 503, JSON.stringify(refused.json))
   assert.equal(refused.headers.get('retry-after'), '1')
   assert.equal(refused.json.error.code, 'LIMITS_UNAVAILABLE')
   assert.ok(!JSON.stringify(refused.json).includes('binding'), 'the store\'s error is not shown')
-  assert.equal(providerCalls, before)
+  assert.equal(provider.requests.length, before)
 })

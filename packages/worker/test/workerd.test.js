@@ -5,71 +5,30 @@
 // run reaches the provider with the Worker's fetch and gives OMA's result, that invalid input is
 // OMA's error with nothing sent, and records the cold start and the bundle size, which it holds to
 // its ceiling (gzipped).
-import { spawn } from 'node:child_process'
-import http from 'node:http'
-import net from 'node:net'
-import { once } from 'node:events'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { test, after } from 'node:test'
+
+import { join } from 'node:path'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { bundle } from '../scripts/bundle.mjs'
+import { freePort, pkg, startProvider, startWorkerd } from './support.js'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const pkg = join(here, '..')
 const KEY = 'sk-worker-test-SECRET-5150'
 const START_TIMEOUT_MS = 60_000
 
-const requests = []
-const provider = http.createServer((req, res) => {
-  const chunks = []
-  req.on('data', (c) => chunks.push(c))
-  req.on('end', () => {
-    requests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() })
-    const body = JSON.stringify({
-      id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-test',
-      content: [{ type: 'text', text: 'Hello from the loopback provider.' }],
-      stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 12, output_tokens: 6 },
-    })
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
-    res.end(body)
-  })
-})
-provider.listen(0, '127.0.0.1')
-await once(provider, 'listening')
-
-async function freePort() {
-  const server = net.createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
+const provider = await startProvider('Hello from the loopback provider.')
+const { requests } = provider
 
 const built = await bundle(join(pkg, 'src', 'probe.js'), join(pkg, 'dist'))
 const port = await freePort()
-const output = []
 const started = performance.now()
-const workerd = spawn(
-  join(pkg, 'node_modules', '.bin', 'workerd'),
+const { workerd, output } = startWorkerd(
   ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`],
   {
     cwd: pkg,
-    env: {
-      PATH: process.env.PATH,
-      ANTHROPIC_API_KEY: KEY,
-      ANTHROPIC_BASE_URL: `http://127.0.0.1:${provider.address().port}`,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
+    env: { ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: provider.url },
+    cleanup: () => provider.close(),
   },
 )
-workerd.stdout.on('data', (d) => output.push(d))
-workerd.stderr.on('data', (d) => output.push(d))
-after(() => {
-  try { process.kill(-workerd.pid, 'SIGKILL') } catch {}
-  provider.close()
-})
 
 async function call(body) {
   const res = await fetch(`http://127.0.0.1:${port}/run`, {

@@ -100,7 +100,7 @@ fuzz_target!(|data: &[u8]| {
         Route::Format => check(&gateway::format(&settings, body, 1_796_036_400_000, 7)),
         Route::Run => {
             let mut machine = match gateway::start_run(&settings, body, selector & 1 != 0, 7) {
-                Ok(machine) => machine,
+                Ok(started) => started.machine,
                 Err(reply) => return check(&reply),
             };
             let mut sent = false;

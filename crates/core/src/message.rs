@@ -238,3 +238,17 @@ pub struct TokenUsage {
     /// Tokens written.
     pub output_tokens: u64,
 }
+
+impl TokenUsage {
+    /// Adds `other`'s counts to these (saturating): a run's usage over its requests.
+    pub fn add(&mut self, other: TokenUsage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
+
+    /// Tokens read and written together (saturating): what a token budget or a per-minute
+    /// token limit counts.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}

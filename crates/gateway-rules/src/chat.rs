@@ -160,6 +160,8 @@ impl ChatMachine {
         let first = rest.pop_front().ok_or_else(|| Error::InvalidRequest {
             message: "the request names no model".into(),
         })?;
+        let mut ids = Rng::new(seed ^ TRACE_IDS);
+        let run_id = oma_trace::uuid_v4(&mut ids);
         let mut machine = ChatMachine {
             settings: settings.clone(),
             request,
@@ -167,8 +169,8 @@ impl ChatMachine {
             current: None,
             held: None,
             calls: Vec::new(),
-            ids: Rng::new(seed ^ TRACE_IDS),
-            run_id: String::new(),
+            ids,
+            run_id,
             sent: false,
             streamed: false,
             started_ms: None,
@@ -176,7 +178,6 @@ impl ChatMachine {
             now_at_start: now_ms,
             over: false,
         };
-        machine.run_id = oma_trace::uuid_v4(&mut machine.ids);
         let mut current = machine.attempt(first, settings.deadline_ms)?;
         match current.call.poll(now_ms) {
             CallPoll::Finished(Err(error)) => return Err(error),
@@ -200,9 +201,7 @@ impl ChatMachine {
         self.calls
             .iter()
             .map(|event| match &event.data {
-                TraceData::LlmCall { tokens, .. } => {
-                    tokens.input_tokens.saturating_add(tokens.output_tokens)
-                }
+                TraceData::LlmCall { tokens, .. } => tokens.total(),
                 _ => 0,
             })
             .fold(0, u64::saturating_add)

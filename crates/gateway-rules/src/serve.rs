@@ -217,8 +217,7 @@ pub fn serve<X: Exchange>(
             } else {
                 let outcome = run.finish();
                 if let Some((admitted, counts)) = &mut limited {
-                    let usage = outcome.token_usage;
-                    let used = usage.input_tokens.saturating_add(usage.output_tokens);
+                    let used = outcome.token_usage.total();
                     let now_ms = exchange.now_ms();
                     counts.with(|counter| limits::record(admitted, used, now_ms, counter));
                 }

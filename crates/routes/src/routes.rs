@@ -397,8 +397,11 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
         Step::DecideLoop(_) => Some(Answer::LoopDecision(Err(
             "loopDetection.onLoopDetected as a function is not available in a gateway run".into(),
         ))),
-        Step::Progress(_) | Step::Evaluation(_) | Step::Trace(_) => None,
-        Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => return None,
+        Step::Progress(_) | Step::Evaluation(_) => None,
+        // A trace event is kept by `next` for the reply and the export before this is asked.
+        Step::Trace(_) | Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => {
+            return None
+        }
     })
 }
 
@@ -527,10 +530,7 @@ impl rt::GuestRun for RunResource {
             // A streamed run counts its request, not its tokens (as the gateway's).
             Machine::Agent(_) => match &state.outcome {
                 Some(_) if state.streaming => 0,
-                Some(outcome) => {
-                    let usage = &outcome.token_usage;
-                    usage.input_tokens.saturating_add(usage.output_tokens)
-                }
+                Some(outcome) => outcome.token_usage.total(),
                 None => {
                     return Err(session_error(
                         "the run is not over: step it until `next` gives `finished`",

@@ -809,10 +809,7 @@ impl RunMachine {
             Some(first) => {
                 let over_budget = outcome.budget_exceeded();
                 let mut merged = merge(first, outcome);
-                let used = merged
-                    .token_usage
-                    .input_tokens
-                    .saturating_add(merged.token_usage.output_tokens);
+                let used = merged.token_usage.total();
                 let budget = self.spec.turn.token_budget;
                 if over_budget || budget.is_some_and(|budget| used > budget) {
                     let exceeded = crate::agent::turn::TokenBudgetExceeded {
@@ -913,10 +910,7 @@ impl RunMachine {
             if reporting.progress {
                 if outcome.budget_exceeded() {
                     // OMA hands over its `TokenBudgetExceededError`; this is that error's JSON.
-                    let used = outcome
-                        .token_usage
-                        .input_tokens
-                        .saturating_add(outcome.token_usage.output_tokens);
+                    let used = outcome.token_usage.total();
                     self.queue.push_back(Step::Progress(ProgressEvent {
                         kind: "budget_exceeded",
                         agent: reporting.agent.clone(),
@@ -1020,19 +1014,12 @@ fn merge(first: RunOutcome, retry: RunOutcome) -> RunOutcome {
     messages.extend(retry.messages);
     let mut tool_calls = first.tool_calls;
     tool_calls.extend(retry.tool_calls);
+    let mut token_usage = first.token_usage;
+    token_usage.add(retry.token_usage);
     RunOutcome {
         output: retry.output,
         messages,
-        token_usage: TokenUsage {
-            input_tokens: first
-                .token_usage
-                .input_tokens
-                .saturating_add(retry.token_usage.input_tokens),
-            output_tokens: first
-                .token_usage
-                .output_tokens
-                .saturating_add(retry.token_usage.output_tokens),
-        },
+        token_usage,
         tool_calls,
         turns: first.turns.saturating_add(retry.turns),
         ending: retry.ending,

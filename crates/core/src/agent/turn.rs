@@ -335,14 +335,7 @@ impl TurnLoop {
             );
             return Err(Refused::new(response, message));
         }
-        self.usage.input_tokens = self
-            .usage
-            .input_tokens
-            .saturating_add(response.usage.input_tokens);
-        self.usage.output_tokens = self
-            .usage
-            .output_tokens
-            .saturating_add(response.usage.output_tokens);
+        self.usage.add(response.usage);
         let message = LlmMessage {
             role: Role::Assistant,
             content: response.content,
@@ -361,10 +354,7 @@ impl TurnLoop {
         if !text.is_empty() {
             self.emit(Event::Text(text.clone()));
         }
-        let used = self
-            .usage
-            .input_tokens
-            .saturating_add(self.usage.output_tokens);
+        let used = self.usage.total();
         let mut over_budget = None;
         if let Some(budget) = self.options.token_budget {
             if used > budget {
@@ -743,14 +733,7 @@ impl TurnLoop {
         else {
             return;
         };
-        self.usage.input_tokens = self
-            .usage
-            .input_tokens
-            .saturating_add(response.usage.input_tokens);
-        self.usage.output_tokens = self
-            .usage
-            .output_tokens
-            .saturating_add(response.usage.output_tokens);
+        self.usage.add(response.usage);
         let text: String = response
             .content
             .iter()

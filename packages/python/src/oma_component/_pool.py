@@ -128,24 +128,24 @@ async def _run_on(agent: Any, prompt: Any, stream_callback: Optional[StreamCallb
             return await agent.run(prompt)  # type: ignore[no-any-return]
         return await asyncio.to_thread(agent.run, prompt)
     stream = agent.stream(prompt)
+
+    def take(event: Any, found: Optional[AgentRunResult]) -> Optional[AgentRunResult]:
+        # Each event goes to the callback; ``done`` carries the result, ``error`` raises.
+        _notify(stream_callback, event)
+        if event.get("type") == "error":
+            _raise(event.get("data"))
+        return event["data"] if event.get("type") == "done" else found
+
     if hasattr(stream, "__aiter__"):
         result: Optional[AgentRunResult] = None
         async for event in stream:
-            _notify(stream_callback, event)
-            if event.get("type") == "done":
-                result = event["data"]
-            if event.get("type") == "error":
-                _raise(event.get("data"))
+            result = take(event, result)
         return result if result is not None else _empty_result()
 
     def consume() -> AgentRunResult:
         found: Optional[AgentRunResult] = None
         for event in stream:
-            _notify(stream_callback, event)
-            if event.get("type") == "done":
-                found = event["data"]
-            if event.get("type") == "error":
-                _raise(event.get("data"))
+            found = take(event, found)
         return found if found is not None else _empty_result()
 
     return await asyncio.to_thread(consume)

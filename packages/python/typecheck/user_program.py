@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Sequence
 
 import oma_component as oma
 from oma_component import observability as obs
+from oma_component.mcp import connect_mcp_tools, connect_mcp_tools_async
 
 
 @oma.tool(description="Adds two numbers", input_schema={
@@ -143,6 +144,19 @@ def observability() -> None:
     sink: obs.TraceSink = obs.CompositeSink([private, obs.FilteringSink(batching, lambda r: r["recordType"] == "span_end")])
     delivery: obs.FlushResult = sink.force_flush(timeout_ms=1_000)
     print(delivery["status"], delivery["exported"], batching.get_stats()["queuedRecords"])
+
+
+def mcp_tools() -> None:
+    with connect_mcp_tools(command="npx", args=["-y", "@modelcontextprotocol/server-github"],
+                           env={"GITHUB_TOKEN": os.environ.get("GITHUB_TOKEN", "")}, name_prefix="github") as github:
+        agent = oma.Agent(name="triage", model="claude-sonnet-4-6", tools=github.tools)
+        print(agent.run("List the open issues")["output"])
+
+
+async def mcp_tools_async() -> None:
+    async with await connect_mcp_tools_async(command="uvx", args=["mcp-server-fetch"]) as fetch:
+        names: List[str] = [t.name for t in fetch.tools]
+        print(names, (await oma.AsyncAgent(model="m", tools=fetch.tools).run("fetch it"))["output"])
 
 
 if __name__ == "__main__":

@@ -6,15 +6,22 @@ use std::collections::VecDeque;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::adapter::Credentials;
-use crate::agent::before_run::BeforeRunResult;
+use crate::adapter::{Credentials, Endpoint};
+use crate::agent::before_run::{BeforeRunResult, ExternalKind};
 use crate::agent::config::AgentSettings;
 use crate::agent::entry::{start_run_agent, Agent};
+use crate::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
 use crate::agent::input::PromptInput;
 use crate::agent::outcome::outcome_json;
+use crate::agent::structured::OutputSchema;
 use crate::agent::turn::Event;
+use crate::http::call::{CallAnswer, Outgoing};
 use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
-use crate::message::{ImageBlock, MediaSource, ToolResultContent};
+use crate::message::{
+    ContentBlock, ImageBlock, MediaSource, Role, ToolResultBlock, ToolResultContent,
+};
 
 const KEY: &str = "sk-machine-SECRET-7fa1";
 const NOW: u64 = 1_796_036_400_000;
@@ -515,7 +522,7 @@ fn time_comes_from_the_host() {
         gate: None,
     });
     let mut machine = agent.start(text("q"), false, 1).expect("valid");
-    machine.spec.turn.max_turns = 1;
+    machine.run.spec.turn.max_turns = 1;
     let outcome = host.drive(&mut machine);
     let id = match &outcome.messages[0].content[0] {
         ContentBlock::ToolUse(call) => call.id.clone(),
@@ -895,7 +902,7 @@ fn wake_at_covers_a_retry_wait() {
 }
 
 fn settings_deadline(machine: &RunMachine) -> Option<u64> {
-    machine.spec.deadline_ms.map(|deadline| NOW + deadline)
+    machine.run.spec.deadline_ms.map(|deadline| NOW + deadline)
 }
 
 #[test]

@@ -135,8 +135,12 @@ def tool_outcome(value: Any) -> Tuple[Any, Optional[bool]]:
         return value.content, None if value.is_error is None else bool(value.is_error)
     if isinstance(value, (str, list)):
         return value, None
-    if isinstance(value, Mapping) and ("data" in value or "content" in value):
-        inner = value["data"] if "data" in value else value["content"]
+    if isinstance(value, Mapping) and ("data" in value or "content" in value or "modelOutput" in value):
+        # OMA's ToolResult: the model gets ``modelOutput`` when there is one, else ``data``.
+        if value.get("modelOutput") is not None:
+            inner = value["modelOutput"]
+        else:
+            inner = value["data"] if "data" in value else value.get("content")
         content = inner if isinstance(inner, (str, list)) else _dumps(inner)
         said = value.get("isError", value.get("is_error"))
         return content, None if said is None else bool(said)

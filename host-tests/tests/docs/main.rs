@@ -2,8 +2,8 @@
 //!
 //! - [`paths`]: every repository path a document names exists;
 //! - [`worlds`]: the worlds and artifacts the documents name are those of `wit/` and of the
-//!   build (`oma_guest_build::ARTIFACTS`), and a count of them in any document or comment is
-//!   their number;
+//!   build (`oma_guest_build::ARTIFACTS`), a count of them in any document or comment is their
+//!   number, and a size ceiling a document quotes is the build's;
 //! - [`crates`]: `docs/architecture.md`'s table of crates and its dependency picture are the
 //!   workspace (`cargo metadata`), its table of dependencies names every dependency, and what
 //!   it says `cargo test` runs is what `default-members` runs;

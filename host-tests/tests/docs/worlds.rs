@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use oma_guest_build::{Artifact, ARTIFACTS, FASTLY};
+use oma_guest_build::{Artifact, ARTIFACTS, FASTLY, FASTLY_SIZE_LIMIT, SIZE_LIMITS};
 use wit_parser::Resolve;
 
 use crate::markdown::{code_spans, first_table, section};
@@ -110,6 +110,51 @@ fn the_tables_of_artifacts_are_the_build() {
         &ARTIFACTS,
     ));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A size ceiling a document quotes ("... `oma_routes.wasm` ... ceiling 1,729,000") is the one
+/// `oma-guest-build --check-sizes` holds the first artifact named on that line to.
+#[test]
+fn the_ceilings_the_documents_quote_are_the_builds() {
+    let root = repository();
+    let limits: Vec<_> = SIZE_LIMITS.into_iter().chain([FASTLY_SIZE_LIMIT]).collect();
+    let mut quoted = 0;
+    let mut wrong = Vec::new();
+    for doc in documents(&root) {
+        let text = std::fs::read_to_string(&doc).expect("a readable document");
+        for line in text.lines() {
+            let Some(at) = line.find("ceiling ") else {
+                continue;
+            };
+            let digits: String = line[at + "ceiling ".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == ',')
+                .filter(char::is_ascii_digit)
+                .collect();
+            let Ok(ceiling) = digits.parse::<u64>() else {
+                continue;
+            };
+            let first = limits
+                .iter()
+                .filter_map(|limit| line.find(limit.artifact).map(|i| (i, limit)))
+                .min_by_key(|&(i, _)| i);
+            let Some((_, limit)) = first else {
+                continue;
+            };
+            quoted += 1;
+            if limit.ceiling != ceiling {
+                let doc = doc.strip_prefix(&root).unwrap_or(&doc);
+                wrong.push(format!(
+                    "{}: {} at ceiling {ceiling}, SIZE_LIMITS says {}",
+                    doc.display(),
+                    limit.artifact,
+                    limit.ceiling
+                ));
+            }
+        }
+    }
+    assert!(quoted > 0, "no document quotes a ceiling");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// What a counted phrase counts.

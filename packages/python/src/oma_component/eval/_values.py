@@ -1,6 +1,6 @@
-"""Small shared pieces of the evaluation modules: OMA's numbers written as JavaScript writes
-them (OMA's messages carry numbers), trace attribute values, JSON copies, and an exception
-described as OMA describes a failure (``errorInfo``)."""
+"""Small shared pieces of the evaluation modules: trace attribute values, JSON copies, and an
+exception described as OMA describes a failure (``errorInfo``); ``js_number`` writes OMA's
+numbers in messages as JavaScript writes them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 from typing import Any, Dict, Optional
 
 from .._builtin_tools import redact_sensitive_text
+from .._jsjson import js_number as js_number
 from .._errors import EgressPolicyError, LLMCallTimeoutError, OmaError, TokenBudgetExceededError
 from .._types import StructuredTraceError
 
@@ -22,40 +23,6 @@ class ScorerTimeoutError(TimeoutError):
 
     def __init__(self, scorer: str, timeout_ms: float) -> None:
         super().__init__(f'Scorer "{scorer}" timed out after {js_number(timeout_ms)}ms.')
-
-
-def js_number(value: float) -> str:
-    """``String(value)`` in JavaScript: ``1`` not ``1.0``, ``1e-7`` not ``1e-07``, fixed
-    notation from 1e-6 up to 1e21."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    # Python's repr gives the shortest digits that read back as the value, as JavaScript's.
-    mantissa, _, exp_text = repr(abs(value)).partition("e")
-    whole, _, frac = mantissa.partition(".")
-    digits = whole + frac
-    point = len(whole) + (int(exp_text) if exp_text else 0)  # where the decimal point falls in digits
-    stripped = digits.lstrip("0")
-    point -= len(digits) - len(stripped)
-    digits = stripped.rstrip("0") or "0"
-    k, n = len(digits), point
-    if k <= n <= 21:
-        return sign + digits + "0" * (n - k)
-    if 0 < n <= 21:
-        return sign + digits[:n] + "." + digits[n:]
-    if -6 < n <= 0:
-        return sign + "0." + "0" * (-n) + digits
-    e = n - 1
-    head = digits[0] + ("." + digits[1:] if k > 1 else "")
-    return f"{sign}{head}e{'+' if e >= 0 else '-'}{abs(e)}"
 
 
 def is_trace_attribute(value: Any) -> bool:

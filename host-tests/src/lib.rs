@@ -2,7 +2,7 @@
 //! in every world by the tests and benchmarks here, and what they need around the wasmtime
 //! embedding (nothing a production host needs).
 //!
-//! - [`artifact`]: the components this repository builds (`oma-artifacts`), as bytes;
+//! - [`artifact`]: the four components this repository builds (`oma-artifacts`), as bytes;
 //! - [`Shared`]: one process-wide [`Harness`] for `oma_component.wasm`, one [`DriverHarness`]
 //!   for `oma_portable.wasm` and one [`RoutesHarness`] for `oma_routes.wasm`
 //!   (`Harness::shared()`), compiled once per test binary;

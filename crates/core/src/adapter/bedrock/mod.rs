@@ -28,8 +28,8 @@ use crate::adapter::{
     join_url, Adapter, Credentials, Endpoint, ErrorDetail, HttpRequest, StreamDecoder,
 };
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The adapter's name, used as `provenance` and in provider errors.
 pub const NAME: &str = "bedrock";

@@ -17,7 +17,7 @@ use serde_json::{json, Map, Value};
 
 use oma_core::adapter::{Sampling, StreamEvent, ToolDefinition};
 use oma_core::error::Error;
-use oma_core::message::{ContentBlock, LlmResponse};
+use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
 use crate::chat::{chat_request, ChatMachine, Target};
 use crate::env::Settings;
@@ -202,6 +202,7 @@ pub fn start(
             block: None,
             blocks: 0,
             started: false,
+            start_usage: TokenUsage::default(),
         }),
     })
 }
@@ -218,6 +219,8 @@ pub struct MessageWriter {
     /// How many content blocks were opened.
     blocks: usize,
     started: bool,
+    /// The usage the provider reported as its answer began, for `message_start`.
+    start_usage: TokenUsage,
 }
 
 fn event(name: &str, data: &Value) -> String {
@@ -232,20 +235,44 @@ fn stop_reason(stop: &str) -> &str {
     }
 }
 
+/// Anthropic's `usage`: the input and output counts with the prompt cache's, which Anthropic's
+/// answers always carry (0 where the provider reported none).
+pub fn usage_json(usage: &TokenUsage) -> Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "output_tokens": usage.output_tokens,
+    })
+}
+
+/// A content block of an answer in Anthropic's shape: reasoning as `thinking` with its
+/// signature (empty where the provider signed nothing, as Anthropic's shape always has one) or
+/// `redacted_thinking` with its data; `None` for what Anthropic's answers have no block for.
+fn answer_block(block: &ContentBlock) -> Option<Value> {
+    Some(match block {
+        ContentBlock::Text(t) => json!({"type": "text", "text": t.text}),
+        ContentBlock::ToolUse(call) => json!({
+            "type": "tool_use", "id": call.id, "name": call.name, "input": call.input,
+        }),
+        ContentBlock::Reasoning(r) => match &r.redacted_data {
+            Some(data) => json!({"type": "redacted_thinking", "data": data}),
+            None => json!({
+                "type": "thinking",
+                "thinking": r.text,
+                "signature": r.signature.as_deref().unwrap_or(""),
+            }),
+        },
+        ContentBlock::Image(_) | ContentBlock::Video(_) | ContentBlock::ToolResult(_) => {
+            return None
+        }
+    })
+}
+
 impl MessageWriter {
     /// The whole `message` of `response`, answered by `target`.
     pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
-        let content: Vec<Value> = response
-            .content
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text(t) => Some(json!({"type": "text", "text": t.text})),
-                ContentBlock::ToolUse(call) => Some(json!({
-                    "type": "tool_use", "id": call.id, "name": call.name, "input": call.input,
-                })),
-                _ => None,
-            })
-            .collect();
+        let content: Vec<Value> = response.content.iter().filter_map(answer_block).collect();
         Reply::json(
             200,
             &json!({
@@ -256,10 +283,7 @@ impl MessageWriter {
                 "content": content,
                 "stop_reason": stop_reason(&response.stop_reason),
                 "stop_sequence": Value::Null,
-                "usage": {
-                    "input_tokens": response.usage.input_tokens,
-                    "output_tokens": response.usage.output_tokens,
-                },
+                "usage": usage_json(&response.usage),
             }),
         )
     }
@@ -274,7 +298,7 @@ impl MessageWriter {
             &json!({"type": "message_start", "message": {
                 "id": self.id, "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": Value::Null, "stop_sequence": Value::Null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": usage_json(&self.start_usage),
             }}),
         )
     }
@@ -289,48 +313,82 @@ impl MessageWriter {
         }
     }
 
-    /// The server-sent text of a piece of a streamed answer.
+    /// Opens a block of `kind` (`content_block_start` with `block`) unless one is open, closing
+    /// an open block of another kind first.
+    fn open(&mut self, kind: &'static str, block: Value, out: &mut String) {
+        if self.block == Some(kind) {
+            return;
+        }
+        out.push_str(&self.close_block());
+        self.block = Some(kind);
+        self.blocks += 1;
+        out.push_str(&event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": self.blocks - 1,
+                    "content_block": block}),
+        ));
+    }
+
+    fn delta(&self, delta: Value) -> String {
+        event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
+        )
+    }
+
+    /// The server-sent text of a piece of a streamed answer: text and thinking as deltas of
+    /// their open block, a signature as the last delta of its thinking block (which it closes),
+    /// a redacted thinking block and a tool call whole. The provider's early usage writes
+    /// nothing: it waits for `message_start`, which goes out with the first piece.
     pub fn event(&mut self, piece: &StreamEvent) -> String {
+        if let StreamEvent::Usage(usage) = piece {
+            if !self.started {
+                self.start_usage = *usage;
+            }
+            return String::new();
+        }
+        if matches!(piece, StreamEvent::Done(_)) {
+            return String::new();
+        }
         let requested = self.requested.clone();
         let mut out = self.start(&requested);
         match piece {
             StreamEvent::Text(text) => {
-                if self.block != Some("text") {
-                    out.push_str(&self.close_block());
-                    self.block = Some("text");
-                    self.blocks += 1;
-                    out.push_str(&event(
-                        "content_block_start",
-                        &json!({"type": "content_block_start", "index": self.blocks - 1,
-                                "content_block": {"type": "text", "text": ""}}),
-                    ));
-                }
-                out.push_str(&event(
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": self.blocks - 1,
-                            "delta": {"type": "text_delta", "text": text}}),
-                ));
+                self.open("text", json!({"type": "text", "text": ""}), &mut out);
+                out.push_str(&self.delta(json!({"type": "text_delta", "text": text})));
+            }
+            StreamEvent::Reasoning(text) => {
+                self.open("thinking", thinking_start(), &mut out);
+                out.push_str(&self.delta(json!({"type": "thinking_delta", "thinking": text})));
+            }
+            StreamEvent::ReasoningSignature(signature) => {
+                self.open("thinking", thinking_start(), &mut out);
+                out.push_str(
+                    &self.delta(json!({"type": "signature_delta", "signature": signature})),
+                );
+                out.push_str(&self.close_block());
+            }
+            StreamEvent::RedactedReasoning(data) => {
+                out.push_str(&self.close_block());
+                self.open(
+                    "redacted_thinking",
+                    json!({"type": "redacted_thinking", "data": data}),
+                    &mut out,
+                );
+                out.push_str(&self.close_block());
             }
             StreamEvent::ToolUse(call) => {
                 out.push_str(&self.close_block());
-                self.blocks += 1;
-                let index = self.blocks - 1;
-                out.push_str(&event(
-                    "content_block_start",
-                    &json!({"type": "content_block_start", "index": index, "content_block":
-                            {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
-                ));
-                out.push_str(&event(
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": index, "delta":
-                            {"type": "input_json_delta", "partial_json": call.input.to_string()}}),
-                ));
-                out.push_str(&event(
-                    "content_block_stop",
-                    &json!({"type": "content_block_stop", "index": index}),
-                ));
+                self.open(
+                    "tool_use",
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
+                    &mut out,
+                );
+                out.push_str(&self.delta(json!({"type": "input_json_delta",
+                                                "partial_json": call.input.to_string()})));
+                out.push_str(&self.close_block());
             }
-            StreamEvent::Reasoning(_) | StreamEvent::Done(_) => {}
+            StreamEvent::Usage(_) | StreamEvent::Done(_) => {}
         }
         out
     }
@@ -345,8 +403,7 @@ impl MessageWriter {
             &json!({"type": "message_delta",
                     "delta": {"stop_reason": stop_reason(&response.stop_reason),
                               "stop_sequence": Value::Null},
-                    "usage": {"input_tokens": response.usage.input_tokens,
-                              "output_tokens": response.usage.output_tokens}}),
+                    "usage": usage_json(&response.usage)}),
         ));
         out.push_str(&event("message_stop", &json!({"type": "message_stop"})));
         out
@@ -357,6 +414,11 @@ impl MessageWriter {
         let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
         event("error", &body)
     }
+}
+
+/// The `content_block_start` block of a streamed thinking block.
+fn thinking_start() -> Value {
+    json!({"type": "thinking", "thinking": "", "signature": ""})
 }
 
 fn answered_model(response: &LlmResponse, target: &Target) -> String {

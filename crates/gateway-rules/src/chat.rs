@@ -196,12 +196,15 @@ impl ChatMachine {
         &self.calls
     }
 
-    /// The tokens the providers reported (read and written), over every attempt.
+    /// The tokens the providers reported (read, the prompt cache's included, and written), over
+    /// every attempt.
     pub fn tokens_used(&self) -> u64 {
         self.calls
             .iter()
             .map(|event| match &event.data {
-                TraceData::LlmCall { tokens, .. } => tokens.total(),
+                TraceData::LlmCall { tokens, .. } => {
+                    tokens.all_input().saturating_add(tokens.output_tokens)
+                }
                 _ => 0,
             })
             .fold(0, u64::saturating_add)
@@ -323,7 +326,11 @@ impl ChatMachine {
                 CallPoll::Step(CallStep::Receive) => return ChatStep::Receive,
                 CallPoll::Step(CallStep::Wait(ms)) => return ChatStep::Wait(ms),
                 CallPoll::Step(CallStep::Event(event)) => {
-                    self.streamed = true;
+                    // The provider's early usage is no piece of the answer: a failure after
+                    // it may still move on.
+                    if !matches!(event, StreamEvent::Usage(_)) {
+                        self.streamed = true;
+                    }
                     return ChatStep::Event(event);
                 }
                 // `Over` never comes: a finished call is dropped with its result.

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::message::{LlmMessage, LlmResponse, ToolUseBlock};
+use crate::message::{LlmMessage, LlmResponse, TokenUsage, ToolUseBlock};
 
 /// Everything a provider needs for one chat turn (OMA's `LLMChatOptions` plus the messages).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,6 +35,11 @@ pub struct ChatRequest {
     pub model: String,
     /// The system prompt; it travels apart from the messages.
     pub system_prompt: Option<String>,
+    /// The system prompt as the caller's text blocks, when it gave blocks (Anthropic's `system`
+    /// array), so that a format that takes blocks (Anthropic, Bedrock) keeps them and the cache
+    /// markers between them; `system_prompt` is then their texts joined by a blank line, for
+    /// the formats that take one text. Empty when the system prompt is one text.
+    pub system_blocks: Vec<String>,
     /// The conversation, already validated.
     pub messages: Vec<LlmMessage>,
     /// Tools the model may call.
@@ -53,6 +58,56 @@ pub struct ChatRequest {
     pub reasoning_text_max_chars: Option<usize>,
     /// Ask for a streamed response.
     pub stream: bool,
+    /// Where the provider's prompt cache may end (Anthropic's `cache_control` markers). A
+    /// format that caches by marker (Anthropic, Bedrock's `cachePoint`) sends each; the others
+    /// refuse a request that has any, so a marker is never dropped unsaid.
+    pub cache: Vec<CacheMark>,
+}
+
+/// A prompt-cache marker: the provider may cache the prompt up to and including what it marks
+/// (Anthropic's `{"type": "ephemeral", "ttl"?}` `cache_control`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheMark {
+    /// What it marks.
+    pub place: CachePlace,
+    /// How long the cached prefix lives: `5m` or `1h` (Anthropic's and Bedrock's words); `None`
+    /// for the provider's default (five minutes).
+    pub ttl: Option<String>,
+}
+
+/// What a [`CacheMark`] marks, by position in the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CachePlace {
+    /// The system prompt's block `i` ([`ChatRequest::system_blocks`]); with no blocks, 0 is
+    /// the whole system prompt.
+    System(usize),
+    /// Tool `i` of [`ChatRequest::tools`].
+    Tool(usize),
+    /// Block `block` of message `message`.
+    Block {
+        /// The message's index.
+        message: usize,
+        /// The block's index in the message.
+        block: usize,
+    },
+    /// Part `part` of the rich tool result that is block `block` of message `message`.
+    Part {
+        /// The message's index.
+        message: usize,
+        /// The tool result's index in the message.
+        block: usize,
+        /// The part's index in the tool result.
+        part: usize,
+    },
+}
+
+/// The error of a format that has no prompt-cache markers, for a request that carries some.
+pub fn cache_unsupported(label: &str) -> Error {
+    Error::InvalidRequest {
+        message: format!(
+            "cache_control is not supported by {label}: its prompt caching takes no markers"
+        ),
+    }
 }
 
 impl ChatRequest {
@@ -63,6 +118,21 @@ impl ChatRequest {
             self.reasoning_text_max_chars
                 .unwrap_or(reasoning::DEFAULT_MAX_CHARS)
         })
+    }
+
+    /// The cache marker on `place`, if any.
+    pub fn cache_at(&self, place: CachePlace) -> Option<&CacheMark> {
+        self.cache.iter().find(|mark| mark.place == place)
+    }
+
+    /// The system prompt as the blocks a format that takes blocks sends: the caller's blocks,
+    /// else the one text (none when there is no system prompt).
+    pub fn system_parts(&self) -> Vec<&str> {
+        if self.system_blocks.is_empty() {
+            self.system_prompt.as_deref().into_iter().collect()
+        } else {
+            self.system_blocks.iter().map(String::as_str).collect()
+        }
     }
 
     /// A generous estimate of the body's size, so the body buffer is allocated once: the
@@ -100,6 +170,12 @@ impl ChatRequest {
             .sum();
         messages
             + self.system_prompt.as_ref().map_or(0, String::len)
+            + self
+                .system_blocks
+                .iter()
+                .map(|b| b.len() + 64)
+                .sum::<usize>()
+            + 64 * self.cache.len()
             + 1024 * (1 + self.tools.len())
     }
 }
@@ -270,6 +346,16 @@ pub enum StreamEvent {
     Text(String),
     /// A piece of reasoning, as it arrived.
     Reasoning(String),
+    /// The signature of the reasoning block being streamed, which ends it (Anthropic's
+    /// `signature_delta`, Bedrock's reasoning `signature`, Gemini's `thoughtSignature` on a
+    /// thought): what a client must send back with the block. The whole response has it too.
+    ReasoningSignature(String),
+    /// A redacted reasoning block, whole: its opaque data (Anthropic's `redacted_thinking`,
+    /// Bedrock's `redactedContent`), as the whole response's block carries it.
+    RedactedReasoning(String),
+    /// The usage the provider reported as the answer began (Anthropic's `message_start`: the
+    /// input tokens, cache counts included); the whole response has the final counts.
+    Usage(TokenUsage),
     /// A complete tool call.
     ToolUse(ToolUseBlock),
     /// The whole response, accumulated; always the last event of a successful stream.
@@ -620,6 +706,48 @@ mod tests {
             ..Endpoint::default()
         };
         assert!(adapter.format(&dots, &endpoint).is_err());
+    }
+
+    #[test]
+    fn formats_without_cache_markers_refuse_them() {
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![crate::message::LlmMessage::user_text("hi")],
+            cache: vec![CacheMark {
+                place: CachePlace::Block {
+                    message: 0,
+                    block: 0,
+                },
+                ttl: None,
+            }],
+            ..ChatRequest::default()
+        };
+        let endpoint = Endpoint {
+            region: Some("us-east-1".into()),
+            credentials: Credentials::ApiKey("k".into()),
+            ..Endpoint::default()
+        };
+        for (provider, label) in [
+            ("gemini", "Gemini generateContent"),
+            ("openai", "OpenAI Chat Completions (openai)"),
+            ("deepseek", "OpenAI Chat Completions (deepseek)"),
+            ("ai-sdk", "AI SDK"),
+        ] {
+            let adapter = for_provider(provider, None, IdSource::default()).expect("known");
+            let error = adapter.format(&request, &endpoint).expect_err(provider);
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "cache_control is not supported by {label}: its prompt caching takes no \
+                     markers"
+                ),
+                "{provider}"
+            );
+        }
+        for provider in ["anthropic", "bedrock"] {
+            let adapter = for_provider(provider, None, IdSource::default()).expect("known");
+            assert!(adapter.format(&request, &endpoint).is_ok(), "{provider}");
+        }
     }
 
     #[test]

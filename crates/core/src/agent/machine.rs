@@ -685,8 +685,14 @@ impl RunMachine {
                         let event = match event {
                             StreamEvent::Text(text) => AgentEvent::TextDelta(text),
                             StreamEvent::Reasoning(text) => AgentEvent::ReasoningDelta(text),
-                            // Tool calls are announced by the loop once the turn is complete.
-                            StreamEvent::ToolUse(_) | StreamEvent::Done(_) => continue,
+                            // Tool calls are announced by the loop once the turn is complete;
+                            // OMA's stream has no event for a signature, a redacted block or
+                            // the early usage (the turn's response carries them).
+                            StreamEvent::ToolUse(_)
+                            | StreamEvent::Done(_)
+                            | StreamEvent::ReasoningSignature(_)
+                            | StreamEvent::RedactedReasoning(_)
+                            | StreamEvent::Usage(_) => continue,
                         };
                         self.phase = Phase::Turns(turns);
                         return Some(Step::Event(event));

@@ -11,20 +11,57 @@ use crate::message::{
     ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
 };
 
-/// Token counts; OMA reads these two and nothing else.
+/// Token counts: OMA's two, and the prompt cache's (null counts as absent).
 #[derive(Default)]
 pub(super) struct WireUsage {
     pub(super) input_tokens: Option<u64>,
     pub(super) output_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    pub(super) cache_read_input_tokens: Option<u64>,
 }
 
 impl WireUsage {
-    /// `{input_tokens, output_tokens}`, other counts ignored.
+    /// `{input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens}`,
+    /// other counts (server tool use, the service tier) ignored.
     pub(super) fn read(mut usage: Object) -> Result<Self, ShapeError> {
         Ok(WireUsage {
             input_tokens: usage.u64("input_tokens")?,
             output_tokens: usage.u64("output_tokens")?,
+            cache_creation_input_tokens: usage.u64("cache_creation_input_tokens")?,
+            cache_read_input_tokens: usage.u64("cache_read_input_tokens")?,
         })
+    }
+
+    /// The counts as OMA's usage, an absent count 0.
+    pub(super) fn usage(&self) -> TokenUsage {
+        TokenUsage {
+            input_tokens: self.input_tokens.unwrap_or(0),
+            output_tokens: self.output_tokens.unwrap_or(0),
+            cache_creation_input_tokens: self.cache_creation_input_tokens.unwrap_or(0),
+            cache_read_input_tokens: self.cache_read_input_tokens.unwrap_or(0),
+        }
+    }
+
+    /// Applies the counts a later event reports (`message_delta`'s cumulative usage) over
+    /// `usage`: a count the event leaves out keeps its value.
+    pub(super) fn update(&self, usage: &mut TokenUsage) {
+        let counts = [
+            (self.input_tokens, &mut usage.input_tokens),
+            (self.output_tokens, &mut usage.output_tokens),
+            (
+                self.cache_creation_input_tokens,
+                &mut usage.cache_creation_input_tokens,
+            ),
+            (
+                self.cache_read_input_tokens,
+                &mut usage.cache_read_input_tokens,
+            ),
+        ];
+        for (reported, count) in counts {
+            if let Some(reported) = reported {
+                *count = reported;
+            }
+        }
     }
 }
 
@@ -90,10 +127,7 @@ pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
         content,
         model: wire.model,
         stop_reason: wire.stop_reason.unwrap_or_else(|| "end_turn".into()),
-        usage: TokenUsage {
-            input_tokens: wire.usage.input_tokens.unwrap_or(0),
-            output_tokens: wire.usage.output_tokens.unwrap_or(0),
-        },
+        usage: wire.usage.usage(),
     })
 }
 

@@ -86,6 +86,9 @@ impl Adapter for Gemini {
         endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
+        if !request.cache.is_empty() {
+            return Err(super::cache_unsupported(PROVIDER_LABEL));
+        }
         request::format(request, endpoint)
     }
 

@@ -319,6 +319,7 @@ fn a_stream_delivers_its_pieces_whatever_the_chunking() {
                     call.handle(answer).expect("due");
                 }
                 CallPoll::Step(CallStep::Event(StreamEvent::Text(text))) => texts.push_str(&text),
+                CallPoll::Step(CallStep::Event(StreamEvent::Usage(_))) => {}
                 CallPoll::Finished(result) => break result,
                 other => panic!("unexpected {other:?}"),
             }

@@ -287,6 +287,12 @@ impl TokenUsage {
             .saturating_add(self.cache_read_input_tokens)
     }
 
+    /// Every token read and written, the prompt cache's included (saturating): what the
+    /// gateway's per-token limits count.
+    pub fn all(&self) -> u64 {
+        self.all_input().saturating_add(self.output_tokens)
+    }
+
     /// Tokens read and written together (saturating): what a token budget or a per-minute
     /// token limit counts. OMA's two counts only: the cache counts are not in it, as OMA's
     /// budget leaves them out.

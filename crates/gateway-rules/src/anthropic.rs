@@ -15,7 +15,8 @@
 
 use serde_json::{json, Map, Value};
 
-use oma_core::adapter::{Sampling, StreamEvent, ToolDefinition};
+use oma_core::adapter::ToolDefinition;
+use oma_core::adapter::{self, CacheMark, CachePlace, IdSource, Sampling, StreamEvent, Thinking};
 use oma_core::error::Error;
 use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
@@ -100,24 +101,21 @@ pub fn start(
         ..Sampling::default()
     };
     let stream = matches!(o.get("stream"), Some(Value::Bool(true)));
-    let system = match o.remove("system") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text),
-        Some(Value::Array(blocks)) => Some(
-            blocks
-                .iter()
-                .map(|b| b.get("text").and_then(Value::as_str).unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("\n\n"),
-        ),
-        Some(_) => return Err(invalid("`system` must be a string or text blocks")),
-    };
+    let mut cache = Vec::new();
+    let (system, system_blocks) = read_system(o.remove("system"), &mut cache)?;
+    let thinking = read_thinking(o.get("thinking"))?;
     let mut tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
             .into_iter()
             .enumerate()
-            .map(|(i, tool)| {
+            .map(|(i, mut tool)| {
+                if let Some(mark) = take_cache_control(&mut tool, &format!("tools[{i}]"))? {
+                    cache.push(CacheMark {
+                        place: CachePlace::Tool(i),
+                        ttl: mark,
+                    });
+                }
                 let name = tool
                     .get("name")
                     .and_then(Value::as_str)
@@ -157,37 +155,13 @@ pub fn start(
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
     };
-    let conversation = Value::Array(
-        messages
-            .into_iter()
-            .map(|mut message| {
-                if let Some(Value::String(text)) = message.get("content").cloned() {
-                    message["content"] = json!([{"type": "text", "text": text}]);
-                }
-                // Anthropic's URL image source has no media type; OMA's has one.
-                if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
-                    for block in blocks {
-                        if block.get("type") != Some(&json!("image")) {
-                            continue;
-                        }
-                        let Some(source) = block.get_mut("source") else {
-                            continue;
-                        };
-                        let by_url = source["type"] == json!("url");
-                        if by_url && source.get("media_type").is_none() {
-                            if let Some(url) = source["url"].as_str() {
-                                let media_type = crate::openai::image_type(url);
-                                source["media_type"] = json!(media_type);
-                            }
-                        }
-                    }
-                }
-                message
-            })
-            .collect(),
-    );
-    let request = chat_request(&target, system, conversation, tools, sampling, stream)
+    let provenance = reasoning_provenance(settings, &target);
+    let conversation = oma_messages(messages, &provenance, &mut cache)?;
+    let mut request = chat_request(&target, system, conversation, tools, sampling, stream)
         .map_err(|e| of_error(settings, e))?;
+    request.system_blocks = system_blocks;
+    request.cache = cache;
+    request.thinking = thinking;
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
@@ -205,6 +179,220 @@ pub fn start(
             start_usage: TokenUsage::default(),
         }),
     })
+}
+
+/// `system`: a string, or text blocks (kept as blocks, their texts joined by a blank line for
+/// the formats that take one text), each block's `cache_control` a marker.
+fn read_system(
+    system: Option<Value>,
+    cache: &mut Vec<CacheMark>,
+) -> Result<(Option<String>, Vec<String>), Reply> {
+    let blocks = match system {
+        None | Some(Value::Null) => return Ok((None, Vec::new())),
+        Some(Value::String(text)) => return Ok((Some(text), Vec::new())),
+        Some(Value::Array(blocks)) => blocks,
+        Some(_) => return Err(invalid("`system` must be a string or text blocks")),
+    };
+    let mut texts = Vec::with_capacity(blocks.len());
+    for (i, mut block) in blocks.into_iter().enumerate() {
+        let path = format!("system[{i}]");
+        if let Some(ttl) = take_cache_control(&mut block, &path)? {
+            cache.push(CacheMark {
+                place: CachePlace::System(i),
+                ttl,
+            });
+        }
+        match (block.get("type").and_then(Value::as_str), block.get("text")) {
+            (Some("text"), Some(Value::String(text))) => texts.push(text.clone()),
+            _ => return Err(invalid(format!("{path} must be a text block"))),
+        }
+    }
+    if texts.is_empty() {
+        return Ok((None, texts));
+    }
+    Ok((Some(texts.join("\n\n")), texts))
+}
+
+/// A block's `cache_control`, removed from it: `Some(ttl)` for a marker (`{"type":
+/// "ephemeral", "ttl"?: "5m" | "1h"}`), `None` when it has none. Any other shape is refused
+/// by its path: a marker is never dropped or guessed.
+fn take_cache_control(block: &mut Value, path: &str) -> Result<Option<Option<String>>, Reply> {
+    let Some(fields) = block.as_object_mut() else {
+        return Ok(None);
+    };
+    let control = match fields.remove("cache_control") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(control)) => control,
+        Some(_) => return Err(invalid(format!("{path}.cache_control must be an object"))),
+    };
+    let mut ttl = None;
+    for (key, value) in control {
+        match (key.as_str(), value) {
+            ("type", Value::String(kind)) if kind == "ephemeral" => {}
+            ("type", _) => {
+                return Err(invalid(format!(
+                    "{path}.cache_control.type must be \"ephemeral\""
+                )))
+            }
+            ("ttl", Value::String(value)) => ttl = Some(value),
+            ("ttl", Value::Null) => {}
+            ("ttl", _) => {
+                return Err(invalid(format!(
+                    "{path}.cache_control.ttl must be a string"
+                )))
+            }
+            (other, _) => {
+                return Err(invalid(format!(
+                    "{path}.cache_control.{other} is not supported by this gateway"
+                )))
+            }
+        }
+    }
+    Ok(Some(ttl))
+}
+
+/// `thinking`: `enabled` with its budget, `adaptive` (the model decides: on, with no budget),
+/// or `disabled`. An Anthropic target is sent the client's own request; the others take this.
+fn read_thinking(thinking: Option<&Value>) -> Result<Option<Thinking>, Reply> {
+    let Some(thinking) = thinking.filter(|t| !t.is_null()) else {
+        return Ok(None);
+    };
+    let budget = match thinking.get("budget_tokens") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid("`thinking.budget_tokens` must be a whole number"))?,
+        ),
+    };
+    match thinking.get("type").and_then(Value::as_str) {
+        Some("enabled") => Ok(Some(Thinking {
+            enabled: true,
+            budget_tokens: budget,
+        })),
+        Some("adaptive") => Ok(Some(Thinking {
+            enabled: true,
+            budget_tokens: None,
+        })),
+        Some("disabled") => Ok(None),
+        _ => Err(invalid(
+            "`thinking.type` must be \"enabled\", \"adaptive\" or \"disabled\"",
+        )),
+    }
+}
+
+/// The provenance of the reasoning a client sends back: its thinking blocks came from the
+/// model it talks to, so they are the requested target's (its adapter's name), and a format
+/// echoes them natively to that provider only (`docs/wire-formats.md`).
+fn reasoning_provenance(settings: &Settings, target: &Target) -> String {
+    let base_url = settings.provider(&target.provider).endpoint.base_url;
+    adapter::for_provider(&target.provider, base_url.as_deref(), IdSource::default())
+        .map(|adapter| adapter.name().to_owned())
+        .unwrap_or_else(|_| target.provider.clone())
+}
+
+/// Anthropic's messages as OMA's message JSON, block for block (so OMA's guard names the
+/// client's own positions): string content as one text block; `thinking` and
+/// `redacted_thinking` as reasoning blocks with their signature or data and `provenance`; an
+/// image by URL with its media type from the URL's extension; every `cache_control` (on a block,
+/// or on a part of a tool result) taken off as a marker. The rest is left to OMA's guard.
+fn oma_messages(
+    messages: Vec<Value>,
+    provenance: &str,
+    cache: &mut Vec<CacheMark>,
+) -> Result<Value, Reply> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, mut message) in messages.into_iter().enumerate() {
+        if let Some(Value::String(text)) = message.get("content") {
+            let text = text.clone();
+            message["content"] = json!([{"type": "text", "text": text}]);
+        }
+        if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+            for (j, block) in blocks.iter_mut().enumerate() {
+                let path = format!("messages[{i}].content[{j}]");
+                if let Some(ttl) = take_cache_control(block, &path)? {
+                    cache.push(CacheMark {
+                        place: CachePlace::Block {
+                            message: i,
+                            block: j,
+                        },
+                        ttl,
+                    });
+                }
+                oma_block(block, &path, provenance, i, j, cache)?;
+            }
+        }
+        out.push(message);
+    }
+    Ok(Value::Array(out))
+}
+
+/// One of Anthropic's blocks made OMA's, in place (see [`oma_messages`]).
+fn oma_block(
+    block: &mut Value,
+    path: &str,
+    provenance: &str,
+    message: usize,
+    index: usize,
+    cache: &mut Vec<CacheMark>,
+) -> Result<(), Reply> {
+    let text = |block: &Value, key: &str| match block.get(key) {
+        Some(Value::String(text)) => Ok(text.clone()),
+        _ => Err(invalid(format!("{path}.{key} must be a string"))),
+    };
+    match block.get("type").and_then(Value::as_str) {
+        Some("thinking") => {
+            let thinking = text(block, "thinking")?;
+            let mut reasoning = json!({"type": "reasoning", "text": thinking});
+            match block.get("signature") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(signature)) if signature.is_empty() => {}
+                Some(Value::String(signature)) => reasoning["signature"] = json!(signature),
+                Some(_) => return Err(invalid(format!("{path}.signature must be a string"))),
+            }
+            reasoning["provenance"] = json!(provenance);
+            *block = reasoning;
+        }
+        Some("redacted_thinking") => {
+            let data = text(block, "data")?;
+            *block = json!({"type": "reasoning", "text": "", "redactedData": data,
+                            "provenance": provenance});
+        }
+        Some("image") => {
+            // Anthropic's URL image source has no media type; OMA's has one.
+            let Some(source) = block.get_mut("source") else {
+                return Ok(());
+            };
+            let by_url = source["type"] == json!("url");
+            if by_url && source.get("media_type").is_none() {
+                if let Some(url) = source["url"].as_str() {
+                    let media_type = crate::openai::image_type(url);
+                    source["media_type"] = json!(media_type);
+                }
+            }
+        }
+        Some("tool_result") => {
+            let Some(parts) = block.get_mut("content").and_then(Value::as_array_mut) else {
+                return Ok(());
+            };
+            for (k, part) in parts.iter_mut().enumerate() {
+                let part_path = format!("{path}.content[{k}]");
+                if let Some(ttl) = take_cache_control(part, &part_path)? {
+                    cache.push(CacheMark {
+                        place: CachePlace::Part {
+                            message,
+                            block: index,
+                            part: k,
+                        },
+                        ttl,
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Writes Anthropic's answer: the whole `message`, or its event stream.

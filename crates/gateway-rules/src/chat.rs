@@ -202,9 +202,7 @@ impl ChatMachine {
         self.calls
             .iter()
             .map(|event| match &event.data {
-                TraceData::LlmCall { tokens, .. } => {
-                    tokens.all_input().saturating_add(tokens.output_tokens)
-                }
+                TraceData::LlmCall { tokens, .. } => tokens.all(),
                 _ => 0,
             })
             .fold(0, u64::saturating_add)

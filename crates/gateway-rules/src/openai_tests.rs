@@ -1284,3 +1284,76 @@ data: {"type":"message_stop"}"#,
     );
     assert_eq!(data[5]["index"], 1);
 }
+
+/// The request shapes of Claude Code (`fixtures/claude-code/requests.json`).
+fn claude_code_cases() -> Vec<Value> {
+    let text = include_str!("../../../fixtures/claude-code/requests.json");
+    let file: Value = serde_json::from_str(text).expect("the fixture is JSON");
+    file["cases"].as_array().expect("cases").clone()
+}
+
+fn claude_code_case(name: &str) -> Value {
+    claude_code_cases()
+        .into_iter()
+        .find(|case| case["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+#[test]
+fn messages_keep_signed_thinking_and_cache_markers_across_tool_round_trips() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    for name in [
+        "first-turn-streamed",
+        "tool-round-trip-with-signed-thinking",
+        "interleaved-thinking-two-tool-calls",
+    ] {
+        let case = claude_code_case(name);
+        let mut body = case["body"].clone();
+        body["stream"] = json!(false);
+        let answered = messages_call(key(), &body, vec![anthropic_thinking_answer()]);
+        assert_eq!(answered.status, 200, "{name}: {:?}", answered.reply);
+        let sent = answered.sent_json(0);
+        for field in ["messages", "system", "tools", "thinking", "max_tokens"] {
+            assert_eq!(sent[field], body[field], "{name}: {field}");
+        }
+    }
+
+    // A target whose format takes no cache markers refuses them by name; nothing is sent.
+    let mut body = claude_code_case("tool-round-trip-with-signed-thinking")["body"].clone();
+    body["model"] = json!("openai/gpt-4o");
+    let refused = messages_call(key(), &body, vec![]);
+    assert_eq!(refused.status, 400);
+    let message = refused.json()["error"]["message"].clone();
+    assert!(
+        message.as_str().unwrap().contains("cache_control"),
+        "{message}"
+    );
+    assert!(refused.sent.is_empty());
+
+    // A marker of a shape Anthropic does not define is refused by its path.
+    for (control, expected) in [
+        (
+            json!({"type": "persistent"}),
+            "system[0].cache_control.type",
+        ),
+        (
+            json!({"type": "ephemeral", "scope": "x"}),
+            "system[0].cache_control.scope",
+        ),
+        (
+            json!("ephemeral"),
+            "system[0].cache_control must be an object",
+        ),
+    ] {
+        let body = json!({
+            "model": "claude-x", "max_tokens": 64,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": control}],
+            "messages": [{"role": "user", "content": "Hi"}],
+        });
+        let refused = messages_call(key(), &body, vec![]);
+        assert_eq!(refused.status, 400);
+        let message = refused.json()["error"]["message"].clone();
+        assert!(message.as_str().unwrap().contains(expected), "{message}");
+        assert!(refused.sent.is_empty());
+    }
+}

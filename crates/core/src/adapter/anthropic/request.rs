@@ -33,8 +33,15 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 /// The image types Anthropic takes inside tool results.
 const TOOL_RESULT_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
-/// Builds the HTTP request: validation, conversion, thinking checks, then the body.
-pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+/// Builds the HTTP request: validation, conversion, thinking checks, then the body. With
+/// `count`, the request of `count_tokens` (`POST {base}/v1/messages/count_tokens`): the body's
+/// model, messages, system, tools and thinking, none of the sampling keys, the extra body or
+/// `stream`, which the counter does not take.
+pub(super) fn format(
+    request: &ChatRequest,
+    endpoint: &Endpoint,
+    count: bool,
+) -> Result<HttpRequest, Error> {
     let messages = request
         .messages
         .iter()
@@ -71,17 +78,84 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
         messages: &messages,
         tools: &tools,
         thinking,
+        count,
+    };
+    let path = if count {
+        "v1/messages/count_tokens"
+    } else {
+        "v1/messages"
     };
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-    let mut http = HttpRequest::post_json(
-        join_url(base, "v1/messages"),
-        body.write(request.size_hint()),
-    );
+    let mut http = HttpRequest::post_json(join_url(base, path), body.write(request.size_hint()));
     if let Some(key) = api_key {
         http.headers.push(("x-api-key".into(), key.clone()));
     }
     http.headers
         .push(("anthropic-version".into(), API_VERSION.into()));
+    Ok(http)
+}
+
+/// What a client wrote in Anthropic's own format, sent on as it is (the gateway's same-dialect
+/// route): its body, whose model is replaced and nothing else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forward<'a> {
+    /// The client's body, JSON text whose top-level `model` is a string.
+    pub body: &'a str,
+    /// Where the text of that `model` string (quotes included) is in `body`.
+    pub model_at: std::ops::Range<usize>,
+    /// The route: `v1/messages` or `v1/messages/count_tokens`, with the client's query (the
+    /// SDK's beta client adds `?beta=true`).
+    pub path: &'a str,
+    /// The client's `anthropic-version`, else [`API_VERSION`].
+    pub version: Option<&'a str>,
+    /// The client's `anthropic-beta`, sent as it is.
+    pub beta: Option<&'a str>,
+}
+
+/// The request that sends `forward` to `endpoint` with `model`: the client's body byte for byte
+/// apart from the model's string, at the same route, with the endpoint's key and the client's
+/// version and beta headers.
+pub fn forward(
+    forward: &Forward<'_>,
+    model: &str,
+    endpoint: &Endpoint,
+) -> Result<HttpRequest, Error> {
+    let api_key = match &endpoint.credentials {
+        Credentials::None => None,
+        Credentials::ApiKey(key) => Some(key),
+        Credentials::Aws { .. } => {
+            return Err(Error::InvalidRequest {
+                message: "anthropic takes an API key, not AWS credentials (use bedrock for \
+                          Claude on AWS)"
+                    .into(),
+            })
+        }
+    };
+    let Forward { body, model_at, .. } = forward;
+    let (Some(before), Some(after)) = (body.get(..model_at.start), body.get(model_at.end..)) else {
+        return Err(Error::InvalidRequest {
+            message: "the request's model is not where it was found".into(),
+        });
+    };
+    let mut w = Writer::with_capacity(body.len() + model.len());
+    w.string(model);
+    let model = w.finish();
+    let mut text = String::with_capacity(body.len() + model.len());
+    text.push_str(before);
+    text.push_str(&model);
+    text.push_str(after);
+    let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+    let mut http = HttpRequest::post_json(join_url(base, forward.path), text);
+    if let Some(key) = api_key {
+        http.headers.push(("x-api-key".into(), key.clone()));
+    }
+    http.headers.push((
+        "anthropic-version".into(),
+        forward.version.unwrap_or(API_VERSION).into(),
+    ));
+    if let Some(beta) = forward.beta {
+        http.headers.push(("anthropic-beta".into(), beta.into()));
+    }
     Ok(http)
 }
 
@@ -519,6 +593,8 @@ struct Body<'a> {
     messages: &'a [WireMessage<'a>],
     tools: &'a [WireTool<'a>],
     thinking: Option<u32>,
+    /// The body of `count_tokens`: the structural keys only.
+    count: bool,
 }
 
 impl<'a> Body<'a> {
@@ -526,6 +602,15 @@ impl<'a> Body<'a> {
     /// system, tools, thinking}` (plus the SDK's trailing `stream: true`): a key keeps the place
     /// where it first appeared.
     fn key_order(&self) -> Vec<Key<'a>> {
+        if self.count {
+            return vec![
+                Key::Model,
+                Key::Messages,
+                Key::System,
+                Key::Tools,
+                Key::Thinking,
+            ];
+        }
         let extra: &'a Map<String, Value> = &self.request.extra_body;
         let mut keys = vec![Key::MaxTokens, Key::Temperature, Key::TopP, Key::TopK];
         for (name, value) in extra {

@@ -131,6 +131,22 @@ pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
     })
 }
 
+/// Reads the answer of `count_tokens`: `{"input_tokens": N}` (other members ignored); an error
+/// body that came with a 2xx status is the provider's error.
+pub(super) fn parse_count(body: &[u8]) -> Result<u64, Error> {
+    let value: Value = crate::json::from_bytes(body).map_err(|e| malformed(NAME, e))?;
+    let detail = error_detail_of(&value);
+    if detail.message.is_some() {
+        return Err(detail.into_error(NAME, None, String::new()));
+    }
+    let count = Object::new(value).and_then(|mut o| o.u64("input_tokens"));
+    match count {
+        Ok(Some(count)) => Ok(count),
+        Ok(None) => Err(malformed(NAME, "the count has no input_tokens")),
+        Err(error) => Err(malformed(NAME, error)),
+    }
+}
+
 /// The fields of a message response OMA reads; the blocks stay JSON until mapped, so a block
 /// type OMA does not model never fails the whole body.
 struct WireResponse {

@@ -1270,3 +1270,42 @@ fn cache_markers_go_on_the_blocks_they_mark() {
 fn body_of(request: &ChatRequest) -> Value {
     body(request)
 }
+
+#[test]
+fn a_forwarded_request_keeps_every_byte_but_the_model() {
+    use super::{forward, Forward};
+    let body = r#"{"model":"anthropic/claude-x","max_tokens":1e3,"messages":[{"role":"user","content":"caf\u00e9 \"x\""}],"metadata":{"user_id":"u"}}"#;
+    let start = body.find("\"anthropic/claude-x\"").unwrap();
+    let model_at = start..start + "\"anthropic/claude-x\"".len();
+    let request = Forward {
+        body,
+        model_at: model_at.clone(),
+        path: "v1/messages?beta=true",
+        version: Some("2023-06-01"),
+        beta: Some("interleaved-thinking-2025-05-14"),
+    };
+    let http = forward(&request, "claude-\"x\"", &endpoint()).unwrap();
+    assert_eq!(
+        http.body,
+        body.replace("\"anthropic/claude-x\"", r#""claude-\"x\"""#)
+    );
+    assert_eq!(http.url, "https://api.anthropic.com/v1/messages?beta=true");
+    assert_eq!(
+        http.headers,
+        vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-api-key".to_string(), "sk-ant-test".to_string()),
+            ("anthropic-version".to_string(), "2023-06-01".to_string()),
+            (
+                "anthropic-beta".to_string(),
+                "interleaved-thinking-2025-05-14".to_string()
+            ),
+        ]
+    );
+    // A place outside the body is refused, never sliced.
+    let wrong = Forward {
+        model_at: body.len()..body.len() + 4,
+        ..request
+    };
+    assert!(forward(&wrong, "m", &endpoint()).is_err());
+}

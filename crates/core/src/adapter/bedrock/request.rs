@@ -105,33 +105,7 @@ impl<'a> Body<'a> {
         }
         w.key("inferenceConfig");
         self.inference.write(&mut w);
-        w.key("messages");
-        w.begin_array();
-        for message in &self.messages {
-            w.begin_object();
-            w.key("content");
-            w.begin_array();
-            for block in &message.content {
-                block.write(&mut w);
-            }
-            w.end_array();
-            w.field_str("role", message.role.word());
-            w.end_object();
-        }
-        w.end_array();
-        if !self.system.is_empty() {
-            w.key("system");
-            w.begin_array();
-            for (text, mark) in &self.system {
-                w.begin_object();
-                w.field_str("text", text);
-                w.end_object();
-                if let Some(mark) = mark {
-                    write_cache_point(mark, &mut w);
-                }
-            }
-            w.end_array();
-        }
+        self.write_messages_and_system(&mut w);
         if !self.tools.is_empty() {
             w.key("toolConfig");
             w.begin_object();
@@ -159,6 +133,54 @@ impl<'a> Body<'a> {
         }
         w.end_object();
         w.finish()
+    }
+}
+
+impl Body<'_> {
+    /// The body of `CountTokens`: `{input: {converse: {messages, system?}}}`.
+    pub(super) fn write_count(&self, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
+        w.key("input");
+        w.begin_object();
+        w.key("converse");
+        w.begin_object();
+        self.write_messages_and_system(&mut w);
+        w.end_object();
+        w.end_object();
+        w.end_object();
+        w.finish()
+    }
+
+    /// `messages` and, when there is one, `system`.
+    fn write_messages_and_system(&self, w: &mut Writer) {
+        w.key("messages");
+        w.begin_array();
+        for message in &self.messages {
+            w.begin_object();
+            w.key("content");
+            w.begin_array();
+            for block in &message.content {
+                block.write(w);
+            }
+            w.end_array();
+            w.field_str("role", message.role.word());
+            w.end_object();
+        }
+        w.end_array();
+        if !self.system.is_empty() {
+            w.key("system");
+            w.begin_array();
+            for (text, mark) in &self.system {
+                w.begin_object();
+                w.field_str("text", text);
+                w.end_object();
+                if let Some(mark) = mark {
+                    write_cache_point(mark, w);
+                }
+            }
+            w.end_array();
+        }
     }
 }
 

@@ -3,12 +3,12 @@
 //! wit-bindgen glue and the wasi:http driver of the run machine; nothing else.
 //!
 //! Built for `wasm32-unknown-unknown` and made a component by `oma-guest-build`, like the other
-//! two worlds: its WASI calls go through the `wasip2` crate (in `oma-wasi`), never through the
+//! worlds: its WASI calls go through the `wasip2` crate (in `oma-wasi`), never through the
 //! standard library, so the artifact imports exactly the world `component` of `wit/world.wit`
 //! and no stdio, environment or exit.
 //!
 //! Built for wasm32 only: natively the crate is empty, so that the workspace builds and tests
-//! everywhere. The glue it shares with the other world is included from `crates/glue/` by
+//! everywhere. The glue it shares with the other worlds is included from `crates/glue/` by
 //! `#[path]`: wit-bindgen generates each world its own Rust types for the same WIT interfaces
 //! (the `component` world imports them, the `portable`
 //! world exports them), so the conversions must be compiled once

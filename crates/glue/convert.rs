@@ -7,9 +7,9 @@
 use oma_core::adapter::{self as a, Adapter};
 use oma_core::error::{Error, ErrorKind};
 use oma_core::http::call::CallOptions;
-use oma_core::http::retry::RetryPolicy;
 use oma_core::http::{EgressPolicy, Limits};
 use oma_core::message as m;
+use oma_core::retry::RetryPolicy;
 use oma_core::validate;
 
 use super::wit::types as wit;

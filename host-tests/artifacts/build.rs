@@ -1,7 +1,8 @@
-//! Builds the guest's three components and hands them to `src/lib.rs` as bytes:
-//! `oma_component.wasm`, `oma_portable.wasm` and `oma_gateway.wasm` (worlds `component`,
-//! `portable` and `gateway` of `wit/world.wit`: each built for `wasm32-unknown-unknown`, whose
-//! standard library imports nothing, then made a component with `wit-component`).
+//! Builds the guest's four components and hands them to `src/lib.rs` as bytes:
+//! `oma_component.wasm`, `oma_portable.wasm`, `oma_gateway.wasm` and `oma_routes.wasm` (worlds
+//! `component`, `portable`, `gateway` and `gateway-routes` of `wit/world.wit`: each built for
+//! `wasm32-unknown-unknown`, whose standard library imports nothing, then made a component with
+//! `wit-component`).
 //!
 //! The building is `oma-guest-build`'s (`crates/guest-build`), which also serves the language
 //! packages; this script picks the profile and the directory, copies the components into

@@ -2,9 +2,10 @@
 //! in every world by the tests and benchmarks here, and what they and the CLI's offline demo
 //! need around the wasmtime embedding (nothing a production host needs).
 //!
-//! - [`artifact`]: the three components this repository builds (`oma-artifacts`), as bytes;
-//! - [`Shared`]: one process-wide [`Harness`] for `oma_component.wasm` and one [`DriverHarness`]
-//!   for `oma_portable.wasm` (`Harness::shared()`), compiled once per test binary;
+//! - [`artifact`]: the four components this repository builds (`oma-artifacts`), as bytes;
+//! - [`Shared`]: one process-wide [`Harness`] for `oma_component.wasm`, one [`DriverHarness`]
+//!   for `oma_portable.wasm` and one [`RoutesHarness`] for `oma_routes.wasm`
+//!   (`Harness::shared()`), compiled once per test binary;
 //! - [`Simulator`]: a loopback provider that answers every wire format with canned answers
 //!   ([`canned`](CANNED_TEXT)), records requests, plays scripted replies and injects faults;
 //! - [`CaptureOutbound`] (answers the guest's requests in-process and records them) and

@@ -19,7 +19,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "wasmtime==48.0.0" "urllib3>=2.3,<3" "httpx>=0.27,<1" "sniffio>=1.3,<2" "pytest>=7" \
-    "mypy==2.4.1" "pyright==1.1.414" "pydantic>=2,<3" setuptools wheel
+    "mypy==2.4.1" "pyright==1.1.414" "pydantic>=2,<3" "mcp==2.3.0" setuptools wheel
 
 echo "== building oma_portable.wasm (profile ${OMA_WASM_PROFILE:-wasm-release})"
 "$VENV/bin/python" build_component.py --profile "${OMA_WASM_PROFILE:-wasm-release}"

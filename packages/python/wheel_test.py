@@ -56,7 +56,7 @@ assert "sk-wheel-secret" not in json.dumps([result, events])
 print(json.dumps({"output": result["output"], "cache": oma.default_runtime().cache_status, "ready_ms": ready_ms}))
 '''
 
-TOOLS = ["pytest>=7", "mypy==2.4.1", "pyright==1.1.414"]
+TOOLS = ["pytest>=7", "mypy==2.4.1", "pyright==1.1.414", "mcp==2.3.0"]
 
 
 def without_rust(path: str) -> str:

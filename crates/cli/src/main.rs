@@ -54,7 +54,7 @@ commands:
   run --provider P --model M [--system TEXT] [--max-tokens N] [--temperature T]
       [--base-url URL] (FILE | --text TEXT) [--before-run CMD [--hook-timeout SECONDS]]
       [--timeout SECONDS] [--prompt [--history FILE]] [--stream] [--progress]
-      [--output-schema FILE]
+      [--trace FILE|-] [--output-schema FILE]
                   run an agent for real and print OMA's run result ({"success", "output",
                   "messages", "tokenUsage", "toolCalls", "turns", "status"?, "errorInfo"?});
                   a failed run exits 1 with its result; --timeout bounds the whole run
@@ -64,7 +64,8 @@ commands:
                   seconds, 60 by default); --prompt uses prompt() (FILE is then a
                   content-block list) on the history of --history FILE; --stream prints events
                   as JSON lines as they arrive; --progress runs through run-agent and prints
-                  progress events as JSON lines on stderr; --output-schema FILE gives the final
+                  progress events as JSON lines on stderr; --trace writes OMA's trace events as
+                  JSON lines to FILE (- for stdout); --output-schema FILE gives the final
                   answer a JSON Schema (OMA's outputSchema: the result's "structured", one
                   retry with OMA's feedback). Requests go to public, loopback
                   and private (LAN) addresses only, checked after DNS resolution: never to
@@ -76,7 +77,8 @@ commands:
                   one) until SIGINT or SIGTERM, printing "oma-host: listening on
                   http://IP:PORT" on stderr. One fresh instance per request (the pooling
                   allocator); the component's environment is only the variables named
-                  OMA_GATEWAY_*, AWS_*, *_API_KEY and *_BASE_URL; its requests go where run's do.
+                  OMA_GATEWAY_*, OTEL_EXPORTER_OTLP_*, AWS_*, *_API_KEY and *_BASE_URL; its
+                  requests go where run's do.
                   At most --max-in-flight requests at once (1024) and --memory-budget MiB of
                   memory for all instances together (1024): past either, 503 with Retry-After
                   (GET /healthz is answered outside both); --max-instances (256) run at once,

@@ -194,6 +194,46 @@ pub enum ToolResultPart {
     },
 }
 
+impl ToolResultContent {
+    /// The result as text (OMA's `summarizeToolResultContent`): text as it is, each part on its
+    /// own line ([`ToolResultPart::summary`]). What a trace shows of a tool's output.
+    pub fn summary(&self) -> String {
+        match self {
+            ToolResultContent::Text(text) => text.clone(),
+            ToolResultContent::Parts(parts) => parts
+                .iter()
+                .map(ToolResultPart::summary)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+impl ToolResultPart {
+    /// One part as text: a text part as it is, an image or file as OMA's placeholder, which
+    /// holds neither bytes nor URL (`[image: <type>; inline data]`,
+    /// `[file: <name>; <type>; URL reference]`).
+    pub fn summary(&self) -> String {
+        let media = |source: &MediaSource| match source {
+            MediaSource::Base64 { .. } => "inline data",
+            MediaSource::Url { .. } => "URL reference",
+        };
+        match self {
+            ToolResultPart::Text { text } => text.clone(),
+            ToolResultPart::Image { source } => {
+                format!("[image: {}; {}]", source.media_type(), media(source))
+            }
+            ToolResultPart::File { filename, source } => {
+                format!(
+                    "[file: {filename}; {}; {}]",
+                    source.media_type(),
+                    media(source)
+                )
+            }
+        }
+    }
+}
+
 /// Thinking content produced by a provider.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReasoningBlock {
@@ -298,5 +338,36 @@ impl TokenUsage {
     /// budget leaves them out.
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_results_are_summarized_without_media_bytes() {
+        let content = ToolResultContent::Parts(vec![
+            ToolResultPart::Text {
+                text: "chart:".into(),
+            },
+            ToolResultPart::Image {
+                source: MediaSource::Base64 {
+                    media_type: "image/png".into(),
+                    data: "AAAA".into(),
+                },
+            },
+            ToolResultPart::File {
+                filename: "r.pdf".into(),
+                source: MediaSource::Url {
+                    media_type: "application/pdf".into(),
+                    url: "https://x.example/r.pdf".into(),
+                },
+            },
+        ]);
+        assert_eq!(
+            content.summary(),
+            "chart:\n[image: image/png; inline data]\n[file: r.pdf; application/pdf; URL reference]"
+        );
     }
 }

@@ -23,9 +23,9 @@ use oma_core::adapter::{self, ChatRequest, IdSource, StreamEvent};
 use oma_core::agent::trace::{self as oma_trace, LlmPhase, TraceData, TraceEvent};
 use oma_core::error::Error;
 use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing};
-use oma_core::http::retry::RetryPolicy;
 use oma_core::http::Limits;
 use oma_core::message::{LlmResponse, TokenUsage};
+use oma_core::retry::RetryPolicy;
 use oma_core::rng::Rng;
 
 use crate::env::Settings;

@@ -7,7 +7,8 @@
 //! the response; [`serve::serve`] puts them together for one request on any platform, over the
 //! step loop (`oma-step`) and a transport the platform gives.
 //!
-//! Three artifacts depend on this crate and nothing else decides what they answer: the
+//! `oma_gateway.wasm`, `oma_routes.wasm` and `oma_fastly.wasm` are built from this crate, and
+//! nothing else decides what they answer: the
 //! `wasi:http/proxy` gateway (`crates/gateway`, `oma_gateway.wasm`), which binds [`serve`] to
 //! `wasi:http/incoming-handler`; the Fastly Compute layer (`crates/fastly`), which binds it to
 //! Fastly's hostcalls; and the `routes` world (`crates/routes`, `oma_routes.wasm`), which hands
@@ -39,10 +40,10 @@ use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::http::call::CallOptions;
 use oma_core::http::display::render_request;
-use oma_core::http::retry::RetryPolicy;
 use oma_core::http::Limits;
 use oma_core::json;
 use oma_core::json::object::{Object, ShapeError};
+use oma_core::retry::RetryPolicy;
 use oma_core::validate::validate_messages;
 
 pub use env::Settings;

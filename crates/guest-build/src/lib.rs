@@ -1,15 +1,16 @@
-//! Builds the guest in its four artifacts, for the harness's build script, the
+//! Builds the guest in its four artifacts ([`ARTIFACTS`]), for the harness's build script, the
 //! language packages and anyone who wants the artifacts:
 //!
-//! - `oma_component.wasm`: world `component`;
-//! - `oma_portable.wasm`: world `portable` (the agent for the language packages);
+//! - `oma_component.wasm`: world `component` (the root package, `oma-component`);
+//! - `oma_portable.wasm`: world `portable`, the agent for the language packages (crate
+//!   `oma-portable`);
 //! - `oma_gateway.wasm`: world `gateway`, the `wasi:http/proxy` gateway (crate `oma-gateway`);
-//! - `oma_routes.wasm`: world `routes`, the gateway's rules for the Worker gateway (crate
-//!   `oma-routes`);
-//! - opt-in, with `oma-guest-build --world fastly`: `oma_fastly.wasm`, the gateway on Fastly
-//!   Compute (crate `oma-fastly`, Fastly's `fastly:compute/service` world, vendored in
-//!   `crates/fastly/wit`). It is not one of the four: nothing in the build of the others needs
-//!   it, and it is built and checked on its own.
+//! - `oma_routes.wasm`: world `gateway-routes`, the gateway's rules for the Worker gateway
+//!   (crate `oma-routes`; `--world routes`);
+//! - opt-in, with `oma-guest-build --world fastly`: `oma_fastly.wasm` ([`FASTLY`]), the gateway
+//!   on Fastly Compute (crate `oma-fastly`, world `oma:fastly/gateway`, which is Fastly's
+//!   `fastly:compute/service`, vendored in `crates/fastly/wit`). It is not one of the four:
+//!   nothing in the build of the others needs it, and it is built and checked on its own.
 //!
 //! The four world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
 //! standard library imports nothing, so that each artifact imports only the interfaces its own
@@ -79,6 +80,60 @@ pub const ROUTES_ARTIFACT: &str = "oma_routes.wasm";
 
 /// The artifact of the gateway on Fastly Compute (`fastly:compute/service`).
 pub const FASTLY_ARTIFACT: &str = "oma_fastly.wasm";
+
+/// One artifact of the build: its file, the package whose library is its core module, the world
+/// it targets and the name `oma-guest-build --world` takes for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Artifact {
+    /// The file name, e.g. `oma_component.wasm`.
+    pub file: &'static str,
+    /// The world crate that builds it.
+    pub package: &'static str,
+    /// The world it targets, with its package: a world of `wit/` (`oma:agent/...`), or the
+    /// Fastly layer's own (`crates/fastly/wit`).
+    pub world: &'static str,
+    /// The name `--world` takes.
+    pub flag: &'static str,
+}
+
+/// The artifacts [`build_all`] builds, in the order `oma-guest-build` prints them: one per
+/// world of `wit/world.wit`. The documents' tables of worlds and artifacts are checked against
+/// this list (`host-tests/tests/docs.rs`).
+pub const ARTIFACTS: [Artifact; 4] = [
+    Artifact {
+        file: GUEST_ARTIFACT,
+        package: GUEST_PACKAGE,
+        world: "oma:agent/component",
+        flag: "component",
+    },
+    Artifact {
+        file: PORTABLE_ARTIFACT,
+        package: PORTABLE_PACKAGE,
+        world: "oma:agent/portable",
+        flag: "portable",
+    },
+    Artifact {
+        file: GATEWAY_ARTIFACT,
+        package: GATEWAY_PACKAGE,
+        world: "oma:agent/gateway",
+        flag: "gateway",
+    },
+    Artifact {
+        file: ROUTES_ARTIFACT,
+        package: ROUTES_PACKAGE,
+        world: "oma:agent/gateway-routes",
+        flag: "routes",
+    },
+];
+
+/// The opt-in artifact, built only when asked for (`--world fastly`): the gateway on Fastly
+/// Compute, whose world is Fastly's `service` world (`crates/fastly/wit/world.wit`).
+pub const FASTLY: Artifact = Artifact {
+    file: FASTLY_ARTIFACT,
+    package: FASTLY_PACKAGE,
+    world: "oma:fastly/gateway",
+    flag: "fastly",
+};
 
 /// The size limits of one shipped (`wasm-release`) artifact, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,38 +325,27 @@ pub fn build_all(
     profile: &str,
     note: &dyn Fn(&str),
 ) -> Result<Artifacts, String> {
+    let packages = ARTIFACTS.map(|artifact| artifact.package);
     let modules = build_guest(
         workspace,
         target_dir,
         profile,
         GUEST_TARGET,
-        &[
-            GUEST_PACKAGE,
-            PORTABLE_PACKAGE,
-            GATEWAY_PACKAGE,
-            ROUTES_PACKAGE,
-        ],
+        &packages,
         note,
     )?;
     let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
-    let artifacts = Artifacts {
+    for artifact in ARTIFACTS {
+        componentize(&modules.join(artifact.file), &dir.join(artifact.file))?;
+    }
+    Ok(Artifacts {
         component: dir.join(GUEST_ARTIFACT),
         portable: dir.join(PORTABLE_ARTIFACT),
         gateway: dir.join(GATEWAY_ARTIFACT),
         routes: dir.join(ROUTES_ARTIFACT),
-    };
-    for out in [
-        &artifacts.component,
-        &artifacts.portable,
-        &artifacts.gateway,
-        &artifacts.routes,
-    ] {
-        let name = out.file_name().ok_or("an artifact path has no file name")?;
-        componentize(&modules.join(name), out)?;
-    }
-    Ok(artifacts)
+    })
 }
 
 /// Builds the artifact `artifact` of the one package `package` (a world crate, or

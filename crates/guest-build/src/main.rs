@@ -11,14 +11,10 @@
 //! The default profile is `wasm-release` (the shipped artifacts); the default directory is
 //! `target/oma-guest` in the workspace, where the harness builds them too.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use oma_guest_build::{
-    build_all, build_artifact, FASTLY_ARTIFACT, FASTLY_PACKAGE, FASTLY_SIZE_LIMIT,
-    GATEWAY_ARTIFACT, GATEWAY_PACKAGE, GUEST_ARTIFACT, GUEST_PACKAGE, PORTABLE_ARTIFACT,
-    PORTABLE_PACKAGE, ROUTES_ARTIFACT, ROUTES_PACKAGE,
-};
+use oma_guest_build::{build_all, build_artifact, Artifact, ARTIFACTS, FASTLY, FASTLY_SIZE_LIMIT};
 
 fn main() -> ExitCode {
     match run() {
@@ -30,47 +26,23 @@ fn main() -> ExitCode {
     }
 }
 
-/// One artifact, chosen with `--world`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum World {
-    Component,
-    Portable,
-    Gateway,
-    Routes,
-    Fastly,
-}
-
-impl World {
-    fn parse(name: &str) -> Result<World, String> {
-        match name {
-            "component" => Ok(World::Component),
-            "portable" => Ok(World::Portable),
-            "gateway" => Ok(World::Gateway),
-            "routes" => Ok(World::Routes),
-            "fastly" => Ok(World::Fastly),
-            other => Err(format!(
-                "unknown world {other:?}: expected component, portable, gateway, routes or fastly"
-            )),
-        }
-    }
-}
-
-/// Builds one world's artifact and returns its path (beside the others).
-fn build_one(
-    workspace: &Path,
-    target_dir: &Path,
-    profile: &str,
-    world: World,
-    note: &dyn Fn(&str),
-) -> Result<PathBuf, String> {
-    let (package, artifact) = match world {
-        World::Component => (GUEST_PACKAGE, GUEST_ARTIFACT),
-        World::Portable => (PORTABLE_PACKAGE, PORTABLE_ARTIFACT),
-        World::Gateway => (GATEWAY_PACKAGE, GATEWAY_ARTIFACT),
-        World::Routes => (ROUTES_PACKAGE, ROUTES_ARTIFACT),
-        World::Fastly => (FASTLY_PACKAGE, FASTLY_ARTIFACT),
-    };
-    build_artifact(workspace, target_dir, profile, package, artifact, note)
+/// The artifact `--world name` chooses: one of [`ARTIFACTS`], or the opt-in [`FASTLY`].
+fn world(name: &str) -> Result<Artifact, String> {
+    ARTIFACTS
+        .into_iter()
+        .chain([FASTLY])
+        .find(|artifact| artifact.flag == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = ARTIFACTS
+                .iter()
+                .chain([&FASTLY])
+                .map(|artifact| artifact.flag)
+                .collect();
+            format!(
+                "unknown world {name:?}: expected one of {}",
+                names.join(", ")
+            )
+        })
 }
 
 fn run() -> Result<(), String> {
@@ -81,7 +53,7 @@ fn run() -> Result<(), String> {
     let mut profile = "wasm-release".to_owned();
     let mut target_dir = workspace.join("target").join("oma-guest");
     let mut check_sizes = false;
-    let mut world = None;
+    let mut chosen = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -89,7 +61,7 @@ fn run() -> Result<(), String> {
             "--target-dir" => {
                 target_dir = PathBuf::from(args.next().ok_or("--target-dir needs a value")?)
             }
-            "--world" => world = Some(World::parse(&args.next().ok_or("--world needs a value")?)?),
+            "--world" => chosen = Some(world(&args.next().ok_or("--world needs a value")?)?),
             "--check-sizes" => check_sizes = true,
             "-h" | "--help" => {
                 println!(
@@ -108,7 +80,7 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument {other:?}; see --help")),
         }
     }
-    if check_sizes && world.is_some_and(|world| world != World::Fastly) {
+    if check_sizes && chosen.is_some_and(|artifact| artifact != FASTLY) {
         return Err(
             "--check-sizes checks all four artifacts (or, with --world fastly, that one); leave \
              out --world"
@@ -125,8 +97,15 @@ fn run() -> Result<(), String> {
         target_dir.display()
     );
     let note = |message: &str| eprintln!("{message}");
-    if let Some(world) = world {
-        let path = build_one(&workspace, &target_dir, &profile, world, &note)?;
+    if let Some(artifact) = chosen {
+        let path = build_artifact(
+            &workspace,
+            &target_dir,
+            &profile,
+            artifact.package,
+            artifact.file,
+            &note,
+        )?;
         println!("{}", path.display());
         if check_sizes {
             let dir = path.parent().ok_or("the artifact has no directory")?;

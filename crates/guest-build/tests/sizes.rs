@@ -1,9 +1,19 @@
 //! `check_sizes` holds artifacts to their ceilings: it passes at a ceiling, fails one byte over,
-//! names the artifact, and fails when an artifact is missing.
+//! names the artifact, and fails when an artifact is missing; and every artifact of the build has
+//! a ceiling.
 
 use std::path::PathBuf;
 
-use oma_guest_build::{check_sizes, SIZE_LIMITS};
+use oma_guest_build::{check_sizes, ARTIFACTS, FASTLY, FASTLY_SIZE_LIMIT, SIZE_LIMITS};
+
+/// The ceilings are the build's artifacts, each once: a new artifact cannot ship unmeasured.
+#[test]
+fn every_artifact_has_a_ceiling() {
+    let files = ARTIFACTS.map(|artifact| artifact.file);
+    let limited = SIZE_LIMITS.map(|limit| limit.artifact);
+    assert_eq!(limited, files);
+    assert_eq!(FASTLY_SIZE_LIMIT.artifact, FASTLY.file);
+}
 
 /// A fresh directory under the target directory, with each artifact `extra(limit)` bytes above
 /// its ceiling (negative: below).

@@ -7,7 +7,7 @@
 //! its time from the endpoint's `now-ms` and a session from its host.
 //!
 //! Built for wasm32 only: natively the crate is empty, so that the workspace builds and tests
-//! everywhere. The glue it shares with the other world is included from `crates/glue/` by
+//! everywhere. The glue it shares with the other worlds is included from `crates/glue/` by
 //! `#[path]`: wit-bindgen generates each world its own Rust types for the same WIT interfaces
 //! (the `component` world imports them, the `portable`
 //! world exports them), so the conversions must be compiled once

@@ -1,5 +1,5 @@
-//! wasi:http: the only code of the guest that touches the network, shared by the two worlds
-//! that do their own I/O (`oma-component` and `oma-gateway`).
+//! wasi:http: the only code of the guest that touches the network, shared by the worlds that do
+//! their own I/O, `component` (`oma-component`) and `gateway` (`oma-gateway`).
 //!
 //! It performs what a [`Call`](oma_core::http::call::Call) asks for, on the synchronous
 //! wasi:http and wasi:io calls: a response body can stay in flight between two exported calls (a

@@ -303,6 +303,24 @@ def test_rich_tool_result(loop, anthropic):
     assert content[1]["type"] == "image"
 
 
+def test_oma_tool_result_with_model_output(loop, anthropic):
+    # OMA's ToolResult: the model gets modelOutput when there is one, data otherwise.
+    parts = [{"type": "text", "text": "chart"},
+             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]
+    loop.script(Reply(body=anthropic_tool_use([{"id": "a", "name": "chart", "input": {}},
+                                               {"id": "b", "name": "plain", "input": {}}])),
+                Reply(body=anthropic_text("ok")))
+    tools = [{"name": "chart", "inputSchema": {"type": "object"},
+              "execute": lambda a: {"data": "[chart]", "modelOutput": parts, "isError": False}},
+             {"name": "plain", "inputSchema": {"type": "object"},
+              "execute": lambda a: {"data": "text only", "modelOutput": None}}]
+    assert oma.Agent(tools=tools, **anthropic).run("x")["success"]
+    sent = loop.requests[1]["body"]["messages"][-1]["content"]
+    assert sent[0]["content"][1]["type"] == "image" and sent[0]["content"][0]["text"] == "chart"
+    assert sent[0]["is_error"] is False
+    assert sent[1]["content"] == "text only"
+
+
 def test_broken_tool_answer_fails_run(loop, anthropic):
     bad = [{"type": "image", "source": {"type": "url", "media_type": "image/png", "url": "ftp://x/y.png"}}]
     loop.script(Reply(body=anthropic_tool_use([{"id": "a", "name": "shot", "input": {}}])))

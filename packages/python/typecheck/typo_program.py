@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 import oma_component as oma
+from oma_component import observability as obs
 
 
 @oma.tool
@@ -21,3 +22,8 @@ def mistakes(agent: oma.Agent) -> None:
     add(1)  # TYPO: the decorated function keeps its parameter types
     count: int = add({"a": 1})  # TYPO: and its return type
     oma.Agent(model="m", provider="anthropic", call={"timeout": 5})  # TYPO: no such call option
+
+
+def telemetry(sink: obs.BatchingTraceSink) -> None:
+    print(sink.force_flush()["staus"])  # TYPO: a flush result has "status"
+    obs.SensitiveDataProcessor(sink, capture={"toolInput": "redacted"})  # TYPO: capture keys are snake_case

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import oma_component as oma
+from oma_component import observability as obs
+from oma_component.mcp import connect_mcp_tools, connect_mcp_tools_async
 
 
 @oma.tool(description="Adds two numbers", input_schema={
@@ -120,6 +122,41 @@ async def main_async() -> None:
     task.cancel()
     # The provider defaults to anthropic; a token cancels from any thread.
     print(report(await oma.AsyncAgent(model="m").run("x", cancel=oma.CancelToken(), run_id="r")))
+
+
+class CountingExporter:
+    """A trace exporter of the user's: counts what it is given."""
+
+    def __init__(self) -> None:
+        self.exported = 0
+
+    def export(self, records: Sequence[obs.TraceRecord], signal: threading.Event) -> obs.ExportResult:
+        self.exported += len(records)
+        return {"status": "success", "exported": len(records)}
+
+
+def observability() -> None:
+    def on_diagnostic(diagnostic: obs.TelemetryDiagnostic) -> None:
+        print(diagnostic["code"], diagnostic["count"])
+
+    batching = obs.BatchingTraceSink(CountingExporter(), max_queue_records=1_000, on_diagnostic=on_diagnostic)
+    private = obs.SensitiveDataProcessor(batching, capture={"tool_input": "redacted", "max_content_chars": 200})
+    sink: obs.TraceSink = obs.CompositeSink([private, obs.FilteringSink(batching, lambda r: r["recordType"] == "span_end")])
+    delivery: obs.FlushResult = sink.force_flush(timeout_ms=1_000)
+    print(delivery["status"], delivery["exported"], batching.get_stats()["queuedRecords"])
+
+
+def mcp_tools() -> None:
+    with connect_mcp_tools(command="npx", args=["-y", "@modelcontextprotocol/server-github"],
+                           env={"GITHUB_TOKEN": os.environ.get("GITHUB_TOKEN", "")}, name_prefix="github") as github:
+        agent = oma.Agent(name="triage", model="claude-sonnet-4-6", tools=github.tools)
+        print(agent.run("List the open issues")["output"])
+
+
+async def mcp_tools_async() -> None:
+    async with await connect_mcp_tools_async(command="uvx", args=["mcp-server-fetch"]) as fetch:
+        names: List[str] = [t.name for t in fetch.tools]
+        print(names, (await oma.AsyncAgent(model="m", tools=fetch.tools).run("fetch it"))["output"])
 
 
 if __name__ == "__main__":

@@ -531,7 +531,7 @@ pub trait Adapter: Send {
     }
     /// The retry policy a call gets when its options name none: the one the provider's SDK
     /// applies by default (`docs/errors.md#default-retry-policy`).
-    fn default_retry(&self) -> crate::http::retry::RetryPolicy;
+    fn default_retry(&self) -> crate::retry::RetryPolicy;
 }
 
 /// What a provider's error answer says, read by [`Adapter::error_detail`]. Every field is

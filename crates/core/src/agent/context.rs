@@ -720,7 +720,7 @@ fn strip_media_for_summary(message: &LlmMessage) -> LlmMessage {
                             parts
                                 .iter()
                                 .map(|part| ToolResultPart::Text {
-                                    text: crate::agent::trace::part_summary(part),
+                                    text: part.summary(),
                                 })
                                 .collect(),
                         ),

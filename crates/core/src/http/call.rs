@@ -37,7 +37,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::retry::{RequestedWait, RetryHints, RetryPolicy};
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
 use crate::adapter::{
     Adapter, ChatRequest, Endpoint, HttpRequest, ResponseContext, StreamDecoder, StreamEvent,
@@ -45,6 +44,7 @@ use crate::adapter::{
 };
 use crate::error::{Error, Refused};
 use crate::message::LlmResponse;
+use crate::retry::{RequestedWait, RetryHints, RetryPolicy};
 use crate::rng::Rng;
 
 /// How a call is bounded and retried.
@@ -616,7 +616,7 @@ impl Call {
             return self.finish(Err(error));
         }
         let hints = RetryHints {
-            wait: super::retry::requested_wait(headers),
+            wait: crate::retry::requested_wait(headers),
             should_retry: None,
         };
         self.fail(error, hints);

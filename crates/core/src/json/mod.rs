@@ -1,7 +1,8 @@
 //! OMA JSON in and out, one job a module: [`guard`] is OMA's shape guard
 //! (`assertValidMessages`) on untyped JSON; [`typing`] converts what passed into the typed
 //! model; `write` maps the model back to OMA JSON; [`writer`] is the JSON writer the request
-//! bodies and `write` share; [`object`] reads configurations and responses field by field.
+//! bodies and `write` share; [`object`] reads configurations and responses field by field;
+//! [`schema`] checks values against a JSON Schema.
 //!
 //! Two passes, so each stays faithful to its contract:
 //!
@@ -19,6 +20,7 @@
 
 pub mod guard;
 pub mod object;
+pub mod schema;
 pub mod typing;
 mod write;
 pub mod writer;

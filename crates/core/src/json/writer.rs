@@ -213,6 +213,18 @@ pub struct DataUrl<'a> {
     pub data: &'a str,
 }
 
+/// A JSON number as JavaScript writes it (`JSON.stringify`, `String(n)`): whole floats without
+/// `.0`, integers exactly.
+pub fn js_number(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        // 2^53: every whole f64 below it is an exact i64.
+        Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 => {
+            format!("{}", x as i64)
+        }
+        _ => n.to_string(),
+    }
+}
+
 /// The escape `serde_json` writes for `byte` (a control character, `"` or `\\`): the short
 /// forms where JSON has them, else `\u00xx` in lowercase hex.
 fn escape(byte: u8) -> &'static str {

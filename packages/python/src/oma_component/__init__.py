@@ -6,9 +6,13 @@ here in Python: by :class:`Agent` and :func:`run_agent` (sync, over urllib3), or
 :class:`AsyncAgent` and :func:`run_agent_async` (asyncio, over httpx). See README.md.
 """
 
-from ._agent import (Agent, Backend, CallableBackend, CancelToken, EnvironmentNames, ProcessBackend, Tool,
-                     ToolResult, environment_names, run_agent, tool)
-from ._aio import AsyncAgent, AsyncHttpClient, run_agent_async
+from ._agent.agent import Agent, AsyncAgent
+from ._agent.cancel import CancelToken
+from ._agent.config import EnvironmentNames, environment_names
+from ._agent.orchestrator import run_agent, run_agent_async
+from ._agent.process_backend import Backend, CallableBackend, ProcessBackend
+from ._agent.tool import Tool, ToolResult, tool
+from ._http_async import AsyncHttpClient
 from ._builtin_tools import BUILT_IN_TOOL_NAMES, builtin_tools, classify_bash_command
 from ._pool import AgentPool, Semaphore
 from ._codec import format_request, parse_response, validate

@@ -19,7 +19,7 @@ import signal
 import subprocess
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._agent import Tool, ToolResult
+from ._agent.tool import Tool, ToolResult
 
 __all__ = ["builtin_tools", "BUILT_IN_TOOL_NAMES", "DEFAULT_WORKSPACE_DIRNAME", "classify_bash_command",
            "redact_sensitive_text"]

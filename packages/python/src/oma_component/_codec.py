@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence, cast
 
-from ._agent import Tool, _content_json, _source_json, _tool_use_json
+from ._agent.input import input_json
+from ._agent.tool import Tool
+from ._agent.values import content_json, source_json, tool_use_json
 from ._errors import InvalidMessageError
 from ._runtime import dumps as _dumps
-from ._runtime import Runtime, default_runtime, input_json, record
+from ._runtime import Runtime, default_runtime, record
 from ._types import FormattedRequest, LLMMessage, LLMResponse, Messages
 
 
@@ -111,11 +113,11 @@ def _block_json(block: Any) -> Any:
         return {"type": "image", "source": {"type": "base64", "media_type": getattr(p.source, "media-type"),
                                             "data": p.source.data}}
     if tag == "video":
-        return {"type": "video", "source": _source_json(p.source)}
+        return {"type": "video", "source": source_json(p.source)}
     if tag == "tool-use":
-        return _tool_use_json(p)
+        return tool_use_json(p)
     if tag == "tool-result":
-        out = {"type": "tool_result", "tool_use_id": getattr(p, "tool-use-id"), "content": _content_json(p.content)}
+        out = {"type": "tool_result", "tool_use_id": getattr(p, "tool-use-id"), "content": content_json(p.content)}
         if getattr(p, "is-error") is not None:
             out["is_error"] = getattr(p, "is-error")
         return out

@@ -413,7 +413,7 @@ class OmaTool(_OmaToolOptional):
     """A tool in OMA's shape, as a dict: ``{"name", "description", "inputSchema", "execute"}``.
     ``execute(input)`` or ``execute(input, context)`` (``context``: ``{"agent": {"name",
     "model"}, "toolCallId", "runId"}``) returns what a :class:`Tool`'s function returns
-    (OMA's ``{"data", "isError"}`` too), or awaits it."""
+    (OMA's ``{"data", "modelOutput"?, "isError"}`` too), or awaits it."""
 
     name: str
     execute: Callable[..., Any]

@@ -63,8 +63,8 @@ pub(crate) mod tests;
 use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::adapter::{ResponseContext, Validated};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
 pub const NAME: &str = "ai-sdk";

@@ -20,8 +20,8 @@ pub use response::{error_detail, error_message};
 use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::adapter::{ResponseContext, Validated};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The base URL used when the endpoint names none.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";

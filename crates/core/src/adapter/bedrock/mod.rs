@@ -29,8 +29,8 @@ use crate::adapter::{
 };
 use crate::adapter::{malformed, ChatRequest};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The adapter's name, used as `provenance` and in provider errors.
 pub const NAME: &str = "bedrock";

@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
-use crate::http::retry::{parse_duration_seconds, RetryPolicy};
 use crate::message::LlmResponse;
+use crate::retry::{parse_duration_seconds, RetryPolicy};
 
 /// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
 pub const NAME: &str = "gemini";

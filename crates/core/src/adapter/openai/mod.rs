@@ -32,9 +32,9 @@ use self::messages::{wire_messages, WireMessage};
 use super::{error_object_detail, ErrorDetail, StreamDecoder, ToolDefinition};
 use super::{join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::json::writer::Writer;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The names [`preset`] knows.
 pub const PRESETS: &[&str] = &[

@@ -6,15 +6,22 @@ use std::collections::VecDeque;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::adapter::Credentials;
-use crate::agent::before_run::BeforeRunResult;
+use crate::adapter::{Credentials, Endpoint};
+use crate::agent::before_run::{BeforeRunResult, ExternalKind};
 use crate::agent::config::AgentSettings;
 use crate::agent::entry::{start_run_agent, Agent};
+use crate::agent::exchange::{
+    AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
+};
 use crate::agent::input::PromptInput;
 use crate::agent::outcome::outcome_json;
+use crate::agent::structured::OutputSchema;
 use crate::agent::turn::Event;
+use crate::http::call::{CallAnswer, Outgoing};
 use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
-use crate::message::{ImageBlock, MediaSource, ToolResultContent};
+use crate::message::{
+    ContentBlock, ImageBlock, MediaSource, Role, ToolResultBlock, ToolResultContent,
+};
 
 const KEY: &str = "sk-machine-SECRET-7fa1";
 const NOW: u64 = 1_796_036_400_000;
@@ -32,7 +39,7 @@ fn settings(provider: &str) -> AgentSettings {
         },
         ..AgentSettings::default()
     };
-    settings.call.retry = Some(crate::http::retry::RetryPolicy::none());
+    settings.call.retry = Some(crate::retry::RetryPolicy::none());
     settings
 }
 
@@ -452,11 +459,11 @@ fn a_tools_is_error_travels_as_the_tool_said_it() {
 #[test]
 fn retries_are_waits_the_host_performs() {
     let mut settings = settings("anthropic");
-    settings.call.retry = Some(crate::http::retry::RetryPolicy {
+    settings.call.retry = Some(crate::retry::RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 10,
         backoff: 2.0,
-        ..crate::http::retry::RetryPolicy::default()
+        ..crate::retry::RetryPolicy::default()
     });
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
@@ -515,7 +522,7 @@ fn time_comes_from_the_host() {
         gate: None,
     });
     let mut machine = agent.start(text("q"), false, 1).expect("valid");
-    machine.spec.turn.max_turns = 1;
+    machine.run.spec.turn.max_turns = 1;
     let outcome = host.drive(&mut machine);
     let id = match &outcome.messages[0].content[0] {
         ContentBlock::ToolUse(call) => call.id.clone(),
@@ -859,11 +866,7 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
 #[test]
 fn wake_at_covers_a_retry_wait() {
     let mut settings = settings("anthropic");
-    settings.call.retry = Some(crate::http::retry::RetryPolicy::from_oma(
-        1,
-        Some(250.0),
-        None,
-    ));
+    settings.call.retry = Some(crate::retry::RetryPolicy::from_oma(1, Some(250.0), None));
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut machine = agent.start(text("q"), false, 1).expect("valid");
@@ -895,7 +898,7 @@ fn wake_at_covers_a_retry_wait() {
 }
 
 fn settings_deadline(machine: &RunMachine) -> Option<u64> {
-    machine.spec.deadline_ms.map(|deadline| NOW + deadline)
+    machine.run.spec.deadline_ms.map(|deadline| NOW + deadline)
 }
 
 #[test]

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::{documents, repository};
+
 /// The top-level directories (and files) whose paths the documents name.
 const ROOTS: &[&str] = &[
     "src/",
@@ -18,53 +20,6 @@ const ROOTS: &[&str] = &[
     "bench/",
     ".ci/",
 ];
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host-tests is one level below the repository")
-        .to_path_buf()
-}
-
-/// The documents checked: the README, every page of `docs/`, and the READMEs beside the code.
-fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut found = vec![root.join("README.md")];
-    for dir in [
-        "docs",
-        "packages",
-        "fixtures",
-        "examples",
-        "fuzz",
-        "bench",
-        "host-tests",
-    ] {
-        collect(&root.join(dir), &mut found);
-    }
-    found
-}
-
-fn collect(dir: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if path.is_dir() {
-            // Installed and generated trees are not the repository's documents.
-            if !matches!(
-                name.as_ref(),
-                "node_modules" | "target" | "gen" | ".venv" | "dist" | "build"
-            ) && !name.starts_with('.')
-            {
-                collect(&path, found);
-            }
-        } else if name.ends_with(".md") && (dir.ends_with("docs") || name == "README.md") {
-            found.push(path);
-        }
-    }
-}
 
 /// How a document names a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

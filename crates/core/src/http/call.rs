@@ -308,6 +308,25 @@ impl Call {
         call
     }
 
+    /// A call whose answer is known without asking the provider (the estimate of a count where
+    /// the provider has no counter): its first poll finishes it with `response`, and nothing is
+    /// ever sent.
+    pub fn answered(adapter: Box<dyn Adapter>, response: LlmResponse) -> Call {
+        let known = Err(Error::Session {
+            message: "the call's answer is known".into(),
+        });
+        let mut call = Call::with_formatted(
+            adapter,
+            &ChatRequest::default(),
+            known,
+            CallOptions::default(),
+            0,
+            &Endpoint::default(),
+        );
+        call.outcome = Some(Ok(response));
+        call
+    }
+
     fn with_formatted(
         adapter: Box<dyn Adapter>,
         request: &ChatRequest,

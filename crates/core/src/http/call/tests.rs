@@ -875,3 +875,17 @@ fn a_prepared_request_is_sent_as_made_and_read_with_the_adapter() {
     let mut call = Call::prepared(Box::new(Anthropic), prepared, &endpoint(), denied, 1);
     assert!(expect_done(&mut call).is_err());
 }
+
+#[test]
+fn an_answered_call_finishes_at_once_and_sends_nothing() {
+    let known = LlmResponse {
+        id: String::new(),
+        content: Vec::new(),
+        model: "m".into(),
+        stop_reason: String::new(),
+        usage: crate::message::TokenUsage::new(7, 0),
+    };
+    let mut call = Call::answered(Box::new(Anthropic), known.clone());
+    assert_eq!(expect_done(&mut call), Ok(known));
+    assert_eq!(call.poll(NOW), CallPoll::Over);
+}

@@ -9,7 +9,7 @@
 // structuredClone step fails, and cycles or BigInts (which JSON cannot carry) fail with an
 // InvalidMessageError that names the path.
 
-import { InvalidMessageError } from './errors.js'
+import { InvalidMessageError } from '../errors.js'
 
 const STOP = Symbol('stop')
 

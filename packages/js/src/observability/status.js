@@ -8,7 +8,7 @@ import {
   LLMCallTimeoutError,
   TokenBudgetExceededError,
   isRetryableError,
-} from './errors.js'
+} from '../errors.js'
 
 /** How long a status message and an errorInfo message may be, as in OMA. */
 const STATUS_MESSAGE_CHARS = 256

@@ -5,7 +5,7 @@
 
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { defineTool } from '../tools.js'
+import { defineTool } from '../framework.js'
 import { s } from './schema.js'
 import { resolvePathWithinCwd } from './path-safety.js'
 

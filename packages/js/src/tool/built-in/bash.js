@@ -4,10 +4,10 @@
 // with secrets redacted; a non-zero exit is an error result. A custom executor that ignores the
 // deadline or the abort is abandoned 100 ms after it (124 / 130, OMA's codes).
 
-import { defineTool } from '../tools.js'
+import { defineTool } from '../framework.js'
 import { s } from './schema.js'
-import { redactSensitiveText } from './redact.js'
-import { LocalShellExecutor } from './shell.js'
+import { redactSensitiveText } from '../../utils/redaction.js'
+import { LocalShellExecutor } from '../shell/local.js'
 
 const DEFAULT_TIMEOUT_MS = 30_000
 const GRACE_MS = 100

@@ -7,7 +7,7 @@ import { delegateToAgentTool } from './delegate.js'
 import { fileEditTool, fileReadTool, fileWriteTool } from './files.js'
 import { globTool, grepTool } from './search.js'
 
-export { LocalShellExecutor } from './shell.js'
+export { LocalShellExecutor } from '../shell/local.js'
 export { bashTool, delegateToAgentTool, fileEditTool, fileReadTool, fileWriteTool, globTool, grepTool }
 
 /** The built-ins in OMA's order (without `delegate_to_agent`). */

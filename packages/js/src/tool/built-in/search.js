@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process'
 import { lstat, readdir, readFile, stat } from 'node:fs/promises'
 import { basename, join, relative } from 'node:path'
-import { defineTool } from '../tools.js'
+import { defineTool } from '../framework.js'
 import { s } from './schema.js'
 import { defaultWorkspaceDir, resolvePathWithinCwd } from './path-safety.js'
 

@@ -4,7 +4,7 @@
 // abort, 127 when bash cannot start. Not a sandbox: the command has this process's rights.
 
 import { spawn } from 'node:child_process'
-import { isSensitiveName } from './redact.js'
+import { isSensitiveName } from '../../utils/redaction.js'
 
 const ENV_ALLOWED = new Set(['HOME', 'LANG', 'LC_ALL', 'LOGNAME', 'PATH', 'SHELL', 'TEMP', 'TERM', 'TMP', 'TMPDIR', 'USER'])
 

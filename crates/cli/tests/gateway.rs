@@ -2734,7 +2734,9 @@ async fn messages_answers_anthropics_shape(gw: &Gateway<'_>) -> anyhow::Result<(
             "{model}: {message}"
         );
         ensure!(
-            message["usage"] == json!({"input_tokens": 12, "output_tokens": 6}),
+            message["usage"]
+                == json!({"input_tokens": 12, "cache_creation_input_tokens": 0,
+                          "cache_read_input_tokens": 0, "output_tokens": 6}),
             "{model}: {message}"
         );
         let mut streamed = body.clone();

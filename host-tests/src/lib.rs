@@ -1,8 +1,9 @@
-//! The wasmtime-based harness of oma-component: the guest its `artifacts` crate builds, driven
-//! in every world by the tests and benchmarks here, and what they need around the wasmtime
-//! embedding (nothing a production host needs).
+//! The wasmtime-based harness of oma-component: the guest its `artifacts` crate and its own
+//! build script build, driven in every world by the tests and benchmarks here, and what they
+//! need around the wasmtime embedding (nothing a production host needs).
 //!
-//! - [`artifact`]: the four components this repository builds (`oma-artifacts`), as bytes;
+//! - [`artifact`]: the four components this repository builds, as bytes: the two the binaries
+//!   carry (`oma-artifacts`) and the two only tests drive (this crate's `build.rs`);
 //! - [`Shared`]: one process-wide [`Harness`] for `oma_component.wasm`, one [`DriverHarness`]
 //!   for `oma_portable.wasm` and one [`RoutesHarness`] for `oma_routes.wasm`
 //!   (`Harness::shared()`), compiled once per test binary;
@@ -80,8 +81,13 @@
 
 use std::sync::OnceLock;
 
-/// The components this repository builds (`oma-artifacts`), as bytes.
-pub use oma_artifacts as artifact;
+/// The four components this repository builds, as bytes (each with its `*_FILE`): the two the
+/// binaries carry (`oma-artifacts`: `COMPONENT`, `GATEWAY`) and the two only the tests drive,
+/// built by this crate's `build.rs` (`PORTABLE`, `ROUTES`).
+pub mod artifact {
+    pub use oma_artifacts::*;
+    include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
+}
 
 mod outbound;
 mod routes;
@@ -93,6 +99,17 @@ pub use oma_wasmtime::*;
 pub use oma_loopback::*;
 pub use outbound::{send_bare, BareRequest, CannedResponse, CaptureOutbound};
 pub use routes::{instantiate_empty, routes_types, RoutesGuest, RoutesHarness};
+
+/// A retry schedule of the tests' own (OMA's, with a 10 ms base delay and backoff 2), in place
+/// of the provider's default: `max_attempts` attempts in all, so that a test of retries waits
+/// milliseconds.
+pub fn retries(max_attempts: u32) -> Option<RetryOptions> {
+    Some(RetryOptions {
+        max_attempts,
+        base_delay_ms: 10,
+        backoff: 2.0,
+    })
+}
 
 /// The process-wide harness of a component this repository builds, made on first use: what
 /// every test and benchmark instantiates its guests from, so the component is compiled (or read

@@ -25,6 +25,7 @@
 //! variables an outer cargo gives a build script removed so that they cannot leak into the
 //! guest build.
 
+pub mod carry;
 pub mod world;
 
 use std::env;
@@ -334,7 +335,27 @@ pub fn build_all(
     profile: &str,
     note: &dyn Fn(&str),
 ) -> Result<Artifacts, String> {
-    let packages = ARTIFACTS.map(|artifact| artifact.package);
+    let dir = build_artifacts(workspace, target_dir, profile, &ARTIFACTS, note)?;
+    Ok(Artifacts {
+        component: dir.join(GUEST_ARTIFACT),
+        portable: dir.join(PORTABLE_ARTIFACT),
+        gateway: dir.join(GATEWAY_ARTIFACT),
+        routes: dir.join(ROUTES_ARTIFACT),
+    })
+}
+
+/// Builds `artifacts` (some of [`ARTIFACTS`], or [`FASTLY`]) as [`build_all`] builds the four:
+/// their world crates in one cargo build, each core module then made a component. Returns the
+/// directory they are in, `target_dir/`[`ARTIFACT_DIR`]`/<profile>/`, beside any others built
+/// there before.
+pub fn build_artifacts(
+    workspace: &Path,
+    target_dir: &Path,
+    profile: &str,
+    artifacts: &[Artifact],
+    note: &dyn Fn(&str),
+) -> Result<PathBuf, String> {
+    let packages: Vec<&str> = artifacts.iter().map(|artifact| artifact.package).collect();
     let modules = build_guest(
         workspace,
         target_dir,
@@ -346,43 +367,32 @@ pub fn build_all(
     let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
-    for artifact in ARTIFACTS {
+    for artifact in artifacts {
         componentize(&modules.join(artifact.file), &dir.join(artifact.file))?;
     }
-    Ok(Artifacts {
-        component: dir.join(GUEST_ARTIFACT),
-        portable: dir.join(PORTABLE_ARTIFACT),
-        gateway: dir.join(GATEWAY_ARTIFACT),
-        routes: dir.join(ROUTES_ARTIFACT),
-    })
+    Ok(dir)
 }
 
-/// Builds the artifact `artifact` of the one package `package` (a world crate, or
-/// [`FASTLY_PACKAGE`]) and returns its path, where [`build_all`] would put it (beside the
-/// others, in the [`ARTIFACT_DIR`] directory of the profile).
+/// Builds the one artifact `artifact` ([`build_artifacts`] of it alone) and returns its path,
+/// beside the others in the [`ARTIFACT_DIR`] directory of the profile.
 pub fn build_artifact(
     workspace: &Path,
     target_dir: &Path,
     profile: &str,
-    package: &str,
-    artifact: &str,
+    artifact: Artifact,
     note: &dyn Fn(&str),
 ) -> Result<PathBuf, String> {
-    let modules = build_guest(
-        workspace,
-        target_dir,
-        profile,
-        GUEST_TARGET,
-        &[package],
-        note,
-    )?;
-    let dir = target_dir.join(ARTIFACT_DIR).join(profile_dir(profile));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
-    note(&format!("making {artifact} a component"));
-    let out = dir.join(artifact);
-    componentize(&modules.join(artifact), &out)?;
-    Ok(out)
+    let dir = build_artifacts(workspace, target_dir, profile, &[artifact], note)?;
+    note(&format!("made {} a component", artifact.file));
+    Ok(dir.join(artifact.file))
+}
+
+/// The artifact whose `--world` name is `flag`: one of [`ARTIFACTS`], or [`FASTLY`].
+pub fn artifact(flag: &str) -> Option<Artifact> {
+    ARTIFACTS
+        .into_iter()
+        .chain([FASTLY])
+        .find(|artifact| artifact.flag == flag)
 }
 
 /// The directory cargo puts a profile's output in.

@@ -28,21 +28,17 @@ fn main() -> ExitCode {
 
 /// The artifact `--world name` chooses: one of [`ARTIFACTS`], or the opt-in [`FASTLY`].
 fn world(name: &str) -> Result<Artifact, String> {
-    ARTIFACTS
-        .into_iter()
-        .chain([FASTLY])
-        .find(|artifact| artifact.flag == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = ARTIFACTS
-                .iter()
-                .chain([&FASTLY])
-                .map(|artifact| artifact.flag)
-                .collect();
-            format!(
-                "unknown world {name:?}: expected one of {}",
-                names.join(", ")
-            )
-        })
+    oma_guest_build::artifact(name).ok_or_else(|| {
+        let names: Vec<&str> = ARTIFACTS
+            .iter()
+            .chain([&FASTLY])
+            .map(|artifact| artifact.flag)
+            .collect();
+        format!(
+            "unknown world {name:?}: expected one of {}",
+            names.join(", ")
+        )
+    })
 }
 
 fn run() -> Result<(), String> {
@@ -98,14 +94,7 @@ fn run() -> Result<(), String> {
     );
     let note = |message: &str| eprintln!("{message}");
     if let Some(artifact) = chosen {
-        let path = build_artifact(
-            &workspace,
-            &target_dir,
-            &profile,
-            artifact.package,
-            artifact.file,
-            &note,
-        )?;
+        let path = build_artifact(&workspace, &target_dir, &profile, artifact, &note)?;
         println!("{}", path.display());
         if check_sizes {
             let dir = path.parent().ok_or("the artifact has no directory")?;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use oma_guest_build::world::{self, Imports};
-use oma_guest_build::{build_artifact, FASTLY_ARTIFACT, FASTLY_PACKAGE};
+use oma_guest_build::{build_artifact, FASTLY};
 use wit_component::DecodedWasm;
 use wit_parser::{Resolve, WorldId};
 
@@ -52,14 +52,9 @@ fn differences(bytes: &[u8]) -> Vec<String> {
 #[test]
 fn the_fastly_artifact_targets_fastlys_service_world() {
     let target_dir = workspace().join("target/oma-guest");
-    let path = build_artifact(
-        &workspace(),
-        &target_dir,
-        "wasm-release",
-        FASTLY_PACKAGE,
-        FASTLY_ARTIFACT,
-        &|note| eprintln!("{note}"),
-    )
+    let path = build_artifact(&workspace(), &target_dir, "wasm-release", FASTLY, &|note| {
+        eprintln!("{note}")
+    })
     .expect("oma_fastly.wasm builds");
     let bytes = std::fs::read(&path).expect("the artifact is readable");
     let found = differences(&bytes);

@@ -335,7 +335,7 @@ impl DriverGuest {
         }
     }
 
-    /// `session.next`, unperformed: the raw poll (for tests of the protocol itself).
+    /// `session.next`, unperformed: the raw poll, for a host that performs the steps itself.
     pub async fn next_step(
         &mut self,
         session: ResourceAny,
@@ -348,7 +348,7 @@ impl DriverGuest {
             .await?)
     }
 
-    /// `session.answer`, as given (for tests of the protocol itself).
+    /// `session.answer`, as given: a performed step's answer, from a host that steps itself.
     pub async fn answer(
         &mut self,
         session: ResourceAny,

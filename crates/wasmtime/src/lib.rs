@@ -117,9 +117,7 @@ pub use guard::{
 };
 pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
-pub use provider::{
-    call_options, chat_request, endpoint, retries, ChatStreamHandle, MAX_STREAM_EVENTS,
-};
+pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use source::ComponentSource;
 pub use state::{DenyOutbound, GuestOptions, HostState};
 pub use store::start_call;

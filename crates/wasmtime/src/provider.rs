@@ -65,22 +65,16 @@ pub fn endpoint(provider: &str, base_url: Option<&str>, api_key: Option<&str>) -
     }
 }
 
-/// A retry schedule of the test's own (OMA's, with a 10 ms base delay and backoff 2), in place
-/// of the provider's default: `max_attempts` attempts in all.
-pub fn retries(max_attempts: u32) -> Option<RetryOptions> {
-    Some(RetryOptions {
-        max_attempts,
-        base_delay_ms: 10,
-        backoff: 2.0,
-    })
-}
-
-/// Call options for tests: one attempt ([`retries`]`(1)`, so that no test waits on a provider's
-/// default backoff unless it asks for it with `retry: None`), a 30 s timeout, a 32 MiB response
-/// limit, and the open egress policy (the host's hooks still decide).
+/// Call options of one attempt (no retry, so that nothing waits on a provider's default backoff
+/// unless the caller asks for it with `retry: None`), a 30 s timeout, a 32 MiB response limit,
+/// and the open egress policy (the host's hooks still decide).
 pub fn call_options() -> CallOptions {
     CallOptions {
-        retry: retries(1),
+        retry: Some(RetryOptions {
+            max_attempts: 1,
+            base_delay_ms: 0,
+            backoff: 1.0,
+        }),
         timeout_ms: 30_000,
         deadline_ms: None,
         max_response_bytes: 32 << 20,

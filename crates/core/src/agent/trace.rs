@@ -505,10 +505,7 @@ mod tests {
             1,
         );
         tracer.llm_started(1000, LlmPhase::Turn, "m");
-        let usage = TokenUsage {
-            input_tokens: 3,
-            output_tokens: 4,
-        };
+        let usage = TokenUsage::new(3, 4);
         let response = crate::message::LlmResponse {
             id: "r".into(),
             content: Vec::new(),

@@ -1,6 +1,7 @@
-//! `/v1/chat/completions` through [`serve`](crate::serve::serve), natively: a scripted exchange
-//! (the client's request, the response written) and a scripted transport (each provider's
-//! answers, every request that reached it recorded).
+//! `/v1/chat/completions` through the request machine and its blocking loop
+//! ([`serve`](crate::serve::serve)), natively: a scripted exchange (the client's request, the
+//! response written) and a scripted transport (each provider's answers, every request that
+//! reached it recorded).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -11,7 +12,8 @@ use serde_json::{json, Value};
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_step::Transport;
 
-use crate::serve::{serve, Exchange};
+use crate::request::{BodyFailure, BodyLimits, RequestHead, RequestMachine};
+use crate::serve::Exchange;
 use crate::{Reply, Settings};
 
 const KEY: &str = "sk-chat-unit-SECRET-7171";
@@ -79,19 +81,7 @@ struct Client {
 impl Exchange for Client {
     type Transport = Scripted;
 
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn now_ms(&self) -> u64 {
-        NOW
-    }
-    fn random_u64(&self) -> u64 {
-        42
-    }
-    fn read_body(&mut self, _: Option<u64>, _: u64, _: u64) -> Result<Vec<u8>, Reply> {
+    fn read_body(&mut self, _: &BodyLimits) -> Result<Vec<u8>, BodyFailure> {
         Ok(std::mem::take(&mut self.body))
     }
     fn respond(&mut self, reply: &Reply) {
@@ -118,6 +108,34 @@ impl Exchange for Client {
     fn log(&mut self, line: &str) {
         self.transport.0.borrow_mut().log.push(line.to_owned());
     }
+}
+
+/// Serves `client`'s request (`method`, `path`, its headers and body) with `settings`, at
+/// [`NOW`]; the status answered.
+fn serve(
+    settings: Result<Settings, crate::env::BadVariable>,
+    method: &str,
+    path: &str,
+    client: &mut Client,
+) -> u16 {
+    let head = RequestHead {
+        method: method.into(),
+        path: path.into(),
+        headers: client
+            .headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.clone()))
+            .collect(),
+    };
+    crate::serve::serve(RequestMachine::new(settings, head, NOW, 42), client)
+}
+
+/// The lines of `log` other than each request's own line.
+fn dropped_exports(log: &[String]) -> Vec<&str> {
+    log.iter()
+        .map(String::as_str)
+        .filter(|line| line.contains("trace export dropped"))
+        .collect()
 }
 
 fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariable> {
@@ -905,7 +923,11 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     );
     assert_eq!(attribute(answered_span, "error.type"), Value::Null);
 
-    assert!(answered.log.is_empty(), "{:?}", answered.log);
+    assert!(
+        dropped_exports(&answered.log).is_empty(),
+        "{:?}",
+        answered.log
+    );
 
     // A collector that refuses the export costs the client nothing; the drop is logged.
     let settings = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]);
@@ -919,9 +941,13 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     );
     assert_eq!(dropped.status, 200);
     assert_eq!(dropped.sent.len(), 2, "the call, then the export");
+    // The request's own line, then the drop.
     assert_eq!(
         dropped.log,
-        ["oma-gateway: trace export dropped: the collector answered 503\n"]
+        [
+            "oma-gateway: POST /v1/chat/completions 200 0ms\n",
+            "oma-gateway: trace export dropped: the collector answered 503\n"
+        ]
     );
 
     let bad = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")]).expect_err("bad");

@@ -9,7 +9,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import {
-  EXAMPLES, OUT_OF_SCOPE, PENDING, emit, expected, observe, omaDir, prepare, prepareOmaExamples, programs, typecheck,
+  EXAMPLES, INTEGRATIONS, OMA_TYPECHECKED, OUT_OF_SCOPE, PENDING, emit, expected, observe, omaDir, prepare, prepareOmaExamples, programs, typecheck,
 } from '../test-examples/harness.mjs'
 
 const oma = omaDir()
@@ -23,6 +23,14 @@ test('every one of OMA\'s 15 single-agent examples has a program here or a state
   assert.deepEqual(Object.keys(PENDING).filter((p) => !programs().includes(p)), [])
 })
 
+test('every one of OMA\'s 3 MCP examples has a program here or a stated reason', () => {
+  assert.equal(Object.keys(INTEGRATIONS).length, 3)
+  for (const [example, program] of Object.entries(INTEGRATIONS)) {
+    if (program === null) assert.ok(OUT_OF_SCOPE[example], `${example}: no program and no reason`)
+    else assert.ok(programs().includes(program), `${example}: programs/${program}.ts is missing`)
+  }
+})
+
 for (const [example, reason] of Object.entries(OUT_OF_SCOPE)) {
   test(`${example}: out of the package`, { skip: reason }, () => {})
 }
@@ -34,7 +42,7 @@ test('the programs type-check with tsc --strict against the package, the import 
 
 test('OMA\'s own example files type-check against the package, the imports changed only', { skip: oma ? false : 'OMA_DIR is not set' }, () => {
   const { dir, names } = prepareOmaExamples(oma)
-  assert.equal(names.length, 13)
+  assert.equal(names.length, 13 + OMA_TYPECHECKED.length)
   const result = typecheck(dir)
   assert.ok(result.ok, result.output)
 })

@@ -25,16 +25,22 @@ const pkg = join(here, '..')
 const bin = (name) => join(here, 'node_modules', '.bin', name)
 
 /**
+ * A name for loopback that is not `localhost`: a page served from it over plain HTTP is not a
+ * secure context (no `crypto.randomUUID`), as a page on a LAN address would be.
+ */
+const INSECURE_HOST = 'oma-page.test'
+
+/**
  * Chromium's flags: headless, no sandbox (CI runs as root), no GPU, and nothing that calls home
  * (background networking, component updates, sync, first-run tasks, pings, crash reports); every
  * run gets a fresh profile. With those alone Chromium still looked up accounts.google.com and
- * clients2.google.com (seen with strace): every name but 127.0.0.1 fails inside Chromium, so no
- * lookup leaves the machine.
+ * clients2.google.com (seen with strace): every name but 127.0.0.1 (and INSECURE_HOST, which is
+ * 127.0.0.1) fails inside Chromium, so no lookup leaves the machine.
  */
 const CHROMIUM_FLAGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
   '--disable-sync', '--no-first-run', '--no-default-browser-check', '--no-pings', '--disable-breakpad',
-  '--disable-domain-reliability', '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
+  '--disable-domain-reliability', `--host-resolver-rules=MAP ${INSECURE_HOST} 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1`,
 ]
 
 const EXPECTED = {
@@ -114,6 +120,7 @@ before(async () => {
     "import * as oma from 'oma-component'",
     "import { runScenarios } from './scenarios.js'",
     "window.omaOutcomes = runScenarios(oma, new URL(location.href).searchParams.get('provider'))",
+    '  .then((outcomes) => ({ ...outcomes, secureContext: window.isSecureContext, randomUUID: typeof crypto.randomUUID }))',
     '',
   ].join('\n'))
   writeFileSync(join(app, 'index.html'), '<!doctype html>\n<title>oma-component</title>\n<script type="module" src="./main.js"></script>\n')
@@ -130,7 +137,7 @@ after(async () => {
  * Serves the bundle in `root` (at the root of its origin, as Vite's default `base` wants it),
  * opens its index.html in Chromium and resolves with the scenarios' outcomes.
  */
-async function outcomesInChromium(root) {
+async function outcomesInChromium(root, host) {
   browser ??= await puppeteer.launch({
     executablePath: process.env.OMA_CHROMIUM || '/usr/bin/chromium',
     headless: true,
@@ -144,7 +151,7 @@ async function outcomesInChromium(root) {
   page.on('pageerror', (error) => errors.push(String(error)))
   page.on('console', (msg) => { if (msg.type() === 'error') errors.push(msg.text()) })
   try {
-    await page.goto(`${pages.url}/index.html?provider=${encodeURIComponent(provider.url)}`, { waitUntil: 'load', timeout: 30000 })
+    await page.goto(`${pages.url.replace('127.0.0.1', host)}/index.html?provider=${encodeURIComponent(provider.url)}`, { waitUntil: 'load', timeout: 30000 })
     await page.waitForFunction(() => window.omaOutcomes !== undefined, { timeout: 30000 }).catch(() => {
       throw new Error(`the page never started its runs: ${errors.join('; ') || 'no error reported'}`)
     })
@@ -195,7 +202,12 @@ for (const bundler of ['esbuild', 'vite']) {
       for (const f of assets.filter((f) => f.endsWith('.js'))) assert.deepEqual(nodeImports(readFileSync(join(out, 'assets', f), 'utf8')), [], f)
     }
     const from = provider.requests.length
-    checkOutcomes(await outcomesInChromium(out))
+    // The esbuild page is served from 127.0.0.1 (a secure context), the Vite page from a name
+    // that is not (no crypto.randomUUID: run ids come from crypto.getRandomValues).
+    const secure = bundler === 'esbuild'
+    const outcomes = await outcomesInChromium(out, secure ? '127.0.0.1' : INSECURE_HOST)
+    assert.deepEqual([outcomes.secureContext, outcomes.randomUUID], secure ? [true, 'function'] : [false, 'undefined'])
+    checkOutcomes(outcomes)
     checkBrowserRequests(sentSince(from))
   })
 }

@@ -4,8 +4,8 @@
 // config), and each bundle runs in headless Chromium (Debian's package, driven by
 // puppeteer-core: no browser is downloaded) against a loopback provider of another origin
 // (provider.js, CORS); the same scenarios (scenarios.js: a run, a stream, a tool round trip,
-// OMA's validation message, a cancelled run) run under Deno with `--allow-net` and `--allow-read`
-// only, and under Bun.
+// OMA's validation message, a cancelled run, the response limit, a redirect, the egress policy)
+// run under Deno with `--allow-net` and `--allow-read` only, and under Bun.
 //
 // Environment: OMA_TARBALL (a tarball already packed; without it one is packed), OMA_CHROMIUM
 // (default /usr/bin/chromium), OMA_DENO (default `deno` on PATH). ci.sh installs what is missing.
@@ -52,10 +52,17 @@ const EXPECTED = {
   tool: { output: 'the sum is 5', turns: 2, tools: ['add'], seen: ['toolu_1'] },
   validation: { rejected: true, invalidMessage: true, message: 'messages[0].content must be a ContentBlock[], got string' },
   cancel: { success: false, status: { code: 'cancelled', message: 'Run cancelled by caller.' }, withinMs: true },
+  limit: { success: false, overLimit: true },
+  redirect: { success: false },
+  egress: { success: false, refused: true },
 }
 
-/** What a host sends for the scenarios: the run, the stream, the tool's two turns, the cancelled run. */
-const SENT = ['a run', 'a stream', 'a tool', 'a tool', 'a hang']
+/**
+ * What a host sends for the scenarios: the run, the stream, the tool's two turns, the cancelled
+ * run, the answer past the limit and the redirect (once each: not retried, not followed); not the
+ * invalid messages, nor the run the egress policy refuses.
+ */
+const SENT = ['a run', 'a stream', 'a tool', 'a tool', 'a hang', 'a big answer', 'a redirect']
 
 function run(command, args, options = {}) {
   return new Promise((resolve, reject) => {
@@ -164,7 +171,9 @@ async function outcomesInChromium(root, host) {
 
 /** The provider's requests since `from`, as the scenarios sent them. */
 function sentSince(from) {
-  return provider.requests.slice(from)
+  const requests = provider.requests.slice(from)
+  assert.deepEqual(requests.filter((r) => r.url !== '/v1/messages').map((r) => r.url), [], 'a redirect was followed')
+  return requests
 }
 
 function checkOutcomes(outcomes) {

@@ -1,7 +1,8 @@
 // A loopback Anthropic-shaped provider for test-browser/, answering pages of another origin
 // (CORS: preflights answered, `content-encoding` exposed to the page). What it answers depends on
 // the request: `a stream` an SSE text stream, `a tool` a tool call then (with its result) a text,
-// `a hang` nothing at all (for cancellation), anything else a text. A JSON answer is gzipped
+// `a hang` nothing at all (for cancellation), `a big answer` 200 KB of text, `a redirect` a 302
+// (to /followed, which nothing may ask for), anything else a text. A JSON answer is gzipped
 // when the request accepts gzip (a browser does; the package asks for identity elsewhere), so a
 // page gets a body its browser decoded. Every request is recorded.
 import http from 'node:http'
@@ -63,6 +64,11 @@ export async function startProvider() {
       requests.push({ method: req.method, url: req.url, headers: req.headers, body })
       const { text, results } = read(body)
       if (text === 'a hang') return // never answers: the page cancels the run
+      if (text === 'a redirect') {
+        res.writeHead(302, { ...CORS, location: '/followed', 'content-length': '0' })
+        res.end()
+        return
+      }
       if (body?.stream === true) {
         res.writeHead(200, { ...CORS, 'content-type': 'text/event-stream' })
         for (const piece of sse(['Hel', 'lo ', 'stream'])) res.write(piece)
@@ -74,6 +80,8 @@ export async function startProvider() {
         answer = message([{ type: 'tool_use', id: 'toolu_1', name: 'add', input: { a: 2, b: 3 } }], 'tool_use')
       } else if (text === 'a tool') {
         answer = message([{ type: 'text', text: `the sum is ${results[0].content}` }])
+      } else if (text === 'a big answer') {
+        answer = message([{ type: 'text', text: ' '.repeat(200000) }])
       } else {
         answer = message([{ type: 'text', text: `answer to ${text}` }])
       }

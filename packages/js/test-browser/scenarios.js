@@ -52,6 +52,21 @@ export async function runScenarios(oma, baseURL) {
       const result = await new Agent(config()).run('a hang', { abortSignal: controller.signal })
       return { success: result.success, status: result.status, withinMs: Date.now() - started < 2000 }
     },
+    // The limits hold in a browser too: a body past `maxResponseBytes` (counted as decoded: the
+    // provider gzips it to about 1 KB for a browser), a redirect (not followed), an origin the
+    // egress policy does not list (nothing sent).
+    async limit() {
+      const result = await new Agent(config({ call: { maxResponseBytes: 4096, maxRetries: 0 } })).run('a big answer')
+      return { success: result.success, overLimit: result.output.includes('response body exceeds the limit of 4096 bytes') }
+    },
+    async redirect() {
+      const result = await new Agent(config({ call: { maxRetries: 0 } })).run('a redirect')
+      return { success: result.success }
+    },
+    async egress() {
+      const result = await new Agent(config({ call: { egress: ['https://elsewhere.invalid'] } })).run('an egress')
+      return { success: result.success, refused: /egress/i.test(result.output) }
+    },
   }
   const outcomes = {}
   for (const [name, scenario] of Object.entries(scenarios)) {

@@ -75,6 +75,16 @@ export function programs() {
   return readdirSync(programsDir).filter((f) => f.endsWith('.ts')).map((f) => f.replace(/\.ts$/, '')).sort()
 }
 
+/** The programs for OMA's MCP examples (test/examples-mcp.test.js runs them). */
+export function mcpPrograms() {
+  return Object.values(INTEGRATIONS).filter((program) => program !== null)
+}
+
+/** The programs for OMA's single-agent examples (test/examples.test.js runs them). */
+export function singleAgentPrograms() {
+  return programs().filter((program) => !mcpPrograms().includes(program))
+}
+
 // ---------------------------------------------------------------------------------------------
 // The loopback provider's answers
 
@@ -200,9 +210,9 @@ function targets(side, oma) {
 
 const swap = (source, from, to) => source.split(`'${from}'`).join(`'${to}'`)
 
-/** Writes one side's programs (the import changed for the package) and a strict tsconfig. */
-export function prepare(side, oma, names = programs()) {
-  const dir = join(here, '.gen', side)
+/** Writes one side's programs (the import changed for the package) and a strict tsconfig, in .gen/<dirName>. */
+export function prepare(side, oma, names = programs(), dirName = side) {
+  const dir = join(here, '.gen', dirName)
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(join(dir, 'src'), { recursive: true })
   for (const name of names) {

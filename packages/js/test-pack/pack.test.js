@@ -50,7 +50,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
-      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'gateway.d.ts',
+      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'eval.d.ts', 'gateway.d.ts',
       'gen/bytes/oma_portable.core.wasm.js', 'gen/bytes/oma_portable.core2.wasm.js', 'gen/bytes/oma_portable.core3.wasm.js',
       'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
       'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts',
@@ -58,18 +58,20 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js',
       'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
-      'index.d.ts', 'package.json',
+      'index.d.ts', 'mcp.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
       'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
       'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
-      'src/index.js', 'src/llm/validate.js', 'src/observability/identity.js', 'src/observability/status.js',
+      'src/index.js', 'src/llm/validate.js', 'src/mcp.js', 'src/observability/identity.js', 'src/observability/status.js',
       'src/orchestrator/orchestrator.js', 'src/platform/node.js', 'src/platform/web.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
+      'src/eval/evalset.js', 'src/eval/gate.js', 'src/eval/index.js', 'src/eval/report.js', 'src/eval/runner.js',
+      'src/eval/scorer.js', 'src/eval/store.js', 'src/eval/target.js', 'src/eval/values.js',
       'src/tool/built-in/files.js', 'src/tool/built-in/index.js', 'src/tool/built-in/path-safety.js',
       'src/tool/built-in/schema.js', 'src/tool/built-in/search.js', 'src/tool/executor.js', 'src/tool/framework.js',
-      'src/tool/grants.js', 'src/tool/shell/local.js', 'src/transport.js', 'src/utils/options.js',
+      'src/tool/grants.js', 'src/tool/mcp.js', 'src/tool/shell/local.js', 'src/transport.js', 'src/utils/options.js',
       'src/utils/random.js', 'src/utils/redaction.js', 'src/utils/trace.js',
-    ])
+    ].sort())
     const size = statSync(tarball).size
     assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)
 

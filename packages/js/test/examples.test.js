@@ -9,7 +9,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import {
-  EXAMPLES, INTEGRATIONS, OMA_TYPECHECKED, OUT_OF_SCOPE, PENDING, emit, expected, observe, omaDir, prepare, prepareOmaExamples, programs, typecheck,
+  EXAMPLES, INTEGRATIONS, OMA_TYPECHECKED, OUT_OF_SCOPE, PENDING, emit, expected, observe, omaDir, prepare, prepareOmaExamples, programs,
+  singleAgentPrograms, typecheck,
 } from '../test-examples/harness.mjs'
 
 const oma = omaDir()
@@ -36,7 +37,7 @@ for (const [example, reason] of Object.entries(OUT_OF_SCOPE)) {
 }
 
 test('the programs type-check with tsc --strict against the package, the import changed only', () => {
-  const result = typecheck(prepare('package', oma))
+  const result = typecheck(prepare('package', oma, singleAgentPrograms()))
   assert.ok(result.ok, result.output)
 })
 
@@ -48,9 +49,9 @@ test('OMA\'s own example files type-check against the package, the imports chang
 })
 
 test('run against a loopback provider, each program shows what it showed on OMA', { timeout: 600000 }, async (t) => {
-  const out = emit(prepare('package', oma), 'package', oma)
-  const omaOut = oma ? emit(prepare('oma', oma), 'oma', oma) : null
-  for (const name of programs()) {
+  const out = emit(prepare('package', oma, singleAgentPrograms()), 'package', oma)
+  const omaOut = oma ? emit(prepare('oma', oma, singleAgentPrograms()), 'oma', oma) : null
+  for (const name of singleAgentPrograms()) {
     const pending = PENDING[name]
     await t.test(name, pending ? { todo: pending } : {}, async (st) => {
       const want = expected(name)

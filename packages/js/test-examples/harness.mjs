@@ -58,7 +58,7 @@ export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bil
 
 /** Examples left out of the package, and why (reported, never counted as passing). */
 export const OUT_OF_SCOPE = {
-  'patterns/eval-online-sampling': 'needs a user-written LLMAdapter, `costBudgetScorer`, the file evaluation store and OMA\'s online evaluation on OpenMultiAgent, which the package does not ship yet',
+  'patterns/eval-online-sampling': 'needs a user-written LLMAdapter, `costBudgetScorer` and OMA\'s online evaluation on OpenMultiAgent, which the package does not ship yet',
   'patterns/eval-offline-regression': 'needs a user-written LLMAdapter and `createAnswerRelevancyScorer`, which the package does not ship yet',
   'integrations/mcp-bilig-workpaper': 'asks Gemini, which OMA cannot point at a loopback provider, for tools of a server fetched from the registry (mcp-github\'s program covers the same API); type-checked with OMA_DIR',
   'integrations/mcp-open-design': 'needs OMA\'s teams (`createTeam`, `runTasks`, `RunTaskSpec`), which the package does not ship, and an Open Design install',

@@ -12,6 +12,9 @@ const ERROR_KINDS = ['provider', 'tool', 'framework', 'callback', 'validation', 
   'store', 'exporter', 'unknown']
 const CURSOR = /^oma-es1\.(.+)\.([a-z0-9]+)$/
 
+/** The file store's synchronous access to an in-memory store (not exported by the subpath). */
+export const INTERNALS = Symbol('oma-component.eval-store-internals')
+
 /** A store refusal: `code` (`INVALID_ARGUMENT`, `INVALID_CURSOR`, `UNSUPPORTED_SCHEMA_VERSION`) and the field. */
 export class EvalStoreError extends Error {
   constructor(code, message, field) {
@@ -246,6 +249,10 @@ export class InMemoryEvalStore {
 
   /** Appends a batch (all or nothing), skipping record ids already kept: `{written, deduplicated, diagnostics}`. */
   async append(records) {
+    return this.#append(records)
+  }
+
+  #append(records) {
     if (!Array.isArray(records)) throw invalid('records', 'records must be an array.')
     records.forEach(checkRecord)
     const copies = records.map((record, i) => jsonCopy(record, `records[${i}]`))
@@ -343,6 +350,18 @@ export class InMemoryEvalStore {
   /** The records kept, in the order they were appended (copies). */
   records() {
     return jsonCopy(this.#entries.map((e) => e.record), 'records')
+  }
+
+  /** For the file store: synchronous append, deletion by record ids, and the live records. */
+  [INTERNALS]() {
+    return {
+      append: (records) => this.#append(records),
+      deleteRecordIds: (ids) => {
+        const wanted = new Set(ids)
+        return this.#remove(this.#entries.map((e) => e.record).filter((r) => wanted.has(r.recordId)))
+      },
+      records: () => this.records(),
+    }
   }
 
   #remove(records) {

@@ -47,15 +47,15 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 654,200 bytes (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 661,500 bytes (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
 # redaction coming from the component instead of copies in src/ about 7 KB (627,636 bytes); the
-# `mcp` and `eval` subpaths (sources, types and README sections) 22,235 bytes, measured
-# against the same tree without them (628,901 -> 651,136 bytes): the 632,000 ceiling raised by that.
-if [ "$packed" -gt 654200 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 654200-byte ceiling" >&2
+# `mcp`, `eval` and `eval/file` subpaths (sources, types and README sections) 29,458 bytes, measured
+# against the same tree without them (628,901 -> 658,359 bytes): the 632,000 ceiling raised by that.
+if [ "$packed" -gt 661500 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 661500-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

@@ -20,10 +20,12 @@ use oma_core::adapter::{self, CacheMark, CachePlace, IdSource, Sampling, StreamE
 use oma_core::error::Error;
 use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
-use crate::chat::{chat_request, ChatMachine, Target};
+use crate::chat::{chat_request, ChatMachine, ChatMode, Target};
 use crate::env::Settings;
+use crate::fields::ClientFields;
 use crate::openai::{Completion, Writer};
 use crate::Reply;
+use crate::Route;
 
 /// Anthropic's error reply: `status` and `{"type": "error", "error": {"type", "message"}}`.
 pub fn error_reply(status: u16, kind: &str, message: &str) -> Reply {
@@ -104,7 +106,7 @@ pub fn start(
     let mut cache = Vec::new();
     let (system, system_blocks) = read_system(o.remove("system"), &mut cache)?;
     let thinking = read_thinking(o.get("thinking"))?;
-    let mut tools = match o.remove("tools") {
+    let tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
             .into_iter()
@@ -137,20 +139,6 @@ pub fn start(
             .collect::<Result<Vec<_>, Reply>>()?,
         Some(_) => return Err(invalid("`tools` must be an array")),
     };
-    match o
-        .get("tool_choice")
-        .and_then(|c| c.get("type"))
-        .and_then(Value::as_str)
-    {
-        None | Some("auto") => {}
-        Some("none") => tools.clear(),
-        Some(_) => {
-            return Err(invalid(
-                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
-                 tool on every provider",
-            ))
-        }
-    }
     let messages = match o.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
@@ -165,7 +153,15 @@ pub fn start(
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
-    let machine = ChatMachine::new(settings, request, targets, now_ms, seed)
+    // The rest is the field table's, per target.
+    let mode = ChatMode {
+        fields: Some(ClientFields {
+            route: Route::Messages,
+            values: o,
+        }),
+        ..ChatMode::default()
+    };
+    let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;
     Ok(Completion {
         machine,

@@ -535,36 +535,27 @@ pub fn rule(route: Route, name: &str, dialect: Dialect) -> Rule {
 /// `OMA_GATEWAY_DROP_PARAMS`: which refusals become drops.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum DropParams {
-    /// Unset: every refusal is a `400`.
+    /// Unset (or `false`): every refusal is a `400`.
     #[default]
     Never,
     /// `true`: every refused field is dropped.
     All,
-    /// A list of field names: these are dropped where refused, the others refused.
-    Only(Vec<String>),
+    /// Field names separated by commas: these are dropped where refused, the others refused.
+    Only(String),
 }
 
 impl DropParams {
-    /// The setting's value: `true` (or `all`), `false`, or field names separated by commas;
-    /// `None` for anything else.
+    /// The setting's value: `true`, `false`, or field names (letters, digits, `_`) separated by
+    /// commas; `None` for anything else.
     pub fn parse(text: &str) -> Option<DropParams> {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("true") || text.eq_ignore_ascii_case("all") {
-            return Some(DropParams::All);
+        match text.trim() {
+            "true" => Some(DropParams::All),
+            "false" | "" => Some(DropParams::Never),
+            list => list
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b' '))
+                .then(|| DropParams::Only(list.to_owned())),
         }
-        if text.eq_ignore_ascii_case("false") || text.is_empty() {
-            return Some(DropParams::Never);
-        }
-        let names: Vec<String> = text
-            .split(',')
-            .map(str::trim)
-            .filter(|name| !name.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let well_formed = names
-            .iter()
-            .all(|name| name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
-        (well_formed && !names.is_empty()).then_some(DropParams::Only(names))
     }
 
     /// Whether a refusal of `name` is a drop.
@@ -572,7 +563,7 @@ impl DropParams {
         match self {
             DropParams::Never => false,
             DropParams::All => true,
-            DropParams::Only(names) => names.iter().any(|n| n == name),
+            DropParams::Only(list) => list.split(',').any(|n| n.trim() == name),
         }
     }
 }

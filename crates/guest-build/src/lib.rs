@@ -238,6 +238,13 @@ pub struct SizeLimit {
 /// blocking procedure it replaces was smaller); the routes ceiling lowered to 1,443,000 B,
 /// 1,414,310 B measured against main's 1,728,197 B (-313,887 B: the world no longer exports
 /// `driver`, so the driver's glue and its conversions are gone). Both on 6 December 2026.
+///
+/// The gateway raised to 1,512,000 B and the routes to 1,479,000 B for the chat routes' field
+/// table (issue 38: every field of a Chat Completions or Messages request read, passed, mapped
+/// or refused per target dialect, with its refusal texts and `OMA_GATEWAY_DROP_PARAMS`):
+/// 1,482,174 B and 1,449,309 B measured on 6 December 2026 (+34,986 B and +34,999 B; about
+/// 25 KB of it the mappings' code, which build the target's JSON, the rest the table and its
+/// texts); each ceiling about 2% above.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
@@ -249,11 +256,11 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_476_000,
+        ceiling: 1_512_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_443_000,
+        ceiling: 1_479_000,
     },
 ];
 
@@ -268,12 +275,13 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// the wave (the callbacks' refusals, the `summarize` strategy, images by URL and the per-token
 /// limits): 1,520,809 B measured on the merged tree on 3 December 2026. Raised to 1,640,000 B
 /// with the gateway for the request machine (issue 38): 1,607,253 B measured on 6 December
-/// 2026.
+/// 2026. Raised to 1,680,000 B with the gateway for the chat routes' field table (issue 38):
+/// 1,646,540 B measured on 6 December 2026 (+39,287 B).
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_640_000;
+const FASTLY_CEILING: u64 = 1_680_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

@@ -22,8 +22,9 @@ use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
 use crate::chat::{chat_request, ChatMachine, ChatMode, Forwarded, Target};
 use crate::env::Settings;
+use crate::fields::ClientFields;
 use crate::openai::{Completion, Writer};
-use crate::{Head, Reply};
+use crate::{Head, Reply, Route};
 
 /// The provider name of Anthropic's targets, which are sent the client's own request.
 pub const NAME: &str = oma_core::adapter::anthropic::NAME;
@@ -123,7 +124,7 @@ pub fn start(
             thinking.budget_tokens = None;
         }
     }
-    let mut tools = match o.remove("tools") {
+    let tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
             .into_iter()
@@ -156,20 +157,6 @@ pub fn start(
             .collect::<Result<Vec<_>, Reply>>()?,
         Some(_) => return Err(invalid("`tools` must be an array")),
     };
-    match o
-        .get("tool_choice")
-        .and_then(|c| c.get("type"))
-        .and_then(Value::as_str)
-    {
-        None | Some("auto") => {}
-        Some("none") => tools.clear(),
-        Some(_) => {
-            return Err(invalid(
-                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
-                 tool on every provider",
-            ))
-        }
-    }
     let messages = match o.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
@@ -184,9 +171,16 @@ pub fn start(
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
+    // The rest is the field table's, per target (a count answers no completion: its fields
+    // only shape what is counted, which each target's counter reads as it can).
+    let fields = ClientFields {
+        route: Route::Messages,
+        values: o,
+    };
     let mode = ChatMode {
         forward: Some(forwarded(body, head, count)?),
         count,
+        fields: (!count).then_some(fields),
     };
     let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;

@@ -16,27 +16,27 @@ use crate::request::{BodyFailure, BodyLimits, RequestHead, RequestMachine};
 use crate::serve::Exchange;
 use crate::{Reply, Settings};
 
-const KEY: &str = "sk-chat-unit-SECRET-7171";
-const OPENAI_KEY: &str = "sk-openai-unit-SECRET-9191";
-const TOKEN: &str = "gw-token-SECRET-5";
+pub(crate) const KEY: &str = "sk-chat-unit-SECRET-7171";
+pub(crate) const OPENAI_KEY: &str = "sk-openai-unit-SECRET-9191";
+pub(crate) const TOKEN: &str = "gw-token-SECRET-5";
 const NOW: u64 = 1_796_036_400_000;
-const ANTHROPIC: &str = "http://127.0.0.1:9";
-const OPENAI: &str = "http://127.0.0.1:8";
+pub(crate) const ANTHROPIC: &str = "http://127.0.0.1:9";
+pub(crate) const OPENAI: &str = "http://127.0.0.1:8";
 
 /// One provider answer: status, content type, body.
-type Canned = (u16, &'static str, String);
+pub(crate) type Canned = (u16, &'static str, String);
 
 #[derive(Default)]
-struct Script {
-    answers: VecDeque<Canned>,
-    sent: Vec<Outgoing>,
+pub(crate) struct Script {
+    pub(crate) answers: VecDeque<Canned>,
+    pub(crate) sent: Vec<Outgoing>,
     body: VecDeque<Vec<u8>>,
     /// The lines the gateway wrote to the host's log.
-    log: Vec<String>,
+    pub(crate) log: Vec<String>,
 }
 
 #[derive(Clone, Default)]
-struct Scripted(Rc<RefCell<Script>>);
+pub(crate) struct Scripted(pub(crate) Rc<RefCell<Script>>);
 
 impl Transport for Scripted {
     fn send(&mut self, outgoing: &Outgoing) -> CallAnswer {
@@ -70,12 +70,12 @@ impl Transport for Scripted {
 }
 
 /// A client's request and what the gateway wrote back.
-struct Client {
-    headers: Vec<(&'static str, String)>,
-    body: Vec<u8>,
-    transport: Scripted,
-    reply: Option<Reply>,
-    events: Option<String>,
+pub(crate) struct Client {
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) transport: Scripted,
+    pub(crate) reply: Option<Reply>,
+    pub(crate) events: Option<String>,
 }
 
 impl Exchange for Client {
@@ -112,7 +112,7 @@ impl Exchange for Client {
 
 /// Serves `client`'s request (`method`, `path`, its headers and body) with `settings`, at
 /// [`NOW`]; the status answered.
-fn serve(
+pub(crate) fn serve(
     settings: Result<Settings, crate::env::BadVariable>,
     method: &str,
     path: &str,
@@ -153,23 +153,23 @@ fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariab
     Settings::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
 }
 
-struct Answered {
+pub(crate) struct Answered {
     /// The lines the gateway wrote to the host's log.
-    log: Vec<String>,
-    status: u16,
-    reply: Option<Reply>,
-    events: Option<String>,
-    sent: Vec<Outgoing>,
+    pub(crate) log: Vec<String>,
+    pub(crate) status: u16,
+    pub(crate) reply: Option<Reply>,
+    pub(crate) events: Option<String>,
+    pub(crate) sent: Vec<Outgoing>,
 }
 
 impl Answered {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let reply = self.reply.as_ref().expect("a whole reply");
         assert!(!reply.body.contains("SECRET"), "a secret in {}", reply.body);
         serde_json::from_str(&reply.body).expect("JSON")
     }
 
-    fn sent_json(&self, i: usize) -> Value {
+    pub(crate) fn sent_json(&self, i: usize) -> Value {
         serde_json::from_str(&self.sent[i].body).expect("a JSON request")
     }
 

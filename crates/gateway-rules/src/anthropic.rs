@@ -296,31 +296,17 @@ fn beta_family(beta: &str) -> &str {
     beta
 }
 
-/// Whether `target` can take a request with the client's `anthropic-beta` (comma-separated
-/// names): an Anthropic target is sent the header as it is; any other honours only the betas of
-/// [`BETAS_ANY_TARGET`], and the first other one is refused by name, since the request may
-/// depend on it.
-pub fn betas_for(beta: Option<&str>, target: &Target) -> Result<(), Error> {
-    let Some(beta) = beta else { return Ok(()) };
-    if target.provider == NAME {
-        return Ok(());
-    }
-    let unhonoured = beta.split(',').map(str::trim).find(|name| {
+/// The first beta of the client's `anthropic-beta` (comma-separated names) that a target
+/// other than Anthropic does not honour as it is (not of [`BETAS_ANY_TARGET`]), which the
+/// request may depend on; `None` when every one is honoured. The field table's
+/// `anthropic-beta` row refuses it ([`crate::fields::apply_markers_and_betas`]).
+pub fn unhonoured_beta(beta: &str) -> Option<&str> {
+    beta.split(',').map(str::trim).find(|name| {
         !name.is_empty()
             && !BETAS_ANY_TARGET
                 .iter()
                 .any(|(family, _)| *family == beta_family(name))
-    });
-    match unhonoured {
-        None => Ok(()),
-        Some(name) => Err(Error::InvalidRequest {
-            message: format!(
-                "anthropic-beta {name:?} cannot be honoured by {}: only anthropic targets take \
-                 it",
-                target.label()
-            ),
-        }),
-    }
+    })
 }
 
 /// `GET /v1/models` asked by an Anthropic client (it sends `anthropic-version`): Anthropic's

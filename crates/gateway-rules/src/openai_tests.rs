@@ -1820,3 +1820,83 @@ fn geminis_signed_tool_calls_survive_a_round_trip_through_anthropics_shape() {
     let call = text.find(r#""type":"tool_use""#).expect("the call");
     assert!(signature < call, "{text}");
 }
+
+#[test]
+fn drop_params_sends_markers_and_betas_a_target_cannot_honour_without_them() {
+    let body = json!({
+        "model": "openai/gpt-4o", "max_tokens": 64,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let send = |drop: &str, answers| {
+        let settings = match drop {
+            "" => environment(&[]),
+            drop => environment(&[("OMA_GATEWAY_DROP_PARAMS", drop)]),
+        };
+        anthropic_at(
+            settings,
+            "POST",
+            "/v1/messages",
+            vec![
+                ("x-api-key", TOKEN.to_owned()),
+                ("anthropic-beta", "context-1m-2025-08-07".to_owned()),
+            ],
+            &body.to_string(),
+            answers,
+        )
+    };
+    let message = |answered: &Answered| {
+        answered.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // Unset: the markers' row refuses first, by name; nothing is sent.
+    let refused = send("", vec![]);
+    assert_eq!(refused.status, 400);
+    assert!(
+        message(&refused).starts_with("`cache_control` cannot be sent to openai/gpt-4o"),
+        "{}",
+        message(&refused)
+    );
+    assert!(refused.sent.is_empty());
+    // The markers dropped, the beta still refused.
+    let some = send("cache_control", vec![]);
+    assert_eq!(some.status, 400);
+    assert!(
+        message(&some).starts_with("`anthropic-beta` cannot be sent to openai/gpt-4o")
+            && message(&some).contains("context-1m-2025-08-07"),
+        "{}",
+        message(&some)
+    );
+    // Both dropped: the target gets the request without them, and the answer says so.
+    let both = send("cache_control,anthropic-beta", vec![openai_answer("Hi.")]);
+    assert_eq!(both.status, 200, "{:?}", both.reply);
+    assert_eq!(both.sent_json(0)["messages"][0]["content"], "Be brief.");
+    let reply = both.reply.as_ref().expect("a reply");
+    let dropped = reply
+        .headers
+        .iter()
+        .find(|(name, _)| *name == crate::DROPPED_HEADER)
+        .map(|(_, value)| value.as_str());
+    assert_eq!(dropped, Some("cache_control, anthropic-beta"));
+    // An Anthropic target takes both as they are, whatever the setting.
+    let mut to_anthropic = body.clone();
+    to_anthropic["model"] = json!("anthropic/claude-x");
+    let answered = anthropic_at(
+        environment(&[]),
+        "POST",
+        "/v1/messages",
+        vec![
+            ("x-api-key", TOKEN.to_owned()),
+            ("anthropic-beta", "context-1m-2025-08-07".to_owned()),
+        ],
+        &to_anthropic.to_string(),
+        vec![anthropic_thinking_answer()],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(
+        answered.sent_json(0)["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+}

@@ -252,7 +252,7 @@ fn forwarded(body: &[u8], head: &Head, count: bool) -> Result<Forwarded, Reply> 
 /// The betas a target other than Anthropic honours as they are, by family (a beta's name
 /// without its trailing date), each with why: what it changes is nothing such a target has to
 /// do, or is checked by the gateway on its own.
-pub const BETAS_ANY_TARGET: [(&str, &str); 5] = [
+pub const BETAS_ANY_TARGET: [(&str, &str); 6] = [
     ("claude-code", "it names the client"),
     (
         "interleaved-thinking",
@@ -271,6 +271,11 @@ pub const BETAS_ANY_TARGET: [(&str, &str); 5] = [
     (
         "prompt-caching",
         "it allows cache markers, which a target without a prompt cache refuses by themselves",
+    ),
+    (
+        "token-counting",
+        "it allows counting a request's tokens, which every target does here (by its own \
+         counter or the estimate)",
     ),
 ];
 

@@ -519,8 +519,8 @@ pub const CACHE_CONTROL: &str = "cache_control";
 /// The row of the `anthropic-beta` header.
 pub const ANTHROPIC_BETA: &str = "anthropic-beta";
 const BETAS_ELSEWHERE: &str = "`claude-code`, `interleaved-thinking`, \
-    `fine-grained-tool-streaming`, `token-efficient-tools`, `prompt-caching` (any date) \
-    honoured (they change nothing it must do); any other refused";
+    `fine-grained-tool-streaming`, `token-efficient-tools`, `prompt-caching`, `token-counting` \
+    (any date) honoured (they change nothing it must do); any other refused";
 
 const fn openai_own(name: &'static str) -> Field {
     field(

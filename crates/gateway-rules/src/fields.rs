@@ -421,7 +421,10 @@ pub const FIELDS: &[Field] = &[
             ),
             Read,
             Read,
-            Rule::Map("`disabled` only", thinking_off_only),
+            Rule::Map(
+                "Anthropic's models (`anthropic.` in the id): as `additionalModelRequestFields.thinking`; others `disabled` only",
+                thinking_at_bedrock,
+            ),
         ],
     ),
     field(
@@ -1173,10 +1176,24 @@ fn thinking_to_effort(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn thinking_off_only(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+/// Anthropic's `thinking` at Bedrock: Anthropic's models there take it as it is among the
+/// model's own fields (`additionalModelRequestFields`, where the format spreads the extra body);
+/// the others have no thinking to turn on.
+fn thinking_at_bedrock(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
     match value.get("type").and_then(Value::as_str) {
         Some("disabled") => Ok(()),
-        Some(_) => unsupported("this gateway's format for the target sends no thinking"),
+        Some(_) if m.request.model.contains("anthropic.") => {
+            // The route read it into the request's own thinking, which Bedrock's format does
+            // not send; the model's field carries it as the client wrote it.
+            m.request.thinking = None;
+            m.request
+                .extra_body
+                .insert("thinking".to_owned(), value.clone());
+            Ok(())
+        }
+        Some(_) => unsupported(
+            "only Anthropic's models on Bedrock take thinking (an `anthropic.` model id)",
+        ),
         None => invalid("must be an object with a `type`"),
     }
 }

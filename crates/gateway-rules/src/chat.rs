@@ -338,9 +338,6 @@ impl ChatMachine {
                 ),
             });
         }
-        if let Some(forwarded) = &self.mode.forward {
-            crate::anthropic::betas_for(forwarded.beta.as_deref(), &target)?;
-        }
         let ids = IdSource {
             epoch_ms: self.now_at_start,
             seed: self.seed,
@@ -363,6 +360,24 @@ impl ChatMachine {
             )?;
             if !dropped.is_empty() {
                 self.dropped.push((target.clone(), dropped));
+            }
+        }
+        // The prompt cache's markers and the client's betas: rows of the table too (on
+        // `/v1/messages` and its count, whose client request the route keeps).
+        if let (Some(forwarded), Some(dialect)) = (&self.mode.forward, dialect) {
+            let dropped = crate::fields::apply_markers_and_betas(
+                dialect,
+                &target.label(),
+                &mut request,
+                !self.mode.count,
+                forwarded.beta.as_deref(),
+                &self.settings.drop_params,
+            )?;
+            if !dropped.is_empty() {
+                match self.dropped.last_mut() {
+                    Some((last, names)) if *last == target => names.extend(dropped),
+                    _ => self.dropped.push((target.clone(), dropped)),
+                }
             }
         }
         let options = CallOptions {

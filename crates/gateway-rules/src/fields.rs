@@ -424,7 +424,10 @@ pub const FIELDS: &[Field] = &[
             ),
             Read,
             Read,
-            Rule::Map("`disabled` only", thinking_off_only),
+            Rule::Map(
+                "Anthropic's models (`anthropic.` in the id): as `additionalModelRequestFields.thinking`; others `disabled` only",
+                thinking_at_bedrock,
+            ),
         ],
     ),
     field(
@@ -495,7 +498,38 @@ pub const FIELDS: &[Field] = &[
     anthropic_own("mcp_servers"),
     anthropic_own("context_management"),
     anthropic_own("inference_geo"),
+    // Not fields of the body, decided as they are: the prompt cache's markers, which the route
+    // takes off the blocks that carry them (system blocks, tools, message blocks, tool-result
+    // parts), and the `anthropic-beta` header ([`apply_markers_and_betas`]).
+    field(
+        Messages,
+        CACHE_CONTROL,
+        [
+            Refuse("OpenAI-compatible providers cache by prefix and take no markers"),
+            Pass,
+            Refuse("Gemini caches through `cachedContent`, not markers"),
+            Rule::Map("as a `cachePoint` after what it marks", marker_as_cache_point),
+        ],
+    ),
+    field(
+        Messages,
+        ANTHROPIC_BETA,
+        [
+            Rule::Map(BETAS_ELSEWHERE, betas_elsewhere),
+            Pass,
+            Rule::Map(BETAS_ELSEWHERE, betas_elsewhere),
+            Rule::Map(BETAS_ELSEWHERE, betas_elsewhere),
+        ],
+    ),
 ];
+
+/// The row of the prompt cache's markers.
+pub const CACHE_CONTROL: &str = "cache_control";
+/// The row of the `anthropic-beta` header.
+pub const ANTHROPIC_BETA: &str = "anthropic-beta";
+const BETAS_ELSEWHERE: &str = "`claude-code`, `interleaved-thinking`, \
+    `fine-grained-tool-streaming`, `token-efficient-tools`, `prompt-caching`, `token-counting` \
+    (any date) honoured (they change nothing it must do); any other refused";
 
 const fn openai_own(name: &'static str) -> Field {
     field(
@@ -538,6 +572,73 @@ pub fn rule(route: Route, name: &str, dialect: Dialect) -> Rule {
     }
 }
 
+/// The rows that are no field of the body ([`CACHE_CONTROL`], [`ANTHROPIC_BETA`]) applied to
+/// `request`, bound for `target` of `dialect`: the request's cache markers (when `markers`, a
+/// completion: a count caches nothing) kept where the row passes or maps them, else refused
+/// with the row's reason or, under `drop`, taken off; the client's `beta` header checked
+/// against the row. Returns the names of the rows dropped.
+pub fn apply_markers_and_betas(
+    dialect: Dialect,
+    target: &str,
+    request: &mut ChatRequest,
+    markers: bool,
+    beta: Option<&str>,
+    drop: &DropParams,
+) -> Result<Vec<String>, Error> {
+    let mut dropped = Vec::new();
+    let sent = [
+        (
+            CACHE_CONTROL,
+            markers && !request.cache.is_empty(),
+            Value::Null,
+        ),
+        (
+            ANTHROPIC_BETA,
+            beta.is_some(),
+            Value::String(beta.unwrap_or_default().to_owned()),
+        ),
+    ];
+    for (name, present, value) in sent {
+        if !present {
+            continue;
+        }
+        let refusal = match rule(Route::Messages, name, dialect) {
+            Rule::Read | Rule::Pass => None,
+            Rule::Map(_, map) => {
+                let fields = Map::new();
+                let mut mapping = Mapping {
+                    request,
+                    fields: &fields,
+                };
+                match map(&value, &mut mapping) {
+                    Ok(()) => None,
+                    Err(Refusal::Invalid(why) | Refusal::Unsupported(why)) => Some(why),
+                }
+            }
+            Rule::Refuse(why) => Some(why.to_owned()),
+        };
+        let Some(why) = refusal else {
+            continue;
+        };
+        if drop.drops(name) {
+            if name == CACHE_CONTROL {
+                request.cache.clear();
+            }
+            dropped.push(name.to_owned());
+            continue;
+        }
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "`{name}` cannot be sent to {} ({} target): {why}; the operator's \
+                 OMA_GATEWAY_DROP_PARAMS can drop it instead",
+                printable(target),
+                dialect.title()
+            ),
+        });
+    }
+    Ok(dropped)
+}
+
 /// `OMA_GATEWAY_DROP_PARAMS`: which refusals become drops.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum DropParams {
@@ -551,15 +652,15 @@ pub enum DropParams {
 }
 
 impl DropParams {
-    /// The setting's value: `true`, `false`, or field names (letters, digits, `_`) separated by
-    /// commas; `None` for anything else.
+    /// The setting's value: `true`, `false`, or field names (letters, digits, `_`, `-`)
+    /// separated by commas; `None` for anything else.
     pub fn parse(text: &str) -> Option<DropParams> {
         match text.trim() {
             "true" => Some(DropParams::All),
             "false" | "" => Some(DropParams::Never),
             list => list
                 .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b' '))
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b',' | b' '))
                 .then(|| DropParams::Only(list.to_owned())),
         }
     }
@@ -687,6 +788,24 @@ pub fn markdown() -> String {
 }
 
 // The mappings.
+
+/// The prompt cache's markers at Bedrock: its format writes each as a `cachePoint` after what
+/// it marks.
+fn marker_as_cache_point(_: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+    Ok(())
+}
+
+/// The `anthropic-beta` header at a target other than Anthropic's: each beta honoured there as
+/// it is ([`crate::anthropic::BETAS_ANY_TARGET`]), or the first other refused by name.
+fn betas_elsewhere(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+    match crate::anthropic::unhonoured_beta(value.as_str().unwrap_or_default()) {
+        None => Ok(()),
+        Some(beta) => unsupported(format!(
+            "the beta {:?} may be one the request depends on, and only Anthropic takes it",
+            printable(beta)
+        )),
+    }
+}
 
 fn unsupported(why: impl Into<String>) -> Result<(), Refusal> {
     Err(Refusal::Unsupported(why.into()))
@@ -1164,10 +1283,24 @@ fn thinking_to_effort(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn thinking_off_only(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+/// Anthropic's `thinking` at Bedrock: Anthropic's models there take it as it is among the
+/// model's own fields (`additionalModelRequestFields`, where the format spreads the extra body);
+/// the others have no thinking to turn on.
+fn thinking_at_bedrock(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
     match value.get("type").and_then(Value::as_str) {
         Some("disabled") => Ok(()),
-        Some(_) => unsupported("this gateway's format for the target sends no thinking"),
+        Some(_) if m.request.model.contains("anthropic.") => {
+            // The route read it into the request's own thinking, which Bedrock's format does
+            // not send; the model's field carries it as the client wrote it.
+            m.request.thinking = None;
+            m.request
+                .extra_body
+                .insert("thinking".to_owned(), value.clone());
+            Ok(())
+        }
+        Some(_) => unsupported(
+            "only Anthropic's models on Bedrock take thinking (an `anthropic.` model id)",
+        ),
         None => invalid("must be an object with a `type`"),
     }
 }

@@ -534,9 +534,22 @@ fn anthropic_fields_pass_to_anthropic_and_are_mapped_or_refused_elsewhere() {
                 "/generationConfig/thinkingConfig/thinkingBudget",
                 json!(4096),
             ),
-            Refused,
+            At(
+                "/additionalModelRequestFields/thinking",
+                json!({"type": "enabled", "budget_tokens": 4096}),
+            ),
         ],
     );
+    // Bedrock's other models have no thinking to turn on.
+    let nova = request(
+        messages,
+        "bedrock/amazon.nova-pro-v1:0",
+        "thinking",
+        &json!({"type": "enabled", "budget_tokens": 4096}),
+    );
+    let refused = exchange(settings(&[]), messages, &nova);
+    assert_eq!(refused.status, 400);
+    assert!(refused.sent.is_empty());
     let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
     check(
         messages,

@@ -214,7 +214,8 @@ pub struct Head<'a> {
     /// The `anthropic-version` header: Anthropic's clients send it, and `/v1/models` answers
     /// them in Anthropic's shape.
     pub anthropic_version: Option<&'a str>,
-    /// The `anthropic-beta` header, sent on to Anthropic targets ([`anthropic::betas_for`]).
+    /// The `anthropic-beta` header, sent on to Anthropic targets (the field table's
+    /// `anthropic-beta` row decides the others: [`fields::apply_markers_and_betas`]).
     pub anthropic_beta: Option<&'a str>,
 }
 

@@ -247,6 +247,14 @@ pub struct SizeLimit {
 /// component 1,354,603 B (from 1,332,045, +22,558), portable 1,377,141 B (from 1,354,677,
 /// +22,464); each ceiling about 2% above. The gateway and the routes grew by 1,373 B each (the
 /// redaction), within their ceilings.
+///
+/// The gateway raised to 1,532,000 B and the routes to 1,499,000 B for the chat routes' field
+/// table (issue 38: every field of a Chat Completions or Messages request read, passed, mapped
+/// or refused per target dialect, with its refusal texts and `OMA_GATEWAY_DROP_PARAMS`):
+/// +34,986 B and +34,999 B on the branch that added it alone (about 25 KB of it the mappings'
+/// code, which build the target's JSON, the rest the table and its texts); 1,501,998 B and
+/// 1,469,132 B measured on the merged tree on 6 December 2026, with the Anthropic route's
+/// forwarding, `count_tokens` and betas; each ceiling about 2% above.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
@@ -258,11 +266,11 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_476_000,
+        ceiling: 1_532_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_443_000,
+        ceiling: 1_499_000,
     },
 ];
 
@@ -277,12 +285,13 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// the wave (the callbacks' refusals, the `summarize` strategy, images by URL and the per-token
 /// limits): 1,520,809 B measured on the merged tree on 3 December 2026. Raised to 1,640,000 B
 /// with the gateway for the request machine (issue 38): 1,607,253 B measured on 6 December
-/// 2026.
+/// 2026. Raised to 1,700,000 B with the gateway for the chat routes' field table (issue 38):
+/// +39,287 B on its branch alone, 1,666,950 B measured on the merged tree on 6 December 2026.
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_640_000;
+const FASTLY_CEILING: u64 = 1_700_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

@@ -65,7 +65,9 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
       'src/index.js', 'src/llm/validate.js', 'src/observability/batching.js', 'src/observability/composite.js',
       'src/observability/identity.js', 'src/observability/index.js', 'src/observability/legacy.js',
-      'src/observability/processors.js', 'src/observability/sink.js', 'src/observability/status.js',
+      'src/observability/materialize.js', 'src/observability/memory-store.js', 'src/observability/processors.js',
+      'src/observability/sink.js', 'src/observability/status.js', 'src/observability/store-exporter.js',
+      'src/observability/store.js',
       'src/orchestrator/orchestrator.js', 'src/platform/node.js', 'src/platform/web.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
       'src/tool/built-in/files.js', 'src/tool/built-in/index.js', 'src/tool/built-in/path-safety.js',
       'src/tool/built-in/schema.js', 'src/tool/built-in/search.js', 'src/tool/executor.js', 'src/tool/framework.js',
@@ -148,8 +150,8 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     // The observability subpath, typed: an exporter of OMA's shape behind OMA's sinks.
     writeFileSync(join(app, 'observability.ts'), `
       import {
-        BatchingTraceSink, CompositeSink, SensitiveDataProcessor,
-        type ExportResult, type FlushResult, type TraceExporter, type TraceRecord,
+        BatchingTraceSink, CompositeSink, InMemoryTraceStore, SensitiveDataProcessor, TraceStoreExporter,
+        type ExportResult, type FlushResult, type StoredRun, type TraceExporter, type TraceRecord,
       } from 'oma-component/observability'
       const seen: TraceRecord[] = []
       const exporter: TraceExporter = {
@@ -161,7 +163,11 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       }
       const sink = new CompositeSink([new SensitiveDataProcessor(new BatchingTraceSink(exporter, { maxBatchRecords: 64 }), { capture: { prompt: 'redacted' } })])
       const flushed: FlushResult = await sink.shutdown({ timeoutMs: 1000 })
-      console.log(flushed.status, seen.length)
+      const store = new InMemoryTraceStore()
+      const stored = new BatchingTraceSink(new TraceStoreExporter(store))
+      await stored.forceFlush()
+      const run: StoredRun | null = await store.getRun('run-1', { includeRecords: true })
+      console.log(flushed.status, seen.length, run?.spans.length, (await store.queryRuns({ limit: 10 })).items.length)
     `)
     writeFileSync(join(app, 'pool.js'), `
       import { AgentPool, registerBuiltInTools, ToolRegistry } from 'oma-component'

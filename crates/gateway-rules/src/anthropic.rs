@@ -20,10 +20,14 @@ use oma_core::adapter::{self, CacheMark, CachePlace, IdSource, Sampling, StreamE
 use oma_core::error::Error;
 use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
-use crate::chat::{chat_request, ChatMachine, Target};
+use crate::chat::{chat_request, ChatMachine, ChatMode, Forwarded, Target};
 use crate::env::Settings;
+use crate::fields::ClientFields;
 use crate::openai::{Completion, Writer};
-use crate::Reply;
+use crate::{Head, Reply, Route};
+
+/// The provider name of Anthropic's targets, which are sent the client's own request.
+pub const NAME: &str = oma_core::adapter::anthropic::NAME;
 
 /// Anthropic's error reply: `status` and `{"type": "error", "error": {"type", "message"}}`.
 pub fn error_reply(status: u16, kind: &str, message: &str) -> Reply {
@@ -56,11 +60,15 @@ pub fn of_error(settings: &Settings, error: Error) -> Reply {
     error_reply(openai.status, kind, &message)
 }
 
-/// `POST /v1/messages`: the provider calls to make and how to answer, or the refusal, before
-/// anything is sent.
+/// `POST /v1/messages` (or, with `count`, `POST /v1/messages/count_tokens`): the provider
+/// calls to make and how to answer, or the refusal, before anything is sent. An Anthropic
+/// target is sent the client's own request ([`ChatMode::forward`]); the others the OMA request
+/// read from it.
 pub fn start(
     settings: &Settings,
     body: &[u8],
+    head: &Head,
+    count: bool,
     now_ms: u64,
     seed: u64,
 ) -> Result<Completion, Reply> {
@@ -81,12 +89,17 @@ pub fn start(
         provider: "anthropic".into(),
         model: model.trim().to_owned(),
     });
-    let max_tokens = o
-        .get("max_tokens")
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| invalid("`max_tokens` is required: a positive whole number"))?;
+    // A count has no answer to bound: `max_tokens` is not one of its fields.
+    let max_tokens = match o.get("max_tokens") {
+        None if count => None,
+        value => Some(
+            value
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| invalid("`max_tokens` is required: a positive whole number"))?,
+        ),
+    };
     let number = |o: &Map<String, Value>, name: &str| -> Result<Option<f64>, Reply> {
         match o.get(name) {
             None | Some(Value::Null) => Ok(None),
@@ -95,16 +108,23 @@ pub fn start(
         }
     };
     let sampling = Sampling {
-        max_tokens: Some(max_tokens),
+        max_tokens,
         temperature: number(&o, "temperature")?,
         top_p: number(&o, "top_p")?,
         ..Sampling::default()
     };
-    let stream = matches!(o.get("stream"), Some(Value::Bool(true)));
+    let stream = !count && matches!(o.get("stream"), Some(Value::Bool(true)));
     let mut cache = Vec::new();
     let (system, system_blocks) = read_system(o.remove("system"), &mut cache)?;
-    let thinking = read_thinking(o.get("thinking"))?;
-    let mut tools = match o.remove("tools") {
+    let mut thinking = read_thinking(o.get("thinking"))?;
+    if count {
+        // A budget bounds an answer, which a count has none of (nor a `max_tokens` to check
+        // the budget against).
+        if let Some(thinking) = thinking.as_mut() {
+            thinking.budget_tokens = None;
+        }
+    }
+    let tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
             .into_iter()
@@ -137,20 +157,6 @@ pub fn start(
             .collect::<Result<Vec<_>, Reply>>()?,
         Some(_) => return Err(invalid("`tools` must be an array")),
     };
-    match o
-        .get("tool_choice")
-        .and_then(|c| c.get("type"))
-        .and_then(Value::as_str)
-    {
-        None | Some("auto") => {}
-        Some("none") => tools.clear(),
-        Some(_) => {
-            return Err(invalid(
-                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
-                 tool on every provider",
-            ))
-        }
-    }
     let messages = match o.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
@@ -165,7 +171,18 @@ pub fn start(
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
-    let machine = ChatMachine::new(settings, request, targets, now_ms, seed)
+    // The rest is the field table's, per target (a count answers no completion: its fields
+    // only shape what is counted, which each target's counter reads as it can).
+    let fields = ClientFields {
+        route: Route::Messages,
+        values: o,
+    };
+    let mode = ChatMode {
+        forward: Some(forwarded(body, head, count)?),
+        count,
+        fields: (!count).then_some(fields),
+    };
+    let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;
     Ok(Completion {
         machine,
@@ -173,12 +190,147 @@ pub fn start(
             id: format!("msg_{seed:016x}"),
             requested,
             stream,
+            count,
             block: None,
             blocks: 0,
             started: false,
             start_usage: TokenUsage::default(),
         }),
     })
+}
+
+/// The client's request as an Anthropic target is sent it ([`ChatMode::forward`]): its body
+/// as it came (JSON text, so UTF-8), where its top-level `model` is (a second `model` is
+/// refused: which one a provider would read is not for the gateway to guess), the provider's
+/// route with the client's query (the SDK's beta client sends `?beta=true`), and the client's
+/// `anthropic-version` and `anthropic-beta`.
+fn forwarded(body: &[u8], head: &Head, count: bool) -> Result<Forwarded, Reply> {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        model: &'a serde_json::value::RawValue,
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+    let top: Top = serde_json::from_str(text)
+        .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+    let raw = top.model.get();
+    let model_at = (raw.as_ptr() as usize)
+        .checked_sub(text.as_ptr() as usize)
+        .map(|start| start..start + raw.len())
+        .filter(|at| text.get(at.clone()) == Some(raw))
+        .ok_or_else(|| invalid("the request's `model` could not be found in its text"))?;
+    let route = if count {
+        "v1/messages/count_tokens"
+    } else {
+        "v1/messages"
+    };
+    let query = head
+        .path
+        .split('#')
+        .next()
+        .and_then(|path| path.split_once('?'))
+        .map_or("", |(_, query)| query);
+    if !query.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(invalid(
+            "the request's query may hold visible ASCII characters only",
+        ));
+    }
+    let path = match query {
+        "" => route.to_owned(),
+        query => format!("{route}?{query}"),
+    };
+    Ok(Forwarded {
+        body: text.to_owned(),
+        model_at,
+        path,
+        version: head.anthropic_version.map(str::to_owned),
+        beta: head.anthropic_beta.map(str::to_owned),
+    })
+}
+
+/// The betas a target other than Anthropic honours as they are, by family (a beta's name
+/// without its trailing date), each with why: what it changes is nothing such a target has to
+/// do, or is checked by the gateway on its own.
+pub const BETAS_ANY_TARGET: [(&str, &str); 6] = [
+    ("claude-code", "it names the client"),
+    (
+        "interleaved-thinking",
+        "it lets the model think between tool calls, and reasoning blocks carry any provider's \
+         thinking",
+    ),
+    (
+        "fine-grained-tool-streaming",
+        "it changes how a tool call's input is streamed, and the gateway streams a tool call \
+         whole",
+    ),
+    (
+        "token-efficient-tools",
+        "it changes how Anthropic's models are given tools",
+    ),
+    (
+        "prompt-caching",
+        "it allows cache markers, which a target without a prompt cache refuses by themselves",
+    ),
+    (
+        "token-counting",
+        "it allows counting a request's tokens, which every target does here (by its own \
+         counter or the estimate)",
+    ),
+];
+
+/// A beta's family: its name without its trailing date (`-YYYY-MM-DD` or `-YYYYMMDD`, both in
+/// use).
+fn beta_family(beta: &str) -> &str {
+    let date = |tail: &str| {
+        let digits: String = tail.chars().filter(|c| *c != '-').collect();
+        let dashes_right = match tail.len() {
+            10 => tail.as_bytes()[4] == b'-' && tail.as_bytes()[7] == b'-',
+            8 => true,
+            _ => false,
+        };
+        dashes_right && digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit())
+    };
+    for length in [10, 8] {
+        if let Some(cut) = beta.len().checked_sub(length + 1) {
+            if beta.as_bytes()[cut] == b'-' && beta.get(cut + 1..).is_some_and(date) {
+                return &beta[..cut];
+            }
+        }
+    }
+    beta
+}
+
+/// The first beta of the client's `anthropic-beta` (comma-separated names) that a target
+/// other than Anthropic does not honour as it is (not of [`BETAS_ANY_TARGET`]), which the
+/// request may depend on; `None` when every one is honoured. The field table's
+/// `anthropic-beta` row refuses it ([`crate::fields::apply_markers_and_betas`]).
+pub fn unhonoured_beta(beta: &str) -> Option<&str> {
+    beta.split(',').map(str::trim).find(|name| {
+        !name.is_empty()
+            && !BETAS_ANY_TARGET
+                .iter()
+                .any(|(family, _)| *family == beta_family(name))
+    })
+}
+
+/// `GET /v1/models` asked by an Anthropic client (it sends `anthropic-version`): Anthropic's
+/// list shape over the same models as OpenAI's ([`crate::openai::model_ids`]); the gateway
+/// knows no creation date, so each says the epoch, as OpenAI's list says `created: 0`.
+pub fn models(settings: &Settings) -> Reply {
+    let ids = crate::openai::model_ids(settings);
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            json!({"type": "model", "id": id, "display_name": id,
+                   "created_at": "1970-01-01T00:00:00Z"})
+        })
+        .collect();
+    Reply::json(
+        200,
+        &json!({"data": data, "has_more": false, "first_id": ids.first(),
+                "last_id": ids.last()}),
+    )
 }
 
 /// `system`: a string, or text blocks (kept as blocks, their texts joined by a blank line for
@@ -323,9 +475,63 @@ fn oma_messages(
                 oma_block(block, &path, provenance, i, j, cache)?;
             }
         }
+        if provenance == oma_core::adapter::gemini::NAME {
+            sign_calls(&mut message, i, cache);
+        }
         out.push(message);
     }
     Ok(Value::Array(out))
+}
+
+/// Gemini's signatures of tool calls, back on their calls (see [`call_signature`]): in message
+/// `index`, a reasoning block with no text, a signature and no cache marker, followed by a tool
+/// call without one, is the call's signature, and is taken off into it; the markers on later
+/// blocks of the message move with them.
+fn sign_calls(message: &mut Value, index: usize, cache: &mut [CacheMark]) {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let mut at = 0;
+    while at + 1 < blocks.len() {
+        let marked = cache.iter().any(|mark| {
+            matches!(mark.place, CachePlace::Block { message, block }
+                                 if message == index && block == at)
+        });
+        let signature = match &blocks[at] {
+            Value::Object(b)
+                if b.get("type") == Some(&json!("reasoning"))
+                    && b.get("text") == Some(&json!(""))
+                    && b.get("redactedData").is_none()
+                    && !marked =>
+            {
+                b.get("signature")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }
+            _ => None,
+        };
+        let next = &blocks[at + 1];
+        let unsigned_call = next.get("type") == Some(&json!("tool_use"))
+            && next.get("signature").is_none_or(Value::is_null);
+        match signature {
+            Some(signature) if unsigned_call => {
+                blocks[at + 1]["signature"] = json!(signature);
+                blocks.remove(at);
+                for mark in cache.iter_mut() {
+                    match &mut mark.place {
+                        CachePlace::Block { message, block }
+                        | CachePlace::Part { message, block, .. }
+                            if *message == index && *block > at =>
+                        {
+                            *block -= 1
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => at += 1,
+        }
+    }
 }
 
 /// One of Anthropic's blocks made OMA's, in place (see [`oma_messages`]).
@@ -402,6 +608,8 @@ pub struct MessageWriter {
     requested: String,
     /// Whether the request asked for a stream.
     pub stream: bool,
+    /// Whether the request is a count of its input tokens (`/v1/messages/count_tokens`).
+    count: bool,
     /// The kind of content block open in the stream, if any.
     block: Option<&'static str>,
     /// How many content blocks were opened.
@@ -457,10 +665,33 @@ fn answer_block(block: &ContentBlock) -> Option<Value> {
     })
 }
 
+/// The signature a tool call carries (Gemini's `thoughtSignature` on a function call), which
+/// Anthropic's `tool_use` has no field for: it is answered as a `thinking` block with no text
+/// and that signature, just before the call, which Anthropic's clients keep and send back as
+/// they keep any signed thinking; [`oma_messages`] puts it back on the call.
+fn call_signature(block: &ContentBlock) -> Option<&str> {
+    match block {
+        ContentBlock::ToolUse(call) => call.signature.as_deref().filter(|s| !s.is_empty()),
+        _ => None,
+    }
+}
+
 impl MessageWriter {
     /// The whole `message` of `response`, answered by `target`.
     pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
-        let content: Vec<Value> = response.content.iter().filter_map(answer_block).collect();
+        if self.count {
+            return Reply::json(200, &json!({"input_tokens": response.usage.input_tokens}));
+        }
+        let content: Vec<Value> = response
+            .content
+            .iter()
+            .flat_map(|block| {
+                let signed = call_signature(block).map(
+                    |signature| json!({"type": "thinking", "thinking": "", "signature": signature}),
+                );
+                signed.into_iter().chain(answer_block(block))
+            })
+            .collect();
         Reply::json(
             200,
             &json!({
@@ -567,6 +798,13 @@ impl MessageWriter {
             }
             StreamEvent::ToolUse(call) => {
                 out.push_str(&self.close_block());
+                if let Some(signature) = &call.signature {
+                    self.open("thinking", thinking_start(), &mut out);
+                    out.push_str(
+                        &self.delta(json!({"type": "signature_delta", "signature": signature})),
+                    );
+                    out.push_str(&self.close_block());
+                }
                 self.open(
                     "tool_use",
                     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),

@@ -7,7 +7,7 @@
 //! gateway answers, from the pieces below: [`route`] decides from a request's head, [`validate`]
 //! and [`format()`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
 //! machine every world drives), the chat routes' [`chat::ChatMachine`] makes their provider
-//! calls, [`limits`] counts them, and [`run_reply`] / [`sse_event`] turn what the run produced
+//! calls (each client field passed, mapped or refused per target by [`fields`]' table), [`limits`] counts them, and [`run_reply`] / [`sse_event`] turn what the run produced
 //! into the response.
 //!
 //! `oma_gateway.wasm`, `oma_routes.wasm` and `oma_fastly.wasm` are built from this crate and
@@ -25,6 +25,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod env;
+pub mod fields;
 pub mod limits;
 pub mod openai;
 pub mod request;
@@ -192,6 +193,9 @@ pub enum Route {
     Models,
     /// `POST /v1/messages` (Anthropic-compatible, [`anthropic`]).
     Messages,
+    /// `POST /v1/messages/count_tokens` (Anthropic-compatible: a request's input tokens,
+    /// [`anthropic::start`]).
+    CountTokens,
 }
 
 /// What [`route`] reads of a request.
@@ -207,6 +211,12 @@ pub struct Head<'a> {
     pub api_key: Option<&'a str>,
     /// The `content-length` header, when it is a number.
     pub content_length: Option<u64>,
+    /// The `anthropic-version` header: Anthropic's clients send it, and `/v1/models` answers
+    /// them in Anthropic's shape.
+    pub anthropic_version: Option<&'a str>,
+    /// The `anthropic-beta` header, sent on to Anthropic targets (the field table's
+    /// `anthropic-beta` row decides the others: [`fields::apply_markers_and_betas`]).
+    pub anthropic_beta: Option<&'a str>,
 }
 
 impl Head<'_> {
@@ -251,8 +261,17 @@ pub fn on_head(settings: Result<&Settings, &env::BadVariable>, head: &Head) -> H
         Err(reply) => HeadVerdict::Reply(reply),
         // `/healthz` says where limits are counted.
         Ok(Route::Health) => HeadVerdict::Reply(limits::health(limits::scope(settings))),
-        Ok(Route::Models) => HeadVerdict::Reply(openai::models(settings)),
+        Ok(Route::Models) => HeadVerdict::Reply(models(settings, head)),
         Ok(route) => HeadVerdict::ReadBody(route),
+    }
+}
+
+/// `GET /v1/models`: Anthropic's list when the client sends `anthropic-version` (Anthropic's
+/// clients do), else OpenAI's.
+fn models(settings: &Settings, head: &Head) -> Reply {
+    match head.anthropic_version {
+        Some(_) => anthropic::models(settings),
+        None => openai::models(settings),
     }
 }
 
@@ -267,11 +286,13 @@ pub enum BodyVerdict {
 }
 
 /// The answer to `route` with its whole body: `/v1/validate` and `/v1/format` answer here,
-/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`). `now_ms` and `seed` feed
+/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`), the chat routes their
+/// provider calls (the Anthropic ones read `head`'s path and headers). `now_ms` and `seed` feed
 /// what a format makes up and the run's random draws.
 pub fn on_body(
     settings: &Settings,
     route: Route,
+    head: &Head,
     body: &[u8],
     streaming: bool,
     now_ms: u64,
@@ -279,7 +300,7 @@ pub fn on_body(
 ) -> BodyVerdict {
     match route {
         Route::Health => BodyVerdict::Reply(health()),
-        Route::Models => BodyVerdict::Reply(openai::models(settings)),
+        Route::Models => BodyVerdict::Reply(models(settings, head)),
         Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
         Route::Run => match start_run(settings, body, streaming, seed) {
@@ -290,10 +311,13 @@ pub fn on_body(
             Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
             Err(reply) => BodyVerdict::Reply(reply),
         },
-        Route::Messages => match anthropic::start(settings, body, now_ms, seed) {
-            Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
-            Err(reply) => BodyVerdict::Reply(reply),
-        },
+        Route::Messages | Route::CountTokens => {
+            let count = route == Route::CountTokens;
+            match anthropic::start(settings, body, head, count, now_ms, seed) {
+                Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
+                Err(reply) => BodyVerdict::Reply(reply),
+            }
+        }
     }
 }
 
@@ -328,6 +352,24 @@ pub fn log_line(method: &str, path: &str, status: u16, ms: u64) -> String {
     format!("oma-gateway: {method} {path} {status} {ms}ms\n")
 }
 
+/// The header of a whole chat answer that names the client's fields dropped for the target that
+/// answered, as `OMA_GATEWAY_DROP_PARAMS` allowed (`seed, logprobs`).
+pub const DROPPED_HEADER: &str = "oma-dropped-params";
+
+/// The log line naming the client's fields dropped for `target` (`<provider>/<model>`), as
+/// `OMA_GATEWAY_DROP_PARAMS` allowed, written before the target is sent the request.
+pub fn dropped_line(target: &str, fields: &[String]) -> String {
+    let target: String = target
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    format!(
+        "oma-gateway: dropped for {target} (OMA_GATEWAY_DROP_PARAMS): {}\n",
+        fields.join(", ")
+    )
+}
+
 /// The log line of a trace export that did not reach the collector (`reason`: the collector's
 /// status, or how the request failed), with its newline: written to the host's log beside the
 /// request's own line, so that dropped exports are counted there.
@@ -348,22 +390,25 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
         "/v1/chat/completions" => (Route::ChatCompletions, "POST"),
         "/v1/models" => (Route::Models, "GET"),
         "/v1/messages" => (Route::Messages, "POST"),
+        "/v1/messages/count_tokens" => (Route::CountTokens, "POST"),
         _ => {
             return Err(Reply::error(
                 404,
                 "Error",
                 Some("NOT_FOUND"),
                 "no such route: the gateway answers GET /healthz, POST /v1/validate, \
-                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models and \
-                 POST /v1/messages",
+                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models, \
+                 POST /v1/messages and POST /v1/messages/count_tokens",
             ))
         }
     };
     // Each route refuses in its own error shape: OpenAI's for the OpenAI-compatible routes,
-    // Anthropic's for the Anthropic-compatible one. A request without the token learns nothing
-    // more than that (no method is named to it), so the token is checked first.
-    let openai = matches!(route, Route::ChatCompletions | Route::Models);
-    let anthropic = route == Route::Messages;
+    // Anthropic's for the Anthropic-compatible ones (and `/v1/models` asked by an Anthropic
+    // client). A request without the token learns nothing more than that (no method is named to
+    // it), so the token is checked first.
+    let anthropic = matches!(route, Route::Messages | Route::CountTokens)
+        || (route == Route::Models && head.anthropic_version.is_some());
+    let openai = !anthropic && matches!(route, Route::ChatCompletions | Route::Models);
     if route != Route::Health && !settings.authorized_either(head.authorization, head.api_key) {
         let message = "a token is required: send `authorization: Bearer <token>` or \
                        `x-api-key: <token>`";
@@ -836,6 +881,8 @@ pub fn sse_event(event: &AgentEvent) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
+#[cfg(test)]
+mod fields_tests;
 #[cfg(test)]
 mod openai_tests;
 #[cfg(test)]

@@ -56,6 +56,21 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
+    /// What the routes read of it.
+    fn read(&self) -> Head<'_> {
+        Head {
+            method: &self.method,
+            path: &self.path,
+            authorization: self.header("authorization"),
+            api_key: self.header("x-api-key"),
+            content_length: self
+                .header("content-length")
+                .and_then(Head::parse_content_length),
+            anthropic_version: self.header("anthropic-version"),
+            anthropic_beta: self.header("anthropic-beta"),
+        }
+    }
+
     /// The first value of the header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -242,6 +257,8 @@ struct ChatStage {
     writer: Writer,
     /// The request whose sending waits for the stream's head.
     held: Option<Outgoing>,
+    /// How many of the machine's dropped-field notes are in the log.
+    drops_logged: usize,
 }
 
 /// A `/v1/run` in flight.
@@ -496,16 +513,7 @@ impl RequestMachine {
 
     /// The head: answered at once, or counted against its key's limits, then its body read.
     fn on_head(&mut self, now_ms: u64) {
-        let head = Head {
-            method: &self.head.method,
-            path: &self.head.path,
-            authorization: self.head.header("authorization"),
-            api_key: self.head.header("x-api-key"),
-            content_length: self
-                .head
-                .header("content-length")
-                .and_then(Head::parse_content_length),
-        };
+        let head = self.head.read();
         let route = match crate::on_head(self.settings.as_ref(), &head) {
             HeadVerdict::Reply(reply) => return self.answer(reply, Export::None),
             HeadVerdict::ReadBody(route) => route,
@@ -624,7 +632,8 @@ impl RequestMachine {
         };
         let streaming =
             route == Route::Run && crate::wants_stream(self.head.header("accept").unwrap_or(""));
-        match crate::on_body(settings, route, &body, streaming, now_ms, self.seed) {
+        let head = self.head.read();
+        match crate::on_body(settings, route, &head, &body, streaming, now_ms, self.seed) {
             BodyVerdict::Reply(reply) => self.answer(reply, Export::None),
             BodyVerdict::Chat(completion) => {
                 let Completion { machine, writer } = *completion;
@@ -633,6 +642,7 @@ impl RequestMachine {
                     machine,
                     writer,
                     held: None,
+                    drops_logged: 0,
                 }));
             }
             BodyVerdict::Run(started) => {
@@ -738,7 +748,16 @@ impl RequestMachine {
             return;
         }
         let streaming = chat.writer.stream();
-        let result = match chat.machine.poll(now_ms) {
+        let step = chat.machine.poll(now_ms);
+        // A target tried with fields dropped is named in the log before its request goes out.
+        for (target, fields) in &chat.machine.dropped()[chat.drops_logged..] {
+            self.push(
+                Step::Log(crate::dropped_line(&target.label(), fields)),
+                None,
+            );
+        }
+        chat.drops_logged = chat.machine.dropped().len();
+        let result = match step {
             ChatStep::Send(outgoing) => {
                 chat.held = self.send(outgoing, streaming);
                 self.stage = Stage::Chat(chat);
@@ -771,7 +790,13 @@ impl RequestMachine {
         };
         match result {
             Ok((response, target)) if !streaming => {
-                let reply = chat.writer.whole(&response, &target);
+                let mut reply = chat.writer.whole(&response, &target);
+                let dropped = chat.machine.dropped().iter().find(|(t, _)| *t == target);
+                if let Some((_, fields)) = dropped {
+                    reply
+                        .headers
+                        .push((crate::DROPPED_HEADER, fields.join(", ")));
+                }
                 self.answer(reply, export);
             }
             Ok((response, target)) => {
@@ -1021,6 +1046,7 @@ fn route_path(route: Route) -> &'static str {
     match route {
         Route::ChatCompletions => "/v1/chat/completions",
         Route::Messages => "/v1/messages",
+        Route::CountTokens => "/v1/messages/count_tokens",
         _ => "/v1/run",
     }
 }

@@ -239,22 +239,39 @@ pub struct SizeLimit {
 /// blocking procedure it replaces was smaller); the routes ceiling lowered to 1,443,000 B,
 /// 1,414,310 B measured against main's 1,728,197 B (-313,887 B: the world no longer exports
 /// `driver`, so the driver's glue and its conversions are gone). Both on 6 December 2026.
+///
+/// The component's and the portable world's ceilings raised when OMA's text rules came to live
+/// once in the core for the packages: the bash risk classifier and the codec's
+/// `redact-sensitive-text`, `is-sensitive-name` and `classify-bash-command` (in the `component`
+/// and `portable` worlds, which export the codec), and OMA 1.16.1's two-pass assignment rules of
+/// the redaction (in all four). Measured on 6 December 2026 against main built the same way:
+/// component 1,354,603 B (from 1,332,045, +22,558), portable 1,377,141 B (from 1,354,677,
+/// +22,464); each ceiling about 2% above. The gateway and the routes grew by 1,373 B each (the
+/// redaction), within their ceilings.
+///
+/// The gateway raised to 1,532,000 B and the routes to 1,499,000 B for the chat routes' field
+/// table (issue 38: every field of a Chat Completions or Messages request read, passed, mapped
+/// or refused per target dialect, with its refusal texts and `OMA_GATEWAY_DROP_PARAMS`):
+/// +34,986 B and +34,999 B on the branch that added it alone (about 25 KB of it the mappings'
+/// code, which build the target's JSON, the rest the table and its texts); 1,501,998 B and
+/// 1,469,132 B measured on the merged tree on 6 December 2026, with the Anthropic route's
+/// forwarding, `count_tokens` and betas; each ceiling about 2% above.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_344_000,
+        ceiling: 1_382_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_367_000,
+        ceiling: 1_405_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_476_000,
+        ceiling: 1_532_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_443_000,
+        ceiling: 1_499_000,
     },
 ];
 
@@ -269,12 +286,13 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// the wave (the callbacks' refusals, the `summarize` strategy, images by URL and the per-token
 /// limits): 1,520,809 B measured on the merged tree on 3 December 2026. Raised to 1,640,000 B
 /// with the gateway for the request machine (issue 38): 1,607,253 B measured on 6 December
-/// 2026.
+/// 2026. Raised to 1,700,000 B with the gateway for the chat routes' field table (issue 38):
+/// +39,287 B on its branch alone, 1,666,950 B measured on the merged tree on 6 December 2026.
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_640_000;
+const FASTLY_CEILING: u64 = 1_700_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

@@ -1,53 +1,26 @@
-// OMA's `classifyRunFailure`: turns any thrown value into the `status` and `errorInfo` fields of
-// an AgentRunResult, the way OMA classifies a failure (the package's own results are classified
-// by the component; this is for OMA programs that classify their own failures).
+// OMA's `classifyRunFailure` (OMA: observability/status.ts): turns any thrown value into the
+// `status` and `errorInfo` fields of an AgentRunResult, the way OMA classifies a failure (the
+// package's own results are classified by the component; this is for OMA programs that classify
+// their own failures). Messages are redacted with OMA's rules, the component's.
 
 import {
   CostBudgetExceededError,
   EgressPolicyError,
   LLMCallTimeoutError,
+  OMAError,
   TokenBudgetExceededError,
   isRetryableError,
 } from '../errors.js'
+import { redactSensitiveText } from '../utils/redaction.js'
 
 /** How long a status message and an errorInfo message may be, as in OMA. */
 const STATUS_MESSAGE_CHARS = 256
 const ERROR_MESSAGE_CHARS = 1024
-const HIDDEN = '[redacted]'
-
-/** Names whose assigned value is a secret (`apiKey=...`, `"password": "..."`, `token: ...`). */
-const SECRET_NAME =
-  /(?:api[_-]?key|secret|passw(?:or)?d|pwd|private[_-]?key|access[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|github[_-]?token|authori[sz]ation|auth[_-]?token|cookie|session|credential|bearer|^token$|[_-]token$|^token[_-])/i
-
-/** Literal shapes of well-known keys and tokens. */
-const SECRET_LITERALS = [
-  /\bsk-[A-Za-z0-9_-]{16,}\b/g,
-  /\bgh[pousr]_[A-Za-z0-9_]{20,}\b/g,
-  /\bgithub_pat_[A-Za-z0-9_]{20,}\b/g,
-  /\bAKIA[0-9A-Z]{16}\b/g,
-  /\bxox[baprs]-[A-Za-z0-9-]{10,}\b/g,
-]
-
-/**
- * `text` with what looks like a secret replaced by `[redacted]`: PEM private keys, the value of
- * an assignment whose name says it is a secret, and the literal shapes of common API keys.
- */
-function redact(text) {
-  let out = text.replace(/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g, HIDDEN)
-  // Quoted values first (`key: "a b"`), then bare ones up to a delimiter (`key=value`).
-  out = out.replace(/(["']?)([A-Za-z_][\w.-]*)(\1?\s*[:=]\s*)(["'])([\s\S]*?)\4/g, (all, q, name, sep, quote) =>
-    SECRET_NAME.test(name) ? `${q}${name}${sep}${quote}${HIDDEN}${quote}` : all)
-  out = out.replace(/(["']?)([A-Za-z_][\w.-]*)(\1?\s*[:=]\s*)([^"'\s,;}\]\n\r][^,;}\]\n\r]*)/g, (all, q, name, sep, value) =>
-    SECRET_NAME.test(name) && value !== HIDDEN ? `${q}${name}${sep}${HIDDEN}` : all)
-  out = out.replace(/\b(Bearer)\s+[A-Za-z0-9._~+/=-]{8,}/gi, `$1 ${HIDDEN}`)
-  for (const pattern of SECRET_LITERALS) out = out.replace(pattern, HIDDEN)
-  return out
-}
 
 function messageOf(value, limit) {
   const raw = value instanceof Error ? value.message : typeof value === 'string' ? value : undefined
   if (!raw) return undefined
-  return redact(raw).slice(0, limit)
+  return redactSensitiveText(raw).slice(0, limit)
 }
 
 function codeOf(error) {
@@ -56,11 +29,23 @@ function codeOf(error) {
   return typeof code === 'string' || typeof code === 'number' ? String(code) : undefined
 }
 
-/** The HTTP status an error carries (`status`, as the provider SDKs set it, or `statusCode`). */
+/**
+ * The HTTP status an error carries: `status` (as the provider SDKs and this package's own errors
+ * set it), or `statusCode` when `status` is null or absent; only a finite number counts.
+ */
 function httpStatusOf(error) {
   if (error === null || typeof error !== 'object') return undefined
-  const value = error.status ?? error.statusCode ?? error.httpStatus
+  const value = error.status ?? error.statusCode
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined
+}
+
+/**
+ * Whether `error` is of one of OMA's classes `names`: an instance of the class, or one of this
+ * package's errors carrying that OMA name (how the component reports an error of a class the
+ * package has no constructor call for, such as a routing timeout).
+ */
+function isOf(error, classes, names) {
+  return classes.some((cls) => error instanceof cls) || (error instanceof OMAError && names.includes(error.name))
 }
 
 function isCancellation(error) {
@@ -80,13 +65,13 @@ export function classifyRunFailure(error, options = {}) {
   let code = options.statusCode ?? 'error'
   let kind = options.kind ?? 'unknown'
   const status = httpStatusOf(error)
-  if (error instanceof TokenBudgetExceededError || error instanceof CostBudgetExceededError) {
+  if (isOf(error, [TokenBudgetExceededError, CostBudgetExceededError], ['TokenBudgetExceededError', 'CostBudgetExceededError'])) {
     code = 'budget_exhausted'
     kind = 'budget'
-  } else if (error instanceof LLMCallTimeoutError || (error instanceof Error && error.name === 'RoutingTimeoutError')) {
+  } else if (isOf(error, [LLMCallTimeoutError], ['LLMCallTimeoutError', 'RoutingTimeoutError'])) {
     code = 'timeout'
     kind = 'timeout'
-  } else if (error instanceof EgressPolicyError) {
+  } else if (isOf(error, [EgressPolicyError], ['EgressPolicyError'])) {
     code = 'rejected'
     kind = 'validation'
   } else if (isCancellation(error)) {

@@ -397,7 +397,7 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
         Step::DecideLoop(_) => Some(Answer::LoopDecision(Err(
             "loopDetection.onLoopDetected as a function is not available in a gateway run".into(),
         ))),
-        Step::Progress(_) | Step::Evaluation(_) => None,
+        Step::Progress(_) | Step::Evaluation(_) | Step::Records(_) => None,
         // A trace event is kept by `next` for the reply and the export before this is asked.
         Step::Trace(_) | Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => {
             return None

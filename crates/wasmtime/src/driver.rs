@@ -141,8 +141,9 @@ fn typed(seed: u64) -> SessionOptions {
     SessionOptions {
         payloads: Payloads::Typed,
         seed,
-        // The agent configuration's `trace` applies.
+        // The agent configuration's `trace` and `records` apply.
         trace: None,
+        records: None,
     }
 }
 
@@ -466,6 +467,10 @@ impl DriverGuest {
             }
             Step::Trace(TraceReport::Typed(event)) => {
                 self.store.data_mut().agent_host().trace(event);
+                return Ok(Driven::Continue);
+            }
+            Step::TraceRecords(records) => {
+                self.store.data_mut().agent_host().trace_records(records);
                 return Ok(Driven::Continue);
             }
             Step::DecideLoop(info) => Answer::LoopDecision(

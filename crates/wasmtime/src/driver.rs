@@ -172,6 +172,34 @@ impl DriverGuest {
             .await?)
     }
 
+    /// `codec.materialize-run` of the portable world.
+    pub async fn materialize_run(
+        &mut self,
+        records: &str,
+        include_records: bool,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_materialize_run(&mut self.store, records, include_records)
+            .await?)
+    }
+
+    /// `codec.build-execution-receipt` of the portable world.
+    pub async fn build_execution_receipt(
+        &mut self,
+        result: &str,
+        trace: Option<&str>,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_build_execution_receipt(&mut self.store, result, trace)
+            .await?)
+    }
+
     /// `driver.agent.create`.
     pub async fn create_agent(
         &mut self,

@@ -180,3 +180,51 @@ async fn records_alone_and_refused_options() {
         assert!(error.message.contains(named), "{records}: {}", error.message);
     }
 }
+
+/// OMA's `materializeRun` and `buildExecutionReceipt` through this world's codec: the shared
+/// tables (`fixtures/observability/materialize.json`, `receipt.json`) the core's tests run.
+#[tokio::test]
+async fn the_codec_materializes_runs_and_builds_receipts_as_the_tables_say() {
+    let mut guest = Guest::instantiate(super::WORLD, GuestOptions::default()).await;
+    let table: Value = serde_json::from_str(include_str!(
+        "../../../fixtures/observability/materialize.json"
+    ))
+    .expect("the table");
+    for case in table["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("a name");
+        let include = case["includeRecords"].as_bool().expect("a flag");
+        let run = guest
+            .materialize_run(&case["records"].to_string(), include)
+            .await
+            .unwrap()
+            .expect(name);
+        assert_eq!(run, case["expect"].to_string(), "{name}");
+    }
+    for refused in table["refused"].as_array().expect("refused") {
+        let field = refused["field"].as_str().expect("a field");
+        let error = guest
+            .materialize_run(&refused["records"].to_string(), false)
+            .await
+            .unwrap()
+            .expect_err(field);
+        assert!(error.message.contains(field), "{field}: {}", error.message);
+    }
+    let not_a_list = guest.materialize_run("{}", false).await.unwrap();
+    assert!(not_a_list.is_err());
+
+    let table: Value =
+        serde_json::from_str(include_str!("../../../fixtures/observability/receipt.json"))
+            .expect("the table");
+    for case in table["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("a name");
+        let trace = case.get("trace").map(Value::to_string);
+        let receipt = guest
+            .build_execution_receipt(&case["result"].to_string(), trace.as_deref())
+            .await
+            .unwrap()
+            .expect(name);
+        assert_eq!(receipt, case["expect"].to_string(), "{name}");
+    }
+    let broken = guest.build_execution_receipt("{", None).await.unwrap();
+    assert!(broken.is_err(), "text that is not JSON");
+}

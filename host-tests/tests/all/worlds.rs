@@ -76,4 +76,6 @@ both! {
     fn reset(&mut self, agent: &AgentHandle) -> anyhow::Result<()>;
     fn drop_agent(&mut self, agent: AgentHandle) -> anyhow::Result<()>;
     fn run_agent(&mut self, config: &AgentConfig, input: &RunInput, options: &RunAgentOptions) -> anyhow::Result<Result<RunResult, WitError>>;
+    fn materialize_run(&mut self, records: &str, include_records: bool) -> anyhow::Result<Result<String, WitError>>;
+    fn build_execution_receipt(&mut self, result: &str, trace: Option<&str>) -> anyhow::Result<Result<String, WitError>>;
 }

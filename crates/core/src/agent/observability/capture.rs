@@ -271,7 +271,8 @@ enum ContentKind {
 }
 
 fn content_kind(key: &str) -> Option<ContentKind> {
-    let normal = key.to_lowercase().replace('-', "_");
+    // The words are ASCII, so ASCII case folding finds them as JavaScript's `toLowerCase` does.
+    let normal = key.to_ascii_lowercase().replace('-', "_");
     let has = |part: &str| normal.contains(part);
     if has("prompt") {
         Some(ContentKind::Prompt)

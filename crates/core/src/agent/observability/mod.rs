@@ -5,9 +5,12 @@
 //!
 //! The rooms: [`record`] (the record values and their JSON), [`capture`] (the capture policy
 //! and sensitive-data processing), [`options`] (how a host turns records on), `tracer` (the
-//! spans of a run and both views of them).
+//! spans of a run and both views of them), [`materialize`] (OMA's `materializeRun`), [`receipt`] (OMA's
+//! `buildExecutionReceipt`).
 
 pub mod capture;
+pub mod materialize;
 pub mod options;
+pub mod receipt;
 pub mod record;
 pub(crate) mod tracer;

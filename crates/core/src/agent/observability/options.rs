@@ -18,6 +18,19 @@ pub struct RecordOptions {
     /// The run's metadata (OMA's `metadata` run option), checked as OMA checks it: the root
     /// span carries each entry as `oma.meta.<key>`.
     pub metadata: Map<String, Value>,
+    /// The span the run's records continue, when a host has one (the gateway's request span):
+    /// the records take its trace, and the run's span is its child. Not OMA's: a run of OMA
+    /// starts a trace of its own, as a run does here without it. Never read from JSON.
+    pub parent: Option<TraceParent>,
+}
+
+/// A span in a trace a host continues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceParent {
+    /// The trace: 32 lowercase hex digits.
+    pub trace_id: String,
+    /// The span: 16 lowercase hex digits.
+    pub span_id: String,
 }
 
 /// The most metadata entries a run may carry.
@@ -52,6 +65,7 @@ impl RecordOptions {
             capture,
             run_id,
             metadata,
+            parent: None,
         })
     }
 }

@@ -11,6 +11,8 @@
 use serde_json::{Map, Value};
 
 use crate::agent::outcome::{ErrorInfo, FailureKind, Status, StatusCode as FailedCode};
+use crate::agent::trace::uuid_v4;
+use crate::rng::Rng;
 
 /// The schema version every record carries (`schemaVersion`).
 pub const SCHEMA_VERSION: u64 = 2;
@@ -392,6 +394,70 @@ impl TraceRecord {
             }
         }
         Value::Object(out)
+    }
+}
+
+/// The ids and the numbering of one trace's records: the run's id, the trace's id, the next
+/// sequence number, and the random source new span and record ids are drawn from. The run
+/// machine's tracer makes its records with one; so does the gateway for the model calls of a chat
+/// request, which no run machine makes.
+#[derive(Debug)]
+pub struct Recorder {
+    run_id: String,
+    trace_id: String,
+    sequence: u64,
+    rng: Rng,
+}
+
+impl Recorder {
+    /// The records of the run `run_id` in the trace `trace_id` (a W3C trace id a host continues),
+    /// or in a new trace drawn from `rng` when none is given; ids drawn from `rng`.
+    pub fn new(run_id: String, trace_id: Option<String>, mut rng: Rng) -> Self {
+        let trace_id = trace_id
+            .unwrap_or_else(|| format!("{:016x}{:016x}", rng.next_u64() | 1, rng.next_u64()));
+        Recorder {
+            run_id,
+            trace_id,
+            sequence: 0,
+            rng,
+        }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The trace's id.
+    pub fn trace_id(&self) -> &str {
+        &self.trace_id
+    }
+
+    /// A new span id: 16 lowercase hex digits, never all zeros (a W3C rule).
+    pub fn span_id(&mut self) -> String {
+        format!("{:016x}", self.rng.next_u64().max(1))
+    }
+
+    /// The next record of the trace, about the span `span_id` under `parent`, made at `now_ms`.
+    pub fn record(
+        &mut self,
+        now_ms: u64,
+        span_id: String,
+        parent: Option<String>,
+        body: RecordBody,
+    ) -> TraceRecord {
+        self.sequence += 1;
+        TraceRecord {
+            record_id: uuid_v4(&mut self.rng),
+            sequence: self.sequence,
+            timestamp_ms: now_ms,
+            run_id: self.run_id.clone(),
+            attempt: 1,
+            trace_id: self.trace_id.clone(),
+            span_id,
+            parent_span_id: parent,
+            body,
+        }
     }
 }
 

@@ -12,13 +12,13 @@
 //! makes the same retry and sampling draws whatever it traces). Records pass the run's capture
 //! policy ([`SensitiveData`]) before they are queued.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::capture::{Content, SensitiveData, StreamEvents};
 use super::options::RecordOptions;
 use super::record::{
-    Attributes, ErrorKind, EventName, Observed, RecordBody, SpanError, SpanKind, SpanStatus,
-    StatusCode, TraceRecord,
+    Attributes, ErrorKind, EventName, Observed, RecordBody, Recorder, SpanError, SpanKind,
+    SpanStatus, StatusCode,
 };
 use crate::agent::exchange::ToolGate;
 use crate::agent::outcome::{classify, truncate_units, Ending, Failure, RunOutcome};
@@ -50,30 +50,19 @@ struct Legacy {
     rng: Rng,
 }
 
-/// What the records view keeps: the run's identity, the next sequence number, the policy.
+/// What the records view keeps: the run's ids and numbering, its spans, the policy.
 #[derive(Debug)]
 struct Records {
-    run_id: String,
-    trace_id: String,
+    recorder: Recorder,
     root_span_id: String,
+    /// The root span's parent: the span of a trace the host continues, if any.
+    root_parent: Option<String>,
     agent_span_id: String,
-    sequence: u64,
     processing: SensitiveData,
     /// The root span's attributes (`oma.run.id`, `oma.run.attempt`, `oma.meta.*`).
     root_attributes: Attributes,
     /// The agent span's attributes as it began.
     agent_attributes: Attributes,
-    rng: Rng,
-}
-
-/// A 64-bit span id: 16 lowercase hex digits, never all zeros (a W3C rule).
-fn span_id(rng: &mut Rng) -> String {
-    format!("{:016x}", rng.next_u64().max(1))
-}
-
-/// A 128-bit trace id: 32 lowercase hex digits, never all zeros.
-fn trace_id(rng: &mut Rng) -> String {
-    format!("{:016x}{:016x}", rng.next_u64() | 1, rng.next_u64())
 }
 
 /// The model call in flight.
@@ -168,36 +157,38 @@ impl Tracer {
                 (Some(legacy), None) => legacy.run_id.clone(),
                 (None, None) => uuid_v4(&mut rng),
             };
-            let trace_id = trace_id(&mut rng);
-            let root_span_id = span_id(&mut rng);
-            let agent_span_id = span_id(&mut rng);
+            let (trace_id, root_parent) = match options.parent {
+                Some(parent) => (Some(parent.trace_id), Some(parent.span_id)),
+                None => (None, None),
+            };
+            let mut recorder = Recorder::new(run_id.clone(), trace_id, rng);
+            let root_span_id = recorder.span_id();
+            let agent_span_id = recorder.span_id();
             let mut root_attributes = Attributes::new();
-            root_attributes.insert("oma.run.id".into(), json!(run_id));
-            root_attributes.insert("oma.run.attempt".into(), json!(1));
+            root_attributes.insert("oma.run.id".into(), Value::from(run_id.as_str()));
+            root_attributes.insert("oma.run.attempt".into(), Value::from(1));
             for (key, value) in options.metadata {
                 root_attributes.insert(format!("oma.meta.{key}"), value);
             }
             let mut agent_attributes = Attributes::new();
-            agent_attributes.insert("oma.agent.name".into(), json!(agent_name));
+            agent_attributes.insert("oma.agent.name".into(), Value::from(agent_name.as_str()));
             if run_agent {
-                agent_attributes.insert("oma.phase".into(), json!("agent"));
+                agent_attributes.insert("oma.phase".into(), Value::from("agent"));
             }
             if let Some(task) = &task_id {
-                agent_attributes.insert("oma.task.id".into(), json!(task));
+                agent_attributes.insert("oma.task.id".into(), Value::from(task.as_str()));
             }
             Records {
-                run_id,
-                trace_id,
+                recorder,
                 root_span_id,
+                root_parent,
                 agent_span_id,
-                sequence: 0,
                 processing: SensitiveData {
                     allowlist: None,
                     capture: options.capture,
                 },
                 root_attributes,
                 agent_attributes,
-                rng,
             }
         });
         Tracer {
@@ -223,13 +214,13 @@ impl Tracer {
     /// The attributes every span of the agent carries: its name, and the task's id.
     fn agent_attributes(&self) -> Attributes {
         let mut attributes = Attributes::new();
-        attributes.insert("oma.agent.name".into(), json!(self.agent));
+        attributes.insert("oma.agent.name".into(), Value::from(self.agent.as_str()));
         attributes
     }
 
     fn with_task(&self, mut attributes: Attributes) -> Attributes {
         if let Some(task) = &self.task_id {
-            attributes.insert("oma.task.id".into(), json!(task));
+            attributes.insert("oma.task.id".into(), Value::from(task.as_str()));
         }
         attributes
     }
@@ -247,18 +238,7 @@ impl Tracer {
         let Some(records) = self.records.as_mut() else {
             return;
         };
-        records.sequence += 1;
-        let record = TraceRecord {
-            record_id: uuid_v4(&mut records.rng),
-            sequence: records.sequence,
-            timestamp_ms: now_ms,
-            run_id: records.run_id.clone(),
-            attempt: 1,
-            trace_id: records.trace_id.clone(),
-            span_id,
-            parent_span_id: parent,
-            body,
-        };
+        let record = records.recorder.record(now_ms, span_id, parent, body);
         if let Some(record) = records.processing.process(record.to_json()) {
             self.out.push(Traced::Record(Observed {
                 record,
@@ -299,12 +279,13 @@ impl Tracer {
             return;
         };
         let (root, agent) = (records.root_span_id.clone(), records.agent_span_id.clone());
+        let root_parent = records.root_parent.clone();
         let root_attributes = records.root_attributes.clone();
         let agent_attributes = records.agent_attributes.clone();
         self.record(
             now_ms,
             root.clone(),
-            None,
+            root_parent,
             RecordBody::Start {
                 kind: SpanKind::Run,
                 name: "oma.run",
@@ -333,7 +314,7 @@ impl Tracer {
     }
 
     fn new_span(&mut self) -> Option<String> {
-        self.records.as_mut().map(|r| span_id(&mut r.rng))
+        self.records.as_mut().map(|r| r.recorder.span_id())
     }
 
     /// A model call to `model` starts at `now_ms`. A summary call carries the number of the
@@ -345,12 +326,12 @@ impl Tracer {
         }
         let span = self.new_span().map(|id| {
             let mut attributes = self.agent_attributes();
-            attributes.insert("oma.llm.model".into(), json!(model));
+            attributes.insert("oma.llm.model".into(), Value::from(model));
             if let Some(provider) = &self.provider {
-                attributes.insert("oma.llm.provider".into(), json!(provider));
+                attributes.insert("oma.llm.provider".into(), Value::from(provider.as_str()));
             }
-            attributes.insert("oma.phase".into(), json!(phase.word()));
-            attributes.insert("oma.llm.turn".into(), json!(turn));
+            attributes.insert("oma.phase".into(), Value::from(phase.word()));
+            attributes.insert("oma.llm.turn".into(), Value::from(turn));
             (id, self.with_task(attributes))
         });
         if let Some((id, attributes)) = &span {
@@ -400,14 +381,14 @@ impl Tracer {
         if let Some((id, mut attributes)) = open.span {
             attributes.insert(
                 "oma.usage.input_tokens".into(),
-                json!(response.usage.input_tokens),
+                Value::from(response.usage.input_tokens),
             );
             attributes.insert(
                 "oma.usage.output_tokens".into(),
-                json!(response.usage.output_tokens),
+                Value::from(response.usage.output_tokens),
             );
             if let Some(model) = &response_model {
-                attributes.insert("oma.llm.response_model".into(), json!(model));
+                attributes.insert("oma.llm.response_model".into(), Value::from(model.as_str()));
             }
             self.end_span(
                 now_ms,
@@ -517,11 +498,11 @@ impl Tracer {
         legacy: Option<&TraceEvent>,
     ) {
         let parent = match kind {
-            SpanKind::Run => None,
+            SpanKind::Run => self.records.as_ref().and_then(|r| r.root_parent.clone()),
             SpanKind::Agent => self.records.as_ref().map(|r| r.root_span_id.clone()),
             _ => self.agent_span(),
         };
-        attributes.insert("oma.status".into(), json!(status.code.word()));
+        attributes.insert("oma.status".into(), Value::from(status.code.word()));
         self.record(
             now_ms,
             id,
@@ -575,9 +556,9 @@ impl Tracer {
             return;
         };
         let mut attributes = Attributes::new();
-        attributes.insert("oma.retry.attempt".into(), json!(attempt));
-        attributes.insert("oma.retry.max_attempts".into(), json!(max_attempts));
-        attributes.insert("oma.retry.delay_ms".into(), json!(delay_ms));
+        attributes.insert("oma.retry.attempt".into(), Value::from(attempt));
+        attributes.insert("oma.retry.max_attempts".into(), Value::from(max_attempts));
+        attributes.insert("oma.retry.delay_ms".into(), Value::from(delay_ms));
         let parent = self.agent_span();
         self.span_event(now_ms, id, parent, EventName::RetryScheduled, attributes);
     }
@@ -597,7 +578,7 @@ impl Tracer {
             return;
         };
         let mut attributes = Attributes::new();
-        attributes.insert("oma.ttft.ms".into(), json!(waited));
+        attributes.insert("oma.ttft.ms".into(), Value::from(waited));
         let parent = self.agent_span();
         self.span_event(now_ms, id, parent, EventName::FirstChunk, attributes);
     }
@@ -614,7 +595,7 @@ impl Tracer {
         }
         let (id, parent) = (records.agent_span_id.clone(), records.root_span_id.clone());
         let mut attributes = Attributes::new();
-        attributes.insert("oma.stream.type".into(), json!(kind));
+        attributes.insert("oma.stream.type".into(), Value::from(kind));
         self.span_event(now_ms, id, Some(parent), EventName::StreamChunk, attributes);
     }
 
@@ -625,8 +606,8 @@ impl Tracer {
         };
         let (id, parent) = (records.agent_span_id.clone(), records.root_span_id.clone());
         let mut attributes = Attributes::new();
-        attributes.insert("oma.loop.kind".into(), json!(kind));
-        attributes.insert("oma.loop.repetitions".into(), json!(repetitions));
+        attributes.insert("oma.loop.kind".into(), Value::from(kind));
+        attributes.insert("oma.loop.repetitions".into(), Value::from(repetitions));
         self.span_event(
             now_ms,
             id,
@@ -656,10 +637,10 @@ impl Tracer {
         let input = redact_value(input);
         let span = self.new_span().map(|span| {
             let mut attributes = self.agent_attributes();
-            attributes.insert("oma.tool.name".into(), json!(tool));
+            attributes.insert("oma.tool.name".into(), Value::from(tool));
             let mut attributes = self.with_task(attributes);
             if self.captures_tool(|c| c.tool_input) {
-                attributes.insert("oma.tool.input".into(), json!(input.to_string()));
+                attributes.insert("oma.tool.input".into(), Value::from(input.to_string()));
             }
             (span, attributes)
         });
@@ -745,9 +726,9 @@ impl Tracer {
             },
         );
         if let Some((id, mut attributes)) = open.span {
-            attributes.insert("oma.tool.is_error".into(), json!(is_error));
+            attributes.insert("oma.tool.is_error".into(), Value::from(is_error));
             if self.captures_tool(|c| c.tool_output) {
-                attributes.insert("oma.tool.output".into(), json!(output));
+                attributes.insert("oma.tool.output".into(), Value::from(output.as_str()));
             }
             // OMA's classification of a failed tool: a plain `Error` of its recorded output.
             let (status, error) = if is_error {
@@ -857,16 +838,16 @@ impl Tracer {
             let root = records.root_span_id.clone();
             let mut attributes = records.agent_attributes.clone();
             let root_attributes = records.root_attributes.clone();
-            attributes.insert("oma.agent.name".into(), json!(self.agent));
-            attributes.insert("oma.agent.turns".into(), json!(turns));
-            attributes.insert("oma.agent.tool_calls".into(), json!(tool_calls));
+            attributes.insert("oma.agent.name".into(), Value::from(self.agent.as_str()));
+            attributes.insert("oma.agent.turns".into(), Value::from(turns));
+            attributes.insert("oma.agent.tool_calls".into(), Value::from(tool_calls));
             attributes.insert(
                 "oma.usage.input_tokens".into(),
-                json!(outcome.token_usage.input_tokens),
+                Value::from(outcome.token_usage.input_tokens),
             );
             attributes.insert(
                 "oma.usage.output_tokens".into(),
-                json!(outcome.token_usage.output_tokens),
+                Value::from(outcome.token_usage.output_tokens),
             );
             self.end_span(
                 now_ms,
@@ -897,8 +878,9 @@ impl Tracer {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
-    use crate::agent::observability::capture::CapturePolicy;
 
     fn records(traced: Vec<Traced>) -> Vec<Value> {
         traced
@@ -1059,15 +1041,37 @@ mod tests {
         assert!(gateway.take().is_empty(), "nothing in flight");
     }
 
+    /// A run that continues a host's trace: its records take the trace's id, and its span is
+    /// the host's span's child.
+    #[test]
+    fn a_run_continues_the_trace_it_is_given() {
+        let options = RecordOptions {
+            parent: Some(super::super::options::TraceParent {
+                trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+                span_id: "00f067aa0ba902b7".into(),
+            }),
+            ..RecordOptions::default()
+        };
+        let mut tracer = Tracer::new(None, Some(options), "a", None, false, 5);
+        tracer.start(100);
+        tracer.end(200, &outcome(TokenUsage::default()));
+        let out = records(tracer.take());
+        assert_eq!(out.len(), 4);
+        assert!(out
+            .iter()
+            .all(|r| r["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(out[0]["parentSpanId"], "00f067aa0ba902b7");
+        assert_eq!(
+            out[3]["parentSpanId"], "00f067aa0ba902b7",
+            "the run span's end too"
+        );
+    }
+
     /// Ids are W3C's (32 and 16 lowercase hex digits, never zero), drawn from the seed: the
     /// same seed, the same ids; the run's id is shared by both views.
     #[test]
     fn ids_are_w3c_and_shared_by_both_views() {
-        let options = RecordOptions {
-            capture: CapturePolicy::default(),
-            run_id: None,
-            metadata: serde_json::Map::new(),
-        };
+        let options = RecordOptions::default();
         let mut tracer = Tracer::new(
             Some(TraceOptions::default()),
             Some(options.clone()),

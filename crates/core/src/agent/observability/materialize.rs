@@ -208,6 +208,25 @@ pub fn locale_order(a: &str, b: &str) -> Ordering {
         .then_with(|| a.cmp(b))
 }
 
+/// `items` in a stable order by `compare` (JavaScript's sort is stable). Every order of this
+/// module and the receipt's sorts positions through [`order`], so the sort is compiled once
+/// rather than once per kind of item.
+pub(crate) fn sorted<T>(items: Vec<T>, compare: &dyn Fn(&T, &T) -> Ordering) -> Vec<T> {
+    let positions = order(items.len(), &|a, b| compare(&items[a], &items[b]));
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    positions
+        .into_iter()
+        .filter_map(|at| slots.get_mut(at).and_then(Option::take))
+        .collect()
+}
+
+/// The positions `0..len` in a stable order by `compare`.
+fn order(len: usize, compare: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
+    let mut positions: Vec<usize> = (0..len).collect();
+    positions.sort_by(|a, b| compare(*a, *b));
+    positions
+}
+
 /// A number as JavaScript writes it: whole numbers without a fraction.
 fn number(x: f64) -> Value {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
@@ -284,9 +303,8 @@ impl Names {
         }
     }
 
-    fn sorted(mut self) -> Value {
-        self.0.sort_by(|a, b| locale_order(a, b));
-        Value::from(self.0)
+    fn sorted(self) -> Value {
+        Value::from(sorted(self.0, &|a: &String, b: &String| locale_order(a, b)))
     }
 }
 
@@ -305,12 +323,12 @@ pub fn materialize_run(records: Vec<Value>, include_records: bool) -> Result<Opt
     if records.is_empty() {
         return Ok(None);
     }
-    let mut records = records
+    let records = records
         .into_iter()
         .enumerate()
         .map(|(at, value)| read(at, value))
         .collect::<Result<Vec<_>, _>>()?;
-    records.sort_by(|a, b| {
+    let records = sorted(records, &|a: &Record, b: &Record| {
         locale_order(&a.trace_id, &b.trace_id)
             .then_with(|| a.sequence.total_cmp(&b.sequence))
             .then_with(|| locale_order(&a.record_id, &b.record_id))
@@ -460,14 +478,16 @@ pub fn materialize_run(records: Vec<Value>, include_records: bool) -> Result<Opt
         span.insert("incomplete".into(), Value::from(end.is_none()));
         materialized.push((Value::Object(span), start_ms.as_f64()));
     }
-    materialized.sort_by(|(a, a_start), (b, b_start)| {
-        let trace = |v: &Value| v["traceId"].as_str().unwrap_or_default().to_owned();
-        let span = |v: &Value| v["spanId"].as_str().unwrap_or_default().to_owned();
-        let first = |start: &Option<f64>| start.unwrap_or(9_007_199_254_740_991.0);
-        locale_order(&trace(a), &trace(b))
-            .then_with(|| first(a_start).total_cmp(&first(b_start)))
-            .then_with(|| locale_order(&span(a), &span(b)))
-    });
+    let materialized = sorted(
+        materialized,
+        &|(a, a_start): &(Value, Option<f64>), (b, b_start): &(Value, Option<f64>)| {
+            let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+            let first = |start: &Option<f64>| start.unwrap_or(9_007_199_254_740_991.0);
+            locale_order(&text(a, "traceId"), &text(b, "traceId"))
+                .then_with(|| first(a_start).total_cmp(&first(b_start)))
+                .then_with(|| locale_order(&text(a, "spanId"), &text(b, "spanId")))
+        },
+    );
 
     // The attempts, one per trace.
     let mut traces: Vec<&str> = Vec::new();
@@ -545,7 +565,7 @@ pub fn materialize_run(records: Vec<Value>, include_records: bool) -> Result<Opt
             value: Value::Object(summary),
         });
     }
-    attempts.sort_by(|a, b| {
+    let attempts = sorted(attempts, &|a: &Attempt, b: &Attempt| {
         a.attempt
             .total_cmp(&b.attempt)
             .then_with(|| locale_order(&a.trace_id, &b.trace_id))
@@ -601,16 +621,17 @@ pub fn materialize_run(records: Vec<Value>, include_records: bool) -> Result<Opt
             token_summary.insert(key.into(), number(total));
         }
     }
-    costs.sort_by(|(a, _), (b, _)| locale_order(a, b));
-    let costs: Vec<Value> = costs
-        .into_iter()
-        .map(|(currency, amount)| {
-            let mut cost = Map::new();
-            cost.insert("currency".into(), Value::from(currency));
-            cost.insert("amount".into(), number(amount));
-            Value::Object(cost)
-        })
-        .collect();
+    let costs: Vec<Value> = sorted(costs, &|(a, _): &(String, f64), (b, _): &(String, f64)| {
+        locale_order(a, b)
+    })
+    .into_iter()
+    .map(|(currency, amount)| {
+        let mut cost = Map::new();
+        cost.insert("currency".into(), Value::from(currency));
+        cost.insert("amount".into(), number(amount));
+        Value::Object(cost)
+    })
+    .collect();
 
     let mut run = Map::new();
     run.insert("schemaVersion".into(), Value::from(2));

@@ -160,12 +160,10 @@ impl Earliest {
 
     /// `roles` by earliest start, ties in their order.
     fn order(&self, roles: &[String]) -> Vec<String> {
-        let mut order = roles.to_vec();
-        order.sort_by(|a, b| {
-            let (a, b) = (self.get(a).unwrap_or(0.0), self.get(b).unwrap_or(0.0));
-            a.total_cmp(&b)
-        });
-        order
+        let earliest = |role: &String| self.get(role).unwrap_or(0.0);
+        super::materialize::sorted(roles.to_vec(), &|a: &String, b: &String| {
+            earliest(a).total_cmp(&earliest(b))
+        })
     }
 }
 

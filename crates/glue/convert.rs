@@ -52,6 +52,7 @@ pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequ
         preserve_reasoning_as_text: request.preserve_reasoning_as_text,
         reasoning_text_max_chars: None,
         stream: request.stream,
+        ..a::ChatRequest::default()
     })
 }
 

@@ -144,17 +144,24 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     `)
     assert.deepEqual(JSON.parse((await run(process.execPath, ['pool.js'], { cwd: app, env })).trim()),
       [2, ['bash', 'file_read', 'file_write', 'file_edit', 'grep', 'glob'], 'high'])
-    // A gateway host written in TypeScript, as a Worker would be: the routes and the session
-    // loop are typed (a wrong call is an error, not an implicit any).
+    // A gateway host written in TypeScript, as a Worker would be: the HTTP steps of a request
+    // are typed (a wrong call is an error, not an implicit any).
     const gateway = `
-      import { driveRun, type SteppedRun } from 'oma-component/gateway'
-      // A gateway host steps a run of its own routes component (oma_routes.wasm) with the
-      // package's I/O loop; here a run that is over at once stands in for it.
-      export async function serve(run: SteppedRun): Promise<number> {
-        let events = 0
-        const steps = driveRun(run, { signal: new AbortController().signal })
-        for (let step = await steps.next(); !step.done; step = await steps.next()) events += 1
-        return events
+      import { HttpSteps, type HttpStep } from 'oma-component/gateway'
+      // A gateway host performs the HTTP steps its routes component (oma_routes.wasm) hands out
+      // with the package's I/O; here a list of waits stands in for them.
+      export async function serve(steps: HttpStep[]): Promise<number> {
+        const http = new HttpSteps()
+        let answered = 0
+        try {
+          for (const step of steps) {
+            const answer = await http.perform(step, new AbortController().signal)
+            if (answer.tag === 'waited') answered += 1
+          }
+        } finally {
+          http.close()
+        }
+        return answered
       }
     `
     writeFileSync(join(app, 'gateway.ts'), gateway)

@@ -123,6 +123,7 @@ impl AgentSettings {
                 preserve_reasoning_as_text: self.context.preserve_reasoning_as_text,
                 reasoning_text_max_chars: self.context.reasoning_text_max_chars(),
                 stream: false,
+                ..ChatRequest::default()
             },
             turn: TurnOptions {
                 agent_name: self.name,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Optional
 
 
 def js_number(value: float) -> str:
@@ -92,3 +93,18 @@ def _write(value: Any, out: list[str], active: set[int]) -> None:
         active.discard(id(value))
     else:
         raise ValueError(f"JSON cannot hold a {type(value).__name__}")
+
+
+def date_ms(value: Any) -> Optional[float]:
+    """Milliseconds since the epoch of an ISO-8601 time (``Date.parse``), or ``None`` when
+    ``value`` is not one. A time without an offset is read as UTC."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value[:-1] + "+00:00" if value[-1] in "Zz" else value
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp() * 1000

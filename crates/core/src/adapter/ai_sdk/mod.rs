@@ -103,6 +103,9 @@ impl Adapter for AiSdk {
         _endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
+        if !request.cache.is_empty() {
+            return Err(super::cache_unsupported(PROVIDER_LABEL));
+        }
         request::format(request)
     }
 

@@ -169,6 +169,10 @@ impl Adapter for OpenAi {
         endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
+        if !request.cache.is_empty() {
+            let label = format!("OpenAI Chat Completions ({})", self.name);
+            return Err(super::cache_unsupported(&label));
+        }
         let echo = self.quirks.echo_reasoning.then_some(self.name.as_str());
         let messages = wire_messages(request, echo)?;
         let authorization = match &endpoint.credentials {

@@ -102,9 +102,16 @@ impl Run {
                 Moved::Stay(Flow::Step(Step::Wait(ms)))
             }
             CallPoll::Step(CallStep::Event(event)) => {
-                if let (Some(tracer), false) =
-                    (self.tracer.as_mut(), matches!(event, StreamEvent::Done(_)))
-                {
+                // The first piece of the answer itself (not its usage or a signature) marks
+                // the time to the first chunk.
+                let content = matches!(
+                    event,
+                    StreamEvent::Text(_)
+                        | StreamEvent::Reasoning(_)
+                        | StreamEvent::ToolUse(_)
+                        | StreamEvent::RedactedReasoning(_)
+                );
+                if let (Some(tracer), true) = (self.tracer.as_mut(), content) {
                     tracer.chunk(self.now_ms);
                     self.drain_trace();
                 }
@@ -115,8 +122,14 @@ impl Run {
                     StreamEvent::Reasoning(text) => {
                         Moved::Stay(Flow::Step(Step::Event(AgentEvent::ReasoningDelta(text))))
                     }
-                    // Tool calls are announced by the loop once the turn is complete.
-                    StreamEvent::ToolUse(_) | StreamEvent::Done(_) => Moved::On,
+                    // Tool calls are announced by the loop once the turn is complete; OMA's
+                    // stream has no event for a signature, a redacted block or the early usage
+                    // (the turn's response carries them).
+                    StreamEvent::ToolUse(_)
+                    | StreamEvent::Done(_)
+                    | StreamEvent::ReasoningSignature(_)
+                    | StreamEvent::RedactedReasoning(_)
+                    | StreamEvent::Usage(_) => Moved::On,
                 }
             }
             CallPoll::Finished(result) => {

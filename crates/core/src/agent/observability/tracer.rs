@@ -387,6 +387,21 @@ impl Tracer {
                 "oma.usage.output_tokens".into(),
                 Value::from(response.usage.output_tokens),
             );
+            let usage = &response.usage;
+            for (key, count) in [
+                (
+                    "oma.usage.cache_read_input_tokens",
+                    usage.cache_read_input_tokens,
+                ),
+                (
+                    "oma.usage.cache_creation_input_tokens",
+                    usage.cache_creation_input_tokens,
+                ),
+            ] {
+                if count > 0 {
+                    attributes.insert(key.into(), Value::from(count));
+                }
+            }
             if let Some(model) = &response_model {
                 attributes.insert("oma.llm.response_model".into(), Value::from(model.as_str()));
             }
@@ -928,10 +943,7 @@ mod tests {
         let mut tracer = Tracer::new(Some(options), None, "helper", Some("anthropic"), false, 1);
         tracer.start(900);
         tracer.llm_started(1000, LlmPhase::Turn, "m");
-        let usage = TokenUsage {
-            input_tokens: 3,
-            output_tokens: 4,
-        };
+        let usage = TokenUsage::new(3, 4);
         let response = LlmResponse {
             id: "r".into(),
             content: Vec::new(),

@@ -11,9 +11,9 @@ import secrets
 import threading
 import time
 import urllib.parse
-from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, TypedDict, Union
 
+from .._jsjson import date_ms
 from ..observability.store import AppendResult, DeleteResult
 from ._types import EvalRecord
 from ._values import is_trace_attribute, json_copy
@@ -191,17 +191,10 @@ def parse_time(value: Any, field: str) -> Optional[float]:
     """An ISO-8601 time as milliseconds since the epoch (a time without an offset is UTC)."""
     if value is None:
         return None
-    if isinstance(value, str) and value:
-        text = value[:-1] + "+00:00" if value[-1] in "Zz" else value
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            parsed = None
-        if parsed is not None:
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
-            return parsed.timestamp() * 1000
-    raise _fail(field, f"{field} must be a valid ISO-8601 timestamp.")
+    parsed = date_ms(value)
+    if parsed is None:
+        raise _fail(field, f"{field} must be a valid ISO-8601 timestamp.")
+    return parsed
 
 
 class _Query:

@@ -1,10 +1,10 @@
 //! Canned provider answers: which wire format a request path belongs to, and the realistic
 //! bodies (whole JSON, SSE events, AWS event-stream frames) and error bodies each format sends.
 //!
-//! Both the loopback [`Simulator`](crate::Simulator) and the in-process
-//! [`CaptureOutbound`](crate::CaptureOutbound) hook answer from here, so a test sees the same
-//! provider either way. Every success carries the text [`CANNED_TEXT`], streamed as
-//! [`CANNED_PIECES`].
+//! The loopback [`Simulator`](crate::Simulator) answers from here, and so does anything that
+//! must answer as it does (the test kit's in-process capture hook, the load tests' provider), so
+//! a test sees the same provider either way. Every success carries the text [`CANNED_TEXT`],
+//! streamed as [`CANNED_PIECES`].
 
 use serde_json::{json, Value};
 

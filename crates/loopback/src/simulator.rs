@@ -1,6 +1,6 @@
 //! A provider simulator: a loopback HTTP/1.1 server on `127.0.0.1:0` that answers every wire
-//! format with canned bodies or streams, records every request, and injects faults from a
-//! per-test script.
+//! format with canned bodies or streams, records every request, and plays the replies (faults
+//! among them) of a script.
 //!
 //! The server runs on a thread of its own with its own single-threaded tokio runtime, so it
 //! serves the guest whatever runtime (or none) the test uses; dropping the [`Simulator`] stops
@@ -64,7 +64,8 @@ impl RecordedRequest {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    pub(crate) fn from_parts(parts: &http::request::Parts, body: Vec<u8>) -> Self {
+    /// The request of `parts` and its whole `body`, as the server records it.
+    pub fn from_parts(parts: &http::request::Parts, body: Vec<u8>) -> Self {
         RecordedRequest {
             method: parts.method.as_str().to_owned(),
             path: parts
@@ -106,7 +107,8 @@ impl RequestLog {
         self.lock().clone()
     }
 
-    pub(crate) fn push(&self, request: RecordedRequest) {
+    /// Appends `request`.
+    pub fn push(&self, request: RecordedRequest) {
         self.lock().push(request);
     }
 

@@ -325,6 +325,9 @@ impl ChatMachine {
                 ),
             });
         }
+        if let Some(forwarded) = &self.mode.forward {
+            crate::anthropic::betas_for(forwarded.beta.as_deref(), &target)?;
+        }
         let ids = IdSource {
             epoch_ms: self.now_at_start,
             seed: self.seed,
@@ -358,8 +361,18 @@ impl ChatMachine {
                     version: forwarded.version.as_deref(),
                     beta: forwarded.beta.as_deref(),
                 };
+                // What Anthropic's format refuses of the request as read (a block it has no
+                // type for, a marker it cannot place) is refused before anything is sent,
+                // as for any other target; what is sent is the client's own request.
+                let checked = Validated::check(&request).and_then(|validated| match count {
+                    true => adapter
+                        .format_count(validated, endpoint)
+                        .unwrap_or_else(|| adapter.format_validated(validated, endpoint)),
+                    false => adapter.format_validated(validated, endpoint),
+                });
                 let prepared = Prepared {
-                    request: anthropic::forward(&forward, &target.model, endpoint),
+                    request: checked
+                        .and_then(|_| anthropic::forward(&forward, &target.model, endpoint)),
                     context: ResponseContext::of(&request),
                     stream: request.stream && !count,
                     count,

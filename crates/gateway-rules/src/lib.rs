@@ -192,6 +192,9 @@ pub enum Route {
     Models,
     /// `POST /v1/messages` (Anthropic-compatible, [`anthropic`]).
     Messages,
+    /// `POST /v1/messages/count_tokens` (Anthropic-compatible: a request's input tokens,
+    /// [`anthropic::start`]).
+    CountTokens,
 }
 
 /// What [`route`] reads of a request.
@@ -207,6 +210,11 @@ pub struct Head<'a> {
     pub api_key: Option<&'a str>,
     /// The `content-length` header, when it is a number.
     pub content_length: Option<u64>,
+    /// The `anthropic-version` header: Anthropic's clients send it, and `/v1/models` answers
+    /// them in Anthropic's shape.
+    pub anthropic_version: Option<&'a str>,
+    /// The `anthropic-beta` header, sent on to Anthropic targets ([`anthropic::betas_for`]).
+    pub anthropic_beta: Option<&'a str>,
 }
 
 impl Head<'_> {
@@ -251,8 +259,17 @@ pub fn on_head(settings: Result<&Settings, &env::BadVariable>, head: &Head) -> H
         Err(reply) => HeadVerdict::Reply(reply),
         // `/healthz` says where limits are counted.
         Ok(Route::Health) => HeadVerdict::Reply(limits::health(limits::scope(settings))),
-        Ok(Route::Models) => HeadVerdict::Reply(openai::models(settings)),
+        Ok(Route::Models) => HeadVerdict::Reply(models(settings, head)),
         Ok(route) => HeadVerdict::ReadBody(route),
+    }
+}
+
+/// `GET /v1/models`: Anthropic's list when the client sends `anthropic-version` (Anthropic's
+/// clients do), else OpenAI's.
+fn models(settings: &Settings, head: &Head) -> Reply {
+    match head.anthropic_version {
+        Some(_) => anthropic::models(settings),
+        None => openai::models(settings),
     }
 }
 
@@ -267,11 +284,13 @@ pub enum BodyVerdict {
 }
 
 /// The answer to `route` with its whole body: `/v1/validate` and `/v1/format` answer here,
-/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`). `now_ms` and `seed` feed
+/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`), the chat routes their
+/// provider calls (the Anthropic ones read `head`'s path and headers). `now_ms` and `seed` feed
 /// what a format makes up and the run's random draws.
 pub fn on_body(
     settings: &Settings,
     route: Route,
+    head: &Head,
     body: &[u8],
     streaming: bool,
     now_ms: u64,
@@ -279,7 +298,7 @@ pub fn on_body(
 ) -> BodyVerdict {
     match route {
         Route::Health => BodyVerdict::Reply(health()),
-        Route::Models => BodyVerdict::Reply(openai::models(settings)),
+        Route::Models => BodyVerdict::Reply(models(settings, head)),
         Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
         Route::Run => match start_run(settings, body, streaming, seed) {
@@ -290,10 +309,13 @@ pub fn on_body(
             Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
             Err(reply) => BodyVerdict::Reply(reply),
         },
-        Route::Messages => match anthropic::start(settings, body, now_ms, seed) {
-            Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
-            Err(reply) => BodyVerdict::Reply(reply),
-        },
+        Route::Messages | Route::CountTokens => {
+            let count = route == Route::CountTokens;
+            match anthropic::start(settings, body, head, count, now_ms, seed) {
+                Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
+                Err(reply) => BodyVerdict::Reply(reply),
+            }
+        }
     }
 }
 
@@ -348,22 +370,25 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
         "/v1/chat/completions" => (Route::ChatCompletions, "POST"),
         "/v1/models" => (Route::Models, "GET"),
         "/v1/messages" => (Route::Messages, "POST"),
+        "/v1/messages/count_tokens" => (Route::CountTokens, "POST"),
         _ => {
             return Err(Reply::error(
                 404,
                 "Error",
                 Some("NOT_FOUND"),
                 "no such route: the gateway answers GET /healthz, POST /v1/validate, \
-                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models and \
-                 POST /v1/messages",
+                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models, \
+                 POST /v1/messages and POST /v1/messages/count_tokens",
             ))
         }
     };
     // Each route refuses in its own error shape: OpenAI's for the OpenAI-compatible routes,
-    // Anthropic's for the Anthropic-compatible one. A request without the token learns nothing
-    // more than that (no method is named to it), so the token is checked first.
-    let openai = matches!(route, Route::ChatCompletions | Route::Models);
-    let anthropic = route == Route::Messages;
+    // Anthropic's for the Anthropic-compatible ones (and `/v1/models` asked by an Anthropic
+    // client). A request without the token learns nothing more than that (no method is named to
+    // it), so the token is checked first.
+    let anthropic = matches!(route, Route::Messages | Route::CountTokens)
+        || (route == Route::Models && head.anthropic_version.is_some());
+    let openai = !anthropic && matches!(route, Route::ChatCompletions | Route::Models);
     if route != Route::Health && !settings.authorized_either(head.authorization, head.api_key) {
         let message = "a token is required: send `authorization: Bearer <token>` or \
                        `x-api-key: <token>`";

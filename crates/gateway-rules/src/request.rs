@@ -56,6 +56,21 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
+    /// What the routes read of it.
+    fn read(&self) -> Head<'_> {
+        Head {
+            method: &self.method,
+            path: &self.path,
+            authorization: self.header("authorization"),
+            api_key: self.header("x-api-key"),
+            content_length: self
+                .header("content-length")
+                .and_then(Head::parse_content_length),
+            anthropic_version: self.header("anthropic-version"),
+            anthropic_beta: self.header("anthropic-beta"),
+        }
+    }
+
     /// The first value of the header `name` (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -496,16 +511,7 @@ impl RequestMachine {
 
     /// The head: answered at once, or counted against its key's limits, then its body read.
     fn on_head(&mut self, now_ms: u64) {
-        let head = Head {
-            method: &self.head.method,
-            path: &self.head.path,
-            authorization: self.head.header("authorization"),
-            api_key: self.head.header("x-api-key"),
-            content_length: self
-                .head
-                .header("content-length")
-                .and_then(Head::parse_content_length),
-        };
+        let head = self.head.read();
         let route = match crate::on_head(self.settings.as_ref(), &head) {
             HeadVerdict::Reply(reply) => return self.answer(reply, Export::None),
             HeadVerdict::ReadBody(route) => route,
@@ -624,7 +630,8 @@ impl RequestMachine {
         };
         let streaming =
             route == Route::Run && crate::wants_stream(self.head.header("accept").unwrap_or(""));
-        match crate::on_body(settings, route, &body, streaming, now_ms, self.seed) {
+        let head = self.head.read();
+        match crate::on_body(settings, route, &head, &body, streaming, now_ms, self.seed) {
             BodyVerdict::Reply(reply) => self.answer(reply, Export::None),
             BodyVerdict::Chat(completion) => {
                 let Completion { machine, writer } = *completion;
@@ -1024,6 +1031,7 @@ fn route_path(route: Route) -> &'static str {
     match route {
         Route::ChatCompletions => "/v1/chat/completions",
         Route::Messages => "/v1/messages",
+        Route::CountTokens => "/v1/messages/count_tokens",
         _ => "/v1/run",
     }
 }

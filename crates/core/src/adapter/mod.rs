@@ -191,7 +191,11 @@ pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
     use crate::message::{ContentBlock as B, ToolResultContent, ToolResultPart};
     const MEDIA: u64 = 1600;
     let len = |text: &str| text.len() as u64;
-    let json = |value: &Value| value.to_string().len() as u64;
+    let json = |value: &Value| {
+        let mut w = crate::json::writer::Writer::with_capacity(64);
+        w.json(value);
+        w.finish().len() as u64
+    };
     let mut bytes = request.system_prompt.as_deref().map_or(0, len);
     let mut flat = 0u64;
     for message in &request.messages {

@@ -43,13 +43,14 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 632 KB (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 693 KB (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
-# redaction coming from the component instead of copies in src/ about 7 KB (627,636 bytes).
-if [ "$packed" -gt 632000 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 632000-byte ceiling" >&2
+# redaction coming from the component instead of copies in src/ about 7 KB (627,636 bytes), and
+# OMA's trace records, materializeRun and the execution receipt in the core 51.5 KB (679,151 bytes).
+if [ "$packed" -gt 693000 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 693000-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

@@ -275,7 +275,9 @@ impl AgentHost for ScriptedHost {
 
     fn trace_records(&mut self, records: Vec<TraceRecord>) {
         if let Some(sink) = &mut self.record_sink {
-            records.iter().for_each(|record| sink(record));
+            for record in &records {
+                sink(record);
+            }
         }
         self.record().records.extend(records);
     }

@@ -1016,6 +1016,8 @@ fn run_suite(kind: HostKind) {
             chat_completions_falls_back_on_a_429_and_never_on_a_400,
             models_lists_the_configured_models,
             messages_answers_anthropics_shape,
+            chat_fields_reach_the_provider_or_are_refused,
+            claude_codes_requests_reach_anthropic_as_sent,
         );
 
         // A configuration the gateway cannot use, on a host of its own.
@@ -1121,6 +1123,8 @@ struct Call {
     chunked: bool,
     /// Declares a length twice the body's, sends the body, then nothing for [`HANG`].
     stall: bool,
+    /// More headers, e.g. `anthropic-version`.
+    headers: Vec<(String, String)>,
 }
 
 impl Call {
@@ -1133,7 +1137,13 @@ impl Call {
             body: Vec::new(),
             chunked: false,
             stall: false,
+            headers: Vec::new(),
         }
+    }
+
+    fn header(mut self, name: &str, value: &str) -> Call {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     fn get(path: &str) -> Call {
@@ -1348,6 +1358,9 @@ impl Gateway<'_> {
         }
         if let Some(accept) = call.accept {
             request = request.header("accept", accept);
+        }
+        for (name, value) in &call.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
         if !call.body.is_empty() {
             request = request.header("content-type", "application/json");
@@ -2721,11 +2734,272 @@ async fn models_lists_the_configured_models(gw: &Gateway<'_>) -> anyhow::Result<
     );
     let response = gw.send(Call::get("/v1/models").auth(Auth::Without)).await?;
     openai_error(&response, 401)?;
+    // Anthropic's clients send `anthropic-version`, and get Anthropic's list.
+    let body = gw
+        .send(Call::get("/v1/models?beta=true").header("anthropic-version", "2023-06-01"))
+        .await?
+        .expect_json(200)?;
+    ensure!(
+        body["data"][0]["type"] == json!("model")
+            && body["data"][0]["id"] == json!("anthropic/claude-fails")
+            && body["first_id"] == json!("anthropic/claude-fails")
+            && body["last_id"] == json!("openai/gpt-4o")
+            && body["has_more"] == json!(false),
+        "{body}"
+    );
+    Ok(())
+}
+
+/// The request shapes Claude Code sends (`fixtures/claude-code/requests.json`: cache markers,
+/// signed and redacted thinking across tool round trips, the beta path and headers,
+/// `count_tokens`, a stream) reach an Anthropic target byte for byte but for the model, with
+/// their query and `anthropic-*` headers and the provider's key.
+async fn claude_codes_requests_reach_anthropic_as_sent(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/claude-code/requests.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let cases = fixture["cases"].as_array().cloned().unwrap_or_default();
+    ensure!(cases.len() >= 6, "{} cases", cases.len());
+    for case in cases {
+        let name = case["name"].as_str().unwrap_or_default().to_owned();
+        let route = case["path"].as_str().unwrap_or_default();
+        let model = case["body"]["model"].as_str().unwrap_or_default();
+        let written = serde_json::to_string(&case["body"])?;
+        let sent_as = written.replacen(
+            &format!("\"model\":\"{model}\""),
+            &format!("\"model\":\"anthropic/{model}\""),
+            1,
+        );
+        let counting = route.starts_with("/v1/messages/count_tokens");
+        let mut call = Call::post(route, sent_as.clone()).auth(Auth::Without);
+        call = call.header("x-api-key", TOKEN);
+        let headers = case["headers"].as_object().cloned().unwrap_or_default();
+        for (header, value) in &headers {
+            call = call.header(header, value.as_str().unwrap_or_default());
+        }
+        let (response, sent) = gw.send_counting(call).await?;
+        ensure!(response.status == 200, "{name}: {}", response.status);
+        ensure!(sent.len() == 1, "{name}: {} provider requests", sent.len());
+        let request = &sent[0];
+        ensure!(
+            request.body == written.as_bytes(),
+            "{name}: the provider got {}",
+            String::from_utf8_lossy(&request.body)
+        );
+        ensure!(
+            request.path.ends_with(route),
+            "{name}: path {}",
+            request.path
+        );
+        for (header, value) in &headers {
+            ensure!(
+                request.header(header) == value.as_str(),
+                "{name}: {header} is {:?}",
+                request.header(header)
+            );
+        }
+        ensure!(
+            request.header("x-api-key") == Some(ANTHROPIC_KEY),
+            "{name}: x-api-key is {:?}",
+            request.header("x-api-key")
+        );
+        if counting {
+            let body = response.json()?;
+            ensure!(body == json!({"input_tokens": 12}), "{name}: {body}");
+        }
+    }
     Ok(())
 }
 
 /// `POST /v1/messages` answers Anthropic's `message` in front of any provider (a bare model name
 /// is Anthropic's), streams Anthropic's events, and refuses in Anthropic's error shape.
+/// The field table through both chat routes to an OpenAI-compatible and an Anthropic target:
+/// each field reaches the provider with its meaning (at the JSON pointer given) or is a `400`
+/// in the route's shape naming the field and the target, with nothing sent.
+async fn chat_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    let format = json!({"type": "json_schema",
+                        "json_schema": {"name": "answer", "schema": schema}});
+    let (openai, anthropic) = ("openai/gpt-4o", "anthropic/claude-sonnet-4-6");
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Value,
+        Option<(&'static str, Value)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "/v1/chat/completions",
+            openai,
+            "stop",
+            json!(["END"]),
+            Some(("/stop", json!(["END"]))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "stop",
+            json!("END"),
+            Some(("/stop_sequences", json!(["END"]))),
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            "seed",
+            json!(7),
+            Some(("/seed", json!(7))),
+        ),
+        ("/v1/chat/completions", anthropic, "seed", json!(7), None),
+        (
+            "/v1/chat/completions",
+            openai,
+            "response_format",
+            format.clone(),
+            Some(("/response_format", format)),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "response_format",
+            json!({"type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema}}),
+            Some((
+                "/output_config/format",
+                json!({"type": "json_schema", "schema": schema}),
+            )),
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            "logprobs",
+            json!(true),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            "frequency_penalty",
+            json!(0.5),
+            Some(("/frequency_penalty", json!(0.5))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "presence_penalty",
+            json!(0.5),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "parallel_tool_calls",
+            json!(false),
+            Some(("/tool_choice/disable_parallel_tool_use", json!(true))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "user",
+            json!("u-1"),
+            Some(("/metadata/user_id", json!("u-1"))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "reasoning_effort",
+            json!("high"),
+            Some(("/thinking/budget_tokens", json!(4096))),
+        ),
+        (
+            "/v1/messages",
+            anthropic,
+            "stop_sequences",
+            json!(["END"]),
+            Some(("/stop_sequences", json!(["END"]))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "stop_sequences",
+            json!(["END"]),
+            Some(("/stop", json!(["END"]))),
+        ),
+        (
+            "/v1/messages",
+            anthropic,
+            "top_k",
+            json!(5),
+            Some(("/top_k", json!(5))),
+        ),
+        (
+            "/v1/messages",
+            anthropic,
+            "metadata",
+            json!({"user_id": "u-1"}),
+            Some(("/metadata", json!({"user_id": "u-1"}))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "metadata",
+            json!({"user_id": "u-1"}),
+            Some(("/user", json!("u-1"))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "tool_choice",
+            json!({"type": "any"}),
+            Some(("/tool_choice", json!("required"))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 1024}),
+            Some(("/reasoning_effort", json!("low"))),
+        ),
+        ("/v1/messages", openai, "service_tier", json!("auto"), None),
+    ];
+    for (path, model, field, value, want) in cases {
+        let mut body = json!({
+            "model": model, "max_tokens": 8000,
+            "messages": [{"role": "user", "content": "Hello?"}],
+        });
+        body["tools"] = if path == "/v1/messages" {
+            json!([{"name": "look", "input_schema": {"type": "object"}}])
+        } else {
+            json!([{"type": "function", "function": {"name": "look",
+                                                     "parameters": {"type": "object"}}}])
+        };
+        body[field] = value;
+        let case = format!("{path} {field} to {model}");
+        let (response, sent) = gw.send_counting(Call::post_json(path, &body)).await?;
+        match want {
+            Some((pointer, expected)) => {
+                response.expect_json(200).context(case.clone())?;
+                ensure!(sent.len() == 1, "{case}: {} provider requests", sent.len());
+                let request = sent[0].json().context("a JSON provider request")?;
+                ensure!(
+                    request.pointer(pointer) == Some(&expected),
+                    "{case}: the provider got {request}"
+                );
+            }
+            None => {
+                ensure!(response.status == 400, "{case}: {}", response.status);
+                let text = response.text();
+                ensure!(
+                    text.contains(&format!("`{field}`")) && text.contains(model),
+                    "{case}: {text}"
+                );
+                ensure!(sent.is_empty(), "{case}: {} provider requests", sent.len());
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn messages_answers_anthropics_shape(gw: &Gateway<'_>) -> anyhow::Result<()> {
     for model in ["claude-sonnet-4-6", "openai/gpt-4o"] {
         let body = json!({

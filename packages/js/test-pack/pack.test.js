@@ -58,12 +58,14 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js',
       'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
-      'index.d.ts', 'package.json',
+      'index.d.ts', 'observability.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
       'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
       'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
-      'src/index.js', 'src/llm/validate.js', 'src/observability/identity.js', 'src/observability/status.js',
+      'src/index.js', 'src/llm/validate.js', 'src/observability/batching.js', 'src/observability/composite.js',
+      'src/observability/identity.js', 'src/observability/index.js', 'src/observability/legacy.js',
+      'src/observability/processors.js', 'src/observability/sink.js', 'src/observability/status.js',
       'src/orchestrator/orchestrator.js', 'src/platform/node.js', 'src/platform/web.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
       'src/tool/built-in/files.js', 'src/tool/built-in/index.js', 'src/tool/built-in/path-safety.js',
       'src/tool/built-in/schema.js', 'src/tool/built-in/search.js', 'src/tool/executor.js', 'src/tool/framework.js',
@@ -143,6 +145,24 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       const risk: BashRiskAssessment = classifyBashCommand('ls')
       console.log(results.size, status.total, risk.level)
     `)
+    // The observability subpath, typed: an exporter of OMA's shape behind OMA's sinks.
+    writeFileSync(join(app, 'observability.ts'), `
+      import {
+        BatchingTraceSink, CompositeSink, SensitiveDataProcessor,
+        type ExportResult, type FlushResult, type TraceExporter, type TraceRecord,
+      } from 'oma-component/observability'
+      const seen: TraceRecord[] = []
+      const exporter: TraceExporter = {
+        async export(records: readonly TraceRecord[], signal: AbortSignal): Promise<ExportResult> {
+          if (signal.aborted) return { status: 'retryable', exported: 0 }
+          seen.push(...records)
+          return { status: 'success', exported: records.length }
+        },
+      }
+      const sink = new CompositeSink([new SensitiveDataProcessor(new BatchingTraceSink(exporter, { maxBatchRecords: 64 }), { capture: { prompt: 'redacted' } })])
+      const flushed: FlushResult = await sink.shutdown({ timeoutMs: 1000 })
+      console.log(flushed.status, seen.length)
+    `)
     writeFileSync(join(app, 'pool.js'), `
       import { AgentPool, registerBuiltInTools, ToolRegistry } from 'oma-component'
       import { classifyBashCommand } from 'oma-component/classifiers'
@@ -179,7 +199,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM', 'ESNext.Disposable'], types: [] },
       files,
     })
-    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts', 'pool.ts']))
+    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts', 'pool.ts', 'observability.ts']))
     writeFileSync(join(app, 'tsconfig-wrong.json'), tsconfig(['gateway-wrong.ts']))
     await assert.rejects(
       run(process.execPath, [join(pkg, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig-wrong.json'], { cwd: app, env }),

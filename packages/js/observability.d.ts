@@ -284,3 +284,183 @@ export declare class LegacyCallbackTraceSink implements TraceSink {
   shutdown(options?: FlushOptions): Promise<FlushResult>
   getStats(): TraceSinkStats
 }
+
+/** The record schema major a store takes. */
+export declare const TRACE_STORE_SCHEMA_MAJOR: 2
+
+export type TraceStoreErrorCode = 'INVALID_ARGUMENT' | 'INVALID_CURSOR' | 'UNSUPPORTED_SCHEMA_VERSION'
+
+/** A store refused its input: `code`, `field` (where, e.g. `records[0].sequence`) and OMA's message. */
+export declare class TraceStoreError extends Error {
+  constructor(code: TraceStoreErrorCode, message: string, field?: string)
+  readonly name: 'TraceStoreError'
+  readonly code: TraceStoreErrorCode
+  readonly field?: string
+}
+
+export type TraceStoreDiagnosticCode = 'duplicate_span_end' | 'record_id_collision'
+
+/** A record a store kept only once. */
+export interface TraceStoreDiagnostic {
+  readonly code: TraceStoreDiagnosticCode
+  readonly runId: string
+  readonly traceId: string
+  readonly spanId: string
+  readonly message: string
+}
+
+export interface AppendResult {
+  readonly written: number
+  readonly deduplicated: number
+  readonly diagnostics: readonly TraceStoreDiagnostic[]
+}
+
+export interface DeleteResult {
+  readonly runsDeleted: number
+  readonly recordsDeleted: number
+  /** The runs deleted, oldest first. */
+  readonly runIds: readonly string[]
+}
+
+export interface Page<T> {
+  readonly items: readonly T[]
+  readonly nextCursor?: string
+}
+
+export interface RunAttemptSummary {
+  readonly attempt: number
+  readonly traceId: string
+  readonly rootSpanId?: string
+  readonly startedAt: string
+  readonly endedAt?: string
+  readonly durationMs?: number
+  readonly status?: RunStatus['code']
+  readonly incomplete: boolean
+}
+
+export interface RunTokenSummary {
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cache_read_input_tokens?: number
+  readonly cache_creation_input_tokens?: number
+  readonly reasoning_output_tokens?: number
+}
+
+export interface RunCostSummary {
+  readonly amount: number
+  readonly currency: string
+}
+
+/** One run as a store lists it (times as ISO-8601 text). */
+export interface RunSummary {
+  readonly schemaVersion: 2
+  readonly runId: string
+  readonly attempts: readonly RunAttemptSummary[]
+  readonly startedAt: string
+  readonly endedAt?: string
+  readonly durationMs?: number
+  /** Absent while no run record has ended. */
+  readonly status?: RunStatus['code']
+  readonly metadata?: Readonly<Record<string, TraceAttributeValue>>
+  readonly agents: readonly string[]
+  readonly taskIds: readonly string[]
+  readonly models: readonly string[]
+  readonly providers: readonly string[]
+  readonly tokens: RunTokenSummary
+  readonly costs: readonly RunCostSummary[]
+  readonly incomplete: boolean
+}
+
+/** A span with its start and end folded into one. */
+export interface MaterializedSpan {
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId?: string
+  readonly kind?: SpanKind
+  readonly name?: string
+  readonly startUnixMs?: number
+  readonly endUnixMs?: number
+  readonly durationMs?: number
+  readonly status?: RunStatus['code']
+  readonly attributes: Readonly<Record<string, TraceAttributeValue>>
+  readonly links: readonly TraceLink[]
+  readonly events: readonly SpanEventRecord[]
+  readonly incomplete: boolean
+}
+
+/** One run with its spans (and, when asked, its records in order). */
+export interface StoredRun extends RunSummary {
+  readonly spans: readonly MaterializedSpan[]
+  readonly records?: readonly TraceRecord[]
+}
+
+export interface GetRunOptions {
+  readonly includeRecords?: boolean
+}
+
+/** Which runs: a run matches when it has any of each list's values. */
+export interface TraceDeleteQuery {
+  readonly runId?: string | readonly string[]
+  /** Inclusive, ISO-8601. */
+  readonly startedAfter?: string
+  /** Exclusive, ISO-8601. */
+  readonly startedBefore?: string
+  readonly status?: readonly RunStatus['code'][]
+  readonly agent?: readonly string[]
+  readonly taskId?: readonly string[]
+  readonly model?: readonly string[]
+  readonly provider?: readonly string[]
+}
+
+export interface TraceQuery extends TraceDeleteQuery {
+  /** 1 to 500 (50). */
+  readonly limit?: number
+  /** A page's `nextCursor`. */
+  readonly cursor?: string
+  readonly order?: 'started_desc' | 'started_asc'
+}
+
+/** Runs that started more than `maxAgeMs` ago and all but the newest `maxRuns`, among `statuses` when given. */
+export interface RetentionPolicy {
+  readonly maxAgeMs?: number
+  readonly maxRuns?: number
+  readonly statuses?: readonly RunStatus['code'][]
+}
+
+/** Where records are kept and read back by run; `append` is atomic per batch and keeps one copy of each recordId. */
+export interface TraceStore {
+  append(records: readonly TraceRecord[]): Promise<AppendResult>
+  getRun(runId: string, options?: GetRunOptions): Promise<StoredRun | null>
+  queryRuns(query?: TraceQuery): Promise<Page<RunSummary>>
+  deleteRun(runId: string): Promise<DeleteResult>
+  delete(query: TraceDeleteQuery): Promise<DeleteResult>
+  applyRetention(policy: RetentionPolicy): Promise<DeleteResult>
+}
+
+export interface InMemoryTraceStoreOptions {
+  /** The clock retention reads (milliseconds since the epoch). */
+  readonly now?: () => number
+  readonly onDiagnostic?: (diagnostic: TraceStoreDiagnostic) => void
+}
+
+/** OMA's non-durable trace store, for tests and short-lived local runs. */
+export declare class InMemoryTraceStore implements TraceStore {
+  constructor(options?: InMemoryTraceStoreOptions)
+  append(records: readonly TraceRecord[]): Promise<AppendResult>
+  getRun(runId: string, options?: GetRunOptions): Promise<StoredRun | null>
+  queryRuns(query?: TraceQuery): Promise<Page<RunSummary>>
+  deleteRun(runId: string): Promise<DeleteResult>
+  delete(query: TraceDeleteQuery): Promise<DeleteResult>
+  applyRetention(policy: RetentionPolicy): Promise<DeleteResult>
+  /** Every record kept, by run in the order runs started, each run's in order (copies). */
+  records(): TraceRecord[]
+}
+
+/** A TraceExporter appending each batch to a store (a refused record fails the batch for good). */
+export declare class TraceStoreExporter implements TraceExporter {
+  constructor(store: Pick<TraceStore, 'append'>)
+  export(records: readonly TraceRecord[], signal: AbortSignal): Promise<ExportResult>
+}
+
+/** One run's records, in any order, as OMA's stored run (null for no records). */
+export declare function materializeRun(records: readonly TraceRecord[], includeRecords?: boolean): StoredRun | null

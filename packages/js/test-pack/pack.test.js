@@ -58,12 +58,13 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js',
       'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
-      'index.d.ts', 'observability.d.ts', 'package.json',
+      'index.d.ts', 'observability-file.d.ts', 'observability.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
       'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
       'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
       'src/index.js', 'src/llm/validate.js', 'src/observability/batching.js', 'src/observability/composite.js',
+      'src/observability/durable.js', 'src/observability/file.js',
       'src/observability/identity.js', 'src/observability/index.js', 'src/observability/legacy.js',
       'src/observability/materialize.js', 'src/observability/memory-store.js', 'src/observability/processors.js',
       'src/observability/sink.js', 'src/observability/status.js', 'src/observability/store-exporter.js',
@@ -153,6 +154,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
         BatchingTraceSink, CompositeSink, InMemoryTraceStore, SensitiveDataProcessor, TraceStoreExporter,
         type ExportResult, type FlushResult, type StoredRun, type TraceExporter, type TraceRecord,
       } from 'oma-component/observability'
+      import { FileTraceStore, FileTraceStoreError } from 'oma-component/observability/file'
       const seen: TraceRecord[] = []
       const exporter: TraceExporter = {
         async export(records: readonly TraceRecord[], signal: AbortSignal): Promise<ExportResult> {
@@ -167,7 +169,12 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       const stored = new BatchingTraceSink(new TraceStoreExporter(store))
       await stored.forceFlush()
       const run: StoredRun | null = await store.getRun('run-1', { includeRecords: true })
-      console.log(flushed.status, seen.length, run?.spans.length, (await store.queryRuns({ limit: 10 })).items.length)
+      const file = await FileTraceStore.open('traces.ndjson')
+      const filed = new BatchingTraceSink(new TraceStoreExporter(file))
+      await filed.shutdown()
+      await file.close()
+      const refused: boolean = (await FileTraceStore.open('').catch((e: unknown) => e)) instanceof FileTraceStoreError
+      console.log(flushed.status, seen.length, run?.spans.length, (await store.queryRuns({ limit: 10 })).items.length, refused)
     `)
     writeFileSync(join(app, 'pool.js'), `
       import { AgentPool, registerBuiltInTools, ToolRegistry } from 'oma-component'

@@ -201,6 +201,42 @@ export class InMemoryTraceStore {
 
   /** Keeps `records` (all or none, each once). */
   async append(records) {
+    return this.appendSync(records)
+  }
+
+  /** The run materialized (with its records in order when asked), or null. */
+  async getRun(runId, options = {}) {
+    return this.getRunSync(runId, options)
+  }
+
+  /**
+   * One page of run summaries (`nextCursor` when more follow; a cursor reads the store as it
+   * was at the first page and fails once runs were deleted).
+   */
+  async queryRuns(query = {}) {
+    return this.queryRunsSync(query)
+  }
+
+  async deleteRun(runId) {
+    return this.deleteRunSync(runId)
+  }
+
+  /** Deletes the runs a query matches (no limit, cursor or order), oldest first. */
+  async delete(query) {
+    return this.deleteSync(query)
+  }
+
+  /**
+   * Deletes runs that started more than `maxAgeMs` ago and all but the newest `maxRuns`; with
+   * `statuses`, only among runs that ended with one of them (alone: all of those).
+   */
+  async applyRetention(policy) {
+    return this.applyRetentionSync(policy)
+  }
+
+  // The same, synchronously: for the file store, which replays and writes in step with them.
+
+  appendSync(records) {
     if (!Array.isArray(records)) throw fail('records', 'records must be an array.')
     records.forEach(checkRecord)
     const copies = records.map((record, i) => {
@@ -256,7 +292,7 @@ export class InMemoryTraceStore {
   }
 
   /** The run materialized (with its records in order when asked), or null. */
-  async getRun(runId, options = {}) {
+  getRunSync(runId, options = {}) {
     nonEmpty(runId, 'runId')
     const run = materializeRun(this.#entries.filter((e) => e.record.runId === runId).map((e) => e.record), Boolean(options?.includeRecords))
     return run === null ? null : copy(run)
@@ -266,7 +302,7 @@ export class InMemoryTraceStore {
    * One page of run summaries (`nextCursor` when more follow; a cursor reads the store as it
    * was at the first page and fails once runs were deleted).
    */
-  async queryRuns(query = {}) {
+  queryRunsSync(query = {}) {
     const q = normalizeQuery(query)
     const id = identity(q)
     let snapshot = this.#revision
@@ -295,13 +331,13 @@ export class InMemoryTraceStore {
     return copy(page)
   }
 
-  async deleteRun(runId) {
+  deleteRunSync(runId) {
     nonEmpty(runId, 'runId')
     return this.#deleteRuns([runId])
   }
 
   /** Deletes the runs a query matches (no limit, cursor or order), oldest first. */
-  async delete(query) {
+  deleteSync(query) {
     if (isObject(query) && ('cursor' in query || 'limit' in query || 'order' in query)) {
       throw fail('query', 'delete does not accept cursor, limit, or order.')
     }
@@ -313,7 +349,7 @@ export class InMemoryTraceStore {
    * Deletes runs that started more than `maxAgeMs` ago and all but the newest `maxRuns`; with
    * `statuses`, only among runs that ended with one of them (alone: all of those).
    */
-  async applyRetention(policy) {
+  applyRetentionSync(policy) {
     if (!isObject(policy)) throw fail('policy', 'policy must be an object.')
     const { maxAgeMs, maxRuns } = policy
     if (maxAgeMs === undefined && maxRuns === undefined && policy.statuses === undefined) {

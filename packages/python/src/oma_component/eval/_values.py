@@ -9,7 +9,7 @@ import json
 import math
 from typing import Any, Dict, Optional
 
-from .._builtin_tools import redact_sensitive_text
+from .._codec import redact_sensitive_text
 from .._jsjson import js_number as js_number
 from .._errors import EgressPolicyError, LLMCallTimeoutError, OmaError, TokenBudgetExceededError
 from .._types import StructuredTraceError

@@ -153,7 +153,7 @@ const ALL_READ: [Rule; 4] = [Read, Read, Read, Read];
 const TOP_P: [Rule; 4] = [
     Read,
     Read,
-    Refuse("this gateway's Gemini format sends no topP"),
+    Rule::Map("as `generationConfig.topP`", top_p_to_gemini),
     Read,
 ];
 const OPENAI_ONLY: &str = "OpenAI's own field";
@@ -206,8 +206,8 @@ pub const FIELDS: &[Field] = &[
         [
             Pass,
             Rule::Map("as `stop_sequences`", stop_to_anthropic),
-            Refuse("this gateway's Gemini format sends no stop sequences"),
-            Refuse("this gateway's Bedrock format sends no stop sequences"),
+            Rule::Map("as `generationConfig.stopSequences`", stop_to_generation),
+            Rule::Map("as `inferenceConfig.stopSequences`", stop_to_generation),
         ],
     ),
     field(
@@ -216,7 +216,7 @@ pub const FIELDS: &[Field] = &[
         [
             Pass,
             Refuse("Anthropic's Messages API has no seed"),
-            Refuse("this gateway's Gemini format sends no seed"),
+            Rule::Map("as `generationConfig.seed`", seed_to_gemini),
             Refuse("Bedrock's Converse API has no seed"),
         ],
     ),
@@ -226,7 +226,7 @@ pub const FIELDS: &[Field] = &[
         [
             Pass,
             Refuse("Anthropic's Messages API has no penalties"),
-            Refuse("this gateway's Gemini format sends no penalties"),
+            Rule::Map("as `generationConfig.frequencyPenalty`", frequency_to_gemini),
             Refuse("Bedrock's Converse API has no penalties"),
         ],
     ),
@@ -236,7 +236,7 @@ pub const FIELDS: &[Field] = &[
         [
             Pass,
             Refuse("Anthropic's Messages API has no penalties"),
-            Refuse("this gateway's Gemini format sends no penalties"),
+            Rule::Map("as `generationConfig.presencePenalty`", presence_to_gemini),
             Refuse("Bedrock's Converse API has no penalties"),
         ],
     ),
@@ -249,7 +249,10 @@ pub const FIELDS: &[Field] = &[
                 "`json_schema` as `output_config.format`; `text` is the default; `json_object` refused",
                 response_format_to_anthropic,
             ),
-            Rule::Map("`text` only", text_format_only),
+            Rule::Map(
+                "`json_schema` as `generationConfig.responseJsonSchema`, `json_object` as JSON `responseMimeType`",
+                response_format_to_gemini,
+            ),
             Rule::Map("`text` only", text_format_only),
         ],
     ),
@@ -433,8 +436,8 @@ pub const FIELDS: &[Field] = &[
         [
             Rule::Map("as `stop`", stop_sequences_to_openai),
             Pass,
-            Refuse("this gateway's Gemini format sends no stop sequences"),
-            Refuse("this gateway's Bedrock format sends no stop sequences"),
+            Rule::Map("as `generationConfig.stopSequences`", stop_to_generation),
+            Rule::Map("as `inferenceConfig.stopSequences`", stop_to_generation),
         ],
     ),
     field(
@@ -446,7 +449,7 @@ pub const FIELDS: &[Field] = &[
                 top_k,
             ),
             Pass,
-            Refuse("this gateway's Gemini format sends no topK"),
+            Rule::Map("as `generationConfig.topK`", top_k_to_gemini),
             Rule::Map("as `additionalModelRequestFields.top_k`", top_k),
         ],
     ),
@@ -482,7 +485,10 @@ pub const FIELDS: &[Field] = &[
                 output_config_to_openai,
             ),
             Pass,
-            Refuse("this gateway's Gemini format sends no output schema"),
+            Rule::Map(
+                "`format` (`json_schema`) as `generationConfig.responseJsonSchema`",
+                output_config_to_gemini,
+            ),
             Refuse("this gateway's Bedrock format sends no output schema"),
         ],
     ),
@@ -829,6 +835,107 @@ fn stop_list(value: &Value) -> Result<Vec<Value>, Refusal> {
         _ => Err(Refusal::Invalid(
             "must be a string or an array of strings".into(),
         )),
+    }
+}
+
+/// Sets `key` of the target format's generation settings ([`ChatRequest::generation_extra`]).
+fn generation(m: &mut Mapping, key: &str, value: Value) -> Result<(), Refusal> {
+    m.request.generation_extra.insert(key.to_owned(), value);
+    Ok(())
+}
+
+/// `value` if it is a number.
+fn number(value: &Value) -> Result<Value, Refusal> {
+    if value.is_number() {
+        Ok(value.clone())
+    } else {
+        Err(Refusal::Invalid("must be a number".into()))
+    }
+}
+
+fn stop_to_generation(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    let list = stop_list(value)?;
+    generation(m, "stopSequences", Value::Array(list))
+}
+
+fn seed_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    if !(value.is_i64() || value.is_u64()) {
+        return invalid("must be a whole number");
+    }
+    generation(m, "seed", value.clone())
+}
+
+fn top_p_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    generation(m, "topP", number(value)?)
+}
+
+fn frequency_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    generation(m, "frequencyPenalty", number(value)?)
+}
+
+fn presence_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    generation(m, "presencePenalty", number(value)?)
+}
+
+fn top_k_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    if !value.is_u64() {
+        return invalid("must be a whole number");
+    }
+    generation(m, "topK", value.clone())
+}
+
+/// Gemini's JSON output: the MIME type, and the schema when there is one.
+fn gemini_json(m: &mut Mapping, schema: Option<&Value>) -> Result<(), Refusal> {
+    generation(m, "responseMimeType", json!("application/json"))?;
+    match schema {
+        Some(schema) => generation(m, "responseJsonSchema", schema.clone()),
+        None => Ok(()),
+    }
+}
+
+fn response_format_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    match format_kind(value)? {
+        "text" => Ok(()),
+        "json_object" => gemini_json(m, None),
+        "json_schema" => {
+            let schema = value
+                .get("json_schema")
+                .and_then(|s| s.get("schema"))
+                .filter(|s| s.is_object())
+                .ok_or_else(|| {
+                    Refusal::Invalid("`json_schema.schema` must be a JSON schema object".into())
+                })?;
+            gemini_json(m, Some(schema))
+        }
+        other => unsupported(format!(
+            "Gemini takes no `{}` response format",
+            printable(other)
+        )),
+    }
+}
+
+fn output_config_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    let Value::Object(config) = value else {
+        return invalid("must be an object");
+    };
+    if let Some(other) = config.keys().find(|k| k.as_str() != "format") {
+        return unsupported(format!(
+            "Gemini's format has no place for `output_config.{}`",
+            printable(other)
+        ));
+    }
+    match config.get("format") {
+        None | Some(Value::Null) => Ok(()),
+        Some(format) if format.get("type").and_then(Value::as_str) == Some("json_schema") => {
+            let schema = format
+                .get("schema")
+                .filter(|s| s.is_object())
+                .ok_or_else(|| {
+                    Refusal::Invalid("`format.schema` must be a JSON schema object".into())
+                })?;
+            gemini_json(m, Some(schema))
+        }
+        Some(_) => unsupported("Gemini's format maps `format` of type `json_schema` only"),
     }
 }
 

@@ -185,8 +185,8 @@ fn openai_sampling_fields_pass_to_openai_and_are_mapped_or_refused_elsewhere() {
         [
             At("/stop", json!(["END", "STOP"])),
             At("/stop_sequences", json!(["END", "STOP"])),
-            Refused,
-            Refused,
+            At("/generationConfig/stopSequences", json!(["END", "STOP"])),
+            At("/inferenceConfig/stopSequences", json!(["END", "STOP"])),
         ],
     );
     check(
@@ -196,23 +196,38 @@ fn openai_sampling_fields_pass_to_openai_and_are_mapped_or_refused_elsewhere() {
         [
             At("/stop", json!("END")),
             At("/stop_sequences", json!(["END"])),
-            Refused,
-            Refused,
+            At("/generationConfig/stopSequences", json!(["END"])),
+            At("/inferenceConfig/stopSequences", json!(["END"])),
         ],
     );
     check(
         chat,
         "seed",
         json!(42),
-        [At("/seed", json!(42)), Refused, Refused, Refused],
+        [
+            At("/seed", json!(42)),
+            Refused,
+            At("/generationConfig/seed", json!(42)),
+            Refused,
+        ],
     );
     for penalty in ["frequency_penalty", "presence_penalty"] {
         let pointer: &'static str = Box::leak(format!("/{penalty}").into_boxed_str());
+        let gemini = if penalty == "frequency_penalty" {
+            "/generationConfig/frequencyPenalty"
+        } else {
+            "/generationConfig/presencePenalty"
+        };
         check(
             chat,
             penalty,
             json!(0.5),
-            [At(pointer, json!(0.5)), Refused, Refused, Refused],
+            [
+                At(pointer, json!(0.5)),
+                Refused,
+                At(gemini, json!(0.5)),
+                Refused,
+            ],
         );
     }
     check(
@@ -222,7 +237,7 @@ fn openai_sampling_fields_pass_to_openai_and_are_mapped_or_refused_elsewhere() {
         [
             At("/top_p", json!(0.9)),
             At("/top_p", json!(0.9)),
-            Refused,
+            At("/generationConfig/topP", json!(0.9)),
             At("/inferenceConfig/topP", json!(0.9)),
         ],
     );
@@ -296,7 +311,7 @@ fn openai_structured_output_reaches_openai_and_anthropic_with_its_schema() {
                 "/output_config/format",
                 json!({"type": "json_schema", "schema": schema}),
             ),
-            Refused,
+            At("/generationConfig/responseJsonSchema", schema.clone()),
             Refused,
         ],
     );
@@ -307,7 +322,10 @@ fn openai_structured_output_reaches_openai_and_anthropic_with_its_schema() {
         [
             At("/response_format", json!({"type": "json_object"})),
             Refused,
-            Refused,
+            At(
+                "/generationConfig/responseMimeType",
+                json!("application/json"),
+            ),
             Refused,
         ],
     );
@@ -448,8 +466,8 @@ fn anthropic_fields_pass_to_anthropic_and_are_mapped_or_refused_elsewhere() {
         [
             At("/stop", json!(["END"])),
             At("/stop_sequences", json!(["END"])),
-            Refused,
-            Refused,
+            At("/generationConfig/stopSequences", json!(["END"])),
+            At("/inferenceConfig/stopSequences", json!(["END"])),
         ],
     );
     check(
@@ -459,7 +477,7 @@ fn anthropic_fields_pass_to_anthropic_and_are_mapped_or_refused_elsewhere() {
         [
             At("/top_k", json!(40)),
             At("/top_k", json!(40)),
-            Refused,
+            At("/generationConfig/topK", json!(40)),
             At("/additionalModelRequestFields/top_k", json!(40)),
         ],
     );
@@ -547,7 +565,7 @@ fn anthropic_fields_pass_to_anthropic_and_are_mapped_or_refused_elsewhere() {
                 "/output_config",
                 json!({"format": {"type": "json_schema", "schema": schema}}),
             ),
-            Refused,
+            At("/generationConfig/responseJsonSchema", schema.clone()),
             Refused,
         ],
     );

@@ -78,6 +78,24 @@ test('the shared table of input checks (fixtures/builtin-tools/inputs.json, run 
   }
 })
 
+test('the shared table of answers (fixtures/builtin-tools/texts.json, run by the Python package too): texts, slices, counts, sorting and caps', async () => {
+  const table = JSON.parse(readFileSync(fileURLToPath(new URL('../../../fixtures/builtin-tools/texts.json', import.meta.url)), 'utf8'))
+  const { root, context, done } = sandbox()
+  try {
+    for (const [name, content] of Object.entries(table.files)) {
+      mkdirSync(join(root, name, '..'), { recursive: true })
+      writeFileSync(join(root, name), content)
+    }
+    const tools = Object.fromEntries(BUILT_IN_TOOLS.map((t) => [t.name, t]))
+    for (const { tool, input, expect } of table.cases) {
+      const r = await tools[tool].execute(JSON.parse(JSON.stringify(input).replaceAll('{root}', root)), context)
+      assert.deepEqual({ data: r.data.replaceAll(root, '{root}'), isError: r.isError }, expect, `${tool} ${JSON.stringify(input)}`)
+    }
+  } finally {
+    done()
+  }
+})
+
 test('the built-ins are OMA\'s six in OMA\'s order, and send the JSON Schema their zod twins send', () => {
   assert.deepEqual(BUILT_IN_TOOLS.map((t) => t.name), ['bash', 'file_read', 'file_write', 'file_edit', 'grep', 'glob'])
   assert.deepEqual(ALL_BUILT_IN_TOOLS_WITH_DELEGATE.map((t) => t.name).at(-1), 'delegate_to_agent')

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict'
 import fs, { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { syncBuiltinESMExports } from 'node:module'
 import { join } from 'node:path'
 import { test } from 'node:test'
 
@@ -200,18 +201,23 @@ test('a batching sink fills a file store, which reads back the same after reopen
 
 test('the file store cuts back a failed write and refuses work once closed', async () => {
   const dir = scratch()
-  const append = fs.appendFileSync
+  const write = fs.writeSync
+  const restore = () => {
+    fs.writeSync = write
+    syncBuiltinESMExports()
+  }
   try {
     const file = join(dir, 't.ndjson')
     const store = await FileTraceStore.open(file)
     await store.append(RUN.slice(0, 3))
     const size = statSync(file).size
-    fs.appendFileSync = (target, text, encoding) => {
-      append(target, text.slice(0, 40), encoding)  // a torn write: part of the batch, then a failure
+    fs.writeSync = (fd, text) => {
+      write(fd, text.slice(0, 40))  // a torn write: part of the batch, then a failure
       throw Object.assign(new Error('permission denied'), { code: 'EACCES' })
     }
+    syncBuiltinESMExports()
     await assert.rejects(store.append(RUN.slice(3)), (e) => e instanceof FileTraceStoreError && e.code === 'WRITE_FAILED' && e.causeCode === 'EACCES')
-    fs.appendFileSync = append
+    restore()
     assert.equal(statSync(file).size, size)
     assert.equal(store.records().length, 3)
     assert.equal((await store.compact()).recordsWritten, 3)
@@ -222,7 +228,7 @@ test('the file store cuts back a failed write and refuses work once closed', asy
     assert.equal(again.records().length, 3)
     await again.close()
   } finally {
-    fs.appendFileSync = append
+    restore()
     rmSync(dir, { recursive: true, force: true })
   }
 })

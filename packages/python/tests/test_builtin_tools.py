@@ -1,7 +1,7 @@
 """OMA's built-in tools in Python (``builtin_tools``): the same names, descriptions and input
 schemas as the JavaScript package (``fixtures/builtin-tools/definitions.json``), the input checks
-zod makes (``fixtures/builtin-tools/inputs.json``, run by both packages), OMA's output texts,
-limits and sandbox, and the tools driven by an Agent against the loopback provider."""
+zod makes (``fixtures/builtin-tools/inputs.json``) and OMA's answers (``texts.json``), both run by
+both packages, OMA's output texts, limits and sandbox, and the tools driven by an Agent against the loopback provider."""
 
 import json
 import os
@@ -47,6 +47,21 @@ def test_input_checks_give_the_shared_table(case):
         assert str(e.value) == case["error"]
     else:
         assert _builtin_tools._check(case["tool"], fields, case["input"]) == case["data"]
+
+
+def test_answers_give_the_shared_table(tmp_path):
+    # fixtures/builtin-tools/texts.json, run by the JavaScript package too.
+    table = json.load(open(os.path.join(os.path.dirname(DEFINITIONS), "texts.json"), encoding="utf-8"))
+    root = os.path.realpath(tmp_path)
+    for name, content in table["files"].items():
+        os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
+        with open(os.path.join(root, name), "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+    tools = {t.name: t for t in oma.builtin_tools(cwd=root)}
+    for case in table["cases"]:
+        given = json.loads(json.dumps(case["input"]).replace("{root}", root))
+        answer = tools[case["tool"]](given)
+        assert {"data": answer.content.replace(root, "{root}"), "isError": answer.is_error} == case["expect"], case
 
 
 def test_file_tools_texts_and_rules(box):

@@ -1,12 +1,12 @@
 // `oma-component/observability/file`: OMA's FileTraceStore (OMA:
 // `@open-multi-agent/core/observability/file`): the in-memory trace store kept in a durable
 // NDJSON file (format `oma.file_trace_store` 1, the file the Python package reads and writes),
-// for one process and one instance at a time. Node only: it uses node:fs, which is why it is a
-// subpath of its own.
+// for one process and one instance at a time, over the durable log FileEvalStore writes too
+// (utils/durable-log.js). Node only: it uses node:fs, which is why it is a subpath of its own.
 
 import path from 'node:path'
 
-import { DurableLog, SchemaMajorError } from './durable.js'
+import { DurableLog, SchemaMajorError } from '../utils/durable-log.js'
 import { InMemoryTraceStore } from './memory-store.js'
 import { TraceStoreError } from './store.js'
 
@@ -34,9 +34,9 @@ const FORMAT = {
   schemaKey: 'traceSchemaMajor',
   schemaMajor: 2,
   label: 'FileTraceStore',
-  ErrorClass: FileTraceStoreError,
   unsupportedSchemaCode: 'UNSUPPORTED_TRACE_SCHEMA',
   schemaWords: 'trace schema',
+  makeError: (code, message, details) => new FileTraceStoreError(code, message, details),
 }
 
 function replayInto(now) {
@@ -154,12 +154,13 @@ export class FileTraceStore {
 
   /** Every record kept, by run in the order runs started (copies). */
   records() {
-    return this.#log.run(() => this.#memory.records())
+    this.#log.checkUsable()
+    return this.#memory.records()
   }
 
   /** fsyncs every write that completed before the call. */
   async flush() {
-    this.#log.run(() => this.#log.sync('flush'))
+    return this.#log.run(() => this.#log.sync('flush'))
   }
 
   /**
@@ -171,8 +172,10 @@ export class FileTraceStore {
   }
 
   /** fsyncs and refuses later operations (`CLOSED`); idempotent. */
-  async close() {
-    this.#log.close()
+  close() {
+    const next = this.#log.queue.then(() => this.#log.close())
+    this.#log.queue = next.catch(() => {})
+    return next
   }
 
   #tell(diagnostic) {

@@ -217,11 +217,13 @@ def _matches_glob(filename: str, glob: str) -> bool:
 
 
 def _collect(directory: str, glob: Optional[str], max_files: Optional[int] = None) -> List[str]:
+    """The files under ``directory`` (depth first, names in byte order as Node's ``readdir``
+    gives them to OMA, so that a cap keeps the same files) whose names match ``glob``."""
     found: List[str] = []
 
     def walk(at: str) -> None:
         try:
-            names = os.listdir(at)
+            names = sorted(os.listdir(at))
         except OSError:
             return
         for name in names:

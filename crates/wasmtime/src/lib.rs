@@ -90,6 +90,7 @@ pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
     LlmPhase, ProgressEvent, ToolCallTrace, ToolGate, ToolOutcome, TraceData, TraceEvent,
+    TraceRecord,
 };
 pub use bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, ErrorInfo, EvaluationOptions, ExternalKind, FailureKind, PromptInput,

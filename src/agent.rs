@@ -121,6 +121,14 @@ impl StepHost for HostImports {
         from_wit_tool_outcome(host::call_tool(agent, &to_wit_tool_use(call)))
     }
 
+    fn call_model(
+        &mut self,
+        agent: &str,
+        call: oma_core::agent::host_adapter::ModelCall,
+    ) -> Vec<Result<oma_core::agent::host_adapter::ModelAnswer, oma_core::error::Error>> {
+        from_wit_model_reply(host::call_model(agent, &to_wit_model_call(call)))
+    }
+
     fn external(
         &mut self,
         agent: &str,

@@ -13,6 +13,7 @@ use oma_core::agent::config::AgentSettings;
 use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
 use oma_core::agent::exchange::{EvaluationRecord, ToolOutcome};
+use oma_core::agent::host_adapter::{self, ModelAnswer};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
 use oma_core::agent::outcome::outcome_json;
@@ -334,6 +335,11 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
         Step::Receive => dr::Step::Receive,
         Step::Wait(ms) => dr::Step::Wait(ms),
         Step::CallTool(call) => dr::Step::CallTool(to_wit_tool_use(call)),
+        Step::CallModel(call) => dr::Step::CallModel(if json {
+            dr::ModelRequest::Json(call.to_json())
+        } else {
+            dr::ModelRequest::Typed(to_wit_model_call(*call))
+        }),
         Step::External { kind, text } => dr::Step::ExternalSend(dr::ExternalRequest {
             kind: to_wit_external(kind),
             text,
@@ -383,6 +389,7 @@ fn to_wit_due(due: Due) -> dr::Due {
         Due::Validation => dr::Due::Validation,
         Due::Compress => dr::Due::Compress,
         Due::LoopDecision => dr::Due::LoopDecision,
+        Due::Model => dr::Due::Model,
     }
 }
 
@@ -484,6 +491,20 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
         dr::Answer::CompressedJson(text) => Answer::Compressed(compressed_from_json(&text)),
         dr::Answer::CompressFailed(message) => Answer::Compressed(Err(Error::Host { message })),
         dr::Answer::LoopDecision(decision) => Answer::LoopDecision(decision),
+        // What the adapter gave is input: read and checked, a malformed answer the call's
+        // failure (which ends the run as failed), never a failed `answer`.
+        dr::Answer::ModelResponse(response) => {
+            Answer::Model(from_wit_model_response(response).map(ModelAnswer::Response))
+        }
+        dr::Answer::ModelResponseJson(text) => {
+            Answer::Model(host_adapter::response_from_json(&text).map(ModelAnswer::Response))
+        }
+        dr::Answer::ModelEvent(event) => Answer::Model(from_wit_model_event(event)),
+        dr::Answer::ModelEventJson(text) => {
+            Answer::Model(host_adapter::answer_from_event_json(&text))
+        }
+        dr::Answer::ModelEnd => Answer::Model(Ok(ModelAnswer::End)),
+        dr::Answer::ModelFailed(error) => Answer::Model(Err(from_wit_thrown(error))),
     })
 }
 

@@ -6,10 +6,11 @@
 //! `stream`, `prompt`, `get_history`, `reset`, `run_agent`), so one test runs against both
 //! worlds. Each run is a session: `send` steps go to the [`GuestOptions::hooks`] (the
 //! [`CaptureOutbound`](crate::CaptureOutbound), [`LoopbackOnly`](crate::LoopbackOnly), ...
-//! that would see the other world's wasi:http requests), the hook, tool, progress, evaluation
-//! and external steps to the [`GuestOptions::host`], and `wait` steps to the tokio timer.
+//! that would see the other world's wasi:http requests), the hook, tool, model, progress,
+//! evaluation and external steps to the [`GuestOptions::host`], and `wait` steps to the tokio
+//! timer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
@@ -20,15 +21,16 @@ use wasmtime::{Engine, Store};
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
+use crate::bindings::oma::agent::exchange::ModelReply;
 use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::engine::{engine, guard_store, load_component, start_call, HarnessOptions};
 use crate::portable_bindings::exports::oma::agent::driver::{
-    Answer, CompressMessages, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
-    ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure,
-    TransportFailureKind,
+    Answer, CompressMessages, Due, EvaluationCase, HookContext, ModelRequest, OutgoingRequest,
+    Payloads, Poll, ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport,
+    TransportFailure, TransportFailureKind,
 };
 use crate::portable_bindings::{PortableHost, PortableHostPre};
 use crate::state::{GuestOptions, HostState};
@@ -109,11 +111,24 @@ pub async fn instantiate_empty(wasm: &[u8]) -> anyhow::Result<Vec<String>> {
     Ok(imports)
 }
 
-/// The HTTP of one session in flight: the response body being read, and the run's agent.
+/// The HTTP of one session in flight: the response body being read, and the run's agent; and
+/// the rest of an LLM adapter's stream, answered event by event as the session asks.
 struct Flight {
     agent: String,
     body: Option<WasiBody>,
     between_bytes: Duration,
+    model: VecDeque<Answer>,
+}
+
+impl Flight {
+    fn new(agent: &str) -> Self {
+        Flight {
+            agent: agent.to_owned(),
+            body: None,
+            between_bytes: Duration::from_secs(30),
+            model: VecDeque::new(),
+        }
+    }
 }
 
 /// A live portable instance.
@@ -402,24 +417,13 @@ impl DriverGuest {
     fn track(&mut self, agent: &str) -> u64 {
         let id = self.next_flight;
         self.next_flight += 1;
-        self.flights.insert(
-            id,
-            Flight {
-                agent: agent.to_owned(),
-                body: None,
-                between_bytes: Duration::from_secs(30),
-            },
-        );
+        self.flights.insert(id, Flight::new(agent));
         id
     }
 
     /// Drives `session` to its result and drops it.
     async fn finish(&mut self, session: ResourceAny, agent: &str) -> anyhow::Result<RunResult> {
-        let mut flight = Flight {
-            agent: agent.to_owned(),
-            body: None,
-            between_bytes: Duration::from_secs(30),
-        };
+        let mut flight = Flight::new(agent);
         let mut outcome = Err(anyhow!(
             "the session did not end within {MAX_SESSION_STEPS} steps"
         ));
@@ -448,7 +452,18 @@ impl DriverGuest {
             Ok(Poll::Finished(RunReport::Json(_))) => {
                 return Err(anyhow!("a typed session gave JSON"))
             }
-            // This driver answers every step before it asks again, so nothing can be due.
+            // The next event of an adapter's stream.
+            Ok(Poll::Waiting(waiting))
+                if waiting.due.contains(&Due::Model) && !flight.model.is_empty() =>
+            {
+                let answer = flight.model.pop_front().unwrap_or(Answer::ModelEnd);
+                return match self.answer(session, &answer).await? {
+                    Ok(()) => Ok(Driven::Continue),
+                    Err(error) => Err(anyhow!("session.answer refused: {}", error.message)),
+                };
+            }
+            // This driver answers every other step before it asks again, so nothing else can
+            // be due.
             Ok(Poll::Waiting(waiting)) => {
                 return Err(anyhow!("the session waits for {:?}", waiting.due))
             }
@@ -503,6 +518,28 @@ impl DriverGuest {
                     .agent_host()
                     .call_tool(&flight.agent, call);
                 Answer::Tool(ToolAnswer { id, outcome })
+            }
+            Step::CallModel(ModelRequest::Typed(call)) => {
+                let reply = self
+                    .store
+                    .data_mut()
+                    .agent_host()
+                    .call_model(&flight.agent, call);
+                flight.model.clear();
+                match reply {
+                    ModelReply::Response(response) => Answer::ModelResponse(response),
+                    ModelReply::Failed(error) => Answer::ModelFailed(error),
+                    ModelReply::Events(events) => {
+                        // The stream's end follows its events; the session stops asking after
+                        // `done` or `error`.
+                        flight.model = events.into_iter().map(Answer::ModelEvent).collect();
+                        flight.model.push_back(Answer::ModelEnd);
+                        flight.model.pop_front().unwrap_or(Answer::ModelEnd)
+                    }
+                }
+            }
+            Step::CallModel(ModelRequest::Json(_)) => {
+                return Err(anyhow!("a typed session gave JSON"))
             }
             Step::ExternalSend(request) => {
                 Answer::External(self.store.data_mut().agent_host().external_send(

@@ -38,8 +38,9 @@
 //! requests and injects faults) and nothing else.
 //!
 //! Agents: the component's `host` imports (the `beforeRun` hook, tools, progress, evaluation,
-//! external backends) go to the [`AgentHost`] in [`GuestOptions::host`]; [`ScriptedHost`]
-//! answers with closures and records what it was handed.
+//! external backends, the model calls of an agent's own LLM adapter) go to the [`AgentHost`] in
+//! [`GuestOptions::host`]; [`ScriptedHost`] answers with closures and [`LlmAdapter`]s and
+//! records what it was handed.
 //!
 //! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
 //! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
@@ -64,6 +65,7 @@ mod guard;
 mod guest;
 pub mod keyvalue;
 mod limits;
+mod llm_adapter;
 pub mod oma_json;
 pub mod pool;
 mod provider;
@@ -147,12 +149,13 @@ pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
 pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
-    LlmPhase, ProgressEvent, ToolCallTrace, ToolGate, ToolOutcome, TraceData, TraceEvent,
+    LlmPhase, ModelCall, ModelEvent, ModelReply, ProgressEvent, ThrownError, ToolCallTrace,
+    ToolGate, ToolOutcome, TraceData, TraceEvent,
 };
 pub use bindings::oma::agent::outcome::{
-    AgentConfig, AgentEvent, ErrorInfo, EvaluationOptions, ExternalKind, FailureKind, PromptInput,
-    RunAgentOptions, RunFailure, RunInput, RunResult, RunStatus, StatusCode, StorePayloads,
-    ToolCallRecord, TraceOptions,
+    AgentConfig, AgentEvent, EchoesReasoning, ErrorInfo, EvaluationOptions, ExternalKind,
+    FailureKind, HostAdapter, PromptInput, RunAgentOptions, RunFailure, RunInput, RunResult,
+    RunStatus, StatusCode, StorePayloads, ToolCallRecord, TraceOptions,
 };
 pub use bindings::oma::agent::outcome::{
     CompactStrategy, ContextOptions, ContextStrategy, LoopAction, LoopDetection, LoopInfo,
@@ -176,6 +179,7 @@ pub use guard::{
 };
 pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
+pub use llm_adapter::{thrown, LlmAdapter};
 pub use provider::{
     call_options, chat_request, endpoint, retries, ChatStreamHandle, MAX_STREAM_EVENTS,
 };

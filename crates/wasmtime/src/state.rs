@@ -183,6 +183,14 @@ impl crate::bindings::oma::agent::host::Host for HostState {
         self.host.call_tool(&agent, call)
     }
 
+    fn call_model(
+        &mut self,
+        agent: String,
+        call: crate::bindings::oma::agent::exchange::ModelCall,
+    ) -> crate::bindings::oma::agent::exchange::ModelReply {
+        self.host.call_model(&agent, call)
+    }
+
     fn progress(&mut self, event: ProgressEvent) {
         self.host.progress(event)
     }

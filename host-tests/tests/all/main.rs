@@ -8,6 +8,7 @@
 //! served over HTTP in process (`serve`), and the recorded-response corpus replayed to every world
 //! (`corpus`, `fixtures/corpus/`).
 
+mod adapter;
 mod agent;
 mod common;
 mod contract;

@@ -36,6 +36,38 @@ pub fn response_from_value(value: Value) -> Result<LlmResponse, Error> {
     read_response(value, "").map_err(|e| Error::invalid(format!("{RESPONSE}: {e}")))
 }
 
+/// An adapter's response that came typed (from a host that holds typed values), checked as
+/// one read from JSON is: its content passes OMA's message rules and the response limits.
+pub fn checked_response(response: LlmResponse) -> Result<LlmResponse, Error> {
+    let LlmResponse {
+        id,
+        content,
+        model,
+        stop_reason,
+        usage,
+    } = response;
+    let mut messages = vec![LlmMessage {
+        role: Role::Assistant,
+        content,
+    }];
+    crate::validate::validate_messages(&messages).map_err(|e| invalid_content(e, "content"))?;
+    let response = LlmResponse {
+        id,
+        content: messages.pop().map(|m| m.content).unwrap_or_default(),
+        model,
+        stop_reason,
+        usage,
+    };
+    limits(&response).map_err(|e| Error::invalid(format!("{RESPONSE}: {e}")))?;
+    Ok(response)
+}
+
+/// An error about the blocks of a response taken as the assistant turn `messages[0]` (converting
+/// a typed response's blocks, for one), made an error about the response's `content`.
+pub fn invalid_content(error: Error, path: &str) -> Error {
+    Error::invalid(format!("{RESPONSE}: {}", renamed(&error, path)))
+}
+
 /// One event of an adapter's stream as OMA JSON text (`{type, data}`): a text or reasoning
 /// piece, a tool call, `done` with the whole `LLMResponse`, or `error`, whose data (the error
 /// the stream yielded, as `{name, message, code, status}`) is the `Err` it becomes.
@@ -177,11 +209,25 @@ fn read_response(value: Value, path: &str) -> Result<LlmResponse, String> {
         stop_reason,
         usage,
     };
-    crate::limits::check_response("adapter", &response).map_err(|e| match e {
+    limits(&response)?;
+    Ok(response)
+}
+
+/// The limits of a provider's response, which an adapter's keeps too.
+fn limits(response: &LlmResponse) -> Result<(), String> {
+    crate::limits::check_response("adapter", response).map_err(|e| match e {
         Error::Provider { message, .. } => message,
         other => other.to_string(),
-    })?;
-    Ok(response)
+    })
+}
+
+/// A message about `messages[0].content` as one about the response's content at `path`.
+fn renamed(error: &Error, path: &str) -> String {
+    let message = error.to_string();
+    match message.strip_prefix("messages[0].content") {
+        Some(rest) => format!("{path}{rest}"),
+        None => message,
+    }
 }
 
 /// The blocks of a response as one assistant turn, through OMA's guard, the typing and the
@@ -192,15 +238,8 @@ fn content_of(blocks: Vec<Value>, path: &str) -> Result<Vec<ContentBlock>, Strin
         "role": "assistant",
         "content": Value::Array(blocks),
     })]);
-    let renamed = |e: Error| {
-        let message = e.to_string();
-        match message.strip_prefix("messages[0].content") {
-            Some(rest) => format!("{path}{rest}"),
-            None => message,
-        }
-    };
-    let mut messages = crate::json::messages_from_value(turn).map_err(renamed)?;
-    crate::validate::validate_messages(&messages).map_err(renamed)?;
+    let mut messages = crate::json::messages_from_value(turn).map_err(|e| renamed(&e, path))?;
+    crate::validate::validate_messages(&messages).map_err(|e| renamed(&e, path))?;
     let LlmMessage { role, content } = messages.pop().unwrap_or(LlmMessage {
         role: Role::Assistant,
         content: Vec::new(),

@@ -195,6 +195,11 @@ impl p::GuestChatStream for Stream {
                 a::StreamEvent::Reasoning(text) => p::StreamEvent::Reasoning(text),
                 a::StreamEvent::ToolUse(call) => p::StreamEvent::ToolUse(to_wit_tool_use(call)),
                 a::StreamEvent::Done(response) => p::StreamEvent::Done(to_wit_response(response)),
+                // The WIT stream has no place for these: `done`'s response carries the
+                // signatures, the redacted blocks and the usage.
+                a::StreamEvent::ReasoningSignature(_)
+                | a::StreamEvent::RedactedReasoning(_)
+                | a::StreamEvent::Usage(_) => continue,
             }));
         }
     }

@@ -17,7 +17,7 @@
 // a worker thread).
 //
 // The loopback server runs on a worker thread of this process by default, like the Rust side's
-// simulator (host-tests/src/simulator.rs: its own thread and runtime), so the server's work
+// simulator (crates/loopback/src/simulator.rs: its own thread and runtime), so the server's work
 // (reading and parsing the request body) overlaps with, rather than adds to, the client's.
 //
 // Output: one JSON object on stdout,
@@ -33,7 +33,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-// --- Canned provider answer (mirrors host-tests/src/canned.rs, Route::Anthropic, non-stream) ---
+// --- Canned provider answer (mirrors crates/loopback/src/canned.rs, Route::Anthropic, non-stream) ---
 const CANNED_TEXT = 'Hello from the simulator.';
 const CANNED_USAGE = [12, 6];
 

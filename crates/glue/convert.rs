@@ -7,9 +7,9 @@
 use oma_core::adapter::{self as a, Adapter};
 use oma_core::error::{Error, ErrorKind};
 use oma_core::http::call::CallOptions;
-use oma_core::http::retry::RetryPolicy;
 use oma_core::http::{EgressPolicy, Limits};
 use oma_core::message as m;
+use oma_core::retry::RetryPolicy;
 use oma_core::validate;
 
 use super::wit::types as wit;
@@ -52,6 +52,7 @@ pub(super) fn from_wit_request(request: wire::ChatRequest) -> Result<a::ChatRequ
         preserve_reasoning_as_text: request.preserve_reasoning_as_text,
         reasoning_text_max_chars: None,
         stream: request.stream,
+        ..a::ChatRequest::default()
     })
 }
 

@@ -8,7 +8,7 @@ use oma_core::agent::config::AgentSettings;
 use oma_core::agent::exchange::{HookAnswer, ToolOutcome};
 use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
 use oma_core::http::call::CallAnswer;
-use oma_core::http::retry::RetryPolicy;
+use oma_core::retry::RetryPolicy;
 use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
 use oma_core::message::{LlmMessage, ToolResultContent};
 

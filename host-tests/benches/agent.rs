@@ -29,7 +29,7 @@ use std::time::Instant;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use oma_host_tests::workloads::{read_workload, WORKLOADS};
 use oma_host_tests::{
-    agent_config, endpoint, offline_options, AgentHandle, BareRequest, CannedResponse,
+    agent_config, endpoint, offline_options, send_bare, AgentHandle, BareRequest, CannedResponse,
     CaptureOutbound, Guest, GuestOptions, Harness, LoopbackOnly, RecordedRequest, RunInput,
     Simulator, WasiHttpHooks,
 };
@@ -130,7 +130,7 @@ fn bare_post(c: &mut Criterion) {
         let recorded = captured_request(&rt, harness, &base_url, name, &text);
         let request = BareRequest::new(&base_url, &recorded).expect("the request is valid");
         let (status, _) = rt
-            .block_on(client.send_bare(&request))
+            .block_on(send_bare(&client, &request))
             .expect("the simulator answers");
         assert_eq!(status, 200, "the simulator accepts the run's request");
         group.throughput(Throughput::Bytes(text.len() as u64));
@@ -140,8 +140,7 @@ fn bare_post(c: &mut Criterion) {
                 rt.block_on(async {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        let answer = client
-                            .send_bare(&request)
+                        let answer = send_bare(&client, &request)
                             .await
                             .expect("the simulator answers");
                         black_box(answer);

@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use oma_host_tests::workloads::read_workload;
 use oma_host_tests::{
-    agent_config, endpoint, offline_options, AgentHandle, BareRequest, CannedResponse,
+    agent_config, endpoint, offline_options, send_bare, AgentHandle, BareRequest, CannedResponse,
     CaptureOutbound, Guest, GuestOptions, Harness, LoopbackOnly, RunInput, Simulator,
     WasiHttpHooks,
 };
@@ -108,7 +108,7 @@ fn main() -> anyhow::Result<()> {
                                 bail!("a run failed");
                             }
                         } else {
-                            client.send_bare(&request).await?;
+                            send_bare(&client, &request).await?;
                         }
                     }
                     Ok(())

@@ -1,20 +1,24 @@
 //! The wasmtime-based harness of oma-component: the guest its `artifacts` crate builds, driven
-//! in every world by the tests and benchmarks here, and what they and the CLI's offline demo
-//! need around the wasmtime embedding (nothing a production host needs).
+//! in every world by the tests and benchmarks here, and what they need around the wasmtime
+//! embedding (nothing a production host needs).
 //!
 //! - [`artifact`]: the four components this repository builds (`oma-artifacts`), as bytes;
 //! - [`Shared`]: one process-wide [`Harness`] for `oma_component.wasm`, one [`DriverHarness`]
 //!   for `oma_portable.wasm` and one [`RoutesHarness`] for `oma_routes.wasm`
 //!   (`Harness::shared()`), compiled once per test binary;
-//! - [`Simulator`]: a loopback provider that answers every wire format with canned answers
-//!   ([`canned`](CANNED_TEXT)), records requests, plays scripted replies and injects faults;
-//! - [`CaptureOutbound`] (answers the guest's requests in-process and records them) and
-//!   [`LoopbackOnly`] (lets them reach loopback addresses, the simulator, and nothing else);
+//! - [`RoutesHarness`]: the `routes` world (`oma_routes.wasm`), the gateway's rules as the
+//!   Worker gateway gets them, bound here for its tests;
+//! - the loopback provider (`oma-loopback`, re-exported): [`Simulator`], which answers every
+//!   wire format with canned answers ([`canned`](CANNED_TEXT)), records requests, plays
+//!   scripted replies and injects faults, and [`LoopbackOnly`], which lets the guest's requests
+//!   reach loopback addresses, the simulator, and nothing else;
+//! - [`CaptureOutbound`]: answers the guest's requests in-process and records them;
 //! - [`workloads`]: the generated benchmark inputs (`chat-small`, `chat-history-51`,
 //!   `tools-rich-20`, `vision-1mib`, `video-16mib`, ...);
 //! - the `loopback-provider` and `gen-workloads` binaries.
 //!
-//! Everything of the embedding (`oma-wasmtime`) is re-exported, so a test imports one crate.
+//! Everything of the embedding (`oma-wasmtime`) and of the loopback provider is re-exported,
+//! so a test imports one crate.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -79,17 +83,18 @@ use std::sync::OnceLock;
 /// The components this repository builds (`oma-artifacts`), as bytes.
 pub use oma_artifacts as artifact;
 
-mod canned;
 mod outbound;
-mod simulator;
+mod routes;
 /// The benchmark inputs (the `oma-workloads` crate, re-exported so a bench imports one crate).
 pub use oma_workloads as workloads;
 
 pub use oma_wasmtime::*;
 
-pub use canned::{aws_event_message, Ask, Route, CANNED_PIECES, CANNED_TEXT, CANNED_USAGE};
-pub use outbound::{is_loopback, BareRequest, CannedResponse, CaptureOutbound, LoopbackOnly};
-pub use simulator::{RecordedRequest, Reply, RequestLog, Simulator};
+pub use oma_loopback::*;
+pub use outbound::{send_bare, BareRequest, CannedResponse, CaptureOutbound};
+pub use routes::{
+    instantiate_empty, routes_driver_types, routes_types, RoutesGuest, RoutesHarness,
+};
 
 /// The process-wide harness of a component this repository builds, made on first use: what
 /// every test and benchmark instantiates its guests from, so the component is compiled (or read

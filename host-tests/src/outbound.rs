@@ -1,25 +1,21 @@
-//! Hooks for the guest's outbound HTTP in tests, besides the embedding's
-//! [`DenyOutbound`](crate::DenyOutbound) and [`AllowOutbound`](crate::AllowOutbound):
+//! The guest's outbound HTTP in tests, besides the embedding's
+//! [`DenyOutbound`](crate::DenyOutbound) and [`AllowOutbound`](crate::AllowOutbound) and the
+//! loopback provider's [`LoopbackOnly`](crate::LoopbackOnly):
 //!
 //! - [`CaptureOutbound`] records each request and answers it in-process from a closure, with no
 //!   socket: the default for tests that only ask "was anything sent, and what";
-//! - [`LoopbackOnly`] sends requests for real, but only to loopback addresses (the
-//!   [`Simulator`](crate::Simulator)); anything else is denied as `HTTP-request-denied` and
-//!   counted.
+//! - [`BareRequest`] and [`send_bare`]: a recorded request sent again by the host alone, through
+//!   a [`LoopbackOnly`](crate::LoopbackOnly), for benchmarks that weigh a run against the bare
+//!   request.
 
 use std::future::Future;
-use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
-use oma_wasmtime::pool::{self, Pool};
-
-use crate::canned::Ask;
-use crate::simulator::{RecordedRequest, RequestLog};
+use oma_loopback::{Ask, LoopbackOnly, RecordedRequest, RequestLog, Route};
 
 type IoFuture = Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>;
 type ResponseFuture = Box<
@@ -41,7 +37,7 @@ impl CannedResponse {
     /// The simulator's success for `request`'s wire format (a stream arrives in one piece).
     pub fn success_for(request: &RecordedRequest) -> CannedResponse {
         let ask = Ask::of(&request.path, &request.body);
-        let (status, body, content_type) = if ask.route == crate::canned::Route::Unknown {
+        let (status, body, content_type) = if ask.route == Route::Unknown {
             let (body, content_type) = ask.error_body(404);
             (404, body, content_type)
         } else {
@@ -148,69 +144,7 @@ impl WasiHttpHooks for CaptureOutbound {
     }
 }
 
-/// Sends requests for real, to loopback hosts only (`127.0.0.0/8`, `[::1]`, `localhost`);
-/// every other request fails with `HTTP-request-denied` before any connection, and is counted.
-/// The name is resolved once and only loopback addresses are connected to, whatever
-/// `localhost` resolves to. Clones share the count.
-///
-/// Connections are kept alive and reused (see `pool.rs`), as a production HTTP client does.
-#[derive(Clone, Default)]
-pub struct LoopbackOnly {
-    denied: Arc<AtomicUsize>,
-    pool: Arc<Pool>,
-}
-
-impl std::fmt::Debug for LoopbackOnly {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoopbackOnly")
-            .field("denied", &self.denied())
-            .finish_non_exhaustive()
-    }
-}
-
-impl LoopbackOnly {
-    /// A hook with a count of zero.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// How many requests were denied so far.
-    pub fn denied(&self) -> usize {
-        self.denied.load(Ordering::SeqCst)
-    }
-
-    /// Sends `request` outside any guest, through the same pooled client the guest's requests
-    /// take, and reads the whole response: what one request costs the host without the
-    /// component. The `bare_post` benchmark measures runs against it. Returns the status and the
-    /// body.
-    pub async fn send_bare(
-        &self,
-        request: &BareRequest,
-    ) -> Result<(u16, Vec<u8>), wasmtime_wasi_http::Error> {
-        if !is_loopback(&request.uri) {
-            self.denied.fetch_add(1, Ordering::SeqCst);
-            return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
-        }
-        let mut builder = http::Request::builder()
-            .method(request.method.clone())
-            .uri(request.uri.clone());
-        for (name, value) in &request.headers {
-            builder = builder.header(name, value);
-        }
-        let body = Full::new(request.body.clone())
-            .map_err(|never| match never {})
-            .boxed_unsync();
-        let request = builder
-            .body(body)
-            .map_err(|_| wasmtime_wasi_http::Error::HttpRequestUriInvalid)?;
-        let response = pool::send(Arc::clone(&self.pool), request, None).await?;
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body.to_vec()))
-    }
-}
-
-/// A recorded request made ready to send again and again with [`LoopbackOnly::send_bare`]: the
+/// A recorded request made ready to send again and again with [`send_bare`]: the
 /// URI and method parsed once, the body shared (each send copies no bytes of it).
 #[derive(Clone, Debug)]
 pub struct BareRequest {
@@ -240,61 +174,27 @@ impl BareRequest {
     }
 }
 
-/// Whether a request URI names a loopback host.
-pub fn is_loopback(uri: &http::Uri) -> bool {
-    let Some(host) = uri.host() else {
-        return false;
-    };
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    match bare.parse::<IpAddr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+/// Sends `request` outside any guest, through `client` (the pooled client the guest's requests
+/// take), and reads the whole response: what one request costs the host without the component.
+/// The `bare_post` benchmark measures runs against it. Returns the status and the body.
+pub async fn send_bare(
+    client: &LoopbackOnly,
+    request: &BareRequest,
+) -> Result<(u16, Vec<u8>), wasmtime_wasi_http::Error> {
+    let mut builder = http::Request::builder()
+        .method(request.method.clone())
+        .uri(request.uri.clone());
+    for (name, value) in &request.headers {
+        builder = builder.header(name, value);
     }
-}
-
-impl WasiHttpHooks for LoopbackOnly {
-    fn send_request(
-        &mut self,
-        request: http::Request<WasiBody>,
-        options: Option<RequestOptions>,
-        _fut: IoFuture,
-    ) -> ResponseFuture {
-        if !is_loopback(request.uri()) {
-            self.denied.fetch_add(1, Ordering::SeqCst);
-            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
-        }
-        let pool = Arc::clone(&self.pool);
-        Box::new(async move {
-            let response = pool::send(pool, request, options).await?;
-            // The connection's I/O runs in a task of its own.
-            let io: IoFuture = Box::new(async { Ok(()) });
-            Ok((response, io))
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_hosts_pass() {
-        for uri in [
-            "http://127.0.0.1:8080/v1",
-            "http://127.2.3.4/",
-            "http://[::1]:9/x",
-            "http://LOCALHOST:1/",
-        ] {
-            assert!(is_loopback(&uri.parse().unwrap()), "{uri}");
-        }
-        for uri in [
-            "https://api.anthropic.com/v1/messages",
-            "http://10.0.0.1/",
-            "http://[::2]/",
-            "http://localhost.evil.example/",
-            "/relative",
-        ] {
-            assert!(!is_loopback(&uri.parse().unwrap()), "{uri}");
-        }
-    }
+    let body = Full::new(request.body.clone())
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let request = builder
+        .body(body)
+        .map_err(|_| wasmtime_wasi_http::Error::HttpRequestUriInvalid)?;
+    let response = client.send(request, None).await?;
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body.to_vec()))
 }

@@ -7,11 +7,12 @@
 //! loopback interface, the model calls a tool the host answers, and the parsed result comes
 //! back. Each stage prints what it did.
 
-use oma_host_tests::oma_json::{block_json, run_result_json, tool_use_json};
-use oma_host_tests::{
-    agent_config, endpoint, error_json, offline_options, BeforeRunAnswer, BeforeRunResult,
-    GuestOptions, LoopbackOnly, Reply, RunInput, ScriptedHost, Simulator, ToolDefinition,
-    ToolOutcome, ToolResultContent,
+use oma_loopback::{LoopbackOnly, Reply, Simulator};
+use oma_wasmtime::oma_json::{block_json, run_result_json, tool_use_json};
+use oma_wasmtime::{
+    agent_config, chat_request, endpoint, error_json, offline_options, BeforeRunAnswer,
+    BeforeRunResult, GuestOptions, RunInput, ScriptedHost, ToolDefinition, ToolOutcome,
+    ToolResultContent,
 };
 use serde_json::{json, Value};
 
@@ -107,7 +108,7 @@ pub async fn demo() -> Result<String, Failure> {
         &mut out,
         "2. format for two providers (codec.format-request; nothing is sent)",
     );
-    let mut request = oma_host_tests::chat_request("claude-sonnet-4-6", messages.clone());
+    let mut request = chat_request("claude-sonnet-4-6", messages.clone());
     let anthropic = endpoint("anthropic", None, Some("sk-demo-not-a-key"));
     match codec
         .format_request(&request, &anthropic)

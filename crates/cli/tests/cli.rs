@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use oma_host_tests::{Reply, Simulator, CANNED_TEXT};
+use oma_loopback::{Reply, Simulator, CANNED_TEXT};
 use serde_json::{json, Value};
 
 fn conversations() -> PathBuf {
@@ -1004,7 +1004,7 @@ fn run_never_reaches_metadata_or_link_local_addresses() {
 /// `tests/gateway.rs` covers it.)
 #[test]
 fn every_command_runs_with_the_built_in_guest_and_with_oma_component() {
-    let component = oma_host_tests::artifact::COMPONENT_FILE;
+    let component = oma_artifacts::COMPONENT_FILE;
     assert!(
         std::path::Path::new(component).is_file(),
         "the built component at {component}"

@@ -43,7 +43,7 @@ use anyhow::{anyhow, bail, ensure, Context as _};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use oma_host_tests::{Reply, Simulator, CANNED_PIECES, CANNED_TEXT};
+use oma_loopback::{Reply, Simulator, CANNED_PIECES, CANNED_TEXT};
 use serde_json::{json, Value};
 use wasmtime_wasi_http::io::TokioIo;
 
@@ -353,7 +353,7 @@ fn port_after(line: &str, marker: &str) -> Option<u16> {
 }
 
 fn gateway_wasm() -> &'static str {
-    let path = oma_host_tests::artifact::GATEWAY_FILE;
+    let path = oma_artifacts::GATEWAY_FILE;
     assert!(
         Path::new(path).is_file(),
         "the gateway component is missing at {path}"
@@ -640,7 +640,7 @@ fn fastly_wasm() -> Result<PathBuf, String> {
             "{} is missing: build it with `cargo run -p oma-guest-build -- --world fastly \
              --profile {}` (or set OMA_FASTLY_WASM)",
             path.display(),
-            oma_host_tests::artifact::PROFILE
+            oma_artifacts::PROFILE
         ))
     }
 }
@@ -1401,7 +1401,7 @@ impl Gateway<'_> {
     async fn send_counting(
         &self,
         call: Call,
-    ) -> anyhow::Result<(Response, Vec<oma_host_tests::RecordedRequest>)> {
+    ) -> anyhow::Result<(Response, Vec<oma_loopback::RecordedRequest>)> {
         let before = self.simulator.request_count();
         let response = self.send(call).await?;
         Ok((response, self.simulator.requests().split_off(before)))
@@ -1412,7 +1412,7 @@ impl Gateway<'_> {
 /// events, and the result `done` carried.
 struct Streamed {
     response: Response,
-    sent: Vec<oma_host_tests::RecordedRequest>,
+    sent: Vec<oma_loopback::RecordedRequest>,
     events: Vec<Event>,
     result: Value,
 }
@@ -2734,7 +2734,9 @@ async fn messages_answers_anthropics_shape(gw: &Gateway<'_>) -> anyhow::Result<(
             "{model}: {message}"
         );
         ensure!(
-            message["usage"] == json!({"input_tokens": 12, "output_tokens": 6}),
+            message["usage"]
+                == json!({"input_tokens": 12, "cache_creation_input_tokens": 0,
+                          "cache_read_input_tokens": 0, "output_tokens": 6}),
             "{model}: {message}"
         );
         let mut streamed = body.clone();

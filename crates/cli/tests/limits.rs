@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use oma_host_tests::Simulator;
+use oma_loopback::Simulator;
 use serde_json::{json, Value};
 
 /// How long a process may take to say where it listens.
@@ -365,8 +365,8 @@ fn wash_dev(name: &str, redis_url: &str, settings: &[(&str, &str)]) -> Process {
     let scratch = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("limits-wash-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    let component = std::fs::canonicalize(oma_host_tests::artifact::GATEWAY_FILE)
-        .expect("the gateway component");
+    let component =
+        std::fs::canonicalize(oma_artifacts::GATEWAY_FILE).expect("the gateway component");
     let config = format!(
         "build:\n  command: test -f {component}\n  component_path: {component}\n\
          dev:\n  address: 127.0.0.1:0\n  wasi_keyvalue_redis_url: {redis_url}\n\

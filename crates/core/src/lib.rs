@@ -41,6 +41,7 @@ pub mod http;
 pub mod json;
 pub mod limits;
 pub mod message;
+pub mod retry;
 pub mod rng;
 pub mod secret;
 pub mod validate;

@@ -194,6 +194,46 @@ pub enum ToolResultPart {
     },
 }
 
+impl ToolResultContent {
+    /// The result as text (OMA's `summarizeToolResultContent`): text as it is, each part on its
+    /// own line ([`ToolResultPart::summary`]). What a trace shows of a tool's output.
+    pub fn summary(&self) -> String {
+        match self {
+            ToolResultContent::Text(text) => text.clone(),
+            ToolResultContent::Parts(parts) => parts
+                .iter()
+                .map(ToolResultPart::summary)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+impl ToolResultPart {
+    /// One part as text: a text part as it is, an image or file as OMA's placeholder, which
+    /// holds neither bytes nor URL (`[image: <type>; inline data]`,
+    /// `[file: <name>; <type>; URL reference]`).
+    pub fn summary(&self) -> String {
+        let media = |source: &MediaSource| match source {
+            MediaSource::Base64 { .. } => "inline data",
+            MediaSource::Url { .. } => "URL reference",
+        };
+        match self {
+            ToolResultPart::Text { text } => text.clone(),
+            ToolResultPart::Image { source } => {
+                format!("[image: {}; {}]", source.media_type(), media(source))
+            }
+            ToolResultPart::File { filename, source } => {
+                format!(
+                    "[file: {filename}; {}; {}]",
+                    source.media_type(),
+                    media(source)
+                )
+            }
+        }
+    }
+}
+
 /// Thinking content produced by a provider.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReasoningBlock {
@@ -230,25 +270,104 @@ pub struct LlmResponse {
     pub usage: TokenUsage,
 }
 
-/// Tokens used by one request (OMA's `TokenUsage`).
+/// Tokens used by one request (OMA's `TokenUsage`, with the prompt cache's counts beside it).
+///
+/// `input_tokens` and `output_tokens` are OMA's, as the provider reports them. The two cache
+/// counts are Anthropic's (and Bedrock's, which counts the same way): the input tokens written
+/// to and read from the provider's prompt cache, which those providers leave out of
+/// `input_tokens`. They are zero where the provider reports none, and never part of OMA's JSON
+/// (OMA's `TokenUsage` has the two counts only); the gateway answers and traces them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// Tokens read.
     pub input_tokens: u64,
     /// Tokens written.
     pub output_tokens: u64,
+    /// Input tokens written to the prompt cache (Anthropic's `cache_creation_input_tokens`,
+    /// Bedrock's `cacheWriteInputTokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache (Anthropic's `cache_read_input_tokens`,
+    /// Bedrock's `cacheReadInputTokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_input_tokens: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl TokenUsage {
+    /// OMA's two counts, with no cache counts.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        TokenUsage {
+            input_tokens,
+            output_tokens,
+            ..TokenUsage::default()
+        }
+    }
+
     /// Adds `other`'s counts to these (saturating): a run's usage over its requests.
     pub fn add(&mut self, other: TokenUsage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_creation_input_tokens = self
+            .cache_creation_input_tokens
+            .saturating_add(other.cache_creation_input_tokens);
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .saturating_add(other.cache_read_input_tokens);
+    }
+
+    /// Every input token, the prompt cache's included (saturating): what OpenAI's
+    /// `prompt_tokens` and the OpenTelemetry conventions' input count hold.
+    pub fn all_input(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cache_creation_input_tokens)
+            .saturating_add(self.cache_read_input_tokens)
+    }
+
+    /// Every token read and written, the prompt cache's included (saturating): what the
+    /// gateway's per-token limits count.
+    pub fn all(&self) -> u64 {
+        self.all_input().saturating_add(self.output_tokens)
     }
 
     /// Tokens read and written together (saturating): what a token budget or a per-minute
-    /// token limit counts.
+    /// token limit counts. OMA's two counts only: the cache counts are not in it, as OMA's
+    /// budget leaves them out.
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_results_are_summarized_without_media_bytes() {
+        let content = ToolResultContent::Parts(vec![
+            ToolResultPart::Text {
+                text: "chart:".into(),
+            },
+            ToolResultPart::Image {
+                source: MediaSource::Base64 {
+                    media_type: "image/png".into(),
+                    data: "AAAA".into(),
+                },
+            },
+            ToolResultPart::File {
+                filename: "r.pdf".into(),
+                source: MediaSource::Url {
+                    media_type: "application/pdf".into(),
+                    url: "https://x.example/r.pdf".into(),
+                },
+            },
+        ]);
+        assert_eq!(
+            content.summary(),
+            "chart:\n[image: image/png; inline data]\n[file: r.pdf; application/pdf; URL reference]"
+        );
     }
 }

@@ -569,9 +569,9 @@ mod machine_answers {
     use crate::agent::exchange::{HookAnswer, ToolOutcome};
     use crate::agent::machine::{Answer, Poll, RunMachine, Step};
     use crate::http::call::CallAnswer;
-    use crate::http::retry::RetryPolicy;
     use crate::http::{HttpResponse, TransportFailure, TransportFailureKind};
     use crate::message::{LlmMessage, ToolResultContent};
+    use crate::retry::RetryPolicy;
 
     fn machine(provider: &str, streaming: bool, hook: bool) -> RunMachine {
         let mut settings = AgentSettings {

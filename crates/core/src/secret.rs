@@ -108,8 +108,51 @@ pub fn holds_known(text: &str, secrets: &[&str]) -> bool {
     })
 }
 
+/// Whether a field name looks like it holds a secret (OMA's `isSensitiveName`, one of its
+/// redaction rules, `docs/agent.md#redaction-rules`): `api_key`,
+/// `apiKey`, `password`, `secret`, `authorization`, `cookie`, `session`, `token`, `x-token`, ...
+///
+/// OMA's rule: the name contains (ignoring ASCII case) one of the words below, or is `token`,
+/// or ends in `_token`/`-token`, or starts with `token_`/`token-`.
+pub fn is_sensitive_name(name: &str) -> bool {
+    const WORDS: [&str; 25] = [
+        "apikey",
+        "api_key",
+        "api-key",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "privatekey",
+        "private_key",
+        "private-key",
+        "accesskey",
+        "access_key",
+        "access-key",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "githubtoken",
+        "authorization",
+        "authtoken",
+        "auth_token",
+        "auth-token",
+        "cookie",
+        "session",
+        "credential",
+        "bearer",
+    ];
+    let name = name.to_ascii_lowercase();
+    name == "token"
+        || name.ends_with("_token")
+        || name.ends_with("-token")
+        || name.starts_with("token_")
+        || name.starts_with("token-")
+        || WORDS.iter().any(|word| name.contains(word))
+}
+
 /// Query parameter names whose values are credentials, besides the sensitive names of OMA's
-/// redaction rules ([`crate::agent::redact::is_sensitive_name`]): `key` (Gemini), signatures
+/// redaction rules ([`is_sensitive_name`]): `key` (Gemini), signatures
 /// and the SigV4 query parameters, `sig` (Azure SAS), `code`, `auth`.
 const SECRET_QUERY_NAMES: &[&str] = &[
     "key",
@@ -125,7 +168,7 @@ const SECRET_QUERY_NAMES: &[&str] = &[
 /// Whether a query parameter named `name` holds a credential.
 fn is_secret_query_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    SECRET_QUERY_NAMES.contains(&lower.as_str()) || crate::agent::redact::is_sensitive_name(name)
+    SECRET_QUERY_NAMES.contains(&lower.as_str()) || is_sensitive_name(name)
 }
 
 /// The byte ranges of a URL's credentials: the userinfo before the host, and the value of every

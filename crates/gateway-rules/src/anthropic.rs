@@ -15,9 +15,10 @@
 
 use serde_json::{json, Map, Value};
 
-use oma_core::adapter::{Sampling, StreamEvent, ToolDefinition};
+use oma_core::adapter::ToolDefinition;
+use oma_core::adapter::{self, CacheMark, CachePlace, IdSource, Sampling, StreamEvent, Thinking};
 use oma_core::error::Error;
-use oma_core::message::{ContentBlock, LlmResponse};
+use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
 use crate::chat::{chat_request, ChatMachine, Target};
 use crate::env::Settings;
@@ -100,24 +101,21 @@ pub fn start(
         ..Sampling::default()
     };
     let stream = matches!(o.get("stream"), Some(Value::Bool(true)));
-    let system = match o.remove("system") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(text),
-        Some(Value::Array(blocks)) => Some(
-            blocks
-                .iter()
-                .map(|b| b.get("text").and_then(Value::as_str).unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("\n\n"),
-        ),
-        Some(_) => return Err(invalid("`system` must be a string or text blocks")),
-    };
+    let mut cache = Vec::new();
+    let (system, system_blocks) = read_system(o.remove("system"), &mut cache)?;
+    let thinking = read_thinking(o.get("thinking"))?;
     let mut tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
             .into_iter()
             .enumerate()
-            .map(|(i, tool)| {
+            .map(|(i, mut tool)| {
+                if let Some(mark) = take_cache_control(&mut tool, &format!("tools[{i}]"))? {
+                    cache.push(CacheMark {
+                        place: CachePlace::Tool(i),
+                        ttl: mark,
+                    });
+                }
                 let name = tool
                     .get("name")
                     .and_then(Value::as_str)
@@ -157,37 +155,13 @@ pub fn start(
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
     };
-    let conversation = Value::Array(
-        messages
-            .into_iter()
-            .map(|mut message| {
-                if let Some(Value::String(text)) = message.get("content").cloned() {
-                    message["content"] = json!([{"type": "text", "text": text}]);
-                }
-                // Anthropic's URL image source has no media type; OMA's has one.
-                if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
-                    for block in blocks {
-                        if block.get("type") != Some(&json!("image")) {
-                            continue;
-                        }
-                        let Some(source) = block.get_mut("source") else {
-                            continue;
-                        };
-                        let by_url = source["type"] == json!("url");
-                        if by_url && source.get("media_type").is_none() {
-                            if let Some(url) = source["url"].as_str() {
-                                let media_type = crate::openai::image_type(url);
-                                source["media_type"] = json!(media_type);
-                            }
-                        }
-                    }
-                }
-                message
-            })
-            .collect(),
-    );
-    let request = chat_request(&target, system, conversation, tools, sampling, stream)
+    let provenance = reasoning_provenance(settings, &target);
+    let conversation = oma_messages(messages, &provenance, &mut cache)?;
+    let mut request = chat_request(&target, system, conversation, tools, sampling, stream)
         .map_err(|e| of_error(settings, e))?;
+    request.system_blocks = system_blocks;
+    request.cache = cache;
+    request.thinking = thinking;
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
@@ -202,8 +176,223 @@ pub fn start(
             block: None,
             blocks: 0,
             started: false,
+            start_usage: TokenUsage::default(),
         }),
     })
+}
+
+/// `system`: a string, or text blocks (kept as blocks, their texts joined by a blank line for
+/// the formats that take one text), each block's `cache_control` a marker.
+fn read_system(
+    system: Option<Value>,
+    cache: &mut Vec<CacheMark>,
+) -> Result<(Option<String>, Vec<String>), Reply> {
+    let blocks = match system {
+        None | Some(Value::Null) => return Ok((None, Vec::new())),
+        Some(Value::String(text)) => return Ok((Some(text), Vec::new())),
+        Some(Value::Array(blocks)) => blocks,
+        Some(_) => return Err(invalid("`system` must be a string or text blocks")),
+    };
+    let mut texts = Vec::with_capacity(blocks.len());
+    for (i, mut block) in blocks.into_iter().enumerate() {
+        let path = format!("system[{i}]");
+        if let Some(ttl) = take_cache_control(&mut block, &path)? {
+            cache.push(CacheMark {
+                place: CachePlace::System(i),
+                ttl,
+            });
+        }
+        match (block.get("type").and_then(Value::as_str), block.get("text")) {
+            (Some("text"), Some(Value::String(text))) => texts.push(text.clone()),
+            _ => return Err(invalid(format!("{path} must be a text block"))),
+        }
+    }
+    if texts.is_empty() {
+        return Ok((None, texts));
+    }
+    Ok((Some(texts.join("\n\n")), texts))
+}
+
+/// A block's `cache_control`, removed from it: `Some(ttl)` for a marker (`{"type":
+/// "ephemeral", "ttl"?: "5m" | "1h"}`), `None` when it has none. Any other shape is refused
+/// by its path: a marker is never dropped or guessed.
+fn take_cache_control(block: &mut Value, path: &str) -> Result<Option<Option<String>>, Reply> {
+    let Some(fields) = block.as_object_mut() else {
+        return Ok(None);
+    };
+    let control = match fields.remove("cache_control") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(control)) => control,
+        Some(_) => return Err(invalid(format!("{path}.cache_control must be an object"))),
+    };
+    let mut ttl = None;
+    for (key, value) in control {
+        match (key.as_str(), value) {
+            ("type", Value::String(kind)) if kind == "ephemeral" => {}
+            ("type", _) => {
+                return Err(invalid(format!(
+                    "{path}.cache_control.type must be \"ephemeral\""
+                )))
+            }
+            ("ttl", Value::String(value)) => ttl = Some(value),
+            ("ttl", Value::Null) => {}
+            ("ttl", _) => {
+                return Err(invalid(format!(
+                    "{path}.cache_control.ttl must be a string"
+                )))
+            }
+            (other, _) => {
+                return Err(invalid(format!(
+                    "{path}.cache_control.{other} is not supported by this gateway"
+                )))
+            }
+        }
+    }
+    Ok(Some(ttl))
+}
+
+/// `thinking`: `enabled` with its budget, `adaptive` (the model decides: on, with no budget),
+/// or `disabled`. An Anthropic target is sent the client's own request; the others take this.
+fn read_thinking(thinking: Option<&Value>) -> Result<Option<Thinking>, Reply> {
+    let Some(thinking) = thinking.filter(|t| !t.is_null()) else {
+        return Ok(None);
+    };
+    let budget = match thinking.get("budget_tokens") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid("`thinking.budget_tokens` must be a whole number"))?,
+        ),
+    };
+    match thinking.get("type").and_then(Value::as_str) {
+        Some("enabled") => Ok(Some(Thinking {
+            enabled: true,
+            budget_tokens: budget,
+        })),
+        Some("adaptive") => Ok(Some(Thinking {
+            enabled: true,
+            budget_tokens: None,
+        })),
+        Some("disabled") => Ok(None),
+        _ => Err(invalid(
+            "`thinking.type` must be \"enabled\", \"adaptive\" or \"disabled\"",
+        )),
+    }
+}
+
+/// The provenance of the reasoning a client sends back: its thinking blocks came from the
+/// model it talks to, so they are the requested target's (its adapter's name), and a format
+/// echoes them natively to that provider only (`docs/wire-formats.md`).
+fn reasoning_provenance(settings: &Settings, target: &Target) -> String {
+    let base_url = settings.provider(&target.provider).endpoint.base_url;
+    adapter::for_provider(&target.provider, base_url.as_deref(), IdSource::default())
+        .map(|adapter| adapter.name().to_owned())
+        .unwrap_or_else(|_| target.provider.clone())
+}
+
+/// Anthropic's messages as OMA's message JSON, block for block (so OMA's guard names the
+/// client's own positions): string content as one text block; `thinking` and
+/// `redacted_thinking` as reasoning blocks with their signature or data and `provenance`; an
+/// image by URL with its media type from the URL's extension; every `cache_control` (on a block,
+/// or on a part of a tool result) taken off as a marker. The rest is left to OMA's guard.
+fn oma_messages(
+    messages: Vec<Value>,
+    provenance: &str,
+    cache: &mut Vec<CacheMark>,
+) -> Result<Value, Reply> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, mut message) in messages.into_iter().enumerate() {
+        if let Some(Value::String(text)) = message.get("content") {
+            let text = text.clone();
+            message["content"] = json!([{"type": "text", "text": text}]);
+        }
+        if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+            for (j, block) in blocks.iter_mut().enumerate() {
+                let path = format!("messages[{i}].content[{j}]");
+                if let Some(ttl) = take_cache_control(block, &path)? {
+                    cache.push(CacheMark {
+                        place: CachePlace::Block {
+                            message: i,
+                            block: j,
+                        },
+                        ttl,
+                    });
+                }
+                oma_block(block, &path, provenance, i, j, cache)?;
+            }
+        }
+        out.push(message);
+    }
+    Ok(Value::Array(out))
+}
+
+/// One of Anthropic's blocks made OMA's, in place (see [`oma_messages`]).
+fn oma_block(
+    block: &mut Value,
+    path: &str,
+    provenance: &str,
+    message: usize,
+    index: usize,
+    cache: &mut Vec<CacheMark>,
+) -> Result<(), Reply> {
+    let text = |block: &Value, key: &str| match block.get(key) {
+        Some(Value::String(text)) => Ok(text.clone()),
+        _ => Err(invalid(format!("{path}.{key} must be a string"))),
+    };
+    match block.get("type").and_then(Value::as_str) {
+        Some("thinking") => {
+            let thinking = text(block, "thinking")?;
+            let mut reasoning = json!({"type": "reasoning", "text": thinking});
+            match block.get("signature") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(signature)) if signature.is_empty() => {}
+                Some(Value::String(signature)) => reasoning["signature"] = json!(signature),
+                Some(_) => return Err(invalid(format!("{path}.signature must be a string"))),
+            }
+            reasoning["provenance"] = json!(provenance);
+            *block = reasoning;
+        }
+        Some("redacted_thinking") => {
+            let data = text(block, "data")?;
+            *block = json!({"type": "reasoning", "text": "", "redactedData": data,
+                            "provenance": provenance});
+        }
+        Some("image") => {
+            // Anthropic's URL image source has no media type; OMA's has one.
+            let Some(source) = block.get_mut("source") else {
+                return Ok(());
+            };
+            let by_url = source["type"] == json!("url");
+            if by_url && source.get("media_type").is_none() {
+                if let Some(url) = source["url"].as_str() {
+                    let media_type = crate::openai::image_type(url);
+                    source["media_type"] = json!(media_type);
+                }
+            }
+        }
+        Some("tool_result") => {
+            let Some(parts) = block.get_mut("content").and_then(Value::as_array_mut) else {
+                return Ok(());
+            };
+            for (k, part) in parts.iter_mut().enumerate() {
+                let part_path = format!("{path}.content[{k}]");
+                if let Some(ttl) = take_cache_control(part, &part_path)? {
+                    cache.push(CacheMark {
+                        place: CachePlace::Part {
+                            message,
+                            block: index,
+                            part: k,
+                        },
+                        ttl,
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Writes Anthropic's answer: the whole `message`, or its event stream.
@@ -218,6 +407,8 @@ pub struct MessageWriter {
     /// How many content blocks were opened.
     blocks: usize,
     started: bool,
+    /// The usage the provider reported as its answer began, for `message_start`.
+    start_usage: TokenUsage,
 }
 
 fn event(name: &str, data: &Value) -> String {
@@ -232,20 +423,44 @@ fn stop_reason(stop: &str) -> &str {
     }
 }
 
+/// Anthropic's `usage`: the input and output counts with the prompt cache's, which Anthropic's
+/// answers always carry (0 where the provider reported none).
+pub fn usage_json(usage: &TokenUsage) -> Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "output_tokens": usage.output_tokens,
+    })
+}
+
+/// A content block of an answer in Anthropic's shape: reasoning as `thinking` with its
+/// signature (empty where the provider signed nothing, as Anthropic's shape always has one) or
+/// `redacted_thinking` with its data; `None` for what Anthropic's answers have no block for.
+fn answer_block(block: &ContentBlock) -> Option<Value> {
+    Some(match block {
+        ContentBlock::Text(t) => json!({"type": "text", "text": t.text}),
+        ContentBlock::ToolUse(call) => json!({
+            "type": "tool_use", "id": call.id, "name": call.name, "input": call.input,
+        }),
+        ContentBlock::Reasoning(r) => match &r.redacted_data {
+            Some(data) => json!({"type": "redacted_thinking", "data": data}),
+            None => json!({
+                "type": "thinking",
+                "thinking": r.text,
+                "signature": r.signature.as_deref().unwrap_or(""),
+            }),
+        },
+        ContentBlock::Image(_) | ContentBlock::Video(_) | ContentBlock::ToolResult(_) => {
+            return None
+        }
+    })
+}
+
 impl MessageWriter {
     /// The whole `message` of `response`, answered by `target`.
     pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
-        let content: Vec<Value> = response
-            .content
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text(t) => Some(json!({"type": "text", "text": t.text})),
-                ContentBlock::ToolUse(call) => Some(json!({
-                    "type": "tool_use", "id": call.id, "name": call.name, "input": call.input,
-                })),
-                _ => None,
-            })
-            .collect();
+        let content: Vec<Value> = response.content.iter().filter_map(answer_block).collect();
         Reply::json(
             200,
             &json!({
@@ -256,10 +471,7 @@ impl MessageWriter {
                 "content": content,
                 "stop_reason": stop_reason(&response.stop_reason),
                 "stop_sequence": Value::Null,
-                "usage": {
-                    "input_tokens": response.usage.input_tokens,
-                    "output_tokens": response.usage.output_tokens,
-                },
+                "usage": usage_json(&response.usage),
             }),
         )
     }
@@ -274,7 +486,7 @@ impl MessageWriter {
             &json!({"type": "message_start", "message": {
                 "id": self.id, "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": Value::Null, "stop_sequence": Value::Null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": usage_json(&self.start_usage),
             }}),
         )
     }
@@ -289,48 +501,82 @@ impl MessageWriter {
         }
     }
 
-    /// The server-sent text of a piece of a streamed answer.
+    /// Opens a block of `kind` (`content_block_start` with `block`) unless one is open, closing
+    /// an open block of another kind first.
+    fn open(&mut self, kind: &'static str, block: Value, out: &mut String) {
+        if self.block == Some(kind) {
+            return;
+        }
+        out.push_str(&self.close_block());
+        self.block = Some(kind);
+        self.blocks += 1;
+        out.push_str(&event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": self.blocks - 1,
+                    "content_block": block}),
+        ));
+    }
+
+    fn delta(&self, delta: Value) -> String {
+        event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
+        )
+    }
+
+    /// The server-sent text of a piece of a streamed answer: text and thinking as deltas of
+    /// their open block, a signature as the last delta of its thinking block (which it closes),
+    /// a redacted thinking block and a tool call whole. The provider's early usage writes
+    /// nothing: it waits for `message_start`, which goes out with the first piece.
     pub fn event(&mut self, piece: &StreamEvent) -> String {
+        if let StreamEvent::Usage(usage) = piece {
+            if !self.started {
+                self.start_usage = *usage;
+            }
+            return String::new();
+        }
+        if matches!(piece, StreamEvent::Done(_)) {
+            return String::new();
+        }
         let requested = self.requested.clone();
         let mut out = self.start(&requested);
         match piece {
             StreamEvent::Text(text) => {
-                if self.block != Some("text") {
-                    out.push_str(&self.close_block());
-                    self.block = Some("text");
-                    self.blocks += 1;
-                    out.push_str(&event(
-                        "content_block_start",
-                        &json!({"type": "content_block_start", "index": self.blocks - 1,
-                                "content_block": {"type": "text", "text": ""}}),
-                    ));
-                }
-                out.push_str(&event(
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": self.blocks - 1,
-                            "delta": {"type": "text_delta", "text": text}}),
-                ));
+                self.open("text", json!({"type": "text", "text": ""}), &mut out);
+                out.push_str(&self.delta(json!({"type": "text_delta", "text": text})));
+            }
+            StreamEvent::Reasoning(text) => {
+                self.open("thinking", thinking_start(), &mut out);
+                out.push_str(&self.delta(json!({"type": "thinking_delta", "thinking": text})));
+            }
+            StreamEvent::ReasoningSignature(signature) => {
+                self.open("thinking", thinking_start(), &mut out);
+                out.push_str(
+                    &self.delta(json!({"type": "signature_delta", "signature": signature})),
+                );
+                out.push_str(&self.close_block());
+            }
+            StreamEvent::RedactedReasoning(data) => {
+                out.push_str(&self.close_block());
+                self.open(
+                    "redacted_thinking",
+                    json!({"type": "redacted_thinking", "data": data}),
+                    &mut out,
+                );
+                out.push_str(&self.close_block());
             }
             StreamEvent::ToolUse(call) => {
                 out.push_str(&self.close_block());
-                self.blocks += 1;
-                let index = self.blocks - 1;
-                out.push_str(&event(
-                    "content_block_start",
-                    &json!({"type": "content_block_start", "index": index, "content_block":
-                            {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
-                ));
-                out.push_str(&event(
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": index, "delta":
-                            {"type": "input_json_delta", "partial_json": call.input.to_string()}}),
-                ));
-                out.push_str(&event(
-                    "content_block_stop",
-                    &json!({"type": "content_block_stop", "index": index}),
-                ));
+                self.open(
+                    "tool_use",
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
+                    &mut out,
+                );
+                out.push_str(&self.delta(json!({"type": "input_json_delta",
+                                                "partial_json": call.input.to_string()})));
+                out.push_str(&self.close_block());
             }
-            StreamEvent::Reasoning(_) | StreamEvent::Done(_) => {}
+            StreamEvent::Usage(_) | StreamEvent::Done(_) => {}
         }
         out
     }
@@ -345,8 +591,7 @@ impl MessageWriter {
             &json!({"type": "message_delta",
                     "delta": {"stop_reason": stop_reason(&response.stop_reason),
                               "stop_sequence": Value::Null},
-                    "usage": {"input_tokens": response.usage.input_tokens,
-                              "output_tokens": response.usage.output_tokens}}),
+                    "usage": usage_json(&response.usage)}),
         ));
         out.push_str(&event("message_stop", &json!({"type": "message_stop"})));
         out
@@ -357,6 +602,11 @@ impl MessageWriter {
         let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
         event("error", &body)
     }
+}
+
+/// The `content_block_start` block of a streamed thinking block.
+fn thinking_start() -> Value {
+    json!({"type": "thinking", "thinking": "", "signature": ""})
 }
 
 fn answered_model(response: &LlmResponse, target: &Target) -> String {

@@ -19,13 +19,14 @@
 
 use std::collections::VecDeque;
 
-use oma_core::adapter::{self, ChatRequest, IdSource, StreamEvent};
+use oma_core::adapter::anthropic;
+use oma_core::adapter::{self, ChatRequest, IdSource, ResponseContext, StreamEvent, Validated};
 use oma_core::agent::trace::{self as oma_trace, LlmPhase, TraceData, TraceEvent};
 use oma_core::error::Error;
-use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing};
-use oma_core::http::retry::RetryPolicy;
+use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing, Prepared};
 use oma_core::http::Limits;
 use oma_core::message::{LlmResponse, TokenUsage};
+use oma_core::retry::RetryPolicy;
 use oma_core::rng::Rng;
 
 use crate::env::Settings;
@@ -102,6 +103,35 @@ pub enum ChatStep {
     Done(Result<(LlmResponse, Target), Error>),
 }
 
+/// How a chat request reaches its targets beyond the OMA request: the client's own request for
+/// the targets of its dialect, and whether the request is a count of its input tokens.
+#[derive(Clone, Debug, Default)]
+pub struct ChatMode {
+    /// The client's own Anthropic request, which an Anthropic target is sent as it is but for
+    /// the model ([`anthropic::forward`]): the same dialect, so every field and block the
+    /// client wrote reaches the provider, byte for byte.
+    pub forward: Option<Forwarded>,
+    /// Count the request's input tokens instead of answering it: each target's own counter
+    /// ([`Call::count`]), or the estimate where it has none
+    /// ([`adapter::estimate_input_tokens`]); the answer's `usage.input_tokens` is the count.
+    pub count: bool,
+}
+
+/// A client's own request, kept for the targets of its dialect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    /// The body as the client sent it.
+    pub body: String,
+    /// Where its top-level `model` string is.
+    pub model_at: std::ops::Range<usize>,
+    /// The provider's route, with the client's query: `v1/messages?beta=true`.
+    pub path: String,
+    /// The client's `anthropic-version`.
+    pub version: Option<String>,
+    /// The client's `anthropic-beta`.
+    pub beta: Option<String>,
+}
+
 /// The attempt in flight.
 struct Current {
     target: Target,
@@ -134,6 +164,7 @@ pub struct ChatMachine {
     seed: u64,
     now_at_start: u64,
     over: bool,
+    mode: ChatMode,
 }
 
 impl std::fmt::Debug for ChatMachine {
@@ -153,6 +184,25 @@ impl ChatMachine {
         settings: &Settings,
         request: ChatRequest,
         targets: Vec<Target>,
+        now_ms: u64,
+        seed: u64,
+    ) -> Result<ChatMachine, Error> {
+        ChatMachine::with_mode(
+            settings,
+            request,
+            targets,
+            ChatMode::default(),
+            now_ms,
+            seed,
+        )
+    }
+
+    /// As [`ChatMachine::new`], reaching the targets as `mode` says.
+    pub fn with_mode(
+        settings: &Settings,
+        request: ChatRequest,
+        targets: Vec<Target>,
+        mode: ChatMode,
         now_ms: u64,
         seed: u64,
     ) -> Result<ChatMachine, Error> {
@@ -177,6 +227,7 @@ impl ChatMachine {
             seed,
             now_at_start: now_ms,
             over: false,
+            mode,
         };
         let mut current = machine.attempt(first, settings.deadline_ms)?;
         match current.call.poll(now_ms) {
@@ -196,12 +247,13 @@ impl ChatMachine {
         &self.calls
     }
 
-    /// The tokens the providers reported (read and written), over every attempt.
+    /// The tokens the providers reported (read, the prompt cache's included, and written), over
+    /// every attempt.
     pub fn tokens_used(&self) -> u64 {
         self.calls
             .iter()
             .map(|event| match &event.data {
-                TraceData::LlmCall { tokens, .. } => tokens.total(),
+                TraceData::LlmCall { tokens, .. } => tokens.all(),
                 _ => 0,
             })
             .fold(0, u64::saturating_add)
@@ -220,6 +272,10 @@ impl ChatMachine {
         ended_ms: u64,
         result: Result<&LlmResponse, &Error>,
     ) {
+        if self.mode.count {
+            // A count is no model call: no span, no tokens used.
+            return;
+        }
         let (tokens, response_model, error) = match result {
             Ok(response) => (
                 response.usage,
@@ -286,7 +342,54 @@ impl ChatMachine {
             egress: self.settings.egress_for(&provider),
         };
         self.seed = oma_core::rng::Rng::new(self.seed).next_u64();
-        let call = Call::new(adapter, &request, &provider.endpoint, options, self.seed);
+        let endpoint = &provider.endpoint;
+        let count = self.mode.count;
+        let call = match &self.mode.forward {
+            Some(forwarded) if target.provider == anthropic::NAME => {
+                let forward = anthropic::Forward {
+                    body: &forwarded.body,
+                    model_at: forwarded.model_at.clone(),
+                    path: &forwarded.path,
+                    version: forwarded.version.as_deref(),
+                    beta: forwarded.beta.as_deref(),
+                };
+                let prepared = Prepared {
+                    request: anthropic::forward(&forward, &target.model, endpoint),
+                    context: ResponseContext::of(&request),
+                    stream: request.stream && !count,
+                    count,
+                };
+                Call::prepared(adapter, prepared, endpoint, options, self.seed)
+            }
+            _ if count => {
+                let formatted = match Validated::check(&request) {
+                    Ok(validated) => adapter.format_count(validated, endpoint),
+                    Err(error) => Some(Err(error)),
+                };
+                match formatted {
+                    Some(request_made) => {
+                        let prepared = Prepared {
+                            request: request_made,
+                            context: ResponseContext::of(&request),
+                            stream: false,
+                            count,
+                        };
+                        Call::prepared(adapter, prepared, endpoint, options, self.seed)
+                    }
+                    None => {
+                        let estimate = LlmResponse {
+                            id: String::new(),
+                            content: Vec::new(),
+                            model: target.model.clone(),
+                            stop_reason: String::new(),
+                            usage: TokenUsage::new(adapter::estimate_input_tokens(&request), 0),
+                        };
+                        Call::answered(adapter, estimate)
+                    }
+                }
+            }
+            _ => Call::new(adapter, &request, endpoint, options, self.seed),
+        };
         Ok(Current {
             target,
             call,
@@ -323,7 +426,11 @@ impl ChatMachine {
                 CallPoll::Step(CallStep::Receive) => return ChatStep::Receive,
                 CallPoll::Step(CallStep::Wait(ms)) => return ChatStep::Wait(ms),
                 CallPoll::Step(CallStep::Event(event)) => {
-                    self.streamed = true;
+                    // The provider's early usage is no piece of the answer: a failure after
+                    // it may still move on.
+                    if !matches!(event, StreamEvent::Usage(_)) {
+                        self.streamed = true;
+                    }
                     return ChatStep::Event(event);
                 }
                 // `Over` never comes: a finished call is dropped with its result.

@@ -40,10 +40,10 @@ use oma_core::agent::turn::Event;
 use oma_core::error::Error;
 use oma_core::http::call::CallOptions;
 use oma_core::http::display::render_request;
-use oma_core::http::retry::RetryPolicy;
 use oma_core::http::Limits;
 use oma_core::json;
 use oma_core::json::object::{Object, ShapeError};
+use oma_core::retry::RetryPolicy;
 use oma_core::validate::validate_messages;
 
 pub use env::Settings;

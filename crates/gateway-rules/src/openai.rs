@@ -643,13 +643,23 @@ fn finish_reason(stop_reason: &str) -> &'static str {
     }
 }
 
+/// OpenAI's `usage`: its prompt tokens count the prompt cache's too (Anthropic's and Bedrock's
+/// input count leaves them out), and the tokens read from the cache are
+/// `prompt_tokens_details.cached_tokens` when a cache was used.
 fn usage_json(response: &LlmResponse) -> Value {
-    let (input, output) = (response.usage.input_tokens, response.usage.output_tokens);
-    json!({
+    let usage = &response.usage;
+    let cached = usage.cache_read_input_tokens;
+    let input = usage.all_input();
+    let output = usage.output_tokens;
+    let mut json = json!({
         "prompt_tokens": input,
         "completion_tokens": output,
-        "total_tokens": input + output,
-    })
+        "total_tokens": input.saturating_add(output),
+    });
+    if cached > 0 || usage.cache_creation_input_tokens > 0 {
+        json["prompt_tokens_details"] = json!({"cached_tokens": cached});
+    }
+    json
 }
 
 fn tool_call_json(index: Option<usize>, id: &str, name: &str, input: &Value) -> Value {
@@ -717,6 +727,15 @@ impl ChunkWriter {
     /// no place for: reasoning).
     pub fn event(&mut self, event: &StreamEvent) -> String {
         let mut out = String::new();
+        if matches!(
+            event,
+            StreamEvent::Usage(_)
+                | StreamEvent::ReasoningSignature(_)
+                | StreamEvent::RedactedReasoning(_)
+        ) {
+            // Nothing to write, and nothing has begun: the stream's start waits for a piece.
+            return out;
+        }
         if !self.started {
             self.started = true;
             let role = json!({"role": "assistant", "content": ""});
@@ -734,7 +753,11 @@ impl ChunkWriter {
                 ]});
                 out.push_str(&self.chunk(&self.requested, delta, None));
             }
-            StreamEvent::Reasoning(_) | StreamEvent::Done(_) => {}
+            StreamEvent::Reasoning(_)
+            | StreamEvent::ReasoningSignature(_)
+            | StreamEvent::RedactedReasoning(_)
+            | StreamEvent::Usage(_)
+            | StreamEvent::Done(_) => {}
         }
         out
     }

@@ -735,7 +735,8 @@ fn messages_answers_anthropics_shape_in_front_of_any_provider() {
     assert_eq!(message["stop_reason"], "end_turn");
     assert_eq!(
         message["usage"],
-        json!({"input_tokens": 5, "output_tokens": 3})
+        json!({"input_tokens": 5, "cache_creation_input_tokens": 0,
+               "cache_read_input_tokens": 0, "output_tokens": 3})
     );
     assert!(answered.sent[0].url.starts_with(OPENAI));
     assert_eq!(answered.sent_json(0)["messages"][0]["content"], "Be brief.");
@@ -1101,4 +1102,258 @@ fn a_tool_message_with_an_image_and_a_file_becomes_a_rich_tool_result() {
     let error = openai_error(&refused, 400);
     assert_eq!(error["error"]["code"], "InvalidMessageError", "{error}");
     assert!(refused.sent.is_empty());
+}
+
+/// An Anthropic answer holding every kind of block a coding agent gets back, with the prompt
+/// cache's counts.
+fn anthropic_thinking_answer() -> Canned {
+    let body = json!({
+        "id": "msg_t", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [
+            {"type": "thinking", "thinking": "Look first.", "signature": "EqQBCkgIARABGAIiQL"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/a"}}
+        ],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 12, "cache_creation_input_tokens": 300,
+                  "cache_read_input_tokens": 9000, "output_tokens": 40}
+    });
+    (200, "application/json", body.to_string())
+}
+
+#[test]
+fn messages_answers_keep_thinking_blocks_and_the_cache_counts() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let body = json!({
+        "model": "anthropic/claude-x", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Why?"}],
+    });
+    let answered = messages_call(key(), &body, vec![anthropic_thinking_answer()]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let message = answered.json();
+    let (_, _, provider) = anthropic_thinking_answer();
+    let provider: Value = serde_json::from_str(&provider).unwrap();
+    assert_eq!(message["content"], provider["content"]);
+    assert_eq!(message["usage"], provider["usage"]);
+    assert_eq!(message["stop_reason"], "tool_use");
+
+    // OpenAI's usage counts the cache's tokens among the prompt's, and names the read ones.
+    let answered = call(
+        &hello("anthropic/claude-x"),
+        vec![anthropic_thinking_answer()],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(
+        answered.json()["usage"],
+        json!({"prompt_tokens": 9312, "completion_tokens": 40, "total_tokens": 9352,
+               "prompt_tokens_details": {"cached_tokens": 9000}})
+    );
+
+    // The span counts every input token, and the cache's apart.
+    const COLLECTOR: &str = "http://127.0.0.1:4318";
+    let answered = call_with(
+        environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]),
+        vec![("authorization", format!("Bearer {TOKEN}"))],
+        &hello("anthropic/claude-x"),
+        vec![
+            anthropic_thinking_answer(),
+            (200, "application/json", "{}".into()),
+        ],
+    );
+    let spans = spans_of(&answered.sent[1].body);
+    let chat = &spans[1];
+    for (key, value) in [
+        ("gen_ai.usage.input_tokens", "9312"),
+        ("gen_ai.usage.output_tokens", "40"),
+        ("gen_ai.usage.cache_creation.input_tokens", "300"),
+        ("gen_ai.usage.cache_read.input_tokens", "9000"),
+    ] {
+        assert_eq!(attribute(chat, key), json!({"intValue": value}), "{key}");
+    }
+}
+
+/// What Anthropic's own stream reader makes of a stream: the whole response.
+fn read_anthropic_stream(text: &str) -> oma_core::message::LlmResponse {
+    use oma_core::adapter::{anthropic::Anthropic, Adapter, ResponseContext, StreamEvent};
+    let mut decoder = Anthropic.stream_decoder(&ResponseContext::default());
+    let mut events = decoder.feed(text.as_bytes()).expect("a well-formed stream");
+    events.extend(decoder.finish().expect("a complete stream"));
+    match events.pop() {
+        Some(StreamEvent::Done(response)) => response,
+        other => panic!("no response: {other:?}"),
+    }
+}
+
+#[test]
+fn messages_streams_thinking_with_its_signature_and_the_early_usage() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let body = json!({
+        "model": "anthropic/claude-x", "max_tokens": 2048, "stream": true,
+        "messages": [{"role": "user", "content": "Why?"}],
+    });
+    let recorded = [
+        include_str!("../../../fixtures/corpus/anthropic-thinking-stream.sse"),
+        include_str!("../../../fixtures/corpus/anthropic-redacted-thinking-stream.sse"),
+        include_str!("../../../fixtures/corpus/anthropic-cassette-tool-use-stream.sse"),
+    ];
+    for provider in recorded {
+        let answered = messages_call(
+            key(),
+            &body,
+            vec![(200, "text/event-stream", provider.to_owned())],
+        );
+        assert_eq!(answered.status, 200);
+        let text = answered.events.expect("a stream");
+        // Read back by Anthropic's reader, the gateway's stream is the provider's answer: the
+        // thinking with its signature, the redacted blocks, the text, the calls, the usage.
+        let (theirs, ours) = (
+            read_anthropic_stream(provider),
+            read_anthropic_stream(&text),
+        );
+        assert_eq!(ours.content, theirs.content, "{text}");
+        assert_eq!(ours.usage, theirs.usage, "{text}");
+        assert_eq!(ours.stop_reason, theirs.stop_reason);
+    }
+
+    // message_start carries the input and cache counts the provider's message_start reported.
+    let provider = [
+        r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":1234,"cache_creation_input_tokens":10,"cache_read_input_tokens":5000,"output_tokens":1}}}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Hm."}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQB"}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":0}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"signature_delta","signature":"EqQC"}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":1}"#,
+        r#"event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
+        r#"event: message_stop
+data: {"type":"message_stop"}"#,
+    ]
+    .join("\n\n")
+        + "\n\n";
+    let answered = messages_call(key(), &body, vec![(200, "text/event-stream", provider)]);
+    let text = answered.events.expect("a stream");
+    let data: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).expect("JSON data"))
+        .collect();
+    assert_eq!(
+        data[0]["message"]["usage"],
+        json!({"input_tokens": 1234, "cache_creation_input_tokens": 10,
+               "cache_read_input_tokens": 5000, "output_tokens": 1})
+    );
+    let kinds: Vec<String> = data
+        .iter()
+        .map(|d| {
+            let kind = d["type"].as_str().unwrap_or_default();
+            match d["delta"]["type"]
+                .as_str()
+                .or(d["content_block"]["type"].as_str())
+            {
+                Some(inner) => format!("{kind}:{inner}"),
+                None => kind.to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "content_block_start:thinking",
+            "content_block_delta:thinking_delta",
+            "content_block_delta:signature_delta",
+            "content_block_stop",
+            // Two thinking blocks stay two: a signature ends its block.
+            "content_block_start:thinking",
+            "content_block_delta:signature_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ]
+    );
+    assert_eq!(data[5]["index"], 1);
+}
+
+/// The request shapes of Claude Code (`fixtures/claude-code/requests.json`).
+fn claude_code_cases() -> Vec<Value> {
+    let text = include_str!("../../../fixtures/claude-code/requests.json");
+    let file: Value = serde_json::from_str(text).expect("the fixture is JSON");
+    file["cases"].as_array().expect("cases").clone()
+}
+
+fn claude_code_case(name: &str) -> Value {
+    claude_code_cases()
+        .into_iter()
+        .find(|case| case["name"] == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+#[test]
+fn messages_keep_signed_thinking_and_cache_markers_across_tool_round_trips() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    for name in [
+        "first-turn-streamed",
+        "tool-round-trip-with-signed-thinking",
+        "interleaved-thinking-two-tool-calls",
+    ] {
+        let case = claude_code_case(name);
+        let mut body = case["body"].clone();
+        body["stream"] = json!(false);
+        let answered = messages_call(key(), &body, vec![anthropic_thinking_answer()]);
+        assert_eq!(answered.status, 200, "{name}: {:?}", answered.reply);
+        let sent = answered.sent_json(0);
+        for field in ["messages", "system", "tools", "thinking", "max_tokens"] {
+            assert_eq!(sent[field], body[field], "{name}: {field}");
+        }
+    }
+
+    // A target whose format takes no cache markers refuses them by name; nothing is sent.
+    let mut body = claude_code_case("tool-round-trip-with-signed-thinking")["body"].clone();
+    body["model"] = json!("openai/gpt-4o");
+    let refused = messages_call(key(), &body, vec![]);
+    assert_eq!(refused.status, 400);
+    let message = refused.json()["error"]["message"].clone();
+    assert!(
+        message.as_str().unwrap().contains("cache_control"),
+        "{message}"
+    );
+    assert!(refused.sent.is_empty());
+
+    // A marker of a shape Anthropic does not define is refused by its path.
+    for (control, expected) in [
+        (
+            json!({"type": "persistent"}),
+            "system[0].cache_control.type",
+        ),
+        (
+            json!({"type": "ephemeral", "scope": "x"}),
+            "system[0].cache_control.scope",
+        ),
+        (
+            json!("ephemeral"),
+            "system[0].cache_control must be an object",
+        ),
+    ] {
+        let body = json!({
+            "model": "claude-x", "max_tokens": 64,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": control}],
+            "messages": [{"role": "user", "content": "Hi"}],
+        });
+        let refused = messages_call(key(), &body, vec![]);
+        assert_eq!(refused.status, 400);
+        let message = refused.json()["error"]["message"].clone();
+        assert!(message.as_str().unwrap().contains(expected), "{message}");
+        assert!(refused.sent.is_empty());
+    }
 }

@@ -217,7 +217,7 @@ pub fn serve<X: Exchange>(
             } else {
                 let outcome = run.finish();
                 if let Some((admitted, counts)) = &mut limited {
-                    let used = outcome.token_usage.total();
+                    let used = outcome.token_usage.all();
                     let now_ms = exchange.now_ms();
                     counts.with(|counter| limits::record(admitted, used, now_ms, counter));
                 }

@@ -19,6 +19,7 @@
 use serde_json::{json, Value};
 
 use oma_core::http::call::Outgoing;
+use oma_core::message::TokenUsage;
 use oma_core::rng::Rng;
 
 use crate::env::BadVariable;
@@ -100,6 +101,26 @@ fn string(key: &str, value: &str) -> Value {
     json!({"key": key, "value": {"stringValue": value}})
 }
 
+/// The usage attributes of a span: the input tokens with the prompt cache's counted in (the
+/// semantic conventions count every input token there; Anthropic and Bedrock leave the cache's
+/// out of theirs), the output tokens, and the cache's counts when the provider reported any.
+fn usage_attributes(tokens: &TokenUsage, attributes: &mut Vec<Value>) {
+    attributes.push(int("gen_ai.usage.input_tokens", tokens.all_input()));
+    attributes.push(int("gen_ai.usage.output_tokens", tokens.output_tokens));
+    if tokens.cache_creation_input_tokens > 0 {
+        attributes.push(int(
+            "gen_ai.usage.cache_creation.input_tokens",
+            tokens.cache_creation_input_tokens,
+        ));
+    }
+    if tokens.cache_read_input_tokens > 0 {
+        attributes.push(int(
+            "gen_ai.usage.cache_read.input_tokens",
+            tokens.cache_read_input_tokens,
+        ));
+    }
+}
+
 fn int(key: &str, value: u64) -> Value {
     // OTLP JSON writes 64-bit integers as strings.
     json!({"key": key, "value": {"intValue": value.to_string()}})
@@ -173,10 +194,7 @@ pub fn span_of(event: &TraceEvent, trace_id: &str, parent: &str) -> Value {
                 attributes.push(string("gen_ai.response.model", answered));
             }
             match error {
-                None => {
-                    attributes.push(int("gen_ai.usage.input_tokens", tokens.input_tokens));
-                    attributes.push(int("gen_ai.usage.output_tokens", tokens.output_tokens));
-                }
+                None => usage_attributes(tokens, &mut attributes),
                 Some(class) => {
                     attributes.push(string("error.type", class));
                     status = json!({"code": 2});
@@ -211,8 +229,7 @@ pub fn span_of(event: &TraceEvent, trace_id: &str, parent: &str) -> Value {
         } => {
             attributes.push(string("gen_ai.operation.name", "invoke_agent"));
             attributes.push(string("gen_ai.agent.name", &event.agent));
-            attributes.push(int("gen_ai.usage.input_tokens", tokens.input_tokens));
-            attributes.push(int("gen_ai.usage.output_tokens", tokens.output_tokens));
+            usage_attributes(tokens, &mut attributes);
             attributes.push(string("oma.run_id", &event.run_id));
             attributes.push(int("oma.turns", u64::from(*turns)));
             attributes.push(int("oma.tool_calls", u64::from(*tool_calls)));

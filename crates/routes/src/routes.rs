@@ -530,7 +530,7 @@ impl rt::GuestRun for RunResource {
             // A streamed run counts its request, not its tokens (as the gateway's).
             Machine::Agent(_) => match &state.outcome {
                 Some(_) if state.streaming => 0,
-                Some(outcome) => outcome.token_usage.total(),
+                Some(outcome) => outcome.token_usage.all(),
                 None => {
                     return Err(session_error(
                         "the run is not over: step it until `next` gives `finished`",

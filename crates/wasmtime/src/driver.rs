@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::anyhow;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use wasmtime::component::{Component, Linker, ResourceAny};
-use wasmtime::{Engine, Store};
+use wasmtime::component::{Linker, ResourceAny};
+use wasmtime::Store;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
@@ -26,24 +26,23 @@ use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
-use crate::engine::{engine, guard_store, load_component, start_call, HarnessOptions};
-use crate::portable_bindings::exports::oma::agent::driver::{
+use crate::bindings::portable::exports::oma::agent::driver::{
     Answer, CompressMessages, Due, EvaluationCase, HookContext, ModelRequest, OutgoingRequest,
     Payloads, Poll, ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport,
     TransportFailure, TransportFailureKind,
 };
-use crate::portable_bindings::{PortableHost, PortableHostPre};
+use crate::bindings::portable::{PortableHost, PortableHostPre};
+use crate::engine::{Compiled, HarnessOptions};
 use crate::state::{GuestOptions, HostState};
+use crate::store::start_call;
 
 /// The most steps one run may take before the host loop gives up on it.
 pub const MAX_SESSION_STEPS: usize = 1_000_000;
 
 /// An engine with the portable guest compiled and pre-instantiated from an empty linker.
 pub struct DriverHarness {
-    engine: Engine,
+    compiled: Compiled,
     pre: PortableHostPre<HostState>,
-    limits: crate::Limits,
-    epoch_tick: Duration,
 }
 
 impl std::fmt::Debug for DriverHarness {
@@ -59,26 +58,17 @@ impl DriverHarness {
     ///
     /// Fails if the component cannot be read or compiled, or imports anything at all.
     pub fn new(options: HarnessOptions) -> anyhow::Result<DriverHarness> {
-        let engine = engine(&options)?;
-        let bytes = options.component.bytes()?;
-        let (component, _) = load_component(&engine, &options, &bytes)?;
-        let pre = PortableHostPre::new(empty_linker(&engine).instantiate_pre(&component)?)?;
-        Ok(DriverHarness {
-            engine,
-            pre,
-            limits: options.limits,
-            epoch_tick: options.epoch_tick.max(Duration::from_micros(100)),
-        })
+        let compiled = Compiled::new(&options)?;
+        // The portable world imports nothing: an empty linker.
+        let linker = Linker::<HostState>::new(compiled.engine());
+        let pre = PortableHostPre::new(linker.instantiate_pre(compiled.component())?)?;
+        Ok(DriverHarness { compiled, pre })
     }
 
     /// A fresh instance whose steps go to `options`' hooks and host. It runs under the same
     /// limits as the other world's guests: a deadline per exported call and a memory cap.
     pub async fn instantiate_with(&self, options: GuestOptions) -> anyhow::Result<DriverGuest> {
-        let limits = options.limits.unwrap_or(self.limits);
-        let mut state = HostState::new(options);
-        state.set_limits(limits, self.epoch_tick);
-        let mut store = Store::new(&self.engine, state);
-        guard_store(&mut store);
+        let mut store = self.compiled.store(options);
         let bindings = self.pre.instantiate_async(&mut store).await?;
         Ok(DriverGuest {
             store,
@@ -87,28 +77,6 @@ impl DriverHarness {
             next_flight: 1,
         })
     }
-}
-
-/// A linker with nothing in it: the portable world imports nothing.
-pub fn empty_linker(engine: &Engine) -> Linker<HostState> {
-    Linker::new(engine)
-}
-
-/// Compiles `wasm` and instantiates it with an empty linker; fails if the component imports
-/// anything at all.
-pub async fn instantiate_empty(wasm: &[u8]) -> anyhow::Result<Vec<String>> {
-    let engine = Engine::default();
-    let component = Component::new(&engine, wasm)?;
-    let imports: Vec<String> = component
-        .component_type()
-        .imports(&engine)
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    let mut store = Store::new(&engine, ());
-    Linker::<()>::new(&engine)
-        .instantiate_async(&mut store, &component)
-        .await?;
-    Ok(imports)
 }
 
 /// The HTTP of one session in flight: the response body being read, and the run's agent; and

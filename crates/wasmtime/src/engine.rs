@@ -25,16 +25,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{
-    CallHook, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
-    UpdateDeadline,
-};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
 use crate::bindings::ComponentPre;
 use crate::guest::Guest;
 use crate::limits::Limits;
 use crate::source::ComponentSource;
 use crate::state::{GuestOptions, HostState};
+use crate::store::guarded_store;
 
 /// How a [`Harness`] is built: [`HarnessOptions::new`] with the component and the defaults.
 #[derive(Clone, Debug)]
@@ -88,11 +86,15 @@ pub enum ComponentOrigin {
     Cached,
 }
 
-/// An engine with the guest compiled and pre-linked: the factory for [`Guest`] instances.
-pub struct Harness {
+/// A component compiled (or loaded from the `.cwasm` cache) in an engine of its own, with the
+/// epoch thread that holds its guests to their deadlines: what [`Harness`] and
+/// [`DriverHarness`](crate::DriverHarness) are made of. A host that binds a world of its own
+/// (`bindgen!` with [`bindings`](crate::bindings)' types) links [`Compiled::component`] and
+/// instantiates it in [`Compiled::store`]s, so its guests run under the same limits.
+pub struct Compiled {
     engine: Engine,
-    pre: ComponentPre<HostState>,
-    component: ComponentSource,
+    component: Component,
+    source: ComponentSource,
     origin: ComponentOrigin,
     load_time: Duration,
     cache_file: Option<PathBuf>,
@@ -100,13 +102,100 @@ pub struct Harness {
     epoch_tick: Duration,
 }
 
-impl fmt::Debug for Harness {
+impl fmt::Debug for Compiled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Harness")
-            .field("component", &self.component)
+        f.debug_struct("Compiled")
+            .field("component", &self.source)
             .field("origin", &self.origin)
             .field("load_time", &self.load_time)
             .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compiled {
+    /// A new engine (and its epoch thread) with `options.component` compiled in it, or loaded
+    /// from the cache. Make one per process and keep it, as for [`Harness::new`].
+    ///
+    /// Fails if the component cannot be read or compiled.
+    pub fn new(options: &HarnessOptions) -> anyhow::Result<Compiled> {
+        let engine = engine(options)?;
+        let started = Instant::now();
+        let bytes = options.component.bytes()?;
+        let (component, origin, cache_file) = load(&engine, options, &bytes)?;
+        Ok(Compiled {
+            engine,
+            component,
+            source: options.component.clone(),
+            origin,
+            load_time: started.elapsed(),
+            cache_file,
+            limits: options.limits,
+            epoch_tick: options.epoch_tick.max(MIN_EPOCH_TICK),
+        })
+    }
+
+    /// A store for one instance, set up as `options` says, under its limits (or else these),
+    /// with its call clock started: instantiate the component in it, and call
+    /// [`start_call`](crate::start_call) before each exported call.
+    pub fn store(&self, options: GuestOptions) -> Store<HostState> {
+        let limits = options.limits.unwrap_or(self.limits);
+        let mut state = HostState::new(options);
+        state.set_limits(limits, self.epoch_tick);
+        guarded_store(&self.engine, state)
+    }
+
+    /// The engine the component was compiled in.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The compiled component.
+    pub fn component(&self) -> &Component {
+        &self.component
+    }
+
+    /// Where the component came from.
+    pub fn source(&self) -> &ComponentSource {
+        &self.source
+    }
+
+    /// Whether the compiled code was compiled here or loaded from the `.cwasm` cache.
+    pub fn origin(&self) -> ComponentOrigin {
+        self.origin
+    }
+
+    /// The `.cwasm` file read or written, if the cache was on and usable.
+    pub fn cache_file(&self) -> Option<&Path> {
+        self.cache_file.as_deref()
+    }
+
+    /// The limits a guest gets when its [`GuestOptions::limits`] is `None`.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// How long reading and compiling (or deserialising) the component took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// How often the epoch advances, i.e. how often a running guest's deadline is checked.
+    pub fn epoch_tick(&self) -> Duration {
+        self.epoch_tick
+    }
+}
+
+/// An engine with the guest compiled and pre-linked: the factory for [`Guest`] instances.
+pub struct Harness {
+    compiled: Compiled,
+    pre: ComponentPre<HostState>,
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Harness")
+            .field("compiled", &self.compiled)
             .finish_non_exhaustive()
     }
 }
@@ -118,32 +207,16 @@ impl Harness {
     ///
     /// Fails if the component cannot be read, compiled or linked.
     pub fn new(options: HarnessOptions) -> anyhow::Result<Harness> {
-        let engine = engine(&options)?;
-        let epoch_tick = options.epoch_tick.max(Duration::from_micros(100));
-        let started = Instant::now();
-        let bytes = options.component.bytes()?;
-        let (component, origin, cache_file) = load(&engine, &options, &bytes)?;
-        let load_time = started.elapsed();
-
-        let mut linker = Linker::<HostState>::new(&engine);
+        let compiled = Compiled::new(&options)?;
+        let mut linker = Linker::<HostState>::new(compiled.engine());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         crate::bindings::Component::add_to_linker::<HostState, HasSelf<HostState>>(
             &mut linker,
             |state| state,
         )?;
-        let pre = ComponentPre::new(linker.instantiate_pre(&component)?)?;
-
-        Ok(Harness {
-            engine,
-            pre,
-            component: options.component,
-            origin,
-            load_time,
-            cache_file,
-            limits: options.limits,
-            epoch_tick,
-        })
+        let pre = ComponentPre::new(linker.instantiate_pre(compiled.component())?)?;
+        Ok(Harness { compiled, pre })
     }
 
     /// A fresh guest instance with the default [`GuestOptions`] (no network, no stdio).
@@ -156,75 +229,44 @@ impl Harness {
     /// Instantiation runs under the guest's limits like a call; a guest that goes past them
     /// fails with [`LimitExceeded`](crate::LimitExceeded) and takes nothing else down.
     pub async fn instantiate_with(&self, options: GuestOptions) -> anyhow::Result<Guest> {
-        let limits = options.limits.unwrap_or(self.limits);
-        let mut state = HostState::new(options);
-        state.set_limits(limits, self.epoch_tick);
-        let mut store = Store::new(&self.engine, state);
-        guard_store(&mut store);
+        let mut store = self.compiled.store(options);
         let bindings = self.pre.instantiate_async(&mut store).await?;
         Ok(Guest::new(store, bindings))
     }
 
     /// The engine every guest of this harness runs in.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.compiled.engine()
     }
 
     /// The guest component this harness runs.
     pub fn component(&self) -> &ComponentSource {
-        &self.component
+        self.compiled.source()
     }
 
     /// Whether the compiled code was compiled here or loaded from the `.cwasm` cache.
     pub fn origin(&self) -> ComponentOrigin {
-        self.origin
+        self.compiled.origin()
     }
 
     /// The `.cwasm` file this harness read or wrote, if the cache was on and usable.
     pub fn cache_file(&self) -> Option<&Path> {
-        self.cache_file.as_deref()
+        self.compiled.cache_file()
     }
 
     /// The limits a guest gets when its [`GuestOptions::limits`] is `None`.
     pub fn limits(&self) -> Limits {
-        self.limits
+        self.compiled.limits()
     }
 
     /// How long reading and compiling (or deserialising) the guest took.
     pub fn load_time(&self) -> Duration {
-        self.load_time
+        self.compiled.load_time()
     }
 }
 
-/// Installs the store's memory limiter, the host-time accounting of its call clock and its
-/// epoch-deadline callback, and starts the clock (instantiation is the first call). For stores
-/// of an engine made with epoch interruption.
-pub(crate) fn guard_store(store: &mut Store<HostState>) {
-    store.data_mut().guard_mut().use_epoch_clock();
-    store.limiter(|state| state.guard_mut());
-    store.call_hook(|mut context, hook| {
-        match hook {
-            CallHook::CallingHost => context.data_mut().guard_mut().host_call(true),
-            CallHook::ReturningFromHost => context.data_mut().guard_mut().host_call(false),
-            CallHook::CallingWasm => context.data_mut().guard_mut().wasm_call(true),
-            CallHook::ReturningFromWasm => context.data_mut().guard_mut().wasm_call(false),
-        }
-        Ok(())
-    });
-    store.epoch_deadline_callback(|mut context| {
-        match context.data_mut().guard_mut().deadline_reached() {
-            Ok(ticks) => Ok(UpdateDeadline::Continue(ticks)),
-            Err(exceeded) => Err(wasmtime::Error::new(exceeded)),
-        }
-    });
-    start_call(store);
-}
-
-/// Restarts the store's call clock and sets its epoch deadline: before every exported call.
-pub(crate) fn start_call(store: &mut Store<HostState>) {
-    let ticks = store.data_mut().guard_mut().start_call();
-    store.set_epoch_deadline(ticks);
-}
+/// The shortest epoch tick: a finer one would keep a core busy advancing it.
+const MIN_EPOCH_TICK: Duration = Duration::from_micros(100);
 
 /// Advances `engine`'s epoch every `tick` until the engine is dropped.
 fn start_epoch_ticker(engine: &Engine, tick: Duration) -> anyhow::Result<()> {
@@ -246,9 +288,9 @@ fn start_epoch_ticker(engine: &Engine, tick: Duration) -> anyhow::Result<()> {
 }
 
 /// An engine with epoch interruption and its epoch thread: every harness's.
-pub(crate) fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
+fn engine(options: &HarnessOptions) -> anyhow::Result<Engine> {
     let engine = engine_with(options, true)?;
-    start_epoch_ticker(&engine, options.epoch_tick.max(Duration::from_micros(100)))?;
+    start_epoch_ticker(&engine, options.epoch_tick.max(MIN_EPOCH_TICK))?;
     Ok(engine)
 }
 
@@ -309,14 +351,6 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     absolute("XDG_CACHE_HOME")
         .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
         .map(|base| base.join("oma-wasmtime"))
-}
-
-pub(crate) fn load_component(
-    engine: &Engine,
-    options: &HarnessOptions,
-    bytes: &[u8],
-) -> anyhow::Result<(Component, ComponentOrigin)> {
-    load(engine, options, bytes).map(|(component, origin, _)| (component, origin))
 }
 
 fn load(
@@ -507,7 +541,7 @@ mod tests {
             ..HarnessOptions::new(wasm.clone())
         };
         let engine = Engine::default();
-        let load = |bytes: &[u8]| load_component(&engine, &options, bytes).expect("loads").1;
+        let load = |bytes: &[u8]| load(&engine, &options, bytes).expect("loads").1;
         let v1 = b"(component (core module))";
         std::fs::write(&wasm, v1).expect("write the guest");
 
@@ -557,7 +591,7 @@ mod tests {
         for file in cwasm_files(&cache_dir) {
             std::fs::remove_file(file).expect("remove");
         }
-        let (_, origin) = load_component(&engine, &uncached, v2).expect("loads");
+        let (_, origin, _) = super::load(&engine, &uncached, v2).expect("loads");
         assert_eq!(origin, ComponentOrigin::Compiled);
         assert!(cwasm_files(&cache_dir).is_empty());
         let _ = std::fs::remove_dir_all(&dir);

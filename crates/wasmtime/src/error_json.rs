@@ -3,6 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::bindings::oma::agent::types::Error as WitError;
+use crate::limits::LimitExceeded;
 
 /// The component's error as the contract's JSON:
 /// `{"error": {"name", "code"[, "type"], "message", "retryable"[, "httpStatus", "provider",
@@ -39,17 +40,17 @@ pub fn error_json(error: &WitError) -> Value {
 /// backtrace wasmtime attaches to a trap (frames such as `oma_component.wasm!sbrk` help no one
 /// and show the guest's internals), each cause on its first line only.
 pub fn host_error_message(error: &anyhow::Error) -> String {
-    if let Some(exceeded) = crate::LimitExceeded::of(error) {
+    if let Some(exceeded) = LimitExceeded::of(error) {
         return match exceeded {
-            crate::LimitExceeded::Memory { .. } => format!(
+            LimitExceeded::Memory { .. } => format!(
                 "the component ran out of memory: {exceeded} (the linear-memory limit of one \
                  instance)"
             ),
-            crate::LimitExceeded::Budget { .. } => format!(
+            LimitExceeded::Budget { .. } => format!(
                 "the component ran out of memory: {exceeded} (the memory budget all instances \
                  share)"
             ),
-            crate::LimitExceeded::Deadline { .. } => {
+            LimitExceeded::Deadline { .. } => {
                 format!("the component took too long: {exceeded}")
             }
         };
@@ -76,7 +77,7 @@ pub fn host_error_message(error: &anyhow::Error) -> String {
 /// "message", "retryable": false}}`, the message from [`host_error_message`]; `code` is
 /// `GUEST_LIMIT_EXCEEDED` when a limit ended the call, else `null`.
 pub fn host_error_json(error: &anyhow::Error) -> Value {
-    let code = crate::LimitExceeded::of(error).map(|_| "GUEST_LIMIT_EXCEEDED");
+    let code = LimitExceeded::of(error).map(|_| "GUEST_LIMIT_EXCEEDED");
     json!({"error": {
         "name": "HostError",
         "code": code,

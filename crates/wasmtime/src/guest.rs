@@ -5,7 +5,9 @@ use wasmtime::Store;
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::oma::agent::wire::{ChatRequest, Endpoint, HttpRequest, LlmResponse};
 use crate::bindings::Component;
+use crate::limits::Limits;
 use crate::state::HostState;
+use crate::store::start_call;
 
 /// A live guest instance. Calls run one at a time (`&mut self`); an instance survives any number
 /// of calls, failed ones included, until it traps.
@@ -119,17 +121,17 @@ impl Guest {
 
     /// Starts the clock of the next exported call.
     fn start_call(&mut self) {
-        crate::engine::start_call(&mut self.store);
+        start_call(&mut self.store);
     }
 
     /// The limits of this instance's calls.
-    pub fn limits(&self) -> crate::Limits {
+    pub fn limits(&self) -> Limits {
         self.store.data().limits()
     }
 
     /// Other limits for this instance's next calls, e.g. a tighter deadline for input from an
     /// untrusted source. The memory the instance already holds counts against the new cap.
-    pub fn set_limits(&mut self, limits: crate::Limits) {
+    pub fn set_limits(&mut self, limits: Limits) {
         self.store.data_mut().guard_mut().set_limits(limits);
     }
 

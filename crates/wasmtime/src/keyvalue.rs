@@ -17,35 +17,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use wasmtime::component::{HasData, Linker, Resource};
+use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 
-use crate::state::HostState;
-
-mod bindings {
-    wasmtime::component::bindgen!({
-        inline: "
-            package oma:keyvalue-host;
-
-            world keyvalue {
-                import wasi:keyvalue/store@0.2.0-draft;
-                import wasi:keyvalue/atomics@0.2.0-draft;
-            }
-        ",
-        world: "oma:keyvalue-host/keyvalue",
-        path: "../../wit",
-        imports: { default: async },
-        with: {
-            "wasi:keyvalue/store.bucket": super::Bucket,
-        },
-    });
-}
-
-use bindings::wasi::keyvalue::{atomics, store};
-
-/// An open bucket: its name, which prefixes its keys.
-pub struct Bucket {
-    name: String,
-}
+use crate::bindings::keyvalue::wasi::keyvalue::{atomics, store};
+use crate::bindings::keyvalue::Bucket;
 
 /// The store behind `wasi:keyvalue`, shared by every request of a server (cloned cheaply).
 #[derive(Clone, Default)]
@@ -156,18 +131,43 @@ impl Redis {
     }
 }
 
-/// Links `wasi:keyvalue/store` and `wasi:keyvalue/atomics` to each store's [`KeyValue`] (the
-/// gateway server sets it per request from [`ServeOptions::keyvalue`](crate::serve::ServeOptions::keyvalue)).
-pub fn add_to_linker(linker: &mut Linker<HostState>) -> anyhow::Result<()> {
-    store::add_to_linker::<HostState, HasKeyValue>(linker, |state| state)?;
-    atomics::add_to_linker::<HostState, HasKeyValue>(linker, |state| state)?;
+/// One store's view of `wasi:keyvalue`: the [`KeyValue`] its requests count in, and the
+/// resource table its buckets live in.
+pub struct KeyValueView<'a> {
+    keyvalue: &'a KeyValue,
+    table: &'a mut ResourceTable,
+}
+
+impl<'a> KeyValueView<'a> {
+    /// The view of a store whose buckets go into `table` and whose keys into `keyvalue`.
+    pub fn new(keyvalue: &'a KeyValue, table: &'a mut ResourceTable) -> Self {
+        KeyValueView { keyvalue, table }
+    }
+
+    fn bucket_name(&mut self, bucket: &Resource<Bucket>) -> Result<String, store::Error> {
+        self.table
+            .get(bucket)
+            .map(|bucket| bucket.name.clone())
+            .map_err(other)
+    }
+}
+
+/// Links `wasi:keyvalue/store` and `wasi:keyvalue/atomics` to the [`KeyValue`] each store's
+/// `view` gives (the gateway server sets it per request from
+/// [`ServeOptions::keyvalue`](crate::serve::ServeOptions::keyvalue)).
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> KeyValueView<'_>,
+) -> anyhow::Result<()> {
+    store::add_to_linker::<T, HasKeyValue>(linker, view)?;
+    atomics::add_to_linker::<T, HasKeyValue>(linker, view)?;
     Ok(())
 }
 
 struct HasKeyValue;
 
 impl HasData for HasKeyValue {
-    type Data<'a> = &'a mut HostState;
+    type Data<'a> = KeyValueView<'a>;
 }
 
 fn other(error: impl std::fmt::Display) -> store::Error {
@@ -178,34 +178,23 @@ fn redis_key(bucket: &str, key: &str) -> String {
     format!("{bucket}:{key}")
 }
 
-impl HostState {
-    fn bucket_name(&mut self, bucket: &Resource<Bucket>) -> Result<String, store::Error> {
-        self.table()
-            .get(bucket)
-            .map(|bucket| bucket.name.clone())
-            .map_err(other)
-    }
-}
-
-impl store::Host for &mut HostState {
+impl store::Host for KeyValueView<'_> {
     async fn open(&mut self, identifier: String) -> Result<Resource<Bucket>, store::Error> {
-        if !self.keyvalue().is_some() {
+        if !self.keyvalue.is_some() {
             return Err(store::Error::NoSuchStore);
         }
-        self.table()
-            .push(Bucket { name: identifier })
-            .map_err(other)
+        self.table.push(Bucket { name: identifier }).map_err(other)
     }
 }
 
-impl store::HostBucket for &mut HostState {
+impl store::HostBucket for KeyValueView<'_> {
     async fn get(
         &mut self,
         bucket: Resource<Bucket>,
         key: String,
     ) -> Result<Option<Vec<u8>>, store::Error> {
         let name = self.bucket_name(&bucket)?;
-        match &self.keyvalue().backend {
+        match &self.keyvalue.backend {
             Backend::None => Err(store::Error::NoSuchStore),
             Backend::Memory(map) => Ok(lock(map).get(&redis_key(&name, &key)).cloned()),
             Backend::Redis(redis) => redis
@@ -222,7 +211,7 @@ impl store::HostBucket for &mut HostState {
         value: Vec<u8>,
     ) -> Result<(), store::Error> {
         let name = self.bucket_name(&bucket)?;
-        match &self.keyvalue().backend {
+        match &self.keyvalue.backend {
             Backend::None => Err(store::Error::NoSuchStore),
             Backend::Memory(map) => {
                 lock(map).insert(redis_key(&name, &key), value);
@@ -237,7 +226,7 @@ impl store::HostBucket for &mut HostState {
 
     async fn delete(&mut self, bucket: Resource<Bucket>, key: String) -> Result<(), store::Error> {
         let name = self.bucket_name(&bucket)?;
-        match &self.keyvalue().backend {
+        match &self.keyvalue.backend {
             Backend::None => Err(store::Error::NoSuchStore),
             Backend::Memory(map) => {
                 lock(map).remove(&redis_key(&name, &key));
@@ -257,7 +246,7 @@ impl store::HostBucket for &mut HostState {
         key: String,
     ) -> Result<bool, store::Error> {
         let name = self.bucket_name(&bucket)?;
-        match &self.keyvalue().backend {
+        match &self.keyvalue.backend {
             Backend::None => Err(store::Error::NoSuchStore),
             Backend::Memory(map) => Ok(lock(map).contains_key(&redis_key(&name, &key))),
             Backend::Redis(redis) => redis
@@ -274,7 +263,7 @@ impl store::HostBucket for &mut HostState {
         _cursor: Option<u64>,
     ) -> Result<store::KeyResponse, store::Error> {
         let name = self.bucket_name(&bucket)?;
-        match &self.keyvalue().backend {
+        match &self.keyvalue.backend {
             Backend::None => Err(store::Error::NoSuchStore),
             Backend::Memory(map) => {
                 let prefix = format!("{name}:");
@@ -291,12 +280,12 @@ impl store::HostBucket for &mut HostState {
     }
 
     async fn drop(&mut self, bucket: Resource<Bucket>) -> wasmtime::Result<()> {
-        self.table().delete(bucket)?;
+        self.table.delete(bucket)?;
         Ok(())
     }
 }
 
-impl atomics::Host for &mut HostState {
+impl atomics::Host for KeyValueView<'_> {
     async fn increment(
         &mut self,
         bucket: Resource<Bucket>,
@@ -304,7 +293,7 @@ impl atomics::Host for &mut HostState {
         delta: u64,
     ) -> Result<u64, store::Error> {
         let name = self.bucket_name(&bucket)?;
-        match &self.keyvalue().backend {
+        match &self.keyvalue.backend {
             Backend::None => Err(store::Error::NoSuchStore),
             Backend::Memory(map) => {
                 let mut map = lock(map);

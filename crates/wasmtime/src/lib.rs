@@ -31,11 +31,11 @@
 //! this crate panics on guest input.
 //!
 //! Outbound HTTP is denied by default ([`DenyOutbound`]); [`AllowOutbound`] and
-//! [`GuardedOutbound`] send for real, to the addresses an [`AddressPolicy`] allows. Tests
-//! install their own [`WasiHttpHooks`] through [`GuestOptions`]: the test kit's
-//! `CaptureOutbound` answers requests in-process and records them, and its `LoopbackOnly` lets
-//! them reach its loopback `Simulator` (a provider that answers every wire format, records
-//! requests and injects faults) and nothing else.
+//! [`GuardedOutbound`] send for real, to the addresses an [`AddressPolicy`] allows. Other
+//! [`WasiHttpHooks`] go in through [`GuestOptions`]: the loopback provider's `LoopbackOnly`
+//! (crate `oma-loopback`) lets requests reach its `Simulator` (a provider on the loopback
+//! interface that answers every wire format) and nothing else, and the test kit's
+//! `CaptureOutbound` answers them in-process and records them.
 //!
 //! Agents: the component's `host` imports (the `beforeRun` hook, tools, progress, evaluation,
 //! external backends, the model calls of an agent's own LLM adapter) go to the [`AgentHost`] in
@@ -50,14 +50,20 @@
 //! [`DriverGuest`] whose agent calls step a `driver` session, performing each step with the
 //! same [`GuestOptions`] hooks and host, so one test runs against both worlds.
 //!
-//! The test kit's crate docs (`oma-host-tests`) show a provider call and an agent run with a hook
-//! against its simulator.
+//! The generated bindings are in [`bindings`]; a host that binds another world of `oma:agent`
+//! maps its types to them, compiles its component into a [`Compiled`] and instantiates it in
+//! [`Compiled::store`]s, under the same cache and limits (the test kit binds the `routes`
+//! world so).
+//!
+//! The crate docs of the loopback provider (`oma-loopback`) and of the test kit
+//! (`oma-host-tests`) show an agent run, a provider call and a hook against its simulator.
 
 #![deny(missing_docs)]
 
 mod address;
 mod agent;
 mod agent_host;
+pub mod bindings;
 mod driver;
 mod engine;
 mod error_json;
@@ -69,79 +75,14 @@ mod llm_adapter;
 pub mod oma_json;
 pub mod pool;
 mod provider;
-mod routes;
 pub mod serve;
 mod source;
 mod state;
+mod store;
 
-/// The `component` world as this host binds it: the `oma:agent` part of `wit/world.wit`'s
-/// world `component` (the `host` import and the three exports). Its WASI imports are not
-/// generated here: the engine's linker takes them from wasmtime-wasi and wasmtime-wasi-http,
-/// and a world-level `add_to_linker` would define them a second time.
-#[allow(missing_docs)] // Generated from `wit/`; the WIT doc comments become the Rust docs.
-mod bindings {
-    wasmtime::component::bindgen!({
-        inline: "
-            package oma:harness;
-
-            world component {
-                import oma:agent/host@0.1.0;
-                export oma:agent/codec@0.1.0;
-                export oma:agent/provider@0.1.0;
-                export oma:agent/agent@0.1.0;
-            }
-        ",
-        world: "oma:harness/component",
-        path: "../../wit",
-        exports: { default: async },
-        additional_derives: [PartialEq],
-    });
-}
-
-/// The `portable` world as a Rust host sees it: the data interfaces as imports, so that their
-/// Rust types are the ones of [`bindings`] (the component exports them; structurally they are
-/// the same types), and the codec and the driver as exports.
-#[allow(missing_docs)]
-mod portable_bindings {
-    wasmtime::component::bindgen!({
-        inline: "
-            package oma:harness;
-
-            world portable-host {
-                import oma:agent/types@0.1.0;
-                import oma:agent/wire@0.1.0;
-                import oma:agent/outcome@0.1.0;
-                import oma:agent/exchange@0.1.0;
-                export oma:agent/codec@0.1.0;
-                export oma:agent/driver@0.1.0;
-            }
-        ",
-        path: "../../wit",
-        world: "oma:harness/portable-host",
-        with: {
-            "oma:agent/types": crate::bindings::oma::agent::types,
-            "oma:agent/wire": crate::bindings::oma::agent::wire,
-            "oma:agent/outcome": crate::bindings::oma::agent::outcome,
-            "oma:agent/exchange": crate::bindings::oma::agent::exchange,
-        },
-        exports: { default: async },
-        additional_derives: [PartialEq],
-    });
-}
-
-/// The `driver` interface's own types (steps, answers, session options), for tests of the
-/// session protocol.
-pub use portable_bindings::exports::oma::agent::driver as driver_types;
-
-/// The `routes` interface's types (request heads, replies, verdicts), for tests of the
-/// gateway's rules through the routes world (`oma_routes.wasm`).
-pub use routes::bindings::exports::oma::agent::routes as routes_types;
-
-/// The `driver` interface's types as the routes world exports them (a `routes` run's steps and
-/// answers).
-pub use routes::bindings::exports::oma::agent::driver as routes_driver_types;
-
-pub use routes::{RoutesGuest, RoutesHarness};
+/// The `driver` interface's own types (steps, answers, session options), for hosts that step
+/// a session themselves ([`DriverGuest::next_step`], [`DriverGuest::answer`]).
+pub use bindings::portable::exports::oma::agent::driver as driver_types;
 
 pub use address::{classify, AddressClass};
 pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
@@ -170,8 +111,8 @@ pub use bindings::oma::agent::wire::{
     AwsCredentials, CallOptions, ChatRequest, EgressPolicy, Endpoint, HttpRequest, LlmResponse,
     RetryOptions, Sampling, TokenUsage, ToolDefinition,
 };
-pub use driver::{empty_linker, instantiate_empty, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
-pub use engine::{default_cache_dir, ComponentOrigin, Harness, HarnessOptions};
+pub use driver::{DriverGuest, DriverHarness, MAX_SESSION_STEPS};
+pub use engine::{default_cache_dir, Compiled, ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::{error_json, host_error_json, host_error_message};
 pub use guard::{
     AddressPolicy, AllowOutbound, GuardedOutbound, Refusal, Resolve, ResolveFuture, StaticResolver,
@@ -185,4 +126,5 @@ pub use provider::{
 };
 pub use source::ComponentSource;
 pub use state::{DenyOutbound, GuestOptions, HostState};
+pub use store::start_call;
 pub use wasmtime_wasi_http::WasiHttpHooks;

@@ -98,12 +98,14 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::p2::types::{HostIncomingRequest, HostResponseOutparam};
 use wasmtime_wasi_http::WasiHttpView;
 
-use crate::engine::{engine, guard_store, load_component, start_call};
+use crate::engine::{Compiled, ComponentOrigin, HarnessOptions};
+use crate::error_json::host_error_message;
 use crate::guard::{AddressPolicy, GuardedOutbound};
 use crate::keyvalue::KeyValue;
 use crate::limits::{LimitExceeded, Limits, MemoryBudget};
+use crate::source::ComponentSource;
 use crate::state::HostState;
-use crate::{ComponentOrigin, ComponentSource, HarnessOptions};
+use crate::store::{guarded_store, start_call};
 
 /// Where `oma-host serve` listens unless told otherwise: `127.0.0.1:8080`.
 pub const DEFAULT_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8080);
@@ -380,18 +382,13 @@ impl Server {
             limits: options.limits,
             ..HarnessOptions::new(options.component.clone())
         };
-        let engine = engine(&harness)?;
-        let started = Instant::now();
+        let compiled = Compiled::new(&harness)?;
         let path = &options.component;
-        let bytes = options.component.bytes()?;
-        let (component, origin) = load_component(&engine, &harness, &bytes)?;
-        let load_time = started.elapsed();
-
-        let mut linker = Linker::<HostState>::new(&engine);
+        let mut linker = Linker::<HostState>::new(compiled.engine());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        crate::keyvalue::add_to_linker(&mut linker)?;
-        let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
+        crate::keyvalue::add_to_linker(&mut linker, HostState::keyvalue_view)?;
+        let instance_pre = linker.instantiate_pre(compiled.component()).map_err(|e| {
             anyhow::Error::from(e).context(format!(
                 "{path} imports something a wasi:http/proxy host with wasi:cli does not provide"
             ))
@@ -417,12 +414,12 @@ impl Server {
             addr,
             shared: Arc::new(Shared {
                 component: options.component,
-                engine,
+                engine: compiled.engine().clone(),
                 pre,
                 env: options.env,
                 keyvalue: options.keyvalue,
                 limits: options.limits,
-                epoch_tick: harness.epoch_tick.max(Duration::from_micros(100)),
+                epoch_tick: compiled.epoch_tick(),
                 request_timeout: options.request_timeout,
                 shutdown_grace: options.shutdown_grace,
                 policy: options.policy,
@@ -436,8 +433,8 @@ impl Server {
                 budget: MemoryBudget::new(options.memory_budget),
                 admitted: AtomicU64::new(0),
             }),
-            origin,
-            load_time,
+            origin: compiled.origin(),
+            load_time: compiled.load_time(),
         })
     }
 
@@ -869,7 +866,7 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
             Ok(Ended::Limit(exceeded)) => error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "HostError",
-                &crate::host_error_message(&anyhow::Error::new(exceeded)),
+                &host_error_message(&anyhow::Error::new(exceeded)),
             ),
             Ok(Ended::Returned) => error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -896,8 +893,7 @@ fn new_store(shared: &Shared, guard: GuardedOutbound) -> Store<HostState> {
     let mut state = HostState::with_wasi(wasi.build(), Box::new(guard), shared.limits);
     state.set_limits(shared.limits, shared.epoch_tick);
     state.set_keyvalue(shared.keyvalue.clone());
-    let mut store = Store::new(&shared.engine, state);
-    guard_store(&mut store);
+    let mut store = guarded_store(&shared.engine, state);
     // The harness's callback ends a call past its deadline; this one also yields to the
     // runtime at every tick, so a guest that computes does not hold a worker thread.
     store.epoch_deadline_callback(|mut context| {
@@ -943,7 +939,7 @@ async fn run_instance(
                 }
                 None => {
                     // One line, without the guest's wasm backtrace.
-                    let message = crate::host_error_message(&error);
+                    let message = host_error_message(&error);
                     eprintln!("oma-host: {label}: the component failed: {message}");
                     Ended::Failed
                 }

@@ -11,6 +11,7 @@ use crate::bindings::oma::agent::exchange::{
 };
 use crate::bindings::oma::agent::outcome::ExternalKind;
 use crate::bindings::oma::agent::types::ToolUseBlock;
+use crate::keyvalue::{KeyValue, KeyValueView};
 use crate::limits::{Limits, StoreGuard};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{
@@ -54,7 +55,7 @@ pub struct HostState {
     host: Box<dyn AgentHost>,
     guard: StoreGuard,
     /// The `wasi:keyvalue` store (the gateway server's; none elsewhere).
-    keyvalue: crate::keyvalue::KeyValue,
+    keyvalue: KeyValue,
 }
 
 impl HostState {
@@ -71,7 +72,7 @@ impl HostState {
             hooks: options.hooks.unwrap_or_else(|| Box::new(DenyOutbound)),
             host: options.host.unwrap_or_else(|| Box::new(NoHost)),
             guard: StoreGuard::new(options.limits.unwrap_or_default()),
-            keyvalue: crate::keyvalue::KeyValue::none(),
+            keyvalue: KeyValue::none(),
         }
     }
 
@@ -85,21 +86,18 @@ impl HostState {
             hooks,
             host: Box::new(NoHost),
             guard: StoreGuard::new(limits),
-            keyvalue: crate::keyvalue::KeyValue::none(),
+            keyvalue: KeyValue::none(),
         }
     }
 
     /// Links `keyvalue` as this store's `wasi:keyvalue` ([`crate::keyvalue`]).
-    pub(crate) fn set_keyvalue(&mut self, keyvalue: crate::keyvalue::KeyValue) {
+    pub(crate) fn set_keyvalue(&mut self, keyvalue: KeyValue) {
         self.keyvalue = keyvalue;
     }
 
-    pub(crate) fn keyvalue(&self) -> &crate::keyvalue::KeyValue {
-        &self.keyvalue
-    }
-
-    pub(crate) fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
+    /// This store's `wasi:keyvalue`: its [`KeyValue`] and its resource table.
+    pub(crate) fn keyvalue_view(&mut self) -> KeyValueView<'_> {
+        KeyValueView::new(&self.keyvalue, &mut self.table)
     }
 
     /// The limits this guest runs under (they apply in stores of a [`Harness`](crate::Harness)).

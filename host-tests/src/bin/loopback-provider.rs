@@ -1,6 +1,6 @@
 //! `loopback-provider [--addr 127.0.0.1:PORT] [--threads N] [--max-seconds S] [--hold-ms MS]`: a provider for
-//! load tests, answering every wire format with the canned bodies of [`oma_host_tests::Ask`] (the
-//! same bytes the test [`Simulator`](oma_host_tests::Simulator) sends) as fast as it can.
+//! load tests, answering every wire format with the canned bodies of [`oma_loopback::Ask`] (the
+//! same bytes the test [`Simulator`](oma_loopback::Simulator) sends) as fast as it can.
 //!
 //! Unlike the simulator (one thread, a request log, scripted faults), it keeps nothing per
 //! request but two counters, runs on a multi-threaded tokio runtime, and never fails: it is
@@ -34,7 +34,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use oma_host_tests::Ask;
+use oma_loopback::Ask;
 use wasmtime_wasi_http::io::TokioIo;
 
 /// The counters `GET /__stats` reports.

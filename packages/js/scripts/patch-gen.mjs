@@ -14,7 +14,7 @@
 // 3. The `send` step's request body. jco decodes it from UTF-8 into a JavaScript string, and
 //    `fetch` encodes that string back into UTF-8 (two passes over a 1.4 MB body for a 1 MiB
 //    image). The patched lifting copies the bytes out as a Uint8Array, which `fetch` sends as
-//    they are: the same bytes on the wire (the component sets `content-type` itself; src/index.js
+//    they are: the same bytes on the wire (the component sets `content-type` itself; src/transport.js
 //    adds fetch's string default where it does not).
 // 4. Every `_debugLog(...)` statement is guarded by that flag (`_JCO_DEBUG && _debugLog(...)`):
 //    jco's task machinery logs at every step of every component call, and the arguments (object

@@ -240,3 +240,9 @@ export function fromComponent(e) {
   }
   return e
 }
+
+/** The message of any thrown value: an Error's `message`, anything else as a string. */
+export function errorMessage(error) {
+  if (error instanceof Error) return error.message
+  return String(error)
+}

@@ -55,10 +55,16 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
-      'pool.d.ts', 'src/builtin-tools/bash.js', 'src/builtin-tools/delegate.js', 'src/builtin-tools/files.js',
-      'src/builtin-tools/index.js', 'src/builtin-tools/path-safety.js', 'src/builtin-tools/redact.js',
-      'src/builtin-tools/schema.js', 'src/builtin-tools/search.js', 'src/builtin-tools/shell.js', 'src/classifiers.js',
-      'src/errors.js', 'src/gateway.js', 'src/guard.js', 'src/index.js', 'src/pool.js', 'src/status.js', 'src/tools.js', 'src/transport.js',
+      'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
+      'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
+      'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
+      'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
+      'src/index.js', 'src/llm/validate.js', 'src/observability/identity.js', 'src/observability/status.js',
+      'src/orchestrator/orchestrator.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
+      'src/tool/built-in/files.js', 'src/tool/built-in/index.js', 'src/tool/built-in/path-safety.js',
+      'src/tool/built-in/schema.js', 'src/tool/built-in/search.js', 'src/tool/executor.js', 'src/tool/framework.js',
+      'src/tool/grants.js', 'src/tool/shell/local.js', 'src/transport.js', 'src/utils/options.js',
+      'src/utils/random.js', 'src/utils/redaction.js', 'src/utils/trace.js',
     ])
     const size = statSync(tarball).size
     assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)

@@ -12,10 +12,11 @@ import { z } from 'zod'
 import {
   ALL_BUILT_IN_TOOLS_WITH_DELEGATE, BUILT_IN_TOOLS, LocalShellExecutor, bashTool, delegateToAgentTool,
   fileEditTool, fileReadTool, fileWriteTool, globTool, grepTool, registerBuiltInTools,
-} from '../src/builtin-tools/index.js'
-import { ToolExecutor, ToolRegistry, zodToJsonSchema } from '../src/tools.js'
-import { redactSensitiveText } from '../src/builtin-tools/redact.js'
-import { safeShellEnv } from '../src/builtin-tools/shell.js'
+} from '../src/tool/built-in/index.js'
+import { ToolExecutor } from '../src/tool/executor.js'
+import { ToolRegistry, zodToJsonSchema } from '../src/tool/framework.js'
+import { redactSensitiveText } from '../src/utils/redaction.js'
+import { safeShellEnv } from '../src/tool/shell/local.js'
 
 /** A fresh sandbox root (real path) and a context whose cwd is it. */
 function sandbox() {

@@ -4,7 +4,7 @@
 // the package's own options refusing unknown keys.
 import { test, before, after, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { z } from 'zod'
@@ -248,7 +248,11 @@ test('abortSignal leaves a pending beforeRun hook and kills a process backend', 
   const sleeper = { kind: 'process', command: process.execPath, args: ['-e', `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setTimeout(() => {}, 30000)`] }
   const c2 = new AbortController()
   const p2 = new Agent({ name: 'proc', backend: sleeper }).run('x', { abortSignal: c2.signal })
-  await new Promise((r) => setTimeout(r, 300))
+  // The backend is running once it has written its pid (a loaded machine takes a while to start
+  // Node), and no later than that.
+  for (let waited = 0; !existsSync(pidFile) && waited < 20000; waited += 50) {
+    await new Promise((r) => setTimeout(r, 50))
+  }
   t0 = Date.now()
   c2.abort()
   const r2 = await p2

@@ -38,7 +38,7 @@ REPO = os.path.dirname(os.path.dirname(PKG))
 #: Anthropic block; the package refuses them before any call).
 WORKLOADS = ["chat-small", "chat-history-51", "tools-rich-20", "vision-1mib"]
 MODEL = "claude-sonnet-4-6"
-#: The text of every canned answer (host-tests/src/canned.rs: CANNED_TEXT, CANNED_USAGE).
+#: The text of every canned answer (crates/loopback/src/canned.rs: CANNED_TEXT, CANNED_USAGE).
 CANNED_TEXT = "Hello from the simulator."
 CANNED_USAGE = (12, 6)
 API_KEY = "sk-bench-not-a-key"
@@ -61,7 +61,7 @@ LITELLM_ENV = {
 # --- The provider -----------------------------------------------------------------------------
 
 def canned_body(model: str) -> bytes:
-    """The canned Anthropic Messages answer of host-tests/src/canned.rs, ``model`` echoed."""
+    """The canned Anthropic Messages answer of crates/loopback/src/canned.rs, ``model`` echoed."""
     inp, out = CANNED_USAGE
     return json.dumps({
         "id": "msg_sim_01", "type": "message", "role": "assistant", "model": model,

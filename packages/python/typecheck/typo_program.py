@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 import oma_component as oma
+from oma_component import eval as oma_eval
 from oma_component import observability as obs
 
 
@@ -27,3 +28,7 @@ def mistakes(agent: oma.Agent) -> None:
 def telemetry(sink: obs.BatchingTraceSink) -> None:
     print(sink.force_flush()["staus"])  # TYPO: a flush result has "status"
     obs.SensitiveDataProcessor(sink, capture={"toolInput": "redacted"})  # TYPO: capture keys are snake_case
+
+
+def scoring(report: oma_eval.EvalRunReport) -> None:
+    print(report["aggregates"][0]["average"])  # TYPO: the aggregate's mean is "avg"

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Sequence
 
 import oma_component as oma
 from oma_component import observability as obs
+from oma_component import eval as oma_eval
 from oma_component.mcp import connect_mcp_tools, connect_mcp_tools_async
 
 
@@ -157,6 +158,23 @@ async def mcp_tools_async() -> None:
     async with await connect_mcp_tools_async(command="uvx", args=["mcp-server-fetch"]) as fetch:
         names: List[str] = [t.name for t in fetch.tools]
         print(names, (await oma.AsyncAgent(model="m", tools=fetch.tools).run("fetch it"))["output"])
+
+
+def evaluation() -> None:
+    cases = oma_eval.define_eval_set({"name": "smoke", "version": "1", "cases": [
+        {"id": "sum", "input": "What is 2 + 2?", "expected": "4", "tags": ["math"]}]})
+
+    def exact(ctx: oma_eval.ScorerContext) -> oma_eval.ScoreResult:
+        same = ctx["output"] == ctx["evalCase"].get("expected")
+        return {"score": 1.0 if same else 0.0, "pass": same}
+
+    report: oma_eval.EvalRunReport = oma_eval.run_eval_set(
+        cases, oma_eval.target_from_agent(name="candidate", model="claude-sonnet-4-6"),
+        scorers=[oma_eval.define_scorer("exact", exact, version="1")], repeats=2,
+        store=oma_eval.InMemoryEvalStore())
+    verdict = oma_eval.evaluate_gate(report, {"schemaVersion": 1, "thresholds": [
+        {"scorer": "exact", "metric": "passRate", "min": 1}]})
+    print(verdict["pass"], [f["message"] for f in verdict["failures"]], report["aggregates"][0]["avg"])
 
 
 if __name__ == "__main__":

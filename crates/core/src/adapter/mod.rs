@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::message::{LlmMessage, LlmResponse, ToolUseBlock};
+use crate::message::{LlmMessage, LlmResponse, TokenUsage, ToolUseBlock};
 
 /// Everything a provider needs for one chat turn (OMA's `LLMChatOptions` plus the messages).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,6 +35,11 @@ pub struct ChatRequest {
     pub model: String,
     /// The system prompt; it travels apart from the messages.
     pub system_prompt: Option<String>,
+    /// The system prompt as the caller's text blocks, when it gave blocks (Anthropic's `system`
+    /// array), so that a format that takes blocks (Anthropic, Bedrock) keeps them and the cache
+    /// markers between them; `system_prompt` is then their texts joined by a blank line, for
+    /// the formats that take one text. Empty when the system prompt is one text.
+    pub system_blocks: Vec<String>,
     /// The conversation, already validated.
     pub messages: Vec<LlmMessage>,
     /// Tools the model may call.
@@ -53,6 +58,56 @@ pub struct ChatRequest {
     pub reasoning_text_max_chars: Option<usize>,
     /// Ask for a streamed response.
     pub stream: bool,
+    /// Where the provider's prompt cache may end (Anthropic's `cache_control` markers). A
+    /// format that caches by marker (Anthropic, Bedrock's `cachePoint`) sends each; the others
+    /// refuse a request that has any, so a marker is never dropped unsaid.
+    pub cache: Vec<CacheMark>,
+}
+
+/// A prompt-cache marker: the provider may cache the prompt up to and including what it marks
+/// (Anthropic's `{"type": "ephemeral", "ttl"?}` `cache_control`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheMark {
+    /// What it marks.
+    pub place: CachePlace,
+    /// How long the cached prefix lives: `5m` or `1h` (Anthropic's and Bedrock's words); `None`
+    /// for the provider's default (five minutes).
+    pub ttl: Option<String>,
+}
+
+/// What a [`CacheMark`] marks, by position in the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CachePlace {
+    /// The system prompt's block `i` ([`ChatRequest::system_blocks`]); with no blocks, 0 is
+    /// the whole system prompt.
+    System(usize),
+    /// Tool `i` of [`ChatRequest::tools`].
+    Tool(usize),
+    /// Block `block` of message `message`.
+    Block {
+        /// The message's index.
+        message: usize,
+        /// The block's index in the message.
+        block: usize,
+    },
+    /// Part `part` of the rich tool result that is block `block` of message `message`.
+    Part {
+        /// The message's index.
+        message: usize,
+        /// The tool result's index in the message.
+        block: usize,
+        /// The part's index in the tool result.
+        part: usize,
+    },
+}
+
+/// The error of a format that has no prompt-cache markers, for a request that carries some.
+pub fn cache_unsupported(label: &str) -> Error {
+    Error::InvalidRequest {
+        message: format!(
+            "cache_control is not supported by {label}: its prompt caching takes no markers"
+        ),
+    }
 }
 
 impl ChatRequest {
@@ -63,6 +118,21 @@ impl ChatRequest {
             self.reasoning_text_max_chars
                 .unwrap_or(reasoning::DEFAULT_MAX_CHARS)
         })
+    }
+
+    /// The cache marker on `place`, if any.
+    pub fn cache_at(&self, place: CachePlace) -> Option<&CacheMark> {
+        self.cache.iter().find(|mark| mark.place == place)
+    }
+
+    /// The system prompt as the blocks a format that takes blocks sends: the caller's blocks,
+    /// else the one text (none when there is no system prompt).
+    pub fn system_parts(&self) -> Vec<&str> {
+        if self.system_blocks.is_empty() {
+            self.system_prompt.as_deref().into_iter().collect()
+        } else {
+            self.system_blocks.iter().map(String::as_str).collect()
+        }
     }
 
     /// A generous estimate of the body's size, so the body buffer is allocated once: the
@@ -100,8 +170,62 @@ impl ChatRequest {
             .sum();
         messages
             + self.system_prompt.as_ref().map_or(0, String::len)
+            + self
+                .system_blocks
+                .iter()
+                .map(|b| b.len() + 64)
+                .sum::<usize>()
+            + 64 * self.cache.len()
             + 1024 * (1 + self.tools.len())
     }
+}
+
+/// An estimate of a chat turn's input tokens, for a provider that has no counter: one token
+/// per four bytes (rounded up) of the system prompt, of each text, reasoning text and
+/// signature, tool call (its name and input as JSON) and tool result (its text, a file's name),
+/// and of each tool's name, description and input schema as JSON; 1,600 tokens for each image
+/// or file (what Anthropic documents for an image of about 1.15 megapixels) and 4 for each
+/// message. Rough by design: tokenizers differ by model, and the estimate is what a client
+/// gets where the provider offers no count.
+pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
+    use crate::message::{ContentBlock as B, ToolResultContent, ToolResultPart};
+    const MEDIA: u64 = 1600;
+    let len = |text: &str| text.len() as u64;
+    let json = |value: &Value| value.to_string().len() as u64;
+    let mut bytes = request.system_prompt.as_deref().map_or(0, len);
+    let mut flat = 0u64;
+    for message in &request.messages {
+        flat += 4;
+        for block in &message.content {
+            match block {
+                B::Text(t) => bytes += len(&t.text),
+                B::Image(_) | B::Video(_) => flat += MEDIA,
+                B::ToolUse(call) => bytes += len(&call.name) + json(&call.input),
+                B::Reasoning(r) => {
+                    bytes += len(&r.text) + r.signature.as_deref().map_or(0, len);
+                }
+                B::ToolResult(result) => match &result.content {
+                    ToolResultContent::Text(text) => bytes += len(text),
+                    ToolResultContent::Parts(parts) => {
+                        for part in parts {
+                            match part {
+                                ToolResultPart::Text { text } => bytes += len(text),
+                                ToolResultPart::Image { .. } => flat += MEDIA,
+                                ToolResultPart::File { filename, .. } => {
+                                    bytes += len(filename);
+                                    flat += MEDIA;
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+        }
+    }
+    for tool in &request.tools {
+        bytes += len(&tool.name) + len(&tool.description) + json(&tool.input_schema);
+    }
+    bytes.div_ceil(4).saturating_add(flat)
 }
 
 /// A tool the model may call.
@@ -270,6 +394,16 @@ pub enum StreamEvent {
     Text(String),
     /// A piece of reasoning, as it arrived.
     Reasoning(String),
+    /// The signature of the reasoning block being streamed, which ends it (Anthropic's
+    /// `signature_delta`, Bedrock's reasoning `signature`, Gemini's `thoughtSignature` on a
+    /// thought): what a client must send back with the block. The whole response has it too.
+    ReasoningSignature(String),
+    /// A redacted reasoning block, whole: its opaque data (Anthropic's `redacted_thinking`,
+    /// Bedrock's `redactedContent`), as the whole response's block carries it.
+    RedactedReasoning(String),
+    /// The usage the provider reported as the answer began (Anthropic's `message_start`: the
+    /// input tokens, cache counts included); the whole response has the final counts.
+    Usage(TokenUsage),
     /// A complete tool call.
     ToolUse(ToolUseBlock),
     /// The whole response, accumulated; always the last event of a successful stream.
@@ -369,6 +503,23 @@ pub trait Adapter: Send {
     }
     /// Reads a successful (2xx) response body to the request `context` describes.
     fn parse(&self, context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error>;
+    /// The request that asks the provider to count the input tokens of a chat turn whose
+    /// messages are validated, where it has a counter (Anthropic's `count_tokens`, Gemini's
+    /// `countTokens`, Bedrock's `CountTokens`); `None` where it has none
+    /// ([`estimate_input_tokens`] is the estimate then).
+    fn format_count(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Option<Result<HttpRequest, Error>> {
+        let _ = (request, endpoint);
+        None
+    }
+    /// The count in a successful (2xx) answer to [`Adapter::format_count`]'s request.
+    fn parse_count(&self, body: &[u8]) -> Result<u64, Error> {
+        let _ = body;
+        Err(malformed(self.name(), "the provider has no token counter"))
+    }
     /// A decoder for the body of a streamed response to the request `context` describes.
     fn stream_decoder(&self, context: &ResponseContext) -> Box<dyn StreamDecoder>;
     /// What an error (non-2xx) answer says beyond its status: the provider's own message,
@@ -380,7 +531,7 @@ pub trait Adapter: Send {
     }
     /// The retry policy a call gets when its options name none: the one the provider's SDK
     /// applies by default (`docs/errors.md#default-retry-policy`).
-    fn default_retry(&self) -> crate::http::retry::RetryPolicy;
+    fn default_retry(&self) -> crate::retry::RetryPolicy;
 }
 
 /// What a provider's error answer says, read by [`Adapter::error_detail`]. Every field is
@@ -620,6 +771,160 @@ mod tests {
             ..Endpoint::default()
         };
         assert!(adapter.format(&dots, &endpoint).is_err());
+    }
+
+    #[test]
+    fn formats_without_cache_markers_refuse_them() {
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![crate::message::LlmMessage::user_text("hi")],
+            cache: vec![CacheMark {
+                place: CachePlace::Block {
+                    message: 0,
+                    block: 0,
+                },
+                ttl: None,
+            }],
+            ..ChatRequest::default()
+        };
+        let endpoint = Endpoint {
+            region: Some("us-east-1".into()),
+            credentials: Credentials::ApiKey("k".into()),
+            ..Endpoint::default()
+        };
+        for (provider, label) in [
+            ("gemini", "Gemini generateContent"),
+            ("openai", "OpenAI Chat Completions (openai)"),
+            ("deepseek", "OpenAI Chat Completions (deepseek)"),
+            ("ai-sdk", "AI SDK"),
+        ] {
+            let adapter = for_provider(provider, None, IdSource::default()).expect("known");
+            let error = adapter.format(&request, &endpoint).expect_err(provider);
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "cache_control is not supported by {label}: its prompt caching takes no \
+                     markers"
+                ),
+                "{provider}"
+            );
+        }
+        for provider in ["anthropic", "bedrock"] {
+            let adapter = for_provider(provider, None, IdSource::default()).expect("known");
+            assert!(adapter.format(&request, &endpoint).is_ok(), "{provider}");
+        }
+    }
+
+    #[test]
+    fn token_counters_are_asked_where_providers_have_one() {
+        let request = ChatRequest {
+            model: "m-1".into(),
+            system_prompt: Some("Be brief.".into()),
+            messages: vec![crate::message::LlmMessage::user_text("hi")],
+            tools: vec![ToolDefinition {
+                name: "look".into(),
+                description: "Looks".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }],
+            sampling: Sampling {
+                max_tokens: Some(100),
+                temperature: Some(0.5),
+                ..Sampling::default()
+            },
+            stream: true,
+            ..ChatRequest::default()
+        };
+        let endpoint = Endpoint {
+            region: Some("us-east-1".into()),
+            credentials: Credentials::ApiKey("k".into()),
+            ..Endpoint::default()
+        };
+        let validated = Validated::check(&request).expect("valid");
+        let count = |provider: &str| {
+            let adapter = for_provider(provider, None, IdSource::default()).expect("known");
+            adapter
+                .format_count(validated, &endpoint)
+                .map(|http| http.expect("formats"))
+        };
+        let body = |http: &HttpRequest| -> Value { serde_json::from_str(&http.body).unwrap() };
+        let anthropic = count("anthropic").expect("a counter");
+        assert_eq!(
+            anthropic.url,
+            "https://api.anthropic.com/v1/messages/count_tokens"
+        );
+        assert_eq!(
+            body(&anthropic),
+            serde_json::json!({"model": "m-1",
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                "system": "Be brief.",
+                "tools": [{"name": "look", "description": "Looks",
+                           "input_schema": {"type": "object"}}]})
+        );
+        let gemini = count("gemini").expect("a counter");
+        assert_eq!(
+            gemini.url,
+            "https://generativelanguage.googleapis.com/v1beta/models/m-1:countTokens"
+        );
+        let counted = body(&gemini);
+        let inner = &counted["generateContentRequest"];
+        assert_eq!(inner["model"], "models/m-1");
+        assert_eq!(inner["contents"][0]["parts"][0]["text"], "hi");
+        assert_eq!(inner["systemInstruction"]["parts"][0]["text"], "Be brief.");
+        assert_eq!(inner["tools"][0]["functionDeclarations"][0]["name"], "look");
+        assert!(inner.get("generationConfig").is_none() && inner.get("toolConfig").is_none());
+        let bedrock = count("bedrock").expect("a counter");
+        assert_eq!(
+            bedrock.url,
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/m-1/count-tokens"
+        );
+        assert_eq!(
+            body(&bedrock),
+            serde_json::json!({"input": {"converse": {
+                "messages": [{"content": [{"text": "hi"}], "role": "user"}],
+                "system": [{"text": "Be brief."}]}}})
+        );
+        for provider in ["openai", "deepseek", "ai-sdk"] {
+            assert_eq!(count(provider), None, "{provider}");
+        }
+        // The answers.
+        let parse = |provider: &str, body: &str| {
+            for_provider(provider, None, IdSource::default())
+                .expect("known")
+                .parse_count(body.as_bytes())
+        };
+        assert_eq!(parse("anthropic", r#"{"input_tokens": 2095}"#), Ok(2095));
+        assert_eq!(
+            parse(
+                "gemini",
+                r#"{"totalTokens": 31, "cachedContentTokenCount": 0}"#
+            ),
+            Ok(31)
+        );
+        assert_eq!(parse("bedrock", r#"{"inputTokens": 12}"#), Ok(12));
+        assert!(parse("anthropic", r#"{"tokens": 1}"#).is_err());
+        assert!(parse("openai", r#"{"input_tokens": 1}"#).is_err());
+    }
+
+    #[test]
+    fn estimates_count_a_token_per_four_bytes_and_flat_media() {
+        let mut request = ChatRequest {
+            system_prompt: Some("abcd".into()),
+            messages: vec![crate::message::LlmMessage::user_text("12345678")],
+            ..ChatRequest::default()
+        };
+        // 4 + 8 bytes: 3 tokens, and 4 for the message.
+        assert_eq!(estimate_input_tokens(&request), 7);
+        request.messages[0]
+            .content
+            .push(crate::message::ContentBlock::Image(
+                crate::message::ImageBlock {
+                    source: crate::message::MediaSource::Base64 {
+                        media_type: "image/png".into(),
+                        data: "AAAA".into(),
+                    },
+                },
+            ));
+        assert_eq!(estimate_input_tokens(&request), 1607);
     }
 
     #[test]

@@ -15,11 +15,11 @@ use crate::agent::trace::TraceOptions;
 use crate::agent::turn::{TurnOptions, DEFAULT_MAX_TURNS};
 use crate::error::Error;
 use crate::http::call::CallOptions;
-use crate::http::retry::RetryPolicy;
 use crate::http::{EgressPolicy, Limits};
 use crate::json::messages_from_value;
 use crate::json::object::{Object, ShapeError};
 use crate::message::LlmMessage;
+use crate::retry::RetryPolicy;
 
 /// Everything an agent is made of.
 #[derive(Clone, Debug, Default)]
@@ -133,6 +133,7 @@ impl AgentSettings {
                 preserve_reasoning_as_text: self.context.preserve_reasoning_as_text,
                 reasoning_text_max_chars: self.context.reasoning_text_max_chars(),
                 stream: false,
+                ..ChatRequest::default()
             },
             turn: TurnOptions {
                 agent_name: self.name,

@@ -292,9 +292,14 @@ fn required_u64(object: &mut Object, key: &'static str) -> Result<u64, ShapeErro
     }
 }
 
-/// Length in UTF-16 units, as OMA's `string.length` counts.
+/// Length in UTF-16 units, as OMA's `string.length` counts (ASCII text, base64 media above
+/// all, by its byte length without a walk over its characters).
 fn units(text: &str) -> usize {
-    text.encode_utf16().count()
+    if text.is_ascii() {
+        text.len()
+    } else {
+        text.encode_utf16().count()
+    }
 }
 
 fn source_size(source: &MediaSource) -> usize {
@@ -332,7 +337,7 @@ pub fn tool_result_size(content: &ToolResultContent) -> usize {
 }
 
 /// OMA's `estimateTokens`: characters of text, reasoning, tool results and tool inputs (64 per
-/// image), over 4, rounded up.
+/// image), and of video as OMA 1.18.0 counts it ([`video_size`]), over 4, rounded up.
 pub fn estimate_tokens(messages: &[LlmMessage]) -> u64 {
     let chars: usize = messages
         .iter()
@@ -343,10 +348,22 @@ pub fn estimate_tokens(messages: &[LlmMessage]) -> u64 {
             ContentBlock::ToolResult(r) => tool_result_size(&r.content),
             ContentBlock::ToolUse(u) => units(&u.input.to_string()),
             ContentBlock::Image(_) => 64,
-            ContentBlock::Video(_) => 0,
+            ContentBlock::Video(v) => video_size(&v.source),
         })
         .sum();
     (chars as u64).div_ceil(4)
+}
+
+/// The characters a video block counts for in [`estimate_tokens`] (OMA 1.18.0 counts video,
+/// which OMA 1.16.1 ignored, so that compaction triggers for conversations that carry it):
+/// inline (base64) video as OMA counts inline media in a tool result (its data, its MIME type
+/// and 32), so a video of megabytes weighs what it costs to send; a video by URL as an image
+/// block, a fixed 64, since only the reference is sent (`docs/agent.md#context-management`).
+fn video_size(source: &MediaSource) -> usize {
+    match source {
+        MediaSource::Base64 { .. } => source_size(source) + 32,
+        MediaSource::Url { .. } => 64,
+    }
 }
 
 fn size_description(content: &ToolResultContent, size: usize) -> String {
@@ -720,7 +737,7 @@ fn strip_media_for_summary(message: &LlmMessage) -> LlmMessage {
                             parts
                                 .iter()
                                 .map(|part| ToolResultPart::Text {
-                                    text: crate::agent::trace::part_summary(part),
+                                    text: part.summary(),
                                 })
                                 .collect(),
                         ),
@@ -1085,6 +1102,44 @@ mod tests {
                 "[Earlier conversation history truncated — 1 turn(s) removed]"
             )])
         );
+    }
+
+    /// OMA 1.18.0 counts video: inline video by its data, MIME type and 32 (as inline media in a
+    /// tool result), a video by URL as an image (64), so compaction sees a video conversation.
+    #[test]
+    fn video_counts_in_the_estimate() {
+        let video = |source: MediaSource| LlmMessage {
+            role: Role::User,
+            content: vec![ContentBlock::Video(crate::message::VideoBlock { source })],
+        };
+        let inline = video(MediaSource::Base64 {
+            media_type: "video/mp4".into(),
+            data: "A".repeat(4000),
+        });
+        // (4000 + 9 + 32) / 4, rounded up.
+        assert_eq!(estimate_tokens(std::slice::from_ref(&inline)), 1011);
+        let linked = video(MediaSource::Url {
+            media_type: "video/mp4".into(),
+            url: "https://example.com/a-long-name-that-does-not-count.mp4".into(),
+        });
+        assert_eq!(estimate_tokens(&[linked]), 16, "as an image block");
+        let image = LlmMessage {
+            role: Role::User,
+            content: vec![ContentBlock::Image(ImageBlock {
+                source: MediaSource::Url {
+                    media_type: "image/png".into(),
+                    url: "https://example.com/a.png".into(),
+                },
+            })],
+        };
+        assert_eq!(estimate_tokens(&[image]), 16);
+        // Past a compact strategy's limit because of the video alone.
+        let messages = vec![
+            inline,
+            assistant(vec![text("seen")]),
+            LlmMessage::user_text("and?"),
+        ];
+        assert!(estimate_tokens(&messages) > 1000);
     }
 
     #[test]

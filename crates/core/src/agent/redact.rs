@@ -15,50 +15,7 @@
 //! includes no-break and other Unicode spaces). Every scanner is linear in the text: a start that
 //! fails is never retried from inside the run that made it fail.
 
-/// What replaces a secret.
-pub const REDACTED: &str = "[redacted]";
-
-/// Whether a field name looks like it holds a secret (OMA's `isSensitiveName`): `api_key`,
-/// `apiKey`, `password`, `secret`, `authorization`, `cookie`, `session`, `token`, `x-token`, ...
-///
-/// OMA's rule: the name contains (ignoring ASCII case) one of the words below, or is `token`,
-/// or ends in `_token`/`-token`, or starts with `token_`/`token-`.
-pub fn is_sensitive_name(name: &str) -> bool {
-    const WORDS: [&str; 25] = [
-        "apikey",
-        "api_key",
-        "api-key",
-        "secret",
-        "password",
-        "passwd",
-        "pwd",
-        "privatekey",
-        "private_key",
-        "private-key",
-        "accesskey",
-        "access_key",
-        "access-key",
-        "accesstoken",
-        "refreshtoken",
-        "idtoken",
-        "githubtoken",
-        "authorization",
-        "authtoken",
-        "auth_token",
-        "auth-token",
-        "cookie",
-        "session",
-        "credential",
-        "bearer",
-    ];
-    let name = name.to_ascii_lowercase();
-    name == "token"
-        || name.ends_with("_token")
-        || name.ends_with("-token")
-        || name.starts_with("token_")
-        || name.starts_with("token-")
-        || WORDS.iter().any(|word| name.contains(word))
-}
+pub use crate::secret::{is_sensitive_name, REDACTED};
 
 /// `text` with secrets replaced by `[redacted]`, rule by rule, each rule applied to the whole
 /// result of the one before:

@@ -10,9 +10,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::redact::{is_sensitive_name, redact_secrets, REDACTED};
-use crate::message::{MediaSource, TokenUsage, ToolResultContent, ToolResultPart};
+use crate::agent::redact::{redact_secrets, REDACTED};
+use crate::message::{TokenUsage, ToolResultContent};
 use crate::rng::Rng;
+use crate::secret::is_sensitive_name;
 
 /// What a host gives to turn tracing on for a run: OMA's run options `runId`, `traceSpanId`,
 /// `traceParentId`, `traceAgent` and `taskId`. Every field is optional.
@@ -263,42 +264,6 @@ pub fn redact_value(value: &Value) -> Value {
     }
 }
 
-/// OMA's `summarizeToolResultContent`: text as it is, each part on its own line, media as a
-/// placeholder that holds neither bytes nor URL.
-pub fn summarize_tool_result(content: &ToolResultContent) -> String {
-    match content {
-        ToolResultContent::Text(text) => text.clone(),
-        ToolResultContent::Parts(parts) => parts
-            .iter()
-            .map(part_summary)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
-
-/// One part of [`summarize_tool_result`]: a text part as it is, an image or file as OMA's
-/// placeholder (`[image: <type>; inline data]`, `[file: <name>; <type>; URL reference]`).
-pub(crate) fn part_summary(part: &ToolResultPart) -> String {
-    match part {
-        ToolResultPart::Text { text } => text.clone(),
-        ToolResultPart::Image { source } => {
-            let (media_type, location) = media(source);
-            format!("[image: {media_type}; {location}]")
-        }
-        ToolResultPart::File { filename, source } => {
-            let (media_type, location) = media(source);
-            format!("[file: {filename}; {media_type}; {location}]")
-        }
-    }
-}
-
-fn media(source: &MediaSource) -> (&str, &'static str) {
-    match source {
-        MediaSource::Base64 { media_type, .. } => (media_type, "inline data"),
-        MediaSource::Url { media_type, .. } => (media_type, "URL reference"),
-    }
-}
-
 /// A tool call in flight: what its event needs once it is answered.
 #[derive(Debug)]
 struct OpenTool {
@@ -447,7 +412,7 @@ impl Tracer {
             tool: open.tool,
             is_error,
             input: open.input,
-            output: redact_secrets(&summarize_tool_result(content)),
+            output: redact_secrets(&content.summary()),
             // OMA redacts the reason as text, and keeps the action as the gate gave it.
             gate: gate.map(|gate| crate::agent::exchange::ToolGate {
                 action: gate.action,
@@ -528,32 +493,6 @@ mod tests {
     }
 
     #[test]
-    fn tool_results_are_summarized_without_media_bytes() {
-        let content = ToolResultContent::Parts(vec![
-            ToolResultPart::Text {
-                text: "chart:".into(),
-            },
-            ToolResultPart::Image {
-                source: MediaSource::Base64 {
-                    media_type: "image/png".into(),
-                    data: "AAAA".into(),
-                },
-            },
-            ToolResultPart::File {
-                filename: "r.pdf".into(),
-                source: MediaSource::Url {
-                    media_type: "application/pdf".into(),
-                    url: "https://x.example/r.pdf".into(),
-                },
-            },
-        ]);
-        assert_eq!(
-            summarize_tool_result(&content),
-            "chart:\n[image: image/png; inline data]\n[file: r.pdf; application/pdf; URL reference]"
-        );
-    }
-
-    #[test]
     fn events_are_omas_json_in_omas_key_order() {
         let mut tracer = Tracer::new(
             TraceOptions {
@@ -566,10 +505,7 @@ mod tests {
             1,
         );
         tracer.llm_started(1000, LlmPhase::Turn, "m");
-        let usage = TokenUsage {
-            input_tokens: 3,
-            output_tokens: 4,
-        };
+        let usage = TokenUsage::new(3, 4);
         let response = crate::message::LlmResponse {
             id: "r".into(),
             content: Vec::new(),

@@ -806,10 +806,7 @@ mod tests {
             content,
             model: "m".into(),
             stop_reason: stop.into(),
-            usage: TokenUsage {
-                input_tokens: input,
-                output_tokens: output,
-            },
+            usage: TokenUsage::new(input, output),
         }
     }
 
@@ -869,13 +866,7 @@ mod tests {
                 content: vec![text("hi")]
             }]
         );
-        assert_eq!(
-            outcome.token_usage,
-            TokenUsage {
-                input_tokens: 3,
-                output_tokens: 2
-            }
-        );
+        assert_eq!(outcome.token_usage, TokenUsage::new(3, 2));
         assert_eq!(outcome.turns, 1);
         assert!(outcome.failure().is_none() && !outcome.budget_exceeded());
         assert!(turn.is_finished());
@@ -993,13 +984,7 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(
-            outcome.token_usage,
-            TokenUsage {
-                input_tokens: 30,
-                output_tokens: 8
-            }
-        );
+        assert_eq!(outcome.token_usage, TokenUsage::new(30, 8));
         assert_eq!(outcome.turns, 2);
         assert_eq!(
             outcome.tool_calls,
@@ -1228,13 +1213,7 @@ mod tests {
         assert!(!outcome.success() && outcome.budget_exceeded());
         assert_eq!(outcome.output, "partial");
         assert_eq!(outcome.messages.len(), 3);
-        assert_eq!(
-            outcome.token_usage,
-            TokenUsage {
-                input_tokens: 90,
-                output_tokens: 11
-            }
-        );
+        assert_eq!(outcome.token_usage, TokenUsage::new(90, 11));
         let failure = outcome.failure().unwrap_or_else(|| panic!("no failure"));
         assert_eq!(
             serde_json::to_value(failure).unwrap_or_default(),

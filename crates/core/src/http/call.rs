@@ -37,7 +37,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::retry::{RequestedWait, RetryHints, RetryPolicy};
 use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
 use crate::adapter::{
     Adapter, ChatRequest, Endpoint, HttpRequest, ResponseContext, StreamDecoder, StreamEvent,
@@ -45,6 +44,7 @@ use crate::adapter::{
 };
 use crate::error::{Error, Refused};
 use crate::message::LlmResponse;
+use crate::retry::{RequestedWait, RetryHints, RetryPolicy};
 use crate::rng::Rng;
 
 /// How a call is bounded and retried.
@@ -79,6 +79,19 @@ pub struct Outgoing {
     pub stream: bool,
     /// Which attempt this is, from 1.
     pub attempt: u32,
+}
+
+/// A request made elsewhere, for [`Call::prepared`].
+#[derive(Debug)]
+pub struct Prepared {
+    /// The request, or why it could not be made.
+    pub request: Result<HttpRequest, Error>,
+    /// What reading its answer needs to know of it.
+    pub context: ResponseContext,
+    /// Whether it asks for a streamed answer.
+    pub stream: bool,
+    /// Whether it asks the provider's token counter (its answer a count, as [`Call::count`]).
+    pub count: bool,
 }
 
 /// A step the call hands out: something to perform, or a piece of a stream to deliver.
@@ -197,6 +210,8 @@ pub struct Call {
     attempt: Option<(u64, u64)>,
     /// When the wait handed out last ends (ms since the epoch), for [`Call::wake_at`].
     wait_ends_ms: u64,
+    /// A call of the provider's token counter ([`Call::count`]): its answer is a count.
+    count: bool,
 }
 
 impl std::fmt::Debug for Call {
@@ -246,6 +261,72 @@ impl Call {
         )
     }
 
+    /// A call of the provider's token counter for `request` ([`Adapter::format_count`]): the
+    /// result is a response with no content whose `usage.input_tokens` is the provider's count
+    /// (and nothing else). A provider with no counter finishes the call with an error at the
+    /// first poll, nothing sent: [`crate::adapter::estimate_input_tokens`] is for it.
+    pub fn count(
+        adapter: Box<dyn Adapter>,
+        request: &ChatRequest,
+        endpoint: &Endpoint,
+        options: CallOptions,
+        seed: u64,
+    ) -> Call {
+        let formatted = Validated::check(request).and_then(|validated| {
+            adapter
+                .format_count(validated, endpoint)
+                .unwrap_or_else(|| {
+                    Err(Error::InvalidRequest {
+                        message: format!("{} has no token counter", adapter.name()),
+                    })
+                })
+        });
+        let mut call = Call::with_formatted(adapter, request, formatted, options, seed, endpoint);
+        call.outgoing.stream = false;
+        call.count = true;
+        call
+    }
+
+    /// A call of a request made elsewhere (the gateway's same-dialect route: the client's own
+    /// request, [`crate::adapter::anthropic::forward`]), read with `adapter`. The egress check
+    /// happens now; a request that could not be made finishes the call at the first poll.
+    pub fn prepared(
+        adapter: Box<dyn Adapter>,
+        prepared: Prepared,
+        endpoint: &Endpoint,
+        options: CallOptions,
+        seed: u64,
+    ) -> Call {
+        let shape = ChatRequest {
+            stream: prepared.stream,
+            ..ChatRequest::default()
+        };
+        let mut call =
+            Call::with_formatted(adapter, &shape, prepared.request, options, seed, endpoint);
+        call.context = prepared.context;
+        call.count = prepared.count;
+        call
+    }
+
+    /// A call whose answer is known without asking the provider (the estimate of a count where
+    /// the provider has no counter): its first poll finishes it with `response`, and nothing is
+    /// ever sent.
+    pub fn answered(adapter: Box<dyn Adapter>, response: LlmResponse) -> Call {
+        let known = Err(Error::Session {
+            message: "the call's answer is known".into(),
+        });
+        let mut call = Call::with_formatted(
+            adapter,
+            &ChatRequest::default(),
+            known,
+            CallOptions::default(),
+            0,
+            &Endpoint::default(),
+        );
+        call.outcome = Some(Ok(response));
+        call
+    }
+
     fn with_formatted(
         adapter: Box<dyn Adapter>,
         request: &ChatRequest,
@@ -256,6 +337,7 @@ impl Call {
     ) -> Call {
         let secrets = endpoint.secrets();
         let mut call = Call {
+            count: false,
             provider: adapter.name().to_owned(),
             context: ResponseContext::of(request),
             retry: options.retry.unwrap_or_else(|| adapter.default_retry()),
@@ -553,7 +635,7 @@ impl Call {
             return self.finish(Err(error));
         }
         let hints = RetryHints {
-            wait: super::retry::requested_wait(headers),
+            wait: crate::retry::requested_wait(headers),
             should_retry: None,
         };
         self.fail(error, hints);
@@ -655,7 +737,19 @@ impl Call {
             return self.fail(failure.error, failure.hints);
         }
         // A 2xx body that does not parse is an answer that was paid for: not asked again.
-        let parsed = self.adapter.parse(&self.context, &response.body);
+        let parsed = if self.count {
+            self.adapter
+                .parse_count(&response.body)
+                .map(|count| LlmResponse {
+                    id: String::new(),
+                    content: Vec::new(),
+                    model: self.context.model.clone(),
+                    stop_reason: String::new(),
+                    usage: crate::message::TokenUsage::new(count, 0),
+                })
+        } else {
+            self.adapter.parse(&self.context, &response.body)
+        };
         self.finish(parsed);
     }
 

@@ -3,7 +3,8 @@
 //!
 //! Everything here but `wasi` is plain Rust with no I/O: [`check_egress`] decides before a
 //! byte leaves; [`classify_status`] and [`TransportFailure::into_error`] decide after (OMA's
-//! status, retryability and provider; see `docs/errors.md`); [`retry`] holds OMA's schedule;
+//! status, retryability and provider; see `docs/errors.md`); [`crate::retry`] holds OMA's
+//! schedule, which the providers' adapters name their default policies in;
 //! [`call::Call`] strings them together for one chat turn and says what it needs next (send,
 //! read, wait), so any host can perform the I/O; [`display`] shows a request with its
 //! credentials redacted. The `oma-wasi` crate (wasm32, the `component` and `gateway` worlds)
@@ -12,11 +13,10 @@
 
 pub mod call;
 pub mod display;
-pub mod retry;
 
 use crate::adapter::ErrorDetail;
 use crate::error::Error;
-use retry::{requested_wait, RequestedWait, RetryHints};
+use crate::retry::{requested_wait, RequestedWait, RetryHints};
 
 /// Where requests may go.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

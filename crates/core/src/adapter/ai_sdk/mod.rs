@@ -63,8 +63,8 @@ pub(crate) mod tests;
 use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::adapter::{ResponseContext, Validated};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
 pub const NAME: &str = "ai-sdk";
@@ -103,6 +103,9 @@ impl Adapter for AiSdk {
         _endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
+        if !request.cache.is_empty() {
+            return Err(super::cache_unsupported(PROVIDER_LABEL));
+        }
         request::format(request)
     }
 

@@ -52,10 +52,10 @@ fn read_result(value: Value) -> Result<LlmResponse, ShapeError> {
 
 /// `{inputTokens, outputTokens}`, either missing for 0.
 fn read_usage(mut usage: Object) -> Result<TokenUsage, ShapeError> {
-    Ok(TokenUsage {
-        input_tokens: usage.u64("inputTokens")?.unwrap_or(0),
-        output_tokens: usage.u64("outputTokens")?.unwrap_or(0),
-    })
+    Ok(TokenUsage::new(
+        usage.u64("inputTokens")?.unwrap_or(0),
+        usage.u64("outputTokens")?.unwrap_or(0),
+    ))
 }
 
 /// A tool call; an input that is not an object becomes `{}`.

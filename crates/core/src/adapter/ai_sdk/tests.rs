@@ -568,10 +568,7 @@ fn stream_gives_the_same_events_for_every_chunking() {
             ],
             model: "gpt-4o".into(),
             stop_reason: "tool_use".into(),
-            usage: TokenUsage {
-                input_tokens: 10,
-                output_tokens: 20,
-            },
+            usage: TokenUsage::new(10, 20),
         }),
     ];
     for size in 1..=STREAM.len() {
@@ -603,13 +600,7 @@ fn the_response_line_is_optional_and_its_usage_wins() {
     };
     assert_eq!((done.id.as_str(), done.model.as_str()), ("", ""));
     assert_eq!(done.stop_reason, "end_turn");
-    assert_eq!(
-        done.usage,
-        TokenUsage {
-            input_tokens: 1,
-            output_tokens: 2
-        }
-    );
+    assert_eq!(done.usage, TokenUsage::new(1, 2));
     let with_meta = format!(
         "{base}\n{{\"type\":\"response\",\"id\":\"i\",\"modelId\":\"m\",\"totalUsage\":{{\"inputTokens\":5,\"outputTokens\":6}}}}\n"
     );
@@ -618,13 +609,7 @@ fn the_response_line_is_optional_and_its_usage_wins() {
         panic!("{events:?}")
     };
     assert_eq!((done.id.as_str(), done.model.as_str()), ("i", "m"));
-    assert_eq!(
-        done.usage,
-        TokenUsage {
-            input_tokens: 5,
-            output_tokens: 6
-        }
-    );
+    assert_eq!(done.usage, TokenUsage::new(5, 6));
 }
 
 #[test]

@@ -14,13 +14,14 @@ mod stream;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use request::{forward, Forward};
 pub use response::{error_detail, error_message};
 
 use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::adapter::{ResponseContext, Validated};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The base URL used when the endpoint names none.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -60,7 +61,19 @@ impl Adapter for Anthropic {
         endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
-        request::format(request, endpoint)
+        request::format(request, endpoint, false)
+    }
+
+    fn format_count(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Option<Result<HttpRequest, Error>> {
+        Some(request::format(request.request(), endpoint, true))
+    }
+
+    fn parse_count(&self, body: &[u8]) -> Result<u64, Error> {
+        response::parse_count(body)
     }
 
     fn parse(&self, _context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {

@@ -16,7 +16,9 @@ use serde_json::{Map, Value};
 
 use super::{API_VERSION, DEFAULT_BASE_URL, PROVIDER_LABEL};
 use crate::adapter::reasoning::inline_text;
-use crate::adapter::{join_url, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking};
+use crate::adapter::{
+    join_url, CacheMark, CachePlace, ChatRequest, Credentials, Endpoint, HttpRequest, Thinking,
+};
 use crate::error::Error;
 use crate::json::writer::Writer;
 use crate::message::{
@@ -31,12 +33,20 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 /// The image types Anthropic takes inside tool results.
 const TOOL_RESULT_IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
-/// Builds the HTTP request: validation, conversion, thinking checks, then the body.
-pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+/// Builds the HTTP request: validation, conversion, thinking checks, then the body. With
+/// `count`, the request of `count_tokens` (`POST {base}/v1/messages/count_tokens`): the body's
+/// model, messages, system, tools and thinking, none of the sampling keys, the extra body or
+/// `stream`, which the counter does not take.
+pub(super) fn format(
+    request: &ChatRequest,
+    endpoint: &Endpoint,
+    count: bool,
+) -> Result<HttpRequest, Error> {
     let messages = request
         .messages
         .iter()
-        .map(|message| convert_message(message, request.reasoning_fallback()))
+        .enumerate()
+        .map(|(at, message)| convert_message(request, at, message))
         .collect::<Result<Vec<_>, _>>()?;
     let max_tokens = request.sampling.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
     let thinking = thinking_param(request.thinking, max_tokens)?;
@@ -54,10 +64,12 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     let tools: Vec<WireTool<'_>> = request
         .tools
         .iter()
-        .map(|tool| WireTool {
+        .enumerate()
+        .map(|(at, tool)| WireTool {
             name: &tool.name,
             description: &tool.description,
             input_schema: &tool.input_schema,
+            cache: request.cache_at(CachePlace::Tool(at)),
         })
         .collect();
     let body = Body {
@@ -66,17 +78,84 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
         messages: &messages,
         tools: &tools,
         thinking,
+        count,
+    };
+    let path = if count {
+        "v1/messages/count_tokens"
+    } else {
+        "v1/messages"
     };
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-    let mut http = HttpRequest::post_json(
-        join_url(base, "v1/messages"),
-        body.write(request.size_hint()),
-    );
+    let mut http = HttpRequest::post_json(join_url(base, path), body.write(request.size_hint()));
     if let Some(key) = api_key {
         http.headers.push(("x-api-key".into(), key.clone()));
     }
     http.headers
         .push(("anthropic-version".into(), API_VERSION.into()));
+    Ok(http)
+}
+
+/// What a client wrote in Anthropic's own format, sent on as it is (the gateway's same-dialect
+/// route): its body, whose model is replaced and nothing else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forward<'a> {
+    /// The client's body, JSON text whose top-level `model` is a string.
+    pub body: &'a str,
+    /// Where the text of that `model` string (quotes included) is in `body`.
+    pub model_at: std::ops::Range<usize>,
+    /// The route: `v1/messages` or `v1/messages/count_tokens`, with the client's query (the
+    /// SDK's beta client adds `?beta=true`).
+    pub path: &'a str,
+    /// The client's `anthropic-version`, else [`API_VERSION`].
+    pub version: Option<&'a str>,
+    /// The client's `anthropic-beta`, sent as it is.
+    pub beta: Option<&'a str>,
+}
+
+/// The request that sends `forward` to `endpoint` with `model`: the client's body byte for byte
+/// apart from the model's string, at the same route, with the endpoint's key and the client's
+/// version and beta headers.
+pub fn forward(
+    forward: &Forward<'_>,
+    model: &str,
+    endpoint: &Endpoint,
+) -> Result<HttpRequest, Error> {
+    let api_key = match &endpoint.credentials {
+        Credentials::None => None,
+        Credentials::ApiKey(key) => Some(key),
+        Credentials::Aws { .. } => {
+            return Err(Error::InvalidRequest {
+                message: "anthropic takes an API key, not AWS credentials (use bedrock for \
+                          Claude on AWS)"
+                    .into(),
+            })
+        }
+    };
+    let Forward { body, model_at, .. } = forward;
+    let (Some(before), Some(after)) = (body.get(..model_at.start), body.get(model_at.end..)) else {
+        return Err(Error::InvalidRequest {
+            message: "the request's model is not where it was found".into(),
+        });
+    };
+    let mut w = Writer::with_capacity(body.len() + model.len());
+    w.string(model);
+    let model = w.finish();
+    let mut text = String::with_capacity(body.len() + model.len());
+    text.push_str(before);
+    text.push_str(&model);
+    text.push_str(after);
+    let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
+    let mut http = HttpRequest::post_json(join_url(base, forward.path), text);
+    if let Some(key) = api_key {
+        http.headers.push(("x-api-key".into(), key.clone()));
+    }
+    http.headers.push((
+        "anthropic-version".into(),
+        forward.version.unwrap_or(API_VERSION).into(),
+    ));
+    if let Some(beta) = forward.beta {
+        http.headers.push(("anthropic-beta".into(), beta.into()));
+    }
     Ok(http)
 }
 
@@ -110,7 +189,34 @@ fn thinking_param(thinking: Option<Thinking>, max_tokens: u32) -> Result<Option<
 /// One message on the wire: `{role, content}`, content possibly empty.
 struct WireMessage<'a> {
     role: Role,
-    content: Vec<WireBlock<'a>>,
+    content: Vec<Marked<'a>>,
+}
+
+/// A block on the wire with the cache marker it carries, if any.
+struct Marked<'a> {
+    block: WireBlock<'a>,
+    cache: Option<&'a CacheMark>,
+}
+
+impl<'a> From<WireBlock<'a>> for Marked<'a> {
+    fn from(block: WireBlock<'a>) -> Self {
+        Marked { block, cache: None }
+    }
+}
+
+/// `"cache_control": {"type": "ephemeral", "ttl"?}`, the member of a marked block, system
+/// block or tool.
+fn write_cache_control(cache: Option<&CacheMark>, w: &mut Writer) {
+    let Some(mark) = cache else {
+        return;
+    };
+    w.key("cache_control");
+    w.begin_object();
+    w.field_str("type", "ephemeral");
+    if let Some(ttl) = &mark.ttl {
+        w.field_str("ttl", ttl);
+    }
+    w.end_object();
 }
 
 impl WireMessage<'_> {
@@ -154,11 +260,11 @@ enum WireBlock<'a> {
     },
 }
 
-impl WireBlock<'_> {
-    /// `{"type": "<snake_case variant>", ...fields in declaration order}`.
+impl Marked<'_> {
+    /// `{"type": "<snake_case variant>", ...fields in declaration order, cache_control?}`.
     fn write(&self, w: &mut Writer) {
         w.begin_object();
-        match self {
+        match &self.block {
             WireBlock::Text { text } => {
                 w.field_str("type", "text");
                 w.field_str("text", text);
@@ -211,11 +317,12 @@ impl WireBlock<'_> {
                 w.field_str("data", data);
             }
         }
+        write_cache_control(self.cache, w);
         w.end_object();
     }
 }
 
-fn write_blocks(blocks: &[WireBlock<'_>], w: &mut Writer) {
+fn write_blocks(blocks: &[Marked<'_>], w: &mut Writer) {
     w.begin_array();
     for block in blocks {
         block.write(w);
@@ -260,35 +367,59 @@ impl<'a> WireSource<'a> {
 /// The content of a tool result: the legacy string, or text and image blocks.
 enum WireToolContent<'a> {
     Text(&'a str),
-    Blocks(Vec<WireBlock<'a>>),
+    Blocks(Vec<Marked<'a>>),
 }
 
-/// Converts one message, in block order; a tool result may add `document` blocks after itself.
-fn convert_message(
-    message: &LlmMessage,
-    preserve: Option<usize>,
-) -> Result<WireMessage<'_>, Error> {
-    let mut content = Vec::with_capacity(message.content.len());
-    for block in &message.content {
-        match block {
-            ContentBlock::Text(text) => content.push(WireBlock::Text {
+/// Converts message `at` of `request`, in block order; a tool result may add `document` blocks
+/// after itself. A block's cache marker goes on the block it became.
+fn convert_message<'a>(
+    request: &'a ChatRequest,
+    at: usize,
+    message: &'a LlmMessage,
+) -> Result<WireMessage<'a>, Error> {
+    let mut content: Vec<Marked<'a>> = Vec::with_capacity(message.content.len());
+    for (index, block) in message.content.iter().enumerate() {
+        let cache = request.cache_at(CachePlace::Block {
+            message: at,
+            block: index,
+        });
+        let converted = match block {
+            ContentBlock::Text(text) => Some(WireBlock::Text {
                 text: Cow::Borrowed(&text.text),
             }),
-            ContentBlock::Image(image) => content.push(WireBlock::Image {
+            ContentBlock::Image(image) => Some(WireBlock::Image {
                 source: WireSource::from_media(&image.source),
             }),
             ContentBlock::Video(_) => {
                 return Err(Error::unsupported_block(PROVIDER_LABEL, "video"))
             }
-            ContentBlock::ToolUse(call) => content.push(WireBlock::ToolUse {
+            ContentBlock::ToolUse(call) => Some(WireBlock::ToolUse {
                 id: &call.id,
                 name: &call.name,
                 input: &call.input,
             }),
-            ContentBlock::ToolResult(result) => convert_tool_result(result, &mut content)?,
-            ContentBlock::Reasoning(reasoning) => {
-                content.extend(convert_reasoning(reasoning, preserve));
+            ContentBlock::ToolResult(result) => {
+                let marks = |part: usize| {
+                    request.cache_at(CachePlace::Part {
+                        message: at,
+                        block: index,
+                        part,
+                    })
+                };
+                let (result, documents) = convert_tool_result(result, marks)?;
+                content.push(Marked {
+                    block: result,
+                    cache,
+                });
+                content.extend(documents);
+                continue;
             }
+            ContentBlock::Reasoning(reasoning) => {
+                convert_reasoning(reasoning, request.reasoning_fallback())
+            }
+        };
+        if let Some(block) = converted {
+            content.push(Marked { block, cache });
         }
     }
     Ok(WireMessage {
@@ -319,28 +450,33 @@ fn convert_reasoning(block: &ReasoningBlock, preserve: Option<usize>) -> Option<
 }
 
 /// A tool result: string content as it is; parts as text and image blocks, each PDF file as a
-/// text marker inside and a `document` block right after the tool result.
+/// text marker inside and a `document` block right after the tool result (which carries the
+/// file's cache marker, `marks` giving each part's).
 fn convert_tool_result<'a>(
     result: &'a ToolResultBlock,
-    out: &mut Vec<WireBlock<'a>>,
-) -> Result<(), Error> {
+    marks: impl Fn(usize) -> Option<&'a CacheMark>,
+) -> Result<(WireBlock<'a>, Vec<Marked<'a>>), Error> {
     let parts = match &result.content {
         ToolResultContent::Text(text) => {
-            out.push(WireBlock::ToolResult {
+            let block = WireBlock::ToolResult {
                 tool_use_id: &result.tool_use_id,
                 content: WireToolContent::Text(text),
                 is_error: result.is_error,
-            });
-            return Ok(());
+            };
+            return Ok((block, Vec::new()));
         }
         ToolResultContent::Parts(parts) => parts,
     };
-    let mut blocks = Vec::with_capacity(parts.len());
+    let mut blocks: Vec<Marked<'a>> = Vec::with_capacity(parts.len());
     let mut documents = Vec::new();
-    for part in parts {
+    for (index, part) in parts.iter().enumerate() {
+        let cache = marks(index);
         match part {
-            ToolResultPart::Text { text } => blocks.push(WireBlock::Text {
-                text: Cow::Borrowed(text),
+            ToolResultPart::Text { text } => blocks.push(Marked {
+                block: WireBlock::Text {
+                    text: Cow::Borrowed(text),
+                },
+                cache,
             }),
             ToolResultPart::Image { source } => {
                 let media_type = source.media_type();
@@ -350,8 +486,11 @@ fn convert_tool_result<'a>(
                         "supported image media types are JPEG, PNG, GIF, and WebP",
                     ));
                 }
-                blocks.push(WireBlock::Image {
-                    source: WireSource::from_media(source),
+                blocks.push(Marked {
+                    block: WireBlock::Image {
+                        source: WireSource::from_media(source),
+                    },
+                    cache,
                 });
             }
             ToolResultPart::File { filename, source } => {
@@ -362,23 +501,28 @@ fn convert_tool_result<'a>(
                         "tool-result file parts are supported here only for PDF documents",
                     ));
                 }
-                blocks.push(WireBlock::Text {
-                    text: Cow::Owned(format!("[File attachment follows: {filename}]")),
-                });
-                documents.push(WireBlock::Document {
-                    title: filename,
-                    source: WireSource::from_media(source),
+                blocks.push(
+                    WireBlock::Text {
+                        text: Cow::Owned(format!("[File attachment follows: {filename}]")),
+                    }
+                    .into(),
+                );
+                documents.push(Marked {
+                    block: WireBlock::Document {
+                        title: filename,
+                        source: WireSource::from_media(source),
+                    },
+                    cache,
                 });
             }
         }
     }
-    out.push(WireBlock::ToolResult {
+    let block = WireBlock::ToolResult {
         tool_use_id: &result.tool_use_id,
         content: WireToolContent::Blocks(blocks),
         is_error: result.is_error,
-    });
-    out.extend(documents);
-    Ok(())
+    };
+    Ok((block, documents))
 }
 
 fn unsupported(content_type: String, detail: &str) -> Error {
@@ -394,10 +538,12 @@ struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    cache: Option<&'a CacheMark>,
 }
 
 impl WireTool<'_> {
-    /// `{name, description, input_schema}`, the schema as `{type: 'object', ...schema}`: `type`
+    /// `{name, description, input_schema, cache_control?}`, the schema as `{type: 'object',
+    /// ...schema}`: `type`
     /// first, the schema's own `type` winning in that place; a schema that is not an object
     /// adds nothing.
     fn write(&self, w: &mut Writer) {
@@ -419,6 +565,7 @@ impl WireTool<'_> {
             }
         }
         w.end_object();
+        write_cache_control(self.cache, w);
         w.end_object();
     }
 }
@@ -446,6 +593,8 @@ struct Body<'a> {
     messages: &'a [WireMessage<'a>],
     tools: &'a [WireTool<'a>],
     thinking: Option<u32>,
+    /// The body of `count_tokens`: the structural keys only.
+    count: bool,
 }
 
 impl<'a> Body<'a> {
@@ -453,6 +602,15 @@ impl<'a> Body<'a> {
     /// system, tools, thinking}` (plus the SDK's trailing `stream: true`): a key keeps the place
     /// where it first appeared.
     fn key_order(&self) -> Vec<Key<'a>> {
+        if self.count {
+            return vec![
+                Key::Model,
+                Key::Messages,
+                Key::System,
+                Key::Tools,
+                Key::Thinking,
+            ];
+        }
         let extra: &'a Map<String, Value> = &self.request.extra_body;
         let mut keys = vec![Key::MaxTokens, Key::Temperature, Key::TopP, Key::TopK];
         for (name, value) in extra {
@@ -485,6 +643,35 @@ impl<'a> Body<'a> {
         }
         keys
     }
+}
+
+/// `system`: OMA's one text; or, when the caller gave blocks or marked the system prompt for
+/// the cache, `[{"type": "text", "text", "cache_control"?}]`, one per block.
+fn write_system(request: &ChatRequest, w: &mut Writer) {
+    let marked = request
+        .cache
+        .iter()
+        .any(|mark| matches!(mark.place, CachePlace::System(_)));
+    if request.system_blocks.is_empty() && !marked {
+        if let Some(system) = &request.system_prompt {
+            w.field_str("system", system);
+        }
+        return;
+    }
+    let parts = request.system_parts();
+    if parts.is_empty() {
+        return;
+    }
+    w.key("system");
+    w.begin_array();
+    for (at, text) in parts.into_iter().enumerate() {
+        w.begin_object();
+        w.field_str("type", "text");
+        w.field_str("text", text);
+        write_cache_control(request.cache_at(CachePlace::System(at)), w);
+        w.end_object();
+    }
+    w.end_array();
 }
 
 impl Body<'_> {
@@ -550,11 +737,7 @@ impl Body<'_> {
                     }
                     w.end_array();
                 }
-                Key::System => {
-                    if let Some(system) = &request.system_prompt {
-                        w.field_str("system", system);
-                    }
-                }
+                Key::System => write_system(request, &mut w),
                 Key::Tools => {
                     if !self.tools.is_empty() {
                         w.key("tools");

@@ -11,20 +11,57 @@ use crate::message::{
     ContentBlock, LlmResponse, ReasoningBlock, TextBlock, TokenUsage, ToolUseBlock,
 };
 
-/// Token counts; OMA reads these two and nothing else.
+/// Token counts: OMA's two, and the prompt cache's (null counts as absent).
 #[derive(Default)]
 pub(super) struct WireUsage {
     pub(super) input_tokens: Option<u64>,
     pub(super) output_tokens: Option<u64>,
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    pub(super) cache_read_input_tokens: Option<u64>,
 }
 
 impl WireUsage {
-    /// `{input_tokens, output_tokens}`, other counts ignored.
+    /// `{input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens}`,
+    /// other counts (server tool use, the service tier) ignored.
     pub(super) fn read(mut usage: Object) -> Result<Self, ShapeError> {
         Ok(WireUsage {
             input_tokens: usage.u64("input_tokens")?,
             output_tokens: usage.u64("output_tokens")?,
+            cache_creation_input_tokens: usage.u64("cache_creation_input_tokens")?,
+            cache_read_input_tokens: usage.u64("cache_read_input_tokens")?,
         })
+    }
+
+    /// The counts as OMA's usage, an absent count 0.
+    pub(super) fn usage(&self) -> TokenUsage {
+        TokenUsage {
+            input_tokens: self.input_tokens.unwrap_or(0),
+            output_tokens: self.output_tokens.unwrap_or(0),
+            cache_creation_input_tokens: self.cache_creation_input_tokens.unwrap_or(0),
+            cache_read_input_tokens: self.cache_read_input_tokens.unwrap_or(0),
+        }
+    }
+
+    /// Applies the counts a later event reports (`message_delta`'s cumulative usage) over
+    /// `usage`: a count the event leaves out keeps its value.
+    pub(super) fn update(&self, usage: &mut TokenUsage) {
+        let counts = [
+            (self.input_tokens, &mut usage.input_tokens),
+            (self.output_tokens, &mut usage.output_tokens),
+            (
+                self.cache_creation_input_tokens,
+                &mut usage.cache_creation_input_tokens,
+            ),
+            (
+                self.cache_read_input_tokens,
+                &mut usage.cache_read_input_tokens,
+            ),
+        ];
+        for (reported, count) in counts {
+            if let Some(reported) = reported {
+                *count = reported;
+            }
+        }
     }
 }
 
@@ -90,11 +127,24 @@ pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
         content,
         model: wire.model,
         stop_reason: wire.stop_reason.unwrap_or_else(|| "end_turn".into()),
-        usage: TokenUsage {
-            input_tokens: wire.usage.input_tokens.unwrap_or(0),
-            output_tokens: wire.usage.output_tokens.unwrap_or(0),
-        },
+        usage: wire.usage.usage(),
     })
+}
+
+/// Reads the answer of `count_tokens`: `{"input_tokens": N}` (other members ignored); an error
+/// body that came with a 2xx status is the provider's error.
+pub(super) fn parse_count(body: &[u8]) -> Result<u64, Error> {
+    let value: Value = crate::json::from_bytes(body).map_err(|e| malformed(NAME, e))?;
+    let detail = error_detail_of(&value);
+    if detail.message.is_some() {
+        return Err(detail.into_error(NAME, None, String::new()));
+    }
+    let count = Object::new(value).and_then(|mut o| o.u64("input_tokens"));
+    match count {
+        Ok(Some(count)) => Ok(count),
+        Ok(None) => Err(malformed(NAME, "the count has no input_tokens")),
+        Err(error) => Err(malformed(NAME, error)),
+    }
 }
 
 /// The fields of a message response OMA reads; the blocks stay JSON until mapped, so a block

@@ -1,8 +1,9 @@
 //! The decoder of streamed Anthropic responses (`stream: true`, read as SSE).
 //!
-//! Text and thinking deltas become events as soon as their SSE event is complete; a tool call
-//! becomes one event at its `content_block_stop`, its input parsed from the accumulated
-//! `input_json_delta`s (an object, else `{}`). The blocks are accumulated in the order they
+//! Text and thinking deltas become events as soon as their SSE event is complete, as do a
+//! thinking block's signature, a redacted thinking block (whole at its start) and the usage of
+//! `message_start`; a tool call becomes one event at its `content_block_stop`, its input parsed
+//! from the accumulated `input_json_delta`s (an object, else `{}`). The blocks are accumulated in the order they
 //! started, as the SDK's `finalMessage()` does, and [`Decoder::finish`] turns them into the
 //! closing `Done`. An `error` event, a body that is not the promised JSON, or a stream that ends
 //! before `message_stop` is an error.
@@ -227,13 +228,10 @@ impl Decoder {
                 let start = wire
                     .message
                     .ok_or_else(|| malformed(NAME, "message_start has no message"))?;
-                let usage = start.usage.unwrap_or_default();
-                self.usage = TokenUsage {
-                    input_tokens: usage.input_tokens.unwrap_or(0),
-                    output_tokens: usage.output_tokens.unwrap_or(0),
-                };
+                self.usage = start.usage.unwrap_or_default().usage();
                 self.stop_reason = start.stop_reason;
                 self.start = Some((start.id, start.model));
+                out.push(StreamEvent::Usage(self.usage));
             }
             "content_block_start" => {
                 let index = index_of(wire.index, &wire.kind)?;
@@ -244,6 +242,9 @@ impl Decoder {
                     return Err(too_many_blocks(NAME));
                 }
                 let block = start_block(block);
+                if let Block::Redacted(data) = &block {
+                    out.push(StreamEvent::RedactedReasoning(data.clone()));
+                }
                 if matches!(block, Block::ToolUse { .. }) {
                     if self.tool_calls >= MAX_STREAM_TOOL_CALLS {
                         return Err(too_many_tool_calls(NAME));
@@ -284,12 +285,7 @@ impl Decoder {
                     self.stop_reason = stop_reason;
                 }
                 if let Some(usage) = wire.usage {
-                    if let Some(output) = usage.output_tokens {
-                        self.usage.output_tokens = output;
-                    }
-                    if let Some(input) = usage.input_tokens {
-                        self.usage.input_tokens = input;
-                    }
+                    usage.update(&mut self.usage);
                 }
             }
             "message_stop" => self.stopped = true,
@@ -324,7 +320,8 @@ impl Decoder {
             "signature_delta" => {
                 let value = delta.signature.ok_or_else(|| missing("signature"))?;
                 if let Some(Block::Thinking { signature, .. }) = self.block_mut(index) {
-                    *signature = Some(value);
+                    *signature = Some(value.clone());
+                    out.push(StreamEvent::ReasoningSignature(value));
                 }
             }
             "input_json_delta" => {

@@ -580,10 +580,7 @@ fn parses_every_block_kind() {
             id: "msg_1".into(),
             model: "claude-x".into(),
             stop_reason: "tool_use".into(),
-            usage: TokenUsage {
-                input_tokens: 12,
-                output_tokens: 34
-            },
+            usage: TokenUsage::new(12, 34),
             content: vec![
                 ContentBlock::Reasoning(ReasoningBlock {
                     text: "let me see".into(),
@@ -747,8 +744,11 @@ fn expected_stream() -> Vec<StreamEvent> {
         signature: None,
     };
     vec![
+        StreamEvent::Usage(TokenUsage::new(25, 1)),
         StreamEvent::Reasoning("Let me ".into()),
         StreamEvent::Reasoning("think.".into()),
+        StreamEvent::ReasoningSignature("EqQB".into()),
+        StreamEvent::RedactedReasoning("opaque".into()),
         StreamEvent::Text("Grüße, ".into()),
         StreamEvent::Text("世界 🌍".into()),
         StreamEvent::ToolUse(weather.clone()),
@@ -757,10 +757,7 @@ fn expected_stream() -> Vec<StreamEvent> {
             id: "msg_s".into(),
             model: "claude-x".into(),
             stop_reason: "tool_use".into(),
-            usage: TokenUsage {
-                input_tokens: 25,
-                output_tokens: 89,
-            },
+            usage: TokenUsage::new(25, 89),
             content: vec![
                 ContentBlock::Reasoning(ReasoningBlock {
                     text: "Let me think.".into(),
@@ -897,13 +894,7 @@ fn tool_inputs_that_are_not_objects_become_empty() {
         panic!("the stream ends with Done")
     };
     assert_eq!(done.stop_reason, "end_turn");
-    assert_eq!(
-        done.usage,
-        TokenUsage {
-            input_tokens: 40,
-            output_tokens: 7
-        }
-    );
+    assert_eq!(done.usage, TokenUsage::new(40, 7));
     assert_eq!(done.content.len(), 2);
 }
 
@@ -1010,7 +1001,8 @@ fn many_deltas_to_an_early_block_decode_in_linear_time() {
     }
     stream.push_str(MESSAGE_STOP);
     let events = decode(stream.as_bytes(), 4096).expect("a stream within the caps decodes");
-    assert_eq!(events.len(), 20_001);
+    // The early usage, 20,000 deltas, the whole response.
+    assert_eq!(events.len(), 20_002);
     let Some(StreamEvent::Done(done)) = events.last() else {
         panic!("the stream ends with Done")
     };
@@ -1115,4 +1107,205 @@ fn a_key_in_a_non_json_error_event_is_redacted_whole() {
         assert!(message.contains("[redacted]"));
         assert!(message.chars().count() <= crate::error::MAX_MESSAGE_CHARS);
     }
+}
+
+// ----- prompt cache ------------------------------------------------------------------------
+
+#[test]
+fn cache_counts_are_read_from_answers_and_streams() {
+    let answer = r#"{"id":"msg_c","type":"message","role":"assistant","model":"claude-x",
+        "content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn",
+        "usage":{"input_tokens":4,"cache_creation_input_tokens":1200,
+                 "cache_read_input_tokens":9000,"output_tokens":2,
+                 "cache_creation":{"ephemeral_5m_input_tokens":1200}}}"#;
+    let usage = parse(answer).unwrap().usage;
+    assert_eq!(
+        usage,
+        TokenUsage {
+            input_tokens: 4,
+            output_tokens: 2,
+            cache_creation_input_tokens: 1200,
+            cache_read_input_tokens: 9000,
+        }
+    );
+    // Null counts are absent counts.
+    let nulls = answer.replace("1200,", "null,").replace("9000", "null");
+    assert_eq!(parse(&nulls).unwrap().usage, TokenUsage::new(4, 2));
+    let stream = concat!(
+        "event: message_start\n",
+        r#"data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"claude-x","stop_reason":null,"usage":{"input_tokens":1234,"cache_creation_input_tokens":0,"cache_read_input_tokens":5000,"output_tokens":1}}}"#,
+        "\n\n",
+        "event: message_delta\n",
+        r#"data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7,"cache_read_input_tokens":5001}}"#,
+        "\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let events = decode(stream.as_bytes(), 9).unwrap();
+    let early = TokenUsage {
+        input_tokens: 1234,
+        output_tokens: 1,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 5000,
+    };
+    assert_eq!(events.first(), Some(&StreamEvent::Usage(early)));
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        done.usage,
+        TokenUsage {
+            output_tokens: 7,
+            cache_read_input_tokens: 5001,
+            ..early
+        }
+    );
+}
+
+fn cache(place: crate::adapter::CachePlace, ttl: Option<&str>) -> crate::adapter::CacheMark {
+    crate::adapter::CacheMark {
+        place,
+        ttl: ttl.map(str::to_owned),
+    }
+}
+
+#[test]
+fn cache_markers_go_on_the_blocks_they_mark() {
+    use crate::adapter::CachePlace;
+    let mut req = request(json!([
+        {"role": "user", "content": [
+            {"type": "text", "text": "context"},
+            {"type": "text", "text": "question"}
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "look", "input": {}}
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "text", "text": "seen"},
+                {"type": "file", "filename": "a.pdf",
+                 "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}}
+            ]}
+        ]}
+    ]));
+    req.system_blocks = vec!["first".into(), "second".into()];
+    req.system_prompt = Some("first\n\nsecond".into());
+    req.tools = vec![
+        ToolDefinition {
+            name: "look".into(),
+            description: "Looks".into(),
+            input_schema: json!({}),
+        },
+        ToolDefinition {
+            name: "jump".into(),
+            description: "Jumps".into(),
+            input_schema: json!({}),
+        },
+    ];
+    req.cache = vec![
+        cache(CachePlace::System(1), None),
+        cache(CachePlace::Tool(1), Some("1h")),
+        cache(
+            CachePlace::Block {
+                message: 0,
+                block: 1,
+            },
+            None,
+        ),
+        cache(
+            CachePlace::Part {
+                message: 2,
+                block: 0,
+                part: 0,
+            },
+            None,
+        ),
+        cache(
+            CachePlace::Part {
+                message: 2,
+                block: 0,
+                part: 1,
+            },
+            Some("5m"),
+        ),
+    ];
+    let body = body(&req);
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(
+        body["system"],
+        json!([
+            {"type": "text", "text": "first"},
+            {"type": "text", "text": "second", "cache_control": ephemeral}
+        ])
+    );
+    assert_eq!(body["tools"][0].get("cache_control"), None);
+    assert_eq!(
+        body["tools"][1]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    assert_eq!(body["messages"][0]["content"][0].get("cache_control"), None);
+    assert_eq!(
+        body["messages"][0]["content"][1]["cache_control"],
+        ephemeral
+    );
+    let result = &body["messages"][2]["content"];
+    assert_eq!(result[0]["content"][0]["cache_control"], ephemeral);
+    // The PDF's marker goes on its document block, after the tool result.
+    assert_eq!(result[0]["content"][1].get("cache_control"), None);
+    assert_eq!(result[1]["type"], json!("document"));
+    assert_eq!(
+        result[1]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "5m"})
+    );
+    // A system prompt of one text with a marker becomes one block; unmarked, it stays a string.
+    let mut one = request(user(json!([{"type": "text", "text": "hi"}])));
+    one.system_prompt = Some("Be brief.".into());
+    assert_eq!(body_of(&one)["system"], json!("Be brief."));
+    one.cache = vec![cache(CachePlace::System(0), None)];
+    assert_eq!(
+        body_of(&one)["system"],
+        json!([{"type": "text", "text": "Be brief.", "cache_control": ephemeral}])
+    );
+}
+
+fn body_of(request: &ChatRequest) -> Value {
+    body(request)
+}
+
+#[test]
+fn a_forwarded_request_keeps_every_byte_but_the_model() {
+    use super::{forward, Forward};
+    let body = r#"{"model":"anthropic/claude-x","max_tokens":1e3,"messages":[{"role":"user","content":"caf\u00e9 \"x\""}],"metadata":{"user_id":"u"}}"#;
+    let start = body.find("\"anthropic/claude-x\"").unwrap();
+    let model_at = start..start + "\"anthropic/claude-x\"".len();
+    let request = Forward {
+        body,
+        model_at: model_at.clone(),
+        path: "v1/messages?beta=true",
+        version: Some("2023-06-01"),
+        beta: Some("interleaved-thinking-2025-05-14"),
+    };
+    let http = forward(&request, "claude-\"x\"", &endpoint()).unwrap();
+    assert_eq!(
+        http.body,
+        body.replace("\"anthropic/claude-x\"", r#""claude-\"x\"""#)
+    );
+    assert_eq!(http.url, "https://api.anthropic.com/v1/messages?beta=true");
+    assert_eq!(
+        http.headers,
+        vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("x-api-key".to_string(), "sk-ant-test".to_string()),
+            ("anthropic-version".to_string(), "2023-06-01".to_string()),
+            (
+                "anthropic-beta".to_string(),
+                "interleaved-thinking-2025-05-14".to_string()
+            ),
+        ]
+    );
+    // A place outside the body is refused, never sliced.
+    let wrong = Forward {
+        model_at: body.len()..body.len() + 4,
+        ..request
+    };
+    assert!(forward(&wrong, "m", &endpoint()).is_err());
 }

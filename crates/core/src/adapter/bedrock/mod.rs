@@ -27,9 +27,10 @@ use serde_json::Value;
 use crate::adapter::{
     join_url, Adapter, Credentials, Endpoint, ErrorDetail, HttpRequest, StreamDecoder,
 };
+use crate::adapter::{malformed, ChatRequest};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The adapter's name, used as `provenance` and in provider errors.
 pub const NAME: &str = "bedrock";
@@ -73,56 +74,26 @@ impl Adapter for Bedrock {
         request: Validated<'_>,
         endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
-        let request = request.request();
-        let body = request::Body::new(request)?.write(request.size_hint());
-        let region = region(endpoint)?;
-        let base = match &endpoint.base_url {
-            Some(base) => base.clone(),
-            None => default_base_url(region),
-        };
-        let operation = if request.stream {
-            "converse-stream"
-        } else {
-            "converse"
-        };
-        // The model is percent-encoded, slashes included; only `.` and `..` stay segments.
-        crate::adapter::check_model_in_path(&request.model.replace('/', "%2F"))?;
-        let path = format!(
-            "model/{}/{operation}",
-            sigv4::uri_encode(request.model.as_bytes(), false)
-        );
-        let url = url::Url::parse(&join_url(&base, &path))
-            .map_err(|e| invalid(format!("the base URL {base:?} does not parse: {e}")))?;
-        let mut http = HttpRequest::post_json(url.into(), body);
-        match &endpoint.credentials {
-            Credentials::None => {}
-            Credentials::ApiKey(key) => http
-                .headers
-                .push(("authorization".into(), format!("Bearer {key}"))),
-            Credentials::Aws {
-                access_key_id,
-                secret_access_key,
-                session_token,
-            } => {
-                let timestamp = endpoint.timestamp.as_deref().ok_or_else(|| {
-                    invalid(
-                        "signing with AWS credentials needs endpoint.timestamp \
-                         (YYYYMMDDTHHMMSSZ)"
-                            .into(),
-                    )
-                })?;
-                let signer = sigv4::Signer {
-                    access_key_id,
-                    secret_access_key,
-                    session_token: session_token.as_deref(),
-                    region,
-                    service: SIGNING_SERVICE,
-                    timestamp,
-                };
-                sigv4::sign(&mut http, &signer, true)?;
-            }
-        }
-        Ok(http)
+        format(request.request(), endpoint, false)
+    }
+
+    /// Bedrock's `CountTokens` for the Converse request's messages and system prompt (what
+    /// it counts).
+    fn format_count(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Option<Result<HttpRequest, Error>> {
+        Some(format(request.request(), endpoint, true))
+    }
+
+    /// `{"inputTokens": N}`.
+    fn parse_count(&self, body: &[u8]) -> Result<u64, Error> {
+        let value: Value = crate::json::from_bytes(body).map_err(|e| malformed(NAME, e))?;
+        value
+            .get("inputTokens")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| malformed(NAME, "the count has no inputTokens"))
     }
 
     /// A `/converse` answer. The `id` is always `''`: OMA takes it from the SDK's
@@ -134,6 +105,68 @@ impl Adapter for Bedrock {
     fn stream_decoder(&self, context: &ResponseContext) -> Box<dyn StreamDecoder> {
         Box::new(response::ConverseStream::new(&context.model))
     }
+}
+
+/// The Converse request (`converse-stream` when streamed), or with `count` its `count-tokens`
+/// request (`{"input": {"converse": {messages, system?}}}`), at the endpoint's URL and
+/// authenticated.
+fn format(request: &ChatRequest, endpoint: &Endpoint, count: bool) -> Result<HttpRequest, Error> {
+    let converse = request::Body::new(request)?;
+    let body = if count {
+        converse.write_count(request.size_hint())
+    } else {
+        converse.write(request.size_hint())
+    };
+    let region = region(endpoint)?;
+    let base = match &endpoint.base_url {
+        Some(base) => base.clone(),
+        None => default_base_url(region),
+    };
+    let operation = if count {
+        "count-tokens"
+    } else if request.stream {
+        "converse-stream"
+    } else {
+        "converse"
+    };
+    // The model is percent-encoded, slashes included; only `.` and `..` stay segments.
+    crate::adapter::check_model_in_path(&request.model.replace('/', "%2F"))?;
+    let path = format!(
+        "model/{}/{operation}",
+        sigv4::uri_encode(request.model.as_bytes(), false)
+    );
+    let url = url::Url::parse(&join_url(&base, &path))
+        .map_err(|e| invalid(format!("the base URL {base:?} does not parse: {e}")))?;
+    let mut http = HttpRequest::post_json(url.into(), body);
+    match &endpoint.credentials {
+        Credentials::None => {}
+        Credentials::ApiKey(key) => http
+            .headers
+            .push(("authorization".into(), format!("Bearer {key}"))),
+        Credentials::Aws {
+            access_key_id,
+            secret_access_key,
+            session_token,
+        } => {
+            let timestamp = endpoint.timestamp.as_deref().ok_or_else(|| {
+                invalid(
+                    "signing with AWS credentials needs endpoint.timestamp \
+                     (YYYYMMDDTHHMMSSZ)"
+                        .into(),
+                )
+            })?;
+            let signer = sigv4::Signer {
+                access_key_id,
+                secret_access_key,
+                session_token: session_token.as_deref(),
+                region,
+                service: SIGNING_SERVICE,
+                timestamp,
+            };
+            sigv4::sign(&mut http, &signer, true)?;
+        }
+    }
+    Ok(http)
 }
 
 /// The Bedrock runtime endpoint of a region: `https://bedrock-runtime.{region}.amazonaws.com`.

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::b64::node_round_trip;
 use super::PROVIDER_LABEL;
-use crate::adapter::{reasoning, ChatRequest, ToolDefinition};
+use crate::adapter::{reasoning, CacheMark, CachePlace, ChatRequest, ToolDefinition};
 use crate::error::Error;
 use crate::json::writer::Writer;
 use crate::message::{
@@ -19,22 +19,36 @@ use crate::message::{
 };
 
 /// The whole body: `additionalModelRequestFields?`, `inferenceConfig`, `messages`,
-/// `system?` (`[{text}]`), `toolConfig?` (`{tools: [{toolSpec: {description, inputSchema:
-/// {json}, name}}]}`).
+/// `system?` (`[{text}]`, one per block the caller gave), `toolConfig?` (`{tools: [{toolSpec:
+/// {description, inputSchema: {json}, name}}]}`); a cache marker is a `{cachePoint}` right
+/// after what it marks, in the system, a message or the tools.
 pub(super) struct Body<'a> {
     additional: Option<Additional<'a>>,
     inference: Inference,
     messages: Vec<Message<'a>>,
-    system: Option<&'a str>,
-    tools: &'a [ToolDefinition],
+    system: Vec<(&'a str, Option<&'a CacheMark>)>,
+    tools: Vec<(&'a ToolDefinition, Option<&'a CacheMark>)>,
+}
+
+/// `{"cachePoint": {"ttl"?, "type": "default"}}`.
+fn write_cache_point(mark: &CacheMark, w: &mut Writer) {
+    w.begin_object();
+    w.key("cachePoint");
+    w.begin_object();
+    if let Some(ttl) = &mark.ttl {
+        w.field_str("ttl", ttl);
+    }
+    w.field_str("type", "default");
+    w.end_object();
+    w.end_object();
 }
 
 impl<'a> Body<'a> {
     /// Converts the request; fails on the first block the format cannot carry.
     pub(super) fn new(request: &'a ChatRequest) -> Result<Self, Error> {
         let mut messages = Vec::with_capacity(request.messages.len());
-        for message in &request.messages {
-            if let Some(message) = convert_message(message, request.reasoning_fallback())? {
+        for (at, message) in request.messages.iter().enumerate() {
+            if let Some(message) = convert_message(request, at, message)? {
                 messages.push(message);
             }
         }
@@ -65,8 +79,19 @@ impl<'a> Body<'a> {
             additional,
             inference,
             messages,
-            system: request.system_prompt.as_deref().filter(|s| !s.is_empty()),
-            tools: &request.tools,
+            system: request
+                .system_parts()
+                .into_iter()
+                .enumerate()
+                .filter(|(_, text)| !text.is_empty())
+                .map(|(at, text)| (text, request.cache_at(CachePlace::System(at))))
+                .collect(),
+            tools: request
+                .tools
+                .iter()
+                .enumerate()
+                .map(|(at, tool)| (tool, request.cache_at(CachePlace::Tool(at))))
+                .collect(),
         })
     }
 
@@ -80,34 +105,13 @@ impl<'a> Body<'a> {
         }
         w.key("inferenceConfig");
         self.inference.write(&mut w);
-        w.key("messages");
-        w.begin_array();
-        for message in &self.messages {
-            w.begin_object();
-            w.key("content");
-            w.begin_array();
-            for block in &message.content {
-                block.write(&mut w);
-            }
-            w.end_array();
-            w.field_str("role", message.role.word());
-            w.end_object();
-        }
-        w.end_array();
-        if let Some(text) = self.system {
-            w.key("system");
-            w.begin_array();
-            w.begin_object();
-            w.field_str("text", text);
-            w.end_object();
-            w.end_array();
-        }
+        self.write_messages_and_system(&mut w);
         if !self.tools.is_empty() {
             w.key("toolConfig");
             w.begin_object();
             w.key("tools");
             w.begin_array();
-            for tool in self.tools {
+            for (tool, mark) in &self.tools {
                 w.begin_object();
                 w.key("toolSpec");
                 w.begin_object();
@@ -120,12 +124,63 @@ impl<'a> Body<'a> {
                 w.field_str("name", &tool.name);
                 w.end_object();
                 w.end_object();
+                if let Some(mark) = mark {
+                    write_cache_point(mark, &mut w);
+                }
             }
             w.end_array();
             w.end_object();
         }
         w.end_object();
         w.finish()
+    }
+}
+
+impl Body<'_> {
+    /// The body of `CountTokens`: `{input: {converse: {messages, system?}}}`.
+    pub(super) fn write_count(&self, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
+        w.begin_object();
+        w.key("input");
+        w.begin_object();
+        w.key("converse");
+        w.begin_object();
+        self.write_messages_and_system(&mut w);
+        w.end_object();
+        w.end_object();
+        w.end_object();
+        w.finish()
+    }
+
+    /// `messages` and, when there is one, `system`.
+    fn write_messages_and_system(&self, w: &mut Writer) {
+        w.key("messages");
+        w.begin_array();
+        for message in &self.messages {
+            w.begin_object();
+            w.key("content");
+            w.begin_array();
+            for block in &message.content {
+                block.write(w);
+            }
+            w.end_array();
+            w.field_str("role", message.role.word());
+            w.end_object();
+        }
+        w.end_array();
+        if !self.system.is_empty() {
+            w.key("system");
+            w.begin_array();
+            for (text, mark) in &self.system {
+                w.begin_object();
+                w.field_str("text", text);
+                w.end_object();
+                if let Some(mark) = mark {
+                    write_cache_point(mark, w);
+                }
+            }
+            w.end_array();
+        }
     }
 }
 
@@ -204,10 +259,15 @@ enum Block<'a> {
         signature: &'a str,
         text: &'a str,
     },
+    /// `{cachePoint: {ttl?, type: "default"}}`.
+    CachePoint(&'a CacheMark),
 }
 
 impl Block<'_> {
     fn write(&self, w: &mut Writer) {
+        if let Block::CachePoint(mark) = self {
+            return write_cache_point(mark, w);
+        }
         w.begin_object();
         match self {
             Block::Text(text) => w.field_str("text", text),
@@ -248,6 +308,7 @@ impl Block<'_> {
                 w.end_object();
                 w.end_object();
             }
+            Block::CachePoint(_) => {}
         }
         w.end_object();
     }
@@ -337,14 +398,26 @@ struct Document<'a> {
     bytes: Bytes<'a>,
 }
 
-fn convert_message(
-    message: &LlmMessage,
-    preserve: Option<usize>,
-) -> Result<Option<Message<'_>>, Error> {
+/// Converts message `at` of `request`; a block marked for the cache (or a tool result one of
+/// whose parts is: Converse has no cache point inside a tool result) is followed by a cache
+/// point.
+fn convert_message<'a>(
+    request: &'a ChatRequest,
+    at: usize,
+    message: &'a LlmMessage,
+) -> Result<Option<Message<'a>>, Error> {
     let mut content = Vec::with_capacity(message.content.len());
-    for block in &message.content {
-        if let Some(block) = convert_block(block, preserve)? {
+    for (index, block) in message.content.iter().enumerate() {
+        if let Some(block) = convert_block(block, request.reasoning_fallback())? {
             content.push(block);
+        }
+        let mark = request.cache.iter().find(|mark| match mark.place {
+            CachePlace::Block { message, block } => (message, block) == (at, index),
+            CachePlace::Part { message, block, .. } => (message, block) == (at, index),
+            _ => false,
+        });
+        if let (Some(mark), false) = (mark, content.is_empty()) {
+            content.push(Block::CachePoint(mark));
         }
     }
     Ok((!content.is_empty()).then_some(Message {

@@ -119,6 +119,8 @@ fn stop_reason(object: &Map<String, Value>) -> String {
         .to_string()
 }
 
+/// Converse's `usage`: OMA's two counts and the prompt cache's (`cacheWriteInputTokens`,
+/// `cacheReadInputTokens`), an absent count 0.
 fn usage(usage: Option<&Value>) -> TokenUsage {
     let count = |key| {
         usage
@@ -129,6 +131,8 @@ fn usage(usage: Option<&Value>) -> TokenUsage {
     TokenUsage {
         input_tokens: count("inputTokens"),
         output_tokens: count("outputTokens"),
+        cache_creation_input_tokens: count("cacheWriteInputTokens"),
+        cache_read_input_tokens: count("cacheReadInputTokens"),
     }
 }
 
@@ -325,9 +329,12 @@ impl ConverseStream {
                 events.push(StreamEvent::Reasoning(text.into()));
                 self.reasoning_buffer(index).text.push_str(text);
             } else if let Some(signature) = reasoning.get("signature").and_then(Value::as_str) {
+                events.push(StreamEvent::ReasoningSignature(signature.into()));
                 self.reasoning_buffer(index).signature = Some(signature.into());
             } else if let Some(redacted) = reasoning.get("redactedContent").and_then(Value::as_str)
             {
+                let data = node_round_trip(redacted).into_owned();
+                events.push(StreamEvent::RedactedReasoning(data));
                 self.reasoning_buffer(index).redacted = Some(redacted.into());
             }
         }

@@ -662,10 +662,7 @@ fn responses_map_blocks_stop_reason_and_usage() {
             ],
             model: MODEL.into(),
             stop_reason: "tool_use".into(),
-            usage: TokenUsage {
-                input_tokens: 12,
-                output_tokens: 34
-            },
+            usage: TokenUsage::new(12, 34),
         }
     );
 }
@@ -855,6 +852,7 @@ fn expected_events() -> Vec<StreamEvent> {
     vec![
         StreamEvent::Reasoning("Let me ".into()),
         StreamEvent::Reasoning("think.".into()),
+        StreamEvent::ReasoningSignature("EqQBCkYIAxgC".into()),
         StreamEvent::Text("Héllo".into()),
         StreamEvent::Text(" wörld".into()),
         StreamEvent::ToolUse(call.clone()),
@@ -878,10 +876,7 @@ fn expected_events() -> Vec<StreamEvent> {
             ],
             model: MODEL.into(),
             stop_reason: "tool_use".into(),
-            usage: TokenUsage {
-                input_tokens: 20,
-                output_tokens: 7,
-            },
+            usage: TokenUsage::new(20, 7),
         }),
     ]
 }
@@ -982,6 +977,11 @@ fn redacted_and_unterminated_reasoning_is_kept() {
     .concat();
     let (events, error) = run(&stream, 7);
     assert_eq!(error, None);
+    // The redacted block is an event as it comes, its data as the whole response has it.
+    assert_eq!(
+        events[0],
+        StreamEvent::RedactedReasoning("cmVkYWN0ZWQ=".into())
+    );
     let Some(StreamEvent::Done(done)) = events.last() else {
         panic!("{events:?}")
     };
@@ -1101,7 +1101,7 @@ fn truncated_and_malformed_streams_fail() {
     }
     // Truncation at the stop still yields every event seen so far.
     let (events, _) = run(&stream[..before_stop], 1);
-    assert_eq!(events.len(), 5);
+    assert_eq!(events.len(), 6);
 }
 
 fn reasoning_delta(index: usize, text: &str) -> Vec<u8> {
@@ -1223,4 +1223,114 @@ fn an_image_by_url_is_an_unsupported_content_block() {
         format(&chat).unwrap_err(),
         Error::InvalidMessage { .. }
     ));
+}
+
+// ---------------------------------------------------------------- prompt cache
+
+#[test]
+fn cache_markers_become_cache_points() {
+    use crate::adapter::{CacheMark, CachePlace};
+    let mut chat = request(json!([
+        {"role": "user", "content": [
+            {"type": "text", "text": "context"},
+            {"type": "text", "text": "question"}
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "look", "input": {}}
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "seen"}]}
+        ]}
+    ]));
+    chat.system_blocks = vec!["first".into(), "second".into()];
+    chat.system_prompt = Some("first\n\nsecond".into());
+    chat.tools = vec![ToolDefinition {
+        name: "look".into(),
+        description: "Looks".into(),
+        input_schema: json!({"type": "object"}),
+    }];
+    let mark = |place, ttl: Option<&str>| CacheMark {
+        place,
+        ttl: ttl.map(str::to_owned),
+    };
+    chat.cache = vec![
+        mark(CachePlace::System(1), Some("1h")),
+        mark(CachePlace::Tool(0), None),
+        mark(
+            CachePlace::Block {
+                message: 0,
+                block: 0,
+            },
+            None,
+        ),
+        // Converse has no cache point inside a tool result: it follows the result.
+        mark(
+            CachePlace::Part {
+                message: 2,
+                block: 0,
+                part: 0,
+            },
+            Some("5m"),
+        ),
+    ];
+    let body = body(&chat);
+    assert_eq!(
+        body["system"],
+        json!([
+            {"text": "first"},
+            {"text": "second"},
+            {"cachePoint": {"ttl": "1h", "type": "default"}}
+        ])
+    );
+    assert_eq!(
+        body["toolConfig"]["tools"][1],
+        json!({"cachePoint": {"type": "default"}})
+    );
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([
+            {"text": "context"},
+            {"cachePoint": {"type": "default"}},
+            {"text": "question"}
+        ])
+    );
+    let result = &body["messages"][2]["content"];
+    assert_eq!(result[0]["toolResult"]["toolUseId"], json!("t1"));
+    assert_eq!(
+        result[1],
+        json!({"cachePoint": {"ttl": "5m", "type": "default"}})
+    );
+}
+
+#[test]
+fn cache_counts_are_read_from_answers_and_streams() {
+    let answer = json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": "ok"}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 3, "outputTokens": 2, "totalTokens": 9105,
+                  "cacheReadInputTokens": 9000, "cacheWriteInputTokens": 100}
+    });
+    let context = ResponseContext::of(&user(json!([])));
+    let usage = Bedrock
+        .parse(&context, answer.to_string().as_bytes())
+        .unwrap()
+        .usage;
+    let expected = TokenUsage {
+        input_tokens: 3,
+        output_tokens: 2,
+        cache_creation_input_tokens: 100,
+        cache_read_input_tokens: 9000,
+    };
+    assert_eq!(usage, expected);
+    let stream = [
+        event("messageStop", json!({"stopReason": "end_turn"})),
+        event("metadata", json!({"usage": answer["usage"]})),
+    ]
+    .concat();
+    let (events, error) = run(&stream, 5);
+    assert_eq!(error, None);
+    let Some(StreamEvent::Done(done)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(done.usage, expected);
 }

@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use crate::adapter::{Adapter, Endpoint, ErrorDetail, HttpRequest, StreamDecoder};
 use crate::error::Error;
-use crate::http::retry::{parse_duration_seconds, RetryPolicy};
 use crate::message::LlmResponse;
+use crate::retry::{parse_duration_seconds, RetryPolicy};
 
 /// The name of the adapter: the `provenance` of its reasoning and the provider of its errors.
 pub const NAME: &str = "gemini";
@@ -86,7 +86,31 @@ impl Adapter for Gemini {
         endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
-        request::format(request, endpoint)
+        if !request.cache.is_empty() {
+            return Err(super::cache_unsupported(PROVIDER_LABEL));
+        }
+        request::format(request, endpoint, false)
+    }
+
+    fn format_count(
+        &self,
+        request: Validated<'_>,
+        endpoint: &Endpoint,
+    ) -> Option<Result<HttpRequest, Error>> {
+        let request = request.request();
+        if !request.cache.is_empty() {
+            return Some(Err(super::cache_unsupported(PROVIDER_LABEL)));
+        }
+        Some(request::format(request, endpoint, true))
+    }
+
+    /// `{"totalTokens": N}`.
+    fn parse_count(&self, body: &[u8]) -> Result<u64, Error> {
+        let value: Value = crate::json::from_bytes(body).map_err(|e| super::malformed(NAME, e))?;
+        value
+            .get("totalTokens")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| super::malformed(NAME, "the count has no totalTokens"))
     }
 
     fn parse(&self, context: &ResponseContext, body: &[u8]) -> Result<LlmResponse, Error> {

@@ -30,11 +30,32 @@ impl Body<'_> {
     /// The body's JSON text, into a buffer of `capacity` bytes.
     fn write(&self, capacity: usize) -> String {
         let mut w = Writer::with_capacity(capacity);
+        self.write_into(&mut w, None);
+        w.finish()
+    }
+
+    /// The body of `countTokens`: `{generateContentRequest: {model, contents,
+    /// systemInstruction?, tools?}}`, what the counter counts (no tool or generation config).
+    fn write_count(&self, model: &str, capacity: usize) -> String {
+        let mut w = Writer::with_capacity(capacity);
         w.begin_object();
+        w.key("generateContentRequest");
+        self.write_into(&mut w, Some(model));
+        w.end_object();
+        w.finish()
+    }
+
+    /// The object of a `generateContent` request; for counting (`model` given), with the model
+    /// first and no configuration.
+    fn write_into(&self, w: &mut Writer, model: Option<&str>) {
+        w.begin_object();
+        if let Some(model) = model {
+            w.field_str("model", model);
+        }
         w.key("contents");
         w.begin_array();
         for content in &self.contents {
-            content.write(&mut w);
+            content.write(w);
         }
         w.end_array();
         if let Some(text) = self.system_instruction {
@@ -43,7 +64,7 @@ impl Body<'_> {
                 role: "user",
                 parts: vec![Part::Text(Cow::Borrowed(text))],
             }
-            .write(&mut w);
+            .write(w);
         }
         if !self.tools.is_empty() {
             // `[{functionDeclarations: [{name, description, parametersJsonSchema}]}]`.
@@ -63,6 +84,12 @@ impl Body<'_> {
             w.end_array();
             w.end_object();
             w.end_array();
+        }
+        if model.is_some() {
+            w.end_object();
+            return;
+        }
+        if !self.tools.is_empty() {
             // `{functionCallingConfig: {mode: "AUTO"}}`.
             w.key("toolConfig");
             w.begin_object();
@@ -93,7 +120,6 @@ impl Body<'_> {
         }
         w.end_object();
         w.end_object();
-        w.finish()
     }
 }
 
@@ -267,7 +293,13 @@ enum ResponsePart<'a> {
 }
 
 /// Builds the request (see the module docs for the route and the body).
-pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpRequest, Error> {
+/// The `generateContent` request (`streamGenerateContent` when streamed); with `count`, the
+/// `countTokens` request for the same content.
+pub(super) fn format(
+    request: &ChatRequest,
+    endpoint: &Endpoint,
+    count: bool,
+) -> Result<HttpRequest, Error> {
     let contents = to_contents(&request.messages, request.reasoning_fallback())?;
     let body = Body {
         contents,
@@ -282,14 +314,22 @@ pub(super) fn format(request: &ChatRequest, endpoint: &Endpoint) -> Result<HttpR
     };
 
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-    let method = if request.stream {
+    let method = if count {
+        ":countTokens"
+    } else if request.stream {
         ":streamGenerateContent?alt=sse"
     } else {
         ":generateContent"
     };
     crate::adapter::check_model_in_path(&request.model)?;
-    let path = format!("v1beta/{}{method}", model_path(&request.model));
-    let mut http = HttpRequest::post_json(join_url(base, &path), body.write(request.size_hint()));
+    let model = model_path(&request.model);
+    let path = format!("v1beta/{model}{method}");
+    let text = if count {
+        body.write_count(&model, request.size_hint())
+    } else {
+        body.write(request.size_hint())
+    };
+    let mut http = HttpRequest::post_json(join_url(base, &path), text);
     match &endpoint.credentials {
         Credentials::None => {}
         Credentials::ApiKey(key) => http.headers.push(("x-goog-api-key".into(), key.clone())),

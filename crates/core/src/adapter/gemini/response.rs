@@ -194,12 +194,12 @@ pub(super) fn parse(model: &str, body: &[u8], mut ids: IdGen) -> Result<LlmRespo
         .into_iter()
         .filter_map(|part| to_block(part, &mut ids))
         .collect();
-    let usage = response
-        .usage
-        .map_or(TokenUsage::default(), |u| TokenUsage {
-            input_tokens: u.prompt_token_count.unwrap_or(0),
-            output_tokens: u.candidates_token_count.unwrap_or(0),
-        });
+    let usage = response.usage.map_or(TokenUsage::default(), |u| {
+        TokenUsage::new(
+            u.prompt_token_count.unwrap_or(0),
+            u.candidates_token_count.unwrap_or(0),
+        )
+    });
     Ok(LlmResponse {
         id,
         stop_reason: stop_reason(finish_reason.as_deref(), &content),
@@ -485,14 +485,20 @@ impl GeminiStream {
         Ok(())
     }
 
+    /// Appends a block and its events: a thought's text, then its signature when it has one
+    /// (which ends the thought, as each thought part is a block of its own).
     fn push(&mut self, block: ContentBlock, events: &mut Vec<StreamEvent>) {
-        let event = match &block {
-            ContentBlock::Text(t) => StreamEvent::Text(t.text.clone()),
-            ContentBlock::Reasoning(r) => StreamEvent::Reasoning(r.text.clone()),
-            ContentBlock::ToolUse(call) => StreamEvent::ToolUse(call.clone()),
+        match &block {
+            ContentBlock::Text(t) => events.push(StreamEvent::Text(t.text.clone())),
+            ContentBlock::Reasoning(r) => {
+                events.push(StreamEvent::Reasoning(r.text.clone()));
+                if let Some(signature) = &r.signature {
+                    events.push(StreamEvent::ReasoningSignature(signature.clone()));
+                }
+            }
+            ContentBlock::ToolUse(call) => events.push(StreamEvent::ToolUse(call.clone())),
             _ => return,
-        };
-        events.push(event);
+        }
         self.content.push(block);
     }
 

@@ -464,13 +464,7 @@ fn parse_reads_parts_in_order() {
     assert!(is_generated_id(&got.id), "{}", got.id);
     assert_eq!(got.model, "gemini-2.5-flash");
     assert_eq!(got.stop_reason, "tool_use");
-    assert_eq!(
-        got.usage,
-        TokenUsage {
-            input_tokens: 11,
-            output_tokens: 22
-        }
-    );
+    assert_eq!(got.usage, TokenUsage::new(11, 22));
     let content = serde_json::to_value(&got.content).unwrap();
     assert_eq!(
         content.as_array().unwrap()[..5],
@@ -635,13 +629,7 @@ fn stream_gives_the_same_events_for_every_chunking() {
     assert!(is_generated_id(&done.id));
     assert_eq!(done.model, "gemini-2.5-flash");
     assert_eq!(done.stop_reason, "tool_use");
-    assert_eq!(
-        done.usage,
-        TokenUsage {
-            input_tokens: 10,
-            output_tokens: 5
-        }
-    );
+    assert_eq!(done.usage, TokenUsage::new(10, 5));
     assert_eq!(
         serde_json::to_value(&done.content).unwrap(),
         json!([

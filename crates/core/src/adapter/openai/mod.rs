@@ -32,9 +32,9 @@ use self::messages::{wire_messages, WireMessage};
 use super::{error_object_detail, ErrorDetail, StreamDecoder, ToolDefinition};
 use super::{join_url, Adapter, ChatRequest, Credentials, Endpoint, HttpRequest};
 use crate::error::Error;
-use crate::http::retry::RetryPolicy;
 use crate::json::writer::Writer;
 use crate::message::LlmResponse;
+use crate::retry::RetryPolicy;
 
 /// The names [`preset`] knows.
 pub const PRESETS: &[&str] = &[
@@ -169,6 +169,10 @@ impl Adapter for OpenAi {
         endpoint: &Endpoint,
     ) -> Result<HttpRequest, Error> {
         let request = request.request();
+        if !request.cache.is_empty() {
+            let label = format!("OpenAI Chat Completions ({})", self.name);
+            return Err(super::cache_unsupported(&label));
+        }
         let echo = self.quirks.echo_reasoning.then_some(self.name.as_str());
         let messages = wire_messages(request, echo)?;
         let authorization = match &endpoint.credentials {

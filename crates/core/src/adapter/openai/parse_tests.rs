@@ -55,10 +55,7 @@ fn text_response() {
             content: vec![text("Hello")],
             model: "gpt-test".into(),
             stop_reason: "end_turn".into(),
-            usage: TokenUsage {
-                input_tokens: 12,
-                output_tokens: 34
-            },
+            usage: TokenUsage::new(12, 34),
         }
     );
 }
@@ -296,13 +293,7 @@ fn odd_but_readable_fields() {
     assert_eq!(r.id, "");
     assert_eq!(r.model, "");
     assert_eq!(r.content, vec![text("ab")]);
-    assert_eq!(
-        r.usage,
-        TokenUsage {
-            input_tokens: 0,
-            output_tokens: 5
-        }
-    );
+    assert_eq!(r.usage, TokenUsage::new(0, 5));
 }
 
 #[test]

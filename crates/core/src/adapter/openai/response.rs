@@ -65,10 +65,10 @@ pub(super) fn parse_completion(provider: &str, body: &[u8]) -> Result<LlmRespons
         stop_reason: stop_reason(finish, has_tool_use(&content)),
         content,
         model: string_field(completion.get("model")),
-        usage: TokenUsage {
-            input_tokens: token_count(usage, "prompt_tokens"),
-            output_tokens: token_count(usage, "completion_tokens"),
-        },
+        usage: TokenUsage::new(
+            token_count(usage, "prompt_tokens"),
+            token_count(usage, "completion_tokens"),
+        ),
     })
 }
 

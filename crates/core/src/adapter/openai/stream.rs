@@ -102,10 +102,10 @@ impl Decoder {
             self.model = model.to_string();
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = TokenUsage {
-                input_tokens: token_count(Some(usage), "prompt_tokens"),
-                output_tokens: token_count(Some(usage), "completion_tokens"),
-            };
+            self.usage = TokenUsage::new(
+                token_count(Some(usage), "prompt_tokens"),
+                token_count(Some(usage), "completion_tokens"),
+            );
         }
         let Some(choice) = chunk
             .get("choices")

@@ -79,10 +79,7 @@ fn expected() -> Vec<StreamEvent> {
             ],
             model: "deepseek-v4".into(),
             stop_reason: "tool_use".into(),
-            usage: TokenUsage {
-                input_tokens: 20,
-                output_tokens: 9,
-            },
+            usage: TokenUsage::new(20, 9),
         }),
     ]
 }

@@ -39,7 +39,7 @@ fn settings(provider: &str) -> AgentSettings {
         },
         ..AgentSettings::default()
     };
-    settings.call.retry = Some(crate::http::retry::RetryPolicy::none());
+    settings.call.retry = Some(crate::retry::RetryPolicy::none());
     settings
 }
 
@@ -460,11 +460,11 @@ fn a_tools_is_error_travels_as_the_tool_said_it() {
 #[test]
 fn retries_are_waits_the_host_performs() {
     let mut settings = settings("anthropic");
-    settings.call.retry = Some(crate::http::retry::RetryPolicy {
+    settings.call.retry = Some(crate::retry::RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 10,
         backoff: 2.0,
-        ..crate::http::retry::RetryPolicy::default()
+        ..crate::retry::RetryPolicy::default()
     });
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
@@ -867,11 +867,7 @@ fn a_tool_that_outlives_the_deadline_ends_the_run_with_a_timeout() {
 #[test]
 fn wake_at_covers_a_retry_wait() {
     let mut settings = settings("anthropic");
-    settings.call.retry = Some(crate::http::retry::RetryPolicy::from_oma(
-        1,
-        Some(250.0),
-        None,
-    ));
+    settings.call.retry = Some(crate::retry::RetryPolicy::from_oma(1, Some(250.0), None));
     let (spec, _) = settings.into_spec().expect("valid");
     let agent = Agent::new(spec, vec![]).expect("valid");
     let mut machine = agent.start(text("q"), false, 1).expect("valid");

@@ -132,8 +132,14 @@ impl Run {
                 StreamEvent::Reasoning(text) => {
                     Moved::Stay(Flow::Step(Step::Event(AgentEvent::ReasoningDelta(text))))
                 }
-                // Tool calls are announced by the loop once the turn is complete.
-                StreamEvent::ToolUse(_) | StreamEvent::Done(_) => Moved::On,
+                // Tool calls are announced by the loop once the turn is complete; OMA's
+                // stream has no event for a signature, a redacted block or the early usage
+                // (the turn's response carries them).
+                StreamEvent::ToolUse(_)
+                | StreamEvent::Done(_)
+                | StreamEvent::ReasoningSignature(_)
+                | StreamEvent::RedactedReasoning(_)
+                | StreamEvent::Usage(_) => Moved::On,
             },
             CallPoll::Finished(result) => {
                 turns.call = None;

@@ -319,6 +319,7 @@ fn a_stream_delivers_its_pieces_whatever_the_chunking() {
                     call.handle(answer).expect("due");
                 }
                 CallPoll::Step(CallStep::Event(StreamEvent::Text(text))) => texts.push_str(&text),
+                CallPoll::Step(CallStep::Event(StreamEvent::Usage(_))) => {}
                 CallPoll::Finished(result) => break result,
                 other => panic!("unexpected {other:?}"),
             }
@@ -810,4 +811,81 @@ fn the_call_reads_answers_with_what_it_kept_of_the_request() {
         .parse(&ResponseContext::of(&request), body.as_bytes())
         .expect("a Gemini body");
     assert_ne!(other.content, parsed.content);
+}
+
+#[test]
+fn a_counting_call_answers_the_providers_count() {
+    let request = request(true);
+    let mut call = Call::count(Box::new(Anthropic), &request, &endpoint(), options(1), 1);
+    let outgoing = expect_send(&mut call);
+    assert_eq!(
+        outgoing.url,
+        "https://api.anthropic.com/v1/messages/count_tokens"
+    );
+    assert!(!outgoing.stream, "a count is never streamed");
+    call.handle(response(200, r#"{"input_tokens":2095}"#))
+        .expect("due");
+    let counted = expect_done(&mut call).expect("a count");
+    assert_eq!(counted.usage, crate::message::TokenUsage::new(2095, 0));
+    assert_eq!(
+        (counted.model.as_str(), counted.content.len()),
+        ("claude-x", 0)
+    );
+
+    // A provider with no counter: finished at once, nothing sent.
+    let openai = crate::adapter::for_provider("openai", None, Default::default()).unwrap();
+    let mut call = Call::count(openai, &request, &endpoint(), options(1), 1);
+    let error = expect_done(&mut call).expect_err("no counter");
+    assert!(error.to_string().contains("no token counter"), "{error}");
+}
+
+#[test]
+fn a_prepared_request_is_sent_as_made_and_read_with_the_adapter() {
+    let http = HttpRequest::post_json("https://api.anthropic.com/v1/messages".into(), "{}".into());
+    let prepared = Prepared {
+        request: Ok(http),
+        context: ResponseContext {
+            model: "claude-x".into(),
+            message_count: 1,
+        },
+        stream: false,
+        count: false,
+    };
+    let mut call = Call::prepared(Box::new(Anthropic), prepared, &endpoint(), options(1), 1);
+    let outgoing = expect_send(&mut call);
+    assert_eq!(outgoing.body.as_str(), "{}");
+    call.handle(response(200, &reply("made"))).expect("due");
+    let answered = expect_done(&mut call).expect("parsed");
+    assert_eq!(answered.content.len(), 1);
+
+    // Egress is checked as for any call: nothing is sent where the policy says no.
+    let prepared = Prepared {
+        request: Ok(HttpRequest::post_json(
+            "https://elsewhere.example/v1".into(),
+            "{}".into(),
+        )),
+        context: ResponseContext::default(),
+        stream: false,
+        count: false,
+    };
+    let denied = CallOptions {
+        egress: EgressPolicy::Allowlist(vec!["https://api.anthropic.com".into()]),
+        ..options(1)
+    };
+    let mut call = Call::prepared(Box::new(Anthropic), prepared, &endpoint(), denied, 1);
+    assert!(expect_done(&mut call).is_err());
+}
+
+#[test]
+fn an_answered_call_finishes_at_once_and_sends_nothing() {
+    let known = LlmResponse {
+        id: String::new(),
+        content: Vec::new(),
+        model: "m".into(),
+        stop_reason: String::new(),
+        usage: crate::message::TokenUsage::new(7, 0),
+    };
+    let mut call = Call::answered(Box::new(Anthropic), known.clone());
+    assert_eq!(expect_done(&mut call), Ok(known));
+    assert_eq!(call.poll(NOW), CallPoll::Over);
 }

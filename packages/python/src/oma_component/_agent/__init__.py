@@ -14,7 +14,7 @@ OMA keeps it:
   provider's environment variables.
 - ``input.py``: a run's input as the component takes it (OMA's ``agent/input.ts``).
 - ``process_backend.py``: external backends (OMA's ``agent/process-backend.ts``).
-- ``tool.py``: tools and what they return (OMA's ``tool/framework.ts`` and ``tool/result.ts``).
+- ``tool.py``: tools and what they return (OMA's ``tool/framework.ts``).
 - ``result.py``: a run's result in OMA's ``AgentRunResult`` form, and its identity.
 - ``values.py``: the component's typed values (stream events, tool-result content) as OMA JSON.
 - ``cancel.py``: :class:`CancelToken`.

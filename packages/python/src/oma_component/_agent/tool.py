@@ -1,6 +1,5 @@
 """Tools: :class:`Tool`, the :func:`tool` decorator, tools given in OMA's shape, and what a tool
-returns read as the content and error flag of its result (OMA's ``tool/framework.ts`` and
-``tool/result.ts``)."""
+returns read as the content and error flag of its result (OMA's ``tool/framework.ts``)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ run's records go to, the exporters and stores behind them.
   accepts; :class:`SensitiveDataProcessor` is the privacy boundary in front of a sink;
   :class:`LegacyCallbackTraceSink` hands OMA's legacy trace events to an ``on_trace`` style
   callback.
-- :class:`TraceStoreExporter` exports into a :class:`TraceStore`.
+- :class:`TraceStoreExporter` exports into a :class:`TraceStore`: :class:`InMemoryTraceStore`
+  here, ``FileTraceStore`` in :mod:`oma_component.observability.file`; :func:`materialize_run`
+  reads a run's records as a stored run.
 
 Records, results and counters are dicts with OMA's JSON keys; options are snake_case keywords.
 """
@@ -34,6 +36,8 @@ from ._types import (
 from .batching import DEFAULT_BATCHING_OPTIONS, BatchingTraceSink
 from .composite import CompositeSink
 from .legacy import LegacyCallbackTraceSink
+from .materialize import materialize_run
+from .memory_store import InMemoryTraceStore
 from .processors import FilteringSink, SensitiveDataProcessor, TraceFilter
 from .sink import DiagnosticMode, DiagnosticReporter, TraceExporter, TraceSink, empty_trace_sink_stats
 from .store import (
@@ -58,7 +62,7 @@ __all__ = [
     "TraceSink", "TraceExporter", "BatchingTraceSink", "DEFAULT_BATCHING_OPTIONS", "CompositeSink", "FilteringSink",
     "SensitiveDataProcessor", "LegacyCallbackTraceSink", "DiagnosticReporter", "DiagnosticMode",
     "empty_trace_sink_stats", "TraceFilter", "TraceStoreExporter", "TraceStore", "TraceStoreError",
-    "TRACE_STORE_SCHEMA_MAJOR",
+    "TRACE_STORE_SCHEMA_MAJOR", "InMemoryTraceStore", "materialize_run",
     "ExportResult", "FlushResult", "ObservabilityResource", "SpanEndRecord", "SpanEventName", "SpanEventRecord",
     "SpanKind", "SpanStartRecord", "TelemetryDiagnostic", "TelemetryDiagnosticCode", "TraceAttributeValue",
     "TraceCapturePolicy", "TraceLink", "TraceRecord", "TraceSinkStats",

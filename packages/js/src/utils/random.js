@@ -1,0 +1,33 @@
+// Randomness for sessions and trace ids, from the platform's CSPRNG (`crypto.getRandomValues`),
+// drawn in blocks so that a small run pays for no call of its own.
+
+// Session seeds and identities come from the platform's CSPRNG, drawn 64 at a time.
+const seeds = new BigUint64Array(64)
+let seedsLeft = 0
+
+/** A 64-bit seed for one session (jitter, sampling, generated ids). */
+export function seed() {
+  if (seedsLeft === 0) {
+    globalThis.crypto.getRandomValues(seeds)
+    seedsLeft = seeds.length
+  }
+  return seeds[--seedsLeft]
+}
+
+// Trace and span ids come from the platform's CSPRNG too, drawn 4 KiB at a time: two
+// `getRandomValues` calls per run were a visible share of a small run.
+const randomBytes = new Uint8Array(4096)
+let randomUsed = randomBytes.length
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'))
+
+/** `bytes` random bytes as lower-case hex. */
+export function hex(bytes) {
+  if (randomUsed + bytes > randomBytes.length) {
+    globalThis.crypto.getRandomValues(randomBytes)
+    randomUsed = 0
+  }
+  let out = ''
+  for (let i = randomUsed; i < randomUsed + bytes; i++) out += HEX[randomBytes[i]]
+  randomUsed += bytes
+  return out
+}

@@ -335,11 +335,7 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
         Step::Receive => dr::Step::Receive,
         Step::Wait(ms) => dr::Step::Wait(ms),
         Step::CallTool(call) => dr::Step::CallTool(to_wit_tool_use(call)),
-        Step::CallModel(call) => dr::Step::CallModel(if json {
-            dr::ModelRequest::Json(call.to_json())
-        } else {
-            dr::ModelRequest::Typed(to_wit_model_call(*call))
-        }),
+        Step::CallModel(call) => dr::Step::CallModel(call.to_json()),
         Step::External { kind, text } => dr::Step::ExternalSend(dr::ExternalRequest {
             kind: to_wit_external(kind),
             text,
@@ -493,16 +489,10 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
         dr::Answer::LoopDecision(decision) => Answer::LoopDecision(decision),
         // What the adapter gave is input: read and checked, a malformed answer the call's
         // failure (which ends the run as failed), never a failed `answer`.
-        dr::Answer::ModelResponse(response) => {
-            Answer::Model(from_wit_model_response(response).map(ModelAnswer::Response))
-        }
-        dr::Answer::ModelResponseJson(text) => {
+        dr::Answer::ModelResponse(text) => {
             Answer::Model(host_adapter::response_from_json(&text).map(ModelAnswer::Response))
         }
-        dr::Answer::ModelEvent(event) => Answer::Model(from_wit_model_event(event)),
-        dr::Answer::ModelEventJson(text) => {
-            Answer::Model(host_adapter::answer_from_event_json(&text))
-        }
+        dr::Answer::ModelEvent(text) => Answer::Model(host_adapter::answer_from_event_json(&text)),
         dr::Answer::ModelEnd => Answer::Model(Ok(ModelAnswer::End)),
         dr::Answer::ModelFailed(error) => Answer::Model(Err(from_wit_thrown(error))),
     })

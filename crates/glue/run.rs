@@ -11,7 +11,7 @@ use oma_core::agent::evaluation::{RunInput, StorePayloads};
 use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use oma_core::agent::host_adapter::{self as ha, EchoesReasoning, HostAdapter, ModelAnswer, ModelCall};
+use oma_core::agent::host_adapter::{self as ha, EchoesReasoning, HostAdapter};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::RunSpec;
 use oma_core::agent::outcome::RunOutcome;
@@ -174,97 +174,9 @@ pub(super) fn from_wit_adapter(adapter: oc::HostAdapter) -> HostAdapter {
     }
 }
 
-/// A model call for the host's adapter, typed (the options as OMA's `LLMChatOptions` JSON).
-pub(super) fn to_wit_model_call(call: ModelCall) -> ex::ModelCall {
-    let options = call.options_json().to_string();
-    ex::ModelCall {
-        stream: call.streamed(),
-        timeout_ms: call.timeout_ms,
-        adapter: call.adapter,
-        messages: call
-            .request
-            .messages
-            .into_iter()
-            .map(to_wit_message)
-            .collect(),
-        options,
-    }
-}
-
-/// An adapter's typed response, checked as one read from JSON is.
-pub(super) fn from_wit_model_response(
-    response: wire::LlmResponse,
-) -> Result<m::LlmResponse, Error> {
-    let content = response
-        .content
-        .into_iter()
-        .enumerate()
-        .map(|(j, block)| from_wit_block(block, 0, j))
-        .collect::<Result<_, _>>()
-        .map_err(|e| ha::invalid_content(e, "content"))?;
-    ha::checked_response(m::LlmResponse {
-        id: response.id,
-        content,
-        model: response.model,
-        stop_reason: response.stop_reason,
-        usage: m::TokenUsage {
-            input_tokens: response.usage.input_tokens,
-            output_tokens: response.usage.output_tokens,
-        },
-    })
-}
-
 /// What an adapter threw.
 pub(super) fn from_wit_thrown(error: ex::ThrownError) -> Error {
     ha::thrown(Some(error.name), error.message, error.code, error.status)
-}
-
-/// One typed event of an adapter's stream: its `error` is the answer's failure.
-pub(super) fn from_wit_model_event(event: ex::ModelEvent) -> Result<ModelAnswer, Error> {
-    use oma_core::adapter::StreamEvent;
-    let event = match event {
-        ex::ModelEvent::Text(text) => StreamEvent::Text(text),
-        ex::ModelEvent::Reasoning(text) => StreamEvent::Reasoning(text),
-        ex::ModelEvent::ToolUse(call) => StreamEvent::ToolUse(m::ToolUseBlock {
-            input: oma_core::json::from_str(&call.input).map_err(|e| {
-                Error::invalid(format!(
-                    "the adapter's stream event is not valid: the tool call's input must be JSON text: {e}"
-                ))
-            })?,
-            id: call.id,
-            name: call.name,
-            signature: call.signature,
-        }),
-        ex::ModelEvent::Done(response) => StreamEvent::Done(from_wit_model_response(response)?),
-        ex::ModelEvent::Error(error) => return Err(from_wit_thrown(error)),
-    };
-    Ok(ModelAnswer::Event(event))
-}
-
-/// What the `component` world's `host.call-model` returned, as the answers the run takes one
-/// by one: the response, or the events (with the end when they stop before `done` or
-/// `error`, so that the call fails saying so), or the failure.
-pub(super) fn from_wit_model_reply(reply: ex::ModelReply) -> Vec<Result<ModelAnswer, Error>> {
-    match reply {
-        ex::ModelReply::Response(response) => {
-            vec![from_wit_model_response(response).map(ModelAnswer::Response)]
-        }
-        ex::ModelReply::Failed(error) => vec![Err(from_wit_thrown(error))],
-        ex::ModelReply::Events(events) => {
-            let mut answers = Vec::with_capacity(events.len() + 1);
-            for event in events {
-                let last = matches!(event, ex::ModelEvent::Done(_) | ex::ModelEvent::Error(_));
-                let answer = from_wit_model_event(event);
-                let failed = answer.is_err();
-                answers.push(answer);
-                if last || failed {
-                    return answers;
-                }
-            }
-            answers.push(Ok(ModelAnswer::End));
-            answers
-        }
-    }
 }
 
 pub(super) fn from_wit_external(kind: oc::ExternalKind) -> ExternalKind {

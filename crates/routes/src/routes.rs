@@ -397,6 +397,11 @@ fn inside(step: &Step) -> Option<Option<Answer>> {
         Step::DecideLoop(_) => Some(Answer::LoopDecision(Err(
             "loopDetection.onLoopDetected as a function is not available in a gateway run".into(),
         ))),
+        // A gateway request cannot name an adapter; should a run ask, it fails rather than
+        // waits.
+        Step::CallModel(_) => Some(Answer::Model(Err(oma_core::error::Error::InvalidRequest {
+            message: "an LLM adapter of one's own is not available in a gateway run".into(),
+        }))),
         Step::Progress(_) | Step::Evaluation(_) => None,
         // A trace event is kept by `next` for the reply and the export before this is asked.
         Step::Trace(_) | Step::Send(_) | Step::Receive | Step::Wait(_) | Step::Event(_) => {

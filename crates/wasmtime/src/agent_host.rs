@@ -11,12 +11,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::bindings::oma::agent::exchange::{
-    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ModelCall, ModelReply, ProgressEvent,
-    ToolOutcome, TraceEvent,
+    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome, TraceEvent,
 };
-use crate::llm_adapter::{self, LlmAdapter};
 use crate::bindings::oma::agent::outcome::{ExternalKind, LoopInfo};
 use crate::bindings::oma::agent::types::{LlmMessage, ToolResultContent, ToolUseBlock};
+use crate::llm_adapter::{self, LlmAdapter, ModelCall, ModelReply};
 
 /// What the component may ask of its host during a run. Every method has the answer of a host
 /// that offers nothing: no hook (the hook fails), no tools (an error result), no backend.

@@ -27,12 +27,13 @@ use crate::bindings::oma::agent::outcome::{
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::portable::exports::oma::agent::driver::{
-    Answer, CompressMessages, Due, EvaluationCase, HookContext, ModelRequest, OutgoingRequest,
-    Payloads, Poll, ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport,
-    TransportFailure, TransportFailureKind,
+    Answer, CompressMessages, Due, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
+    ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure,
+    TransportFailureKind,
 };
 use crate::bindings::portable::{PortableHost, PortableHostPre};
 use crate::engine::{Compiled, HarnessOptions};
+use crate::llm_adapter;
 use crate::state::{GuestOptions, HostState};
 use crate::store::start_call;
 
@@ -487,14 +488,10 @@ impl DriverGuest {
                     .call_tool(&flight.agent, call);
                 Answer::Tool(ToolAnswer { id, outcome })
             }
-            Step::CallModel(ModelRequest::Typed(call)) => {
-                let reply = self
-                    .store
-                    .data_mut()
-                    .agent_host()
-                    .call_model(&flight.agent, call);
+            Step::CallModel(call) => {
+                let host = self.store.data_mut().agent_host();
                 flight.model.clear();
-                match reply {
+                match llm_adapter::reply(host, &flight.agent, &call) {
                     ModelReply::Response(response) => Answer::ModelResponse(response),
                     ModelReply::Failed(error) => Answer::ModelFailed(error),
                     ModelReply::Events(events) => {
@@ -505,9 +502,6 @@ impl DriverGuest {
                         flight.model.pop_front().unwrap_or(Answer::ModelEnd)
                     }
                 }
-            }
-            Step::CallModel(ModelRequest::Json(_)) => {
-                return Err(anyhow!("a typed session gave JSON"))
             }
             Step::ExternalSend(request) => {
                 Answer::External(self.store.data_mut().agent_host().external_send(

@@ -90,8 +90,8 @@ pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
 pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
-    LlmPhase, ModelCall, ModelEvent, ModelReply, ProgressEvent, ThrownError, ToolCallTrace,
-    ToolGate, ToolOutcome, TraceData, TraceEvent,
+    LlmPhase, ProgressEvent, ThrownError, ToolCallTrace, ToolGate, ToolOutcome, TraceData,
+    TraceEvent,
 };
 pub use bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, EchoesReasoning, ErrorInfo, EvaluationOptions, ExternalKind,
@@ -120,7 +120,7 @@ pub use guard::{
 };
 pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
-pub use llm_adapter::{thrown, LlmAdapter};
+pub use llm_adapter::{thrown, LlmAdapter, ModelCall, ModelEvent, ModelReply};
 pub use provider::{
     call_options, chat_request, endpoint, retries, ChatStreamHandle, MAX_STREAM_EVENTS,
 };

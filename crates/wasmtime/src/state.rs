@@ -184,9 +184,9 @@ impl crate::bindings::oma::agent::host::Host for HostState {
     fn call_model(
         &mut self,
         agent: String,
-        call: crate::bindings::oma::agent::exchange::ModelCall,
+        call: String,
     ) -> crate::bindings::oma::agent::exchange::ModelReply {
-        self.host.call_model(&agent, call)
+        crate::llm_adapter::reply(&mut *self.host, &agent, &call)
     }
 
     fn progress(&mut self, event: ProgressEvent) {

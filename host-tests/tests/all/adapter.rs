@@ -1,21 +1,22 @@
 //! An agent with its own LLM adapter (`docs/agent.md#your-own-llm-adapter`), through the Rust
-//! host: the shared table `fixtures/adapter/cases.json`, run with typed values in both worlds
-//! (an [`LlmAdapter`] behind `ScriptedHost`: the `component` world's `host.call-model`, the
-//! `portable` world's `call-model` steps), and with OMA JSON through `driver` sessions made with
-//! `payloads: json`, answered as the language packages answer them.
+//! host: the shared table `fixtures/adapter/cases.json`, run with a typed [`LlmAdapter`] behind
+//! `ScriptedHost` in both worlds (the `component` world's `host.call-model`, the `portable`
+//! world's `call-model` steps), and through `driver` sessions stepped by hand with
+//! `payloads: json`, answered as the language packages answer them (which reaches the answers a
+//! typed adapter cannot give: a response that is not OMA's shape).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use oma_host_tests::driver_types::{
-    Answer, Due, ModelRequest, Payloads, Poll, RunReport, SessionOptions, Step, ToolAnswerJson,
+    Answer, Due, Payloads, Poll, RunReport, SessionOptions, Step, ToolAnswerJson,
 };
 use oma_host_tests::oma_json::{messages_json, run_result_json};
 use oma_host_tests::{
     agent_config, endpoint, AgentConfig, AgentEvent, ContentBlock, GuestOptions, HostAdapter,
-    LlmAdapter, LlmResponse, MediaSource, ModelCall, ModelEvent, RunInput, RunResult,
-    ScriptedHost, ThrownError, TokenUsage, ToolDefinition, ToolOutcome, ToolResultContent,
-    ToolUseBlock, UrlSource,
+    LlmAdapter, LlmResponse, MediaSource, ModelCall, ModelEvent, RunInput, RunResult, ScriptedHost,
+    ThrownError, TokenUsage, ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
+    UrlSource,
 };
 use serde_json::{json, Value};
 
@@ -58,7 +59,11 @@ fn check(case: &Value, observed: &Observed, how: &str) {
         assert_eq!(&Value::Array(got), names, "{name} ({how}): tool names");
     }
     if let Some(calls) = expect.get("calls") {
-        assert_eq!(&Value::Array(observed.calls.clone()), calls, "{name} ({how}): calls");
+        assert_eq!(
+            &Value::Array(observed.calls.clone()),
+            calls,
+            "{name} ({how}): calls"
+        );
     }
     if let Some(deltas) = expect.get("deltas") {
         assert_eq!(
@@ -165,15 +170,21 @@ fn typed_event(event: &Value) -> Option<ModelEvent> {
 
 /// Whether every answer of the case's script has a typed form.
 fn typed_script(case: &Value) -> bool {
-    case["script"].as_array().into_iter().flatten().all(|entry| {
-        entry.get("throws").is_some()
-            || entry.get("response").is_some_and(|r| typed_response(r).is_some())
-            || entry.get("events").is_some_and(|events| {
-                events
-                    .as_array()
-                    .is_some_and(|events| events.iter().all(|e| typed_event(e).is_some()))
-            })
-    })
+    case["script"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|entry| {
+            entry.get("throws").is_some()
+                || entry
+                    .get("response")
+                    .is_some_and(|r| typed_response(r).is_some())
+                || entry.get("events").is_some_and(|events| {
+                    events
+                        .as_array()
+                        .is_some_and(|events| events.iter().all(|e| typed_event(e).is_some()))
+                })
+        })
 }
 
 /// The case's adapter, typed: answers from the script, records each call as OMA JSON.
@@ -184,12 +195,14 @@ struct Scripted {
 
 impl Scripted {
     fn next(&mut self, call: &ModelCall) -> Value {
-        let options: Value = serde_json::from_str(&call.options).expect("options are JSON");
+        assert_eq!(call.adapter, ADAPTER);
         self.calls
             .lock()
             .expect("calls")
-            .push(json!({"messages": messages_json(&call.messages), "options": options}));
-        self.script.pop_front().expect("the adapter is called as often as its script says")
+            .push(json!({"messages": messages_json(&call.messages), "options": call.options}));
+        self.script
+            .pop_front()
+            .expect("the adapter is called as often as its script says")
     }
 }
 
@@ -229,7 +242,11 @@ fn tool_answer(case: &Value, name: &str) -> String {
 async fn run_typed(world: World, case: &Value) -> Observed {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let adapter = Scripted {
-        script: case["script"].as_array().cloned().unwrap_or_default().into(),
+        script: case["script"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into(),
         calls: calls.clone(),
     };
     let answers = case.clone();
@@ -253,8 +270,15 @@ async fn run_typed(world: World, case: &Value) -> Observed {
     let input = RunInput::Text(case["input"].as_str().unwrap_or_default().into());
     let mut observed = Observed::default();
     let result: RunResult = if case["call"] == "stream" {
-        let stream = guest.stream(&agent, &input).await.expect("no trap").expect("a stream");
-        let events = guest.collect_agent_stream(stream).await.expect("the stream ends");
+        let stream = guest
+            .stream(&agent, &input)
+            .await
+            .expect("no trap")
+            .expect("a stream");
+        let events = guest
+            .collect_agent_stream(stream)
+            .await
+            .expect("the stream ends");
         let mut last = None;
         for event in events {
             match event {
@@ -265,7 +289,11 @@ async fn run_typed(world: World, case: &Value) -> Observed {
         }
         last.expect("the stream ends with its result")
     } else {
-        guest.run(&agent, &input).await.expect("no trap").expect("a result")
+        guest
+            .run(&agent, &input)
+            .await
+            .expect("no trap")
+            .expect("a result")
     };
     observed.result = run_result_json(&result);
     observed.calls = calls.lock().expect("calls").clone();
@@ -305,7 +333,7 @@ fn json_config(case: &Value) -> String {
 }
 
 /// One case through a `driver` session with `payloads: json`: each model call answered with
-/// OMA JSON (`model-response-json`, one `model-event-json` per event then `model-end`, or
+/// OMA JSON (`model-response`, one `model-event` per event then `model-end`, or
 /// `model-failed`), as the JavaScript and Python packages answer.
 async fn run_json(case: &Value) -> Observed {
     let mut guest = crate::common::driver_guest().await;
@@ -323,13 +351,21 @@ async fn run_json(case: &Value) -> Observed {
     let (store, bindings) = guest.parts();
     let agents = bindings.oma_agent_driver().agent();
     let session = if case["call"] == "stream" {
-        agents.call_stream_json(&mut *store, agent.resource(), &input, &options).await
+        agents
+            .call_stream_json(&mut *store, agent.resource(), &input, &options)
+            .await
     } else {
-        agents.call_run_json(&mut *store, agent.resource(), &input, &options).await
+        agents
+            .call_run_json(&mut *store, agent.resource(), &input, &options)
+            .await
     }
     .expect("no trap")
     .expect("a session");
-    let mut script: VecDeque<Value> = case["script"].as_array().cloned().unwrap_or_default().into();
+    let mut script: VecDeque<Value> = case["script"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into();
     let mut pending: VecDeque<Answer> = VecDeque::new();
     let mut observed = Observed::default();
     for _ in 0..1_000 {
@@ -339,10 +375,16 @@ async fn run_json(case: &Value) -> Observed {
                 return observed;
             }
             Ok(Poll::Waiting(waiting)) => {
-                assert_eq!(waiting.due, vec![Due::Model], "only the adapter is waited for");
-                pending.pop_front().expect("an answer of the stream is left")
+                assert_eq!(
+                    waiting.due,
+                    vec![Due::Model],
+                    "only the adapter is waited for"
+                );
+                pending
+                    .pop_front()
+                    .expect("an answer of the stream is left")
             }
-            Ok(Poll::Step(Step::CallModel(ModelRequest::Json(text)))) => {
+            Ok(Poll::Step(Step::CallModel(text))) => {
                 let call: Value = serde_json::from_str(&text).expect("the call is JSON");
                 assert_eq!(call["adapter"], ADAPTER);
                 assert_eq!(call["stream"], case["call"] == "stream");
@@ -352,7 +394,7 @@ async fn run_json(case: &Value) -> Observed {
                 let entry = script.pop_front().expect("the script has an answer");
                 pending.clear();
                 if let Some(response) = entry.get("response") {
-                    Answer::ModelResponseJson(response.to_string())
+                    Answer::ModelResponse(response.to_string())
                 } else if let Some(error) = entry.get("throws") {
                     Answer::ModelFailed(typed_thrown(error))
                 } else {
@@ -360,7 +402,7 @@ async fn run_json(case: &Value) -> Observed {
                         .as_array()
                         .expect("events")
                         .iter()
-                        .map(|e| Answer::ModelEventJson(e.to_string()))
+                        .map(|e| Answer::ModelEvent(e.to_string()))
                         .collect();
                     pending.push_back(Answer::ModelEnd);
                     pending.pop_front().expect("an answer")
@@ -419,7 +461,11 @@ async fn an_answer_out_of_turn_is_refused() {
         .await
         .expect("no trap")
         .expect("a session");
-    let step = guest.next_step(session).await.expect("no trap").expect("a step");
+    let step = guest
+        .next_step(session)
+        .await
+        .expect("no trap")
+        .expect("a step");
     assert!(matches!(step, Poll::Step(Step::CallModel(_))), "{step:?}");
     let refused = guest
         .answer(session, &Answer::Waited)
@@ -430,7 +476,7 @@ async fn an_answer_out_of_turn_is_refused() {
     guest
         .answer(
             session,
-            &Answer::ModelEventJson(
+            &Answer::ModelEvent(
                 json!({"type": "done", "data": {"id": "1", "content": [], "model": "m",
                                                 "stop_reason": "end_turn",
                                                 "usage": {"input_tokens": 0, "output_tokens": 0}}})

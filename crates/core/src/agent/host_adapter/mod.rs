@@ -21,10 +21,7 @@ use crate::error::{Error, Refused};
 use crate::json::object::{Object, ShapeError};
 use crate::message::LlmResponse;
 
-pub use self::read::{
-    answer_from_event_json, checked_response, invalid_content, response_from_json,
-    response_from_value, thrown,
-};
+pub use self::read::{answer_from_event_json, response_from_json, response_from_value, thrown};
 
 /// How an adapter echoes reasoning back to its model (OMA's
 /// `LLMAdapter.capabilities.echoesReasoning`).

@@ -36,38 +36,6 @@ pub fn response_from_value(value: Value) -> Result<LlmResponse, Error> {
     read_response(value, "").map_err(|e| Error::invalid(format!("{RESPONSE}: {e}")))
 }
 
-/// An adapter's response that came typed (from a host that holds typed values), checked as
-/// one read from JSON is: its content passes OMA's message rules and the response limits.
-pub fn checked_response(response: LlmResponse) -> Result<LlmResponse, Error> {
-    let LlmResponse {
-        id,
-        content,
-        model,
-        stop_reason,
-        usage,
-    } = response;
-    let mut messages = vec![LlmMessage {
-        role: Role::Assistant,
-        content,
-    }];
-    crate::validate::validate_messages(&messages).map_err(|e| invalid_content(e, "content"))?;
-    let response = LlmResponse {
-        id,
-        content: messages.pop().map(|m| m.content).unwrap_or_default(),
-        model,
-        stop_reason,
-        usage,
-    };
-    limits(&response).map_err(|e| Error::invalid(format!("{RESPONSE}: {e}")))?;
-    Ok(response)
-}
-
-/// An error about the blocks of a response taken as the assistant turn `messages[0]` (converting
-/// a typed response's blocks, for one), made an error about the response's `content`.
-pub fn invalid_content(error: Error, path: &str) -> Error {
-    Error::invalid(format!("{RESPONSE}: {}", renamed(&error, path)))
-}
-
 /// One event of an adapter's stream as OMA JSON text (`{type, data}`): a text or reasoning
 /// piece, a tool call, `done` with the whole `LLMResponse`, or `error`, whose data (the error
 /// the stream yielded, as `{name, message, code, status}`) is the `Err` it becomes.
@@ -198,10 +166,7 @@ fn read_response(value: Value, path: &str) -> Result<LlmResponse, String> {
             .map_err(shape)?
             .ok_or_else(|| format!("missing field `{}`", usage.path_of(key)))
     };
-    let usage = TokenUsage {
-        input_tokens: count("input_tokens")?,
-        output_tokens: count("output_tokens")?,
-    };
+    let usage = TokenUsage::new(count("input_tokens")?, count("output_tokens")?);
     let response = LlmResponse {
         id,
         content,

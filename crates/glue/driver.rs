@@ -5,7 +5,6 @@
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
-use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -19,13 +18,13 @@ use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
 use oma_core::agent::outcome::outcome_json;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::error::Error;
-use oma_core::http::call::{CallAnswer, Outgoing};
-use oma_core::http::{HttpResponse, TransportFailure, TransportFailureKind};
+use oma_core::http::call::CallAnswer;
 use oma_core::json;
 use oma_core::message::LlmMessage;
 
 use super::convert::*;
 use super::exports::oma::agent::driver as dr;
+use super::http::{from_wit_failure, from_wit_head, from_wit_response, to_wit_outgoing};
 use super::run::*;
 use super::wit::outcome as oc;
 use super::wit::types as wit;
@@ -415,47 +414,14 @@ fn evaluation_json(record: EvaluationRecord) -> String {
     .to_string()
 }
 
-pub(crate) fn to_wit_outgoing(outgoing: Outgoing) -> dr::OutgoingRequest {
-    dr::OutgoingRequest {
-        method: outgoing.method,
-        url: outgoing.url,
-        headers: outgoing.headers,
-        // Moved when this is the call's last attempt (the usual case: no retries configured);
-        // copied only while the call keeps the body for a retry.
-        body: Arc::try_unwrap(outgoing.body).unwrap_or_else(|shared| (*shared).clone()),
-        timeout_ms: outgoing.timeout_ms,
-        stream: outgoing.stream,
-        attempt: outgoing.attempt,
-    }
-}
-
 pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
     Ok(match answer {
         dr::Answer::Hook(answer) => Answer::Hook(from_wit_hook_answer(answer)),
-        dr::Answer::Response(response) => Answer::Http(CallAnswer::Response(HttpResponse {
-            status: response.status,
-            headers: response.headers,
-            body: response.body.into_bytes(),
-        })),
-        dr::Answer::Head(head) => Answer::Http(CallAnswer::Head {
-            status: head.status,
-            headers: head.headers,
-        }),
+        dr::Answer::Response(response) => Answer::Http(from_wit_response(response)),
+        dr::Answer::Head(head) => Answer::Http(from_wit_head(head)),
         dr::Answer::Chunk(bytes) => Answer::Http(CallAnswer::Chunk(bytes)),
         dr::Answer::End => Answer::Http(CallAnswer::End),
-        dr::Answer::Failure(failure) => {
-            let kind = match failure.kind {
-                dr::TransportFailureKind::Refused => TransportFailureKind::Refused,
-                dr::TransportFailureKind::Reset => TransportFailureKind::Reset,
-                dr::TransportFailureKind::TimedOut => TransportFailureKind::TimedOut,
-                dr::TransportFailureKind::Denied => TransportFailureKind::Denied,
-                dr::TransportFailureKind::Other => TransportFailureKind::Other,
-            };
-            Answer::Http(CallAnswer::Failure(TransportFailure::new(
-                kind,
-                &failure.message,
-            )))
-        }
+        dr::Answer::Failure(failure) => Answer::Http(from_wit_failure(failure)),
         dr::Answer::Waited => Answer::Http(CallAnswer::Waited),
         dr::Answer::Tool(tool) => Answer::Tool {
             id: tool.id,

@@ -1,16 +1,20 @@
-//! The gateway's pure half under any request: a selector byte picks the route, the settings
-//! (token, body limit, egress) and the header values; the rest is the body. Nothing panics;
-//! every refusal is a JSON error with the gateway's shape and a status the contract lists;
-//! a run that starts is driven with a canned answer to its end, and the reply is well formed.
+//! The gateway's request machine under any request: a selector byte picks the route, the method,
+//! the token, the settings (a small body limit, an egress allowlist, a limited key counted on a
+//! store) and the header values; the rest is the body. The machine is stepped to its end with
+//! the body given, a canned provider answer to every send, the store's counts and every write
+//! taken. Nothing panics; the request ends within a bounded number of steps with one answer (a
+//! whole reply or a stream), every reply has a listed status and a JSON body, every error the
+//! gateway's, OpenAI's or Anthropic's shape, and no step shows the configured key.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use oma_core::agent::machine::{Answer, Poll, Step};
 use oma_core::http::call::CallAnswer;
 use oma_core::http::HttpResponse;
-use oma_gateway_rules::{self as gateway, Head, Reply, Route, Settings};
+use oma_gateway_rules::request::{Input, Poll, RequestHead, RequestMachine, Step};
+use oma_gateway_rules::{Reply, Settings};
 
 const ANSWER: &[u8] = br#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
+const SECRET: &str = "sk-fuzz-SECRET-1234";
 const PATHS: [&str; 8] = [
     "/healthz",
     "/v1/validate",
@@ -21,7 +25,7 @@ const PATHS: [&str; 8] = [
     "/v1/chat/completions",
     "/v1/messages",
 ];
-const STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 408, 413, 422, 500, 504];
+const STATUSES: [u16; 13] = [200, 400, 401, 403, 404, 405, 408, 413, 422, 429, 500, 502, 504];
 
 fn check(reply: &Reply) {
     assert!(STATUSES.contains(&reply.status), "status {}", reply.status);
@@ -37,11 +41,7 @@ fn check(reply: &Reply) {
             "{body}"
         );
     }
-    assert!(
-        !reply.body.contains("sk-fuzz-SECRET-1234"),
-        "{}",
-        reply.body
-    );
+    assert!(!reply.body.contains(SECRET), "{}", reply.body);
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -49,10 +49,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut vars = vec![
-        (
-            "ANTHROPIC_API_KEY".to_string(),
-            "sk-fuzz-SECRET-1234".to_string(),
-        ),
+        ("ANTHROPIC_API_KEY".to_string(), SECRET.to_string()),
         (
             "ANTHROPIC_BASE_URL".to_string(),
             "http://127.0.0.1:9".to_string(),
@@ -64,6 +61,11 @@ fuzz_target!(|data: &[u8]| {
     ];
     if selector & 8 != 0 {
         vars.push(("OMA_GATEWAY_TOKEN".into(), "t0ken".into()));
+        vars.push((
+            "OMA_GATEWAY_KEYS".into(),
+            r#"{"k3y": {"rpm": 2, "tpm": 5}}"#.into(),
+        ));
+        vars.push(("OMA_GATEWAY_LIMITS_BUCKET".into(), "LIMITS".into()));
     }
     if selector & 16 != 0 {
         vars.push(("OMA_GATEWAY_MAX_BODY_BYTES".into(), "64".into()));
@@ -75,63 +77,74 @@ fuzz_target!(|data: &[u8]| {
         ));
     }
     let settings = Settings::from_vars(vars).expect("valid settings");
-    let head = Head {
-        method: if selector & 64 != 0 { "GET" } else { "POST" },
-        path: PATHS[usize::from(selector & 7) % PATHS.len()],
-        authorization: (selector & 128 != 0).then_some("Bearer t0ken"),
-        api_key: None,
-        content_length: Some(body.len() as u64),
-    };
-    let route = match gateway::route(&settings, &head) {
-        Ok(route) => route,
-        Err(reply) => return check(&reply),
-    };
-    match route {
-        Route::Health => check(&gateway::health()),
-        Route::Models => check(&gateway::openai::models(&settings)),
-        // The chat routes: what they refuse before anything is sent, in their error shapes.
-        Route::ChatCompletions | Route::Messages => {
-            let verdict = gateway::on_body(&settings, route, body, false, 1_796_036_400_000, 7);
-            if let gateway::BodyVerdict::Reply(reply) = verdict {
-                check(&reply)
-            }
-        }
-        Route::Validate => check(&gateway::validate(&settings, body)),
-        Route::Format => check(&gateway::format(&settings, body, 1_796_036_400_000, 7)),
-        Route::Run => {
-            let mut machine = match gateway::start_run(&settings, body, selector & 1 != 0, 7) {
-                Ok(started) => started.machine,
-                Err(reply) => return check(&reply),
-            };
-            let mut sent = false;
-            for _ in 0..64 {
-                let step = match machine.poll(1_796_036_400_000) {
-                    Poll::Step(step) => step,
-                    Poll::Finished(outcome) => {
-                        return check(&gateway::run_reply(&outcome, sent, 0, settings.deadline_ms))
-                    }
-                    other => panic!("the run waits for an answer it did not ask for: {other:?}"),
-                };
-                let answer = match step {
-                    Step::Event(event) => {
-                        assert!(gateway::sse_event(&event).ends_with("\n\n"));
-                        continue;
-                    }
-                    Step::Send(_) => {
-                        sent = true;
-                        Answer::Http(CallAnswer::Response(HttpResponse {
-                            status: 200,
-                            headers: Vec::new(),
-                            body: ANSWER.to_vec(),
-                        }))
-                    }
-                    Step::Receive => Answer::Http(CallAnswer::End),
-                    Step::Wait(_) => Answer::Http(CallAnswer::Waited),
-                    other => panic!("the gateway's run asked for {other:?}"),
-                };
-                machine.handle(answer).expect("the answer it asked for");
-            }
-            panic!("the run did not end");
-        }
+    let mut headers = vec![("content-length".to_owned(), body.len().to_string())];
+    if selector & 128 != 0 {
+        let token = if selector & 1 != 0 { "k3y" } else { "t0ken" };
+        headers.push(("authorization".to_owned(), format!("Bearer {token}")));
     }
+    if selector & 1 != 0 {
+        headers.push(("accept".to_owned(), "text/event-stream".to_owned()));
+    }
+    let head = RequestHead {
+        method: if selector & 64 != 0 { "GET" } else { "POST" }.into(),
+        path: PATHS[usize::from(selector & 7) % PATHS.len()].into(),
+        headers,
+    };
+    let mut machine = RequestMachine::new(Ok(settings), head, 1_796_036_400_000, 7);
+    let mut answered = false;
+    let mut counts = std::collections::HashMap::<String, u64>::new();
+    for tick in 0..256 {
+        let step = match machine.poll(1_796_036_400_000 + tick) {
+            Poll::Step(step) => step,
+            Poll::Finished(_) => {
+                assert!(answered, "finished without an answer");
+                return;
+            }
+            Poll::Waiting(at) => panic!("waiting ({at:?}) with every answer given"),
+        };
+        let input = match step {
+            Step::ReadBody(_) => Input::Body(body.to_vec()),
+            Step::Count(ops) => Input::Counted(Ok(ops
+                .add
+                .iter()
+                .map(|(name, n)| {
+                    let count = counts.entry(name.clone()).or_default();
+                    *count += n;
+                    *count
+                })
+                .collect())),
+            Step::Forget(_) | Step::Close => continue,
+            Step::Respond(reply) => {
+                assert!(!answered, "answered twice");
+                answered = true;
+                check(&reply);
+                continue;
+            }
+            Step::Open => {
+                assert!(!answered, "a stream after an answer");
+                answered = true;
+                Input::Written(true)
+            }
+            Step::Write(text) => {
+                assert!(!text.contains(SECRET), "{text}");
+                Input::Written(true)
+            }
+            Step::Send(outgoing) => {
+                assert!(!outgoing.url.contains(SECRET), "{}", outgoing.url);
+                Input::Http(CallAnswer::Response(HttpResponse {
+                    status: 200,
+                    headers: Vec::new(),
+                    body: ANSWER.to_vec(),
+                }))
+            }
+            Step::Receive => Input::Http(CallAnswer::End),
+            Step::Wait(_) => Input::Http(CallAnswer::Waited),
+            Step::Log(line) => {
+                assert!(line.ends_with('\n') && !line.contains(SECRET), "{line}");
+                continue;
+            }
+        };
+        machine.handle(input).expect("the input it asked for");
+    }
+    panic!("the request did not end");
 });

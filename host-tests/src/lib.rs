@@ -92,9 +92,7 @@ pub use oma_wasmtime::*;
 
 pub use oma_loopback::*;
 pub use outbound::{send_bare, BareRequest, CannedResponse, CaptureOutbound};
-pub use routes::{
-    instantiate_empty, routes_driver_types, routes_types, RoutesGuest, RoutesHarness,
-};
+pub use routes::{instantiate_empty, routes_types, RoutesGuest, RoutesHarness};
 
 /// The process-wide harness of a component this repository builds, made on first use: what
 /// every test and benchmark instantiates its guests from, so the component is compiled (or read

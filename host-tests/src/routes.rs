@@ -1,5 +1,5 @@
 //! The `routes` world (`oma_routes.wasm`) for tests of the gateway's rules through a component:
-//! the gateway's HTTP decisions as the Worker gateway gets them. It imports nothing, so it
+//! the gateway's request machine as the Worker gateway drives it. It imports nothing, so it
 //! instantiates from an empty linker, under the embedding's cache and limits ([`Compiled`]).
 //!
 //! Also [`instantiate_empty`], which says what a component imports by instantiating it with
@@ -10,9 +10,9 @@ use wasmtime::{Engine, Store};
 
 use oma_wasmtime::{start_call, Compiled, HarnessOptions, HostState};
 
-/// The `routes` world as a Rust host sees it: the data interfaces as imports, mapped to the
-/// embedding's types (the component exports them; structurally they are the same types), and
-/// the driver (whose steps and answers a `routes` run uses) and the routes as exports.
+/// The `routes` world as a Rust host sees it: the data interfaces as imports, `types` and
+/// `wire` mapped to the embedding's types (the component exports them; structurally they are
+/// the same types), and the routes (the gateway's request machine) as the export.
 #[allow(missing_docs)] // Generated from `wit/`; the WIT doc comments become the Rust docs.
 mod bindings {
     wasmtime::component::bindgen!({
@@ -22,9 +22,7 @@ mod bindings {
             world routes-host {
                 import oma:agent/types@0.1.0;
                 import oma:agent/wire@0.1.0;
-                import oma:agent/outcome@0.1.0;
-                import oma:agent/exchange@0.1.0;
-                export oma:agent/driver@0.1.0;
+                import oma:agent/gateway-types@0.1.0;
                 export oma:agent/routes@0.1.0;
             }
         ",
@@ -33,8 +31,6 @@ mod bindings {
         with: {
             "oma:agent/types": oma_wasmtime::bindings::oma::agent::types,
             "oma:agent/wire": oma_wasmtime::bindings::oma::agent::wire,
-            "oma:agent/outcome": oma_wasmtime::bindings::oma::agent::outcome,
-            "oma:agent/exchange": oma_wasmtime::bindings::oma::agent::exchange,
         },
         exports: { default: async },
         additional_derives: [PartialEq],
@@ -43,12 +39,10 @@ mod bindings {
 
 use bindings::{RoutesHost, RoutesHostPre};
 
-/// The `routes` interface's types (request heads, replies, verdicts).
-pub use bindings::exports::oma::agent::routes as routes_types;
-
-/// The `driver` interface's types as the routes world exports them (a `routes` run's steps and
-/// answers).
-pub use bindings::exports::oma::agent::driver as routes_driver_types;
+/// The `gateway-types` interface's types (request heads, replies, a gateway request's steps,
+/// polls and inputs, and the `wire` HTTP types they use), for tests of the gateway's request
+/// machine through the routes world.
+pub use bindings::oma::agent::gateway_types as routes_types;
 
 /// A compiled `oma_routes.wasm`, ready to instantiate.
 pub struct RoutesHarness {

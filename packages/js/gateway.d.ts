@@ -1,31 +1,35 @@
-// Types of `oma-component/gateway`: the I/O loop a host uses to step a gateway run of the
+// Types of `oma-component/gateway`: the HTTP steps a host performs for a gateway request of the
 // `routes` world (oma_routes.wasm, which the gateway's host transpiles and ships itself; this
 // package carries the agent only). docs/gateway.md describes the HTTP contract;
 // packages/worker/src/gateway.js is a host built on this module (Cloudflare Workers).
 import type { driver } from './gen/oma_portable.js'
 
-/** What {@link driveRun} steps: a gateway run (`routes.Run` of oma_routes.wasm). */
-export interface SteppedRun {
-  /** The next step at `nowMs`; throws the component's error on misuse. */
-  next(nowMs: bigint): driver.Poll
-  /** The answer to the step the run asked for. */
-  answer(answer: driver.Answer): void
-}
+/** A gateway request's HTTP step: send a request, read more of its response, or wait. */
+export type HttpStep = Extract<driver.Step, { tag: 'send' } | { tag: 'receive' } | { tag: 'wait' }>
 
-/** How a run is driven. */
-export interface DriveOptions {
-  /** Aborts the run: the request in flight is aborted. */
-  signal?: AbortSignal
-}
+/** The answer to an {@link HttpStep}, as the request takes it. */
+export type HttpAnswer = Extract<
+  driver.Answer,
+  | { tag: 'response' }
+  | { tag: 'head' }
+  | { tag: 'chunk' }
+  | { tag: 'end' }
+  | { tag: 'failure' }
+  | { tag: 'waited' }
+>
 
 /**
- * Steps `run` to its end with the package's own I/O: each request sent with `fetch`
- * (`redirect: 'manual'`, identity encoding), each body streamed to the component and held to its
- * byte limits, every read bounded by the step's timeout, and retry waits. A gateway run hands out
- * only `send`, `receive`, `wait` and `event` steps. Yields each agent event as it comes; returns
- * the finished run's report. Throws an error named `CANCELLED` when `options.signal` aborts.
+ * The HTTP steps of one gateway request, performed with the package's own I/O: each request
+ * sent with `fetch` (`redirect: 'manual'`, identity encoding), each body streamed to the
+ * component and held to its byte limits, every read bounded by the step's timeout, and retry
+ * waits. One response is in flight at a time.
  */
-export function driveRun(
-  run: SteppedRun,
-  options?: DriveOptions,
-): AsyncGenerator<driver.AgentEvent, driver.RunReport, void>
+export class HttpSteps {
+  /**
+   * Performs `step` and resolves with its answer. Rejects with an error named `CANCELLED` when
+   * `signal` aborts (the request in flight is aborted).
+   */
+  perform(step: HttpStep, signal?: AbortSignal): Promise<HttpAnswer>
+  /** Ends the response in flight, if any. */
+  close(): void
+}

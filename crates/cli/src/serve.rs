@@ -22,7 +22,11 @@
 //! ([`oma_wasmtime::keyvalue`]): the gateway counts its per-token limits there when
 //! `OMA_GATEWAY_LIMITS_BUCKET` names a bucket (`docs/deploy.md#limits-across-replicas`). With
 //! Redis, every `oma-host serve` pointed at the same server shares the counts; `memory` is this
-//! process's. Without the option the component has no store.
+//! process's. With `OMA_GATEWAY_KEYS` set, the limits are counted whatever the options say
+//! ([`limits_store`]): in this process's memory unless `--keyvalue` names a store, in the bucket
+//! `OMA_GATEWAY_LIMITS_BUCKET` names or else in [`DEFAULT_BUCKET`] (each request has an instance
+//! of its own, so an instance's memory would count nothing), and a line on standard error says
+//! where. Without keys and without the option the component has no store.
 //!
 //! Under pressure: `--max-in-flight N` requests at once (1024 by default) and
 //! `--memory-budget MIB` of linear memory for all instances together (1024 MiB by default);
@@ -37,6 +41,7 @@ use oma_wasmtime::serve::{
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MEMORY_BUDGET,
 };
 
+use oma_gateway_rules::limits::{BUCKET_VARIABLE, KEYS_VARIABLE};
 use oma_wasmtime::keyvalue::KeyValue;
 use oma_wasmtime::ComponentSource;
 
@@ -58,6 +63,60 @@ pub struct ServeArgs {
     /// `--keyvalue memory|redis://HOST:PORT`: the component's `wasi:keyvalue` store (checked
     /// here, connected at the first use); `None`: no store.
     keyvalue: Option<String>,
+}
+
+/// The bucket the per-token limits are counted in when `OMA_GATEWAY_KEYS` is set and
+/// `OMA_GATEWAY_LIMITS_BUCKET` is not.
+pub const DEFAULT_BUCKET: &str = "oma-gateway";
+
+/// The store the component counts its per-token limits in, for `env` (the component's
+/// environment, completed with the bucket when it needs one) and `--keyvalue`'s `spec`, with the
+/// line that says where they are counted (none without `OMA_GATEWAY_KEYS`).
+///
+/// Every request gets an instance of its own, so limits counted in an instance's memory would
+/// count nothing: with keys set, the counts live in this process's memory unless `--keyvalue`
+/// names a store, in the bucket `OMA_GATEWAY_LIMITS_BUCKET` names or else [`DEFAULT_BUCKET`].
+/// A Redis URL is never repeated (it may hold a password).
+pub fn limits_store(
+    env: &mut Vec<(String, String)>,
+    spec: Option<&str>,
+) -> anyhow::Result<(KeyValue, Option<String>)> {
+    let value = |name: &str| {
+        env.iter()
+            .find(|(n, v)| n == name && !v.trim().is_empty())
+            .map(|(_, v)| v.clone())
+    };
+    let keys = value(KEYS_VARIABLE).is_some();
+    let store = match spec {
+        Some(spec) => KeyValue::parse(spec)?,
+        None if keys => KeyValue::memory(),
+        None => KeyValue::none(),
+    };
+    if !keys {
+        return Ok((store, None));
+    }
+    let bucket = match value(BUCKET_VARIABLE) {
+        Some(bucket) => bucket,
+        None => {
+            env.retain(|(name, _)| name != BUCKET_VARIABLE);
+            env.push((BUCKET_VARIABLE.to_owned(), DEFAULT_BUCKET.to_owned()));
+            env.sort();
+            DEFAULT_BUCKET.to_owned()
+        }
+    };
+    let place = match spec {
+        Some(spec) if spec != "memory" => {
+            "the Redis server of --keyvalue, shared by every oma-host serve that uses it"
+        }
+        _ => {
+            "this process's memory, one count for all its requests (--keyvalue \
+             redis://HOST:PORT shares them between processes)"
+        }
+    };
+    let line = format!(
+        "oma-host: per-token limits ({KEYS_VARIABLE}) are counted in {place}, bucket {bucket:?}"
+    );
+    Ok((store, Some(line)))
 }
 
 /// The most `--memory-budget` may be, in MiB (1 TiB).
@@ -142,16 +201,16 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Host(anyhow::anyhow!("could not start the runtime: {e}")))?;
     runtime.block_on(async {
+        let mut env = gateway_environment();
+        let (keyvalue, limits) =
+            limits_store(&mut env, args.keyvalue.as_deref()).map_err(Failure::Host)?;
         let options = ServeOptions {
             addr: args.addr,
-            env: gateway_environment(),
+            env,
             max_in_flight: args.max_in_flight,
             memory_budget: args.memory_budget,
             max_instances: args.max_instances,
-            keyvalue: match &args.keyvalue {
-                None => KeyValue::none(),
-                Some(spec) => KeyValue::parse(spec).map_err(Failure::Host)?,
-            },
+            keyvalue,
             // The gateway this binary carries, unless `--component` names another.
             ..ServeOptions::new(match args.component {
                 Some(path) => ComponentSource::File(path),
@@ -171,6 +230,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
                 "oma-host: the component's environment: {} (values not shown)",
                 names.join(", ")
             );
+        }
+        if let Some(line) = limits {
+            eprintln!("{line}");
         }
         server.serve_until(stop).await.map_err(Failure::Host)?;
         eprintln!("oma-host: stopped");
@@ -263,5 +325,48 @@ mod tests {
         ] {
             assert_eq!(parse_args(&args(line)).unwrap_err(), error, "{line:?}");
         }
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn keys_are_counted_in_the_process_unless_a_store_is_named() {
+        let keys = ("OMA_GATEWAY_KEYS", r#"{"k": {"rpm": 1}}"#);
+        // Keys without a store or a bucket: this process's memory, in the default bucket.
+        let mut env = vars(&[keys]);
+        let (store, line) = limits_store(&mut env, None).unwrap();
+        assert!(store.is_some());
+        assert_eq!(
+            env,
+            vars(&[keys, ("OMA_GATEWAY_LIMITS_BUCKET", DEFAULT_BUCKET)])
+        );
+        let line = line.expect("said where");
+        assert!(
+            line.contains("this process's memory") && line.contains("\"oma-gateway\""),
+            "{line}"
+        );
+        // A bucket of the operator's is kept; Redis is named, its URL never shown.
+        let mut env = vars(&[keys, ("OMA_GATEWAY_LIMITS_BUCKET", "team")]);
+        let (store, line) = limits_store(&mut env, Some("redis://:p4ss@127.0.0.1:6379")).unwrap();
+        assert!(store.is_some());
+        assert_eq!(env.len(), 2);
+        let line = line.expect("said where");
+        assert!(
+            line.contains("Redis") && line.contains("\"team\""),
+            "{line}"
+        );
+        assert!(!line.contains("p4ss") && !line.contains("6379"), "{line}");
+        // No keys: no store unless named, nothing added, nothing said.
+        let mut env = vars(&[("OMA_GATEWAY_TOKEN", "t")]);
+        let (store, line) = limits_store(&mut env, None).unwrap();
+        assert!(!store.is_some() && line.is_none());
+        assert_eq!(env, vars(&[("OMA_GATEWAY_TOKEN", "t")]));
+        let (store, _) = limits_store(&mut env, Some("memory")).unwrap();
+        assert!(store.is_some());
     }
 }

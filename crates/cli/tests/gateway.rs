@@ -1876,6 +1876,15 @@ async fn malformed_json_is_400(gw: &Gateway<'_>) -> anyhow::Result<()> {
 /// with `www-authenticate: Bearer`.
 async fn a_missing_or_wrong_token_is_401(gw: &Gateway<'_>) -> anyhow::Result<()> {
     let run = json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"});
+    // The token comes before the method: a caller without it is not told what a route takes.
+    let anonymous = gw.send(Call::get("/v1/run").auth(Auth::Without)).await?;
+    anonymous
+        .expect_error(401, "Error", Some("UNAUTHORIZED"))
+        .context("GET /v1/run without the token")?;
+    ensure!(
+        anonymous.header("allow").is_none(),
+        "an anonymous GET /v1/run was told the method"
+    );
     for auth in [
         Auth::Without,
         Auth::Header("Bearer wrong-token".into()),

@@ -4,6 +4,8 @@
 //! - one `oma-host serve --keyvalue memory` (always, in `cargo test`): the limits hold across
 //!   its requests (each gets a fresh instance, so they are counted in the host's store), `429`
 //!   in the route's error shape with `retry-after`, and `/healthz` says where they are counted;
+//!   the same without `--keyvalue` and without a bucket (keys alone are counted in the process's
+//!   memory), which says so at start;
 //! - **two `oma-host serve` processes sharing one `redis-server`** (ignored unless
 //!   `redis-server` is installed: `.ci/run` installs Debian's and runs it with `--ignored`;
 //!   run without it, the test fails and says so): requests spread over both replicas are held
@@ -34,6 +36,25 @@ struct Process {
     name: String,
     child: Child,
     addr: SocketAddr,
+    /// The lines of its standard error after the one that said where it listens.
+    lines: mpsc::Receiver<String>,
+}
+
+impl Process {
+    /// The next line of its standard error that holds `marker`, within [`START_TIMEOUT`].
+    fn line_with(&self, marker: &str) -> String {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("{} did not say `{marker}`", self.name));
+            if line.contains(marker) {
+                return line;
+            }
+        }
+    }
 }
 
 impl Drop for Process {
@@ -70,11 +91,13 @@ fn spawn(name: &str, mut command: Command, marker: &str) -> Process {
         name: name.to_owned(),
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        lines: seen,
     };
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = seen
+        let line = process
+            .lines
             .recv_timeout(left)
             .unwrap_or_else(|_| panic!("{name} did not say `{marker}` within {START_TIMEOUT:?}"));
         if let Some(rest) = line.split_once(marker).map(|(_, rest)| rest) {
@@ -89,10 +112,13 @@ fn spawn(name: &str, mut command: Command, marker: &str) -> Process {
 }
 
 /// `oma-host serve` on a free loopback port with `environment` (and no other gateway
-/// variable) and `--keyvalue keyvalue`.
-fn oma_host(keyvalue: &str, environment: &[(&str, String)]) -> Process {
+/// variable) and `--keyvalue keyvalue` when given.
+fn oma_host(keyvalue: Option<&str>, environment: &[(&str, String)]) -> Process {
     let mut command = Command::new(env!("CARGO_BIN_EXE_oma-host"));
-    command.args(["serve", "--addr", "127.0.0.1:0", "--keyvalue", keyvalue]);
+    command.args(["serve", "--addr", "127.0.0.1:0"]);
+    if let Some(keyvalue) = keyvalue {
+        command.args(["--keyvalue", keyvalue]);
+    }
     for (name, _) in std::env::vars() {
         if oma_wasmtime::serve::passes_through(&name) {
             command.env_remove(name);
@@ -275,28 +301,29 @@ fn one_limit_across(replicas: &[&Process]) {
 #[test]
 fn limits_hold_across_requests_of_one_host_with_a_store() {
     let simulator = Simulator::start_unrecorded().expect("the simulator");
-    let host = oma_host("memory", &environment(&simulator, Some("oma-gateway")));
+    let host = oma_host(
+        Some("memory"),
+        &environment(&simulator, Some("oma-gateway")),
+    );
     let (status, _, body) = request(&host, "GET", "/healthz", &[], None);
     assert_eq!(status, 200);
     assert_eq!(body, json!({"status": "ok", "limits": "shared"}));
     one_limit_across(&[&host]);
 
-    // Without a bucket, each instance counts for itself: /healthz says so.
-    let host = oma_host("memory", &environment(&simulator, None));
+    // Keys alone (no store named, no bucket): counted in the process's memory all the same, as
+    // the process says at start, so that an operator who sets limits gets them.
+    let host = oma_host(None, &environment(&simulator, None));
+    let line = host.line_with("per-token limits");
+    assert!(line.contains("this process's memory"), "{line}");
     let (_, _, body) = request(&host, "GET", "/healthz", &[], None);
-    assert_eq!(body["limits"], "per-instance");
-    // A bucket the host cannot open refuses limited requests (503), never lets them through.
+    assert_eq!(body["limits"], "shared");
+    one_limit_across(&[&host]);
+
+    // A store the host cannot reach refuses limited requests (503), never lets them through.
     let mut bad = environment(&simulator, Some("oma-gateway"));
     bad.push(("OMA_GATEWAY_TOKEN", "admin-token".to_owned()));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oma-host"));
-    command.args(["serve", "--addr", "127.0.0.1:0"]);
-    for (name, _) in std::env::vars() {
-        if oma_wasmtime::serve::passes_through(&name) {
-            command.env_remove(name);
-        }
-    }
-    command.envs(bad.iter().map(|(name, value)| (*name, value)));
-    let no_store = spawn("oma-host serve", command, "listening on http://");
+    let unreachable = format!("redis://127.0.0.1:{}", free_port());
+    let no_store = oma_host(Some(&unreachable), &bad);
     let (status, headers, body) = chat(&no_store, "key-rpm");
     assert_eq!(status, 503, "{body}");
     assert_eq!(header(&headers, "retry-after"), Some("1"));
@@ -336,8 +363,8 @@ fn two_replicas_sharing_one_redis_enforce_one_limit() {
     let url = format!("redis://127.0.0.1:{port}");
     let simulator = Simulator::start_unrecorded().expect("the simulator");
     let environment = environment(&simulator, Some("oma-gateway"));
-    let a = oma_host(&url, &environment);
-    let b = oma_host(&url, &environment);
+    let a = oma_host(Some(&url), &environment);
+    let b = oma_host(Some(&url), &environment);
     assert_ne!(a.addr, b.addr);
     for replica in [&a, &b] {
         let (_, _, body) = request(replica, "GET", "/healthz", &[], None);
@@ -498,6 +525,8 @@ fn spawn_redis(mut command: Command, port: u16, binary: &str) -> Process {
         name: "redis-server".into(),
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        // Its output is not read.
+        lines: mpsc::channel().1,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -1,7 +1,7 @@
-//! The gateway on Fastly Compute (`oma_fastly.wasm`, `docs/deploy.md`): the gateway's routes,
-//! settings and runs (`oma-gateway-rules`' `serve`) bound to Fastly's `fastly:compute/service`
-//! world instead of `wasi:http/proxy`. Nothing is decided here: this file only moves bytes
-//! between Fastly's hostcalls and the gateway.
+//! The gateway on Fastly Compute (`oma_fastly.wasm`, `docs/deploy.md`): each request is one
+//! request machine of the gateway's rules (`oma-gateway-rules`), stepped by their blocking loop
+//! (`serve`) over Fastly's `fastly:compute/service` world instead of `wasi:http/proxy`. Nothing
+//! is decided here: this file only moves bytes between Fastly's hostcalls and the machine.
 //!
 //! - The request and the response: Fastly's `http-incoming.handle` export, `http-req`,
 //!   `http-body` and `http-resp` (`send-downstream`, and `send-downstream-streaming` for
@@ -38,7 +38,7 @@ use bindings::wasi;
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::http::{TransportFailure, TransportFailureKind as Kind};
 use oma_gateway_rules::env::{variable_names, BadVariable, PROVIDERS_VARIABLE};
-use oma_gateway_rules::log_line;
+use oma_gateway_rules::request::{BodyFailure, BodyLimits, RequestHead, RequestMachine};
 use oma_gateway_rules::serve::{serve, Exchange};
 use oma_gateway_rules::{Reply, Settings};
 use oma_step::Transport;
@@ -70,26 +70,33 @@ bindings::export!(Gateway with_types_in bindings);
 
 impl Guest for Gateway {
     fn handle(request: Request, body: Body) -> Result<(), ()> {
-        let started = monotonic_ms();
-        let method = request.get_method(1024).unwrap_or_default();
         let uri = request.get_uri(MAX_VALUE).unwrap_or_default();
-        let path = path_of(&uri);
+        let head = RequestHead {
+            method: request.get_method(1024).unwrap_or_default(),
+            path: path_of(&uri),
+            headers: request_headers(&request),
+        };
+        let machine = RequestMachine::new(
+            settings(),
+            head,
+            now_ms(),
+            wasi::random::random::get_random_u64(),
+        );
         let mut exchange = FastlyExchange {
-            request,
             body: Some(body),
             events: None,
         };
-        let status = serve(settings(), &method, &path, &mut exchange);
-        drop(exchange);
-        let line = log_line(
-            &method,
-            &path,
-            status,
-            monotonic_ms().saturating_sub(started),
-        );
-        let _ = wasi::cli::stderr::get_stderr().blocking_write_and_flush(line.as_bytes());
+        serve(machine, &mut exchange);
         Ok(())
     }
+}
+
+/// A request's headers: every name (lowercase), with its first value.
+fn request_headers(request: &Request) -> Vec<(String, String)> {
+    header_list(
+        |cursor| request.get_header_names(MAX_VALUE, cursor).ok(),
+        |name| request.get_header_value(name, MAX_VALUE).ok().flatten(),
+    )
 }
 
 /// The path and query of a request's URI (Fastly gives the whole URL).
@@ -128,10 +135,9 @@ fn settings() -> Result<Settings, BadVariable> {
     Settings::from_vars(vars)
 }
 
-/// One request on Fastly and its response: the body until it is read, then the body of a
-/// stream of events once one is open.
+/// One request's body on Fastly until it is read, and its response: the body of a stream of
+/// events once one is open.
 struct FastlyExchange {
-    request: Request,
     body: Option<Body>,
     events: Option<Body>,
 }
@@ -139,49 +145,28 @@ struct FastlyExchange {
 impl Exchange for FastlyExchange {
     type Transport = FastlyIo;
 
-    fn header(&self, name: &str) -> Option<String> {
-        self.request
-            .get_header_value(name, MAX_VALUE)
-            .ok()
-            .flatten()
-            .map(|value| String::from_utf8_lossy(&value).into_owned())
-    }
-
-    fn now_ms(&self) -> u64 {
-        now_ms()
-    }
-
-    fn random_u64(&self) -> u64 {
-        wasi::random::random::get_random_u64()
-    }
-
-    fn read_body(
-        &mut self,
-        declared: Option<u64>,
-        limit: u64,
-        deadline_at: u64,
-    ) -> Result<Vec<u8>, Reply> {
+    fn read_body(&mut self, limits: &BodyLimits) -> Result<Vec<u8>, BodyFailure> {
         let body = self
             .body
             .take()
-            .ok_or_else(|| Reply::unreadable("the body was already taken"))?;
-        let expected = declared.unwrap_or(0).min(limit);
+            .ok_or_else(|| BodyFailure::Broken("the body was already taken".into()))?;
+        let expected = limits.declared.unwrap_or(0).min(limits.max_bytes);
         let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
         loop {
-            let left = deadline_at.saturating_sub(now_ms());
+            let left = limits.deadline_at_ms.saturating_sub(now_ms());
             let wait = u32::try_from(left).unwrap_or(u32::MAX);
             if left == 0 || async_io::select_with_timeout(&[&body], wait).is_none() {
-                return Err(Reply::body_timeout());
+                return Err(BodyFailure::TimedOut);
             }
             match http_body::read(&body, READ_CHUNK) {
                 Ok(chunk) if chunk.is_empty() => break,
                 Ok(chunk) => {
-                    if bytes.len() as u64 + chunk.len() as u64 > limit {
-                        return Err(Reply::too_large(limit));
+                    if bytes.len() as u64 + chunk.len() as u64 > limits.max_bytes {
+                        return Err(BodyFailure::TooLarge);
                     }
                     bytes.extend_from_slice(&chunk);
                 }
-                Err(_) => return Err(Reply::unreadable("the connection failed")),
+                Err(_) => return Err(BodyFailure::Broken("the connection failed".into())),
             }
         }
         let _ = http_body::close(body);
@@ -396,12 +381,24 @@ impl Transport for FastlyIo {
     }
 }
 
-/// A response's headers, names lowercase (the first value of each).
+/// A response's headers: every name (lowercase), with its first value.
 fn response_headers(response: &Response) -> Vec<(String, String)> {
-    let mut names = Vec::new();
+    header_list(
+        |cursor| response.get_header_names(MAX_VALUE, cursor).ok(),
+        |name| response.get_header_value(name, MAX_VALUE).ok().flatten(),
+    )
+}
+
+/// Every header name (lowercase) with its first value, from Fastly's paged list of names
+/// (`names(cursor)`: NUL-separated names and the cursor of the next page) and `value(name)`.
+fn header_list(
+    names: impl Fn(u32) -> Option<(String, Option<u32>)>,
+    value: impl Fn(&str) -> Option<Vec<u8>>,
+) -> Vec<(String, String)> {
+    let mut all = Vec::new();
     let mut cursor = 0;
-    while let Ok((list, next)) = response.get_header_names(MAX_VALUE, cursor) {
-        names.extend(
+    while let Some((list, next)) = names(cursor) {
+        all.extend(
             list.split('\0')
                 .filter(|name| !name.is_empty())
                 .map(str::to_owned),
@@ -411,10 +408,9 @@ fn response_headers(response: &Response) -> Vec<(String, String)> {
             _ => break,
         }
     }
-    names
-        .into_iter()
+    all.into_iter()
         .filter_map(|name| {
-            let value = response.get_header_value(&name, MAX_VALUE).ok().flatten()?;
+            let value = value(&name)?;
             Some((
                 name.to_ascii_lowercase(),
                 String::from_utf8_lossy(&value).into_owned(),
@@ -449,8 +445,4 @@ fn now_ms() -> u64 {
     now.seconds
         .saturating_mul(1000)
         .saturating_add(u64::from(now.nanoseconds / 1_000_000))
-}
-
-fn monotonic_ms() -> u64 {
-    wasi::clocks::monotonic_clock::now() / 1_000_000
 }

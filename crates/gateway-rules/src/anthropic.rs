@@ -20,10 +20,13 @@ use oma_core::adapter::{self, CacheMark, CachePlace, IdSource, Sampling, StreamE
 use oma_core::error::Error;
 use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
-use crate::chat::{chat_request, ChatMachine, Target};
+use crate::chat::{chat_request, ChatMachine, ChatMode, Forwarded, Target};
 use crate::env::Settings;
 use crate::openai::{Completion, Writer};
-use crate::Reply;
+use crate::{Head, Reply};
+
+/// The provider name of Anthropic's targets, which are sent the client's own request.
+pub const NAME: &str = oma_core::adapter::anthropic::NAME;
 
 /// Anthropic's error reply: `status` and `{"type": "error", "error": {"type", "message"}}`.
 pub fn error_reply(status: u16, kind: &str, message: &str) -> Reply {
@@ -56,11 +59,15 @@ pub fn of_error(settings: &Settings, error: Error) -> Reply {
     error_reply(openai.status, kind, &message)
 }
 
-/// `POST /v1/messages`: the provider calls to make and how to answer, or the refusal, before
-/// anything is sent.
+/// `POST /v1/messages` (or, with `count`, `POST /v1/messages/count_tokens`): the provider
+/// calls to make and how to answer, or the refusal, before anything is sent. An Anthropic
+/// target is sent the client's own request ([`ChatMode::forward`]); the others the OMA request
+/// read from it.
 pub fn start(
     settings: &Settings,
     body: &[u8],
+    head: &Head,
+    count: bool,
     now_ms: u64,
     seed: u64,
 ) -> Result<Completion, Reply> {
@@ -81,12 +88,17 @@ pub fn start(
         provider: "anthropic".into(),
         model: model.trim().to_owned(),
     });
-    let max_tokens = o
-        .get("max_tokens")
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| invalid("`max_tokens` is required: a positive whole number"))?;
+    // A count has no answer to bound: `max_tokens` is not one of its fields.
+    let max_tokens = match o.get("max_tokens") {
+        None if count => None,
+        value => Some(
+            value
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| invalid("`max_tokens` is required: a positive whole number"))?,
+        ),
+    };
     let number = |o: &Map<String, Value>, name: &str| -> Result<Option<f64>, Reply> {
         match o.get(name) {
             None | Some(Value::Null) => Ok(None),
@@ -95,15 +107,22 @@ pub fn start(
         }
     };
     let sampling = Sampling {
-        max_tokens: Some(max_tokens),
+        max_tokens,
         temperature: number(&o, "temperature")?,
         top_p: number(&o, "top_p")?,
         ..Sampling::default()
     };
-    let stream = matches!(o.get("stream"), Some(Value::Bool(true)));
+    let stream = !count && matches!(o.get("stream"), Some(Value::Bool(true)));
     let mut cache = Vec::new();
     let (system, system_blocks) = read_system(o.remove("system"), &mut cache)?;
-    let thinking = read_thinking(o.get("thinking"))?;
+    let mut thinking = read_thinking(o.get("thinking"))?;
+    if count {
+        // A budget bounds an answer, which a count has none of (nor a `max_tokens` to check
+        // the budget against).
+        if let Some(thinking) = thinking.as_mut() {
+            thinking.budget_tokens = None;
+        }
+    }
     let mut tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
@@ -165,7 +184,11 @@ pub fn start(
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
-    let machine = ChatMachine::new(settings, request, targets, now_ms, seed)
+    let mode = ChatMode {
+        forward: Some(forwarded(body, head, count)?),
+        count,
+    };
+    let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;
     Ok(Completion {
         machine,
@@ -173,12 +196,156 @@ pub fn start(
             id: format!("msg_{seed:016x}"),
             requested,
             stream,
+            count,
             block: None,
             blocks: 0,
             started: false,
             start_usage: TokenUsage::default(),
         }),
     })
+}
+
+/// The client's request as an Anthropic target is sent it ([`ChatMode::forward`]): its body
+/// as it came (JSON text, so UTF-8), where its top-level `model` is (a second `model` is
+/// refused: which one a provider would read is not for the gateway to guess), the provider's
+/// route with the client's query (the SDK's beta client sends `?beta=true`), and the client's
+/// `anthropic-version` and `anthropic-beta`.
+fn forwarded(body: &[u8], head: &Head, count: bool) -> Result<Forwarded, Reply> {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        model: &'a serde_json::value::RawValue,
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+    let top: Top = serde_json::from_str(text)
+        .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+    let raw = top.model.get();
+    let model_at = (raw.as_ptr() as usize)
+        .checked_sub(text.as_ptr() as usize)
+        .map(|start| start..start + raw.len())
+        .filter(|at| text.get(at.clone()) == Some(raw))
+        .ok_or_else(|| invalid("the request's `model` could not be found in its text"))?;
+    let route = if count {
+        "v1/messages/count_tokens"
+    } else {
+        "v1/messages"
+    };
+    let query = head
+        .path
+        .split('#')
+        .next()
+        .and_then(|path| path.split_once('?'))
+        .map_or("", |(_, query)| query);
+    if !query.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(invalid(
+            "the request's query may hold visible ASCII characters only",
+        ));
+    }
+    let path = match query {
+        "" => route.to_owned(),
+        query => format!("{route}?{query}"),
+    };
+    Ok(Forwarded {
+        body: text.to_owned(),
+        model_at,
+        path,
+        version: head.anthropic_version.map(str::to_owned),
+        beta: head.anthropic_beta.map(str::to_owned),
+    })
+}
+
+/// The betas a target other than Anthropic honours as they are, by family (a beta's name
+/// without its trailing date), each with why: what it changes is nothing such a target has to
+/// do, or is checked by the gateway on its own.
+pub const BETAS_ANY_TARGET: [(&str, &str); 5] = [
+    ("claude-code", "it names the client"),
+    (
+        "interleaved-thinking",
+        "it lets the model think between tool calls, and reasoning blocks carry any provider's \
+         thinking",
+    ),
+    (
+        "fine-grained-tool-streaming",
+        "it changes how a tool call's input is streamed, and the gateway streams a tool call \
+         whole",
+    ),
+    (
+        "token-efficient-tools",
+        "it changes how Anthropic's models are given tools",
+    ),
+    (
+        "prompt-caching",
+        "it allows cache markers, which a target without a prompt cache refuses by themselves",
+    ),
+];
+
+/// A beta's family: its name without its trailing date (`-YYYY-MM-DD` or `-YYYYMMDD`, both in
+/// use).
+fn beta_family(beta: &str) -> &str {
+    let date = |tail: &str| {
+        let digits: String = tail.chars().filter(|c| *c != '-').collect();
+        let dashes_right = match tail.len() {
+            10 => tail.as_bytes()[4] == b'-' && tail.as_bytes()[7] == b'-',
+            8 => true,
+            _ => false,
+        };
+        dashes_right && digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit())
+    };
+    for length in [10, 8] {
+        if let Some(cut) = beta.len().checked_sub(length + 1) {
+            if beta.as_bytes()[cut] == b'-' && beta.get(cut + 1..).is_some_and(date) {
+                return &beta[..cut];
+            }
+        }
+    }
+    beta
+}
+
+/// Whether `target` can take a request with the client's `anthropic-beta` (comma-separated
+/// names): an Anthropic target is sent the header as it is; any other honours only the betas of
+/// [`BETAS_ANY_TARGET`], and the first other one is refused by name, since the request may
+/// depend on it.
+pub fn betas_for(beta: Option<&str>, target: &Target) -> Result<(), Error> {
+    let Some(beta) = beta else { return Ok(()) };
+    if target.provider == NAME {
+        return Ok(());
+    }
+    let unhonoured = beta.split(',').map(str::trim).find(|name| {
+        !name.is_empty()
+            && !BETAS_ANY_TARGET
+                .iter()
+                .any(|(family, _)| *family == beta_family(name))
+    });
+    match unhonoured {
+        None => Ok(()),
+        Some(name) => Err(Error::InvalidRequest {
+            message: format!(
+                "anthropic-beta {name:?} cannot be honoured by {}: only anthropic targets take \
+                 it",
+                target.label()
+            ),
+        }),
+    }
+}
+
+/// `GET /v1/models` asked by an Anthropic client (it sends `anthropic-version`): Anthropic's
+/// list shape over the same models as OpenAI's ([`crate::openai::model_ids`]); the gateway
+/// knows no creation date, so each says the epoch, as OpenAI's list says `created: 0`.
+pub fn models(settings: &Settings) -> Reply {
+    let ids = crate::openai::model_ids(settings);
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            json!({"type": "model", "id": id, "display_name": id,
+                   "created_at": "1970-01-01T00:00:00Z"})
+        })
+        .collect();
+    Reply::json(
+        200,
+        &json!({"data": data, "has_more": false, "first_id": ids.first(),
+                "last_id": ids.last()}),
+    )
 }
 
 /// `system`: a string, or text blocks (kept as blocks, their texts joined by a blank line for
@@ -402,6 +569,8 @@ pub struct MessageWriter {
     requested: String,
     /// Whether the request asked for a stream.
     pub stream: bool,
+    /// Whether the request is a count of its input tokens (`/v1/messages/count_tokens`).
+    count: bool,
     /// The kind of content block open in the stream, if any.
     block: Option<&'static str>,
     /// How many content blocks were opened.
@@ -460,6 +629,9 @@ fn answer_block(block: &ContentBlock) -> Option<Value> {
 impl MessageWriter {
     /// The whole `message` of `response`, answered by `target`.
     pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
+        if self.count {
+            return Reply::json(200, &json!({"input_tokens": response.usage.input_tokens}));
+        }
         let content: Vec<Value> = response.content.iter().filter_map(answer_block).collect();
         Reply::json(
             200,

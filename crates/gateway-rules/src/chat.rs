@@ -7,8 +7,11 @@
 //!
 //! A call that ends with a retryable failure (a 429, a 5xx, a time-out, a refused or broken
 //! connection: [`Error::retryable`]) moves on to the next target, unless a piece of a streamed
-//! answer was already handed out; a terminal failure (an invalid message, a 400-class answer, a
-//! 401 from a provider) ends the request at once. Every attempt is recorded as the core's
+//! answer was already handed out, or the target's last attempt was answered with a success
+//! (2xx) whose body could not be used (it does not parse, it is too large, it was cut off): that
+//! completion was paid for, and asking another target would pay for a second one. A terminal
+//! failure (an invalid message, a 400-class answer, a 401 from a provider) ends the request at
+//! once. Every attempt is recorded as the core's
 //! trace event of a model call (OMA's `llm_call`, with its provider, the model that answered
 //! and the failure's class: [`ChatMachine::calls`]), the one record the token count of the
 //! limits and the OpenTelemetry spans ([`crate::trace`]) are read from, as a `/v1/run`'s are.
@@ -22,7 +25,7 @@ use std::collections::VecDeque;
 use oma_core::adapter::anthropic;
 use oma_core::adapter::{self, ChatRequest, IdSource, ResponseContext, StreamEvent, Validated};
 use oma_core::agent::trace::{self as oma_trace, LlmPhase, TraceData, TraceEvent};
-use oma_core::error::Error;
+use oma_core::error::{Error, Refused};
 use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing, Prepared};
 use oma_core::http::Limits;
 use oma_core::message::{LlmResponse, TokenUsage};
@@ -138,6 +141,8 @@ struct Current {
     /// The call to the target; it keeps its adapter and what it reads the answer with.
     call: Call,
     started_ms: Option<u64>,
+    /// Whether the attempt in flight was answered with a success (2xx) status.
+    succeeded: bool,
 }
 
 /// One chat request and its fallbacks. See the module documentation.
@@ -320,6 +325,9 @@ impl ChatMachine {
                 ),
             });
         }
+        if let Some(forwarded) = &self.mode.forward {
+            crate::anthropic::betas_for(forwarded.beta.as_deref(), &target)?;
+        }
         let ids = IdSource {
             epoch_ms: self.now_at_start,
             seed: self.seed,
@@ -353,8 +361,18 @@ impl ChatMachine {
                     version: forwarded.version.as_deref(),
                     beta: forwarded.beta.as_deref(),
                 };
+                // What Anthropic's format refuses of the request as read (a block it has no
+                // type for, a marker it cannot place) is refused before anything is sent,
+                // as for any other target; what is sent is the client's own request.
+                let checked = Validated::check(&request).and_then(|validated| match count {
+                    true => adapter
+                        .format_count(validated, endpoint)
+                        .unwrap_or_else(|| adapter.format_validated(validated, endpoint)),
+                    false => adapter.format_validated(validated, endpoint),
+                });
                 let prepared = Prepared {
-                    request: anthropic::forward(&forward, &target.model, endpoint),
+                    request: checked
+                        .and_then(|_| anthropic::forward(&forward, &target.model, endpoint)),
                     context: ResponseContext::of(&request),
                     stream: request.stream && !count,
                     count,
@@ -394,6 +412,7 @@ impl ChatMachine {
             target,
             call,
             started_ms: None,
+            succeeded: false,
         })
     }
 
@@ -421,6 +440,7 @@ impl ChatMachine {
             match step {
                 CallPoll::Step(CallStep::Send(outgoing)) => {
                     self.sent = true;
+                    current.succeeded = false;
                     return ChatStep::Send(outgoing);
                 }
                 CallPoll::Step(CallStep::Receive) => return ChatStep::Receive,
@@ -451,7 +471,8 @@ impl ChatMachine {
                             self.over = true;
                             return ChatStep::Done(Ok((response, current.target)));
                         }
-                        Err(error) if !error.retryable() || self.streamed => {
+                        // A success whose body could not be used was paid for: no second one.
+                        Err(error) if !error.retryable() || self.streamed || current.succeeded => {
                             self.over = true;
                             return ChatStep::Done(Err(error));
                         }
@@ -488,14 +509,32 @@ impl ChatMachine {
         None
     }
 
-    /// Feeds the answer to the step handed out last.
-    pub fn handle(&mut self, answer: CallAnswer) -> Result<(), Error> {
-        let current = self.current.as_mut().ok_or_else(|| Error::Session {
-            message: "unexpected answer: no call is in flight".into(),
-        })?;
-        current
-            .call
-            .handle(answer)
-            .map_err(|refused| refused.reason)
+    /// The instant the call in flight next needs a poll even if no answer comes (the end of
+    /// its attempt's timeout or of a wait); `None` when there is none.
+    pub fn wake_at(&self) -> Option<u64> {
+        self.current
+            .as_ref()
+            .and_then(|current| current.call.wake_at())
+    }
+
+    /// Feeds the answer to the step handed out last; an answer the call did not ask for is
+    /// handed back with a `SessionStateError` as the reason, and nothing changes.
+    pub fn handle(&mut self, answer: CallAnswer) -> Result<(), Refused<CallAnswer>> {
+        let Some(current) = self.current.as_mut() else {
+            return Err(Refused::new(
+                answer,
+                "unexpected answer: no call is in flight".into(),
+            ));
+        };
+        let status = match &answer {
+            CallAnswer::Head { status, .. } => Some(*status),
+            CallAnswer::Response(response) => Some(response.status),
+            _ => None,
+        };
+        current.call.handle(answer)?;
+        if let Some(status) = status {
+            current.succeeded = (200..300).contains(&status);
+        }
+        Ok(())
     }
 }

@@ -1,26 +1,33 @@
 //! The gateway's rules (`docs/gateway.md`): OMA's validation, wire formats and runs behind an
 //! HTTP API, as plain Rust that every gateway host shares.
 //!
-//! Everything here is pure: [`route`] decides from a request's head, [`validate`] and
-//! [`format()`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
-//! machine every world drives), and [`run_reply`] / [`sse_event`] turn what the run produced into
-//! the response; [`serve::serve`] puts them together for one request on any platform, over the
-//! step loop (`oma-step`) and a transport the platform gives.
+//! Everything here is pure. One request is one [`request::RequestMachine`]: it is polled for
+//! what it needs next (read the body, count on a store, send a reply or a stream's pieces, send a
+//! provider request, write a log line) and told what happened, and it decides everything the
+//! gateway answers, from the pieces below: [`route`] decides from a request's head, [`validate`]
+//! and [`format()`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
+//! machine every world drives), the chat routes' [`chat::ChatMachine`] makes their provider
+//! calls, [`limits`] counts them, and [`run_reply`] / [`sse_event`] turn what the run produced
+//! into the response.
 //!
-//! `oma_gateway.wasm`, `oma_routes.wasm` and `oma_fastly.wasm` are built from this crate, and
-//! nothing else decides what they answer: the
-//! `wasi:http/proxy` gateway (`crates/gateway`, `oma_gateway.wasm`), which binds [`serve`] to
-//! `wasi:http/incoming-handler`; the Fastly Compute layer (`crates/fastly`), which binds it to
-//! Fastly's hostcalls; and the `routes` world (`crates/routes`, `oma_routes.wasm`), which hands
-//! the same decisions to a host that serves HTTP itself (the Cloudflare Worker gateway).
+//! `oma_gateway.wasm`, `oma_routes.wasm` and `oma_fastly.wasm` are built from this crate and
+//! drive the machine, and nothing else decides what they answer: the `wasi:http/proxy` gateway
+//! (`crates/gateway`, `oma_gateway.wasm`) and the Fastly Compute layer (`crates/fastly`) through
+//! the blocking loop [`serve::serve`], each giving it a platform's request, response and
+//! transport; and the `routes` world (`crates/routes`, `oma_routes.wasm`), which hands its steps
+//! to a host that serves HTTP itself (the Cloudflare Worker gateway).
 
 #![deny(missing_docs)]
+// The machines hand a refused answer back by value (`Refused<A>`), as the core's do: a misuse
+// path whose `Ok` side is empty, and boxing it would only move the cost to every caller.
+#![allow(clippy::result_large_err)]
 
 pub mod anthropic;
 pub mod chat;
 pub mod env;
 pub mod limits;
 pub mod openai;
+pub mod request;
 pub mod serve;
 pub mod trace;
 
@@ -185,6 +192,9 @@ pub enum Route {
     Models,
     /// `POST /v1/messages` (Anthropic-compatible, [`anthropic`]).
     Messages,
+    /// `POST /v1/messages/count_tokens` (Anthropic-compatible: a request's input tokens,
+    /// [`anthropic::start`]).
+    CountTokens,
 }
 
 /// What [`route`] reads of a request.
@@ -200,6 +210,11 @@ pub struct Head<'a> {
     pub api_key: Option<&'a str>,
     /// The `content-length` header, when it is a number.
     pub content_length: Option<u64>,
+    /// The `anthropic-version` header: Anthropic's clients send it, and `/v1/models` answers
+    /// them in Anthropic's shape.
+    pub anthropic_version: Option<&'a str>,
+    /// The `anthropic-beta` header, sent on to Anthropic targets ([`anthropic::betas_for`]).
+    pub anthropic_beta: Option<&'a str>,
 }
 
 impl Head<'_> {
@@ -242,9 +257,19 @@ pub fn on_head(settings: Result<&Settings, &env::BadVariable>, head: &Head) -> H
     };
     match route(settings, head) {
         Err(reply) => HeadVerdict::Reply(reply),
-        Ok(Route::Health) => HeadVerdict::Reply(health()),
-        Ok(Route::Models) => HeadVerdict::Reply(openai::models(settings)),
+        // `/healthz` says where limits are counted.
+        Ok(Route::Health) => HeadVerdict::Reply(limits::health(limits::scope(settings))),
+        Ok(Route::Models) => HeadVerdict::Reply(models(settings, head)),
         Ok(route) => HeadVerdict::ReadBody(route),
+    }
+}
+
+/// `GET /v1/models`: Anthropic's list when the client sends `anthropic-version` (Anthropic's
+/// clients do), else OpenAI's.
+fn models(settings: &Settings, head: &Head) -> Reply {
+    match head.anthropic_version {
+        Some(_) => anthropic::models(settings),
+        None => openai::models(settings),
     }
 }
 
@@ -259,11 +284,13 @@ pub enum BodyVerdict {
 }
 
 /// The answer to `route` with its whole body: `/v1/validate` and `/v1/format` answer here,
-/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`). `now_ms` and `seed` feed
+/// `/v1/run` starts its run ([`start_run`]; streamed when `streaming`), the chat routes their
+/// provider calls (the Anthropic ones read `head`'s path and headers). `now_ms` and `seed` feed
 /// what a format makes up and the run's random draws.
 pub fn on_body(
     settings: &Settings,
     route: Route,
+    head: &Head,
     body: &[u8],
     streaming: bool,
     now_ms: u64,
@@ -271,7 +298,7 @@ pub fn on_body(
 ) -> BodyVerdict {
     match route {
         Route::Health => BodyVerdict::Reply(health()),
-        Route::Models => BodyVerdict::Reply(openai::models(settings)),
+        Route::Models => BodyVerdict::Reply(models(settings, head)),
         Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
         Route::Run => match start_run(settings, body, streaming, seed) {
@@ -282,10 +309,13 @@ pub fn on_body(
             Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
             Err(reply) => BodyVerdict::Reply(reply),
         },
-        Route::Messages => match anthropic::start(settings, body, now_ms, seed) {
-            Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
-            Err(reply) => BodyVerdict::Reply(reply),
-        },
+        Route::Messages | Route::CountTokens => {
+            let count = route == Route::CountTokens;
+            match anthropic::start(settings, body, head, count, now_ms, seed) {
+                Ok(completion) => BodyVerdict::Chat(Box::new(completion)),
+                Err(reply) => BodyVerdict::Reply(reply),
+            }
+        }
     }
 }
 
@@ -295,6 +325,15 @@ pub const NO_HOOK: &str = "the gateway runs no hooks";
 pub const NO_TOOLS: &str = "no tools are available through the gateway";
 /// The failure when a run asks for an external backend.
 pub const NO_EXTERNAL: &str = "the gateway has no external backend";
+/// The failure should a run ask for the `custom` context strategy's function (refused before a
+/// run starts).
+pub const NO_COMPRESS: &str = "contextStrategy \"custom\" is not available in a gateway run";
+/// The failure should a run ask for an LLM adapter of its own (a request cannot name one: an
+/// `adapter` field is an unknown field, refused before a run starts).
+pub const NO_ADAPTER: &str = "an LLM adapter of one's own is not available in a gateway run";
+/// The failure should a run ask for an `onLoopDetected` function (refused before a run starts).
+pub const NO_LOOP_DECISION: &str =
+    "loopDetection.onLoopDetected as a function is not available in a gateway run";
 
 /// The log line for one request, with its newline: method, path without its query (control
 /// characters shown as `?`, at most 200 characters), status, duration. Nothing else of the
@@ -321,9 +360,9 @@ pub fn export_dropped_line(reason: &str) -> String {
     format!("oma-gateway: trace export dropped: {reason}\n")
 }
 
-/// The route of a request, or the response that refuses it: `404` for no route, `405` (with
-/// `allow`) for another method, `401` without the token (`/healthz` is open), `413` when the
-/// declared length is above the limit.
+/// The route of a request, or the response that refuses it, in this order: `404` for no route,
+/// `401` without the token (`/healthz` is open), `405` (with `allow`) for another method, `413`
+/// when the declared length is above the limit.
 pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
     let path = head.path.split(['?', '#']).next().unwrap_or("");
     let (route, method) = match path {
@@ -334,37 +373,25 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
         "/v1/chat/completions" => (Route::ChatCompletions, "POST"),
         "/v1/models" => (Route::Models, "GET"),
         "/v1/messages" => (Route::Messages, "POST"),
+        "/v1/messages/count_tokens" => (Route::CountTokens, "POST"),
         _ => {
             return Err(Reply::error(
                 404,
                 "Error",
                 Some("NOT_FOUND"),
                 "no such route: the gateway answers GET /healthz, POST /v1/validate, \
-                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models and \
-                 POST /v1/messages",
+                 POST /v1/format, POST /v1/run, POST /v1/chat/completions, GET /v1/models, \
+                 POST /v1/messages and POST /v1/messages/count_tokens",
             ))
         }
     };
     // Each route refuses in its own error shape: OpenAI's for the OpenAI-compatible routes,
-    // Anthropic's for the Anthropic-compatible one.
-    let openai = matches!(route, Route::ChatCompletions | Route::Models);
-    let anthropic = route == Route::Messages;
-    if !head.method.eq_ignore_ascii_case(method) {
-        let message = format!("{path} answers {method} only");
-        let reply = if anthropic {
-            anthropic::error_reply(405, "invalid_request_error", &message)
-        } else if openai {
-            openai::error_reply(
-                405,
-                "invalid_request_error",
-                Some("method_not_allowed"),
-                &message,
-            )
-        } else {
-            Reply::error(405, "Error", Some("METHOD_NOT_ALLOWED"), &message)
-        };
-        return Err(reply.with_header("allow", method));
-    }
+    // Anthropic's for the Anthropic-compatible ones (and `/v1/models` asked by an Anthropic
+    // client). A request without the token learns nothing more than that (no method is named to
+    // it), so the token is checked first.
+    let anthropic = matches!(route, Route::Messages | Route::CountTokens)
+        || (route == Route::Models && head.anthropic_version.is_some());
+    let openai = !anthropic && matches!(route, Route::ChatCompletions | Route::Models);
     if route != Route::Health && !settings.authorized_either(head.authorization, head.api_key) {
         let message = "a token is required: send `authorization: Bearer <token>` or \
                        `x-api-key: <token>`";
@@ -381,6 +408,22 @@ pub fn route(settings: &Settings, head: &Head) -> Result<Route, Reply> {
             Reply::error(401, "Error", Some("UNAUTHORIZED"), message)
         };
         return Err(reply.with_header("www-authenticate", "Bearer"));
+    }
+    if !head.method.eq_ignore_ascii_case(method) {
+        let message = format!("{path} answers {method} only");
+        let reply = if anthropic {
+            anthropic::error_reply(405, "invalid_request_error", &message)
+        } else if openai {
+            openai::error_reply(
+                405,
+                "invalid_request_error",
+                Some("method_not_allowed"),
+                &message,
+            )
+        } else {
+            Reply::error(405, "Error", Some("METHOD_NOT_ALLOWED"), &message)
+        };
+        return Err(reply.with_header("allow", method));
     }
     if head
         .content_length
@@ -769,20 +812,26 @@ pub fn run_reply(outcome: &RunOutcome, sent: bool, elapsed_ms: u64, deadline_ms:
 }
 
 /// The response for a run that failed before it `sent` anything, because of its input
-/// (`422`) or the egress policy (`403`); `None` for any other outcome.
+/// (`422`: an invalid message, content or a tool result the format cannot carry, or a request
+/// the format refuses, such as a model that would change the provider's URL path) or the egress
+/// policy (`403`); `None` for any other outcome.
 pub fn refusal(outcome: &RunOutcome, sent: bool) -> Option<Reply> {
     let failure = outcome.failure()?;
     if sent || outcome.budget_exceeded() {
         return None;
     }
-    let status = match failure.error_info.name.as_str() {
+    let info = &failure.error_info;
+    let status = match info.name.as_str() {
         "InvalidMessageError"
         | "UnsupportedContentBlockError"
         | "UnsupportedToolResultContentError" => 422,
+        // OMA's plain `Error` that cannot be retried: a request the format refused (a host's
+        // failure is retryable).
+        "Error" if !info.retryable && info.code.is_none() => 422,
         "EgressPolicyError" => 403,
         _ => return None,
     };
-    Some(info_reply(status, &failure.error_info))
+    Some(info_reply(status, info))
 }
 
 fn info_reply(status: u16, info: &ErrorInfo) -> Reply {
@@ -817,5 +866,7 @@ pub fn sse_event(event: &AgentEvent) -> String {
 
 #[cfg(test)]
 mod openai_tests;
+#[cfg(test)]
+mod request_tests;
 #[cfg(test)]
 mod tests;

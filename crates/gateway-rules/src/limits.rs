@@ -390,13 +390,13 @@ pub fn with_instance_counts<R>(f: impl FnOnce(&mut MemoryCounter) -> R) -> R {
 }
 
 /// The shape of the refusals of a request to `route` with `token` when its limits are counted:
-/// a route that calls a provider (`/v1/chat/completions`, `/v1/messages`, `/v1/run`) with a
-/// listed key that has a limit. `None`: nothing is counted, and the store is not touched
-/// (`OMA_GATEWAY_TOKEN`, which has no limit, never depends on it).
+/// a route that calls a provider (`/v1/chat/completions`, `/v1/messages` and its
+/// `count_tokens`, `/v1/run`) with a listed key that has a limit. `None`: nothing is counted,
+/// and the store is not touched (`OMA_GATEWAY_TOKEN`, which has no limit, never depends on it).
 pub fn counted(keys: &Keys, route: Route, token: Option<&str>) -> Option<Shape> {
     let shape = match route {
         Route::ChatCompletions => Shape::OpenAi,
-        Route::Messages => Shape::Anthropic,
+        Route::Messages | Route::CountTokens => Shape::Anthropic,
         Route::Run => Shape::Gateway,
         _ => return None,
     };

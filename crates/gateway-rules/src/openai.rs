@@ -601,10 +601,22 @@ pub fn start(
     })
 }
 
-/// `GET /v1/models`: OpenAI's list of the models the configuration names
-/// (`OMA_GATEWAY_MODELS`, and the models of `OMA_GATEWAY_FALLBACKS`), each `<provider>/<model>`
-/// of a provider the configuration can reach, in the order first named.
+/// `GET /v1/models`: OpenAI's list of the models the configuration names ([`model_ids`]).
 pub fn models(settings: &Settings) -> Reply {
+    let data: Vec<Value> = model_ids(settings)
+        .iter()
+        .map(|id| {
+            let owner = id.split('/').next().unwrap_or_default();
+            json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
+        })
+        .collect();
+    Reply::json(200, &json!({"object": "list", "data": data}))
+}
+
+/// The models `/v1/models` lists: those the configuration names (`OMA_GATEWAY_MODELS`, and the
+/// models of `OMA_GATEWAY_FALLBACKS`), each `<provider>/<model>` of a provider the
+/// configuration can reach, in the order first named.
+pub fn model_ids(settings: &Settings) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     let named = settings
         .models
@@ -623,14 +635,7 @@ pub fn models(settings: &Settings) -> Reply {
             ids.push(id);
         }
     }
-    let data: Vec<Value> = ids
-        .iter()
-        .map(|id| {
-            let owner = id.split('/').next().unwrap_or_default();
-            json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
-        })
-        .collect();
-    Reply::json(200, &json!({"object": "list", "data": data}))
+    ids
 }
 
 /// OpenAI's `finish_reason` for OMA's `stop_reason`.

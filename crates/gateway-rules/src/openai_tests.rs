@@ -1,6 +1,7 @@
-//! `/v1/chat/completions` through [`serve`](crate::serve::serve), natively: a scripted exchange
-//! (the client's request, the response written) and a scripted transport (each provider's
-//! answers, every request that reached it recorded).
+//! `/v1/chat/completions` through the request machine and its blocking loop
+//! ([`serve`](crate::serve::serve)), natively: a scripted exchange (the client's request, the
+//! response written) and a scripted transport (each provider's answers, every request that
+//! reached it recorded).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -11,7 +12,8 @@ use serde_json::{json, Value};
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_step::Transport;
 
-use crate::serve::{serve, Exchange};
+use crate::request::{BodyFailure, BodyLimits, RequestHead, RequestMachine};
+use crate::serve::Exchange;
 use crate::{Reply, Settings};
 
 const KEY: &str = "sk-chat-unit-SECRET-7171";
@@ -79,19 +81,7 @@ struct Client {
 impl Exchange for Client {
     type Transport = Scripted;
 
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn now_ms(&self) -> u64 {
-        NOW
-    }
-    fn random_u64(&self) -> u64 {
-        42
-    }
-    fn read_body(&mut self, _: Option<u64>, _: u64, _: u64) -> Result<Vec<u8>, Reply> {
+    fn read_body(&mut self, _: &BodyLimits) -> Result<Vec<u8>, BodyFailure> {
         Ok(std::mem::take(&mut self.body))
     }
     fn respond(&mut self, reply: &Reply) {
@@ -118,6 +108,34 @@ impl Exchange for Client {
     fn log(&mut self, line: &str) {
         self.transport.0.borrow_mut().log.push(line.to_owned());
     }
+}
+
+/// Serves `client`'s request (`method`, `path`, its headers and body) with `settings`, at
+/// [`NOW`]; the status answered.
+fn serve(
+    settings: Result<Settings, crate::env::BadVariable>,
+    method: &str,
+    path: &str,
+    client: &mut Client,
+) -> u16 {
+    let head = RequestHead {
+        method: method.into(),
+        path: path.into(),
+        headers: client
+            .headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.clone()))
+            .collect(),
+    };
+    crate::serve::serve(RequestMachine::new(settings, head, NOW, 42), client)
+}
+
+/// The lines of `log` other than each request's own line.
+fn dropped_exports(log: &[String]) -> Vec<&str> {
+    log.iter()
+        .map(String::as_str)
+        .filter(|line| line.contains("trace export dropped"))
+        .collect()
 }
 
 fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariable> {
@@ -905,7 +923,11 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     );
     assert_eq!(attribute(answered_span, "error.type"), Value::Null);
 
-    assert!(answered.log.is_empty(), "{:?}", answered.log);
+    assert!(
+        dropped_exports(&answered.log).is_empty(),
+        "{:?}",
+        answered.log
+    );
 
     // A collector that refuses the export costs the client nothing; the drop is logged.
     let settings = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]);
@@ -919,9 +941,13 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     );
     assert_eq!(dropped.status, 200);
     assert_eq!(dropped.sent.len(), 2, "the call, then the export");
+    // The request's own line, then the drop.
     assert_eq!(
         dropped.log,
-        ["oma-gateway: trace export dropped: the collector answered 503\n"]
+        [
+            "oma-gateway: POST /v1/chat/completions 200 0ms\n",
+            "oma-gateway: trace export dropped: the collector answered 503\n"
+        ]
     );
 
     let bad = environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url")]).expect_err("bad");
@@ -1356,4 +1382,335 @@ fn messages_keep_signed_thinking_and_cache_markers_across_tool_round_trips() {
         assert!(message.as_str().unwrap().contains(expected), "{message}");
         assert!(refused.sent.is_empty());
     }
+}
+
+/// Sends `body` (JSON text, as the client wrote it) to `path` with `headers`; what happened.
+fn anthropic_at(
+    settings: Result<Settings, crate::env::BadVariable>,
+    method: &str,
+    path: &str,
+    headers: Vec<(&'static str, String)>,
+    body: &str,
+    answers: Vec<Canned>,
+) -> Answered {
+    let transport = Scripted::default();
+    transport.0.borrow_mut().answers = answers.into();
+    let mut client = Client {
+        headers,
+        body: body.as_bytes().to_vec(),
+        transport: transport.clone(),
+        reply: None,
+        events: None,
+    };
+    let status = serve(settings, method, path, &mut client);
+    let sent = std::mem::take(&mut transport.0.borrow_mut().sent);
+    let log = std::mem::take(&mut transport.0.borrow_mut().log);
+    Answered {
+        status,
+        reply: client.reply,
+        events: client.events,
+        sent,
+        log,
+    }
+}
+
+/// A streamed Anthropic answer with a signed thinking block, a text and its usage.
+fn anthropic_thinking_stream() -> Canned {
+    let events = [
+        r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_s","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"usage":{"input_tokens":1234,"cache_creation_input_tokens":0,"cache_read_input_tokens":21000,"output_tokens":1}}}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Run it."}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCkgIARAB"}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":0}"#,
+        r#"event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+        r#"event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Running."}}"#,
+        r#"event: content_block_stop
+data: {"type":"content_block_stop","index":1}"#,
+        r#"event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}"#,
+        r#"event: message_stop
+data: {"type":"message_stop"}"#,
+    ];
+    (200, "text/event-stream", events.join("\n\n") + "\n\n")
+}
+
+#[test]
+fn claude_code_requests_reach_an_anthropic_target_byte_for_byte_but_the_model() {
+    for case in claude_code_cases() {
+        let name = case["name"].as_str().unwrap().to_owned();
+        let path = case["path"].as_str().unwrap();
+        let model = case["body"]["model"].as_str().unwrap().to_owned();
+        // The body as the client writes it: compact, its keys in order.
+        let written = serde_json::to_string(&case["body"]).unwrap();
+        let counting = path.starts_with("/v1/messages/count_tokens");
+        let streamed = case["body"]["stream"] == json!(true);
+        // The model as Claude Code names it, and as a gateway client names it.
+        for named in [model.clone(), format!("anthropic/{model}")] {
+            let body = written.replacen(
+                &format!("\"model\":\"{model}\""),
+                &format!("\"model\":\"{named}\""),
+                1,
+            );
+            let mut headers = vec![("x-api-key", TOKEN.to_owned())];
+            for (header, value) in case["headers"].as_object().unwrap() {
+                let header: &'static str = match header.as_str() {
+                    "anthropic-version" => "anthropic-version",
+                    "anthropic-beta" => "anthropic-beta",
+                    other => panic!("{name}: a header the test does not send: {other}"),
+                };
+                headers.push((header, value.as_str().unwrap().to_owned()));
+            }
+            let answer = if counting {
+                (200, "application/json", r#"{"input_tokens":2095}"#.into())
+            } else if streamed {
+                anthropic_thinking_stream()
+            } else {
+                anthropic_thinking_answer()
+            };
+            let answered =
+                anthropic_at(environment(&[]), "POST", path, headers, &body, vec![answer]);
+            assert_eq!(answered.status, 200, "{name}: {:?}", answered.reply);
+            assert_eq!(answered.sent.len(), 1, "{name}");
+            let sent = &answered.sent[0];
+            // Byte for byte, the model apart (the provider's own name for it).
+            assert_eq!(sent.body.as_str(), written, "{name} as {named}");
+            assert_eq!(sent.url, format!("{ANTHROPIC}{path}"), "{name}");
+            let header = |wanted: &str| {
+                sent.headers
+                    .iter()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(wanted))
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+            };
+            for (wanted, value) in case["headers"].as_object().unwrap() {
+                assert_eq!(
+                    header(wanted),
+                    [value.as_str().unwrap()],
+                    "{name}: {wanted}"
+                );
+            }
+            // The provider's key, never the client's token to the gateway.
+            assert_eq!(header("x-api-key"), [KEY], "{name}");
+            assert!(
+                !sent.headers.iter().any(|(_, v)| v.contains(TOKEN)),
+                "{name}: the gateway's token went on"
+            );
+            if counting {
+                assert_eq!(answered.json(), json!({"input_tokens": 2095}), "{name}");
+            } else if streamed {
+                let text = answered.events.as_deref().expect("a stream");
+                for piece in [
+                    r#""usage":{"input_tokens":1234,"cache_creation_input_tokens":0,"cache_read_input_tokens":21000"#,
+                    r#"{"type":"thinking_delta","thinking":"Run it."}"#,
+                    r#"{"type":"signature_delta","signature":"EqQBCkgIARAB"}"#,
+                    r#"{"type":"text_delta","text":"Running."}"#,
+                ] {
+                    assert!(text.contains(piece), "{name}: {piece} in {text}");
+                }
+            } else {
+                let message = answered.json();
+                let (_, _, provider) = anthropic_thinking_answer();
+                let provider: Value = serde_json::from_str(&provider).unwrap();
+                assert_eq!(message["content"], provider["content"], "{name}");
+                assert_eq!(message["usage"], provider["usage"], "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn count_tokens_asks_each_targets_counter_or_estimates() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let count = |model: &str, headers, answers| {
+        let body = json!({
+            "model": model,
+            "system": [{"type": "text", "text": "Be brief."}],
+            "messages": [{"role": "user", "content": "How many tokens is this?"}],
+        });
+        anthropic_at(
+            environment(&[]),
+            "POST",
+            "/v1/messages/count_tokens",
+            headers,
+            &body.to_string(),
+            answers,
+        )
+    };
+    // An OpenAI-compatible target has no counter: the documented estimate, nothing sent.
+    let estimated = count("openai/gpt-4o", key(), vec![]);
+    assert_eq!(estimated.status, 200, "{:?}", estimated.reply);
+    assert!(estimated.sent.is_empty());
+    let tokens = estimated.json()["input_tokens"].as_u64().expect("a count");
+    assert!((5..=20).contains(&tokens), "{tokens}");
+    assert_eq!(estimated.json().as_object().unwrap().len(), 1);
+
+    // Anthropic's counter, at its route; a count needs no max_tokens and is no model call.
+    let counted = count(
+        "claude-x",
+        key(),
+        vec![(200, "application/json", r#"{"input_tokens":17}"#.into())],
+    );
+    assert_eq!(counted.json(), json!({"input_tokens": 17}));
+    assert_eq!(
+        counted.sent[0].url,
+        format!("{ANTHROPIC}/v1/messages/count_tokens")
+    );
+
+    // Refusals in Anthropic's shape: the token, the method.
+    let refused = count("claude-x", vec![], vec![]);
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["error"]["type"], "authentication_error");
+    let wrong = anthropic_at(
+        environment(&[]),
+        "GET",
+        "/v1/messages/count_tokens?beta=true",
+        key(),
+        "",
+        vec![],
+    );
+    assert_eq!(wrong.status, 405);
+    assert_eq!(wrong.json()["type"], "error");
+}
+
+#[test]
+fn anthropic_betas_reach_anthropic_and_are_refused_by_name_elsewhere() {
+    let settings = || {
+        environment(&[(
+            "OMA_GATEWAY_FALLBACKS",
+            r#"{"anthropic/claude-x": ["openai/gpt-4o"]}"#,
+        )])
+    };
+    let send = |model: &str, beta: &str, answers| {
+        let body = json!({
+            "model": model, "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Hello?"}],
+        });
+        anthropic_at(
+            settings(),
+            "POST",
+            "/v1/messages?beta=true",
+            vec![
+                ("x-api-key", TOKEN.to_owned()),
+                ("anthropic-version", "2023-06-01".to_owned()),
+                ("anthropic-beta", beta.to_owned()),
+            ],
+            &body.to_string(),
+            answers,
+        )
+    };
+    // Betas that change nothing another target has to do pass it (the header is not sent).
+    let passed = send(
+        "openai/gpt-4o",
+        "claude-code-20250219, interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14",
+        vec![openai_answer("Hi.")],
+    );
+    assert_eq!(passed.status, 200, "{:?}", passed.reply);
+    assert!(!passed.sent[0]
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("anthropic-beta")));
+
+    // One the request may depend on is refused by name, naming the target; nothing is sent.
+    let refused = send(
+        "openai/gpt-4o",
+        "claude-code-20250219,context-1m-2025-08-07",
+        vec![],
+    );
+    assert_eq!(refused.status, 400);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("\"context-1m-2025-08-07\"") && message.contains("openai/gpt-4o"),
+        "{message}"
+    );
+    assert!(refused.sent.is_empty());
+
+    // An Anthropic target takes it as sent; a fallback that cannot honour it is not tried.
+    let failing = {
+        let body =
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}});
+        (529, "application/json", body.to_string())
+    };
+    let answered = send("anthropic/claude-x", "context-1m-2025-08-07", vec![failing]);
+    assert_eq!(answered.sent.len(), 1, "the fallback was tried");
+    assert_eq!(answered.status, 529, "{:?}", answered.reply);
+    assert!(answered.sent[0]
+        .headers
+        .contains(&("anthropic-beta".into(), "context-1m-2025-08-07".into())));
+}
+
+#[test]
+fn models_answers_anthropic_clients_in_anthropics_shape() {
+    let settings = || environment(&[("OMA_GATEWAY_MODELS", "anthropic/claude-x,openai/gpt-4o")]);
+    let list = |headers| {
+        anthropic_at(
+            settings(),
+            "GET",
+            "/v1/models?beta=true",
+            headers,
+            "",
+            vec![],
+        )
+    };
+    let answered = list(vec![
+        ("x-api-key", TOKEN.to_owned()),
+        ("anthropic-version", "2023-06-01".to_owned()),
+    ]);
+    assert_eq!(answered.status, 200);
+    assert_eq!(
+        answered.json(),
+        json!({
+            "data": [
+                {"type": "model", "id": "anthropic/claude-x", "display_name": "anthropic/claude-x",
+                 "created_at": "1970-01-01T00:00:00Z"},
+                {"type": "model", "id": "openai/gpt-4o", "display_name": "openai/gpt-4o",
+                 "created_at": "1970-01-01T00:00:00Z"}
+            ],
+            "has_more": false, "first_id": "anthropic/claude-x", "last_id": "openai/gpt-4o"
+        })
+    );
+    // Refused in Anthropic's shape too.
+    let refused = list(vec![("anthropic-version", "2023-06-01".to_owned())]);
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["error"]["type"], "authentication_error");
+    // Without the header, OpenAI's list.
+    let openai = list(vec![("x-api-key", TOKEN.to_owned())]);
+    assert_eq!(openai.json()["object"], "list");
+}
+
+#[test]
+fn a_forwarded_request_needs_one_model_and_a_plain_query() {
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let twice = r#"{"model":"claude-x","max_tokens":64,"messages":[{"role":"user","content":"Hi"}],"model":"claude-y"}"#;
+    let refused = anthropic_at(
+        environment(&[]),
+        "POST",
+        "/v1/messages",
+        key(),
+        twice,
+        vec![],
+    );
+    assert_eq!(refused.status, 400);
+    assert!(refused.sent.is_empty());
+    let body =
+        r#"{"model":"claude-x","max_tokens":64,"messages":[{"role":"user","content":"Hi"}]}"#;
+    let refused = anthropic_at(
+        environment(&[]),
+        "POST",
+        "/v1/messages?beta=true\u{7f}",
+        key(),
+        body,
+        vec![],
+    );
+    assert_eq!(refused.status, 400);
+    assert!(refused.sent.is_empty());
 }

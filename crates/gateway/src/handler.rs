@@ -1,8 +1,10 @@
-//! The wasi:http side of the gateway: `wasi:http/incoming-handler`. It gives [`serve`] the
-//! request (head, then the body within the limit and the deadline) and the response (whole, or
-//! as server-sent events while the run goes on), and the run's provider calls go out on
-//! wasi:http ([`HttpIo`], the transport the `component` world uses too). What is answered is
-//! decided by the gateway's rules (`oma-gateway-rules`); the Fastly layer (`crates/fastly`)
+//! The wasi:http side of the gateway: `wasi:http/incoming-handler`. Each request is one
+//! [`RequestMachine`] of the gateway's rules (`oma-gateway-rules`), stepped to its end by their
+//! blocking loop ([`serve`]) with what this file gives it: the request (its head, then its body
+//! within the limits the machine says), the response (whole, or as server-sent events while the
+//! run goes on), `wasi:keyvalue` for the per-token limits, stderr for the log lines, and
+//! wasi:http for the provider calls and the trace export ([`HttpIo`], the transport the
+//! `component` world uses too). Nothing is decided here; the Fastly layer (`crates/fastly`)
 //! serves the same way over Fastly's hostcalls.
 
 use exports::wasi::http::incoming_handler::Guest;
@@ -11,9 +13,11 @@ use wasip2::http::types::{
 };
 use wasip2::io::streams::{InputStream, OutputStream, StreamError};
 
-use oma_gateway_rules::limits::Counter;
+use oma_gateway_rules::request::{
+    BodyFailure, BodyLimits, CountOps, ForgetOps, RequestHead, RequestMachine,
+};
 use oma_gateway_rules::serve::{serve, Exchange};
-use oma_gateway_rules::{log_line, Reply, Settings, STREAM_HEADERS};
+use oma_gateway_rules::{Reply, Settings, STREAM_HEADERS};
 use oma_wasi::HttpIo;
 
 // The world `gateway` of `wit/world.wit`, bound here so that the component's type is that
@@ -49,26 +53,25 @@ const READ_CHUNK: u64 = 64 * 1024;
 
 impl Guest for Gateway {
     fn handle(request: IncomingRequest, out: ResponseOutparam) {
-        let started = monotonic_ms();
-        let method = method_name(&request.method());
-        let path = request.path_with_query().unwrap_or_default();
+        let head = RequestHead {
+            method: method_name(&request.method()),
+            path: request.path_with_query().unwrap_or_default(),
+            headers: request
+                .headers()
+                .entries()
+                .into_iter()
+                .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
+                .collect(),
+        };
         let settings = Settings::from_vars(wasip2::cli::environment::get_environment());
+        let machine =
+            RequestMachine::new(settings, head, oma_wasi::now_ms(), oma_wasi::random_u64());
         let mut exchange = WasiExchange {
             request: &request,
             out: Some(out),
             events: None,
         };
-        let status = serve(settings, &method, &path, &mut exchange);
-        drop(exchange);
-        drop(request);
-        let line = log_line(
-            &method,
-            &path,
-            status,
-            monotonic_ms().saturating_sub(started),
-        );
-        let stderr = wasip2::cli::stderr::get_stderr();
-        let _ = stderr.blocking_write_and_flush(line.as_bytes());
+        serve(machine, &mut exchange);
     }
 }
 
@@ -83,37 +86,15 @@ struct WasiExchange<'a> {
 impl Exchange for WasiExchange<'_> {
     type Transport = HttpIo;
 
-    fn header(&self, name: &str) -> Option<String> {
-        self.request
-            .headers()
-            .get(name)
-            .into_iter()
-            .next()
-            .map(|value| String::from_utf8_lossy(&value).into_owned())
-    }
-
-    fn now_ms(&self) -> u64 {
-        oma_wasi::now_ms()
-    }
-
-    fn random_u64(&self) -> u64 {
-        oma_wasi::random_u64()
-    }
-
-    fn read_body(
-        &mut self,
-        declared: Option<u64>,
-        limit: u64,
-        deadline_at: u64,
-    ) -> Result<Vec<u8>, Reply> {
+    fn read_body(&mut self, limits: &BodyLimits) -> Result<Vec<u8>, BodyFailure> {
         let body = self
             .request
             .consume()
-            .map_err(|()| Reply::unreadable("the body was already taken"))?;
+            .map_err(|()| BodyFailure::Broken("the body was already taken".into()))?;
         let stream = body
             .stream()
-            .map_err(|()| Reply::unreadable("the body stream was already taken"))?;
-        let bytes = read_stream(&stream, declared, limit, deadline_at)?;
+            .map_err(|()| BodyFailure::Broken("the body stream was already taken".into()))?;
+        let bytes = read_stream(&stream, limits)?;
         drop(stream);
         drop(IncomingBody::finish(body));
         Ok(bytes)
@@ -168,28 +149,28 @@ impl Exchange for WasiExchange<'_> {
         HttpIo::default()
     }
 
+    fn count(&mut self, ops: &CountOps) -> Result<Vec<u64>, String> {
+        let bucket = wasi::keyvalue::store::open(&ops.store).map_err(|error| describe(&error))?;
+        ops.add
+            .iter()
+            .map(|(key, delta)| {
+                wasi::keyvalue::atomics::increment(&bucket, key, *delta)
+                    .map_err(|error| describe(&error))
+            })
+            .collect()
+    }
+
+    fn forget(&mut self, ops: &ForgetOps) {
+        if let Ok(bucket) = wasi::keyvalue::store::open(&ops.store) {
+            for name in &ops.names {
+                let _ = bucket.delete(name);
+            }
+        }
+    }
+
     fn log(&mut self, line: &str) {
         let stderr = wasip2::cli::stderr::get_stderr();
         let _ = stderr.blocking_write_and_flush(line.as_bytes());
-    }
-
-    fn limits_store(&mut self, bucket: &str) -> Result<Box<dyn Counter>, String> {
-        wasi::keyvalue::store::open(bucket)
-            .map(|bucket| Box::new(Bucket(bucket)) as Box<dyn Counter>)
-            .map_err(|error| describe(&error))
-    }
-}
-
-/// A `wasi:keyvalue` bucket of the host, counting with `atomics.increment`.
-struct Bucket(wasi::keyvalue::store::Bucket);
-
-impl Counter for Bucket {
-    fn increment(&mut self, key: &str, delta: u64) -> Result<u64, String> {
-        wasi::keyvalue::atomics::increment(&self.0, key, delta).map_err(|error| describe(&error))
-    }
-
-    fn delete(&mut self, key: &str) {
-        let _ = self.0.delete(key);
     }
 }
 
@@ -202,34 +183,30 @@ fn describe(error: &wasi::keyvalue::store::Error) -> String {
     }
 }
 
-/// The whole of `stream`, at most `limit` bytes, read before `deadline_at` (wall clock, ms); the
-/// declared length (already checked against the limit) is allocated at once.
-fn read_stream(
-    stream: &InputStream,
-    declared: Option<u64>,
-    limit: u64,
-    deadline_at: u64,
-) -> Result<Vec<u8>, Reply> {
-    let expected = declared.unwrap_or(0).min(limit);
+/// The whole of `stream`, within `limits`: at most their bytes, read before their deadline
+/// (wall clock, ms); the declared length (already checked against the limit) is allocated at
+/// once.
+fn read_stream(stream: &InputStream, limits: &BodyLimits) -> Result<Vec<u8>, BodyFailure> {
+    let expected = limits.declared.unwrap_or(0).min(limits.max_bytes);
     let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     loop {
-        let left = deadline_at.saturating_sub(oma_wasi::now_ms());
+        let left = limits.deadline_at_ms.saturating_sub(oma_wasi::now_ms());
         let readable = stream.subscribe();
         let timer =
             wasip2::clocks::monotonic_clock::subscribe_duration(left.saturating_mul(1_000_000));
         if left == 0 || !wasip2::io::poll::poll(&[&readable, &timer]).contains(&0) {
-            return Err(Reply::body_timeout());
+            return Err(BodyFailure::TimedOut);
         }
         match stream.read(READ_CHUNK) {
             Ok(chunk) => {
-                if bytes.len() as u64 + chunk.len() as u64 > limit {
-                    return Err(Reply::too_large(limit));
+                if bytes.len() as u64 + chunk.len() as u64 > limits.max_bytes {
+                    return Err(BodyFailure::TooLarge);
                 }
                 bytes.extend_from_slice(&chunk);
             }
             Err(StreamError::Closed) => break,
             Err(StreamError::LastOperationFailed(_)) => {
-                return Err(Reply::unreadable("the connection failed"))
+                return Err(BodyFailure::Broken("the connection failed".into()))
             }
         }
     }
@@ -265,8 +242,4 @@ fn method_name(method: &Method) -> String {
         Method::Patch => "PATCH".into(),
         Method::Other(other) => other.clone(),
     }
-}
-
-fn monotonic_ms() -> u64 {
-    wasip2::clocks::monotonic_clock::now() / 1_000_000
 }

@@ -231,6 +231,13 @@ pub struct SizeLimit {
 /// per-token limits (`request.limits`, `request.counted`, `run.count-usage`: the counting rule
 /// as a plan and a decision, per isolate or on a Durable Object): 1,695,315 B measured on the
 /// merged tree on 3 December 2026 (+31,807 B).
+///
+/// One request machine for every gateway host (issue 38): the gateway raised to 1,476,000 B,
+/// 1,447,188 B measured against main's 1,427,027 B built the same way (+20,161 B: the machine
+/// that holds a request's route, limits, chat or run, stream, log lines and export, where the
+/// blocking procedure it replaces was smaller); the routes ceiling lowered to 1,443,000 B,
+/// 1,414,310 B measured against main's 1,728,197 B (-313,887 B: the world no longer exports
+/// `driver`, so the driver's glue and its conversions are gone). Both on 6 December 2026.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
@@ -242,11 +249,11 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_408_000,
+        ceiling: 1_476_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_729_000,
+        ceiling: 1_443_000,
     },
 ];
 
@@ -259,12 +266,14 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// structured output (issue 28), as the other four: 1,447,936 B measured on 3 December 2026
 /// (+49,652 over the figure above). Raised to 1,551,000 B with the other four for the rest of
 /// the wave (the callbacks' refusals, the `summarize` strategy, images by URL and the per-token
-/// limits): 1,520,809 B measured on the merged tree on 3 December 2026.
+/// limits): 1,520,809 B measured on the merged tree on 3 December 2026. Raised to 1,640,000 B
+/// with the gateway for the request machine (issue 38): 1,607,253 B measured on 6 December
+/// 2026.
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_551_000;
+const FASTLY_CEILING: u64 = 1_640_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

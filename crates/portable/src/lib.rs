@@ -24,6 +24,8 @@ mod codec;
 mod convert;
 #[path = "../../glue/driver.rs"]
 mod driver;
+#[path = "../../glue/http.rs"]
+mod http;
 #[path = "../../glue/run.rs"]
 mod run;
 

@@ -1,11 +1,11 @@
-//! The `routes` world (`oma_routes.wasm`): the gateway's rules (`oma-gateway-rules`) for a host
-//! that serves HTTP with its own means (the Cloudflare Worker gateway), importing nothing.
-//! wit-bindgen glue; nothing else.
+//! The `routes` world (`oma_routes.wasm`): the gateway's request machine (`oma-gateway-rules`)
+//! for a host that serves HTTP with its own means (the Cloudflare Worker gateway), importing
+//! nothing. wit-bindgen glue; nothing else.
 //!
-//! A `routes` run is stepped as a driver session, so the world exports `driver` too, with the
-//! conversions the portable world uses (the shared glue of `crates/glue/`, included by `#[path]`
-//! as in the other worlds: wit-bindgen generates each world its own Rust types for the same WIT
-//! interfaces, so the conversions are compiled once against each set of bindings).
+//! The conversions of the HTTP a host performs (`wire`'s request, response and failure) are the
+//! shared glue of `crates/glue/http.rs`, included by `#[path]` as in the portable world:
+//! wit-bindgen generates each world its own Rust types for the same WIT interfaces, so the
+//! conversions are compiled once against each set of bindings.
 //!
 //! Built for wasm32 only: natively the crate is empty, so that the workspace builds and tests
 //! everywhere.
@@ -15,15 +15,13 @@
 #![cfg_attr(not(target_arch = "wasm32"), allow(rustdoc::broken_intra_doc_links))]
 #![cfg(target_arch = "wasm32")]
 
-// The conversions the codec and single calls use go unused here: this world has neither.
+// The conversions the codec and the agent use go unused here; the error's is this world's.
 #[allow(dead_code)]
 #[path = "../../glue/convert.rs"]
 mod convert;
-#[path = "../../glue/driver.rs"]
-mod driver;
+#[path = "../../glue/http.rs"]
+mod http;
 mod routes;
-#[path = "../../glue/run.rs"]
-mod run;
 
 wit_bindgen::generate!({
     world: "gateway-routes",
@@ -32,7 +30,7 @@ wit_bindgen::generate!({
 
 /// The data interfaces as this world sees them (exports), for the shared glue.
 mod wit {
-    pub use super::exports::oma::agent::{exchange, outcome, types, wire};
+    pub use super::exports::oma::agent::{types, wire};
 }
 
 struct Component;

@@ -75,13 +75,8 @@ fn the_routes_world_exports_the_routes_and_imports_nothing_and_the_portable_worl
         .unwrap_or_else(|| panic!("the routes world does not export routes: {exports:?}"));
     for function in [
         "[constructor]request",
-        "[method]request.head",
-        "[method]request.body-failed",
-        "[method]request.body",
-        "[method]run.next",
-        "[method]run.answer",
-        "[method]run.event-text",
-        "[method]run.end",
+        "[method]request.next",
+        "[method]request.answer",
         "log-line",
     ] {
         assert!(
@@ -89,6 +84,15 @@ fn the_routes_world_exports_the_routes_and_imports_nothing_and_the_portable_worl
             "routes has no {function}: {routes:?}"
         );
     }
+    // The step types are a data interface of their own; the driver is the portable world's.
+    assert!(
+        exports.contains_key("oma:agent/gateway-types@0.1.0"),
+        "the routes world does not export its data interface: {exports:?}"
+    );
+    assert!(
+        !exports.contains_key("oma:agent/driver@0.1.0"),
+        "the routes world exports the driver: {exports:?}"
+    );
     assert!(
         !exports.contains_key("oma:agent/codec@0.1.0"),
         "the routes world exports the codec: {exports:?}"

@@ -1,12 +1,15 @@
-//! The routes world's `routes` export (`oma_routes.wasm`): the gateway's HTTP rules for hosts
-//! that serve HTTP themselves (`docs/gateway.md`, `docs/worlds.md`). Each answer is checked against what the
-//! gateway's own HTTP suite expects of `oma_gateway.wasm` (`crates/cli/tests/gateway.rs`): the
-//! same statuses, error names and codes, headers, log line and server-sent events, and a run
-//! stepped as a driver session whose only steps are HTTP and events.
+//! The routes world's `routes` export (`oma_routes.wasm`): the gateway's request machine for
+//! hosts that serve HTTP themselves (`docs/gateway.md`, `docs/worlds.md`). Each request is a
+//! `request` resource stepped to its end by a scripted host (the body, the store, the provider,
+//! the stream), and each answer is checked against what the gateway's own HTTP suite expects of
+//! `oma_gateway.wasm` (`crates/cli/tests/gateway.rs`): the same statuses, error names and codes,
+//! headers, log lines, server-sent events, limits and trace exports.
 
-use oma_host_tests::routes_driver_types::{Answer, Poll, Response, ResponseHead, Step};
+use std::collections::{HashMap, VecDeque};
+
 use oma_host_tests::routes_types::{
-    BodyFailure, BodyVerdict, CountOps, HeadVerdict, LimitsVerdict, Reply, RequestHead, RunEnd,
+    BodyFailure, CountOps, ForgetOps, Input, OutgoingRequest, Poll, Reply, RequestHead, Response,
+    ResponseHead, Step, TransportFailure, TransportFailureKind,
 };
 use oma_host_tests::{RoutesGuest, RoutesHarness, Shared, WitError};
 
@@ -39,6 +42,17 @@ fn environment() -> Vec<(String, String)> {
     .collect()
 }
 
+/// `environment()` with `extra` variables.
+fn environment_with(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut environment = environment();
+    environment.extend(
+        extra
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned())),
+    );
+    environment
+}
+
 fn head(method: &str, path: &str, extra: &[(&str, &str)]) -> RequestHead {
     let mut headers = vec![("Authorization".to_owned(), format!("Bearer {TOKEN}"))];
     headers.extend(
@@ -53,55 +67,220 @@ fn head(method: &str, path: &str, extra: &[(&str, &str)]) -> RequestHead {
     }
 }
 
+/// A head of `path` with `key` as the client's token.
+fn keyed(method: &str, path: &str, key: &str) -> RequestHead {
+    RequestHead {
+        method: method.into(),
+        path: path.into(),
+        headers: vec![("authorization".into(), format!("Bearer {key}"))],
+    }
+}
+
+/// A new `request` at `now`.
 async fn request(
     guest: &mut RoutesGuest,
-    environment: Vec<(String, String)>,
+    environment: &[(String, String)],
     head: RequestHead,
+    now: u64,
 ) -> ResourceAny {
     let (store, bindings) = guest.parts();
     bindings
         .oma_agent_routes()
         .request()
-        .call_constructor(store, &environment, &head, NOW)
+        .call_constructor(store, environment, &head, now, 7)
         .await
         .expect("no trap")
 }
 
-async fn on_head(guest: &mut RoutesGuest, request: ResourceAny) -> HeadVerdict {
+async fn next(guest: &mut RoutesGuest, request: ResourceAny, now: u64) -> Poll {
     let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    routes
+    bindings
+        .oma_agent_routes()
         .request()
-        .call_head(store, request)
+        .call_next(store, request, now)
         .await
         .expect("no trap")
 }
 
-async fn on_body(
-    guest: &mut RoutesGuest,
-    request: ResourceAny,
-    body: &str,
-) -> Result<BodyVerdict, WitError> {
+async fn give(guest: &mut RoutesGuest, request: ResourceAny, input: Input) -> Result<(), WitError> {
     let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    routes
+    bindings
+        .oma_agent_routes()
         .request()
-        .call_body(store, request, body.as_bytes(), NOW, 7)
+        .call_answer(store, request, &input)
         .await
         .expect("no trap")
 }
 
-/// A request answered through the head and the body: its reply, or its run.
-async fn answer(guest: &mut RoutesGuest, head: RequestHead, body: &str) -> BodyVerdict {
-    let request = request(guest, environment(), head).await;
-    match on_head(guest, request).await {
-        HeadVerdict::ReadBody(limits) => {
-            assert_eq!(limits.max_bytes, 4096);
-            assert_eq!(limits.deadline_at_ms, NOW + 2000);
-        }
-        HeadVerdict::Reply(reply) => panic!("the head was answered: {reply:?}"),
+/// A store shared by replicas as the Worker's Durable Object keeps it: counts by name, each
+/// batch applied whole (the test applies one batch at a time).
+#[derive(Default)]
+struct Store {
+    counts: HashMap<String, u64>,
+}
+
+impl Store {
+    fn apply(&mut self, ops: &CountOps) -> Vec<u64> {
+        ops.add
+            .iter()
+            .map(|(name, delta)| {
+                let count = self.counts.entry(name.clone()).or_insert(0);
+                *count += delta;
+                *count
+            })
+            .collect()
     }
-    on_body(guest, request, body).await.expect("a verdict")
+
+    fn forget(&mut self, ops: &ForgetOps) {
+        for name in &ops.names {
+            self.counts.remove(name);
+        }
+    }
+}
+
+/// What a scripted host answers with.
+#[derive(Default)]
+struct Host {
+    /// The body, or why it cannot be read.
+    body: Option<Result<String, BodyFailure>>,
+    /// The answers to the HTTP steps, in order.
+    http: VecDeque<Input>,
+    /// The shared store, when the store steps are answered (else they fail).
+    store: Option<Store>,
+    /// Why the store fails.
+    store_fails: Option<String>,
+    /// Poll at this instant once a request went out (a provider that answers late).
+    late: Option<u64>,
+}
+
+/// What a request handed out, in order.
+#[derive(Debug, Default)]
+struct Served {
+    steps: Vec<&'static str>,
+    reply: Option<Reply>,
+    stream: Option<String>,
+    stream_headers: Vec<(String, String)>,
+    sent: Vec<OutgoingRequest>,
+    counts: Vec<CountOps>,
+    forgets: Vec<ForgetOps>,
+    logs: Vec<String>,
+    status: u16,
+}
+
+impl Served {
+    fn reply(&self) -> &Reply {
+        self.reply
+            .as_ref()
+            .unwrap_or_else(|| panic!("no whole reply: {:?}", self.steps))
+    }
+}
+
+fn name(step: &Step) -> &'static str {
+    match step {
+        Step::ReadBody(_) => "read-body",
+        Step::Count(_) => "count",
+        Step::Forget(_) => "forget",
+        Step::Respond(_) => "respond",
+        Step::OpenStream(_) => "open-stream",
+        Step::Write(_) => "write",
+        Step::CloseStream => "close-stream",
+        Step::Send(_) => "send",
+        Step::Receive => "receive",
+        Step::Wait(_) => "wait",
+        Step::Log(_) => "log",
+    }
+}
+
+/// Steps `request` to its end at `now` with what `host` answers.
+async fn serve(guest: &mut RoutesGuest, request: ResourceAny, now: u64, host: &mut Host) -> Served {
+    let mut served = Served::default();
+    for _ in 0..200 {
+        let at = match host.late {
+            Some(late) if !served.sent.is_empty() => late,
+            _ => now,
+        };
+        let step = match next(guest, request, at).await {
+            Poll::Step(step) => step,
+            Poll::Finished(status) => {
+                served.status = status;
+                return served;
+            }
+            Poll::Waiting(at) => panic!("waiting ({at:?}) with every answer given"),
+        };
+        served.steps.push(name(&step));
+        let input = match step {
+            Step::ReadBody(limits) => {
+                assert_eq!(limits.max_bytes, 4096);
+                match host.body.take().expect("a body") {
+                    Ok(body) => Input::Body(body.into_bytes()),
+                    Err(failure) => Input::BodyFailed(failure),
+                }
+            }
+            Step::Count(ops) => {
+                let counts = match (&mut host.store, &host.store_fails) {
+                    (_, Some(why)) => Err(why.clone()),
+                    (Some(store), None) => Ok(store.apply(&ops)),
+                    (None, None) => Err("no store".to_owned()),
+                };
+                served.counts.push(ops);
+                Input::Counted(counts)
+            }
+            Step::Forget(ops) => {
+                if let Some(store) = &mut host.store {
+                    store.forget(&ops);
+                }
+                served.forgets.push(ops);
+                continue;
+            }
+            Step::Respond(reply) => {
+                assert!(served.reply.is_none() && served.stream.is_none());
+                served.reply = Some(reply);
+                continue;
+            }
+            Step::OpenStream(headers) => {
+                assert!(served.reply.is_none() && served.stream.is_none());
+                served.stream = Some(String::new());
+                served.stream_headers = headers;
+                Input::Written(true)
+            }
+            Step::Write(text) => {
+                served.stream.as_mut().expect("open").push_str(&text);
+                Input::Written(true)
+            }
+            Step::CloseStream => continue,
+            Step::Send(outgoing) => {
+                served.sent.push(outgoing);
+                host.http.pop_front().expect("an answer to send")
+            }
+            Step::Receive | Step::Wait(_) => host.http.pop_front().expect("an HTTP answer"),
+            Step::Log(line) => {
+                served.logs.push(line);
+                continue;
+            }
+        };
+        give(guest, request, input)
+            .await
+            .expect("the input asked for");
+    }
+    panic!("the request did not end: {:?}", served.steps);
+}
+
+/// A request made and served with `environment`, `head` and `host`, at [`NOW`].
+async fn served(
+    guest: &mut RoutesGuest,
+    environment: &[(String, String)],
+    head: RequestHead,
+    host: &mut Host,
+) -> Served {
+    let request = request(guest, environment, head, NOW).await;
+    serve(guest, request, NOW, host).await
+}
+
+fn with_body(body: &str) -> Host {
+    Host {
+        body: Some(Ok(body.to_owned())),
+        ..Host::default()
+    }
 }
 
 fn json_of(reply: &Reply) -> Value {
@@ -124,30 +303,66 @@ fn expect_error(reply: &Reply, status: u16, name: &str, code: &str) -> Value {
     body
 }
 
-fn reply_of(verdict: BodyVerdict) -> Reply {
-    match verdict {
-        BodyVerdict::Reply(reply) => reply,
-        BodyVerdict::Run(_) => panic!("a run instead of a reply"),
-    }
+fn anthropic_reply() -> String {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": "Hi from the provider."}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 4, "output_tokens": 2}
+    })
+    .to_string()
+}
+
+/// The provider's whole answer with [`anthropic_reply`] (6 tokens of usage).
+fn anthropic_answer() -> Input {
+    Input::Response(Response {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: anthropic_reply(),
+    })
+}
+
+fn run_body() -> String {
+    json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}).to_string()
+}
+
+/// A `/v1/run` whose provider answers with [`anthropic_answer`].
+fn answered_run() -> Host {
+    let mut host = with_body(&run_body());
+    host.http.push_back(anthropic_answer());
+    host
 }
 
 #[tokio::test]
 async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
     let mut guest = routes_guest().await;
-    let health = request(&mut guest, environment(), head("GET", "/healthz", &[])).await;
-    let HeadVerdict::Reply(reply) = on_head(&mut guest, health).await else {
-        panic!("/healthz reads no body")
-    };
+    let health = served(
+        &mut guest,
+        &environment(),
+        head("GET", "/healthz", &[]),
+        &mut Host::default(),
+    )
+    .await;
+    assert_eq!(health.steps, ["respond", "log"]);
     assert_eq!(
-        (reply.status, json_of(&reply)),
+        (health.status, json_of(health.reply())),
         (200, json!({"status": "ok"}))
     );
 
-    let mut anonymous = head("POST", "/v1/validate", &[]);
-    anonymous.headers.clear();
+    let anonymous = |method: &str, path: &str| {
+        let mut head = head(method, path, &[]);
+        head.headers.clear();
+        head
+    };
     let cases = [
         (
-            anonymous,
+            anonymous("POST", "/v1/validate"),
+            401,
+            "UNAUTHORIZED",
+            Some(("www-authenticate", "Bearer")),
+        ),
+        // The token before the method: an anonymous caller is told nothing of the route.
+        (
+            anonymous("GET", "/v1/run"),
             401,
             "UNAUTHORIZED",
             Some(("www-authenticate", "Bearer")),
@@ -167,258 +382,253 @@ async fn the_head_answers_health_auth_routes_methods_and_declared_lengths() {
         ),
     ];
     for (head, status, code, header) in cases {
-        let request = request(&mut guest, environment(), head).await;
-        let HeadVerdict::Reply(reply) = on_head(&mut guest, request).await else {
-            panic!("{code}: the head said to read the body")
-        };
-        expect_error(&reply, status, "Error", code);
+        let req = request(&mut guest, &environment(), head, NOW).await;
+        let answered = serve(&mut guest, req, NOW, &mut Host::default()).await;
+        assert_eq!(answered.steps, ["respond", "log"], "{code}: no body read");
+        expect_error(answered.reply(), status, "Error", code);
         if let Some((name, value)) = header {
             assert!(
-                reply.headers.contains(&(name.into(), value.into())),
-                "{code}: no {name}: {reply:?}"
+                answered
+                    .reply()
+                    .headers
+                    .contains(&(name.into(), value.into())),
+                "{code}: no {name}: {:?}",
+                answered.reply()
             );
         }
-        // No body may be given after a refusal.
-        let refused = on_body(&mut guest, request, "[]").await;
+        // Nothing is taken once it is over; it stays over.
+        let refused = give(&mut guest, req, Input::Body(b"[]".to_vec())).await;
         assert_eq!(refused.expect_err("refused").name, "SessionStateError");
+        assert_eq!(next(&mut guest, req, NOW + 1).await, Poll::Finished(status));
     }
 }
 
 #[tokio::test]
 async fn a_bad_variable_is_500_naming_it_and_never_its_value() {
     let mut guest = routes_guest().await;
-    let mut environment = environment();
-    environment.push(("OMA_GATEWAY_DEADLINE_MS".into(), "soon-7731".into()));
-    let request = request(&mut guest, environment, head("GET", "/healthz", &[])).await;
-    let HeadVerdict::Reply(reply) = on_head(&mut guest, request).await else {
-        panic!("a bad configuration reads no body")
-    };
-    let body = expect_error(&reply, 500, "Error", "CONFIGURATION");
+    let environment = environment_with(&[("OMA_GATEWAY_DEADLINE_MS", "soon-7731")]);
+    let answered = served(
+        &mut guest,
+        &environment,
+        head("GET", "/healthz", &[]),
+        &mut Host::default(),
+    )
+    .await;
+    let body = expect_error(answered.reply(), 500, "Error", "CONFIGURATION");
     assert!(body["error"]["message"]
         .as_str()
         .unwrap()
         .contains("OMA_GATEWAY_DEADLINE_MS"));
-    assert!(!reply.body.contains("soon-7731"));
+    assert!(!answered.reply().body.contains("soon-7731"));
 }
 
 #[tokio::test]
 async fn bodies_are_validated_formatted_and_refused_as_the_gateway_does() {
     let mut guest = routes_guest().await;
+    let env = environment();
     let list = json!([{"role": "user", "content": [{"type": "text", "text": "Hello?"}]}]);
-    let reply = reply_of(
-        answer(
-            &mut guest,
-            head("POST", "/v1/validate", &[]),
-            &list.to_string(),
-        )
-        .await,
+    let mut host = with_body(&list.to_string());
+    let answered = served(
+        &mut guest,
+        &env,
+        head("POST", "/v1/validate", &[]),
+        &mut host,
+    )
+    .await;
+    assert_eq!(answered.steps, ["read-body", "respond", "log"]);
+    assert_eq!(
+        (answered.status, json_of(answered.reply())),
+        (200, list.clone())
     );
-    assert_eq!((reply.status, json_of(&reply)), (200, list.clone()));
 
-    let reply = reply_of(answer(&mut guest, head("POST", "/v1/validate", &[]), "[{").await);
-    expect_error(&reply, 400, "Error", "MALFORMED_JSON");
+    let mut host = with_body("[{");
+    let answered = served(
+        &mut guest,
+        &env,
+        head("POST", "/v1/validate", &[]),
+        &mut host,
+    )
+    .await;
+    expect_error(answered.reply(), 400, "Error", "MALFORMED_JSON");
 
     let bad = json!([{"role": "user", "content": "hi"}]).to_string();
-    let reply = reply_of(answer(&mut guest, head("POST", "/v1/validate", &[]), &bad).await);
-    let body = expect_error(&reply, 422, "InvalidMessageError", "INVALID_MESSAGE");
+    let answered = served(
+        &mut guest,
+        &env,
+        head("POST", "/v1/validate", &[]),
+        &mut with_body(&bad),
+    )
+    .await;
+    let body = expect_error(
+        answered.reply(),
+        422,
+        "InvalidMessageError",
+        "INVALID_MESSAGE",
+    );
     assert_eq!(
         body["error"]["message"],
         json!("messages[0].content must be a ContentBlock[], got string")
     );
 
     let format = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "messages": list});
-    let reply = reply_of(
-        answer(
-            &mut guest,
-            head("POST", "/v1/format", &[]),
-            &format.to_string(),
-        )
-        .await,
-    );
-    let shown = json_of(&reply);
-    assert_eq!(reply.status, 200);
+    let answered = served(
+        &mut guest,
+        &env,
+        head("POST", "/v1/format", &[]),
+        &mut with_body(&format.to_string()),
+    )
+    .await;
+    let shown = json_of(answered.reply());
+    assert_eq!(answered.status, 200);
     assert_eq!(shown["url"], json!(format!("{BASE}/v1/messages")));
-    assert!(
-        !reply.body.contains(KEY),
-        "the key is shown: {}",
-        reply.body
-    );
+    assert!(!answered.reply().body.contains(KEY), "the key is shown");
 
-    // A provider the environment does not configure: 403, from the body, nothing to step.
+    // A provider the environment does not configure: 403, nothing sent.
     let run = json!({"provider": "openai", "model": "gpt-4o", "prompt": "Hello?"}).to_string();
-    let reply = reply_of(answer(&mut guest, head("POST", "/v1/run", &[]), &run).await);
-    expect_error(&reply, 403, "EgressPolicyError", "EGRESS_POLICY_DENIED");
+    let answered = served(
+        &mut guest,
+        &env,
+        head("POST", "/v1/run", &[]),
+        &mut with_body(&run),
+    )
+    .await;
+    expect_error(
+        answered.reply(),
+        403,
+        "EgressPolicyError",
+        "EGRESS_POLICY_DENIED",
+    );
+    assert!(answered.sent.is_empty());
+
+    // A model that would leave the provider's URL path, or that no URL can carry: the client's
+    // mistake (422), found before anything is sent, never a provider's failure.
+    let gemini = environment_with(&[("GEMINI_API_KEY", KEY), ("GEMINI_BASE_URL", BASE)]);
+    for model in ["a/../../admin".to_owned(), "m".repeat(2000)] {
+        let run = json!({"provider": "gemini", "model": model, "prompt": "Hello?"}).to_string();
+        let mut host = with_body(&run);
+        let answered = served(&mut guest, &gemini, head("POST", "/v1/run", &[]), &mut host).await;
+        assert!(answered.sent.is_empty(), "sent");
+        assert_eq!(answered.status, 422, "{:?}", answered.reply());
+        let error = json_of(answered.reply());
+        assert_eq!(error["error"]["name"], json!("Error"));
+        assert_eq!(error["error"]["retryable"], json!(false));
+    }
+    // A host that hands over more than the limit it was given gets the limit's answer anyway.
+    let mut host = with_body(&format!("[{}]", " ".repeat(5000)));
+    let answered = served(
+        &mut guest,
+        &env,
+        head("POST", "/v1/validate", &[]),
+        &mut host,
+    )
+    .await;
+    expect_error(answered.reply(), 413, "Error", "PAYLOAD_TOO_LARGE");
 
     // Bodies the host could not read.
-    let request = request(&mut guest, environment(), head("POST", "/v1/validate", &[])).await;
-    assert!(matches!(
-        on_head(&mut guest, request).await,
-        HeadVerdict::ReadBody(_)
-    ));
     for (failure, status, code) in [
         (BodyFailure::TooLarge, 413, "PAYLOAD_TOO_LARGE"),
         (BodyFailure::TimedOut, 408, "REQUEST_TIMEOUT"),
         (BodyFailure::Broken("reset".into()), 400, "BAD_REQUEST"),
     ] {
-        let (store, bindings) = guest.parts();
-        let reply = bindings
-            .oma_agent_routes()
-            .request()
-            .call_body_failed(store, request, &failure)
-            .await
-            .expect("no trap");
-        expect_error(&reply, status, "Error", code);
+        let mut host = Host {
+            body: Some(Err(failure)),
+            ..Host::default()
+        };
+        let answered = served(
+            &mut guest,
+            &env,
+            head("POST", "/v1/validate", &[]),
+            &mut host,
+        )
+        .await;
+        expect_error(answered.reply(), status, "Error", code);
     }
 }
 
-fn anthropic_reply() -> String {
-    json!({
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
-        "content": [{"type": "text", "text": "Hi from the provider."}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": 4, "output_tokens": 2}
-    })
-    .to_string()
-}
-
-/// The provider's whole answer with [`anthropic_reply`].
-fn anthropic_answer() -> Answer {
-    Answer::Response(Response {
-        status: 200,
-        headers: vec![("content-type".into(), "application/json".into())],
-        body: anthropic_reply(),
-    })
-}
-
-async fn next(guest: &mut RoutesGuest, run: ResourceAny, now: u64) -> Poll {
-    let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    routes
-        .run()
-        .call_next(store, run, now)
+/// An input the request did not ask for is refused with `SessionStateError`, and nothing
+/// changes: the request still waits for what it asked.
+#[tokio::test]
+async fn an_input_not_asked_for_is_refused_and_changes_nothing() {
+    let mut guest = routes_guest().await;
+    let req = request(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/run", &[]),
+        NOW,
+    )
+    .await;
+    let early = give(&mut guest, req, Input::End).await;
+    assert_eq!(early.expect_err("nothing due").name, "SessionStateError");
+    let Poll::Step(Step::ReadBody(limits)) = next(&mut guest, req, NOW).await else {
+        panic!("the body is not asked for")
+    };
+    assert_eq!(limits.deadline_at_ms, NOW + 2000);
+    assert_eq!(
+        next(&mut guest, req, NOW + 1).await,
+        Poll::Waiting(Some(NOW + 2000))
+    );
+    let stray = give(&mut guest, req, Input::Written(true)).await;
+    assert_eq!(
+        stray.expect_err("the body is due").name,
+        "SessionStateError"
+    );
+    give(&mut guest, req, Input::Body(run_body().into_bytes()))
         .await
-        .expect("no trap")
-        .expect("a poll")
-}
-
-async fn give(guest: &mut RoutesGuest, run: ResourceAny, answer: Answer) {
-    let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    routes
-        .run()
-        .call_answer(store, run, &answer)
-        .await
-        .expect("no trap")
-        .expect("the answer is taken");
-}
-
-async fn end(guest: &mut RoutesGuest, run: ResourceAny, now: u64) -> Result<RunEnd, WitError> {
-    let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    routes
-        .run()
-        .call_end(store, run, now)
-        .await
-        .expect("no trap")
-}
-
-async fn event_text(guest: &mut RoutesGuest, run: ResourceAny) -> Option<String> {
-    let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    routes
-        .run()
-        .call_event_text(store, run)
-        .await
-        .expect("no trap")
+        .expect("the body");
+    let mut host = Host::default();
+    host.http.push_back(anthropic_answer());
+    let answered = serve(&mut guest, req, NOW, &mut host).await;
+    assert_eq!(answered.steps, ["send", "respond", "log"]);
+    assert_eq!(answered.status, 200);
 }
 
 #[tokio::test]
-async fn a_run_is_stepped_like_a_session_and_ends_with_the_gateways_reply() {
+async fn a_runs_http_steps_go_to_the_host_and_it_ends_with_the_gateways_reply() {
     let mut guest = routes_guest().await;
-    let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
-    let BodyVerdict::Run(run) =
-        answer(&mut guest, head("POST", "/v1/run", &[]), &body.to_string()).await
-    else {
-        panic!("no run")
-    };
-    let early = end(&mut guest, run, NOW).await;
-    assert_eq!(early.expect_err("not over").name, "SessionStateError");
-    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
-        panic!("the first step is not a send")
-    };
-    assert_eq!(sent.url, format!("{BASE}/v1/messages"));
-    assert!(!sent.stream);
-    give(&mut guest, run, anthropic_answer()).await;
-    loop {
-        match next(&mut guest, run, NOW + 5).await {
-            Poll::Finished(_) => break,
-            Poll::Step(Step::Event(_)) => {}
-            other => panic!("an unexpected poll: {other:?}"),
-        }
-    }
-    let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
-        panic!("no whole reply")
-    };
-    let result = json_of(&reply);
-    assert_eq!(reply.status, 200);
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/run", &[]),
+        &mut answered_run(),
+    )
+    .await;
+    assert_eq!(answered.steps, ["read-body", "send", "respond", "log"]);
+    assert_eq!(answered.sent[0].url, format!("{BASE}/v1/messages"));
+    assert!(!answered.sent[0].stream);
+    let result = json_of(answered.reply());
+    assert_eq!(answered.status, 200);
     assert_eq!(result["success"], json!(true), "{result}");
     assert_eq!(result["output"], json!("Hi from the provider."));
-    assert!(!reply.body.contains(KEY));
+    assert!(!answered.reply().body.contains(KEY));
+    assert_eq!(answered.logs, ["oma-gateway: POST /v1/run 200 0ms\n"]);
 
-    // Past the deadline, a provider that never answered: the run times out, and the reply is 504.
-    let BodyVerdict::Run(late) =
-        answer(&mut guest, head("POST", "/v1/run", &[]), &body.to_string()).await
-    else {
-        panic!("no run")
-    };
-    assert!(matches!(
-        next(&mut guest, late, NOW).await,
-        Poll::Step(Step::Send(_))
-    ));
-    let over = loop {
-        match next(&mut guest, late, NOW + 2500).await {
-            Poll::Finished(_) => break end(&mut guest, late, NOW + 2500).await,
-            Poll::Waiting(_) | Poll::Step(_) => continue,
-        }
-    };
-    let Ok(RunEnd::Reply(reply)) = over else {
-        panic!("no whole reply")
-    };
-    expect_error(&reply, 504, "LLMCallTimeoutError", "LLM_CALL_TIMEOUT");
+    // Past the deadline, a provider that never answered (the host's timer ends the request it
+    // sent with a timeout): the reply is 504.
+    let mut host = with_body(&run_body());
+    host.late = Some(NOW + 2500);
+    host.http.push_back(Input::Failure(TransportFailure {
+        kind: TransportFailureKind::TimedOut,
+        message: "no answer".into(),
+    }));
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/run", &[]),
+        &mut host,
+    )
+    .await;
+    expect_error(
+        answered.reply(),
+        504,
+        "LLMCallTimeoutError",
+        "LLM_CALL_TIMEOUT",
+    );
 }
 
 #[tokio::test]
 async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
     let mut guest = routes_guest().await;
     let accept = [("Accept", "text/event-stream")];
-    let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"});
-    let BodyVerdict::Run(run) = answer(
-        &mut guest,
-        head("POST", "/v1/run", &accept),
-        &body.to_string(),
-    )
-    .await
-    else {
-        panic!("no run")
-    };
-    let (store, bindings) = guest.parts();
-    let routes = bindings.oma_agent_routes();
-    assert!(routes.run().call_streaming(&mut *store, run).await.unwrap());
-    let headers = routes.run().call_stream_headers(store, run).await.unwrap();
-    assert!(headers.contains(&("content-type".into(), "text/event-stream".into())));
-    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
-        panic!("the first step is not a send")
-    };
-    assert!(sent.stream);
-    assert_eq!(event_text(&mut guest, run).await, None);
-    give(
-        &mut guest,
-        run,
-        Answer::Head(ResponseHead {
-            status: 200,
-            headers: vec![("content-type".into(), "text/event-stream".into())],
-        }),
-    )
-    .await;
     let stream = concat!(
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n",
         "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
@@ -427,38 +637,46 @@ async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
         "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     );
-    let mut chunks = vec![Answer::Chunk(stream.as_bytes().to_vec()), Answer::End];
-    chunks.reverse();
-    let mut events = Vec::new();
-    loop {
-        match next(&mut guest, run, NOW + 1).await {
-            Poll::Step(Step::Receive) => {
-                give(&mut guest, run, chunks.pop().expect("asked past the end")).await
-            }
-            Poll::Step(Step::Event(_)) => {
-                events.push(event_text(&mut guest, run).await.expect("an event's text"))
-            }
-            Poll::Finished(_) => break,
-            other => panic!("an unexpected poll: {other:?}"),
-        }
-    }
-    assert!(
-        events.contains(&"event: text_delta\ndata: \"Hi\"\n\n".to_owned()),
-        "{events:?}"
-    );
-    assert!(
-        events.contains(&"event: text\ndata: \"Hi\"\n\n".to_owned()),
-        "{events:?}"
-    );
-    let Ok(RunEnd::LastEvent(done)) = end(&mut guest, run, NOW + 1).await else {
-        panic!("no last event")
-    };
-    let data: Value = serde_json::from_str(
-        done.strip_prefix("event: done\ndata: ")
-            .and_then(|d| d.strip_suffix("\n\n"))
-            .expect("a done event"),
+    let mut host = with_body(&run_body());
+    host.http.extend([
+        Input::Head(ResponseHead {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+        }),
+        Input::Chunk(stream.as_bytes().to_vec()),
+        Input::End,
+    ]);
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/run", &accept),
+        &mut host,
     )
-    .unwrap();
+    .await;
+    assert_eq!(
+        &answered.steps[..3],
+        ["read-body", "open-stream", "send"],
+        "the head goes out just before the first request"
+    );
+    assert_eq!(
+        answered.steps[answered.steps.len() - 2..],
+        ["close-stream", "log"]
+    );
+    assert!(answered
+        .stream_headers
+        .contains(&("content-type".into(), "text/event-stream".into())));
+    assert!(answered.sent[0].stream);
+    let text = answered.stream.as_deref().expect("a stream");
+    assert!(
+        text.contains("event: text_delta\ndata: \"Hi\"\n\n"),
+        "{text}"
+    );
+    assert!(text.contains("event: text\ndata: \"Hi\"\n\n"), "{text}");
+    let done = text
+        .split("\n\n")
+        .find_map(|event| event.strip_prefix("event: done\ndata: "))
+        .expect("a done event");
+    let data: Value = serde_json::from_str(done).unwrap();
     assert_eq!(
         (data["success"].clone(), data["output"].clone()),
         (json!(true), json!("Hi"))
@@ -468,24 +686,16 @@ async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
     let video = json!({"provider": "anthropic", "model": "m", "messages": [{"role": "user", "content": [
         {"type": "video", "source": {"type": "url", "media_type": "video/mp4", "url": "https://example.com/v.mp4"}}
     ]}]});
-    let BodyVerdict::Run(refused) = answer(
+    let answered = served(
         &mut guest,
+        &environment(),
         head("POST", "/v1/run", &accept),
-        &video.to_string(),
+        &mut with_body(&video.to_string()),
     )
-    .await
-    else {
-        panic!("no run")
-    };
-    assert!(matches!(
-        next(&mut guest, refused, NOW).await,
-        Poll::Finished(_)
-    ));
-    let Ok(RunEnd::Reply(reply)) = end(&mut guest, refused, NOW).await else {
-        panic!("not a whole reply")
-    };
+    .await;
+    assert_eq!(answered.steps, ["read-body", "respond", "log"]);
     expect_error(
-        &reply,
+        answered.reply(),
         422,
         "UnsupportedContentBlockError",
         "UNSUPPORTED_CONTENT_BLOCK",
@@ -502,13 +712,21 @@ async fn the_log_line_shows_no_query() {
         .await
         .expect("no trap");
     assert_eq!(line, "oma-gateway: POST /v1/run 504 2001ms\n");
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("GET", "/healthz?key=SECRET", &[]),
+        &mut Host::default(),
+    )
+    .await;
+    assert_eq!(answered.logs, ["oma-gateway: GET /healthz 200 0ms\n"]);
 }
 
 /// `/v1/chat/completions` through the routes world: a refusal is OpenAI's error shape with
-/// nothing to step, and a request is a run whose only steps are HTTP, ending with a
+/// nothing sent, and a request's only steps besides its reply are HTTP, ending with a
 /// `chat.completion`.
 #[tokio::test]
-async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape() {
+async fn a_chat_completion_answers_openais_shape() {
     let mut guest = routes_guest().await;
     let video = json!({
         "model": "anthropic/claude-sonnet-4-6",
@@ -516,16 +734,16 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
             {"type": "video_url", "video_url": {"url": "https://example.com/a.mp4"}}
         ]}],
     });
-    let reply = reply_of(
-        answer(
-            &mut guest,
-            head("POST", "/v1/chat/completions", &[]),
-            &video.to_string(),
-        )
-        .await,
-    );
-    assert_eq!(reply.status, 400, "{reply:?}");
-    let error = json_of(&reply);
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/chat/completions", &[]),
+        &mut with_body(&video.to_string()),
+    )
+    .await;
+    assert_eq!(answered.status, 400, "{:?}", answered.reply());
+    assert!(answered.sent.is_empty());
+    let error = json_of(answered.reply());
     assert_eq!(
         error["error"]["code"],
         json!("UnsupportedContentBlockError")
@@ -536,29 +754,19 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
         "model": "anthropic/claude-sonnet-4-6",
         "messages": [{"role": "user", "content": "Hello?"}],
     });
-    let BodyVerdict::Run(run) = answer(
+    let mut host = with_body(&body.to_string());
+    host.http.push_back(anthropic_answer());
+    let answered = served(
         &mut guest,
+        &environment(),
         head("POST", "/v1/chat/completions", &[]),
-        &body.to_string(),
+        &mut host,
     )
-    .await
-    else {
-        panic!("no run")
-    };
-    let Poll::Step(Step::Send(sent)) = next(&mut guest, run, NOW).await else {
-        panic!("the first step is not a send")
-    };
-    assert_eq!(sent.url, format!("{BASE}/v1/messages"));
-    give(&mut guest, run, anthropic_answer()).await;
-    assert!(matches!(
-        next(&mut guest, run, NOW + 5).await,
-        Poll::Finished(_)
-    ));
-    let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
-        panic!("no whole reply")
-    };
-    let completion = json_of(&reply);
-    assert_eq!(reply.status, 200);
+    .await;
+    assert_eq!(answered.steps, ["read-body", "send", "respond", "log"]);
+    assert_eq!(answered.sent[0].url, format!("{BASE}/v1/messages"));
+    let completion = json_of(answered.reply());
+    assert_eq!(answered.status, 200);
     assert_eq!(completion["object"], json!("chat.completion"));
     assert_eq!(completion["model"], json!("anthropic/claude-sonnet-4-6"));
     assert_eq!(
@@ -566,7 +774,7 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
         json!("Hi from the provider.")
     );
     assert_eq!(completion["usage"]["total_tokens"], json!(6));
-    assert!(!reply.body.contains(KEY));
+    assert!(!answered.reply().body.contains(KEY));
 }
 
 // ----------------------------------------------------------------------- per-token limits
@@ -574,292 +782,147 @@ async fn a_chat_completion_is_stepped_like_a_session_and_answers_openais_shape()
 /// The environment with `keys` as `OMA_GATEWAY_KEYS`, and `bucket` as
 /// `OMA_GATEWAY_LIMITS_BUCKET` when given.
 fn limited_environment(keys: &str, bucket: Option<&str>) -> Vec<(String, String)> {
-    let mut environment = environment();
-    environment.push(("OMA_GATEWAY_KEYS".into(), keys.into()));
+    let mut environment = environment_with(&[("OMA_GATEWAY_KEYS", keys)]);
     if let Some(bucket) = bucket {
         environment.push(("OMA_GATEWAY_LIMITS_BUCKET".into(), bucket.into()));
     }
     environment
 }
 
-/// A new `request` (as [`request`], under a name no local shadows).
-async fn open_request(
-    guest: &mut RoutesGuest,
-    environment: Vec<(String, String)>,
-    head: RequestHead,
-) -> ResourceAny {
-    request(guest, environment, head).await
-}
-
-/// A head of `path` with `key` as the client's token.
-fn keyed(method: &str, path: &str, key: &str) -> RequestHead {
-    RequestHead {
-        method: method.into(),
-        path: path.into(),
-        headers: vec![("authorization".into(), format!("Bearer {key}"))],
-    }
-}
-
-async fn limits(
-    guest: &mut RoutesGuest,
-    request: ResourceAny,
-    now: u64,
-) -> Result<LimitsVerdict, WitError> {
-    let (store, bindings) = guest.parts();
-    bindings
-        .oma_agent_routes()
-        .request()
-        .call_limits(store, request, now)
-        .await
-        .expect("no trap")
-}
-
-async fn counted(
-    guest: &mut RoutesGuest,
-    request: ResourceAny,
-    counts: Result<Vec<u64>, String>,
-) -> Result<Option<Reply>, WitError> {
-    let (store, bindings) = guest.parts();
-    bindings
-        .oma_agent_routes()
-        .request()
-        .call_counted(store, request, counts.as_deref().map_err(String::as_str))
-        .await
-        .expect("no trap")
-}
-
-async fn count_usage(
-    guest: &mut RoutesGuest,
-    run: ResourceAny,
-    now: u64,
-) -> Result<Option<CountOps>, WitError> {
-    let (store, bindings) = guest.parts();
-    bindings
-        .oma_agent_routes()
-        .run()
-        .call_count_usage(store, run, now)
-        .await
-        .expect("no trap")
-}
-
 /// `/healthz`'s body under `environment`.
-async fn health(guest: &mut RoutesGuest, environment: Vec<(String, String)>) -> Value {
-    let request = open_request(guest, environment, keyed("GET", "/healthz", "nobody")).await;
-    let HeadVerdict::Reply(reply) = on_head(guest, request).await else {
-        panic!("/healthz reads no body")
-    };
-    assert_eq!(reply.status, 200);
-    json_of(&reply)
-}
-
-/// A store shared by replicas as the Worker's Durable Object keeps it: counts by name, each
-/// batch applied whole (the test applies one batch at a time).
-#[derive(Default)]
-struct Store {
-    counts: std::collections::HashMap<String, u64>,
-    batches: Vec<CountOps>,
-}
-
-impl Store {
-    fn apply(&mut self, ops: &CountOps) -> Vec<u64> {
-        self.batches.push(ops.clone());
-        let counts: Vec<u64> = ops
-            .add
-            .iter()
-            .map(|(name, delta)| {
-                let count = self.counts.entry(name.clone()).or_insert(0);
-                *count += delta;
-                *count
-            })
-            .collect();
-        if counts.last() == Some(&1) {
-            for name in &ops.forget {
-                self.counts.remove(name);
-            }
-        }
-        counts
-    }
-}
-
-/// A `/v1/run` stepped to its end against a provider that answers with 6 tokens of usage.
-async fn run_to_the_end(guest: &mut RoutesGuest, run: ResourceAny, now: u64) {
-    let Poll::Step(Step::Send(_)) = next(guest, run, now).await else {
-        panic!("the first step is not a send")
-    };
-    give(guest, run, anthropic_answer()).await;
-    loop {
-        match next(guest, run, now).await {
-            Poll::Finished(_) => break,
-            Poll::Step(Step::Event(_)) => {}
-            other => panic!("an unexpected poll: {other:?}"),
-        }
-    }
-    assert!(matches!(end(guest, run, now).await, Ok(RunEnd::Reply(_))));
-}
-
-fn run_body() -> String {
-    json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?"}).to_string()
+async fn health(guest: &mut RoutesGuest, environment: &[(String, String)]) -> Value {
+    let answered = served(
+        guest,
+        environment,
+        keyed("GET", "/healthz", "nobody"),
+        &mut Host::default(),
+    )
+    .await;
+    assert_eq!(answered.status, 200);
+    json_of(answered.reply())
 }
 
 /// Without `OMA_GATEWAY_LIMITS_BUCKET`, the routes component counts in its own memory: the
 /// instance's requests past `rpm` are `429` before their body is read, tokens are counted after
-/// the answer, `/healthz` says `"per-instance"`, and the steps are taken in their order only.
+/// the answer, and `/healthz` says `"per-instance"`.
 #[tokio::test]
 async fn limits_are_counted_in_the_instances_memory_without_a_store() {
     let mut guest = routes_guest().await;
     let keys = r#"{"key-rpm": {"rpm": 2}, "key-tpm": {"tpm": 6}, "key-free": {}}"#;
     let environment = limited_environment(keys, None);
-    let healthz = health(&mut guest, environment.clone()).await;
+    let healthz = health(&mut guest, &environment).await;
     assert_eq!(healthz, json!({"status": "ok", "limits": "per-instance"}));
 
     let now = 40 * 60_000 + 15_000;
     for i in 0..3 {
-        let request = open_request(
+        let req = request(
             &mut guest,
-            environment.clone(),
+            &environment,
             keyed("POST", "/v1/run", "key-rpm"),
+            now + i,
         )
         .await;
-        assert!(matches!(
-            on_head(&mut guest, request).await,
-            HeadVerdict::ReadBody(_)
-        ));
-        if i == 0 {
-            // A limited request's body is not taken before its limits are counted.
-            let early = on_body(&mut guest, request, &run_body()).await;
-            assert_eq!(early.expect_err("not counted").name, "SessionStateError");
-            let stray = counted(&mut guest, request, Ok(vec![1])).await;
-            assert_eq!(stray.expect_err("no count").name, "SessionStateError");
-        }
-        let verdict = limits(&mut guest, request, now + i)
-            .await
-            .expect("a verdict");
+        let answered = serve(&mut guest, req, now + i, &mut answered_run()).await;
         if i < 2 {
-            assert!(matches!(verdict, LimitsVerdict::Pass), "{verdict:?}");
-            let twice = limits(&mut guest, request, now + i).await;
-            assert_eq!(twice.expect_err("counted").name, "SessionStateError");
-            assert!(matches!(
-                on_body(&mut guest, request, &run_body()).await,
-                Ok(BodyVerdict::Run(_))
-            ));
+            assert_eq!(answered.steps, ["read-body", "send", "respond", "log"]);
+            assert!(answered.counts.is_empty(), "counted in the component");
             continue;
         }
-        let LimitsVerdict::Reply(reply) = verdict else {
-            panic!("the third request in the minute is let through: {verdict:?}")
-        };
-        expect_error(&reply, 429, "RateLimitError", "RATE_LIMITED");
-        assert!(reply.headers.contains(&("retry-after".into(), "45".into())));
-        // A refused request has no body to give.
-        let after = on_body(&mut guest, request, &run_body()).await;
-        assert_eq!(after.expect_err("refused").name, "SessionStateError");
+        // The third request in the minute: refused before its body is read.
+        assert_eq!(answered.steps, ["respond", "log"]);
+        expect_error(answered.reply(), 429, "RateLimitError", "RATE_LIMITED");
+        assert!(answered
+            .reply()
+            .headers
+            .contains(&("retry-after".into(), "45".into())));
     }
     // OpenAI's shape on its route; the next minute starts afresh.
-    let request = opened(&mut guest, &environment, "/v1/chat/completions", "key-rpm").await;
-    let LimitsVerdict::Reply(reply) = limits(&mut guest, request, now).await.unwrap() else {
-        panic!("let through")
-    };
-    assert_eq!(reply.status, 429);
+    let req = request(
+        &mut guest,
+        &environment,
+        keyed("POST", "/v1/chat/completions", "key-rpm"),
+        now,
+    )
+    .await;
+    let answered = serve(&mut guest, req, now, &mut Host::default()).await;
+    assert_eq!(answered.status, 429);
     assert_eq!(
-        json_of(&reply)["error"]["code"],
+        json_of(answered.reply())["error"]["code"],
         json!("rate_limit_exceeded")
     );
-    let request = opened(&mut guest, &environment, "/v1/run", "key-rpm").await;
-    assert!(matches!(
-        limits(&mut guest, request, now + 60_000).await,
-        Ok(LimitsVerdict::Pass)
-    ));
+    let req = request(
+        &mut guest,
+        &environment,
+        keyed("POST", "/v1/run", "key-rpm"),
+        now + 60_000,
+    )
+    .await;
+    let answered = serve(&mut guest, req, now + 60_000, &mut answered_run()).await;
+    assert_eq!(answered.status, 200);
 
     // Tokens: the run's usage (6) is counted after its answer, and the next request is refused.
-    let request = opened(&mut guest, &environment, "/v1/run", "key-tpm").await;
-    assert!(matches!(
-        limits(&mut guest, request, now).await,
-        Ok(LimitsVerdict::Pass)
-    ));
-    let Ok(BodyVerdict::Run(run)) = on_body(&mut guest, request, &run_body()).await else {
-        panic!("no run")
-    };
-    let early = count_usage(&mut guest, run, now).await;
-    assert_eq!(early.expect_err("not over").name, "SessionStateError");
-    run_to_the_end(&mut guest, run, now).await;
-    assert!(matches!(
-        count_usage(&mut guest, run, now + 1).await,
-        Ok(None)
-    ));
-    let request = opened(&mut guest, &environment, "/v1/run", "key-tpm").await;
-    let LimitsVerdict::Reply(reply) = limits(&mut guest, request, now + 2).await.unwrap() else {
-        panic!("the tokens of the minute were not counted")
-    };
-    assert!(json_of(&reply)["error"]["message"]
-        .as_str()
-        .is_some_and(|m| m.contains("6 tokens per minute")));
+    for (at, status) in [(now, 200), (now + 2, 429)] {
+        let req = request(
+            &mut guest,
+            &environment,
+            keyed("POST", "/v1/run", "key-tpm"),
+            at,
+        )
+        .await;
+        let answered = serve(&mut guest, req, at, &mut answered_run()).await;
+        assert_eq!(answered.status, status);
+        if status == 429 {
+            assert!(json_of(answered.reply())["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("6 tokens per minute")));
+        }
+    }
 
     // Nothing is limited for a key without limits, for a route that calls no provider, or for
-    // OMA_GATEWAY_TOKEN: their body is taken without counting.
+    // OMA_GATEWAY_TOKEN: their body is read without counting.
     for (path, key) in [
         ("/v1/run", "key-free"),
         ("/v1/validate", "key-rpm"),
         ("/v1/run", TOKEN),
     ] {
-        let request = open_request(&mut guest, environment.clone(), keyed("POST", path, key)).await;
-        on_head(&mut guest, request).await;
-        let body = if path == "/v1/run" {
-            run_body()
+        let mut host = if path == "/v1/run" {
+            answered_run()
         } else {
-            "[]".to_owned()
+            with_body("[]")
         };
-        assert!(on_body(&mut guest, request, &body).await.is_ok(), "{path}");
+        let answered = served(
+            &mut guest,
+            &environment,
+            keyed("POST", path, key),
+            &mut host,
+        )
+        .await;
+        assert_eq!(answered.steps[0], "read-body", "{path}");
+        assert_eq!(answered.status, 200, "{path}");
     }
 }
 
 /// With `OMA_GATEWAY_LIMITS_BUCKET`, the host performs the counting on its store and hands the
 /// counts back: two instances (two replicas) sharing one store are held to one count, a run's
-/// tokens are an add after its answer, and a failing store is a `503`, never a pass.
-/// A `POST` to `path` with `key` as its token, opened on `guest` with `environment` and its head
-/// answered (the body is to be read).
-async fn opened(
-    guest: &mut RoutesGuest,
-    environment: &[(String, String)],
-    path: &str,
-    key: &str,
-) -> ResourceAny {
-    let request = open_request(guest, environment.to_vec(), keyed("POST", path, key)).await;
-    on_head(guest, request).await;
-    request
-}
-
-/// A `/v1/run` of `key-3` opened on `guest` at `at`, its limits counted on the shared `store`:
-/// the request, the operations it handed out, and the store's counts after them.
-async fn run_counted(
-    guest: &mut RoutesGuest,
-    environment: &[(String, String)],
-    store: &mut Store,
-    at: u64,
-) -> (ResourceAny, CountOps, Vec<u64>) {
-    let request = opened(guest, environment, "/v1/run", "key-3").await;
-    let Ok(LimitsVerdict::Count(ops)) = limits(guest, request, at).await else {
-        panic!("not handed to the store")
-    };
-    let counts = store.apply(&ops);
-    (request, ops, counts)
-}
-
+/// tokens are an addition after its answer, the first request of a minute forgets the minute
+/// before, and a failing store is a `503`, never a pass.
 #[tokio::test]
 async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     let mut replicas = [routes_guest().await, routes_guest().await];
     let keys = r#"{"key-3": {"rpm": 3, "tpm": 10}}"#;
     let environment = limited_environment(keys, Some("LIMITS"));
-    let healthz = health(&mut replicas[0], environment.clone()).await;
+    let healthz = health(&mut replicas[0], &environment).await;
     assert_eq!(healthz, json!({"status": "ok", "limits": "shared"}));
 
-    let mut store = Store::default();
+    let mut store = Some(Store::default());
     let now = 50 * 60_000 + 30_000;
     let mut ids = Vec::new();
     for i in 0..4usize {
         let guest = &mut replicas[i % 2];
         let path = ["/v1/run", "/v1/chat/completions", "/v1/messages", "/v1/run"][i];
-        let request = opened(guest, &environment, path, "key-3").await;
-        let LimitsVerdict::Count(ops) = limits(guest, request, now).await.expect("a verdict")
-        else {
+        let req = request(guest, &environment, keyed("POST", path, "key-3"), now).await;
+        // Counted before the body is asked for; no body given before the counts.
+        let Poll::Step(Step::Count(ops)) = next(guest, req, now).await else {
             panic!("not handed to the store")
         };
         assert_eq!(ops.store, "LIMITS");
@@ -867,159 +930,139 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
         assert_eq!(ops.add.len(), 2, "{ops:?}");
         assert_eq!(ops.add[0].1, 0, "the tokens are read");
         assert_eq!(ops.add[1].1, 1, "the request is counted");
-        assert_eq!(ops.forget.len(), 2, "{ops:?}");
         ids.push(ops.id.clone());
-        let counts = store.apply(&ops);
-        let early = on_body(guest, request, &run_body()).await;
-        if i == 0 {
-            assert_eq!(early.expect_err("not counted").name, "SessionStateError");
-        }
-        let verdict = counted(guest, request, Ok(counts))
+        let early = give(guest, req, Input::Body(run_body().into_bytes())).await;
+        assert_eq!(early.expect_err("not counted").name, "SessionStateError");
+        let counts = store.as_mut().unwrap().apply(&ops);
+        give(guest, req, Input::Counted(Ok(counts)))
             .await
-            .expect("a verdict");
+            .expect("the counts");
+        let mut host = Host {
+            store: store.take(),
+            // Refused requests read no body: whatever the route, this one is never given.
+            body: Some(Ok("{}".into())),
+            ..Host::default()
+        };
+        let answered = serve(guest, req, now, &mut host).await;
+        store = host.store.take();
+        if i == 0 {
+            assert_eq!(answered.forgets.len(), 1, "the minute before is forgotten");
+            assert_eq!(answered.forgets[0].names.len(), 2);
+        }
         if i < 3 {
-            assert!(verdict.is_none(), "{verdict:?}");
+            assert_eq!(
+                answered.steps[0],
+                if i == 0 { "forget" } else { "read-body" }
+            );
             continue;
         }
-        let reply = verdict.expect("the fourth request in the minute is refused");
-        expect_error(&reply, 429, "RateLimitError", "RATE_LIMITED");
-        assert!(reply.headers.contains(&("retry-after".into(), "30".into())));
-        let again = counted(guest, request, Ok(vec![0, 1])).await;
-        assert_eq!(again.expect_err("given").name, "SessionStateError");
+        assert_eq!(answered.steps, ["respond", "log"]);
+        expect_error(answered.reply(), 429, "RateLimitError", "RATE_LIMITED");
+        assert!(answered
+            .reply()
+            .headers
+            .contains(&("retry-after".into(), "30".into())));
     }
     assert!(
         ids.iter().all(|id| id == &ids[0]),
         "one id per key: {ids:?}"
     );
 
-    // The next minute: the first request forgets the minute before; a run's tokens are added
-    // after its answer, and once they reach `tpm` the next request is refused.
-    let next_minute = now + 60_000;
-    let at = next_minute;
-    let guest = &mut replicas[0];
-    let (request, ops, counts) = run_counted(guest, &environment, &mut store, at).await;
-    assert_eq!(counts, vec![0, 1]);
-    assert!(ops
-        .forget
-        .iter()
-        .all(|name| !store.counts.contains_key(name)));
-    assert!(matches!(
-        counted(guest, request, Ok(counts)).await,
-        Ok(None)
-    ));
-    let Ok(BodyVerdict::Run(run)) = on_body(guest, request, &run_body()).await else {
-        panic!("no run")
-    };
-    run_to_the_end(guest, run, at).await;
-    let usage = count_usage(guest, run, at + 5)
-        .await
-        .expect("over")
-        .expect("the tokens to add");
-    assert_eq!(usage.id, ops.id);
-    assert_eq!(usage.add.len(), 1);
-    assert_eq!(usage.add[0].1, 6, "4 in and 2 out");
-    assert!(usage.forget.is_empty());
-    store.apply(&usage);
-    assert!(
-        matches!(count_usage(guest, run, at + 6).await, Ok(None)),
-        "once"
-    );
-    // 6 of 10: admitted; 12: refused, on the other replica.
-    let guest = &mut replicas[1];
-    let (request, _, counts) = run_counted(guest, &environment, &mut store, at + 10).await;
-    assert_eq!(counts, vec![6, 2]);
-    assert!(matches!(
-        counted(guest, request, Ok(counts)).await,
-        Ok(None)
-    ));
-    let Ok(BodyVerdict::Run(run)) = on_body(guest, request, &run_body()).await else {
-        panic!("no run")
-    };
-    run_to_the_end(guest, run, at + 10).await;
-    let usage = count_usage(guest, run, at + 15).await.unwrap().unwrap();
-    store.apply(&usage);
-    let guest = &mut replicas[0];
-    let (request, _, counts) = run_counted(guest, &environment, &mut store, at + 20).await;
-    let reply = counted(guest, request, Ok(counts)).await.unwrap().unwrap();
-    assert_eq!(reply.status, 429);
-    assert!(json_of(&reply)["error"]["message"]
-        .as_str()
-        .is_some_and(|m| m.contains("10 tokens per minute")));
+    // The next minute: a run's tokens are added after its answer, and once they reach `tpm`
+    // the next request is refused, on the other replica.
+    let at = now + 60_000;
+    let mut statuses = Vec::new();
+    for i in 0..3usize {
+        let guest = &mut replicas[i % 2];
+        let mut host = answered_run();
+        host.store = store.take();
+        let req = request(
+            guest,
+            &environment,
+            keyed("POST", "/v1/run", "key-3"),
+            at + i as u64,
+        )
+        .await;
+        let answered = serve(guest, req, at + i as u64, &mut host).await;
+        store = host.store.take();
+        statuses.push(answered.status);
+        if answered.status == 200 {
+            let usage = answered.counts.last().expect("the tokens");
+            assert_eq!(usage.add.len(), 1);
+            assert_eq!(usage.add[0].1, 6, "4 in and 2 out");
+            assert_eq!(usage.id, ids[0]);
+            let at = answered.steps.iter().position(|s| *s == "count").unwrap();
+            assert!(
+                answered.steps[at + 1..].contains(&"respond"),
+                "counted before the reply: {:?}",
+                answered.steps
+            );
+        } else {
+            assert!(json_of(answered.reply())["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("10 tokens per minute")));
+        }
+    }
+    assert_eq!(statuses, [200, 200, 429]);
 
     // A store that fails, or answers short, is a 503 in the route's shape, its error unshown.
-    for (path, counts) in [
-        ("/v1/chat/completions", Err("no binding LIMITS".to_owned())),
-        ("/v1/run", Ok(vec![1])),
-    ] {
+    for path in ["/v1/chat/completions", "/v1/run"] {
         let guest = &mut replicas[0];
-        let request = opened(guest, &environment, path, "key-3").await;
-        assert!(matches!(
-            limits(guest, request, at).await,
-            Ok(LimitsVerdict::Count(_))
-        ));
-        let reply = counted(guest, request, counts).await.unwrap().unwrap();
-        assert_eq!(reply.status, 503, "{reply:?}");
-        assert!(reply.headers.contains(&("retry-after".into(), "1".into())));
-        assert!(!reply.body.contains("no binding"), "{}", reply.body);
-        let after = on_body(guest, request, &run_body()).await;
-        assert_eq!(after.expect_err("refused").name, "SessionStateError");
+        let mut host = Host {
+            store_fails: Some("no binding LIMITS".into()),
+            ..Host::default()
+        };
+        let answered = served(guest, &environment, keyed("POST", path, "key-3"), &mut host).await;
+        assert_eq!(answered.status, 503, "{:?}", answered.reply());
+        assert!(answered
+            .reply()
+            .headers
+            .contains(&("retry-after".into(), "1".into())));
+        assert!(!answered.reply().body.contains("no binding"));
     }
-}
-
-async fn export_traces(
-    guest: &mut RoutesGuest,
-    run: ResourceAny,
-    status: u16,
-) -> Option<oma_host_tests::routes_driver_types::OutgoingRequest> {
-    let (store, bindings) = guest.parts();
-    bindings
-        .oma_agent_routes()
-        .run()
-        .call_export_traces(store, run, status, NOW + 9)
+    let guest = &mut replicas[0];
+    let req = request(guest, &environment, keyed("POST", "/v1/run", "key-3"), at).await;
+    let Poll::Step(Step::Count(_)) = next(guest, req, at).await else {
+        panic!("not counted")
+    };
+    give(guest, req, Input::Counted(Ok(vec![1])))
         .await
-        .expect("no trap")
+        .expect("counts");
+    let answered = serve(guest, req, at, &mut Host::default()).await;
+    assert_eq!(answered.status, 503, "a count short is a failed store");
 }
 
 /// A `/v1/run` with `"trace": true` whose answer comes back whole: the reply holds OMA's events,
-/// and with an OTLP endpoint the run hands the host its export once (the Worker sends it): the
-/// request's span over the run's agent span over its model call, in the client's trace, with no
-/// key and no message; without an endpoint, nothing to export.
+/// and with an OTLP endpoint the request's last send is its export, once the reply and the log
+/// line are out: the request's span over the run's agent span over its model call, in the
+/// client's trace, with no key and no message; a collector that refuses it costs a log line.
 #[tokio::test]
-async fn a_run_hands_the_host_its_trace_export_once() {
+async fn a_run_is_exported_once_its_reply_is_out() {
     let mut guest = routes_guest().await;
     let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?",
                       "trace": true})
     .to_string();
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     for endpoint in [Some("http://127.0.0.1:4318"), None] {
-        let mut environment = environment();
-        if let Some(endpoint) = endpoint {
-            environment.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint.into()));
-        }
-        let request = request(
+        let environment = match endpoint {
+            Some(endpoint) => environment_with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)]),
+            None => environment(),
+        };
+        let mut host = with_body(&body);
+        host.http.push_back(anthropic_answer());
+        host.http.push_back(Input::Response(Response {
+            status: 503,
+            headers: Vec::new(),
+            body: "{}".into(),
+        }));
+        let answered = served(
             &mut guest,
-            environment,
+            &environment,
             head("POST", "/v1/run", &[("traceparent", parent)]),
+            &mut host,
         )
         .await;
-        assert!(matches!(
-            on_head(&mut guest, request).await,
-            HeadVerdict::ReadBody(_)
-        ));
-        let Ok(BodyVerdict::Run(run)) = on_body(&mut guest, request, &body).await else {
-            panic!("no run")
-        };
-        assert!(matches!(
-            next(&mut guest, run, NOW).await,
-            Poll::Step(Step::Send(_))
-        ));
-        let answer = anthropic_answer();
-        give(&mut guest, run, answer).await;
-        while !matches!(next(&mut guest, run, NOW + 5).await, Poll::Finished(_)) {}
-        let Ok(RunEnd::Reply(reply)) = end(&mut guest, run, NOW + 5).await else {
-            panic!("no whole reply")
-        };
-        let result = json_of(&reply);
+        let result = json_of(answered.reply());
         let kinds: Vec<&str> = result["trace"]
             .as_array()
             .unwrap_or_else(|| panic!("no trace: {result}"))
@@ -1027,12 +1070,19 @@ async fn a_run_hands_the_host_its_trace_export_once() {
             .map(|event| event["type"].as_str().unwrap())
             .collect();
         assert_eq!(kinds, ["llm_call", "agent"], "OMA's events");
-        let export = export_traces(&mut guest, run, reply.status).await;
         let Some(endpoint) = endpoint else {
-            assert!(export.is_none(), "no endpoint, no export");
+            assert_eq!(answered.steps, ["read-body", "send", "respond", "log"]);
             continue;
         };
-        let export = export.expect("an export");
+        assert_eq!(
+            answered.steps,
+            ["read-body", "send", "respond", "log", "send", "log"]
+        );
+        assert_eq!(
+            answered.logs[1],
+            "oma-gateway: trace export dropped: the collector answered 503\n"
+        );
+        let export = &answered.sent[1];
         assert_eq!(export.url, format!("{endpoint}/v1/traces"));
         assert_eq!(export.method, "POST");
         assert!(!export.body.contains(KEY) && !export.body.contains("Hello?"));
@@ -1054,19 +1104,5 @@ async fn a_run_hands_the_host_its_trace_export_once() {
         assert_eq!(spans[0]["parentSpanId"], "00f067aa0ba902b7");
         assert_eq!(spans[2]["parentSpanId"], spans[0]["spanId"]);
         assert_eq!(spans[1]["parentSpanId"], spans[2]["spanId"]);
-        assert!(
-            export_traces(&mut guest, run, reply.status).await.is_none(),
-            "handed out once"
-        );
     }
-    let (store, bindings) = guest.parts();
-    let line = bindings
-        .oma_agent_routes()
-        .call_export_dropped_line(store, "the collector answered 503")
-        .await
-        .expect("no trap");
-    assert_eq!(
-        line,
-        "oma-gateway: trace export dropped: the collector answered 503\n"
-    );
 }

@@ -20,7 +20,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { minifyGenerated } from './minify.mjs'
 import { patchGenerated } from './patch-gen.mjs'
-import { staticCoreModules, writeNodeLoaders } from './core-modules.mjs'
+import { staticCoreModules, writeLoaders } from './core-modules.mjs'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const pkg = resolve(here, '..')
@@ -140,7 +140,7 @@ if (foreign.length > 0 || js.includes('preview2-shim')) {
 }
 try {
   writeFileSync(join(pkg, 'gen', 'oma_portable.js'), await minifyGenerated(js, 'gen/oma_portable.js'))
-  writeNodeLoaders(join(pkg, 'gen'), cores)
+  writeLoaders(join(pkg, 'gen'), cores)
 } catch (e) {
   fail(e.message)
 }

@@ -10,7 +10,9 @@
 //    keeps the ASCII prefix, encodes the rest, and grows the allocation with `cabi_realloc` to
 //    the exact size, so the guest still receives a string of exactly its UTF-8 length.
 // 2. `_debugLog` reads `process.env.JCO_DEBUG` (a getenv each time) on every one of its many calls
-//    per component call; the patched one reads it once, at load.
+//    per component call. The patched one is off for good and the module reads no environment:
+//    reading it made Deno ask for an env permission when the package loaded, and jco's debug log
+//    of its own task machinery is not for the package's users.
 // 3. The `send` step's request body. jco decodes it from UTF-8 into a JavaScript string, and
 //    `fetch` encodes that string back into UTF-8 (two passes over a 1.4 MB body for a 1 MiB
 //    image). The patched lifting copies the bytes out as a Uint8Array, which `fetch` sends as
@@ -18,7 +20,8 @@
 //    adds fetch's string default where it does not).
 // 4. Every `_debugLog(...)` statement is guarded by that flag (`_JCO_DEBUG && _debugLog(...)`):
 //    jco's task machinery logs at every step of every component call, and the arguments (object
-//    literals, getter calls) were built on each one even with logging off.
+//    literals, getter calls) were built on each one even with logging off. With the flag a
+//    constant, the minifier drops the guarded statements.
 //
 // Usage: node scripts/patch-gen.mjs [gen/oma_portable.js]
 
@@ -89,8 +92,8 @@ const DEBUG_ORIGINAL = `const _debugLog = (...args) => {
 };
 `
 
-const DEBUG_PATCHED = `// oma-component patch (scripts/patch-gen.mjs): JCO_DEBUG is read once, at load.
-const _JCO_DEBUG = Boolean(globalThis?.process?.env?.JCO_DEBUG);
+const DEBUG_PATCHED = `// oma-component patch (scripts/patch-gen.mjs): jco's debug log is off; no environment is read.
+const _JCO_DEBUG = false;
 const _debugLog = (...args) => {
   if (!_JCO_DEBUG) { return; }
   console.debug(...args);

@@ -1,12 +1,16 @@
 // The package's HTTP transport for `send` and `receive` steps: on Node, `node:http` and
 // `node:https` with keep-alive agents; elsewhere (Workers, Deno without Node's modules, browsers)
-// the platform's `fetch`. Either way: no redirects followed, identity encoding, bodies read as
-// streams and handed to the component chunk by chunk, every read bounded by the step's timeout.
+// the platform's `fetch`. Either way: no redirects followed, identity encoding (in a browser, the
+// encoding the browser negotiates and decodes), bodies read as streams and handed to the component
+// chunk by chunk, every read bounded by the step's timeout. Node's modules come through `#platform`,
+// so that a browser bundle has none.
 //
 // Why two: on Node, `fetch` (undici) costs about 110 µs more per loopback request than
 // `node:http` (WHATWG streams, Headers, AbortSignal plumbing), which is most of a small run. Both
 // paths send the same request line, headers and body (the headers `fetch` adds on its own are
 // added by the Node path too) and hand the component the same answers.
+
+import { httpModules } from '#platform'
 
 /** Node's `http` and `https` modules, or null where this is not Node (or Node's modules are a shim). */
 const nodeModules = await (async () => {
@@ -15,7 +19,9 @@ const nodeModules = await (async () => {
   // Workers with nodejs_compat look like Node but their http client is fetch underneath.
   if (globalThis.navigator?.userAgent === 'Cloudflare-Workers') return null
   try {
-    const [http, https] = await Promise.all([import('node:http'), import('node:https')])
+    const modules = await httpModules()
+    if (modules === null) return null
+    const [http, https] = modules
     return {
       http,
       https,
@@ -105,21 +111,57 @@ export class Exchange {
 }
 
 /**
+ * Whether this is a browser (a page or a web worker): every browser's `navigator.userAgent` starts
+ * with `Mozilla/`, and no server runtime's does (Node's, Deno's and Bun's name themselves, Workers'
+ * is `Cloudflare-Workers`). Browsers own `accept-encoding`: a page cannot ask for identity, the
+ * browser negotiates compression and hands over the body decoded.
+ */
+const BROWSER = typeof globalThis.navigator?.userAgent === 'string' && globalThis.navigator.userAgent.startsWith('Mozilla/')
+
+/**
  * The request's headers for fetch. The body comes as bytes (scripts/patch-gen.mjs), for which
  * fetch sets no `content-type`; where the component sets none, this adds the one fetch gives a
- * string body, so the wire is what it was with a string. It asks for `identity` encoding, where
- * fetch would ask for gzip, deflate and br and inflate what comes: the component refuses an
- * encoded body at its head, so no body is ever inflated past the response limit.
+ * string body, so the wire is what it was with a string. Outside browsers it asks for `identity`
+ * encoding, where fetch would ask for gzip, deflate and br and inflate what comes: the component
+ * refuses an encoded body at its head, so no body is ever inflated past the response limit. In a
+ * browser, which decodes what it negotiated (`decodedHead`), it leaves the encoding to the
+ * browser and, for Anthropic (a request with `anthropic-version`), says that the call comes from a
+ * browser (`anthropic-dangerous-direct-browser-access: true`), which Anthropic's API asks of
+ * browsers.
  */
-function requestHeaders(request) {
+function requestHeaders(request, browser = false) {
   const headers = request.headers.filter(([name]) => name.toLowerCase() !== 'accept-encoding')
-  headers.push(['accept-encoding', 'identity'])
+  if (browser) {
+    const names = new Set(headers.map(([name]) => name.toLowerCase()))
+    if (names.has('anthropic-version') && !names.has(ANTHROPIC_BROWSER_HEADER)) {
+      headers.push([ANTHROPIC_BROWSER_HEADER, 'true'])
+    }
+  } else {
+    headers.push(['accept-encoding', 'identity'])
+  }
   if (typeof request.body === 'string') return headers
   for (let i = 0; i < headers.length; i++) {
     if (headers[i][0].toLowerCase() === 'content-type') return headers
   }
   headers.push(['content-type', 'text/plain;charset=UTF-8'])
   return headers
+}
+
+const ANTHROPIC_BROWSER_HEADER = 'anthropic-dangerous-direct-browser-access'
+
+/**
+ * A response's head as the component is to see it. In a browser the body arrives decoded, so a
+ * `content-encoding` the page can see (a provider that exposes it to CORS) and the
+ * `content-length` of the encoded body describe bytes the component never gets: both are left out
+ * when the body was encoded. The component still counts the decoded bytes against its response
+ * limit as they arrive, so a body that inflates past it is cut there.
+ */
+function decodedHead(res, browser) {
+  const headers = [...res.headers]
+  if (!browser) return headers
+  const encoding = res.headers.get('content-encoding')
+  if (encoding === null || encoding.trim().toLowerCase() === 'identity') return headers
+  return headers.filter(([name]) => name !== 'content-encoding' && name !== 'content-length')
 }
 
 /**
@@ -135,7 +177,7 @@ async function fetchSend(request, signal) {
   try {
     const res = await fetch(request.url, {
       method: request.method,
-      headers: requestHeaders(request),
+      headers: requestHeaders(request, BROWSER),
       body: request.body,
       signal: exchange.controller.signal,
       redirect: 'manual',
@@ -150,7 +192,7 @@ async function fetchSend(request, signal) {
     }
     if (exchange.stream) exchange.disarm()
     exchange.reader = res.body ? res.body.getReader() : null
-    return { exchange, answer: { tag: 'head', val: { status: res.status, headers: [...res.headers] } } }
+    return { exchange, answer: { tag: 'head', val: { status: res.status, headers: decodedHead(res, BROWSER) } } }
   } catch (error) {
     const answer = exchange.failure(error)
     exchange.close()

@@ -1,7 +1,7 @@
 // The packaging test: the npm tarball installs into an empty project with no Rust on PATH (no
 // cargo, rustc or rustup: PATH is filtered) and works there against a loopback provider, from
 // JavaScript and from strict TypeScript. It holds only what runs: the sources, the transpiled
-// portable world (gen/oma_portable.js, its core modules and their Node loaders), the types and
+// portable world (gen/oma_portable.js, its core modules and their Node and browser loaders), the types and
 // the README; and the same module serves Node and Workers.
 //
 // OMA_TARBALL names a tarball already packed (ci.sh packs once); without it the test packs one.
@@ -50,17 +50,21 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
-      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'gateway.d.ts', 'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
+      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'gateway.d.ts',
+      'gen/bytes/oma_portable.core.wasm.js', 'gen/bytes/oma_portable.core2.wasm.js', 'gen/bytes/oma_portable.core3.wasm.js',
+      'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
       'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts',
       'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
-      'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js', 'index.d.ts', 'package.json',
+      'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js',
+      'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
+      'index.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
       'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
       'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
       'src/index.js', 'src/llm/validate.js', 'src/observability/identity.js', 'src/observability/status.js',
-      'src/orchestrator/orchestrator.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
+      'src/orchestrator/orchestrator.js', 'src/platform/node.js', 'src/platform/web.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
       'src/tool/built-in/files.js', 'src/tool/built-in/index.js', 'src/tool/built-in/path-safety.js',
       'src/tool/built-in/schema.js', 'src/tool/built-in/search.js', 'src/tool/executor.js', 'src/tool/framework.js',
       'src/tool/grants.js', 'src/tool/shell/local.js', 'src/transport.js', 'src/utils/options.js',
@@ -80,20 +84,24 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     await run(npm[0], [...npm[1], 'install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: app, env })
     assert.deepEqual(readdirSync(join(app, 'node_modules')).filter((n) => !n.startsWith('.')), ['oma-component'])
 
-    // Every file the package's `imports` name, under every condition (Node's and the `workerd`
-    // one Workers' bundlers set), is in the installed package: the same module serves both, and
-    // each core module it imports resolves to the .wasm file on Workers and to its loader on Node.
+    // Every file the package's `imports` name, under every condition (Node's, the `workerd`
+    // one Workers' bundlers set and the `browser` ones), is in the installed package: the same
+    // module serves them all, and each core module it imports resolves to the .wasm file on
+    // Workers and to a loader elsewhere.
     const installed = join(app, 'node_modules', 'oma-component')
     const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'))
     const gen = readFileSync(join(installed, 'gen', 'oma_portable.js'), 'utf8')
     const cores = [...gen.matchAll(/from\s*['"]#oma-core\/([^'"]+)['"]/g)].map((m) => m[1])
     assert.deepEqual(cores.sort(), ['oma_portable.core.wasm', 'oma_portable.core2.wasm', 'oma_portable.core3.wasm'])
+    const targets = (value) => (typeof value === 'string' ? [value] : Object.values(value).flatMap(targets))
+    const coreTargets = targets(manifest.imports['#oma-core/*'])
+    assert.equal(coreTargets.length, 5)
     for (const core of cores) {
-      for (const condition of ['workerd', 'default']) {
-        const target = manifest.imports['#oma-core/*'][condition].replace('*', core)
-        assert.ok(existsSync(join(installed, target)), `#oma-core/${core} (${condition}) -> ${target} is missing`)
+      for (const target of coreTargets.map((t) => t.replace('*', core))) {
+        assert.ok(existsSync(join(installed, target)), `#oma-core/${core} -> ${target} is missing`)
       }
     }
+    for (const target of targets(manifest.imports['#platform'])) assert.ok(existsSync(join(installed, target)), target)
     assert.ok(existsSync(join(installed, manifest.imports['#oma-portable'])))
 
     writeFileSync(join(app, 'main.js'), `
@@ -144,17 +152,24 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     `)
     assert.deepEqual(JSON.parse((await run(process.execPath, ['pool.js'], { cwd: app, env })).trim()),
       [2, ['bash', 'file_read', 'file_write', 'file_edit', 'grep', 'glob'], 'high'])
-    // A gateway host written in TypeScript, as a Worker would be: the routes and the session
-    // loop are typed (a wrong call is an error, not an implicit any).
+    // A gateway host written in TypeScript, as a Worker would be: the HTTP steps of a request
+    // are typed (a wrong call is an error, not an implicit any).
     const gateway = `
-      import { driveRun, type SteppedRun } from 'oma-component/gateway'
-      // A gateway host steps a run of its own routes component (oma_routes.wasm) with the
-      // package's I/O loop; here a run that is over at once stands in for it.
-      export async function serve(run: SteppedRun): Promise<number> {
-        let events = 0
-        const steps = driveRun(run, { signal: new AbortController().signal })
-        for (let step = await steps.next(); !step.done; step = await steps.next()) events += 1
-        return events
+      import { HttpSteps, type HttpStep } from 'oma-component/gateway'
+      // A gateway host performs the HTTP steps its routes component (oma_routes.wasm) hands out
+      // with the package's I/O; here a list of waits stands in for them.
+      export async function serve(steps: HttpStep[]): Promise<number> {
+        const http = new HttpSteps()
+        let answered = 0
+        try {
+          for (const step of steps) {
+            const answer = await http.perform(step, new AbortController().signal)
+            if (answer.tag === 'waited') answered += 1
+          }
+        } finally {
+          http.close()
+        }
+        return answered
       }
     `
     writeFileSync(join(app, 'gateway.ts'), gateway)

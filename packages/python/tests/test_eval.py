@@ -309,3 +309,20 @@ def test_target_from_agent_runs_each_case_through_run_agent(loop, anthropic):
     assert report["totals"]["tokens"] == {"input_tokens": 13, "output_tokens": 3}
     assert [r["body"]["messages"][-1]["content"][0]["text"] for r in loop.requests] == [
         "What is 2 + 2?", "Capital of France?"]
+
+
+def test_blocking_scorers_given_up_do_not_starve_later_samples():
+    release = threading.Event()
+
+    def stuck(ctx):
+        release.wait(10)  # ignores its signal: its thread is left behind
+        return {"score": 1}
+
+    many = define_eval_set({"name": "many", "version": "1",
+                            "cases": [{"id": f"c{i}", "input": i} for i in range(40)]})
+    started = time.monotonic()
+    report = run_eval_set(many, lambda v, c: {"output": v},
+                          scorers=[define_scorer("stuck", stuck, version="1", timeout_ms=20)], concurrency=4)
+    release.set()
+    assert time.monotonic() - started < 8
+    assert len(report["records"]) == 40 and {r["status"] for r in report["records"]} == {"scorer_error"}

@@ -470,3 +470,27 @@ def test_the_store_exporter_maps_store_failures(error, expected):
 def test_sinks_report_empty_stats_for_children_without_counters():
     assert CompositeSink([Recording()]).get_stats() == empty_trace_sink_stats()
     assert FilteringSink(Recording(), lambda r: True).get_stats() == empty_trace_sink_stats()
+
+
+def test_an_exporter_that_never_returns_holds_at_most_a_few_threads():
+    from oma_component.observability.batching import MAX_ABANDONED_EXPORTS
+
+    release = threading.Event()
+
+    class Never:
+        def export(self, records, signal):
+            release.wait(HANG_S)
+            return {"status": "success", "exported": len(records)}
+
+    sink = BatchingTraceSink(Never(), export_timeout_ms=20, max_retries=2, retry_delay_ms=1, max_batch_records=1,
+                             diagnostics="silent")
+    try:
+        for _ in range(10):
+            sink.emit(record("run_end"))
+        result = sink.force_flush(timeout_ms=3_000)
+        assert result["status"] == "error" and result["failed"] == 10
+        alive = [t for t in threading.enumerate() if t.name == "oma-trace-export"]
+        assert len(alive) <= MAX_ABANDONED_EXPORTS
+        assert sink.get_stats()["lastError"] == "EXPORT_TIMEOUT"
+    finally:
+        release.set()

@@ -191,7 +191,11 @@ pub fn estimate_input_tokens(request: &ChatRequest) -> u64 {
     use crate::message::{ContentBlock as B, ToolResultContent, ToolResultPart};
     const MEDIA: u64 = 1600;
     let len = |text: &str| text.len() as u64;
-    let json = |value: &Value| value.to_string().len() as u64;
+    let json = |value: &Value| {
+        let mut w = crate::json::writer::Writer::with_capacity(64);
+        w.json(value);
+        w.finish().len() as u64
+    };
     let mut bytes = request.system_prompt.as_deref().map_or(0, len);
     let mut flat = 0u64;
     for message in &request.messages {
@@ -664,10 +668,26 @@ pub fn malformed(provider: &str, what: impl std::fmt::Display) -> Error {
     }
 }
 
+/// The longest model name a request's URL carries (Gemini, Bedrock), in bytes as it goes in the
+/// path. Real ones (Bedrock's inference-profile ARNs among them) are a few hundred at most; a
+/// longer one would make a URL that HTTP stacks refuse before it is sent (about 64 KiB for
+/// most), which is the caller's mistake, not a provider's failure.
+pub const MAX_MODEL_IN_PATH: usize = 1024;
+
 /// Refuses a model name that would change the path of a request whose URL carries it (Gemini,
 /// Bedrock): a `.` or `..` segment, or an empty one, would be resolved away by URL parsing and
-/// send the request somewhere else on the provider's host.
+/// send the request somewhere else on the provider's host; and one longer than
+/// [`MAX_MODEL_IN_PATH`], which would make a URL no host sends.
 pub fn check_model_in_path(model: &str) -> Result<(), Error> {
+    if model.len() > MAX_MODEL_IN_PATH {
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "model is {} bytes long: a model in a request's URL path may be at most \
+                 {MAX_MODEL_IN_PATH}",
+                model.len()
+            ),
+        });
+    }
     let escapes = model
         .split('/')
         .any(|segment| segment.is_empty() || segment == "." || segment == "..");
@@ -735,6 +755,17 @@ mod tests {
         for model in ["gemini-2.5-pro", "models/gemini-pro", "a.b:0", "..x", "x.."] {
             assert_eq!(check_model_in_path(model), Ok(()), "{model}");
         }
+        // A model too long for any URL is the caller's mistake, refused before a request
+        // exists (the stacks that would refuse the URL say so as a transport failure, which a
+        // fallback chain would take for the provider's).
+        let longest = "m".repeat(MAX_MODEL_IN_PATH);
+        assert_eq!(check_model_in_path(&longest), Ok(()));
+        let long = "m".repeat(100 * 1024);
+        let error = check_model_in_path(&long).expect_err("too long");
+        assert!(
+            matches!(&error, Error::InvalidRequest { message } if message.contains("102400 bytes")),
+            "{error}"
+        );
         let request = ChatRequest {
             model: "../../admin".into(),
             messages: vec![crate::message::LlmMessage::user_text("hi")],

@@ -337,7 +337,7 @@ pub fn tool_result_size(content: &ToolResultContent) -> usize {
 }
 
 /// OMA's `estimateTokens`: characters of text, reasoning, tool results and tool inputs (64 per
-/// image), and of video as OMA 1.18.0 counts it ([`video_size`]), over 4, rounded up.
+/// image), and of video as OMA 1.18.0 counts it (see `video_size`), over 4, rounded up.
 pub fn estimate_tokens(messages: &[LlmMessage]) -> u64 {
     let chars: usize = messages
         .iter()

@@ -3,6 +3,7 @@
 // implement refused by name, unknown keys refused, and what the environment gives an agent that
 // leaves its key, base URL or region out.
 
+import { environmentVariable } from '#platform'
 import { codec } from '../component.js'
 import { preflightMessages } from '../llm/validate.js'
 import { ToolExecutor } from '../tool/executor.js'
@@ -68,7 +69,7 @@ function refuseUnknownConfigKeys(config) {
 }
 
 function environment(name) {
-  const value = globalThis.process?.env?.[name]
+  const value = environmentVariable(name)
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 

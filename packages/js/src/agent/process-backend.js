@@ -1,7 +1,9 @@
 // The `process` external backend on Node (OMA: agent/process-backend.ts): the agent's text sent
 // to a command's stdin (or as its last argument) and its stdout read back. Node-only:
-// node:child_process is loaded when a process backend runs, and from nowhere else in agent/.
+// node:child_process comes through `#platform` (platform/node.js); in a browser the run fails with
+// an error saying that a process backend needs Node, Deno or Bun.
 
+import { Buffer, process, spawn } from '#platform'
 import { errorMessage } from '../errors.js'
 
 /**
@@ -10,7 +12,6 @@ import { errorMessage } from '../errors.js'
  * `{tag: 'err', val}` naming the code or signal with the start of stderr.
  */
 export async function runProcess(backend, text, signal) {
-  const { spawn } = await import('node:child_process')
   return new Promise((resolve) => {
     let child
     const mode = backend.input ?? 'stdin'

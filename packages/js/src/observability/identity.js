@@ -1,7 +1,7 @@
 // OMA's run identity (OMA: observability/identity.ts): the run id, the attempt and the W3C trace
 // and root span ids every result and trace event of a run carries.
 
-import { hex } from '../utils/random.js'
+import { hex, uuid } from '../utils/random.js'
 
 /** OMA's RunIdentity: a run id (a UUID unless given), attempt 1, W3C trace and span ids. */
 export function runIdentity(runId) {
@@ -9,7 +9,7 @@ export function runIdentity(runId) {
     throw new TypeError('runId must be a string of 1 to 128 characters')
   }
   return {
-    runId: runId ?? globalThis.crypto.randomUUID(),
+    runId: runId ?? uuid(),
     attempt: 1,
     traceId: hex(16),
     rootSpanId: hex(8),

@@ -31,3 +31,15 @@ export function hex(bytes) {
   randomUsed += bytes
   return out
 }
+
+/**
+ * A random (version 4) UUID: `crypto.randomUUID` where the platform has it, else one made from
+ * `crypto.getRandomValues`, which browsers also give pages that are not a secure context (plain
+ * `http://` other than localhost), where `randomUUID` is missing.
+ */
+export function uuid() {
+  if (typeof globalThis.crypto.randomUUID === 'function') return globalThis.crypto.randomUUID()
+  const h = hex(16)
+  const variant = ((parseInt(h[16], 16) & 0x3) | 0x8).toString(16)
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`
+}

@@ -2,7 +2,7 @@
 //! that the application wrote), run by the host: what an agent declares about it
 //! ([`HostAdapter`]), the model call a run hands its host instead of an HTTP request
 //! ([`ModelCall`]), the reading of what the adapter answered (OMA's `LLMResponse`, or the events
-//! of its stream: [`read`]), and the call in flight ([`HostCall`]), which the run machine steps
+//! of its stream: [`read`]), and the call in flight (`HostCall`), which the run machine steps
 //! as it steps a provider call. See `docs/agent.md#your-own-llm-adapter`.
 //!
 //! Everything else of the run stays the core's: validation, hooks, tools, budgets, context

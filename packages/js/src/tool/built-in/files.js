@@ -3,8 +3,7 @@
 // `replace_all`), every path through OMA's sandbox (path-safety.js), every failure an error
 // result with OMA's text.
 
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises'
-import { dirname } from 'node:path'
+import { Buffer, dirname, mkdir, readFile, stat, writeFile } from '#platform'
 import { defineTool } from '../framework.js'
 import { s } from './schema.js'
 import { resolvePathWithinCwd } from './path-safety.js'

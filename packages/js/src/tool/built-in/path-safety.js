@@ -3,8 +3,7 @@
 // (`AgentConfig.cwd`, or the orchestrator's `defaultCwd`), `<process.cwd()>/.agent-workspace`
 // when unset, no sandbox at all when it is `null`. Only `file_write` creates a missing root.
 
-import { mkdir, realpath } from 'node:fs/promises'
-import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path'
+import { basename, dirname, isAbsolute, join, mkdir, process, realpath, relative, resolve } from '#platform'
 
 /** The default sandbox's directory name, under `process.cwd()`. */
 export const DEFAULT_WORKSPACE_DIRNAME = '.agent-workspace'

@@ -3,9 +3,7 @@
 // Node). Both skip version-control, dependency and build directories and symlinks, report paths
 // relative to the sandbox root, and cap their answers (500 paths, 100 lines by default).
 
-import { spawn } from 'node:child_process'
-import { lstat, readdir, readFile, stat } from 'node:fs/promises'
-import { basename, join, relative } from 'node:path'
+import { Buffer, basename, join, lstat, readdir, readFile, relative, spawn, stat } from '#platform'
 import { defineTool } from '../framework.js'
 import { s } from './schema.js'
 import { defaultWorkspaceDir, resolvePathWithinCwd } from './path-safety.js'

@@ -3,7 +3,7 @@
 // AbortSignal, and the whole process group killed on either. Exit codes: 124 on timeout, 130 on
 // abort, 127 when bash cannot start. Not a sandbox: the command has this process's rights.
 
-import { spawn } from 'node:child_process'
+import { Buffer, process, spawn } from '#platform'
 import { isSensitiveName } from '../../utils/redaction.js'
 
 const ENV_ALLOWED = new Set(['HOME', 'LANG', 'LC_ALL', 'LOGNAME', 'PATH', 'SHELL', 'TEMP', 'TERM', 'TMP', 'TMPDIR', 'USER'])

@@ -47,11 +47,34 @@ def _id(prefix: str) -> str:
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)``: awaited when it is ``async def``, else on a thread (awaiting what it
-    returns when that is awaitable)."""
+    """``fn(*args)``: awaited when it is ``async def``, else on a daemon thread of its own
+    (awaiting what it returns when that is awaitable). Not the loop's shared executor: a
+    blocking function given up at its timeout keeps its thread, and a few of those must not
+    starve every later call."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
         return await fn(*args)
-    value = await asyncio.to_thread(fn, *args)
+    loop = asyncio.get_running_loop()
+    done: "asyncio.Future[Any]" = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not done.done():
+            if ok:
+                done.set_result(value)
+            else:
+                done.set_exception(value)
+
+    def work() -> None:
+        try:
+            outcome: Tuple[bool, Any] = (True, fn(*args))
+        except BaseException as error:  # noqa: BLE001 - handed to the awaiting task
+            outcome = (False, error)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is gone: nobody waits for this answer
+            pass
+
+    threading.Thread(target=work, name="oma-eval-call", daemon=True).start()
+    value = await done
     if inspect.isawaitable(value):
         value = await value
     return value

@@ -44,14 +44,28 @@ def schedule(value: Awaitable[Any]) -> "concurrent.futures.Future[Any]":
 Outcome = Tuple[str, Any]
 
 
-def run_bounded(thunk: Callable[[], Any], timeout_s: Optional[float], name: str = "oma-telemetry-call") -> Outcome:
+class Abandoned:
+    """Counts calls left running past their bound that have not returned yet, so that a caller
+    can stop starting new ones (each holds a thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self, delta: int) -> None:
+        with self._lock:
+            self.count += delta
+
+
+def run_bounded(thunk: Callable[[], Any], timeout_s: Optional[float], name: str = "oma-telemetry-call",
+                abandoned: Optional[Abandoned] = None) -> Outcome:
     """Calls ``thunk()`` on a thread of its own and, if it returns an awaitable, awaits that on
     the telemetry loop; gives ``("value", v)``, ``("error", exc)`` or ``("timeout", None)``
     after ``timeout_s`` seconds (``None``: no bound). A coroutine still running at the bound is
-    cancelled; a thread is left to finish on its own."""
+    cancelled; a thread is left to finish on its own, counted in ``abandoned`` until it does."""
     done: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
     pending: List["concurrent.futures.Future[Any]"] = []
-    state = {"abandoned": False}
+    state = {"abandoned": False, "finished": False}
     lock = threading.Lock()
 
     def runner() -> None:
@@ -69,6 +83,12 @@ def run_bounded(thunk: Callable[[], Any], timeout_s: Optional[float], name: str 
         except BaseException as exc:  # noqa: BLE001 - telemetry code may raise anything
             if not done.done():
                 done.set_exception(exc)
+        finally:
+            with lock:
+                state["finished"] = True
+                left = state["abandoned"]
+            if left and abandoned is not None:
+                abandoned.add(-1)
 
     threading.Thread(target=runner, name=name, daemon=True).start()
     try:
@@ -78,6 +98,8 @@ def run_bounded(thunk: Callable[[], Any], timeout_s: Optional[float], name: str 
             state["abandoned"] = True
             for future in pending:
                 future.cancel()
+            if not state["finished"] and abandoned is not None:
+                abandoned.add(1)
         return ("timeout", None)
     except BaseException as exc:  # noqa: BLE001
         return ("error", exc)

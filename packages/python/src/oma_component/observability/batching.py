@@ -19,11 +19,16 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Literal, Mapping, Optional
+from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
 
-from ._bounded import run_bounded
+from ._bounded import Abandoned, run_bounded
 from ._types import ExportResult, FlushResult, TraceRecord, TraceSinkStats
 from .sink import DiagnosticHandler, DiagnosticMode, DiagnosticReporter, TraceExporter, flush_result
+
+#: Export calls left running past ``export_timeout_ms`` that a sink lets stay alive at once;
+#: while that many have not returned, a batch's export counts as timed out without a new call
+#: (each holds a thread: an exporter that never returns must not take one per attempt).
+MAX_ABANDONED_EXPORTS = 4
 
 #: OMA's defaults, by option (milliseconds and bytes).
 DEFAULT_BATCHING_OPTIONS: Mapping[str, float] = {
@@ -169,6 +174,7 @@ class BatchingTraceSink:
         self._shutdown_started = False
         self._exporter_flush: Optional[threading.Event] = None
         self._exporter_flush_status: Literal["ok", "timeout", "error"] = "ok"
+        self._abandoned = Abandoned()
 
     # -- the sink ---------------------------------------------------------------------------
 
@@ -357,8 +363,11 @@ class BatchingTraceSink:
         while remaining:
             records = [entry.record for entry in remaining]
             signal = threading.Event()
-            outcome = run_bounded(lambda: self._exporter.export(records, signal), self._export_timeout_ms / 1000,
-                                  "oma-trace-export")
+            if self._abandoned.count >= MAX_ABANDONED_EXPORTS:
+                outcome: Tuple[str, Any] = ("timeout", None)
+            else:
+                outcome = run_bounded(lambda: self._exporter.export(records, signal), self._export_timeout_ms / 1000,
+                                      "oma-trace-export", self._abandoned)
             result: ExportResult
             if outcome[0] == "timeout":
                 signal.set()

@@ -1,12 +1,15 @@
-//! The `codec` export, the same in every world: OMA JSON in and out, validation, and the wire
-//! formats as pure functions. What a format needs of time (SigV4 dates, Gemini ids) comes from
+//! The `codec` export, the same in every world: OMA JSON in and out, validation, the wire
+//! formats as pure functions, and OMA's text rules the packages call (redaction, the bash
+//! classifier). What a format needs of time (SigV4 dates, Gemini ids) comes from
 //! the endpoint's `now-ms`, or the world's clock (`super::now_ms`).
 
 use oma_core::adapter::{IdSource, ResponseContext};
+use oma_core::agent::redact;
+use oma_core::bash_risk::{self, BashRiskLevel as Level};
 use oma_core::json;
 
 use super::convert::*;
-use super::exports::oma::agent::codec::{Guest, ProviderVariables};
+use super::exports::oma::agent::codec::{BashRisk, BashRiskLevel, Guest, ProviderVariables};
 use super::wit::types as wit;
 use super::wit::wire;
 use super::Component;
@@ -71,6 +74,26 @@ impl Guest for Component {
             base_url: names.base_url.map(str::to_owned),
             region: owned(names.region),
             default_region: names.default_region.map(str::to_owned),
+        }
+    }
+
+    fn redact_sensitive_text(text: String) -> String {
+        redact::redact_secrets(&text)
+    }
+
+    fn is_sensitive_name(name: String) -> bool {
+        redact::is_sensitive_name(&name)
+    }
+
+    fn classify_bash_command(command: String) -> BashRisk {
+        let risk = bash_risk::classify_bash_command(&command);
+        BashRisk {
+            level: match risk.level {
+                Level::Safe => BashRiskLevel::Safe,
+                Level::Review => BashRiskLevel::Review,
+                Level::High => BashRiskLevel::High,
+            },
+            reason: risk.reason,
         }
     }
 }

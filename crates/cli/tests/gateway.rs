@@ -1016,6 +1016,7 @@ fn run_suite(kind: HostKind) {
             chat_completions_falls_back_on_a_429_and_never_on_a_400,
             models_lists_the_configured_models,
             messages_answers_anthropics_shape,
+            claude_codes_requests_reach_anthropic_as_sent,
         );
 
         // A configuration the gateway cannot use, on a host of its own.
@@ -1121,6 +1122,8 @@ struct Call {
     chunked: bool,
     /// Declares a length twice the body's, sends the body, then nothing for [`HANG`].
     stall: bool,
+    /// More headers, e.g. `anthropic-version`.
+    headers: Vec<(String, String)>,
 }
 
 impl Call {
@@ -1133,7 +1136,13 @@ impl Call {
             body: Vec::new(),
             chunked: false,
             stall: false,
+            headers: Vec::new(),
         }
+    }
+
+    fn header(mut self, name: &str, value: &str) -> Call {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     fn get(path: &str) -> Call {
@@ -1348,6 +1357,9 @@ impl Gateway<'_> {
         }
         if let Some(accept) = call.accept {
             request = request.header("accept", accept);
+        }
+        for (name, value) in &call.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
         if !call.body.is_empty() {
             request = request.header("content-type", "application/json");
@@ -2721,6 +2733,80 @@ async fn models_lists_the_configured_models(gw: &Gateway<'_>) -> anyhow::Result<
     );
     let response = gw.send(Call::get("/v1/models").auth(Auth::Without)).await?;
     openai_error(&response, 401)?;
+    // Anthropic's clients send `anthropic-version`, and get Anthropic's list.
+    let body = gw
+        .send(Call::get("/v1/models?beta=true").header("anthropic-version", "2023-06-01"))
+        .await?
+        .expect_json(200)?;
+    ensure!(
+        body["data"][0]["type"] == json!("model")
+            && body["data"][0]["id"] == json!("anthropic/claude-fails")
+            && body["first_id"] == json!("anthropic/claude-fails")
+            && body["last_id"] == json!("openai/gpt-4o")
+            && body["has_more"] == json!(false),
+        "{body}"
+    );
+    Ok(())
+}
+
+/// The request shapes Claude Code sends (`fixtures/claude-code/requests.json`: cache markers,
+/// signed and redacted thinking across tool round trips, the beta path and headers,
+/// `count_tokens`, a stream) reach an Anthropic target byte for byte but for the model, with
+/// their query and `anthropic-*` headers and the provider's key.
+async fn claude_codes_requests_reach_anthropic_as_sent(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/claude-code/requests.json");
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let cases = fixture["cases"].as_array().cloned().unwrap_or_default();
+    ensure!(cases.len() >= 6, "{} cases", cases.len());
+    for case in cases {
+        let name = case["name"].as_str().unwrap_or_default().to_owned();
+        let route = case["path"].as_str().unwrap_or_default();
+        let model = case["body"]["model"].as_str().unwrap_or_default();
+        let written = serde_json::to_string(&case["body"])?;
+        let sent_as = written.replacen(
+            &format!("\"model\":\"{model}\""),
+            &format!("\"model\":\"anthropic/{model}\""),
+            1,
+        );
+        let counting = route.starts_with("/v1/messages/count_tokens");
+        let mut call = Call::post(route, sent_as.clone()).auth(Auth::Without);
+        call = call.header("x-api-key", TOKEN);
+        let headers = case["headers"].as_object().cloned().unwrap_or_default();
+        for (header, value) in &headers {
+            call = call.header(header, value.as_str().unwrap_or_default());
+        }
+        let (response, sent) = gw.send_counting(call).await?;
+        ensure!(response.status == 200, "{name}: {}", response.status);
+        ensure!(sent.len() == 1, "{name}: {} provider requests", sent.len());
+        let request = &sent[0];
+        ensure!(
+            request.body == written.as_bytes(),
+            "{name}: the provider got {}",
+            String::from_utf8_lossy(&request.body)
+        );
+        ensure!(
+            request.path.ends_with(route),
+            "{name}: path {}",
+            request.path
+        );
+        for (header, value) in &headers {
+            ensure!(
+                request.header(header) == value.as_str(),
+                "{name}: {header} is {:?}",
+                request.header(header)
+            );
+        }
+        ensure!(
+            request.header("x-api-key") == Some(ANTHROPIC_KEY),
+            "{name}: x-api-key is {:?}",
+            request.header("x-api-key")
+        );
+        if counting {
+            let body = response.json()?;
+            ensure!(body == json!({"input_tokens": 12}), "{name}: {body}");
+        }
+    }
     Ok(())
 }
 

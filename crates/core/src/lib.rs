@@ -35,6 +35,7 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod bash_risk;
 pub mod environment;
 pub mod error;
 pub mod http;

@@ -22,6 +22,8 @@ pub const CANNED_USAGE: (u64, u64) = (12, 6);
 pub enum Route {
     /// `POST …/v1/messages`.
     Anthropic,
+    /// `POST …/v1/messages/count_tokens` (Anthropic's token counter: `{"input_tokens"}`).
+    AnthropicCount,
     /// `POST …/chat/completions` (OpenAI and every compatible preset).
     OpenAi,
     /// `POST …/models/{model}:generateContent` or `:streamGenerateContent`.
@@ -67,7 +69,14 @@ impl Ask {
                     .unwrap_or_default(),
             )
         };
-        if path.ends_with("/v1/messages") {
+        if path.ends_with("/v1/messages/count_tokens") {
+            let (_, model) = json_head();
+            Ask {
+                route: Route::AnthropicCount,
+                stream: false,
+                model,
+            }
+        } else if path.ends_with("/v1/messages") {
             let (stream, model) = json_head();
             Ask {
                 route: Route::Anthropic,
@@ -180,6 +189,7 @@ impl Ask {
                           "totalTokens": input + output},
                 "metrics": {"latencyMs": 120}
             }),
+            Route::AnthropicCount => json!({"input_tokens": input}),
             Route::Unknown => json!({"error": {"message": "no such route"}}),
         };
         value.to_string().into_bytes()
@@ -296,7 +306,7 @@ impl Ask {
                 ]);
                 events
             }
-            Route::Unknown => vec![self.json_body(0)],
+            Route::AnthropicCount | Route::Unknown => vec![self.json_body(0)],
         }
     }
 
@@ -311,7 +321,7 @@ impl Ask {
             _ => ("api_error", "error (simulated)"),
         };
         let value = match self.route {
-            Route::Anthropic => json!({"type": "error",
+            Route::Anthropic | Route::AnthropicCount => json!({"type": "error",
                                        "error": {"type": kind, "message": message}}),
             Route::Gemini => json!({"error": {"code": status, "message": message,
                                               "status": kind.to_ascii_uppercase()}}),
@@ -396,6 +406,12 @@ mod tests {
         );
         let ask = Ask::of("/model/anthropic.claude-v2%3A1/converse", b"{}");
         assert_eq!((ask.route, ask.stream), (Route::Bedrock, false));
+        let ask = Ask::of(
+            "/v1/messages/count_tokens?beta=true",
+            br#"{"model":"claude-x","stream":true}"#,
+        );
+        assert_eq!((ask.route, ask.stream), (Route::AnthropicCount, false));
+        assert_eq!(ask.success_body(), br#"{"input_tokens":12}"#);
         assert_eq!(Ask::of("/v1/other", b"not json").route, Route::Unknown);
         assert_eq!(Ask::of("/x:y", b"").route, Route::Unknown);
     }

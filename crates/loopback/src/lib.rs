@@ -3,7 +3,8 @@
 //! and of the CLI drive every world against it.
 //!
 //! - [`Simulator`]: an HTTP/1.1 server on `127.0.0.1` that answers every wire format
-//!   (Anthropic, OpenAI-compatible, Gemini, Bedrock) with [`canned`](CANNED_TEXT) answers,
+//!   (Anthropic, OpenAI-compatible, Gemini, Bedrock) with [`canned`](CANNED_TEXT) answers
+//!   (and Anthropic's token counter with the canned input count),
 //!   plays scripted [`Reply`]s (statuses, delays, cut or stalled streams, recorded answers) and
 //!   records each request;
 //! - [`LoopbackOnly`]: the guest's outbound-HTTP hook that sends to loopback addresses only and

@@ -21,11 +21,13 @@ use wasmtime::Store;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
+use crate::bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel};
 use crate::bindings::oma::agent::exchange::ModelReply;
 use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
+use crate::bindings::portable::exports::oma::agent::codec::BashRiskLevel as PortableLevel;
 use crate::bindings::portable::exports::oma::agent::driver::{
     Answer, CompressMessages, Due, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
     ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure,
@@ -153,6 +155,44 @@ impl DriverGuest {
             .oma_agent_codec()
             .call_messages_to_json(&mut self.store, messages)
             .await?)
+    }
+
+    /// `codec.redact-sensitive-text` of the portable world.
+    pub async fn redact_sensitive_text(&mut self, text: &str) -> anyhow::Result<String> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_redact_sensitive_text(&mut self.store, text)
+            .await?)
+    }
+
+    /// `codec.is-sensitive-name` of the portable world.
+    pub async fn is_sensitive_name(&mut self, name: &str) -> anyhow::Result<bool> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_is_sensitive_name(&mut self.store, name)
+            .await?)
+    }
+
+    /// `codec.classify-bash-command` of the portable world, as the `component` world's type.
+    pub async fn classify_bash_command(&mut self, command: &str) -> anyhow::Result<BashRisk> {
+        start_call(&mut self.store);
+        let risk = self
+            .bindings
+            .oma_agent_codec()
+            .call_classify_bash_command(&mut self.store, command)
+            .await?;
+        Ok(BashRisk {
+            level: match risk.level {
+                PortableLevel::Safe => BashRiskLevel::Safe,
+                PortableLevel::Review => BashRiskLevel::Review,
+                PortableLevel::High => BashRiskLevel::High,
+            },
+            reason: risk.reason,
+        })
     }
 
     /// `driver.agent.create`.

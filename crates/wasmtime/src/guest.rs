@@ -2,6 +2,7 @@
 
 use wasmtime::Store;
 
+use crate::bindings::exports::oma::agent::codec::BashRisk;
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::oma::agent::wire::{ChatRequest, Endpoint, HttpRequest, LlmResponse};
 use crate::bindings::Component;
@@ -109,6 +110,36 @@ impl Guest {
             .bindings
             .oma_agent_codec()
             .call_parse_response(&mut self.store, request, endpoint, body)
+            .await?)
+    }
+
+    /// `codec.redact-sensitive-text`: OMA's secret redaction applied to `text`.
+    pub async fn redact_sensitive_text(&mut self, text: &str) -> anyhow::Result<String> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_redact_sensitive_text(&mut self.store, text)
+            .await?)
+    }
+
+    /// `codec.is-sensitive-name`: whether OMA finds `name` sensitive.
+    pub async fn is_sensitive_name(&mut self, name: &str) -> anyhow::Result<bool> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_is_sensitive_name(&mut self.store, name)
+            .await?)
+    }
+
+    /// `codec.classify-bash-command`: OMA's risk level and reason for `command`.
+    pub async fn classify_bash_command(&mut self, command: &str) -> anyhow::Result<BashRisk> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_classify_bash_command(&mut self.store, command)
             .await?)
     }
 

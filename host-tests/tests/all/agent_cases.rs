@@ -1039,10 +1039,10 @@ async fn run_agent_emits_progress_and_evaluates_a_string_run() {
     assert_eq!(complete["success"], true);
     assert_eq!(complete["output"], "done");
     let record = &log.evaluations[0];
-    assert_eq!(record.input, "api_key=[redacted] please");
+    assert_eq!(record.input, "api_key=[redacted]");
     assert_eq!(
         serde_json::from_str::<Value>(record.payload.as_deref().unwrap()).unwrap(),
-        json!({"input": "api_key=[redacted] please", "output": "done"})
+        json!({"input": "api_key=[redacted]", "output": "done"})
     );
     assert_eq!(record.result, result);
 }
@@ -1763,7 +1763,7 @@ async fn a_traced_agent_delivers_omas_trace_events() {
             assert!(!call.is_error);
             let input: Value = serde_json::from_str(&call.input).expect("JSON input");
             assert_eq!(input, json!({"q": "x", "password": "[redacted]"}));
-            assert_eq!(call.output, "api_key=[redacted] done");
+            assert_eq!(call.output, "api_key=[redacted]");
             let gate = call.gate.as_ref().expect("the gate's decision");
             assert_eq!(gate.action, "allow");
             assert_eq!(gate.reason.as_deref(), Some("reviewed, token=[redacted]"));

@@ -5,8 +5,9 @@
 //! every kind of block, each artifact's imports and exports against its world in `wit/`
 //! (`contract`), `validate-messages` on WIT values, a 16 MiB workload, the harness itself,
 //! provider calls through wasi-http against the loopback simulator (`provider`), the gateway
-//! served over HTTP in process (`serve`), and the recorded-response corpus replayed to every world
-//! (`corpus`, `fixtures/corpus/`).
+//! served over HTTP in process (`serve`), the recorded-response corpus replayed to every world
+//! (`corpus`, `fixtures/corpus/`), and the codec's text rules over their shared tables
+//! (`text_rules`).
 
 mod adapter;
 mod agent;
@@ -25,5 +26,6 @@ mod roundtrip;
 mod routes;
 mod secrets;
 mod serve;
+mod text_rules;
 mod wit_validate;
 mod worlds;

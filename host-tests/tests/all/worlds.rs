@@ -4,8 +4,9 @@
 
 use oma_host_tests::Shared;
 use oma_host_tests::{
-    AgentConfig, AgentEvent, AgentHandle, AgentStreamHandle, DriverGuest, DriverHarness, Guest,
-    GuestOptions, Harness, LlmMessage, PromptInput, RunAgentOptions, RunInput, RunResult, WitError,
+    AgentConfig, AgentEvent, AgentHandle, AgentStreamHandle, BashRisk, DriverGuest, DriverHarness,
+    Guest, GuestOptions, Harness, LlmMessage, PromptInput, RunAgentOptions, RunInput, RunResult,
+    WitError,
 };
 
 /// Which world a test runs against.
@@ -76,4 +77,7 @@ both! {
     fn reset(&mut self, agent: &AgentHandle) -> anyhow::Result<()>;
     fn drop_agent(&mut self, agent: AgentHandle) -> anyhow::Result<()>;
     fn run_agent(&mut self, config: &AgentConfig, input: &RunInput, options: &RunAgentOptions) -> anyhow::Result<Result<RunResult, WitError>>;
+    fn redact_sensitive_text(&mut self, text: &str) -> anyhow::Result<String>;
+    fn is_sensitive_name(&mut self, name: &str) -> anyhow::Result<bool>;
+    fn classify_bash_command(&mut self, command: &str) -> anyhow::Result<BashRisk>;
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The official clients against the gateway on loopback (`.ci/run` calls this): PyPI's `openai`
 # (plain, streamed, an image, a tool-call round trip, the refusals as BadRequestError,
-# `models.list`, a wrong token), PyPI's `anthropic` (`messages.create` plain and streamed, a
-# refusal, a wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users
+# `models.list`, a wrong token), PyPI's `anthropic` (`messages.create` plain and streamed, the
+# beta client with `betas`, `count_tokens`, `models.list`, a beta refused by name, a refusal, a
+# wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users
 # write it, one /v1/run, and the traces each host exported meanwhile to a loopback collector,
 # parsed with OpenTelemetry's own schema (PyPI's opentelemetry-proto), against
 # `oma-host serve` running oma_gateway.wasm in front of the loopback provider

@@ -1,7 +1,9 @@
 """PyPI's `anthropic` client against the gateway's Anthropic-compatible route, as its users write
 it: `Anthropic(base_url=<gateway>, api_key=<token>)` (the client sends the key as `x-api-key`),
-`messages.create` plain and streamed, in front of an Anthropic model and an OpenAI one. Run by
-`run.sh`, against a loopback provider that answers every format with the canned text.
+`messages.create` plain and streamed, in front of an Anthropic model and an OpenAI one; the beta
+client Claude Code uses (`?beta=true` and `anthropic-beta` on every request), `count_tokens`
+and `models.list`. Run by `run.sh`, against a loopback provider that answers every format with
+the canned text (and Anthropic's counter with 12).
 """
 
 import os
@@ -47,6 +49,61 @@ class AnthropicClient(unittest.TestCase):
             final = stream.get_final_message()
         self.assertEqual(text, CANNED_TEXT)
         self.assertEqual(final.usage.output_tokens, 6)
+
+    def test_the_beta_client(self):
+        betas = ["claude-code-20250219", "interleaved-thinking-2025-05-14"]
+        system = [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
+        messages = [{"role": "user", "content": "Hello?"}]
+        message = client().beta.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=64,
+            betas=betas,
+            system=system,
+            messages=messages,
+        )
+        self.assertEqual(message.content[0].text, CANNED_TEXT)
+        self.assertEqual(message.usage.input_tokens, 12)
+        with client().beta.messages.stream(
+            model="anthropic/claude-sonnet-4-6",
+            max_tokens=64,
+            betas=betas,
+            system=system,
+            messages=messages,
+        ) as stream:
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+        self.assertEqual(text, CANNED_TEXT)
+        self.assertEqual(final.usage.input_tokens, 12)
+        count = client().beta.messages.count_tokens(
+            model="claude-sonnet-4-6", betas=betas, system=system, messages=messages
+        )
+        self.assertEqual(count.input_tokens, 12)
+
+    def test_a_beta_another_provider_cannot_honour_is_refused_by_name(self):
+        with self.assertRaises(anthropic.BadRequestError) as caught:
+            client().beta.messages.create(
+                model="openai/gpt-4o",
+                max_tokens=64,
+                betas=["context-1m-2025-08-07"],
+                messages=[{"role": "user", "content": "Hello?"}],
+            )
+        self.assertIn("context-1m-2025-08-07", str(caught.exception))
+
+    def test_count_tokens(self):
+        # Anthropic's counter, and the estimate for a provider without one.
+        messages = [{"role": "user", "content": "How many tokens is this?"}]
+        counted = client().messages.count_tokens(model="claude-sonnet-4-6", messages=messages)
+        self.assertEqual(counted.input_tokens, 12)
+        estimated = client().messages.count_tokens(model="openai/gpt-4o", messages=messages)
+        self.assertGreater(estimated.input_tokens, 0)
+
+    def test_models_list(self):
+        models = client().models.list()
+        self.assertEqual(
+            [model.id for model in models.data],
+            ["anthropic/claude-sonnet-4-6", "openai/gpt-4o"],
+        )
+        self.assertEqual(models.data[0].type, "model")
 
     def test_a_refusal_is_a_bad_request_error(self):
         with self.assertRaises(anthropic.BadRequestError) as caught:

@@ -1,9 +1,9 @@
-// The package's HTTP transport for `send` and `receive` steps: on Node, `node:http` and
-// `node:https` with keep-alive agents; elsewhere (Workers, Deno without Node's modules, browsers)
-// the platform's `fetch`. Either way: no redirects followed, identity encoding (in a browser, the
-// encoding the browser negotiates and decodes), bodies read as streams and handed to the component
-// chunk by chunk, every read bounded by the step's timeout. Node's modules come through `#platform`,
-// so that a browser bundle has none.
+// The package's HTTP transport for `send` and `receive` steps: on Node (and Bun), `node:http` and
+// `node:https` with keep-alive agents; elsewhere (Workers, Deno, browsers) the platform's
+// `fetch`. Either way: no redirects followed, identity encoding (in a browser, the encoding the
+// browser negotiates and decodes), bodies read as streams and handed to the component chunk by
+// chunk, every read bounded by the step's timeout. Node's modules come through `#platform`, so
+// that a browser bundle has none.
 //
 // Why two: on Node, `fetch` (undici) costs about 110 µs more per loopback request than
 // `node:http` (WHATWG streams, Headers, AbortSignal plumbing), which is most of a small run. Both
@@ -18,6 +18,10 @@ const nodeModules = await (async () => {
   if (typeof proc?.versions?.node !== 'string' || proc.release?.name !== 'node') return null
   // Workers with nodejs_compat look like Node but their http client is fetch underneath.
   if (globalThis.navigator?.userAgent === 'Cloudflare-Workers') return null
+  // So does Deno, whose fetch is its own client; its node:http keeps a reused keep-alive
+  // connection open when a request on it is destroyed (a cancelled run), which holds the
+  // program open.
+  if (globalThis.Deno !== undefined) return null
   try {
     const modules = await httpModules()
     if (modules === null) return null

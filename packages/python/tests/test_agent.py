@@ -743,7 +743,7 @@ def test_on_trace_gets_omas_trace_events_and_a_raising_sink_changes_nothing(loop
     assert all(e["parentId"] == agent["spanId"] for e in events[:3])
     assert all(e["durationMs"] == e["endMs"] - e["startMs"] for e in events)
     assert events[1]["input"] == {"q": "x", "password": "[redacted]"}
-    assert events[1]["output"] == "token=[redacted] found" and events[1]["isError"] is False
+    assert events[1]["output"] == "token=[redacted]" and events[1]["isError"] is False
     assert (agent["turns"], agent["toolCalls"], agent["agent"]) == (2, 1, "agent")
     # run_agent takes it too; without on_trace nothing is traced.
     seen = []

@@ -207,21 +207,23 @@ mod tests {
         let text = RunInput::Text("call with api_key=abc123 please".into());
         assert_eq!(
             scorer_input(&text, StorePayloads::Redacted),
-            "call with api_key=[redacted] please"
+            "call with api_key=[redacted]"
         );
         let list = RunInput::Messages(messages());
         let scored = scorer_input(&list, StorePayloads::Redacted);
-        assert!(scored.contains("my api_key=[redacted] hello"), "{scored}");
-        assert!(!scored.contains("abc123"));
-        // OMA's quirk, kept: in JSON, `"text":"api_key=abc123"` matches as the assignment
-        // `text` = `api_key=abc123` (the value may hold `=`); `text` is not sensitive, and the
-        // scan resumes after the value, so a secret opening a string value is not redacted.
+        // A bare value runs to a `,` `;` `}` `]` or line end, so in JSON it takes the rest of its
+        // string with it: OMA's rule, as OMA applies it to the JSON text.
+        assert!(scored.contains(r#""my api_key=[redacted]}]}"#), "{scored}");
+        assert!(!scored.contains("abc123") && !scored.contains("hello"));
+        // `"text":"api_key=abc123"` is first read whole as the quoted assignment `text` (not
+        // sensitive, left as it is); the bare rule then finds the secret inside the string.
         let opening = RunInput::Messages(vec![LlmMessage::user_text("api_key=abc123")]);
-        assert!(scorer_input(&opening, StorePayloads::Redacted).contains("abc123"));
+        let scored = scorer_input(&opening, StorePayloads::Redacted);
+        assert!(scored.contains(r#""api_key=[redacted]}]}"#), "{scored}");
         assert_eq!(
             stored_payload(&text, "Bearer abcdefgh12345", StorePayloads::Redacted),
             Some(json!({
-                "input": "call with api_key=[redacted] please",
+                "input": "call with api_key=[redacted]",
                 "output": "Bearer [redacted]",
             }))
         );
@@ -236,12 +238,12 @@ mod tests {
         assert_eq!(js_len(&scored), MAX_PAYLOAD_CHARS);
         assert!(!scored.contains("hunter2"));
         // Redaction can lengthen a short secret; the result is bounded again.
-        let many = "pwd=a ".repeat(1_300);
+        let many = "pwd=a;".repeat(1_300);
         assert!(js_len(&many) <= MAX_PAYLOAD_CHARS);
         let scored = scorer_input(&RunInput::Text(many), StorePayloads::Redacted);
         assert_eq!(js_len(&scored), MAX_PAYLOAD_CHARS);
         assert!(scored.ends_with(TRUNCATION_MARKER));
-        assert!(!scored.contains("pwd=a "));
+        assert!(!scored.contains("pwd=a;"));
     }
 
     #[test]

@@ -48,8 +48,13 @@ function canonicalBase64(data) {
   return true
 }
 
-/** Whether the media rules (docs/media.md) accept a source; values JSON drops act as absent. */
-function mediaOk(source) {
+/**
+ * Whether the media rules (docs/media.md) accept a source; values JSON drops act as absent. The
+ * rules are the component's; this copy decides only where the walk stops (at media the
+ * component will refuse with its own message), before anything crosses, and is held to the
+ * component's verdict by test/media-parity.test.js over the shared tables.
+ */
+export function mediaOk(source) {
   if (!isObject(source) || Array.isArray(source)) return false
   const mt = source.media_type
   if (typeof mt !== 'string' || blank(mt) || !MIME.test(mt)) return false

@@ -247,22 +247,32 @@ pub struct SizeLimit {
 /// component 1,354,603 B (from 1,332,045, +22,558), portable 1,377,141 B (from 1,354,677,
 /// +22,464); each ceiling about 2% above. The gateway and the routes grew by 1,373 B each (the
 /// redaction), within their ceilings.
+///
+/// All four raised for the agent's own LLM adapter (issue 37): the `call-model` step and its
+/// answers, the reading and checking of an adapter's `LLMResponse` and stream events from OMA
+/// JSON with errors naming the field, OMA's classification of what an adapter threw, the call's
+/// deadline in the run machine, and the `adapter` declaration in the configuration. Measured on
+/// 6 December 2026 against main's recorded sizes: component 1,395,246 B (+40,643), portable
+/// 1,419,576 B (+42,435), gateway 1,477,299 B (+28,738), routes 1,444,544 B (+28,861); the
+/// gateway and routes artifacts carry the run machine's adapter path though a gateway request
+/// cannot name an adapter. Each ceiling about 2% above. The step crosses the boundary as OMA
+/// JSON text in every world, not as a typed copy of OMA's contract in WIT, which weighed more.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_382_000,
+        ceiling: 1_424_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_405_000,
+        ceiling: 1_448_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_476_000,
+        ceiling: 1_507_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_443_000,
+        ceiling: 1_474_000,
     },
 ];
 

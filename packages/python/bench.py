@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmarks: format_request of vision-1mib, and one run() per workload against a loopback
+"""Benchmarks: format_request of vision-1mib, one run() per workload against a loopback
 provider (the same workloads as the Rust benches; text and image to the Anthropic format, video
-to MiniMax). Prints medians in ms and the load average.
+to MiniMax), and the component's text rules as the package calls them (the redaction of bash
+output, trace records and evaluation payloads on 1 MB of log lines and on a 100,000-character
+word, the input a backtracking redaction is quadratic on; the bash classifier on a short
+command). Prints medians in ms and the load average.
 
     cargo run -q -p oma-host-tests --bin gen-workloads -- /tmp/wl     # from the repository root
     PYTHONPATH=src python bench.py /tmp/wl
@@ -19,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "tests"))
 
 import oma_component as oma  # noqa: E402
+from oma_component._codec import redact_sensitive_text  # noqa: E402
 from loopback import Loopback  # noqa: E402
 
 WORKLOADS = ["chat-small", "chat-history-51", "tools-rich-20", "vision-1mib", "video-url", "video-16mib"]
@@ -68,6 +72,13 @@ def main() -> int:
 
         rows.append((f"run() {name}", median_ms(once, n)))
     server.close()
+    line = "2026-12-06 INFO id=42 user=alice path=/v1/run status=200 password=hunter2 Bearer abcdefghijkl\n"
+    log = (line * (1_000_000 // len(line) + 1))[:1_000_000]
+    rows.append(("redaction of 1 MB of log lines", median_ms(lambda: redact_sensitive_text(log), 10)))
+    word = "a" * 100_000
+    rows.append(("redaction of a 100,000-character word", median_ms(lambda: redact_sensitive_text(word), 10)))
+    rows.append(("classify_bash_command('ls -la && git status')",
+                 median_ms(lambda: oma.classify_bash_command("ls -la && git status"), 1000)))
     loadavg = open("/proc/loadavg").read().split()[:3]
     print(f"component load (cache {oma.default_runtime().cache_status}): {load_ms:.1f} ms")
     for label, ms in rows:

@@ -47,6 +47,7 @@ const gateway :Workerd.Worker = (
     (name = "LIMITS", durableObjectNamespace = "LimitsCounter"),
     # The gateway's own settings.
     (name = "OMA_GATEWAY_DEADLINE_MS", fromEnvironment = "OMA_GATEWAY_DEADLINE_MS"),
+    (name = "OMA_GATEWAY_DROP_PARAMS", fromEnvironment = "OMA_GATEWAY_DROP_PARAMS"),
     (name = "OMA_GATEWAY_EGRESS", fromEnvironment = "OMA_GATEWAY_EGRESS"),
     (name = "OMA_GATEWAY_FALLBACKS", fromEnvironment = "OMA_GATEWAY_FALLBACKS"),
     (name = "OMA_GATEWAY_KEYS", fromEnvironment = "OMA_GATEWAY_KEYS"),

@@ -1016,6 +1016,7 @@ fn run_suite(kind: HostKind) {
             chat_completions_falls_back_on_a_429_and_never_on_a_400,
             models_lists_the_configured_models,
             messages_answers_anthropics_shape,
+            chat_fields_reach_the_provider_or_are_refused,
             claude_codes_requests_reach_anthropic_as_sent,
         );
 
@@ -2812,6 +2813,193 @@ async fn claude_codes_requests_reach_anthropic_as_sent(gw: &Gateway<'_>) -> anyh
 
 /// `POST /v1/messages` answers Anthropic's `message` in front of any provider (a bare model name
 /// is Anthropic's), streams Anthropic's events, and refuses in Anthropic's error shape.
+/// The field table through both chat routes to an OpenAI-compatible and an Anthropic target:
+/// each field reaches the provider with its meaning (at the JSON pointer given) or is a `400`
+/// in the route's shape naming the field and the target, with nothing sent.
+async fn chat_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    let format = json!({"type": "json_schema",
+                        "json_schema": {"name": "answer", "schema": schema}});
+    let (openai, anthropic) = ("openai/gpt-4o", "anthropic/claude-sonnet-4-6");
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Value,
+        Option<(&'static str, Value)>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "/v1/chat/completions",
+            openai,
+            "stop",
+            json!(["END"]),
+            Some(("/stop", json!(["END"]))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "stop",
+            json!("END"),
+            Some(("/stop_sequences", json!(["END"]))),
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            "seed",
+            json!(7),
+            Some(("/seed", json!(7))),
+        ),
+        ("/v1/chat/completions", anthropic, "seed", json!(7), None),
+        (
+            "/v1/chat/completions",
+            openai,
+            "response_format",
+            format.clone(),
+            Some(("/response_format", format)),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "response_format",
+            json!({"type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema}}),
+            Some((
+                "/output_config/format",
+                json!({"type": "json_schema", "schema": schema}),
+            )),
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            "logprobs",
+            json!(true),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            "frequency_penalty",
+            json!(0.5),
+            Some(("/frequency_penalty", json!(0.5))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "presence_penalty",
+            json!(0.5),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "parallel_tool_calls",
+            json!(false),
+            Some(("/tool_choice/disable_parallel_tool_use", json!(true))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "user",
+            json!("u-1"),
+            Some(("/metadata/user_id", json!("u-1"))),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            "reasoning_effort",
+            json!("high"),
+            Some(("/thinking/budget_tokens", json!(4096))),
+        ),
+        (
+            "/v1/messages",
+            anthropic,
+            "stop_sequences",
+            json!(["END"]),
+            Some(("/stop_sequences", json!(["END"]))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "stop_sequences",
+            json!(["END"]),
+            Some(("/stop", json!(["END"]))),
+        ),
+        (
+            "/v1/messages",
+            anthropic,
+            "top_k",
+            json!(5),
+            Some(("/top_k", json!(5))),
+        ),
+        (
+            "/v1/messages",
+            anthropic,
+            "metadata",
+            json!({"user_id": "u-1"}),
+            Some(("/metadata", json!({"user_id": "u-1"}))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "metadata",
+            json!({"user_id": "u-1"}),
+            Some(("/user", json!("u-1"))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "tool_choice",
+            json!({"type": "any"}),
+            Some(("/tool_choice", json!("required"))),
+        ),
+        (
+            "/v1/messages",
+            openai,
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 1024}),
+            Some(("/reasoning_effort", json!("low"))),
+        ),
+        ("/v1/messages", openai, "service_tier", json!("auto"), None),
+    ];
+    for (path, model, field, value, want) in cases {
+        let mut body = json!({
+            "model": model, "max_tokens": 8000,
+            "messages": [{"role": "user", "content": "Hello?"}],
+        });
+        body["tools"] = if path == "/v1/messages" {
+            json!([{"name": "look", "input_schema": {"type": "object"}}])
+        } else {
+            json!([{"type": "function", "function": {"name": "look",
+                                                     "parameters": {"type": "object"}}}])
+        };
+        body[field] = value;
+        let case = format!("{path} {field} to {model}");
+        let (response, sent) = gw.send_counting(Call::post_json(path, &body)).await?;
+        match want {
+            Some((pointer, expected)) => {
+                response.expect_json(200).context(case.clone())?;
+                ensure!(sent.len() == 1, "{case}: {} provider requests", sent.len());
+                let request = sent[0].json().context("a JSON provider request")?;
+                ensure!(
+                    request.pointer(pointer) == Some(&expected),
+                    "{case}: the provider got {request}"
+                );
+            }
+            None => {
+                ensure!(response.status == 400, "{case}: {}", response.status);
+                let text = response.text();
+                ensure!(
+                    text.contains(&format!("`{field}`")) && text.contains(model),
+                    "{case}: {text}"
+                );
+                ensure!(sent.is_empty(), "{case}: {} provider requests", sent.len());
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn messages_answers_anthropics_shape(gw: &Gateway<'_>) -> anyhow::Result<()> {
     for model in ["claude-sonnet-4-6", "openai/gpt-4o"] {
         let body = json!({

@@ -22,8 +22,9 @@ use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
 use crate::chat::{chat_request, ChatMachine, ChatMode, Forwarded, Target};
 use crate::env::Settings;
+use crate::fields::ClientFields;
 use crate::openai::{Completion, Writer};
-use crate::{Head, Reply};
+use crate::{Head, Reply, Route};
 
 /// The provider name of Anthropic's targets, which are sent the client's own request.
 pub const NAME: &str = oma_core::adapter::anthropic::NAME;
@@ -123,7 +124,7 @@ pub fn start(
             thinking.budget_tokens = None;
         }
     }
-    let mut tools = match o.remove("tools") {
+    let tools = match o.remove("tools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tools)) => tools
             .into_iter()
@@ -156,20 +157,6 @@ pub fn start(
             .collect::<Result<Vec<_>, Reply>>()?,
         Some(_) => return Err(invalid("`tools` must be an array")),
     };
-    match o
-        .get("tool_choice")
-        .and_then(|c| c.get("type"))
-        .and_then(Value::as_str)
-    {
-        None | Some("auto") => {}
-        Some("none") => tools.clear(),
-        Some(_) => {
-            return Err(invalid(
-                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
-                 tool on every provider",
-            ))
-        }
-    }
     let messages = match o.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
@@ -184,9 +171,16 @@ pub fn start(
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
+    // The rest is the field table's, per target (a count answers no completion: its fields
+    // only shape what is counted, which each target's counter reads as it can).
+    let fields = ClientFields {
+        route: Route::Messages,
+        values: o,
+    };
     let mode = ChatMode {
         forward: Some(forwarded(body, head, count)?),
         count,
+        fields: (!count).then_some(fields),
     };
     let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;
@@ -258,7 +252,7 @@ fn forwarded(body: &[u8], head: &Head, count: bool) -> Result<Forwarded, Reply> 
 /// The betas a target other than Anthropic honours as they are, by family (a beta's name
 /// without its trailing date), each with why: what it changes is nothing such a target has to
 /// do, or is checked by the gateway on its own.
-pub const BETAS_ANY_TARGET: [(&str, &str); 5] = [
+pub const BETAS_ANY_TARGET: [(&str, &str); 6] = [
     ("claude-code", "it names the client"),
     (
         "interleaved-thinking",
@@ -277,6 +271,11 @@ pub const BETAS_ANY_TARGET: [(&str, &str); 5] = [
     (
         "prompt-caching",
         "it allows cache markers, which a target without a prompt cache refuses by themselves",
+    ),
+    (
+        "token-counting",
+        "it allows counting a request's tokens, which every target does here (by its own \
+         counter or the estimate)",
     ),
 ];
 
@@ -302,31 +301,17 @@ fn beta_family(beta: &str) -> &str {
     beta
 }
 
-/// Whether `target` can take a request with the client's `anthropic-beta` (comma-separated
-/// names): an Anthropic target is sent the header as it is; any other honours only the betas of
-/// [`BETAS_ANY_TARGET`], and the first other one is refused by name, since the request may
-/// depend on it.
-pub fn betas_for(beta: Option<&str>, target: &Target) -> Result<(), Error> {
-    let Some(beta) = beta else { return Ok(()) };
-    if target.provider == NAME {
-        return Ok(());
-    }
-    let unhonoured = beta.split(',').map(str::trim).find(|name| {
+/// The first beta of the client's `anthropic-beta` (comma-separated names) that a target
+/// other than Anthropic does not honour as it is (not of [`BETAS_ANY_TARGET`]), which the
+/// request may depend on; `None` when every one is honoured. The field table's
+/// `anthropic-beta` row refuses it ([`crate::fields::apply_markers_and_betas`]).
+pub fn unhonoured_beta(beta: &str) -> Option<&str> {
+    beta.split(',').map(str::trim).find(|name| {
         !name.is_empty()
             && !BETAS_ANY_TARGET
                 .iter()
                 .any(|(family, _)| *family == beta_family(name))
-    });
-    match unhonoured {
-        None => Ok(()),
-        Some(name) => Err(Error::InvalidRequest {
-            message: format!(
-                "anthropic-beta {name:?} cannot be honoured by {}: only anthropic targets take \
-                 it",
-                target.label()
-            ),
-        }),
-    }
+    })
 }
 
 /// `GET /v1/models` asked by an Anthropic client (it sends `anthropic-version`): Anthropic's
@@ -490,9 +475,63 @@ fn oma_messages(
                 oma_block(block, &path, provenance, i, j, cache)?;
             }
         }
+        if provenance == oma_core::adapter::gemini::NAME {
+            sign_calls(&mut message, i, cache);
+        }
         out.push(message);
     }
     Ok(Value::Array(out))
+}
+
+/// Gemini's signatures of tool calls, back on their calls (see [`call_signature`]): in message
+/// `index`, a reasoning block with no text, a signature and no cache marker, followed by a tool
+/// call without one, is the call's signature, and is taken off into it; the markers on later
+/// blocks of the message move with them.
+fn sign_calls(message: &mut Value, index: usize, cache: &mut [CacheMark]) {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let mut at = 0;
+    while at + 1 < blocks.len() {
+        let marked = cache.iter().any(|mark| {
+            matches!(mark.place, CachePlace::Block { message, block }
+                                 if message == index && block == at)
+        });
+        let signature = match &blocks[at] {
+            Value::Object(b)
+                if b.get("type") == Some(&json!("reasoning"))
+                    && b.get("text") == Some(&json!(""))
+                    && b.get("redactedData").is_none()
+                    && !marked =>
+            {
+                b.get("signature")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }
+            _ => None,
+        };
+        let next = &blocks[at + 1];
+        let unsigned_call = next.get("type") == Some(&json!("tool_use"))
+            && next.get("signature").is_none_or(Value::is_null);
+        match signature {
+            Some(signature) if unsigned_call => {
+                blocks[at + 1]["signature"] = json!(signature);
+                blocks.remove(at);
+                for mark in cache.iter_mut() {
+                    match &mut mark.place {
+                        CachePlace::Block { message, block }
+                        | CachePlace::Part { message, block, .. }
+                            if *message == index && *block > at =>
+                        {
+                            *block -= 1
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => at += 1,
+        }
+    }
 }
 
 /// One of Anthropic's blocks made OMA's, in place (see [`oma_messages`]).
@@ -626,13 +665,33 @@ fn answer_block(block: &ContentBlock) -> Option<Value> {
     })
 }
 
+/// The signature a tool call carries (Gemini's `thoughtSignature` on a function call), which
+/// Anthropic's `tool_use` has no field for: it is answered as a `thinking` block with no text
+/// and that signature, just before the call, which Anthropic's clients keep and send back as
+/// they keep any signed thinking; [`oma_messages`] puts it back on the call.
+fn call_signature(block: &ContentBlock) -> Option<&str> {
+    match block {
+        ContentBlock::ToolUse(call) => call.signature.as_deref().filter(|s| !s.is_empty()),
+        _ => None,
+    }
+}
+
 impl MessageWriter {
     /// The whole `message` of `response`, answered by `target`.
     pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
         if self.count {
             return Reply::json(200, &json!({"input_tokens": response.usage.input_tokens}));
         }
-        let content: Vec<Value> = response.content.iter().filter_map(answer_block).collect();
+        let content: Vec<Value> = response
+            .content
+            .iter()
+            .flat_map(|block| {
+                let signed = call_signature(block).map(
+                    |signature| json!({"type": "thinking", "thinking": "", "signature": signature}),
+                );
+                signed.into_iter().chain(answer_block(block))
+            })
+            .collect();
         Reply::json(
             200,
             &json!({
@@ -739,6 +798,13 @@ impl MessageWriter {
             }
             StreamEvent::ToolUse(call) => {
                 out.push_str(&self.close_block());
+                if let Some(signature) = &call.signature {
+                    self.open("thinking", thinking_start(), &mut out);
+                    out.push_str(
+                        &self.delta(json!({"type": "signature_delta", "signature": signature})),
+                    );
+                    out.push_str(&self.close_block());
+                }
                 self.open(
                     "tool_use",
                     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),

@@ -118,6 +118,10 @@ pub struct ChatMode {
     /// ([`Call::count`]), or the estimate where it has none
     /// ([`adapter::estimate_input_tokens`]); the answer's `usage.input_tokens` is the count.
     pub count: bool,
+    /// The client's fields beyond the conversation, applied to each target by the field table
+    /// ([`crate::fields::apply`]): passed, mapped, or refused (or dropped, as the operator
+    /// allows) before the target is sent anything.
+    pub fields: Option<crate::fields::ClientFields>,
 }
 
 /// A client's own request, kept for the targets of its dialect.
@@ -170,6 +174,8 @@ pub struct ChatMachine {
     now_at_start: u64,
     over: bool,
     mode: ChatMode,
+    /// The fields dropped for each target tried, as `OMA_GATEWAY_DROP_PARAMS` allowed.
+    dropped: Vec<(Target, Vec<String>)>,
 }
 
 impl std::fmt::Debug for ChatMachine {
@@ -233,6 +239,7 @@ impl ChatMachine {
             now_at_start: now_ms,
             over: false,
             mode,
+            dropped: Vec::new(),
         };
         let mut current = machine.attempt(first, settings.deadline_ms)?;
         match current.call.poll(now_ms) {
@@ -262,6 +269,12 @@ impl ChatMachine {
                 _ => 0,
             })
             .fold(0, u64::saturating_add)
+    }
+
+    /// The fields dropped for each target tried so far (as `OMA_GATEWAY_DROP_PARAMS` allows),
+    /// in the order the targets were tried; targets that dropped none are not listed.
+    pub fn dropped(&self) -> &[(Target, Vec<String>)] {
+        &self.dropped
     }
 
     /// Whether any request reached the wire.
@@ -325,19 +338,48 @@ impl ChatMachine {
                 ),
             });
         }
-        if let Some(forwarded) = &self.mode.forward {
-            crate::anthropic::betas_for(forwarded.beta.as_deref(), &target)?;
-        }
         let ids = IdSource {
             epoch_ms: self.now_at_start,
             seed: self.seed,
         };
         let adapter =
             adapter::for_provider(&target.provider, provider.endpoint.base_url.as_deref(), ids)?;
-        let request = ChatRequest {
+        let mut request = ChatRequest {
             model: target.model.clone(),
             ..self.request.clone()
         };
+        // The AI SDK bridge has no dialect here: its request is refused as it is made.
+        let dialect = crate::fields::Dialect::of(&target.provider);
+        if let (Some(fields), Some(dialect)) = (&self.mode.fields, dialect) {
+            let dropped = crate::fields::apply(
+                fields,
+                dialect,
+                &target.label(),
+                &mut request,
+                &self.settings.drop_params,
+            )?;
+            if !dropped.is_empty() {
+                self.dropped.push((target.clone(), dropped));
+            }
+        }
+        // The prompt cache's markers and the client's betas: rows of the table too (on
+        // `/v1/messages` and its count, whose client request the route keeps).
+        if let (Some(forwarded), Some(dialect)) = (&self.mode.forward, dialect) {
+            let dropped = crate::fields::apply_markers_and_betas(
+                dialect,
+                &target.label(),
+                &mut request,
+                !self.mode.count,
+                forwarded.beta.as_deref(),
+                &self.settings.drop_params,
+            )?;
+            if !dropped.is_empty() {
+                match self.dropped.last_mut() {
+                    Some((last, names)) if *last == target => names.extend(dropped),
+                    _ => self.dropped.push((target.clone(), dropped)),
+                }
+            }
+        }
         let options = CallOptions {
             retry: self
                 .settings

@@ -47,6 +47,9 @@ pub struct Settings {
     /// `OMA_GATEWAY_LIMITS_BUCKET`: the `wasi:keyvalue` bucket the replicas count limits in;
     /// `None`: each instance counts in its own memory.
     pub limits_bucket: Option<String>,
+    /// `OMA_GATEWAY_DROP_PARAMS`: the refusals of the chat routes' field table
+    /// ([`crate::fields`]) that become drops; none unless set.
+    pub drop_params: crate::fields::DropParams,
 }
 
 impl std::fmt::Debug for Settings {
@@ -66,6 +69,7 @@ impl std::fmt::Debug for Settings {
             .field("traces", &self.traces.is_some())
             .field("keys", &self.keys)
             .field("limits_bucket", &self.limits_bucket)
+            .field("drop_params", &self.drop_params)
             .finish()
     }
 }
@@ -183,7 +187,7 @@ pub fn provider_env(
 }
 
 /// The gateway's own variables (`OMA_GATEWAY_*`), as [`Settings::from_vars`] reads them.
-pub const GATEWAY_VARIABLES: [&str; 9] = [
+pub const GATEWAY_VARIABLES: [&str; 10] = [
     "OMA_GATEWAY_TOKEN",
     crate::limits::KEYS_VARIABLE,
     crate::limits::BUCKET_VARIABLE,
@@ -193,7 +197,12 @@ pub const GATEWAY_VARIABLES: [&str; 9] = [
     "OMA_GATEWAY_FALLBACKS",
     "OMA_GATEWAY_MODELS",
     "OMA_GATEWAY_EGRESS",
+    DROP_PARAMS_VARIABLE,
 ];
+
+/// The operator's setting that turns refusals of the chat routes' field table into drops
+/// ([`crate::fields::DropParams`]).
+pub const DROP_PARAMS_VARIABLE: &str = "OMA_GATEWAY_DROP_PARAMS";
 
 /// OpenTelemetry's exporter variables the gateway reads ([`crate::trace`]).
 pub const OTEL_VARIABLES: [&str; 2] = [
@@ -377,7 +386,15 @@ impl Settings {
             })?,
         };
         let limits_bucket = get(crate::limits::BUCKET_VARIABLE).map(str::to_owned);
+        let drop_params = match get(DROP_PARAMS_VARIABLE) {
+            None => crate::fields::DropParams::Never,
+            Some(text) => crate::fields::DropParams::parse(text).ok_or(BadVariable {
+                name: DROP_PARAMS_VARIABLE,
+                expected: "`true`, `false`, or field names separated by commas",
+            })?,
+        };
         Ok(Settings {
+            drop_params,
             keys,
             limits_bucket,
             vars,

@@ -7,7 +7,7 @@
 //! gateway answers, from the pieces below: [`route`] decides from a request's head, [`validate`]
 //! and [`format()`] answer from its body, [`start_run`] makes the run's [`RunMachine`] (the same
 //! machine every world drives), the chat routes' [`chat::ChatMachine`] makes their provider
-//! calls, [`limits`] counts them, and [`run_reply`] / [`sse_event`] turn what the run produced
+//! calls (each client field passed, mapped or refused per target by [`fields`]' table), [`limits`] counts them, and [`run_reply`] / [`sse_event`] turn what the run produced
 //! into the response.
 //!
 //! `oma_gateway.wasm`, `oma_routes.wasm` and `oma_fastly.wasm` are built from this crate and
@@ -25,6 +25,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod env;
+pub mod fields;
 pub mod limits;
 pub mod openai;
 pub mod request;
@@ -213,7 +214,8 @@ pub struct Head<'a> {
     /// The `anthropic-version` header: Anthropic's clients send it, and `/v1/models` answers
     /// them in Anthropic's shape.
     pub anthropic_version: Option<&'a str>,
-    /// The `anthropic-beta` header, sent on to Anthropic targets ([`anthropic::betas_for`]).
+    /// The `anthropic-beta` header, sent on to Anthropic targets (the field table's
+    /// `anthropic-beta` row decides the others: [`fields::apply_markers_and_betas`]).
     pub anthropic_beta: Option<&'a str>,
 }
 
@@ -351,6 +353,24 @@ pub fn log_line(method: &str, path: &str, status: u16, ms: u64) -> String {
         .filter(|c| !c.is_control())
         .collect();
     format!("oma-gateway: {method} {path} {status} {ms}ms\n")
+}
+
+/// The header of a whole chat answer that names the client's fields dropped for the target that
+/// answered, as `OMA_GATEWAY_DROP_PARAMS` allowed (`seed, logprobs`).
+pub const DROPPED_HEADER: &str = "oma-dropped-params";
+
+/// The log line naming the client's fields dropped for `target` (`<provider>/<model>`), as
+/// `OMA_GATEWAY_DROP_PARAMS` allowed, written before the target is sent the request.
+pub fn dropped_line(target: &str, fields: &[String]) -> String {
+    let target: String = target
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    format!(
+        "oma-gateway: dropped for {target} (OMA_GATEWAY_DROP_PARAMS): {}\n",
+        fields.join(", ")
+    )
 }
 
 /// The log line of a trace export that did not reach the collector (`reason`: the collector's
@@ -864,6 +884,8 @@ pub fn sse_event(event: &AgentEvent) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
+#[cfg(test)]
+mod fields_tests;
 #[cfg(test)]
 mod openai_tests;
 #[cfg(test)]

@@ -26,9 +26,11 @@ use oma_core::adapter::{ChatRequest, Sampling, StreamEvent, ToolDefinition};
 use oma_core::error::Error;
 use oma_core::message::{ContentBlock, LlmResponse};
 
-use crate::chat::{chat_request, ChatMachine, Target};
+use crate::chat::{chat_request, ChatMachine, ChatMode, Target};
 use crate::env::Settings;
+use crate::fields::ClientFields;
 use crate::Reply;
+use crate::Route;
 
 /// The OpenAI-shaped error reply: `status` and `{"error": {"message", "type", "param", "code"}}`.
 pub fn error_reply(status: u16, kind: &str, code: Option<&str>, message: &str) -> Reply {
@@ -159,11 +161,12 @@ pub struct ChunkWriter {
     started: bool,
 }
 
-/// The request's fields the gateway reads; anything else an OpenAI client sends is ignored.
+/// The request's fields the route reads into OMA's request, and the others, which the field
+/// table ([`crate::fields`]) decides per target.
 fn read_request(
     settings: &Settings,
     body: &[u8],
-) -> Result<(Target, ChatRequest, bool, bool), Reply> {
+) -> Result<(Target, ChatRequest, ClientFields, bool, bool), Reply> {
     let value: Value = oma_core::json::from_bytes(body)
         .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
     let Value::Object(mut o) = value else {
@@ -214,21 +217,7 @@ fn read_request(
         .and_then(|s| s.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let mut tools = tools_of(o.remove("tools"))?;
-    match o.get("tool_choice") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(choice)) if choice == "auto" => {}
-        Some(Value::String(choice)) if choice == "none" => tools.clear(),
-        Some(_) => {
-            return Err(invalid(
-                "`tool_choice` may be `auto` or `none` here: the gateway has no way to force a \
-                 tool on every provider",
-            ))
-        }
-    }
-    if o.get("n").and_then(Value::as_u64).is_some_and(|n| n != 1) {
-        return Err(invalid("`n` must be 1: the gateway asks for one choice"));
-    }
+    let tools = tools_of(o.remove("tools"))?;
     let messages = match o.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
@@ -237,7 +226,12 @@ fn read_request(
     // OMA's shape guard and validation, with OMA's messages.
     let request = chat_request(&target, system, conversation, tools, sampling, stream)
         .map_err(|e| of_error(settings, e))?;
-    Ok((target, request, stream, include_usage))
+    // The rest is the field table's, per target.
+    let fields = ClientFields {
+        route: Route::ChatCompletions,
+        values: o,
+    };
+    Ok((target, request, fields, stream, include_usage))
 }
 
 /// `model` quoted for a message, with any configured secret in it redacted.
@@ -581,11 +575,15 @@ pub fn start(
     now_ms: u64,
     seed: u64,
 ) -> Result<Completion, Reply> {
-    let (target, request, stream, include_usage) = read_request(settings, body)?;
+    let (target, request, fields, stream, include_usage) = read_request(settings, body)?;
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
-    let machine = ChatMachine::new(settings, request, targets, now_ms, seed)
+    let mode = ChatMode {
+        fields: Some(fields),
+        ..ChatMode::default()
+    };
+    let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;
     Ok(Completion {
         machine,

@@ -16,27 +16,27 @@ use crate::request::{BodyFailure, BodyLimits, RequestHead, RequestMachine};
 use crate::serve::Exchange;
 use crate::{Reply, Settings};
 
-const KEY: &str = "sk-chat-unit-SECRET-7171";
-const OPENAI_KEY: &str = "sk-openai-unit-SECRET-9191";
-const TOKEN: &str = "gw-token-SECRET-5";
+pub(crate) const KEY: &str = "sk-chat-unit-SECRET-7171";
+pub(crate) const OPENAI_KEY: &str = "sk-openai-unit-SECRET-9191";
+pub(crate) const TOKEN: &str = "gw-token-SECRET-5";
 const NOW: u64 = 1_796_036_400_000;
-const ANTHROPIC: &str = "http://127.0.0.1:9";
-const OPENAI: &str = "http://127.0.0.1:8";
+pub(crate) const ANTHROPIC: &str = "http://127.0.0.1:9";
+pub(crate) const OPENAI: &str = "http://127.0.0.1:8";
 
 /// One provider answer: status, content type, body.
-type Canned = (u16, &'static str, String);
+pub(crate) type Canned = (u16, &'static str, String);
 
 #[derive(Default)]
-struct Script {
-    answers: VecDeque<Canned>,
-    sent: Vec<Outgoing>,
+pub(crate) struct Script {
+    pub(crate) answers: VecDeque<Canned>,
+    pub(crate) sent: Vec<Outgoing>,
     body: VecDeque<Vec<u8>>,
     /// The lines the gateway wrote to the host's log.
-    log: Vec<String>,
+    pub(crate) log: Vec<String>,
 }
 
 #[derive(Clone, Default)]
-struct Scripted(Rc<RefCell<Script>>);
+pub(crate) struct Scripted(pub(crate) Rc<RefCell<Script>>);
 
 impl Transport for Scripted {
     fn send(&mut self, outgoing: &Outgoing) -> CallAnswer {
@@ -70,12 +70,12 @@ impl Transport for Scripted {
 }
 
 /// A client's request and what the gateway wrote back.
-struct Client {
-    headers: Vec<(&'static str, String)>,
-    body: Vec<u8>,
-    transport: Scripted,
-    reply: Option<Reply>,
-    events: Option<String>,
+pub(crate) struct Client {
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) transport: Scripted,
+    pub(crate) reply: Option<Reply>,
+    pub(crate) events: Option<String>,
 }
 
 impl Exchange for Client {
@@ -112,7 +112,7 @@ impl Exchange for Client {
 
 /// Serves `client`'s request (`method`, `path`, its headers and body) with `settings`, at
 /// [`NOW`]; the status answered.
-fn serve(
+pub(crate) fn serve(
     settings: Result<Settings, crate::env::BadVariable>,
     method: &str,
     path: &str,
@@ -153,23 +153,23 @@ fn environment(extra: &[(&str, &str)]) -> Result<Settings, crate::env::BadVariab
     Settings::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
 }
 
-struct Answered {
+pub(crate) struct Answered {
     /// The lines the gateway wrote to the host's log.
-    log: Vec<String>,
-    status: u16,
-    reply: Option<Reply>,
-    events: Option<String>,
-    sent: Vec<Outgoing>,
+    pub(crate) log: Vec<String>,
+    pub(crate) status: u16,
+    pub(crate) reply: Option<Reply>,
+    pub(crate) events: Option<String>,
+    pub(crate) sent: Vec<Outgoing>,
 }
 
 impl Answered {
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let reply = self.reply.as_ref().expect("a whole reply");
         assert!(!reply.body.contains("SECRET"), "a secret in {}", reply.body);
         serde_json::from_str(&reply.body).expect("JSON")
     }
 
-    fn sent_json(&self, i: usize) -> Value {
+    pub(crate) fn sent_json(&self, i: usize) -> Value {
         serde_json::from_str(&self.sent[i].body).expect("a JSON request")
     }
 
@@ -1543,8 +1543,11 @@ fn count_tokens_asks_each_targets_counter_or_estimates() {
             answers,
         )
     };
-    // An OpenAI-compatible target has no counter: the documented estimate, nothing sent.
-    let estimated = count("openai/gpt-4o", key(), vec![]);
+    // An OpenAI-compatible target has no counter: the documented estimate, nothing sent (the
+    // counting beta Anthropic's SDK sends is honoured: it is what is done).
+    let mut counting_beta = key();
+    counting_beta.push(("anthropic-beta", "token-counting-2024-11-01".to_owned()));
+    let estimated = count("openai/gpt-4o", counting_beta, vec![]);
     assert_eq!(estimated.status, 200, "{:?}", estimated.reply);
     assert!(estimated.sent.is_empty());
     let tokens = estimated.json()["input_tokens"].as_u64().expect("a count");
@@ -1713,4 +1716,190 @@ fn a_forwarded_request_needs_one_model_and_a_plain_query() {
     );
     assert_eq!(refused.status, 400);
     assert!(refused.sent.is_empty());
+}
+
+#[test]
+fn geminis_signed_tool_calls_survive_a_round_trip_through_anthropics_shape() {
+    const GEMINI: &str = "http://127.0.0.1:7";
+    let settings = || environment(&[("GEMINI_API_KEY", KEY), ("GEMINI_BASE_URL", GEMINI)]);
+    let key = || vec![("x-api-key", TOKEN.to_owned())];
+    let tools = json!([{"name": "Read", "description": "Reads a file.",
+                        "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}}]);
+    let gemini_call = json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "Read", "args": {"file_path": "/a"}}, "thoughtSignature": "c2lnLTE="}
+        ]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 25}
+    });
+    let first = json!({
+        "model": "gemini/gemini-3-pro-preview", "max_tokens": 256, "tools": tools,
+        "messages": [{"role": "user", "content": "Read /a"}],
+    });
+    let answered = anthropic_at(
+        settings(),
+        "POST",
+        "/v1/messages",
+        key(),
+        &first.to_string(),
+        vec![(200, "application/json", gemini_call.to_string())],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let content = answered.json()["content"].clone();
+    // The call's signature, which Anthropic's tool_use has no field for, as a signed thinking
+    // block just before it.
+    assert_eq!(
+        content[0],
+        json!({"type": "thinking", "thinking": "", "signature": "c2lnLTE="})
+    );
+    assert_eq!(content[1]["type"], "tool_use");
+    assert_eq!(content.as_array().unwrap().len(), 2);
+
+    // Sent back as the client keeps it, the signature is on the call again, and only there.
+    let id = content[1]["id"].clone();
+    let second = json!({
+        "model": "gemini/gemini-3-pro-preview", "max_tokens": 256, "tools": tools,
+        "messages": [
+            {"role": "user", "content": "Read /a"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "hello", "cache_control": {"type": "ephemeral"}}
+            ]}
+        ],
+    });
+    let text_answer = json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "It says hello."}]},
+                        "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 30, "candidatesTokenCount": 4, "totalTokenCount": 34}
+    });
+    // Gemini takes no cache markers: refused by name, nothing sent.
+    let refused = anthropic_at(
+        settings(),
+        "POST",
+        "/v1/messages",
+        key(),
+        &second.to_string(),
+        vec![],
+    );
+    assert_eq!(refused.status, 400, "{:?}", refused.reply);
+    assert!(refused.sent.is_empty());
+    let mut second = second;
+    second["messages"][2]["content"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("cache_control");
+    let answered = anthropic_at(
+        settings(),
+        "POST",
+        "/v1/messages",
+        key(),
+        &second.to_string(),
+        vec![(200, "application/json", text_answer.to_string())],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let sent = answered.sent_json(0);
+    let model_turn = &sent["contents"][1];
+    assert_eq!(model_turn["role"], "model");
+    let parts = model_turn["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 1, "{model_turn}");
+    assert_eq!(parts[0]["thoughtSignature"], "c2lnLTE=");
+    assert_eq!(parts[0]["functionCall"]["name"], "Read");
+
+    // Streamed: the signature as a thinking block's signature_delta before the call.
+    let mut streamed = first.clone();
+    streamed["stream"] = json!(true);
+    let sse = format!("data: {gemini_call}\r\n\r\n");
+    let answered = anthropic_at(
+        settings(),
+        "POST",
+        "/v1/messages",
+        key(),
+        &streamed.to_string(),
+        vec![(200, "text/event-stream", sse)],
+    );
+    let text = answered.events.expect("a stream");
+    let signature = text
+        .find(r#"{"type":"signature_delta","signature":"c2lnLTE="}"#)
+        .expect("the signature");
+    let call = text.find(r#""type":"tool_use""#).expect("the call");
+    assert!(signature < call, "{text}");
+}
+
+#[test]
+fn drop_params_sends_markers_and_betas_a_target_cannot_honour_without_them() {
+    let body = json!({
+        "model": "openai/gpt-4o", "max_tokens": 64,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Hello?"}],
+    });
+    let send = |drop: &str, answers| {
+        let settings = match drop {
+            "" => environment(&[]),
+            drop => environment(&[("OMA_GATEWAY_DROP_PARAMS", drop)]),
+        };
+        anthropic_at(
+            settings,
+            "POST",
+            "/v1/messages",
+            vec![
+                ("x-api-key", TOKEN.to_owned()),
+                ("anthropic-beta", "context-1m-2025-08-07".to_owned()),
+            ],
+            &body.to_string(),
+            answers,
+        )
+    };
+    let message = |answered: &Answered| {
+        answered.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // Unset: the markers' row refuses first, by name; nothing is sent.
+    let refused = send("", vec![]);
+    assert_eq!(refused.status, 400);
+    assert!(
+        message(&refused).starts_with("`cache_control` cannot be sent to openai/gpt-4o"),
+        "{}",
+        message(&refused)
+    );
+    assert!(refused.sent.is_empty());
+    // The markers dropped, the beta still refused.
+    let some = send("cache_control", vec![]);
+    assert_eq!(some.status, 400);
+    assert!(
+        message(&some).starts_with("`anthropic-beta` cannot be sent to openai/gpt-4o")
+            && message(&some).contains("context-1m-2025-08-07"),
+        "{}",
+        message(&some)
+    );
+    // Both dropped: the target gets the request without them, and the answer says so.
+    let both = send("cache_control,anthropic-beta", vec![openai_answer("Hi.")]);
+    assert_eq!(both.status, 200, "{:?}", both.reply);
+    assert_eq!(both.sent_json(0)["messages"][0]["content"], "Be brief.");
+    let reply = both.reply.as_ref().expect("a reply");
+    let dropped = reply
+        .headers
+        .iter()
+        .find(|(name, _)| *name == crate::DROPPED_HEADER)
+        .map(|(_, value)| value.as_str());
+    assert_eq!(dropped, Some("cache_control, anthropic-beta"));
+    // An Anthropic target takes both as they are, whatever the setting.
+    let mut to_anthropic = body.clone();
+    to_anthropic["model"] = json!("anthropic/claude-x");
+    let answered = anthropic_at(
+        environment(&[]),
+        "POST",
+        "/v1/messages",
+        vec![
+            ("x-api-key", TOKEN.to_owned()),
+            ("anthropic-beta", "context-1m-2025-08-07".to_owned()),
+        ],
+        &to_anthropic.to_string(),
+        vec![anthropic_thinking_answer()],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(
+        answered.sent_json(0)["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
 }

@@ -257,6 +257,8 @@ struct ChatStage {
     writer: Writer,
     /// The request whose sending waits for the stream's head.
     held: Option<Outgoing>,
+    /// How many of the machine's dropped-field notes are in the log.
+    drops_logged: usize,
 }
 
 /// A `/v1/run` in flight.
@@ -640,6 +642,7 @@ impl RequestMachine {
                     machine,
                     writer,
                     held: None,
+                    drops_logged: 0,
                 }));
             }
             BodyVerdict::Run(started) => {
@@ -745,7 +748,16 @@ impl RequestMachine {
             return;
         }
         let streaming = chat.writer.stream();
-        let result = match chat.machine.poll(now_ms) {
+        let step = chat.machine.poll(now_ms);
+        // A target tried with fields dropped is named in the log before its request goes out.
+        for (target, fields) in &chat.machine.dropped()[chat.drops_logged..] {
+            self.push(
+                Step::Log(crate::dropped_line(&target.label(), fields)),
+                None,
+            );
+        }
+        chat.drops_logged = chat.machine.dropped().len();
+        let result = match step {
             ChatStep::Send(outgoing) => {
                 chat.held = self.send(outgoing, streaming);
                 self.stage = Stage::Chat(chat);
@@ -778,7 +790,13 @@ impl RequestMachine {
         };
         match result {
             Ok((response, target)) if !streaming => {
-                let reply = chat.writer.whole(&response, &target);
+                let mut reply = chat.writer.whole(&response, &target);
+                let dropped = chat.machine.dropped().iter().find(|(t, _)| *t == target);
+                if let Some((_, fields)) = dropped {
+                    reply
+                        .headers
+                        .push((crate::DROPPED_HEADER, fields.join(", ")));
+                }
                 self.answer(reply, export);
             }
             Ok((response, target)) => {

@@ -248,31 +248,29 @@ pub struct SizeLimit {
 /// +22,464); each ceiling about 2% above. The gateway and the routes grew by 1,373 B each (the
 /// redaction), within their ceilings.
 ///
-/// All four raised for the agent's own LLM adapter (issue 37): the `call-model` step and its
-/// answers, the reading and checking of an adapter's `LLMResponse` and stream events from OMA
-/// JSON with errors naming the field, OMA's classification of what an adapter threw, the call's
-/// deadline in the run machine, and the `adapter` declaration in the configuration. Measured on
-/// 6 December 2026 against main's recorded sizes: component 1,395,246 B (+40,643), portable
-/// 1,419,576 B (+42,435), gateway 1,477,299 B (+28,738), routes 1,444,544 B (+28,861); the
-/// gateway and routes artifacts carry the run machine's adapter path though a gateway request
-/// cannot name an adapter. Each ceiling about 2% above. The step crosses the boundary as OMA
-/// JSON text in every world, not as a typed copy of OMA's contract in WIT, which weighed more.
+/// The gateway raised to 1,532,000 B and the routes to 1,499,000 B for the chat routes' field
+/// table (issue 38: every field of a Chat Completions or Messages request read, passed, mapped
+/// or refused per target dialect, with its refusal texts and `OMA_GATEWAY_DROP_PARAMS`):
+/// +34,986 B and +34,999 B on the branch that added it alone (about 25 KB of it the mappings'
+/// code, which build the target's JSON, the rest the table and its texts); 1,501,998 B and
+/// 1,469,132 B measured on the merged tree on 6 December 2026, with the Anthropic route's
+/// forwarding, `count_tokens` and betas; each ceiling about 2% above.
 pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_424_000,
+        ceiling: 1_382_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_448_000,
+        ceiling: 1_405_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
-        ceiling: 1_507_000,
+        ceiling: 1_532_000,
     },
     SizeLimit {
         artifact: ROUTES_ARTIFACT,
-        ceiling: 1_474_000,
+        ceiling: 1_499_000,
     },
 ];
 
@@ -287,12 +285,13 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
 /// the wave (the callbacks' refusals, the `summarize` strategy, images by URL and the per-token
 /// limits): 1,520,809 B measured on the merged tree on 3 December 2026. Raised to 1,640,000 B
 /// with the gateway for the request machine (issue 38): 1,607,253 B measured on 6 December
-/// 2026.
+/// 2026. Raised to 1,700,000 B with the gateway for the chat routes' field table (issue 38):
+/// +39,287 B on its branch alone, 1,666,950 B measured on the merged tree on 6 December 2026.
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_640_000;
+const FASTLY_CEILING: u64 = 1_700_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

@@ -41,10 +41,27 @@ export const EXAMPLES = {
   'patterns/eval-offline-regression': null,
 }
 
+/**
+ * OMA's MCP examples (`examples/integrations/mcp-*`): the program for each here, or why it has
+ * none. Their server is started by a command: `npx` stands in for the registry's server (PATH
+ * in `observe` holds a stand-in that starts test/helpers/mcp-server.mjs, built with the official
+ * MCP SDK).
+ */
+export const INTEGRATIONS = {
+  'integrations/mcp-github': 'integrations-mcp-github',
+  'integrations/mcp-bilig-workpaper': null,
+  'integrations/mcp-open-design': null,
+}
+
+/** OMA's MCP example files that must type-check against the package (OMA_DIR set). */
+export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bilig-workpaper']
+
 /** Examples left out of the package, and why (reported, never counted as passing). */
 export const OUT_OF_SCOPE = {
-  'patterns/eval-online-sampling': 'needs the `eval` subpath (OMA\'s evaluation framework), which the package does not ship',
-  'patterns/eval-offline-regression': 'needs the `eval` subpath (OMA\'s evaluation framework), which the package does not ship',
+  'patterns/eval-online-sampling': 'needs a user-written LLMAdapter, `costBudgetScorer` and OMA\'s online evaluation on OpenMultiAgent, which the package does not ship yet',
+  'patterns/eval-offline-regression': 'needs a user-written LLMAdapter and `createAnswerRelevancyScorer`, which the package does not ship yet',
+  'integrations/mcp-bilig-workpaper': 'asks Gemini, which OMA cannot point at a loopback provider, for tools of a server fetched from the registry (mcp-github\'s program covers the same API); type-checked with OMA_DIR',
+  'integrations/mcp-open-design': 'needs OMA\'s teams (`createTeam`, `runTasks`, `RunTaskSpec`), which the package does not ship, and an Open Design install',
 }
 
 /**
@@ -56,6 +73,16 @@ export const PENDING = {
 
 export function programs() {
   return readdirSync(programsDir).filter((f) => f.endsWith('.ts')).map((f) => f.replace(/\.ts$/, '')).sort()
+}
+
+/** The programs for OMA's MCP examples (test/examples-mcp.test.js runs them). */
+export function mcpPrograms() {
+  return Object.values(INTEGRATIONS).filter((program) => program !== null)
+}
+
+/** The programs for OMA's single-agent examples (test/examples.test.js runs them). */
+export function singleAgentPrograms() {
+  return programs().filter((program) => !mcpPrograms().includes(program))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -139,6 +166,14 @@ export const SCENARIOS = {
     if (s.startsWith('Audit source')) return json({ source: s.slice(13, -1), points: ['a', 'b'], risk: s.includes('two') ? 'high' : 'low' })
     return json({ decision: 'hold', reasons: ['source two is high risk'] })
   },
+  'integrations-mcp-github': ({ body }) => {
+    if (body.messages.length === 1) {
+      return anthropicToolUse([['g1', 'github_list_issues', { owner: 'acme', repo: 'widgets', state: 'open', perPage: 3 }]])
+    }
+    // The answer is made from the tool result the model got: the MCP server's text.
+    const listed = JSON.parse(body.messages.at(-1).content[0].content)
+    return text(listed.issues.map((issue) => `#${issue.number} ${issue.title}`).join('\n'), 60, 20)
+  },
   'cookbook-rare-disease-information-triage': ({ body }) => {
     const s = system(body)
     if (s.startsWith('Audit source')) return json({ source: s.slice(13, -1), points: ['x'], risk: 'low' })
@@ -162,25 +197,29 @@ function targets(side, oma) {
   if (side === 'oma') {
     return [
       [`${OMA}/classifiers`, join(oma, 'dist', 'classifiers.d.ts'), join(oma, 'dist', 'classifiers.js')],
+      [`${OMA}/mcp`, join(oma, 'dist', 'mcp.d.ts'), join(oma, 'dist', 'mcp.js')],
       [OMA, join(oma, 'dist', 'index.d.ts'), join(oma, 'dist', 'index.js')],
     ]
   }
   return [
     ['oma-component/classifiers', join(pkg, 'classifiers.d.ts'), join(pkg, 'src', 'classifiers.js')],
+    ['oma-component/mcp', join(pkg, 'mcp.d.ts'), join(pkg, 'src', 'mcp.js')],
     ['oma-component', join(pkg, 'index.d.ts'), join(pkg, 'src', 'index.js')],
   ]
 }
 
 const swap = (source, from, to) => source.split(`'${from}'`).join(`'${to}'`)
 
-/** Writes one side's programs (the import changed for the package) and a strict tsconfig. */
-export function prepare(side, oma, names = programs()) {
-  const dir = join(here, '.gen', side)
+/** Writes one side's programs (the import changed for the package) and a strict tsconfig, in .gen/<dirName>. */
+export function prepare(side, oma, names = programs(), dirName = side) {
+  const dir = join(here, '.gen', dirName)
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(join(dir, 'src'), { recursive: true })
   for (const name of names) {
     let source = readFileSync(join(programsDir, `${name}.ts`), 'utf8')
-    if (side !== 'oma') source = swap(swap(source, `${OMA}/classifiers`, 'oma-component/classifiers'), OMA, 'oma-component')
+    if (side !== 'oma') {
+      source = swap(swap(swap(source, `${OMA}/classifiers`, 'oma-component/classifiers'), `${OMA}/mcp`, 'oma-component/mcp'), OMA, 'oma-component')
+    }
     writeFileSync(join(dir, 'src', `${name}.ts`), source)
   }
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ private: true, type: 'module' }))
@@ -231,6 +270,26 @@ function workdir() {
 }
 
 /**
+ * A directory for PATH with the stand-in `npx`: `npx --no-install @modelcontextprotocol/server-github`
+ * starts the local MCP server (built with the official SDK) in its `github` mode; anything else
+ * fails as a package that is not installed would.
+ */
+function standIns() {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'oma-example-bin-')))
+  const server = join(pkg, 'test', 'helpers', 'mcp-server.mjs')
+  writeFileSync(join(dir, 'npx'), [
+    '#!/bin/sh',
+    'if [ "$1" = "--no-install" ] && [ "$2" = "@modelcontextprotocol/server-github" ]; then',
+    `  exec ${JSON.stringify(process.execPath)} ${JSON.stringify(server)} github`,
+    'fi',
+    'echo "npx (stand-in): $* is not installed" >&2',
+    'exit 1',
+    '',
+  ].join('\n'), { mode: 0o755 })
+  return dir
+}
+
+/**
  * The run's request as compared: path and body, the working directory and port made neutral.
  * `stream: true` is left out: the package streams `Agent.stream` (its documented `text_delta`
  * extension) where OMA 1.16.1 asks for whole responses; the rest of the body must be the same.
@@ -248,13 +307,15 @@ function requestShape(request, work, url) {
 export async function observe(outDir, name) {
   const server = await startServer()
   const work = workdir()
+  const bin = standIns()
   try {
     server.setFallback(SCENARIOS[name])
     const child = spawn(process.execPath, [join(outDir, `${name}.js`)], {
       cwd: work,
       env: {
-        PATH: process.env.PATH,
+        PATH: `${bin}:${process.env.PATH}`,
         HOME: work,
+        GITHUB_TOKEN: 'ghp_examples0123456789',
         ANTHROPIC_API_KEY: 'sk-ant-examples-0123456789',
         ANTHROPIC_BASE_URL: server.url,
         OPENAI_API_KEY: 'sk-openai-examples-0123456789',
@@ -276,6 +337,7 @@ export async function observe(outDir, name) {
   } finally {
     await server.close()
     rmSync(work, { recursive: true, force: true })
+    rmSync(bin, { recursive: true, force: true })
   }
 }
 
@@ -328,17 +390,21 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
  * OMA's own example files (read from OMA_DIR/examples at test time, never copied into the
  * repository) with only their imports changed to `oma-component`, for `tsc --strict` against
  * the package: the issue's criterion itself, checked when OMA is at hand. The `eval` examples
- * are left out (OUT_OF_SCOPE).
+ * and mcp-open-design are left out (OUT_OF_SCOPE); mcp-github and mcp-bilig-workpaper are in.
  */
 export function prepareOmaExamples(oma) {
   const dir = join(here, '.gen', 'oma-examples')
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(join(dir, 'src'), { recursive: true })
   const names = []
-  for (const [example, program] of Object.entries(EXAMPLES)) {
-    if (program === null) continue
+  const files = [
+    ...Object.entries(EXAMPLES).filter(([, program]) => program !== null),
+    ...Object.keys(INTEGRATIONS).filter((example) => OMA_TYPECHECKED.includes(example)).map((example) => [example, example.replace('/', '-')]),
+  ]
+  for (const [example, program] of files) {
     let source = readFileSync(join(oma, 'examples', `${example}.ts`), 'utf8')
     source = swap(source, '../../src/classifiers.js', 'oma-component/classifiers')
+    source = swap(source, '../../src/mcp.js', 'oma-component/mcp')
     source = swap(swap(source, '../../src/index.js', 'oma-component'), '../../src/types.js', 'oma-component')
     writeFileSync(join(dir, 'src', `${program}.ts`), source)
     names.push(program)

@@ -50,7 +50,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const listing = execFileSync('tar', ['tzf', tarball], { encoding: 'utf8' }).trim().split('\n').map((f) => f.replace(/^package\//, ''))
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
-      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'gateway.d.ts',
+      'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'eval-file.d.ts', 'eval.d.ts', 'gateway.d.ts',
       'gen/bytes/oma_portable.core.wasm.js', 'gen/bytes/oma_portable.core2.wasm.js', 'gen/bytes/oma_portable.core3.wasm.js',
       'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
       'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts',
@@ -58,18 +58,24 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
       'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js',
       'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
-      'index.d.ts', 'package.json',
+      'index.d.ts', 'mcp.d.ts', 'observability.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
       'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
       'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
-      'src/index.js', 'src/llm/validate.js', 'src/observability/identity.js', 'src/observability/status.js',
+      'src/index.js', 'src/llm/validate.js', 'src/mcp.js', 'src/observability/batching.js', 'src/observability/composite.js',
+      'src/observability/identity.js', 'src/observability/index.js', 'src/observability/legacy.js',
+      'src/observability/materialize.js', 'src/observability/memory-store.js', 'src/observability/processors.js',
+      'src/observability/sink.js', 'src/observability/status.js', 'src/observability/store-exporter.js',
+      'src/observability/store.js',
       'src/orchestrator/orchestrator.js', 'src/platform/node.js', 'src/platform/web.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
+      'src/eval/evalset.js', 'src/eval/file.js', 'src/eval/gate.js', 'src/eval/index.js', 'src/eval/report.js', 'src/eval/runner.js',
+      'src/eval/scorer.js', 'src/eval/store.js', 'src/eval/target.js', 'src/eval/values.js',
       'src/tool/built-in/files.js', 'src/tool/built-in/index.js', 'src/tool/built-in/path-safety.js',
       'src/tool/built-in/schema.js', 'src/tool/built-in/search.js', 'src/tool/executor.js', 'src/tool/framework.js',
-      'src/tool/grants.js', 'src/tool/shell/local.js', 'src/transport.js', 'src/utils/options.js',
+      'src/tool/grants.js', 'src/tool/mcp.js', 'src/tool/shell/local.js', 'src/transport.js', 'src/utils/durable-log.js', 'src/utils/options.js',
       'src/utils/random.js', 'src/utils/redaction.js', 'src/utils/trace.js',
-    ])
+    ].sort())
     const size = statSync(tarball).size
     assert.ok(size < 1_500_000, `the tarball is ${size} bytes`)
 
@@ -143,6 +149,28 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       const risk: BashRiskAssessment = classifyBashCommand('ls')
       console.log(results.size, status.total, risk.level)
     `)
+    // The observability subpath, typed: an exporter of OMA's shape behind OMA's sinks.
+    writeFileSync(join(app, 'observability.ts'), `
+      import {
+        BatchingTraceSink, CompositeSink, InMemoryTraceStore, SensitiveDataProcessor, TraceStoreExporter,
+        type ExportResult, type FlushResult, type StoredRun, type TraceExporter, type TraceRecord,
+      } from 'oma-component/observability'
+      const seen: TraceRecord[] = []
+      const exporter: TraceExporter = {
+        async export(records: readonly TraceRecord[], signal: AbortSignal): Promise<ExportResult> {
+          if (signal.aborted) return { status: 'retryable', exported: 0 }
+          seen.push(...records)
+          return { status: 'success', exported: records.length }
+        },
+      }
+      const sink = new CompositeSink([new SensitiveDataProcessor(new BatchingTraceSink(exporter, { maxBatchRecords: 64 }), { capture: { prompt: 'redacted' } })])
+      const flushed: FlushResult = await sink.shutdown({ timeoutMs: 1000 })
+      const store = new InMemoryTraceStore()
+      const stored = new BatchingTraceSink(new TraceStoreExporter(store))
+      await stored.forceFlush()
+      const run: StoredRun | null = await store.getRun('run-1', { includeRecords: true })
+      console.log(flushed.status, seen.length, run?.spans.length, (await store.queryRuns({ limit: 10 })).items.length)
+    `)
     writeFileSync(join(app, 'pool.js'), `
       import { AgentPool, registerBuiltInTools, ToolRegistry } from 'oma-component'
       import { classifyBashCommand } from 'oma-component/classifiers'
@@ -152,6 +180,39 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     `)
     assert.deepEqual(JSON.parse((await run(process.execPath, ['pool.js'], { cwd: app, env })).trim()),
       [2, ['bash', 'file_read', 'file_write', 'file_edit', 'grep', 'glob'], 'high'])
+    // The eval, eval/file and mcp subpaths: an evaluation kept in both stores, and connectMCPTools
+    // saying what to install when the optional MCP SDK is not there (as here).
+    writeFileSync(join(app, 'subpaths.js'), `
+      import { defineEvalSet, defineScorer, runEvalSet, InMemoryEvalStore } from 'oma-component/eval'
+      import { FileEvalStore } from 'oma-component/eval/file'
+      import { connectMCPTools } from 'oma-component/mcp'
+      const set = defineEvalSet({ name: 'packed', version: '1', cases: [{ id: 'a', input: 'x', expected: 'x' }] })
+      const same = defineScorer({ name: 'same', version: '1', score: (c) => ({ score: c.output === c.evalCase.expected ? 1 : 0 }) })
+      const memory = new InMemoryEvalStore()
+      const file = await FileEvalStore.open('evals/records.ndjson')
+      const one = await runEvalSet(set, async (input) => ({ output: input }), { scorers: [same], store: memory })
+      await runEvalSet(set, async (input) => ({ output: input }), { scorers: [same], store: file })
+      await file.close()
+      const reopened = await FileEvalStore.open('evals/records.ndjson')
+      let mcp = ''
+      try { await connectMCPTools({ command: 'none' }) } catch (e) { mcp = e.message }
+      console.log(JSON.stringify([one.aggregates[0].avg, memory.records().length, reopened.records().length, mcp]))
+    `)
+    assert.deepEqual(JSON.parse((await run(process.execPath, ['subpaths.js'], { cwd: app, env })).trim()),
+      [1, 1, 1, 'connectMCPTools needs the MCP SDK: npm install @modelcontextprotocol/sdk'])
+    writeFileSync(join(app, 'subpaths.ts'), `
+      import { defineEvalSet, evaluateGate, runEvalSet, type EvalRunReport, type GateVerdict } from 'oma-component/eval'
+      import { FileEvalStore } from 'oma-component/eval/file'
+      import { connectMCPTools, type ConnectedMCPTools } from 'oma-component/mcp'
+      export async function check(): Promise<[GateVerdict, number]> {
+        const store = await FileEvalStore.open('evals.ndjson')
+        const report: EvalRunReport = await runEvalSet(defineEvalSet({ name: 's', version: '1', cases: [{ id: 'a', input: 1 }] }),
+          async (input) => ({ output: input }), { scorers: [], store })
+        const mcp: ConnectedMCPTools = await connectMCPTools({ command: 'server', namePrefix: 'p' })
+        await mcp.disconnect()
+        return [evaluateGate(report, { schemaVersion: 1, thresholds: [] }), mcp.tools.length]
+      }
+    `)
     // A gateway host written in TypeScript, as a Worker would be: the HTTP steps of a request
     // are typed (a wrong call is an error, not an implicit any).
     const gateway = `
@@ -179,7 +240,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM', 'ESNext.Disposable'], types: [] },
       files,
     })
-    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts', 'pool.ts']))
+    writeFileSync(join(app, 'tsconfig.json'), tsconfig(['main.ts', 'gateway.ts', 'pool.ts', 'observability.ts', 'subpaths.ts']))
     writeFileSync(join(app, 'tsconfig-wrong.json'), tsconfig(['gateway-wrong.ts']))
     await assert.rejects(
       run(process.execPath, [join(pkg, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig-wrong.json'], { cwd: app, env }),

@@ -204,7 +204,18 @@ for (const kase of table.cases) {
     let timer
     if (kase.cancelAfterMs !== undefined) {
       const controller = new AbortController()
-      timer = setTimeout(() => controller.abort(), kase.cancelAfterMs)
+      // A provider that hangs is cancelled while it holds the request: the delay counts from
+      // the request's arrival (at most 10 s away), as the Python suite counts it.
+      const hangs = kase.replies.some((r) => r.hangMs !== undefined)
+      const since = Date.now()
+      const arm = () => {
+        if (hangs && provider.state.requests.length === 0 && Date.now() - since < 10000) {
+          timer = setTimeout(arm, 5)
+          return
+        }
+        timer = setTimeout(() => controller.abort(), kase.cancelAfterMs)
+      }
+      arm()
       options.abortSignal = controller.signal
     }
     const started = Date.now()

@@ -1,5 +1,6 @@
 // OMA's built-in tools on Node (bash, file_read, file_write, file_edit, grep, glob,
-// delegate_to_agent) and registerBuiltInTools: their schemas validate as zod validates OMA's,
+// delegate_to_agent) and registerBuiltInTools: their schemas validate as zod validates OMA's (and
+// as the shared table of input checks says, fixtures/builtin-tools/inputs.json),
 // their JSON Schemas are what OMA sends, and each tool's output, limits, errors and sandbox
 // follow OMA's rules. Run directly, through a ToolExecutor (as an agent runs them).
 import { test } from 'node:test'
@@ -55,6 +56,43 @@ test('the built-ins validate every input as the zod schemas of OMA do (same data
     for (const input of INPUTS) {
       assert.deepEqual(shape(tool.inputSchema.safeParse(input)), shape(ZOD[tool.name].safeParse(input)), `${tool.name} ${JSON.stringify(input)}`)
     }
+  }
+})
+
+test('the shared table of input checks (fixtures/builtin-tools/inputs.json, run by the Python package too) is zod\'s verdict, and the built-ins give it', async () => {
+  const { cases } = JSON.parse(readFileSync(fileURLToPath(new URL('../../../fixtures/builtin-tools/inputs.json', import.meta.url)), 'utf8'))
+  assert.ok(cases.length > 30)
+  const registry = new ToolRegistry()
+  registerBuiltInTools(registry)
+  const executor = new ToolExecutor(registry)
+  const byName = Object.fromEntries(BUILT_IN_TOOLS.map((t) => [t.name, t]))
+  const text = (parsed, name) => `Invalid input for tool "${name}":\n` + parsed.error.issues.map((i) => `  • ${i.path.join('.')}: ${i.message}`).join('\n')
+  for (const { tool, input, data, error } of cases) {
+    const label = `${tool} ${JSON.stringify(input)}`
+    for (const parsed of [ZOD[tool].safeParse(input), byName[tool].inputSchema.safeParse(input)]) {
+      if (error === undefined) assert.deepEqual(parsed, { success: true, data }, label)
+      else assert.equal(text(parsed, tool), error, label)
+    }
+    // An input the check refuses fails before the tool runs, with the table's text.
+    if (error !== undefined) assert.deepEqual(await executor.execute(tool, input, {}), { data: error, isError: true }, label)
+  }
+})
+
+test('the shared table of answers (fixtures/builtin-tools/texts.json, run by the Python package too): texts, slices, counts, sorting and caps', async () => {
+  const table = JSON.parse(readFileSync(fileURLToPath(new URL('../../../fixtures/builtin-tools/texts.json', import.meta.url)), 'utf8'))
+  const { root, context, done } = sandbox()
+  try {
+    for (const [name, content] of Object.entries(table.files)) {
+      mkdirSync(join(root, name, '..'), { recursive: true })
+      writeFileSync(join(root, name), content)
+    }
+    const tools = Object.fromEntries(BUILT_IN_TOOLS.map((t) => [t.name, t]))
+    for (const { tool, input, expect } of table.cases) {
+      const r = await tools[tool].execute(JSON.parse(JSON.stringify(input).replaceAll('{root}', root)), context)
+      assert.deepEqual({ data: r.data.replaceAll(root, '{root}'), isError: r.isError }, expect, `${tool} ${JSON.stringify(input)}`)
+    }
+  } finally {
+    done()
   }
 })
 

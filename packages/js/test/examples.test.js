@@ -9,7 +9,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import {
-  EXAMPLES, OUT_OF_SCOPE, PENDING, emit, expected, observe, omaDir, prepare, prepareOmaExamples, programs, typecheck,
+  EXAMPLES, INTEGRATIONS, OMA_TYPECHECKED, OUT_OF_SCOPE, PENDING, emit, expected, observe, omaDir, prepare, prepareOmaExamples, programs,
+  singleAgentPrograms, typecheck,
 } from '../test-examples/harness.mjs'
 
 const oma = omaDir()
@@ -23,26 +24,34 @@ test('every one of OMA\'s 15 single-agent examples has a program here or a state
   assert.deepEqual(Object.keys(PENDING).filter((p) => !programs().includes(p)), [])
 })
 
+test('every one of OMA\'s 3 MCP examples has a program here or a stated reason', () => {
+  assert.equal(Object.keys(INTEGRATIONS).length, 3)
+  for (const [example, program] of Object.entries(INTEGRATIONS)) {
+    if (program === null) assert.ok(OUT_OF_SCOPE[example], `${example}: no program and no reason`)
+    else assert.ok(programs().includes(program), `${example}: programs/${program}.ts is missing`)
+  }
+})
+
 for (const [example, reason] of Object.entries(OUT_OF_SCOPE)) {
   test(`${example}: out of the package`, { skip: reason }, () => {})
 }
 
 test('the programs type-check with tsc --strict against the package, the import changed only', () => {
-  const result = typecheck(prepare('package', oma))
+  const result = typecheck(prepare('package', oma, singleAgentPrograms()))
   assert.ok(result.ok, result.output)
 })
 
 test('OMA\'s own example files type-check against the package, the imports changed only', { skip: oma ? false : 'OMA_DIR is not set' }, () => {
   const { dir, names } = prepareOmaExamples(oma)
-  assert.equal(names.length, 13)
+  assert.equal(names.length, 13 + OMA_TYPECHECKED.length)
   const result = typecheck(dir)
   assert.ok(result.ok, result.output)
 })
 
 test('run against a loopback provider, each program shows what it showed on OMA', { timeout: 600000 }, async (t) => {
-  const out = emit(prepare('package', oma), 'package', oma)
-  const omaOut = oma ? emit(prepare('oma', oma), 'oma', oma) : null
-  for (const name of programs()) {
+  const out = emit(prepare('package', oma, singleAgentPrograms()), 'package', oma)
+  const omaOut = oma ? emit(prepare('oma', oma, singleAgentPrograms()), 'oma', oma) : null
+  for (const name of singleAgentPrograms()) {
     const pending = PENDING[name]
     await t.test(name, pending ? { todo: pending } : {}, async (st) => {
       const want = expected(name)

@@ -165,6 +165,8 @@ class Observed:
         self.hook_agent: Any = None
         self.tool_context: Any = None
         self.tool_calls_seen: List[List[Any]] = []
+        # The loopback provider, for a cancellation that waits until a request has reached it.
+        self.provider: Any = None
 
 
 def on_progress(case: Dict[str, Any], seen: Observed) -> Callable[[Any], None]:
@@ -185,9 +187,19 @@ def run_options(case: Dict[str, Any], seen: Observed) -> Dict[str, Any]:
         options["on_tool_call"] = lambda name, given: seen.tool_calls_seen.append([name, given])
     if "cancelAfterMs" in case:
         token = oma.CancelToken()
-        timer = threading.Timer(case["cancelAfterMs"] / 1000.0, token.cancel)
-        timer.daemon = True
-        timer.start()
+        provider = seen.provider if any("hangMs" in r for r in case["replies"]) else None
+
+        def cancel_later() -> None:
+            # A provider that hangs is cancelled while it holds the request: the delay counts
+            # from the request's arrival (at most 10 s away), so a loaded machine that sends
+            # late still cancels a run that is waiting on the provider.
+            deadline = time.monotonic() + 10.0
+            while provider is not None and not provider.requests and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(case["cancelAfterMs"] / 1000.0)
+            token.cancel()
+
+        threading.Thread(target=cancel_later, daemon=True).start()
         options["cancel"] = token
     return options
 
@@ -247,6 +259,7 @@ def test_case(case, api, provider):
     provider.script(*[reply(r) for r in case["replies"]])
     base = f"http://127.0.0.1:{closed_port()}" if case.get("connection") == "refused" else provider.base
     seen = Observed()
+    seen.provider = provider
     kw = configuration(case, case["agent"].get("baseURL", base), seen)
     started = time.monotonic()
     (call_sync if api == "sync" else call_async)(case, kw, seen)

@@ -62,6 +62,12 @@ pub struct ChatRequest {
     /// format that caches by marker (Anthropic, Bedrock's `cachePoint`) sends each; the others
     /// refuse a request that has any, so a marker is never dropped unsaid.
     pub cache: Vec<CacheMark>,
+    /// Keys added to the format's own generation settings, after the ones it writes (which
+    /// they never replace): Gemini's `generationConfig`, Bedrock's `inferenceConfig`; the
+    /// other formats take no such keys (their `extra_body` is the body's). OMA's runs never set
+    /// it: the gateway maps a client's fields here where the target's format has them (`stop`
+    /// as `stopSequences`, `seed`).
+    pub generation_extra: Map<String, Value>,
 }
 
 /// A prompt-cache marker: the provider may cache the prompt up to and including what it marks

@@ -13,9 +13,9 @@ from ._agent.orchestrator import run_agent, run_agent_async
 from ._agent.process_backend import Backend, CallableBackend, ProcessBackend
 from ._agent.tool import Tool, ToolResult, tool
 from ._http_async import AsyncHttpClient
-from ._builtin_tools import BUILT_IN_TOOL_NAMES, builtin_tools, classify_bash_command
+from ._builtin_tools import BUILT_IN_TOOL_NAMES, builtin_tools
 from ._pool import AgentPool, Semaphore
-from ._codec import format_request, parse_response, validate
+from ._codec import classify_bash_command, format_request, parse_response, validate
 from ._errors import (
     ComponentTrapError,
     EgressPolicyError,

@@ -20,9 +20,9 @@ import subprocess
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._agent.tool import Tool, ToolResult
+from ._codec import is_sensitive_name, redact_sensitive_text
 
-__all__ = ["builtin_tools", "BUILT_IN_TOOL_NAMES", "DEFAULT_WORKSPACE_DIRNAME", "classify_bash_command",
-           "redact_sensitive_text"]
+__all__ = ["builtin_tools", "BUILT_IN_TOOL_NAMES", "DEFAULT_WORKSPACE_DIRNAME"]
 
 #: The built-ins in OMA's order.
 BUILT_IN_TOOL_NAMES: Tuple[str, ...] = ("bash", "file_read", "file_write", "file_edit", "grep", "glob")
@@ -96,45 +96,6 @@ def _check(tool: str, fields: Sequence[_Field], value: Any) -> Dict[str, Any]:
             out[name] = item
     if issues:
         raise ValueError(f'Invalid input for tool "{tool}":\n' + "\n".join(f"  • {i}" for i in issues))
-    return out
-
-
-# -- redaction (OMA's, applied to bash output) ----------------------------------------------------
-
-_MARK = "[redacted]"
-_SECRET_NAME = re.compile(
-    r"(?:api[_-]?key|apiKey|secret|password|passwd|pwd|private[_-]?key|privateKey|access[_-]?key|accessKey"
-    r"|accessToken|refreshToken|idToken|githubToken|authorization|auth[_-]?token|authToken|cookie|session"
-    r"|credential|bearer|^token$|[_-]token$|^token[_-])",
-    re.IGNORECASE,
-)
-_QUOTED = re.compile(r"""(["']?)([A-Za-z_][A-Za-z0-9_.-]*)(\1?\s*[:=]\s*)(["'])([\s\S]*?)\4""")
-_UNQUOTED = re.compile(r"""(["']?)([A-Za-z_][A-Za-z0-9_.-]*)(\1?\s*[:=]\s*)([^"'\s,;}\]\n\r][^,;}\]\n\r]*)""")
-_LITERALS = [re.compile(p) for p in (
-    r"\bsk-[A-Za-z0-9_-]{16,}\b", r"\bgh[pousr]_[A-Za-z0-9_]{20,}\b", r"\bgithub_pat_[A-Za-z0-9_]{20,}\b",
-    r"\bAKIA[0-9A-Z]{16}\b", r"\bxox[baprs]-[A-Za-z0-9-]{10,}\b",
-)]
-
-
-def _sensitive(name: str) -> bool:
-    return _SECRET_NAME.search(name) is not None
-
-
-def redact_sensitive_text(text: str) -> str:
-    """``text`` with OMA's secret shapes (key blocks, Authorization values, bearer tokens,
-    secret-named ``key=value`` pairs, token literals) replaced by ``[redacted]``."""
-    if not text:
-        return text
-    out = re.sub(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----", _MARK, text)
-    out = re.sub(r"\b(Authorization\s*:\s*)(?:Bearer\s+)?[^\n\r,;}]+", lambda m: m.group(1) + _MARK, out,
-                 flags=re.IGNORECASE)
-    out = re.sub(r"\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", "Bearer " + _MARK, out, flags=re.IGNORECASE)
-    out = _QUOTED.sub(lambda m: f"{m[1]}{m[2]}{m[3]}{m[4]}{_MARK}{m[4]}" if _sensitive(m[2]) else m[0], out)
-    out = _UNQUOTED.sub(
-        lambda m: m[0] if not _sensitive(m[2]) or m[4].startswith("[redacted") else f"{m[1]}{m[2]}{m[3]}{_MARK}",
-        out)
-    for literal in _LITERALS:
-        out = literal.sub(_MARK, out)
     return out
 
 
@@ -212,7 +173,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 
 
 def _safe_env() -> Dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in _ENV_ALLOWED and not _sensitive(k)}
+    return {k: v for k, v in os.environ.items() if k in _ENV_ALLOWED and not is_sensitive_name(k)}
 
 
 def _run_bash(command: str, cwd: Optional[str], timeout_ms: float) -> Tuple[str, str, int]:
@@ -256,11 +217,13 @@ def _matches_glob(filename: str, glob: str) -> bool:
 
 
 def _collect(directory: str, glob: Optional[str], max_files: Optional[int] = None) -> List[str]:
+    """The files under ``directory`` (depth first, names in byte order as Node's ``readdir``
+    gives them to OMA, so that a cap keeps the same files) whose names match ``glob``."""
     found: List[str] = []
 
     def walk(at: str) -> None:
         try:
-            names = os.listdir(at)
+            names = sorted(os.listdir(at))
         except OSError:
             return
         for name in names:
@@ -508,85 +471,3 @@ def _ripgrep(pattern: str, path: str, glob: Optional[str], max_results: int, roo
         return _error(f"ripgrep failed (exit {done.returncode}): {done.stderr.decode('utf-8', 'replace').strip()}")
     text = done.stdout.decode("utf-8", "replace").rstrip()
     return ToolResult(text if text else "No matches found.", is_error=False)
-
-
-# -- the bash risk classifier (OMA's `classifiers` subpath) ---------------------------------------
-
-_HIGH = [
-    (r"^rm\b", "Removes files (rm)."),
-    (r"^sudo\b", "Runs a command with elevated privileges (sudo)."),
-    (r"^dd\b", "Low-level disk write (dd)."),
-    (r"^mkfs\b", "Formats a filesystem (mkfs)."),
-    (r"^shred\b", "Irreversibly destroys file contents (shred)."),
-    (r"^chmod\s+(?:-R\b|.*\b777\b)", "Broad or recursive permission change (chmod 777 / -R)."),
-    (r"^chown\s+-R\b", "Recursive ownership change (chown -R)."),
-    (r"^eval\b", "Evaluates a dynamically constructed command (eval)."),
-    (r":\s*\(\s*\)\s*\{.*:\s*\|\s*:", "Fork bomb."),
-    (r"^git\s+push\b[^\n]*--force(?:-with-lease)?\b", "Force-pushes git history (git push --force)."),
-    (r"^git\s+push\b[^\n]*\s-f\b", "Force-pushes git history (git push -f)."),
-    (r"^npm\s+publish\b", "Publishes a package to a registry (npm publish)."),
-    (r"^(?:yarn|pnpm)\s+publish\b", "Publishes a package to a registry."),
-    (r">\s*/(?:dev|etc|usr|bin|sbin|boot|System|Library)\b", "Redirects output into a system path or device."),
-]
-_REVIEW = [
-    (r"^ls\b[^\n]*\s-\w*R\b", "Recursive directory listing (ls -R) can flood context."),
-    (r"^ls\b[^\n]*--recursive\b", "Recursive directory listing (ls --recursive) can flood context."),
-    (r"^tree\b", "Recursive tree listing can flood context."),
-    (r"^find\s+(?:/|~|\$HOME)(?:\s|$)", "Filesystem-wide find from root/home without a bounded scope."),
-    (r"^(?:grep|egrep|fgrep|rg)\b[^\n]*\s-\w*[rR]\b", "Recursive grep/rg can flood context."),
-    (r"^(?:grep|egrep|fgrep|rg)\b[^\n]*--recursive\b", "Recursive grep/rg can flood context."),
-    (r"^du\b", "Recursive disk-usage scan can be slow/large (du)."),
-    (r"^chmod\b", "Changes file permissions (chmod)."),
-    (r"^chown\b", "Changes file ownership (chown)."),
-    (r"^(?:bash|sh|zsh|dash|ksh)\s+-c\b", "Executes an inline command string via a shell."),
-    (r"^kill(?:all)?\b", "Terminates processes (kill)."),
-    (r"^(?:mv|cp)\s+[^\n]*\s/(?:etc|usr|bin|sbin|boot|System)\b", "Moves/copies into a system path."),
-]
-_SAFE = [
-    (r"^(?:ls|cat|pwd|echo|printf|head|tail|wc|which|whoami|date|file|stat|env|printenv|hostname|uname|id|df|free"
-     r"|ps|basename|dirname|realpath|readlink|sort|uniq|cut|nl|column|cksum|md5sum|sha1sum|sha256sum)\b",
-     "Read-only inspection command."),
-    (r"^git\s+(?:status|log|diff|show|branch|remote|config|rev-parse|describe|blame|ls-files|shortlog|tag)\b",
-     "Read-only git query."),
-    (r"^(?:grep|egrep|fgrep|rg)\b", "Scoped (non-recursive) text search."),
-    (r"^find\b", "Scoped find (not rooted at / or ~)."),
-]
-# OMA's patterns; `\w` and `\b` are ASCII-only, as in JavaScript.
-_TABLES = [(level, [(re.compile(p, re.ASCII), why) for p, why in rows])
-           for level, rows in (("high", _HIGH), ("review", _REVIEW), ("safe", _SAFE))]
-_RANK = {"safe": 1, "review": 2, "high": 3}
-_PIPE_TO_SHELL = re.compile(r"\|\s*(?:sudo\s+)?(?:bash|sh|zsh|dash|ksh)\b", re.ASCII)
-_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
-_ASSIGNMENTS = re.compile(r"^(?:\w+=(?:'[^']*'|\"[^\"]*\"|\S*)\s+)+", re.ASCII)
-
-
-def _blank_quotes(text: str) -> str:
-    return re.sub(r'"[^"]*"', " ", re.sub(r"'[^']*'", " ", text))
-
-
-def classify_bash_command(command: Any) -> Dict[str, str]:
-    """OMA's ``classifyBashCommand``: ``{"level": "safe" | "review" | "high", "reason"}``, the worst
-    level of the command's pieces (cut at ``&&``, ``||``, ``;``, ``|``, newlines; one level of
-    ``$(...)`` and backticks). A heuristic for an approval gate, not a sandbox."""
-    if not isinstance(command, str) or command.strip() == "":
-        return {"level": "review", "reason": "Empty or non-string command; cannot classify."}
-    if _PIPE_TO_SHELL.search(_blank_quotes(command)):
-        return {"level": "high", "reason": "Pipes output directly into a shell interpreter (e.g. curl | bash)."}
-    bodies = [m[1] if m[1] is not None else (m[2] or "") for m in _SUBSTITUTION.finditer(command)]
-    texts = [_blank_quotes(_SUBSTITUTION.sub(" ", command))] + [_blank_quotes(b) for b in bodies]
-    pieces = [p.strip() for t in texts for p in re.split(r"&&|\|\||[;|\n]", t) if p.strip()]
-    if not pieces:
-        return {"level": "review", "reason": "Command could not be parsed into a recognisable form."}
-    worst = {"level": "safe", "reason": "All segments are read-only commands."}
-    for piece in pieces:
-        seg = _ASSIGNMENTS.sub("", piece)
-        found = next(({"level": level, "reason": why} for level, rows in _TABLES for rx, why in rows if rx.search(seg)),
-                     None)
-        if found is None:
-            first = piece.split()[0] if piece.split() else piece
-            found = {"level": "review", "reason": f'Unrecognised command: "{first}". Review before running.'}
-        if _RANK[found["level"]] > _RANK[worst["level"]]:
-            worst = found
-            if worst["level"] == "high":
-                break
-    return worst

@@ -1,4 +1,6 @@
-"""The stateless codec: validation and provider wire formats, nothing sent."""
+"""The stateless codec: validation and provider wire formats, nothing sent; and OMA's text rules
+(secret redaction, the bash risk classifier), the component's, so that this package keeps no
+copy of them."""
 
 from __future__ import annotations
 
@@ -151,3 +153,44 @@ def parse_response(
         "stop_reason": getattr(out, "stop-reason"),
         "usage": {"input_tokens": getattr(out.usage, "input-tokens"), "output_tokens": getattr(out.usage, "output-tokens")},
     }
+
+
+def _well_formed(text: str) -> str:
+    """``text`` as JavaScript's ``toWellFormed`` leaves it: a surrogate pair joined into its
+    character, a lone surrogate (which UTF-8 cannot carry to the component, and which no rule
+    matches) as U+FFFD; any other text unchanged."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def redact_sensitive_text(text: str, *, runtime: Optional[Runtime] = None) -> str:
+    """OMA's ``redactSensitiveText``: ``text`` with what looks like a secret (PEM private keys,
+    ``Authorization:`` values, bearer tokens, values assigned to names that look sensitive, the
+    shapes of well-known API keys) replaced by ``[redacted]``, by the component's rules. A lone
+    surrogate comes back as U+FFFD."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, not {type(text).__name__}")
+    if not text:
+        return text
+    return cast(str, (runtime or default_runtime()).call("redact-sensitive-text", _well_formed(text)))
+
+
+def is_sensitive_name(name: str, *, runtime: Optional[Runtime] = None) -> bool:
+    """OMA's ``isSensitiveName``: whether a field or variable name looks like it holds a secret
+    (``api_key``, ``password``, ``token``, ``x-token``, ``session``, ...), by the component's rule."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, not {type(name).__name__}")
+    return bool((runtime or default_runtime()).call("is-sensitive-name", _well_formed(name)))
+
+
+def classify_bash_command(command: Any, *, runtime: Optional[Runtime] = None) -> Dict[str, str]:
+    """OMA's ``classifyBashCommand``: ``{"level": "safe" | "review" | "high", "reason"}``, the worst
+    level of the command's pieces (cut at ``&&``, ``||``, ``;``, ``|``, newlines; one level of
+    ``$(...)`` and backticks), with OMA's reason; a value that is not a string is ``review``. A
+    heuristic for an approval gate, not a sandbox."""
+    text = _well_formed(command) if isinstance(command, str) else ""
+    risk = (runtime or default_runtime()).call("classify-bash-command", text)
+    return {"level": str(risk.level), "reason": risk.reason}

@@ -46,6 +46,9 @@ _FUNCS: List[Tuple[str, str]] = [
     (CODEC, "format-request"),
     (CODEC, "parse-response"),
     (CODEC, "environment-names"),
+    (CODEC, "redact-sensitive-text"),
+    (CODEC, "is-sensitive-name"),
+    (CODEC, "classify-bash-command"),
 ]
 
 

@@ -24,7 +24,7 @@ use crate::message::{
 /// after what it marks, in the system, a message or the tools.
 pub(super) struct Body<'a> {
     additional: Option<Additional<'a>>,
-    inference: Inference,
+    inference: Inference<'a>,
     messages: Vec<Message<'a>>,
     system: Vec<(&'a str, Option<&'a CacheMark>)>,
     tools: Vec<(&'a ToolDefinition, Option<&'a CacheMark>)>,
@@ -61,6 +61,7 @@ impl<'a> Body<'a> {
                 max_tokens: Some(4096),
                 temperature: None,
                 top_p: None,
+                extra: &request.generation_extra,
             }
         } else {
             // OMA's quirk: temperature or top_p alone sends no maxTokens.
@@ -68,6 +69,7 @@ impl<'a> Body<'a> {
                 max_tokens: sampling.max_tokens,
                 temperature: sampling.temperature,
                 top_p: sampling.top_p,
+                extra: &request.generation_extra,
             }
         };
         let additional =
@@ -211,13 +213,15 @@ impl Additional<'_> {
 }
 
 /// `{maxTokens?, temperature?, topP?}`; the floats as `serde_json` writes them (`1.0`).
-struct Inference {
+struct Inference<'a> {
     max_tokens: Option<u32>,
     temperature: Option<f64>,
     top_p: Option<f64>,
+    /// More keys ([`ChatRequest::generation_extra`]).
+    extra: &'a Map<String, Value>,
 }
 
-impl Inference {
+impl Inference<'_> {
     fn write(&self, w: &mut Writer) {
         w.begin_object();
         if let Some(max_tokens) = self.max_tokens {
@@ -231,6 +235,12 @@ impl Inference {
         if let Some(top_p) = self.top_p {
             w.key("topP");
             w.f64(top_p);
+        }
+        for (key, value) in self.extra {
+            if !matches!(key.as_str(), "maxTokens" | "temperature" | "topP") {
+                w.key(key);
+                w.json(value);
+            }
         }
         w.end_object();
     }

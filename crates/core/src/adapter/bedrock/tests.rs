@@ -1334,3 +1334,19 @@ fn cache_counts_are_read_from_answers_and_streams() {
     };
     assert_eq!(done.usage, expected);
 }
+
+#[test]
+fn generation_extra_adds_to_the_inference_config_without_replacing_its_keys() {
+    let mut chat = user(json!([{"type": "text", "text": "q"}]));
+    chat.sampling.temperature = Some(0.5);
+    chat.generation_extra = json!({"stopSequences": ["END"], "temperature": 2})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let got = body(&chat);
+    assert_eq!(
+        got["inferenceConfig"],
+        json!({"temperature": 0.5, "stopSequences": ["END"]})
+    );
+    assert!(got.get("additionalModelRequestFields").is_none(), "{got}");
+}

@@ -24,6 +24,8 @@ struct Body<'a> {
     temperature: Option<f64>,
     /// `thinkingConfig: {includeThoughts: true, thinkingBudget?}` when `Some`.
     thinking: Option<Option<u32>>,
+    /// More keys of `generationConfig` ([`ChatRequest::generation_extra`]).
+    extra: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 impl Body<'_> {
@@ -117,6 +119,15 @@ impl Body<'_> {
                 w.u64(u64::from(budget));
             }
             w.end_object();
+        }
+        for (key, value) in self.extra {
+            if !matches!(
+                key.as_str(),
+                "maxOutputTokens" | "temperature" | "thinkingConfig"
+            ) {
+                w.key(key);
+                w.json(value);
+            }
         }
         w.end_object();
         w.end_object();
@@ -311,6 +322,7 @@ pub(super) fn format(
             .thinking
             .filter(|t| t.enabled)
             .map(|t| t.budget_tokens),
+        extra: &request.generation_extra,
     };
 
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);

@@ -934,3 +934,23 @@ fn an_image_by_url_is_file_data_with_its_type() {
         json!({"fileData": {"mimeType": "image/webp", "fileUri": "https://example.com/a.webp"}})
     );
 }
+
+#[test]
+fn generation_extra_adds_to_the_generation_config_without_replacing_its_keys() {
+    let mut req = request(vec![LlmMessage::user_text("q")]);
+    req.sampling.max_tokens = Some(100);
+    req.generation_extra = json!({"stopSequences": ["END"], "seed": 7, "maxOutputTokens": 1})
+        .as_object()
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        body(&req)["generationConfig"],
+        json!({"maxOutputTokens": 100, "stopSequences": ["END"], "seed": 7})
+    );
+    // A count sends no generation config.
+    let http = Gemini::default()
+        .format_count(crate::adapter::Validated::check(&req).unwrap(), &key())
+        .unwrap()
+        .unwrap();
+    assert!(!http.body.contains("stopSequences"), "{}", http.body);
+}

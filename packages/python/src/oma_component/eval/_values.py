@@ -9,7 +9,7 @@ import json
 import math
 from typing import Any, Dict, Optional
 
-from .._builtin_tools import redact_sensitive_text
+from .._codec import redact_sensitive_text
 from .._jsjson import js_number as js_number
 from .._errors import EgressPolicyError, LLMCallTimeoutError, OmaError, TokenBudgetExceededError
 from .._types import StructuredTraceError
@@ -62,11 +62,25 @@ def _status(error: BaseException) -> Optional[int]:
     return None
 
 
+def _retryable(error: BaseException) -> bool:
+    """OMA's ``isRetryableError``: an OMA error says so itself; a cancellation is not; an error
+    with an HTTP status of 400-499 other than 408, 409 and 429 is not; anything else is (another
+    attempt might succeed)."""
+    if isinstance(error, OmaError):
+        return bool(getattr(error, "retryable", False))
+    if isinstance(error, asyncio.CancelledError):
+        return False
+    status = _status(error)
+    if status is None or status in (408, 409, 429):
+        return True
+    return not 400 <= status < 500
+
+
 def error_info(error: BaseException, kind: Optional[str] = None) -> StructuredTraceError:
     """OMA's ``errorInfo`` of an exception: its kind (budget, timeout, validation for an egress
     refusal, cancellation, provider when it has an HTTP status, else ``kind`` or unknown), its
     name, code and HTTP status, its message redacted and cut to 1024 characters, and whether
-    it is retryable."""
+    it is retryable (OMA's rule, :func:`_retryable`)."""
     resolved = kind or "unknown"
     if isinstance(error, TokenBudgetExceededError):
         resolved = "budget"
@@ -86,7 +100,7 @@ def error_info(error: BaseException, kind: Optional[str] = None) -> StructuredTr
     text = error.message if isinstance(error, OmaError) else str(error)
     if text:
         info["message"] = redact_sensitive_text(text)[:1024]
-    info["retryable"] = bool(getattr(error, "retryable", False)) if isinstance(error, OmaError) else False
+    info["retryable"] = _retryable(error)
     status = _status(error)
     if status is not None:
         info["httpStatus"] = status

@@ -19,7 +19,7 @@ import uuid
 from typing import Any, Awaitable, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from .._agent.cancel import CancelToken
-from .._builtin_tools import redact_sensitive_text
+from .._codec import redact_sensitive_text
 from .._types import TokenUsage
 from ..observability.store import RunCostSummary
 from ._types import EvalCase, EvalProgressEvent, EvalRecord, EvalRunReport, EvalSet, ScoreResult, TargetOutput

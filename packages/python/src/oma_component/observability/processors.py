@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Sequence
 
-from .._builtin_tools import redact_sensitive_text
+from .._codec import redact_sensitive_text
 from ._types import FlushResult, TraceCapturePolicy, TraceRecord, TraceSinkStats
 from .sink import TraceSink, stats_of
 

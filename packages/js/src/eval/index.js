@@ -1,0 +1,10 @@
+// `oma-component/eval` (OMA: `@open-multi-agent/core/eval`): eval sets, scorers, the offline
+// runner with progress and reports, agent targets, gates, and the in-memory evaluation store.
+// Nothing here imports Node's modules: the subpath is usable in a browser bundle.
+export { defineEvalSet } from './evalset.js'
+export { defineScorer } from './scorer.js'
+export { runEvalSet } from './runner.js'
+export { evaluateGate } from './gate.js'
+export { EvalDefinitionError } from './values.js'
+export { EVAL_STORE_SCHEMA_MAJOR, EvalStoreError, InMemoryEvalStore } from './store.js'
+export { targetFromAgent } from './target.js'

@@ -1,0 +1,117 @@
+// Trace stores of `oma-component/observability`, imported as users do: the shared tables of
+// fixtures/observability/ (materialize, the in-memory store; the Python package runs the same),
+// then a batching sink filling a store through the store exporter.
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { test } from 'node:test'
+
+import {
+  BatchingTraceSink,
+  InMemoryTraceStore,
+  TraceStoreError,
+  TraceStoreExporter,
+  materializeRun,
+} from 'oma-component/observability'
+
+const table = (name) => JSON.parse(readFileSync(new URL(`../../../fixtures/observability/${name}`, import.meta.url), 'utf8'))
+const RECORDS = table('records.json').records
+const MATERIALIZE = table('materialize.json')
+const STORE = table('store.json')
+const RUN = table('file-store.json').writes[0].append.map((name) => RECORDS[name])
+
+for (const testCase of MATERIALIZE.cases) {
+  test(`materializeRun: ${testCase.name}`, () => {
+    const given = structuredClone(testCase.records)
+    assert.deepStrictEqual(materializeRun(given, testCase.includeRecords ?? false), testCase.expect)
+    assert.deepStrictEqual(given, testCase.records)
+  })
+}
+
+const errorOf = (error) => {
+  assert.ok(error instanceof TraceStoreError, String(error))
+  return { code: error.code, field: error.field, message: error.message }
+}
+
+for (const testCase of STORE.append) {
+  test(`store refuses: ${testCase.name}`, async () => {
+    const store = new InMemoryTraceStore()
+    await assert.rejects(store.append(testCase.records), (e) => {
+      assert.deepStrictEqual(errorOf(e), testCase.error)
+      return true
+    })
+    assert.deepStrictEqual(store.records(), [])
+  })
+}
+
+function runSummary(run, include) {
+  if (run === null) return null
+  return {
+    runId: run.runId, status: run.status ?? null, incomplete: run.incomplete, agents: run.agents, models: run.models,
+    spans: run.spans.length, records: include ? run.records.length : null,
+  }
+}
+
+for (const testCase of STORE.scenarios) {
+  test(`store: ${testCase.name}`, async () => {
+    const now = testCase.options?.now
+    const store = new InMemoryTraceStore(now === undefined ? {} : { now: () => now })
+    for (const step of testCase.steps) {
+      const outcome = async () => {
+        if ('append' in step) return store.append(step.append)
+        if ('getRun' in step) {
+          const include = step.includeRecords ?? false
+          return runSummary(await store.getRun(step.getRun, { includeRecords: include }), include)
+        }
+        if ('queryRuns' in step) {
+          const query = { ...step.queryRuns }
+          const pages = []
+          for (;;) {
+            const page = await store.queryRuns(query)
+            pages.push(page.items.map((s) => s.runId))
+            if (!('nextCursor' in page) || !step.follow) return pages
+            query.cursor = page.nextCursor
+          }
+        }
+        if ('deleteRun' in step) return store.deleteRun(step.deleteRun)
+        if ('delete' in step) return store.delete(step.delete)
+        return store.applyRetention(step.retention)
+      }
+      let got
+      try {
+        got = ['expect', await outcome()]
+      } catch (error) {
+        got = ['error', errorOf(error)]
+      }
+      assert.ok(got[0] in step, `${JSON.stringify(step).slice(0, 300)} gave ${JSON.stringify(got).slice(0, 300)}`)
+      assert.deepStrictEqual(got[1], step[got[0]], JSON.stringify(step).slice(0, 300))
+    }
+  })
+}
+
+test('a batching sink fills a store through the store exporter, and a batch exported twice is kept once', async () => {
+  const store = new InMemoryTraceStore()
+  const sink = new BatchingTraceSink(new TraceStoreExporter(store), { diagnostics: 'silent' })
+  for (const record of RUN) sink.emit(structuredClone(record))
+  assert.equal((await sink.forceFlush({ timeoutMs: 2_000 })).status, 'ok')
+  const run = await store.getRun('run-1')
+  assert.equal(run.status, 'ok')
+  assert.equal(run.spans.length, 4)
+  for (const record of RUN) sink.emit(structuredClone(record))
+  assert.equal((await sink.shutdown({ timeoutMs: 2_000 })).status, 'ok')
+  assert.equal(store.records().length, 10)
+})
+
+test('the store exporter maps store failures as OMA does', async () => {
+  const signal = new AbortController().signal
+  const failing = (error) => new TraceStoreExporter({ append: async () => { throw error } })
+  const two = [RECORDS.run_start, RECORDS.run_end]
+  assert.deepStrictEqual(await new TraceStoreExporter(new InMemoryTraceStore()).export(two, signal), { status: 'success', exported: 2 })
+  assert.deepStrictEqual(await failing(new TraceStoreError('UNSUPPORTED_SCHEMA_VERSION', 'x')).export(two, signal),
+    { status: 'failure', exported: 0, code: 'STORE_UNSUPPORTED_SCHEMA_VERSION' })
+  assert.deepStrictEqual(await failing(new TraceStoreError('INVALID_ARGUMENT', 'x')).export(two, signal),
+    { status: 'failure', exported: 0, code: 'STORE_VALIDATION_FAILED' })
+  assert.deepStrictEqual(await failing(new Error('disk full')).export(two, signal), { status: 'retryable', exported: 0, code: 'STORE_APPEND_FAILED' })
+  assert.deepStrictEqual(await new TraceStoreExporter(new InMemoryTraceStore()).export(two, AbortSignal.abort()),
+    { status: 'retryable', exported: 0, code: 'STORE_EXPORT_ABORTED' })
+  assert.throws(() => new TraceStoreExporter({}), /append/)
+})

@@ -16,7 +16,7 @@
 
 use serde_json::{json, Map, Value};
 
-use oma_core::adapter::{ai_sdk, anthropic, bedrock, gemini, ChatRequest, Thinking};
+use oma_core::adapter::{ai_sdk, anthropic, bedrock, gemini, ChatRequest, ForcedTool, Thinking};
 use oma_core::error::Error;
 
 use crate::Route;
@@ -265,8 +265,14 @@ pub const FIELDS: &[Field] = &[
                 "as `tool_choice`: `auto`, `none`, `required` as `any`, a function as `tool`",
                 tool_choice_to_anthropic,
             ),
-            Rule::Map("`auto`; `none` sends no tools", tool_choice_auto_or_none),
-            Rule::Map("`auto`; `none` sends no tools", tool_choice_auto_or_none),
+            Rule::Map(
+                "`auto`; `none` sends no tools; `required` (`any`) as `functionCallingConfig` mode `ANY`, a function (`tool`) with its name in `allowedFunctionNames`",
+                tool_choice_forced,
+            ),
+            Rule::Map(
+                "`auto`; `none` sends no tools; `required` (`any`) as `toolChoice.any`, a function (`tool`) as `toolChoice.tool`",
+                tool_choice_forced,
+            ),
         ],
     ),
     field(
@@ -472,8 +478,14 @@ pub const FIELDS: &[Field] = &[
                 tool_choice_to_openai,
             ),
             Pass,
-            Rule::Map("`auto`; `none` sends no tools", tool_choice_auto_or_none),
-            Rule::Map("`auto`; `none` sends no tools", tool_choice_auto_or_none),
+            Rule::Map(
+                "`auto`; `none` sends no tools; `required` (`any`) as `functionCallingConfig` mode `ANY`, a function (`tool`) with its name in `allowedFunctionNames`",
+                tool_choice_forced,
+            ),
+            Rule::Map(
+                "`auto`; `none` sends no tools; `required` (`any`) as `toolChoice.any`, a function (`tool`) as `toolChoice.tool`",
+                tool_choice_forced,
+            ),
         ],
     ),
     field(
@@ -1121,28 +1133,28 @@ fn tool_choice_to_anthropic(value: &Value, m: &mut Mapping) -> Result<(), Refusa
     Ok(())
 }
 
-fn tool_choice_auto_or_none(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
-    let kind = match value {
-        Value::String(_) => openai_choice(value)?.0,
-        _ if value.get("function").is_some() => openai_choice(value)?.0,
+fn tool_choice_forced(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
+    let (kind, name) = match value {
+        Value::String(_) => openai_choice(value)?,
+        _ if value.get("function").is_some() => openai_choice(value)?,
         _ => {
-            let (kind, _, serial) = anthropic_choice(value)?;
+            let (kind, name, serial) = anthropic_choice(value)?;
             if serial {
                 return unsupported("this target's format cannot turn parallel tool calls off");
             }
-            kind
+            (kind, name)
         }
     };
-    match kind {
-        "auto" => Ok(()),
-        "none" => {
+    m.request.forced_tool = match (kind, name) {
+        ("auto", _) => None,
+        ("none", _) => {
             m.request.tools.clear();
-            Ok(())
+            None
         }
-        other => unsupported(format!(
-            "this gateway's format for the target cannot force a tool (`{other}`)"
-        )),
-    }
+        ("function" | "tool", Some(name)) => Some(ForcedTool::Named(name.to_owned())),
+        _ => Some(ForcedTool::Any),
+    };
+    Ok(())
 }
 
 fn tool_choice_to_openai(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {

@@ -353,8 +353,11 @@ fn openai_tool_choice_and_parallel_calls_keep_their_meaning() {
         [
             At("/tool_choice", function),
             At("/tool_choice", json!({"type": "tool", "name": "look"})),
-            Refused,
-            Refused,
+            At(
+                "/toolConfig/functionCallingConfig",
+                json!({"mode": "ANY", "allowedFunctionNames": ["look"]}),
+            ),
+            At("/toolConfig/toolChoice", json!({"tool": {"name": "look"}})),
         ],
     );
     check(
@@ -364,8 +367,8 @@ fn openai_tool_choice_and_parallel_calls_keep_their_meaning() {
         [
             At("/tool_choice", json!("required")),
             At("/tool_choice", json!({"type": "any"})),
-            Refused,
-            Refused,
+            At("/toolConfig/functionCallingConfig", json!({"mode": "ANY"})),
+            At("/toolConfig/toolChoice", json!({"any": {}})),
         ],
     );
     check(
@@ -516,8 +519,8 @@ fn anthropic_fields_pass_to_anthropic_and_are_mapped_or_refused_elsewhere() {
         [
             At("/tool_choice", json!("required")),
             At("/tool_choice", json!({"type": "any"})),
-            Refused,
-            Refused,
+            At("/toolConfig/functionCallingConfig", json!({"mode": "ANY"})),
+            At("/toolConfig/toolChoice", json!({"any": {}})),
         ],
     );
     check(

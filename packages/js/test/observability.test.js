@@ -357,3 +357,23 @@ test("OMA's defaults, and sinks without counters report empty ones", () => {
   assert.deepStrictEqual(new FilteringSink(recording(), () => true).getStats(), emptyTraceSinkStats())
   assert.throws(() => new BatchingTraceSink({}), /export/)
 })
+
+test('oma-component/observability reaches no node:* module (a browser bundle takes it); /file does', () => {
+  const reached = (entry) => {
+    const seen = new Set()
+    const specifiers = new Set()
+    const visit = (url) => {
+      if (seen.has(url.href)) return
+      seen.add(url.href)
+      const source = readFileSync(url, 'utf8')
+      for (const [, spec] of source.matchAll(/^\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'/gm)) {
+        specifiers.add(spec)
+        if (spec.startsWith('.')) visit(new URL(spec, url))
+      }
+    }
+    visit(new URL(entry, import.meta.url))
+    return [...specifiers]
+  }
+  assert.deepStrictEqual(reached('../src/observability/index.js').filter((s) => s.startsWith('node:')), [])
+  assert.deepStrictEqual(reached('../src/observability/file.js').filter((s) => s.startsWith('node:')).sort(), ['node:crypto', 'node:fs', 'node:path'])
+})

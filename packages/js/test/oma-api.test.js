@@ -431,7 +431,11 @@ test('unknown configuration keys are refused with a TypeError naming them', () =
   assert.throws(() => new OpenMultiAgent({ defaultModel: 'm', onProgres: () => {} }), /unknown key "onProgres"/)
   // Every OMA key is known (those the package ignores or refuses say so themselves).
   assert.doesNotThrow(() => new Agent({ ...config(), description: 'd', capabilities: ['x'], costTier: 'low', textDeltas: true }))
-  assert.doesNotThrow(() => new OpenMultiAgent({ maxConcurrency: 2, onTrace: () => {}, observability: {} }))
+  assert.doesNotThrow(() => new OpenMultiAgent({ maxConcurrency: 2, onTrace: () => {}, observability: { sinks: [] } }))
+  // What the package's runs cannot honour yet is refused by name, not ignored.
+  assert.throws(() => new OpenMultiAgent({ observability: { sinks: [{ emit() {} }] } }), /"observability" is not supported yet/)
+  assert.throws(() => new OpenMultiAgent({ observability: {} }), /"observability" is not supported yet/)
+  assert.throws(() => new OpenMultiAgent({ evaluation: { sampleRate: 1 } }), /"evaluation" is not supported yet/)
 })
 
 test('classifyRunFailure classifies as OMA does, redacting secrets', () => {

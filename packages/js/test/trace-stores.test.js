@@ -1,8 +1,12 @@
-// Trace stores of `oma-component/observability`, imported as users do: the shared tables of
-// fixtures/observability/ (materialize, the in-memory store; the Python package runs the same),
-// then a batching sink filling a store through the store exporter.
+// Trace stores of `oma-component/observability` and `/observability/file`, imported as users do:
+// the shared tables of fixtures/observability/ (materialize, the in-memory store, the file
+// store's files; the Python package runs the same), then a batching sink filling each store
+// through the store exporter, and the file store's durability.
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import fs, { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { syncBuiltinESMExports } from 'node:module'
+import { join } from 'node:path'
 import { test } from 'node:test'
 
 import {
@@ -12,6 +16,7 @@ import {
   TraceStoreExporter,
   materializeRun,
 } from 'oma-component/observability'
+import { FileTraceStore, FileTraceStoreError } from 'oma-component/observability/file'
 
 const table = (name) => JSON.parse(readFileSync(new URL(`../../../fixtures/observability/${name}`, import.meta.url), 'utf8'))
 const RECORDS = table('records.json').records
@@ -114,4 +119,120 @@ test('the store exporter maps store failures as OMA does', async () => {
   assert.deepStrictEqual(await new TraceStoreExporter(new InMemoryTraceStore()).export(two, AbortSignal.abort()),
     { status: 'retryable', exported: 0, code: 'STORE_EXPORT_ABORTED' })
   assert.throws(() => new TraceStoreExporter({}), /append/)
+})
+
+// -- the file store (`oma-component/observability/file`) ---------------------------------------
+
+const FILES = table('file-store.json')
+const fixtureFile = (name) => new URL(`../../../fixtures/observability/file-store/${name}`, import.meta.url)
+const scratch = () => mkdtempSync(join(tmpdir(), 'oma-trace-store-'))
+
+for (const testCase of FILES.open) {
+  test(`file store opens ${testCase.file}`, async () => {
+    const dir = scratch()
+    try {
+      const file = join(dir, 'traces.ndjson')
+      copyFileSync(fixtureFile(testCase.file), file)
+      const seen = []
+      const { expect } = testCase
+      if ('error' in expect) {
+        await assert.rejects(FileTraceStore.open(file, { onDiagnostic: (d) => seen.push(d) }), (e) => {
+          assert.ok(e instanceof FileTraceStoreError, String(e))
+          const got = { code: e.code, message: e.message }
+          if (e.lineNumber !== undefined) got.lineNumber = e.lineNumber
+          assert.deepStrictEqual(got, expect.error)
+          return true
+        })
+        return
+      }
+      const store = await FileTraceStore.open(file, { onDiagnostic: (d) => seen.push(d) })
+      assert.deepStrictEqual((await store.queryRuns({ order: 'started_asc' })).items.map((s) => s.runId), expect.runs)
+      assert.equal(store.records().length, expect.records)
+      assert.deepStrictEqual(seen, expect.diagnostics)
+      assert.equal(statSync(file).size, expect.sizeAfterOpen)
+      await store.close()
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+}
+
+test('the file store writes the file the table holds, byte for byte', async () => {
+  const [testCase] = FILES.writes
+  const dir = scratch()
+  try {
+    const file = join(dir, 'traces.ndjson')
+    const store = await FileTraceStore.open(file)
+    await store.append(testCase.append.map((name) => RECORDS[name]))
+    await store.deleteRun(testCase.deleteRun)
+    await store.close()
+    assert.equal(statSync(file).mode & 0o777, 0o600)
+    let text = readFileSync(file, 'utf8')
+    const batches = [...new Set([...text.matchAll(/"batchId":"([^"]+)"/g)].map((m) => m[1]))]
+    batches.forEach((batch, i) => { text = text.replaceAll(batch, `b-${i + 1}`) })
+    assert.equal(text, readFileSync(fixtureFile(testCase.file), 'utf8'))
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('a batching sink fills a file store, which reads back the same after reopening', async () => {
+  const dir = scratch()
+  try {
+    const file = join(dir, 'nested', 't.ndjson')
+    const store = await FileTraceStore.open(file)
+    const sink = new BatchingTraceSink(new TraceStoreExporter(store), { diagnostics: 'silent' })
+    for (const record of RUN) sink.emit(structuredClone(record))
+    assert.equal((await sink.forceFlush({ timeoutMs: 2_000 })).status, 'ok')
+    for (const record of RUN) sink.emit(structuredClone(record))
+    assert.equal((await sink.shutdown({ timeoutMs: 2_000 })).status, 'ok')
+    const run = await store.getRun('run-1')
+    assert.equal(run.spans.length, 4)
+    assert.equal(store.records().length, 10)
+    await store.flush()
+    await store.close()
+    const again = await FileTraceStore.open(file)
+    assert.deepStrictEqual(await again.getRun('run-1'), run)
+    await again.close()
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('the file store cuts back a failed write and refuses work once closed', async () => {
+  const dir = scratch()
+  const write = fs.writeSync
+  const restore = () => {
+    fs.writeSync = write
+    syncBuiltinESMExports()
+  }
+  try {
+    const file = join(dir, 't.ndjson')
+    const store = await FileTraceStore.open(file)
+    await store.append(RUN.slice(0, 3))
+    const size = statSync(file).size
+    fs.writeSync = (fd, text) => {
+      write(fd, text.slice(0, 40))  // a torn write: part of the batch, then a failure
+      throw Object.assign(new Error('permission denied'), { code: 'EACCES' })
+    }
+    syncBuiltinESMExports()
+    await assert.rejects(store.append(RUN.slice(3)), (e) => e instanceof FileTraceStoreError && e.code === 'WRITE_FAILED' && e.causeCode === 'EACCES')
+    restore()
+    assert.equal(statSync(file).size, size)
+    assert.equal(store.records().length, 3)
+    assert.equal((await store.compact()).recordsWritten, 3)
+    await store.close()
+    await store.close()
+    await assert.rejects(store.append(RUN.slice(3)), (e) => e.code === 'CLOSED')
+    const again = await FileTraceStore.open(file)
+    assert.equal(again.records().length, 3)
+    await again.close()
+  } finally {
+    restore()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('a file store path must be one', async () => {
+  await assert.rejects(FileTraceStore.open(''), (e) => e instanceof FileTraceStoreError && e.code === 'INVALID_PATH')
 })

@@ -68,6 +68,20 @@ pub struct ChatRequest {
     /// it: the gateway maps a client's fields here where the target's format has them (`stop`
     /// as `stopSequences`, `seed`).
     pub generation_extra: Map<String, Value>,
+    /// A tool call the model must make (OMA's runs never force one: the gateway maps a
+    /// client's `tool_choice` here for the formats whose tool settings are their own): Gemini's
+    /// `functionCallingConfig` mode `ANY` (with `allowedFunctionNames` for one tool), Bedrock's
+    /// `toolChoice`. Sent only with tools.
+    pub forced_tool: Option<ForcedTool>,
+}
+
+/// Which tool call [`ChatRequest::forced_tool`] forces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ForcedTool {
+    /// A call of any of the tools.
+    Any,
+    /// A call of the tool of this name.
+    Named(String),
 }
 
 /// A prompt-cache marker: the provider may cache the prompt up to and including what it marks

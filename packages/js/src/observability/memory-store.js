@@ -178,7 +178,8 @@ const copy = (value) => JSON.parse(JSON.stringify(value))
 /**
  * OMA's non-durable trace store. `now` (milliseconds since the epoch) is the clock retention
  * reads; `onDiagnostic` hears of records kept out (a recordId seen with another payload, a
- * second end of one span). Every method is async, as OMA's TraceStore.
+ * second end of one span). The TraceStore methods are async, as OMA's; each has a synchronous
+ * twin (`appendSync`, `getRunSync`, ...), which the file store replays and writes in step with.
  */
 export class InMemoryTraceStore {
   #now
@@ -201,6 +202,42 @@ export class InMemoryTraceStore {
 
   /** Keeps `records` (all or none, each once). */
   async append(records) {
+    return this.appendSync(records)
+  }
+
+  /** The run materialized (with its records in order when asked), or null. */
+  async getRun(runId, options = {}) {
+    return this.getRunSync(runId, options)
+  }
+
+  /**
+   * One page of run summaries (`nextCursor` when more follow; a cursor reads the store as it
+   * was at the first page and fails once runs were deleted).
+   */
+  async queryRuns(query = {}) {
+    return this.queryRunsSync(query)
+  }
+
+  async deleteRun(runId) {
+    return this.deleteRunSync(runId)
+  }
+
+  /** Deletes the runs a query matches (no limit, cursor or order), oldest first. */
+  async delete(query) {
+    return this.deleteSync(query)
+  }
+
+  /**
+   * Deletes runs that started more than `maxAgeMs` ago and all but the newest `maxRuns`; with
+   * `statuses`, only among runs that ended with one of them (alone: all of those).
+   */
+  async applyRetention(policy) {
+    return this.applyRetentionSync(policy)
+  }
+
+  // The same, synchronously: for the file store, which replays and writes in step with them.
+
+  appendSync(records) {
     if (!Array.isArray(records)) throw fail('records', 'records must be an array.')
     records.forEach(checkRecord)
     const copies = records.map((record, i) => {
@@ -255,18 +292,13 @@ export class InMemoryTraceStore {
     return copy({ written: writes.length, deduplicated, diagnostics })
   }
 
-  /** The run materialized (with its records in order when asked), or null. */
-  async getRun(runId, options = {}) {
+  getRunSync(runId, options = {}) {
     nonEmpty(runId, 'runId')
     const run = materializeRun(this.#entries.filter((e) => e.record.runId === runId).map((e) => e.record), Boolean(options?.includeRecords))
     return run === null ? null : copy(run)
   }
 
-  /**
-   * One page of run summaries (`nextCursor` when more follow; a cursor reads the store as it
-   * was at the first page and fails once runs were deleted).
-   */
-  async queryRuns(query = {}) {
+  queryRunsSync(query = {}) {
     const q = normalizeQuery(query)
     const id = identity(q)
     let snapshot = this.#revision
@@ -295,13 +327,12 @@ export class InMemoryTraceStore {
     return copy(page)
   }
 
-  async deleteRun(runId) {
+  deleteRunSync(runId) {
     nonEmpty(runId, 'runId')
     return this.#deleteRuns([runId])
   }
 
-  /** Deletes the runs a query matches (no limit, cursor or order), oldest first. */
-  async delete(query) {
+  deleteSync(query) {
     if (isObject(query) && ('cursor' in query || 'limit' in query || 'order' in query)) {
       throw fail('query', 'delete does not accept cursor, limit, or order.')
     }
@@ -309,11 +340,7 @@ export class InMemoryTraceStore {
     return this.#deleteRuns(this.#summaries(this.#revision).filter((s) => matches(s, q)).sort(compareRuns).map((s) => s.runId))
   }
 
-  /**
-   * Deletes runs that started more than `maxAgeMs` ago and all but the newest `maxRuns`; with
-   * `statuses`, only among runs that ended with one of them (alone: all of those).
-   */
-  async applyRetention(policy) {
+  applyRetentionSync(policy) {
     if (!isObject(policy)) throw fail('policy', 'policy must be an object.')
     const { maxAgeMs, maxRuns } = policy
     if (maxAgeMs === undefined && maxRuns === undefined && policy.statuses === undefined) {

@@ -7,6 +7,7 @@ import {
   CostBudgetExceededError,
   EgressPolicyError,
   LLMCallTimeoutError,
+  OMAError,
   TokenBudgetExceededError,
   isRetryableError,
 } from '../errors.js'
@@ -28,11 +29,23 @@ function codeOf(error) {
   return typeof code === 'string' || typeof code === 'number' ? String(code) : undefined
 }
 
-/** The HTTP status an error carries (`status`, as the provider SDKs set it, or `statusCode`). */
+/**
+ * The HTTP status an error carries: `status` (as the provider SDKs and this package's own errors
+ * set it), or `statusCode` when `status` is null or absent; only a finite number counts.
+ */
 function httpStatusOf(error) {
   if (error === null || typeof error !== 'object') return undefined
-  const value = error.status ?? error.statusCode ?? error.httpStatus
+  const value = error.status ?? error.statusCode
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined
+}
+
+/**
+ * Whether `error` is of one of OMA's classes `names`: an instance of the class, or one of this
+ * package's errors carrying that OMA name (how the component reports an error of a class the
+ * package has no constructor call for, such as a routing timeout).
+ */
+function isOf(error, classes, names) {
+  return classes.some((cls) => error instanceof cls) || (error instanceof OMAError && names.includes(error.name))
 }
 
 function isCancellation(error) {
@@ -52,13 +65,13 @@ export function classifyRunFailure(error, options = {}) {
   let code = options.statusCode ?? 'error'
   let kind = options.kind ?? 'unknown'
   const status = httpStatusOf(error)
-  if (error instanceof TokenBudgetExceededError || error instanceof CostBudgetExceededError) {
+  if (isOf(error, [TokenBudgetExceededError, CostBudgetExceededError], ['TokenBudgetExceededError', 'CostBudgetExceededError'])) {
     code = 'budget_exhausted'
     kind = 'budget'
-  } else if (error instanceof LLMCallTimeoutError || (error instanceof Error && error.name === 'RoutingTimeoutError')) {
+  } else if (isOf(error, [LLMCallTimeoutError], ['LLMCallTimeoutError', 'RoutingTimeoutError'])) {
     code = 'timeout'
     kind = 'timeout'
-  } else if (error instanceof EgressPolicyError) {
+  } else if (isOf(error, [EgressPolicyError], ['EgressPolicyError'])) {
     code = 'rejected'
     kind = 'validation'
   } else if (isCancellation(error)) {

@@ -103,6 +103,22 @@ export class OpenMultiAgent {
           `${unknown.map((key) => `"${key}"`).join(', ')}; it takes OMA's OrchestratorConfig keys`,
       )
     }
+    // OMA's orchestrator sends every run's trace records to `observability.sinks` and scores
+    // runs with `evaluation`'s online evaluator; the package's runs do neither yet, so a
+    // configuration that asks for them is refused by name rather than run without them.
+    const sinks = config.observability?.sinks
+    if (config.observability !== undefined && (!isObject(config.observability) || sinks === undefined || !Array.isArray(sinks) || sinks.length > 0)) {
+      throw new TypeError(
+        'the orchestrator configuration\'s "observability" is not supported yet: runs do not send ' +
+          'trace records to sinks (use onTrace, or a sink with the package\'s own stores)',
+      )
+    }
+    if (config.evaluation !== undefined && config.evaluation !== null) {
+      throw new TypeError(
+        'the orchestrator configuration\'s "evaluation" is not supported yet: pass evaluation to ' +
+          'runAgent(config, input, { evaluation }) instead',
+      )
+    }
     this.#config = config
   }
 

@@ -28,6 +28,8 @@ pub(super) struct Body<'a> {
     messages: Vec<Message<'a>>,
     system: Vec<(&'a str, Option<&'a CacheMark>)>,
     tools: Vec<(&'a ToolDefinition, Option<&'a CacheMark>)>,
+    /// `toolConfig.toolChoice` ([`ChatRequest::forced_tool`]).
+    forced: Option<&'a crate::adapter::ForcedTool>,
 }
 
 /// `{"cachePoint": {"ttl"?, "type": "default"}}`.
@@ -94,6 +96,7 @@ impl<'a> Body<'a> {
                 .enumerate()
                 .map(|(at, tool)| (tool, request.cache_at(CachePlace::Tool(at))))
                 .collect(),
+            forced: request.forced_tool.as_ref(),
         })
     }
 
@@ -131,6 +134,24 @@ impl<'a> Body<'a> {
                 }
             }
             w.end_array();
+            if let Some(forced) = self.forced {
+                // `{any: {}}` or `{tool: {name}}`.
+                w.key("toolChoice");
+                w.begin_object();
+                match forced {
+                    crate::adapter::ForcedTool::Any => {
+                        w.key("any");
+                        w.begin_object();
+                    }
+                    crate::adapter::ForcedTool::Named(name) => {
+                        w.key("tool");
+                        w.begin_object();
+                        w.field_str("name", name);
+                    }
+                }
+                w.end_object();
+                w.end_object();
+            }
             w.end_object();
         }
         w.end_object();

@@ -1350,3 +1350,21 @@ fn generation_extra_adds_to_the_inference_config_without_replacing_its_keys() {
     );
     assert!(got.get("additionalModelRequestFields").is_none(), "{got}");
 }
+
+#[test]
+fn a_forced_tool_call_is_the_tool_choice() {
+    let mut chat = user(json!([{"type": "text", "text": "q"}]));
+    chat.tools = vec![ToolDefinition {
+        name: "look".into(),
+        description: "d".into(),
+        input_schema: json!({"type": "object"}),
+    }];
+    assert!(body(&chat)["toolConfig"].get("toolChoice").is_none());
+    chat.forced_tool = Some(crate::adapter::ForcedTool::Any);
+    assert_eq!(body(&chat)["toolConfig"]["toolChoice"], json!({"any": {}}));
+    chat.forced_tool = Some(crate::adapter::ForcedTool::Named("look".into()));
+    assert_eq!(
+        body(&chat)["toolConfig"]["toolChoice"],
+        json!({"tool": {"name": "look"}})
+    );
+}

@@ -26,6 +26,8 @@ struct Body<'a> {
     thinking: Option<Option<u32>>,
     /// More keys of `generationConfig` ([`ChatRequest::generation_extra`]).
     extra: &'a serde_json::Map<String, serde_json::Value>,
+    /// The forced tool call ([`ChatRequest::forced_tool`]).
+    forced: Option<&'a crate::adapter::ForcedTool>,
 }
 
 impl Body<'_> {
@@ -92,12 +94,24 @@ impl Body<'_> {
             return;
         }
         if !self.tools.is_empty() {
-            // `{functionCallingConfig: {mode: "AUTO"}}`.
+            // `{functionCallingConfig: {mode: "AUTO"}}`, or `ANY` (with the one allowed
+            // name) for a forced call.
             w.key("toolConfig");
             w.begin_object();
             w.key("functionCallingConfig");
             w.begin_object();
-            w.field_str("mode", "AUTO");
+            match self.forced {
+                None => w.field_str("mode", "AUTO"),
+                Some(forced) => {
+                    w.field_str("mode", "ANY");
+                    if let crate::adapter::ForcedTool::Named(name) = forced {
+                        w.key("allowedFunctionNames");
+                        w.begin_array();
+                        w.string(name);
+                        w.end_array();
+                    }
+                }
+            }
             w.end_object();
             w.end_object();
         }
@@ -323,6 +337,7 @@ pub(super) fn format(
             .filter(|t| t.enabled)
             .map(|t| t.budget_tokens),
         extra: &request.generation_extra,
+        forced: request.forced_tool.as_ref(),
     };
 
     let base = endpoint.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);

@@ -954,3 +954,27 @@ fn generation_extra_adds_to_the_generation_config_without_replacing_its_keys() {
         .unwrap();
     assert!(!http.body.contains("stopSequences"), "{}", http.body);
 }
+
+#[test]
+fn a_forced_tool_call_is_mode_any_with_its_name() {
+    let mut req = request(vec![LlmMessage::user_text("q")]);
+    req.tools = vec![ToolDefinition {
+        name: "look".into(),
+        description: String::new(),
+        input_schema: json!({"type": "object"}),
+    }];
+    assert_eq!(
+        body(&req)["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "AUTO"}})
+    );
+    req.forced_tool = Some(crate::adapter::ForcedTool::Any);
+    assert_eq!(
+        body(&req)["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY"}})
+    );
+    req.forced_tool = Some(crate::adapter::ForcedTool::Named("look".into()));
+    assert_eq!(
+        body(&req)["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["look"]}})
+    );
+}

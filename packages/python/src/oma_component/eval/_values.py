@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from .._codec import redact_sensitive_text
 from .._jsjson import js_number as js_number
@@ -54,12 +54,27 @@ def _code(error: BaseException) -> Optional[str]:
     return None
 
 
-def _status(error: BaseException) -> Optional[int]:
-    for name in ("http_status", "status", "status_code"):
-        value = getattr(error, name, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+def _status(error: BaseException) -> Optional[float]:
+    """The HTTP status an error carries, as OMA reads it: this package's own errors carry it as
+    ``http_status``; any other error as ``status`` or, when that is absent or ``None``,
+    ``status_code`` (the provider SDKs' spelling). Only a finite number counts."""
+    if isinstance(error, OmaError):
+        value = error.http_status
+    else:
+        value = getattr(error, "status", None)
+        if value is None:
+            value = getattr(error, "status_code", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _is_oma(error: BaseException, classes: Tuple[type, ...], *names: str) -> bool:
+    """Whether ``error`` is of one of OMA's classes ``names``: an instance of one of ``classes``,
+    or one of this package's errors carrying one of the names (the component reports classes the
+    package has no class for, such as a cost budget or a routing timeout, as an
+    :class:`OmaError` carrying OMA's name)."""
+    return isinstance(error, classes) or (isinstance(error, OmaError) and error.name in names)
 
 
 def _retryable(error: BaseException) -> bool:
@@ -76,32 +91,57 @@ def _retryable(error: BaseException) -> bool:
     return not 400 <= status < 500
 
 
-def error_info(error: BaseException, kind: Optional[str] = None) -> StructuredTraceError:
-    """OMA's ``errorInfo`` of an exception: its kind (budget, timeout, validation for an egress
-    refusal, cancellation, provider when it has an HTTP status, else ``kind`` or unknown), its
-    name, code and HTTP status, its message redacted and cut to 1024 characters, and whether
-    it is retryable (OMA's rule, :func:`_retryable`)."""
-    resolved = kind or "unknown"
-    if isinstance(error, TokenBudgetExceededError):
-        resolved = "budget"
-    elif isinstance(error, LLMCallTimeoutError):
-        resolved = "timeout"
-    elif isinstance(error, EgressPolicyError):
-        resolved = "validation"
-    elif isinstance(error, asyncio.CancelledError):
-        resolved = "cancellation"
-    elif kind is None and _status(error) is not None:
-        resolved = "provider"
-    info: Dict[str, Any] = {"kind": resolved}
-    code = _code(error)
-    if code is not None:
-        info["code"] = code
-    info["name"] = error.name if isinstance(error, (OmaError, ScorerTimeoutError)) else type(error).__name__
-    text = error.message if isinstance(error, OmaError) else str(error)
-    if text:
-        info["message"] = redact_sensitive_text(text)[:1024]
-    info["retryable"] = _retryable(error)
+def classify_run_failure(
+    error: BaseException,
+    *,
+    kind: Optional[str] = None,
+    provider: Optional[str] = None,
+    attempt: Optional[int] = None,
+    status_code: Optional[str] = None,
+) -> Dict[str, Any]:
+    """OMA's ``classifyRunFailure``: the ``status`` (``{code, message?}``) and ``errorInfo`` of a
+    failure. A spent token or cost budget is ``budget_exhausted`` (kind ``budget``), a model call
+    or routing timeout ``timeout``, an egress refusal ``rejected`` (kind ``validation``), a
+    cancellation ``cancelled``; anything else keeps ``status_code`` (default ``error``) and is of
+    kind ``provider`` when it carries an HTTP status or ``provider`` is named, unless ``kind`` is
+    given. Messages are redacted and cut to 256 (status) and 1024 (errorInfo) characters; the
+    error's ``__cause__`` is not read."""
+    code = status_code if status_code is not None else "error"
+    resolved = kind if kind is not None else "unknown"
     status = _status(error)
+    if _is_oma(error, (TokenBudgetExceededError,), "TokenBudgetExceededError", "CostBudgetExceededError"):
+        code, resolved = "budget_exhausted", "budget"
+    elif _is_oma(error, (LLMCallTimeoutError,), "LLMCallTimeoutError", "RoutingTimeoutError"):
+        code, resolved = "timeout", "timeout"
+    elif _is_oma(error, (EgressPolicyError,), "EgressPolicyError"):
+        code, resolved = "rejected", "validation"
+    elif isinstance(error, asyncio.CancelledError):
+        code, resolved = "cancelled", "cancellation"
+    elif kind is None and (status is not None or provider is not None):
+        resolved = "provider"
+    text = error.message if isinstance(error, OmaError) else str(error)
+    redacted = redact_sensitive_text(text) if text else ""
+    run_status: Dict[str, Any] = {"code": code}
+    if redacted:
+        run_status["message"] = redacted[:256]
+    info: Dict[str, Any] = {"kind": resolved}
+    error_code = _code(error)
+    if error_code is not None:
+        info["code"] = error_code
+    info["name"] = error.name if isinstance(error, (OmaError, ScorerTimeoutError)) else type(error).__name__
+    if redacted:
+        info["message"] = redacted[:1024]
+    info["retryable"] = _retryable(error)
     if status is not None:
         info["httpStatus"] = status
-    return info  # type: ignore[return-value]
+    if provider is not None:
+        info["provider"] = provider
+    if attempt is not None:
+        info["attempt"] = attempt
+    return {"status": run_status, "errorInfo": info}
+
+
+def error_info(error: BaseException, kind: Optional[str] = None) -> StructuredTraceError:
+    """The ``errorInfo`` half of :func:`classify_run_failure` (what an evaluation record keeps of
+    a scorer's or target's failure)."""
+    return classify_run_failure(error, kind=kind)["errorInfo"]  # type: ignore[no-any-return]

@@ -151,6 +151,10 @@ impl StepHost for HostImports {
         host::trace(&to_wit_trace(event));
     }
 
+    fn records(&mut self, records: Vec<oma_core::agent::observability::record::Observed>) {
+        host::trace_records(&to_wit_records(records));
+    }
+
     fn on_loop_detected(
         &mut self,
         agent: &str,

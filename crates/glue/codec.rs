@@ -77,6 +77,27 @@ impl Guest for Component {
         }
     }
 
+    fn materialize_run(records: String, include_records: bool) -> Result<String, wit::Error> {
+        Ok(
+            oma_core::agent::observability::materialize::materialize_run_json(
+                &records,
+                include_records,
+            )?,
+        )
+    }
+
+    fn build_execution_receipt(
+        result: String,
+        trace: Option<String>,
+    ) -> Result<String, wit::Error> {
+        Ok(
+            oma_core::agent::observability::receipt::build_execution_receipt_json(
+                &result,
+                trace.as_deref(),
+            )?,
+        )
+    }
+
     fn redact_sensitive_text(text: String) -> String {
         redact::redact_secrets(&text)
     }

@@ -15,6 +15,7 @@ use oma_core::agent::exchange::{EvaluationRecord, ToolOutcome};
 use oma_core::agent::host_adapter::{self, ModelAnswer};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
+use oma_core::agent::observability::options::RecordOptions;
 use oma_core::agent::outcome::outcome_json;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::error::Error;
@@ -41,7 +42,7 @@ impl dr::Guest for Component {
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let machine = run_agent_machine(config, input, &options, session.seed)?;
-        Ok(SessionResource::wrap(machine, &session, None))
+        SessionResource::wrap(machine, &session, None)
     }
 
     fn run_agent_json(
@@ -58,7 +59,7 @@ impl dr::Guest for Component {
             from_wit_evaluation(&options),
             session.seed,
         )?;
-        Ok(SessionResource::wrap(machine, &session, None))
+        SessionResource::wrap(machine, &session, None)
     }
 }
 
@@ -82,7 +83,7 @@ impl AgentResource {
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let machine = self.agent.borrow().start(input, streaming, options.seed)?;
-        Ok(SessionResource::wrap(machine, &options, None))
+        SessionResource::wrap(machine, &options, None)
     }
 
     fn prompt_session(
@@ -92,7 +93,7 @@ impl AgentResource {
     ) -> Result<dr::Session, wit::Error> {
         let (turn, machine) = self.agent.borrow().start_prompt(input, options.seed)?;
         let commit = Some((Rc::downgrade(&self.agent), turn));
-        Ok(SessionResource::wrap(machine, &options, commit))
+        SessionResource::wrap(machine, &options, commit)
     }
 }
 
@@ -245,24 +246,29 @@ struct SessionState {
 }
 
 impl SessionResource {
-    /// A session over `machine`, traced when its options ask (over the agent's own `trace`).
+    /// A session over `machine`, traced and recorded when its options ask (over the agent's
+    /// own `trace` and `records`). Fails for records options OMA refuses, naming them.
     fn wrap(
         machine: RunMachine,
         options: &dr::SessionOptions,
         commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
-    ) -> dr::Session {
+    ) -> Result<dr::Session, wit::Error> {
         let machine = match options.trace.clone() {
             Some(trace) => machine.with_trace(from_wit_trace_options(trace)),
             None => machine,
         };
-        dr::Session::new(SessionResource {
+        let machine = match options.records.as_deref() {
+            Some(records) => machine.with_records(RecordOptions::from_json(records)?)?,
+            None => machine,
+        };
+        Ok(dr::Session::new(SessionResource {
             state: RefCell::new(SessionState {
                 machine,
                 payloads: options.payloads,
                 commit,
                 over: false,
             }),
-        })
+        }))
     }
 }
 
@@ -363,6 +369,7 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
         } else {
             dr::TraceReport::Typed(to_wit_trace(*event))
         }),
+        Step::Records(records) => dr::Step::TraceRecords(to_wit_records(records)),
         Step::Validate(value) => dr::Step::ValidateOutput(value.to_string()),
     }
 }

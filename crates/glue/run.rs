@@ -14,6 +14,8 @@ use oma_core::agent::exchange::{
 use oma_core::agent::host_adapter::{self as ha, EchoesReasoning, HostAdapter};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::RunSpec;
+use oma_core::agent::observability::options::RecordOptions;
+use oma_core::agent::observability::record::Observed;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{FailureKind, StatusCode};
 use oma_core::agent::trace::{LlmPhase, TraceData, TraceEvent, TraceOptions};
@@ -61,6 +63,11 @@ pub(super) fn from_wit_config(
             .transpose()?,
         context: from_wit_context(config.context),
         trace: config.trace.map(from_wit_trace_options),
+        records: config
+            .records
+            .as_deref()
+            .map(RecordOptions::from_json)
+            .transpose()?,
         output_schema: config
             .output_schema
             .as_deref()
@@ -85,6 +92,17 @@ pub(super) fn run_agent_machine(
         from_wit_evaluation(options),
         seed,
     )
+}
+
+/// Trace records as their WIT form: each record's JSON, and the legacy event it carries.
+pub(super) fn to_wit_records(records: Vec<Observed>) -> Vec<ex::TraceRecord> {
+    records
+        .into_iter()
+        .map(|observed| ex::TraceRecord {
+            json: observed.record.to_string(),
+            legacy: observed.legacy.map(|legacy| legacy.to_string()),
+        })
+        .collect()
 }
 
 /// Trace options from their WIT form.

@@ -57,6 +57,7 @@ fn driver_run(c: &mut Criterion) {
             payloads: Payloads::Json,
             seed: 1,
             trace: None,
+            records: None,
         };
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.sample_size(if text.len() > 1 << 20 { 20 } else { 100 });

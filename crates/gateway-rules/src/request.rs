@@ -861,7 +861,10 @@ impl RequestMachine {
                     run.traces.push(*event);
                     continue;
                 }
-                RunStep::Event(_) | RunStep::Progress(_) | RunStep::Evaluation(_) => continue,
+                RunStep::Event(_)
+                | RunStep::Progress(_)
+                | RunStep::Evaluation(_)
+                | RunStep::Records(_) => continue,
                 // What a gateway run never hands to its host is answered here: it has no hook,
                 // no tools, no external backend, no validator of its own and no caller's
                 // function.

@@ -78,6 +78,11 @@ pub trait StepHost {
     fn trace(&mut self, event: oma_core::agent::trace::TraceEvent) {
         let _ = event;
     }
+    /// Delivers OMA's trace records of a run made with records on, in sequence order; a host
+    /// without a record sink drops them.
+    fn records(&mut self, records: Vec<oma_core::agent::observability::record::Observed>) {
+        let _ = records;
+    }
     /// Calls OMA's `onLoopDetected` function with a loop the run found: OMA's words back
     /// (`"terminate"`, `"warn"`, `"inject"`, anything else to go on), or its failure. A host
     /// without one keeps this default, which fails the run saying so.
@@ -205,6 +210,10 @@ impl<T: Transport> WasiRun<T> {
                     }
                     Step::Trace(event) => {
                         host.trace(*event);
+                        continue;
+                    }
+                    Step::Records(records) => {
+                        host.records(records);
                         continue;
                     }
                     Step::BeforeRun {

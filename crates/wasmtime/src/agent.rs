@@ -81,6 +81,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
             compress_reasoning_text: ReasoningTextCap::Standard,
         },
         trace: None,
+        records: None,
         output_schema: None,
     }
 }

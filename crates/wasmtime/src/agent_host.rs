@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::bindings::oma::agent::exchange::{
     BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome, TraceEvent,
+    TraceRecord,
 };
 use crate::bindings::oma::agent::outcome::{ExternalKind, LoopInfo};
 use crate::bindings::oma::agent::types::{LlmMessage, ToolResultContent, ToolUseBlock};
@@ -59,6 +60,13 @@ pub trait AgentHost: Send {
     /// Receives one of OMA's trace events of a traced run (`agent-config.trace`).
     fn trace(&mut self, event: TraceEvent) {
         let _ = event;
+    }
+
+    /// Receives OMA's trace records of a run made with records on (`agent-config.records`, or
+    /// a session's `records`), in sequence order: each record's JSON and the legacy event it
+    /// carries.
+    fn trace_records(&mut self, records: Vec<TraceRecord>) {
+        let _ = records;
     }
 
     /// Sends text through an external backend.
@@ -113,6 +121,8 @@ pub struct HostLog {
     pub evaluations: Vec<EvaluationRecord>,
     /// The trace events.
     pub traces: Vec<TraceEvent>,
+    /// The trace records.
+    pub records: Vec<TraceRecord>,
     /// The texts sent through external backends, with the backend's kind.
     pub external: Vec<(ExternalKind, String)>,
 }
@@ -122,6 +132,7 @@ type Tool = Box<dyn FnMut(&ToolUseBlock) -> ToolOutcome + Send>;
 type Backend = Box<dyn FnMut(&str) -> Result<String, String> + Send>;
 type ProgressSink = Box<dyn FnMut(&ProgressEvent) + Send>;
 type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
+type RecordSink = Box<dyn FnMut(&TraceRecord) + Send>;
 type Compress = Box<dyn FnMut(Vec<LlmMessage>, u64) -> Result<Vec<LlmMessage>, String> + Send>;
 type LoopDecider = Box<dyn FnMut(&LoopInfo) -> Result<String, String> + Send>;
 
@@ -134,6 +145,7 @@ pub struct ScriptedHost {
     backend: Option<Backend>,
     progress_sink: Option<ProgressSink>,
     trace_sink: Option<TraceSink>,
+    record_sink: Option<RecordSink>,
     compress: Option<Compress>,
     loop_decider: Option<LoopDecider>,
     /// The LLM adapters, by the name an agent's configuration gives them.
@@ -230,6 +242,12 @@ impl ScriptedHost {
         self
     }
 
+    /// Also passes each trace record to `sink` as it arrives (e.g. to write it out).
+    pub fn with_record_sink(mut self, sink: impl FnMut(&TraceRecord) + Send + 'static) -> Self {
+        self.record_sink = Some(Box::new(sink));
+        self
+    }
+
     /// Also passes each progress event to `sink` as it arrives (e.g. to print it).
     pub fn with_progress_sink(mut self, sink: impl FnMut(&ProgressEvent) + Send + 'static) -> Self {
         self.progress_sink = Some(Box::new(sink));
@@ -287,6 +305,15 @@ impl AgentHost for ScriptedHost {
             sink(&event);
         }
         self.record().traces.push(event);
+    }
+
+    fn trace_records(&mut self, records: Vec<TraceRecord>) {
+        if let Some(sink) = &mut self.record_sink {
+            for record in &records {
+                sink(record);
+            }
+        }
+        self.record().records.extend(records);
     }
 
     fn external_send(

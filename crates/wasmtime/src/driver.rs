@@ -127,8 +127,9 @@ fn typed(seed: u64) -> SessionOptions {
     SessionOptions {
         payloads: Payloads::Typed,
         seed,
-        // The agent configuration's `trace` applies.
+        // The agent configuration's `trace` and `records` apply.
         trace: None,
+        records: None,
     }
 }
 
@@ -154,6 +155,34 @@ impl DriverGuest {
             .bindings
             .oma_agent_codec()
             .call_messages_to_json(&mut self.store, messages)
+            .await?)
+    }
+
+    /// `codec.materialize-run` of the portable world.
+    pub async fn materialize_run(
+        &mut self,
+        records: &str,
+        include_records: bool,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_materialize_run(&mut self.store, records, include_records)
+            .await?)
+    }
+
+    /// `codec.build-execution-receipt` of the portable world.
+    pub async fn build_execution_receipt(
+        &mut self,
+        result: &str,
+        trace: Option<&str>,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_build_execution_receipt(&mut self.store, result, trace)
             .await?)
     }
 
@@ -490,6 +519,10 @@ impl DriverGuest {
             }
             Step::Trace(TraceReport::Typed(event)) => {
                 self.store.data_mut().agent_host().trace(event);
+                return Ok(Driven::Continue);
+            }
+            Step::TraceRecords(records) => {
+                self.store.data_mut().agent_host().trace_records(records);
                 return Ok(Driven::Continue);
             }
             Step::DecideLoop(info) => Answer::LoopDecision(

@@ -63,6 +63,40 @@ impl Guest {
             .await?)
     }
 
+    /// `codec.materialize-run`: OMA's `materializeRun` of a JSON list of trace records (the run
+    /// as JSON, `null` for none).
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn materialize_run(
+        &mut self,
+        records: &str,
+        include_records: bool,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_materialize_run(&mut self.store, records, include_records)
+            .await?)
+    }
+
+    /// `codec.build-execution-receipt`: OMA's `buildExecutionReceipt` of a run's result and,
+    /// when given, its legacy trace events (JSON in, the receipt's JSON out).
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn build_execution_receipt(
+        &mut self,
+        result: &str,
+        trace: Option<&str>,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_build_execution_receipt(&mut self.store, result, trace)
+            .await?)
+    }
+
     /// `codec.validate-messages`: checks messages against OMA's rules.
     ///
     /// The outer error is a trap or host failure; the inner one the component's typed error.

@@ -92,7 +92,7 @@ pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
     LlmPhase, ProgressEvent, ThrownError, ToolCallTrace, ToolGate, ToolOutcome, TraceData,
-    TraceEvent,
+    TraceEvent, TraceRecord,
 };
 pub use bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, EchoesReasoning, ErrorInfo, EvaluationOptions, ExternalKind,

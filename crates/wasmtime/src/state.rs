@@ -201,6 +201,10 @@ impl crate::bindings::oma::agent::host::Host for HostState {
         self.host.trace(event)
     }
 
+    fn trace_records(&mut self, records: Vec<crate::bindings::oma::agent::exchange::TraceRecord>) {
+        self.host.trace_records(records)
+    }
+
     fn external_send(
         &mut self,
         agent: String,

@@ -21,6 +21,9 @@ mod component {
     mod structured_cases {
         include!("structured_cases.rs");
     }
+    mod observability_cases {
+        include!("observability_cases.rs");
+    }
 }
 
 /// The `portable` world: the harness drives a session.
@@ -35,5 +38,8 @@ mod driver {
     }
     mod structured_cases {
         include!("structured_cases.rs");
+    }
+    mod observability_cases {
+        include!("observability_cases.rs");
     }
 }

@@ -24,6 +24,7 @@ fn json_options() -> SessionOptions {
         payloads: Payloads::Json,
         seed: 42,
         trace: None,
+        records: None,
     }
 }
 
@@ -602,4 +603,122 @@ async fn both_worlds_format_the_same_bytes_when_given_the_same_time() {
         .headers
         .iter()
         .any(|(n, v)| n == "x-amz-date" && v == "20261130T110000Z"));
+}
+
+/// A JSON session made with `records` (and `trace`) hands out `trace-records` steps: OMA's
+/// record JSON, before the step each belongs ahead of (the run's spans before its request), the
+/// legacy events riding on their span ends as the `trace` steps give them; a `records` value OMA
+/// refuses fails the session's creation, naming the option.
+#[tokio::test]
+async fn a_session_with_records_hands_out_trace_records_steps() {
+    use oma_host_tests::driver_types::TraceReport;
+    use oma_host_tests::TraceOptions;
+    let mut guest = driver_guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let options = SessionOptions {
+        trace: Some(TraceOptions {
+            run_id: Some("run-d".into()),
+            span_id: None,
+            parent_id: None,
+            agent: None,
+            task_id: None,
+        }),
+        records: Some(r#"{"capture": {"streamEvents": "none"}}"#.into()),
+        ..json_options()
+    };
+    let (store, bindings) = guest.parts();
+    let session = bindings
+        .oma_agent_driver()
+        .agent()
+        .call_run_json(store, agent.resource(), r#""hi""#, &options)
+        .await
+        .expect("no trap")
+        .expect("valid input");
+    let (mut records, mut legacy, mut events) = (Vec::new(), Vec::new(), Vec::new());
+    let mut answered = false;
+    for _ in 0..100 {
+        match next(&mut guest, session).await.expect("a step") {
+            Poll::Step(Step::TraceRecords(batch)) => {
+                assert!(!batch.is_empty());
+                for record in batch {
+                    records.push(serde_json::from_str::<Value>(&record.json).expect("JSON"));
+                    if let Some(event) = record.legacy {
+                        legacy.push(serde_json::from_str::<Value>(&event).expect("JSON"));
+                    }
+                }
+            }
+            Poll::Step(Step::Trace(TraceReport::Json(event))) => {
+                events.push(serde_json::from_str::<Value>(&event).expect("JSON"));
+            }
+            Poll::Step(Step::Send(_)) => {
+                assert_eq!(
+                    records.len(),
+                    3,
+                    "the run's, the agent's and the call's spans first"
+                );
+                answer(
+                    &mut guest,
+                    session,
+                    ok(anthropic(json!([{"type": "text", "text": "hello"}]))),
+                )
+                .await
+                .expect("due");
+                answered = true;
+            }
+            Poll::Step(Step::Event(_)) => {}
+            Poll::Finished(RunReport::Json(result)) => {
+                let result: Value = serde_json::from_str(&result).expect("JSON");
+                assert_eq!(result["success"], true);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(answered);
+    let names: Vec<&str> = records
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "oma.run",
+            "invoke_agent",
+            "chat",
+            "chat",
+            "invoke_agent",
+            "oma.run"
+        ]
+    );
+    assert!(records.iter().all(|r| r["runId"] == "run-d"));
+    assert_eq!(legacy, events, "each legacy event rides on its span's end");
+    assert_eq!(events.len(), 2);
+    assert!(!serde_json::to_string(&records).unwrap().contains(KEY));
+
+    let refused = SessionOptions {
+        records: Some(r#"{"capture": {"streamEvents": "some"}}"#.into()),
+        ..json_options()
+    };
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let (store, bindings) = guest.parts();
+    let error = bindings
+        .oma_agent_driver()
+        .agent()
+        .call_run_json(store, agent.resource(), r#""hi""#, &refused)
+        .await
+        .expect("no trap")
+        .expect_err("refused");
+    assert!(
+        error.message.contains("capture.streamEvents"),
+        "{}",
+        error.message
+    );
 }

@@ -153,6 +153,7 @@ async fn the_portable_world_has_the_same_memory_cap() {
                 payloads: oma_host_tests::driver_types::Payloads::Json,
                 seed: 1,
                 trace: None,
+                records: None,
             },
         )
         .await

@@ -194,6 +194,7 @@ async fn no_path_of_the_portable_world_shows_the_key() {
         payloads: Payloads::Json,
         seed: 3,
         trace: None,
+        records: None,
     };
     let (store, bindings) = guest.parts();
     let session = bindings

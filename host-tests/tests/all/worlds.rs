@@ -77,6 +77,8 @@ both! {
     fn reset(&mut self, agent: &AgentHandle) -> anyhow::Result<()>;
     fn drop_agent(&mut self, agent: AgentHandle) -> anyhow::Result<()>;
     fn run_agent(&mut self, config: &AgentConfig, input: &RunInput, options: &RunAgentOptions) -> anyhow::Result<Result<RunResult, WitError>>;
+    fn materialize_run(&mut self, records: &str, include_records: bool) -> anyhow::Result<Result<String, WitError>>;
+    fn build_execution_receipt(&mut self, result: &str, trace: Option<&str>) -> anyhow::Result<Result<String, WitError>>;
     fn redact_sensitive_text(&mut self, text: &str) -> anyhow::Result<String>;
     fn is_sensitive_name(&mut self, name: &str) -> anyhow::Result<bool>;
     fn classify_bash_command(&mut self, command: &str) -> anyhow::Result<BashRisk>;

@@ -10,6 +10,7 @@ use crate::agent::context::ContextOptions;
 use crate::agent::host_adapter::HostAdapter;
 use crate::agent::loop_detect::LoopDetection;
 use crate::agent::machine::RunSpec;
+use crate::agent::observability::options::RecordOptions;
 use crate::agent::structured::OutputSchema;
 use crate::agent::trace::TraceOptions;
 use crate::agent::turn::{TurnOptions, DEFAULT_MAX_TURNS};
@@ -66,6 +67,8 @@ pub struct AgentSettings {
     pub context: ContextOptions,
     /// Trace every run (OMA's `onTrace`); `None` for no tracing.
     pub trace: Option<TraceOptions>,
+    /// Make OMA's trace records of every run (OMA's `observability`); `None` for none.
+    pub records: Option<RecordOptions>,
     /// The schema of the final answer (OMA's `outputSchema`); `None` for free text.
     pub output_schema: Option<OutputSchema>,
 }
@@ -152,6 +155,7 @@ impl AgentSettings {
             config_json: config.to_string(),
             deadline_ms: self.deadline_ms,
             trace: self.trace,
+            records: self.records,
             provider: self.provider,
             endpoint: self.endpoint,
             call: self.call,
@@ -323,6 +327,7 @@ impl AgentSettings {
             loop_detection,
             context,
             trace: None,
+            records: None,
             output_schema,
         };
         Ok((settings, history))

@@ -114,7 +114,7 @@ fn redactable_prefix(text: &str) -> String {
 }
 
 /// `text` cut to at most `max` UTF-16 code units, never splitting a character.
-fn truncate_units(text: &str, max: usize) -> String {
+pub(crate) fn truncate_units(text: &str, max: usize) -> String {
     let mut used = 0;
     let mut end = 0;
     for (at, c) in text.char_indices() {

@@ -505,6 +505,16 @@ impl Call {
         }
     }
 
+    /// The attempt handed out last, from 1: while a retry wait is out, the one that failed.
+    pub fn attempt(&self) -> u32 {
+        self.outgoing.attempt
+    }
+
+    /// The most attempts the call's retry policy makes, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.retry.max_attempts.clamp(1, crate::retry::MAX_ATTEMPTS)
+    }
+
     /// Whether the call is waiting for an answer (a step was handed out and not answered).
     pub fn awaits_answer(&self) -> bool {
         self.events.is_empty() && matches!(self.state, State::Sent | State::Waiting)

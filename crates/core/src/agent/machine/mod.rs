@@ -64,8 +64,10 @@ use self::report::Reporting;
 use self::turns::Turns;
 use crate::agent::before_run::BeforeRunContext;
 use crate::agent::evaluation::{RunInput, StorePayloads};
+use crate::agent::observability::options::RecordOptions;
+use crate::agent::observability::tracer::Tracer;
 use crate::agent::outcome::{classify, RunOutcome};
-use crate::agent::trace::{TraceOptions, Tracer};
+use crate::agent::trace::TraceOptions;
 use crate::error::{Error, Refused};
 use crate::message::LlmMessage;
 use crate::rng::Rng;
@@ -141,7 +143,13 @@ struct Run {
     reporting: Option<Reporting>,
     /// The run's seed.
     seed: u64,
-    /// Trace events, when the host asked for them.
+    /// Whether this is a call of `run-agent` (its agent span says so).
+    run_agent: bool,
+    /// The legacy trace events the run is to make (OMA's `onTrace`), when asked for.
+    trace: Option<TraceOptions>,
+    /// The trace records the run is to make (OMA's `observability`), when asked for.
+    records: Option<RecordOptions>,
+    /// The spans of a traced run, from its first poll.
     tracer: Option<Box<Tracer>>,
     /// The attempts, for a run with an output schema once its turns began.
     attempts: Option<Box<Attempts>>,
@@ -170,14 +178,7 @@ impl RunMachine {
     /// [`AgentEvent::ReasoningDelta`](crate::agent::exchange::AgentEvent::ReasoningDelta)
     /// events. `seed` seeds every random draw of the run.
     pub fn run(spec: RunSpec, messages: Vec<LlmMessage>, streaming: bool, seed: u64) -> Self {
-        let tracer = spec.trace.clone().map(|options| {
-            Box::new(Tracer::new(
-                options,
-                spec.name(),
-                spec.traced_provider(),
-                seed,
-            ))
-        });
+        let (trace, records) = (spec.trace.clone(), spec.records.clone());
         RunMachine {
             phase: Phase::Start(messages),
             run: Run {
@@ -190,7 +191,10 @@ impl RunMachine {
                 wait_until_ms: None,
                 reporting: None,
                 seed,
-                tracer,
+                run_agent: false,
+                trace,
+                records,
+                tracer: None,
                 attempts: None,
             },
         }
@@ -202,15 +206,30 @@ impl RunMachine {
     /// drawn from the run's seed; a traced run's other draws are those of an untraced one.
     #[must_use]
     pub fn with_trace(mut self, options: TraceOptions) -> Self {
-        let run = &mut self.run;
-        let provider = run.spec.traced_provider();
-        run.tracer = Some(Box::new(Tracer::new(
-            options,
-            run.spec.name(),
-            provider,
-            run.seed,
-        )));
+        self.run.trace = Some(options);
         self
+    }
+
+    /// The same run, handing out OMA's trace records as [`Step::Records`] (a `run` span, the
+    /// agent's span, a span per model call and per tool call, events on them), processed by
+    /// `options`' capture policy (`docs/observability.md`). For a run traced with
+    /// [`with_trace`](Self::with_trace) too, each record that completes a legacy event carries
+    /// it, and the two share the run's id. Fails, changing nothing, when `options` names a run
+    /// id other than the trace options' (set those first).
+    pub fn with_records(mut self, options: RecordOptions) -> Result<Self, Error> {
+        let given = self.run.trace.as_ref().and_then(|t| t.run_id.as_deref());
+        if let (Some(traced), Some(recorded)) = (given, options.run_id.as_deref()) {
+            if traced != recorded {
+                return Err(Error::InvalidRequest {
+                    message: format!(
+                        "the observability options name the run {recorded:?}, the trace options \
+                         the run {traced:?}: give one run id"
+                    ),
+                });
+            }
+        }
+        self.run.records = Some(options);
+        Ok(self)
     }
 
     /// OMA's `runAgent` over prepared `messages`, `given` being the input as the caller gave it
@@ -227,6 +246,7 @@ impl RunMachine {
     ) -> Self {
         let mut machine = RunMachine::run(spec, messages, false, seed);
         let run = &mut machine.run;
+        run.run_agent = true;
         let sampled = evaluation
             .filter(|(_, rate)| *rate >= 1.0 || (*rate > 0.0 && run.rng.next_unit() < *rate))
             .map(|(policy, _)| policy);
@@ -288,11 +308,11 @@ impl RunMachine {
         run.now_ms = now_ms;
         run.started_ms.get_or_insert(now_ms);
         run.report_start();
+        run.trace_start();
         if let Some(tracer) = run.tracer.as_mut() {
             // Tool calls answered since the last poll end now.
-            for event in tracer.take_answered(now_ms) {
-                run.queue.push_back(Step::Trace(Box::new(event)));
-            }
+            tracer.end_answered(now_ms);
+            run.drain_trace();
         }
         if run.remaining_ms() == Some(0) && !matches!(self.phase, Phase::Over(_)) {
             // Past the run's deadline: whatever was in flight is abandoned.
@@ -304,11 +324,18 @@ impl RunMachine {
             self.advance(|run, _abandoned| (run.fail(&error, false), ()));
         }
         loop {
-            if let Some(step) = self.run.queue.pop_front() {
+            if let Some(step) = self.run.next_queued() {
                 return Poll::Step(step);
             }
             match self.advance(Run::step) {
-                Flow::Step(step) => return Poll::Step(step),
+                Flow::Step(step) => {
+                    self.run.trace_step(&step);
+                    if self.run.queue.is_empty() {
+                        return Poll::Step(step);
+                    }
+                    // What the step queued (its trace) goes first.
+                    self.run.queue.push_back(step);
+                }
                 Flow::Waiting if self.run.queue.is_empty() => return Poll::Waiting(self.due()),
                 Flow::Waiting | Flow::Again => {}
                 Flow::Finished(Some(outcome)) => return Poll::Finished(outcome),
@@ -383,6 +410,19 @@ impl Run {
         self.trace_end(&outcome);
         self.report_end(&outcome);
         Phase::Over(Some(Box::new(outcome)))
+    }
+
+    /// The next queued step: records queued one after another go out as one step.
+    fn next_queued(&mut self) -> Option<Step> {
+        let step = self.queue.pop_front()?;
+        let Step::Records(mut records) = step else {
+            return Some(step);
+        };
+        while let Some(Step::Records(more)) = self.queue.front_mut() {
+            records.append(more);
+            self.queue.pop_front();
+        }
+        Some(Step::Records(records))
     }
 
     /// What is left of the run's deadline, if it has one.

@@ -4,6 +4,7 @@
 use crate::adapter::{self, Adapter, ChatRequest, Endpoint, IdSource};
 use crate::agent::before_run::ExternalKind;
 use crate::agent::host_adapter::HostAdapter;
+use crate::agent::observability::options::RecordOptions;
 use crate::agent::structured::OutputSchema;
 use crate::agent::trace::TraceOptions;
 use crate::agent::turn::TurnOptions;
@@ -32,6 +33,9 @@ pub struct RunSpec {
     /// Trace every run of this spec; `None` for no tracing (see
     /// [`RunMachine::with_trace`](super::RunMachine::with_trace)).
     pub trace: Option<TraceOptions>,
+    /// Make OMA's trace records of every run of this spec; `None` for none (see
+    /// [`RunMachine::with_records`](super::RunMachine::with_records)).
+    pub records: Option<RecordOptions>,
     /// The provider (`anthropic`, `openai`, `gemini`, ...), which picks the wire format.
     pub provider: String,
     /// Where requests go and the credentials; its `timestamp` is set per request.

@@ -7,6 +7,7 @@ use crate::agent::exchange::{
 };
 use crate::agent::host_adapter::{ModelAnswer, ModelCall};
 use crate::agent::loop_detect::LoopInfo;
+use crate::agent::observability::record::Observed;
 use crate::agent::outcome::RunOutcome;
 use crate::agent::trace::TraceEvent;
 use crate::error::Error;
@@ -68,6 +69,10 @@ pub enum Step {
     /// One of OMA's trace events, for a run made with
     /// [`RunMachine::with_trace`](super::RunMachine::with_trace); no answer.
     Trace(Box<TraceEvent>),
+    /// OMA's trace records, in sequence order, for a run made with
+    /// [`RunMachine::with_records`](super::RunMachine::with_records); no answer. Records made
+    /// one after another come as one step.
+    Records(Vec<Observed>),
     /// Check this JSON value, read from the final answer, against the schema the host holds
     /// (an output schema the host validates); answer with [`Answer::Validated`].
     Validate(serde_json::Value),

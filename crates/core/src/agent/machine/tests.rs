@@ -84,6 +84,7 @@ struct Host {
     evaluations: Vec<EvaluationRecord>,
     waits: Vec<u64>,
     traces: Vec<crate::agent::trace::TraceEvent>,
+    records: Vec<crate::agent::observability::record::Observed>,
     /// Values handed out to validate, and the verdicts given back in turn.
     validations: Vec<Value>,
     verdicts: VecDeque<Result<Value, String>>,
@@ -135,6 +136,11 @@ impl Host {
                 }
                 Step::Trace(event) => {
                     self.traces.push(*event);
+                    continue;
+                }
+                Step::Records(records) => {
+                    assert!(!records.is_empty(), "a records step holds records");
+                    self.records.extend(records);
                     continue;
                 }
                 Step::BeforeRun { context, .. } => {
@@ -1613,4 +1619,562 @@ fn a_gated_tool_call_traces_the_gates_decision() {
             assert!(event.get("gateReason").is_none());
         }
     }
+}
+
+/// The records of a run made with records on, as OMA's JSON.
+fn recorded(host: &Host) -> Vec<Value> {
+    host.records.iter().map(|o| o.record.clone()).collect()
+}
+
+/// `(recordType, name)` of each record, for the shape of a trace.
+fn shape(records: &[Value]) -> Vec<(String, String)> {
+    records
+        .iter()
+        .map(|r| {
+            (
+                r["recordType"].as_str().unwrap_or_default().to_owned(),
+                r["name"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn with_records(machine: RunMachine, options: &str) -> RunMachine {
+    use crate::agent::observability::options::RecordOptions;
+    machine
+        .with_records(RecordOptions::from_json(options).expect("options"))
+        .expect("no conflicting run id")
+}
+
+fn start(name: &str) -> (String, String) {
+    ("span_start".into(), name.into())
+}
+
+fn end(name: &str) -> (String, String) {
+    ("span_end".into(), name.into())
+}
+
+/// A tool round trip with records and legacy events on: a run span, the agent's span under
+/// it, a `chat` span per model call and an `execute_tool` span per tool call under the agent's,
+/// every record of one trace in sequence; the legacy events ride on the span ends they are a
+/// view of, with the same times and counts, and share the run's id.
+#[test]
+fn a_recorded_run_hands_out_omas_records() {
+    use crate::agent::trace::TraceOptions;
+    let tool = tool_reply("call_1");
+    let answer = reply("done", 7, 3);
+    let mut host = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("token=abcdef123456 found".into()),
+        is_error: None,
+        gate: None,
+    });
+    let machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9)
+        .with_trace(TraceOptions::default());
+    let mut machine = with_records(machine, r#"{"metadata": {"experiment": "a"}}"#);
+    let outcome = host.drive(&mut machine);
+    assert!(outcome.success(), "{outcome:?}");
+    let records = recorded(&host);
+    assert_eq!(
+        shape(&records),
+        [
+            start("oma.run"),
+            start("invoke_agent"),
+            start("chat"),
+            end("chat"),
+            start("execute_tool"),
+            end("execute_tool"),
+            start("chat"),
+            end("chat"),
+            end("invoke_agent"),
+            end("oma.run"),
+        ]
+    );
+    let trace = &records[0]["traceId"];
+    let run_id = host.traces[0].run_id.clone();
+    let (root, agent) = (&records[0]["spanId"], &records[1]["spanId"]);
+    for (at, record) in records.iter().enumerate() {
+        assert_eq!(record["schemaVersion"], 2);
+        assert_eq!(&record["traceId"], trace);
+        assert_eq!(record["sequence"], at + 1);
+        assert_eq!(
+            record["runId"],
+            run_id.as_str(),
+            "one run id for both views"
+        );
+        assert_eq!(record["attempt"], 1);
+        let parent = &record["parentSpanId"];
+        match record["kind"].as_str() {
+            Some("run") => assert!(parent.is_null()),
+            Some("agent") => assert_eq!(parent, root),
+            _ => assert_eq!(parent, agent),
+        }
+    }
+    assert_eq!(
+        records[0]["attributes"],
+        json!({"oma.run.id": run_id, "oma.run.attempt": 1, "oma.meta.experiment": "a"})
+    );
+    assert_eq!(
+        records[1]["attributes"],
+        json!({"oma.agent.name": "helper"})
+    );
+    assert_eq!(
+        records[3]["attributes"],
+        json!({
+            "oma.agent.name": "helper", "oma.llm.model": "claude-x",
+            "oma.llm.provider": "anthropic", "oma.phase": "turn", "oma.llm.turn": 1,
+            "oma.usage.input_tokens": 5, "oma.usage.output_tokens": 5,
+            "oma.llm.response_model": "claude-x", "oma.status": "ok",
+        })
+    );
+    assert_eq!(records[7]["attributes"]["oma.llm.turn"], 2);
+    assert_eq!(
+        records[5]["attributes"],
+        json!({"oma.agent.name": "helper", "oma.tool.name": "lookup",
+               "oma.tool.is_error": false, "oma.status": "ok"}),
+        "no tool input or output unless the policy captures them"
+    );
+    assert_eq!(
+        records[8]["attributes"],
+        json!({"oma.agent.name": "helper", "oma.agent.turns": 2, "oma.agent.tool_calls": 1,
+               "oma.usage.input_tokens": 12, "oma.usage.output_tokens": 8,
+               "oma.status": "ok"})
+    );
+    assert_eq!(records[9]["status"], json!({"code": "ok"}));
+    // Each legacy event rides on the span end it is a view of, with the same times.
+    let carried: Vec<Value> = host
+        .records
+        .iter()
+        .filter_map(|o| o.legacy.clone())
+        .collect();
+    let events: Vec<Value> = host.traces.iter().map(|e| e.to_json()).collect();
+    assert_eq!(carried, events);
+    for observed in host.records.iter().filter(|o| o.legacy.is_some()) {
+        let (record, legacy) = (&observed.record, observed.legacy.as_ref().expect("legacy"));
+        assert_eq!(record["recordType"], "span_end");
+        assert_eq!(record["startUnixMs"], legacy["startMs"]);
+        assert_eq!(record["endUnixMs"], legacy["endMs"]);
+        assert_eq!(record["durationMs"], legacy["durationMs"]);
+    }
+    // Records change no request, and no other draw of the run.
+    let mut plain = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
+    plain.tool = host.tool.clone();
+    plain.drive(&mut RunMachine::run(
+        spec(),
+        vec![LlmMessage::user_text("hi")],
+        false,
+        9,
+    ));
+    assert_eq!(plain.sent, host.sent);
+    assert!(plain.records.is_empty());
+    // The same seed, the same records.
+    let mut again = Host::replying(&[(200, tool.as_str()), (200, answer.as_str())]);
+    again.tool = host.tool.clone();
+    let machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9)
+        .with_trace(TraceOptions::default());
+    again.drive(&mut with_records(
+        machine,
+        r#"{"metadata": {"experiment": "a"}}"#,
+    ));
+    assert_eq!(recorded(&again), records);
+}
+
+/// Records alone: no legacy event anywhere; a run id given is the records' own.
+#[test]
+fn records_without_legacy_events_and_a_given_run_id() {
+    let mut host = Host::replying(&[(200, &reply("ok", 1, 1))]);
+    let machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 2);
+    let mut machine = with_records(machine, r#"{"runId": "run-9"}"#);
+    assert!(host.drive(&mut machine).success());
+    assert!(host.traces.is_empty());
+    assert!(host.records.iter().all(|o| o.legacy.is_none()));
+    let records = recorded(&host);
+    assert_eq!(records.len(), 6);
+    assert!(records.iter().all(|r| r["runId"] == "run-9"));
+    // A run id that disagrees with the trace options' is refused.
+    let traced = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 2).with_trace(
+        crate::agent::trace::TraceOptions {
+            run_id: Some("run-1".into()),
+            ..Default::default()
+        },
+    );
+    let options =
+        crate::agent::observability::options::RecordOptions::from_json(r#"{"runId": "run-2"}"#)
+            .expect("options");
+    assert!(traced.with_records(options).is_err());
+}
+
+/// OMA 1.18.0: a tool's input and output on its `execute_tool` span when the capture policy
+/// opts in, input with OMA's sensitive-field redaction, both redacted as text and cut to
+/// `maxContentChars`; a failed tool's span ends as OMA classifies a failed tool.
+#[test]
+fn tool_input_and_output_are_captured_when_the_policy_opts_in() {
+    let call = json!({
+        "id": "msg_t", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "tool_use", "id": "t1", "name": "lookup",
+                     "input": {"q": "paris", "apiKey": "abc"}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 5}
+    })
+    .to_string();
+    let run = |policy: &str, failed: bool| {
+        let mut host = Host::replying(&[(200, call.as_str()), (200, &reply("done", 1, 1))]);
+        host.tool = Some(ToolOutcome {
+            content: ToolResultContent::Text(
+                "weather: sunny, key sk-abcdefghijklmnopqrstuv".into(),
+            ),
+            is_error: failed.then_some(true),
+            gate: None,
+        });
+        let machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 4);
+        assert!(host.drive(&mut with_records(machine, policy)).success());
+        let records = recorded(&host);
+        let tool: Vec<Value> = records
+            .into_iter()
+            .filter(|r| r["kind"] == "tool")
+            .collect();
+        assert_eq!(tool.len(), 2);
+        tool
+    };
+    let tool = run(
+        r#"{"capture": {"toolInput": "redacted", "toolOutput": "redacted"}}"#,
+        false,
+    );
+    assert_eq!(
+        tool[0]["attributes"]["oma.tool.input"],
+        r#"{"q":"paris","apiKey":"[redacted]"}"#
+    );
+    assert_eq!(
+        tool[1]["attributes"]["oma.tool.output"],
+        "weather: sunny, key [redacted]"
+    );
+    assert_eq!(
+        tool[1]["attributes"]["oma.tool.input"],
+        tool[0]["attributes"]["oma.tool.input"]
+    );
+    let only_input = run(
+        r#"{"capture": {"toolInput": "redacted", "maxContentChars": 6}}"#,
+        false,
+    );
+    assert_eq!(only_input[1]["attributes"]["oma.tool.input"], r#"{"q":""#);
+    assert!(only_input[1]["attributes"].get("oma.tool.output").is_none());
+    let none = run("{}", false);
+    assert!(none[1]["attributes"].get("oma.tool.input").is_none());
+    // A failed tool: status and error as OMA classifies a plain error of the recorded output.
+    let failed = run("{}", true);
+    assert_eq!(
+        failed[1]["status"],
+        json!({"code": "error", "message": "weather: sunny, key [redacted]"})
+    );
+    assert_eq!(
+        failed[1]["error"],
+        json!({"kind": "tool", "name": "Error", "message": "weather: sunny, key [redacted]",
+               "retryable": true})
+    );
+    assert_eq!(failed[1]["attributes"]["oma.tool.is_error"], true);
+    assert_eq!(failed[1]["attributes"]["oma.status"], "error");
+    // errorMessage code-only leaves the error's message out, not the status's.
+    let code_only = run(r#"{"capture": {"errorMessage": "code-only"}}"#, true);
+    assert!(code_only[1]["error"].get("message").is_none());
+    assert!(code_only[1]["status"].get("message").is_some());
+}
+
+/// A retried model call: a `retry_scheduled` event on its span per wait, with the attempt that
+/// failed, the most attempts and the wait.
+#[test]
+fn a_retry_is_an_event_on_the_model_calls_span() {
+    let mut settings = settings("anthropic");
+    settings.call.retry = Some(crate::retry::RetryPolicy {
+        max_attempts: 3,
+        base_delay_ms: 10,
+        backoff: 2.0,
+        ..crate::retry::RetryPolicy::default()
+    });
+    let (spec, _) = settings.into_spec().expect("valid");
+    let mut host = Host::replying(&[(503, "busy"), (529, "busy"), (200, &reply("ok", 1, 1))]);
+    let machine = RunMachine::run(spec, vec![LlmMessage::user_text("hi")], false, 9);
+    assert!(host.drive(&mut with_records(machine, "{}")).success());
+    let records = recorded(&host);
+    let retries: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["name"] == "retry_scheduled")
+        .collect();
+    assert_eq!(retries.len(), 2);
+    let chat = records
+        .iter()
+        .find(|r| r["name"] == "chat")
+        .expect("a chat span");
+    for (at, retry) in retries.iter().enumerate() {
+        assert_eq!(retry["recordType"], "span_event");
+        assert_eq!(retry["spanId"], chat["spanId"]);
+        assert_eq!(retry["attributes"]["oma.retry.attempt"], at + 1);
+        assert_eq!(retry["attributes"]["oma.retry.max_attempts"], 3);
+        assert_eq!(retry["attributes"]["oma.retry.delay_ms"], host.waits[at]);
+    }
+    let chats = records.iter().filter(|r| r["name"] == "chat").count();
+    assert_eq!(chats, 2, "one span for the call, however many attempts");
+}
+
+/// Steps a streamed run whose one answer is `body` (server-sent events), delivered in chunks;
+/// the events and the records.
+fn stream_recorded(options: &str, body: &str) -> (Vec<AgentEvent>, Vec<Value>, RunOutcome) {
+    let agent = Agent::new(spec(), vec![]).expect("valid");
+    let mut machine = with_records(agent.start(text("q"), true, 1).expect("valid"), options);
+    let mut chunks = body.as_bytes().chunks(10);
+    let (mut events, mut records) = (Vec::new(), Vec::new());
+    let mut now = NOW;
+    let outcome = loop {
+        now += 1;
+        match machine.poll(now) {
+            Poll::Step(Step::Send(_)) => machine
+                .handle(Answer::Http(CallAnswer::Head {
+                    status: 200,
+                    headers: vec![],
+                }))
+                .expect("due"),
+            Poll::Step(Step::Receive) => {
+                let answer = chunks
+                    .next()
+                    .map_or(CallAnswer::End, |c| CallAnswer::Chunk(c.to_vec()));
+                machine.handle(Answer::Http(answer)).expect("due");
+            }
+            Poll::Step(Step::Event(event)) => events.push(event),
+            Poll::Step(Step::Records(batch)) => {
+                records.extend(batch.into_iter().map(|o| o.record));
+            }
+            Poll::Finished(outcome) => break *outcome,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    (events, records, outcome)
+}
+
+fn sse(events: &[&str]) -> String {
+    events
+        .iter()
+        .map(|event| format!("data: {event}\n\n"))
+        .collect()
+}
+
+/// A streamed model call: `first_chunk` on its span when the first piece arrives, with the
+/// time to it; `stream_chunk` events on the agent's span for every event the run streams only
+/// when the policy keeps them all, ending with `done`; none under `streamEvents: "none"`.
+#[test]
+fn a_streamed_call_has_its_first_chunk_and_stream_chunks_when_asked_for() {
+    let body = sse(&[
+        r#"{"type":"message_start","message":{"id":"m","model":"c","usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"he"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"llo"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]);
+    let (events, records, outcome) = stream_recorded("{}", &body);
+    assert_eq!(outcome.output, "hello");
+    assert_eq!(events.len(), 3);
+    let chat = records.iter().find(|r| r["name"] == "chat").expect("chat");
+    let first: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["name"] == "first_chunk")
+        .collect();
+    assert_eq!(first.len(), 1, "the first piece only");
+    assert_eq!(first[0]["spanId"], chat["spanId"]);
+    let waited = first[0]["attributes"]["oma.ttft.ms"]
+        .as_u64()
+        .expect("a time");
+    assert_eq!(
+        Some(waited),
+        first[0]["timestampUnixMs"]
+            .as_u64()
+            .zip(chat["startUnixMs"].as_u64())
+            .map(|(a, b)| a - b)
+    );
+    assert!(
+        records.iter().all(|r| r["name"] != "stream_chunk"),
+        "not by default"
+    );
+
+    let (_, all, _) = stream_recorded(r#"{"capture": {"streamEvents": "all"}}"#, &body);
+    let kinds: Vec<&str> = all
+        .iter()
+        .filter(|r| r["name"] == "stream_chunk")
+        .map(|r| {
+            r["attributes"]["oma.stream.type"]
+                .as_str()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(kinds, ["text", "text", "done"]);
+    let agent = all
+        .iter()
+        .find(|r| r["name"] == "invoke_agent")
+        .expect("agent");
+    assert!(all
+        .iter()
+        .filter(|r| r["name"] == "stream_chunk")
+        .all(|r| r["spanId"] == agent["spanId"]));
+
+    let (_, none, _) = stream_recorded(r#"{"capture": {"streamEvents": "none"}}"#, &body);
+    assert!(none.iter().all(|r| r["name"] != "stream_chunk"));
+    assert_eq!(
+        none.iter().filter(|r| r["name"] == "first_chunk").count(),
+        1
+    );
+}
+
+/// A failed model call: its span ends as OMA classifies the provider's failure, and so do the
+/// agent's and the run's, with the run's `errorInfo`.
+#[test]
+fn a_failed_call_ends_its_span_and_the_run_as_failed() {
+    let mut host = Host::replying(&[(
+        400,
+        r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad key sk-abcdefghijklmnopqrstuv"}}"#,
+    )]);
+    let machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 1);
+    let outcome = host.drive(&mut with_records(machine, "{}"));
+    let failure = outcome.failure().expect("failed").clone();
+    let records = recorded(&host);
+    assert_eq!(
+        shape(&records),
+        [
+            start("oma.run"),
+            start("invoke_agent"),
+            start("chat"),
+            end("chat"),
+            end("invoke_agent"),
+            end("oma.run"),
+        ]
+    );
+    let chat = &records[3];
+    assert_eq!(chat["status"]["code"], "error");
+    assert_eq!(chat["error"]["kind"], "provider");
+    assert_eq!(chat["error"]["httpStatus"], 400);
+    assert_eq!(chat["error"]["provider"], "anthropic");
+    assert_eq!(chat["error"]["retryable"], false);
+    let text = chat.to_string();
+    assert!(!text.contains("sk-abcdefghijklmnopqrstuv"), "{text}");
+    assert!(chat["attributes"].get("oma.usage.input_tokens").is_none());
+    for ended in &records[4..] {
+        assert_eq!(ended["status"], json!(failure.status));
+        assert_eq!(ended["error"]["name"], failure.error_info.name.as_str());
+        assert_eq!(
+            ended["error"]["message"],
+            failure.error_info.message.as_str()
+        );
+    }
+}
+
+/// A loop the run finds is a `loop_detected` event on the agent's span; a budget that runs
+/// out a `budget_exhausted` event there, and the agent's and run's spans end with OMA's
+/// `budget_exhausted` status.
+#[test]
+fn loops_and_budgets_are_events_on_the_agents_span() {
+    use crate::agent::loop_detect::{LoopAction, LoopDetection};
+    let mut looping = settings("anthropic");
+    looping.loop_detection = Some(LoopDetection {
+        max_repetitions: 2,
+        window: 4,
+        action: LoopAction::Terminate,
+    });
+    let spec = looping.into_spec().expect("valid").0;
+    let same = tool_reply("t1");
+    let mut host = Host::replying(&[(200, &same), (200, &same)]);
+    host.tool = Some(ToolOutcome {
+        content: ToolResultContent::Text("r".into()),
+        is_error: None,
+        gate: None,
+    });
+    let machine = RunMachine::run(spec, vec![LlmMessage::user_text("hi")], false, 1);
+    let outcome = host.drive(&mut with_records(machine, "{}"));
+    assert!(outcome.loop_detected);
+    let records = recorded(&host);
+    let agent = records
+        .iter()
+        .find(|r| r["name"] == "invoke_agent")
+        .expect("agent");
+    let found: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["name"] == "loop_detected")
+        .collect();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0]["spanId"], agent["spanId"]);
+    assert_eq!(found[0]["attributes"]["oma.loop.repetitions"], 2);
+    assert!(found[0]["attributes"]["oma.loop.kind"].is_string());
+    assert_eq!(records.last().expect("run end")["status"]["code"], "ok");
+
+    let mut budget = settings("anthropic");
+    budget.token_budget = Some(5);
+    let spec = budget.into_spec().expect("valid").0;
+    let mut host = Host::replying(&[(200, &tool_reply("t1"))]);
+    let machine = RunMachine::run(spec, vec![LlmMessage::user_text("hi")], false, 1);
+    assert!(host
+        .drive(&mut with_records(machine, "{}"))
+        .budget_exceeded());
+    let records = recorded(&host);
+    let exhausted: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["name"] == "budget_exhausted")
+        .collect();
+    assert_eq!(exhausted.len(), 1);
+    assert_eq!(exhausted[0]["attributes"], json!({}));
+    for ended in records.iter().rev().take(2) {
+        assert_eq!(ended["status"]["code"], "budget_exhausted");
+        assert_eq!(ended["error"]["kind"], "budget");
+    }
+}
+
+/// `run-agent`'s agent span says `oma.phase: "agent"`, as OMA's `runAgent` does.
+#[test]
+fn run_agent_marks_its_agent_span() {
+    let (spec, _) = settings("anthropic").into_spec().expect("valid");
+    let mut host = Host::replying(&[(200, &reply("ok", 1, 1))]);
+    let machine = RunMachine::run_agent(
+        spec,
+        vec![LlmMessage::user_text("hi")],
+        None,
+        false,
+        None,
+        3,
+    );
+    assert!(host.drive(&mut with_records(machine, "{}")).success());
+    let records = recorded(&host);
+    assert_eq!(records[1]["attributes"]["oma.phase"], "agent");
+    assert_eq!(records[1]["attributes"]["oma.agent.name"], "helper");
+}
+
+/// A model call in flight at the run's deadline ends with the run, as a timeout.
+#[test]
+fn a_call_in_flight_at_the_deadline_ends_with_the_run() {
+    let mut timed = settings("anthropic");
+    timed.deadline_ms = Some(50);
+    let (spec, _) = timed.into_spec().expect("valid");
+    let machine = RunMachine::run(spec, vec![LlmMessage::user_text("hi")], false, 3);
+    let mut machine = with_records(machine, "{}");
+    let mut records = Vec::new();
+    let take = |poll: Poll, records: &mut Vec<Value>| match poll {
+        Poll::Step(Step::Records(batch)) => {
+            records.extend(batch.into_iter().map(|o| o.record));
+            true
+        }
+        _ => false,
+    };
+    while take(machine.poll(NOW), &mut records) {}
+    // The send was handed out; no answer comes before the deadline.
+    let outcome = loop {
+        match machine.poll(NOW + 60) {
+            Poll::Finished(outcome) => break *outcome,
+            poll => assert!(take(poll, &mut records)),
+        }
+    };
+    assert!(outcome.failure().is_some());
+    let chat = records
+        .iter()
+        .find(|r| r["name"] == "chat" && r["recordType"] == "span_end")
+        .expect("the call's end");
+    assert_eq!(chat["status"]["code"], "timeout");
+    assert_eq!(chat["endUnixMs"], NOW + 60);
+    assert_eq!(
+        records.last().expect("run end")["status"]["code"],
+        "timeout"
+    );
 }

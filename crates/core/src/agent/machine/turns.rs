@@ -8,7 +8,7 @@ use crate::adapter::{self, ChatRequest, Endpoint, IdSource, StreamEvent};
 use crate::agent::exchange::{AgentEvent, ToolOutcome};
 use crate::agent::host_adapter::HostCall;
 use crate::agent::outcome::RunOutcome;
-use crate::agent::trace::{error_type, LlmPhase};
+use crate::agent::trace::LlmPhase;
 use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
 use crate::http::call::{Call, CallAnswer, CallPoll, CallStep};
@@ -123,24 +123,43 @@ impl Run {
             CallPoll::Step(CallStep::Receive) => Moved::Stay(Flow::Step(Step::Receive)),
             CallPoll::Step(CallStep::Wait(ms)) => {
                 self.wait_until_ms = Some(self.now_ms.saturating_add(ms));
+                if let Some(tracer) = self.tracer.as_mut() {
+                    tracer.retry_scheduled(self.now_ms, call.attempt(), call.max_attempts(), ms);
+                    self.drain_trace();
+                }
                 Moved::Stay(Flow::Step(Step::Wait(ms)))
             }
-            CallPoll::Step(CallStep::Event(event)) => match event {
-                StreamEvent::Text(text) => {
-                    Moved::Stay(Flow::Step(Step::Event(AgentEvent::TextDelta(text))))
+            CallPoll::Step(CallStep::Event(event)) => {
+                // The first piece of the answer itself (not its usage or a signature) marks
+                // the time to the first chunk.
+                let content = matches!(
+                    event,
+                    StreamEvent::Text(_)
+                        | StreamEvent::Reasoning(_)
+                        | StreamEvent::ToolUse(_)
+                        | StreamEvent::RedactedReasoning(_)
+                );
+                if let (Some(tracer), true) = (self.tracer.as_mut(), content) {
+                    tracer.chunk(self.now_ms);
+                    self.drain_trace();
                 }
-                StreamEvent::Reasoning(text) => {
-                    Moved::Stay(Flow::Step(Step::Event(AgentEvent::ReasoningDelta(text))))
+                match event {
+                    StreamEvent::Text(text) => {
+                        Moved::Stay(Flow::Step(Step::Event(AgentEvent::TextDelta(text))))
+                    }
+                    StreamEvent::Reasoning(text) => {
+                        Moved::Stay(Flow::Step(Step::Event(AgentEvent::ReasoningDelta(text))))
+                    }
+                    // Tool calls are announced by the loop once the turn is complete; OMA's
+                    // stream has no event for a signature, a redacted block or the early usage
+                    // (the turn's response carries them).
+                    StreamEvent::ToolUse(_)
+                    | StreamEvent::Done(_)
+                    | StreamEvent::ReasoningSignature(_)
+                    | StreamEvent::RedactedReasoning(_)
+                    | StreamEvent::Usage(_) => Moved::On,
                 }
-                // Tool calls are announced by the loop once the turn is complete; OMA's
-                // stream has no event for a signature, a redacted block or the early usage
-                // (the turn's response carries them).
-                StreamEvent::ToolUse(_)
-                | StreamEvent::Done(_)
-                | StreamEvent::ReasoningSignature(_)
-                | StreamEvent::RedactedReasoning(_)
-                | StreamEvent::Usage(_) => Moved::On,
-            },
+            }
             CallPoll::Finished(result) => {
                 turns.call = None;
                 self.call_finished(turns, result)
@@ -158,23 +177,22 @@ impl Run {
         turns: &mut Turns,
         result: Result<LlmResponse, Error>,
     ) -> Moved {
-        let traced = match (&result, self.tracer.as_mut()) {
-            (Ok(response), Some(tracer)) => tracer.llm_answered(self.now_ms, response),
-            (Err(error), Some(tracer)) => tracer.llm_failed(self.now_ms, error_type(error)),
-            (_, None) => None,
-        };
+        if let Some(tracer) = self.tracer.as_mut() {
+            match &result {
+                Ok(response) => tracer.llm_answered(self.now_ms, response),
+                Err(error) => tracer.llm_failed(self.now_ms, error),
+            }
+        }
         // A response is due while a call is in flight, so the loop takes it.
         let _ = match result {
             Ok(response) => turns.turn.handle_response(response).map_err(drop),
             Err(error) => turns.turn.handle_failure(error).map_err(drop),
         };
-        match traced {
-            Some(event) => {
-                // Delivered before the turn's own events, as OMA emits it.
-                self.queue.push_back(Step::Trace(Box::new(event)));
-                Moved::Stay(Flow::Again)
-            }
-            None => Moved::On,
+        // The call's trace goes before the turn's own events, as OMA emits it.
+        if self.drain_trace() {
+            Moved::Stay(Flow::Again)
+        } else {
+            Moved::On
         }
     }
 
@@ -196,6 +214,7 @@ impl Run {
             Some(Action::CallTool(call)) => {
                 if let Some(tracer) = self.tracer.as_mut() {
                     tracer.tool_started(self.now_ms, &call.id, &call.name, &call.input);
+                    self.drain_trace();
                 }
                 Step::CallTool(call)
             }
@@ -217,6 +236,7 @@ impl Run {
                 LlmPhase::Turn
             };
             tracer.llm_started(self.now_ms, phase, &turns.turn.request().model);
+            self.drain_trace();
         }
         if self.spec.adapter.is_some() {
             self.call_host_model(turns);

@@ -269,7 +269,7 @@ class Spec:
         trace = None
         if self.on_trace is not None:
             trace = record(run_id=None, span_id=None, parent_id=None, agent=None, task_id=None)
-        return record(payloads="json", seed=seed, trace=trace)
+        return record(payloads="json", seed=seed, trace=trace, records=None)
 
 
 def new_seed() -> int:

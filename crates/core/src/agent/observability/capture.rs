@@ -1,0 +1,502 @@
+//! What a trace may hold (`docs/observability.md#capture-and-sensitive-data`): OMA's capture
+//! policy (`TraceCapturePolicy`) and its sensitive-data processing (OMA's
+//! `SensitiveDataProcessor`), which every record of a run passes before a host sees it.
+//!
+//! Processing reads a record's JSON and gives back the record a sink may keep, or none. In
+//! OMA's order: an attribute allowlist when one is given; attributes whose names say they hold
+//! a credential or reasoning are removed, always; attributes whose names say they hold content
+//! (a prompt, a completion, a tool's input or output) are removed unless the policy captures
+//! that content; every other string is redacted ([`redact_secrets`]) and cut to
+//! `maxContentChars`; a `stream_chunk` event is dropped when the policy captures no stream
+//! events; a span end's status message is redacted and cut to 256 characters, its error's
+//! message to 1024, or left out under `errorMessage: "code-only"`.
+
+use serde_json::{Map, Value};
+
+use crate::agent::outcome::truncate_units;
+use crate::agent::redact::redact_secrets;
+use crate::json::object::{Object, ShapeError};
+
+/// Whether one kind of content may be captured (OMA's `'none' | 'redacted'`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Content {
+    /// Never (the default).
+    #[default]
+    None,
+    /// Yes, with secrets redacted and cut to `maxContentChars`.
+    Redacted,
+}
+
+/// Which stream events a trace keeps (OMA's `streamEvents`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StreamEvents {
+    /// No `stream_chunk` events.
+    None,
+    /// The first piece of each streamed answer only, as a `first_chunk` event (the default).
+    #[default]
+    First,
+    /// A `stream_chunk` event for every event a streamed run delivers too.
+    All,
+}
+
+/// OMA's `TraceCapturePolicy`: what content a trace may hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturePolicy {
+    /// Prompts.
+    pub prompt: Content,
+    /// Completions.
+    pub completion: Content,
+    /// Tool inputs (OMA 1.18.0: `oma.tool.input` on `execute_tool` spans).
+    pub tool_input: Content,
+    /// Tool outputs (OMA 1.18.0: `oma.tool.output` on `execute_tool` spans).
+    pub tool_output: Content,
+    /// Whether an error's message is left out (`errorMessage: "code-only"`); kept, redacted,
+    /// by default.
+    pub error_code_only: bool,
+    /// OMA's `stack` flag: whether stack traces may be kept. The core makes none, so it changes
+    /// nothing here; it is read so that a policy that sets it is taken whole.
+    pub stack: bool,
+    /// Which stream events are kept.
+    pub stream_events: StreamEvents,
+    /// The most characters (UTF-16 code units) any string attribute keeps; 4096 by default.
+    pub max_content_chars: usize,
+}
+
+impl Default for CapturePolicy {
+    fn default() -> Self {
+        CapturePolicy {
+            prompt: Content::None,
+            completion: Content::None,
+            tool_input: Content::None,
+            tool_output: Content::None,
+            error_code_only: false,
+            stack: false,
+            stream_events: StreamEvents::First,
+            max_content_chars: 4096,
+        }
+    }
+}
+
+impl CapturePolicy {
+    /// The policy of OMA's JSON (`{"prompt"?, "completion"?, "toolInput"?, "toolOutput"?,
+    /// "errorMessage"?, "stack"?, "streamEvents"?, "maxContentChars"?}`, read under `path`
+    /// for messages); any other key or value is refused, naming it.
+    pub fn from_object(mut object: Object) -> Result<Self, ShapeError> {
+        let mut policy = CapturePolicy::default();
+        let content = |object: &mut Object, key: &'static str| -> Result<Content, ShapeError> {
+            match object.string(key)?.as_deref() {
+                None | Some("none") => Ok(Content::None),
+                Some("redacted") => Ok(Content::Redacted),
+                Some(_) => Err(object.invalid(key, "must be \"none\" or \"redacted\"")),
+            }
+        };
+        policy.prompt = content(&mut object, "prompt")?;
+        policy.completion = content(&mut object, "completion")?;
+        policy.tool_input = content(&mut object, "toolInput")?;
+        policy.tool_output = content(&mut object, "toolOutput")?;
+        policy.error_code_only = match object.string("errorMessage")?.as_deref() {
+            None | Some("redacted") => false,
+            Some("code-only") => true,
+            Some(_) => {
+                return Err(object.invalid("errorMessage", "must be \"code-only\" or \"redacted\""))
+            }
+        };
+        policy.stack = object.bool("stack")?.unwrap_or(false);
+        policy.stream_events = match object.string("streamEvents")?.as_deref() {
+            None | Some("first") => StreamEvents::First,
+            Some("none") => StreamEvents::None,
+            Some("all") => StreamEvents::All,
+            Some(_) => {
+                return Err(object.invalid("streamEvents", "must be \"none\", \"first\" or \"all\""))
+            }
+        };
+        if let Some(max) = object.take("maxContentChars") {
+            policy.max_content_chars = max
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    object.invalid("maxContentChars", "must be a non-negative integer")
+                })?;
+        }
+        object.finish()?;
+        Ok(policy)
+    }
+
+    fn captures(&self, content: ContentKind) -> bool {
+        let setting = match content {
+            ContentKind::Prompt => self.prompt,
+            ContentKind::Completion => self.completion,
+            ContentKind::ToolInput => self.tool_input,
+            ContentKind::ToolOutput => self.tool_output,
+        };
+        setting == Content::Redacted
+    }
+}
+
+/// OMA's `SensitiveDataProcessor`: the capture policy, and optionally an exact allowlist of
+/// attribute names, applied to records ([`SensitiveData::process`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SensitiveData {
+    /// The only attribute names kept, when given (before anything else is removed).
+    pub allowlist: Option<Vec<String>>,
+    /// What content is kept.
+    pub capture: CapturePolicy,
+}
+
+/// The most characters a status message keeps.
+const MAX_STATUS_MESSAGE: usize = 256;
+/// The most characters an error message keeps.
+const MAX_ERROR_MESSAGE: usize = 1024;
+
+impl SensitiveData {
+    /// The processor of OMA's options (`{"attributeAllowlist"?: [names], "capture"?: policy}`);
+    /// anything else is refused, naming the option.
+    pub fn from_value(value: Value) -> Result<Self, ShapeError> {
+        let mut object = Object::strict(value)?;
+        let allowlist = match object.array("attributeAllowlist")? {
+            None => None,
+            Some(names) => Some(
+                names
+                    .into_iter()
+                    .map(|name| match name {
+                        Value::String(name) => Ok(name),
+                        _ => Err(object.invalid("attributeAllowlist", "must be a list of strings")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let capture = match object.object("capture")? {
+            Some(capture) => CapturePolicy::from_object(capture)?,
+            None => CapturePolicy::default(),
+        };
+        object.finish()?;
+        Ok(SensitiveData { allowlist, capture })
+    }
+
+    /// `record` (OMA's record JSON) as a sink may keep it, or `None` when it is dropped (a
+    /// `stream_chunk` under `streamEvents: "none"`). A value that is no record comes back as
+    /// it is: processing never fails.
+    pub fn process(&self, record: Value) -> Option<Value> {
+        let Value::Object(mut record) = record else {
+            return Some(record);
+        };
+        let record_type = record
+            .get("recordType")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if record_type == "span_event"
+            && record.get("name").and_then(Value::as_str) == Some("stream_chunk")
+            && self.capture.stream_events == StreamEvents::None
+        {
+            return None;
+        }
+        if let Some(Value::Object(attributes)) = record.get_mut("attributes") {
+            let taken = std::mem::take(attributes);
+            *attributes = self.attributes(taken);
+        }
+        if record_type == "span_end" {
+            if let Some(Value::Object(status)) = record.get_mut("status") {
+                if let Some(Value::String(message)) = status.get_mut("message") {
+                    if !message.is_empty() {
+                        *message = truncate_units(&redact_secrets(message), MAX_STATUS_MESSAGE);
+                    }
+                }
+            }
+            if let Some(Value::Object(error)) = record.get_mut("error") {
+                let keep = match error.get("message") {
+                    Some(Value::String(message)) if !message.is_empty() => {
+                        (!self.capture.error_code_only)
+                            .then(|| truncate_units(&redact_secrets(message), MAX_ERROR_MESSAGE))
+                    }
+                    _ => None,
+                };
+                match keep {
+                    Some(message) => {
+                        error.insert("message".into(), Value::String(message));
+                    }
+                    None => {
+                        error.shift_remove("message");
+                    }
+                }
+            }
+        }
+        Some(Value::Object(record))
+    }
+
+    fn attributes(&self, attributes: Map<String, Value>) -> Map<String, Value> {
+        let max = self.capture.max_content_chars;
+        attributes
+            .into_iter()
+            .filter(|(key, _)| {
+                self.allowlist
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.iter().any(|name| name == key))
+            })
+            .filter(|(key, _)| !is_credential(key) && !is_reasoning(key))
+            .filter(|(key, _)| content_kind(key).is_none_or(|kind| self.capture.captures(kind)))
+            .map(|(key, value)| {
+                let value = match value {
+                    Value::String(text) => Value::String(safe_text(&text, max)),
+                    Value::Array(items) if items.iter().all(Value::is_string) => Value::Array(
+                        items
+                            .into_iter()
+                            .map(|item| match item {
+                                Value::String(text) => Value::String(safe_text(&text, max)),
+                                other => other,
+                            })
+                            .collect(),
+                    ),
+                    other => other,
+                };
+                (key, value)
+            })
+            .collect()
+    }
+}
+
+/// A string attribute as a trace keeps it: secrets redacted, then cut to `max` characters.
+fn safe_text(text: &str, max: usize) -> String {
+    truncate_units(&redact_secrets(text), max)
+}
+
+/// Which content an attribute holds, by its name (OMA's rule: a name that mentions a prompt, a
+/// completion, a tool's input or arguments, or its output or result).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ContentKind {
+    Prompt,
+    Completion,
+    ToolInput,
+    ToolOutput,
+}
+
+fn content_kind(key: &str) -> Option<ContentKind> {
+    // The words are ASCII, so ASCII case folding finds them as JavaScript's `toLowerCase` does.
+    let normal = key.to_ascii_lowercase().replace('-', "_");
+    let has = |part: &str| normal.contains(part);
+    if has("prompt") {
+        Some(ContentKind::Prompt)
+    } else if has("completion") {
+        Some(ContentKind::Completion)
+    } else if has("tool.input") || has("tool_input") || has("tool.arguments") {
+        Some(ContentKind::ToolInput)
+    } else if has("tool.output") || has("tool_output") || has("tool.result") {
+        Some(ContentKind::ToolOutput)
+    } else {
+        None
+    }
+}
+
+/// Whether `c` separates the words of an attribute name.
+fn separator(c: u8) -> bool {
+    matches!(c, b'.' | b'_' | b'-')
+}
+
+/// Whether one of `words` stands in `key` as a word of its own: at its start or after a
+/// separator, and at its end or before one (ASCII letters compared without case).
+fn has_word(key: &str, words: &[String]) -> bool {
+    let bytes = key.as_bytes();
+    (0..bytes.len())
+        .filter(|&at| at == 0 || separator(bytes[at - 1]))
+        .any(|at| {
+            words.iter().any(|word| {
+                let end = at + word.len();
+                end <= bytes.len()
+                    && bytes[at..end].eq_ignore_ascii_case(word.as_bytes())
+                    && (end == bytes.len() || separator(bytes[end]))
+            })
+        })
+}
+
+/// `a` then `b`, with each of `joins` between them.
+fn joined(a: &[String], joins: &[&str], b: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for first in a {
+        for join in joins {
+            for second in b {
+                out.push(format!("{first}{join}{second}"));
+            }
+        }
+    }
+    out
+}
+
+/// Whether an attribute name says it holds a credential: `authorization`, `cookie`,
+/// `set_cookie`, `api key`, `password`, `passwd`, `secret`, `access token`, `refresh token` or
+/// `private key` as a word of its own (the two-word names joined by `_`, `-` or nothing).
+fn is_credential(key: &str) -> bool {
+    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let words = WORDS.get_or_init(|| {
+        let mut words: Vec<String> = [
+            "authorization",
+            "cookie",
+            "set_cookie",
+            "password",
+            "passwd",
+            "secret",
+        ]
+        .iter()
+        .map(|w| (*w).to_owned())
+        .collect();
+        for (a, b) in [
+            ("api", "key"),
+            ("access", "token"),
+            ("refresh", "token"),
+            ("private", "key"),
+        ] {
+            words.extend(joined(&[a.to_owned()], &["_", "-", ""], &[b]));
+        }
+        words
+    });
+    has_word(key, words)
+}
+
+/// Whether an attribute name says it holds reasoning: `reasoning`, `thinking`, `chain of
+/// thought` or `signed reasoning`, then a separator, then `content`, `text` or `data`, as words
+/// of their own. Reasoning is never kept, whatever the policy.
+fn is_reasoning(key: &str) -> bool {
+    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let words = WORDS.get_or_init(|| {
+        let optional = ["_", "-", ""];
+        let mut heads = vec!["reasoning".to_owned(), "thinking".to_owned()];
+        let chain_of = joined(&["chain".to_owned()], &optional, &["of"]);
+        heads.extend(joined(&chain_of, &optional, &["thought"]));
+        heads.extend(joined(&["signed".to_owned()], &optional, &["reasoning"]));
+        joined(&heads, &[".", "_", "-"], &["content", "text", "data"])
+    });
+    has_word(key, words)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    /// OMA's two name rules as regular expressions, the oracle for the scanners.
+    fn oracle() -> (regex_lite::Regex, regex_lite::Regex) {
+        let credential = regex_lite::Regex::new(
+            r"(?i)(^|[._-])(authorization|cookie|set_cookie|api[_-]?key|password|passwd|secret|access[_-]?token|refresh[_-]?token|private[_-]?key)($|[._-])",
+        )
+        .expect("a pattern");
+        let reasoning = regex_lite::Regex::new(
+            r"(?i)(^|[._-])(reasoning|thinking|chain[_-]?of[_-]?thought|signed[_-]?reasoning)[._-](content|text|data)($|[._-])",
+        )
+        .expect("a pattern");
+        (credential, reasoning)
+    }
+
+    #[test]
+    fn names_are_read_as_omas_patterns_read_them() {
+        let (credential, reasoning) = oracle();
+        for key in [
+            "http.authorization",
+            "db.password",
+            "apikey",
+            "x-api-key",
+            "api__key",
+            "my_secret_value",
+            "secretive",
+            "oma.reasoning.content",
+            "thinking-text",
+            "chain_of-thought.data",
+            "chainofthought_text",
+            "signed-reasoning.content.x",
+            "reasoning.contents",
+            "oma.reasoning",
+            "PASSWORD",
+            "set-cookie",
+            "set_cookie",
+        ] {
+            assert_eq!(is_credential(key), credential.is_match(key), "{key}");
+            assert_eq!(is_reasoning(key), reasoning.is_match(key), "{key}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_scanners_agree_with_the_patterns(
+            key in "([a-zA-Z]{0,3}[._-]?(api|key|access|token|secret|pass(wd|word)|cookie|set|reasoning|thinking|chain|of|thought|signed|content|text|data)?){0,5}"
+        ) {
+            let (credential, reasoning) = oracle();
+            prop_assert_eq!(is_credential(&key), credential.is_match(&key), "{}", key);
+            prop_assert_eq!(is_reasoning(&key), reasoning.is_match(&key), "{}", key);
+        }
+    }
+
+    #[test]
+    fn policies_are_read_and_bad_ones_refused_by_name() {
+        let read = |value: Value| SensitiveData::from_value(value).map_err(|e| e.to_string());
+        let full = read(json!({"capture": {
+            "prompt": "redacted", "toolOutput": "redacted", "errorMessage": "code-only",
+            "stack": true, "streamEvents": "all", "maxContentChars": 12,
+        }}))
+        .expect("a policy");
+        assert_eq!(full.capture.prompt, Content::Redacted);
+        assert_eq!(full.capture.completion, Content::None);
+        assert!(full.capture.error_code_only && full.capture.stack);
+        assert_eq!(full.capture.stream_events, StreamEvents::All);
+        assert_eq!(full.capture.max_content_chars, 12);
+        assert_eq!(read(json!({})).expect("defaults"), SensitiveData::default());
+        for (bad, named) in [
+            (json!({"capture": {"prompt": "full"}}), "`capture.prompt`"),
+            (
+                json!({"capture": {"streamEvents": "some"}}),
+                "`capture.streamEvents`",
+            ),
+            (
+                json!({"capture": {"maxContentChars": -1}}),
+                "`capture.maxContentChars`",
+            ),
+            (
+                json!({"capture": {"maxContentChars": 1.5}}),
+                "`capture.maxContentChars`",
+            ),
+            (
+                json!({"capture": {"toolInputs": "redacted"}}),
+                "`capture.toolInputs`",
+            ),
+            (json!({"attributeAllowlist": [1]}), "`attributeAllowlist`"),
+            (json!({"allowlist": []}), "`allowlist`"),
+        ] {
+            let message = read(bad.clone()).expect_err("refused");
+            assert!(message.contains(named), "{bad}: {message}");
+        }
+    }
+
+    /// The shared table the Python package runs too (`fixtures/observability/processors.json`).
+    #[test]
+    fn the_shared_processor_table() {
+        let table: Value = serde_json::from_str(include_str!(
+            "../../../../../fixtures/observability/processors.json"
+        ))
+        .expect("the table");
+        let cases = table["cases"].as_array().expect("cases");
+        assert!(cases.len() >= 10);
+        for case in cases {
+            let name = case["name"].as_str().expect("a name");
+            let processor = SensitiveData::from_value(case["processor"].clone()).expect(name);
+            let out = processor.process(case["record"].clone());
+            let expect = &case["expect"];
+            match out {
+                None => assert!(expect.is_null(), "{name}: dropped"),
+                Some(record) => {
+                    assert_eq!(&record, expect, "{name}");
+                    // Key order too, as a sink that writes the JSON sees it.
+                    assert_eq!(record.to_string(), expect.to_string(), "{name}");
+                }
+            }
+        }
+        for refused in table["refused"].as_array().expect("refused") {
+            let option = refused["option"].as_str().expect("an option");
+            let message = SensitiveData::from_value(refused["processor"].clone())
+                .expect_err(option)
+                .to_string();
+            assert!(
+                message.contains(&format!("`{option}`")),
+                "{option}: {message}"
+            );
+        }
+    }
+}

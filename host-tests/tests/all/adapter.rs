@@ -346,6 +346,7 @@ async fn run_json(case: &Value) -> Observed {
         payloads: Payloads::Json,
         seed: 7,
         trace: None,
+        records: None,
     };
     let input = json!(case["input"]).to_string();
     let (store, bindings) = guest.parts();
@@ -452,6 +453,7 @@ async fn an_answer_out_of_turn_is_refused() {
         payloads: Payloads::Json,
         seed: 1,
         trace: None,
+        records: None,
     };
     let (store, bindings) = guest.parts();
     let session = bindings

@@ -9,6 +9,7 @@ use oma_core::agent::entry;
 use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
+use oma_core::agent::host_adapter::{ModelAnswer, ModelCall};
 use oma_core::agent::machine::RunMachine;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::message::ToolUseBlock;
@@ -121,6 +122,14 @@ impl StepHost for HostImports {
         from_wit_tool_outcome(host::call_tool(agent, &to_wit_tool_use(call)))
     }
 
+    fn call_model(
+        &mut self,
+        agent: &str,
+        call: ModelCall,
+    ) -> Vec<Result<ModelAnswer, oma_core::error::Error>> {
+        from_wit_model_reply(host::call_model(agent, &call.to_json()))
+    }
+
     fn external(
         &mut self,
         agent: &str,
@@ -202,6 +211,37 @@ impl Driver {
                     return Some(AgentEvent::Done(outcome));
                 }
             }
+        }
+    }
+}
+
+/// What the `component` world's `host.call-model` returned, as the answers the run takes one
+/// by one: the response, or the events (with the end when they stop before `done` or `error`,
+/// so that the call fails saying so), or the failure.
+fn from_wit_model_reply(
+    reply: host::ModelReply,
+) -> Vec<Result<ModelAnswer, oma_core::error::Error>> {
+    use oma_core::agent::host_adapter::{answer_from_event_json, response_from_json};
+    match reply {
+        host::ModelReply::Response(text) => {
+            vec![response_from_json(&text).map(ModelAnswer::Response)]
+        }
+        host::ModelReply::Failed(error) => vec![Err(from_wit_thrown(error))],
+        host::ModelReply::Events(events) => {
+            let mut answers = Vec::with_capacity(events.len() + 1);
+            for event in events {
+                let answer = answer_from_event_json(&event);
+                let last = matches!(
+                    answer,
+                    Err(_) | Ok(ModelAnswer::Event(oma_core::adapter::StreamEvent::Done(_)))
+                );
+                answers.push(answer);
+                if last {
+                    return answers;
+                }
+            }
+            answers.push(Ok(ModelAnswer::End));
+            answers
         }
     }
 }

@@ -12,6 +12,7 @@ use oma_core::agent::config::AgentSettings;
 use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
 use oma_core::agent::exchange::{EvaluationRecord, ToolOutcome};
+use oma_core::agent::host_adapter::{self, ModelAnswer};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
 use oma_core::agent::observability::options::RecordOptions;
@@ -339,6 +340,7 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
         Step::Receive => dr::Step::Receive,
         Step::Wait(ms) => dr::Step::Wait(ms),
         Step::CallTool(call) => dr::Step::CallTool(to_wit_tool_use(call)),
+        Step::CallModel(call) => dr::Step::CallModel(call.to_json()),
         Step::External { kind, text } => dr::Step::ExternalSend(dr::ExternalRequest {
             kind: to_wit_external(kind),
             text,
@@ -389,6 +391,7 @@ fn to_wit_due(due: Due) -> dr::Due {
         Due::Validation => dr::Due::Validation,
         Due::Compress => dr::Due::Compress,
         Due::LoopDecision => dr::Due::LoopDecision,
+        Due::Model => dr::Due::Model,
     }
 }
 
@@ -457,6 +460,14 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
         dr::Answer::CompressedJson(text) => Answer::Compressed(compressed_from_json(&text)),
         dr::Answer::CompressFailed(message) => Answer::Compressed(Err(Error::Host { message })),
         dr::Answer::LoopDecision(decision) => Answer::LoopDecision(decision),
+        // What the adapter gave is input: read and checked, a malformed answer the call's
+        // failure (which ends the run as failed), never a failed `answer`.
+        dr::Answer::ModelResponse(text) => {
+            Answer::Model(host_adapter::response_from_json(&text).map(ModelAnswer::Response))
+        }
+        dr::Answer::ModelEvent(text) => Answer::Model(host_adapter::answer_from_event_json(&text)),
+        dr::Answer::ModelEnd => Answer::Model(Ok(ModelAnswer::End)),
+        dr::Answer::ModelFailed(error) => Answer::Model(Err(from_wit_thrown(error))),
     })
 }
 

@@ -11,6 +11,7 @@ use oma_core::agent::evaluation::{RunInput, StorePayloads};
 use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
+use oma_core::agent::host_adapter::{self as ha, EchoesReasoning, HostAdapter};
 use oma_core::agent::input::PromptInput;
 use oma_core::agent::machine::RunSpec;
 use oma_core::agent::observability::options::RecordOptions;
@@ -39,6 +40,7 @@ pub(super) fn from_wit_config(
         name: config.name,
         model: config.model,
         provider,
+        adapter: config.adapter.map(from_wit_adapter),
         endpoint: oma_core::adapter::Endpoint {
             timestamp: None,
             ..endpoint
@@ -176,6 +178,23 @@ pub(super) fn to_wit_trace(event: TraceEvent) -> ex::TraceEvent {
         duration_ms,
         data,
     }
+}
+
+/// The agent's own LLM adapter, as its configuration declares it.
+pub(super) fn from_wit_adapter(adapter: oc::HostAdapter) -> HostAdapter {
+    HostAdapter {
+        name: adapter.name,
+        echoes_reasoning: adapter.echoes_reasoning.map(|echoes| match echoes {
+            oc::EchoesReasoning::Never => EchoesReasoning::Never,
+            oc::EchoesReasoning::OwnIssued => EchoesReasoning::OwnIssued,
+            oc::EchoesReasoning::ToolUseOnly => EchoesReasoning::ToolUseOnly,
+        }),
+    }
+}
+
+/// What an adapter threw.
+pub(super) fn from_wit_thrown(error: ex::ThrownError) -> Error {
+    ha::thrown(Some(error.name), error.message, error.code, error.status)
 }
 
 pub(super) fn from_wit_external(kind: oc::ExternalKind) -> ExternalKind {

@@ -230,6 +230,57 @@ export interface LLMToolDef {
   readonly inputSchema: Record<string, unknown>
 }
 
+// ---------------------------------------------------------------------------------------------
+// Your own LLM adapter
+
+/** OMA's LLMResponse: what an adapter's `chat` returns (and its stream's `done` event carries). */
+export interface LLMResponse {
+  readonly id: string
+  readonly content: ContentBlock[]
+  readonly model: string
+  readonly stop_reason: string
+  readonly usage: TokenUsage
+}
+
+/** OMA's LLMChatOptions: the model, then what the agent sets (unset options are left out). */
+export interface LLMChatOptions {
+  readonly model: string
+  readonly tools?: readonly LLMToolDef[]
+  readonly maxTokens?: number
+  readonly temperature?: number
+  readonly frequencyPenalty?: number
+  readonly presencePenalty?: number
+  readonly topP?: number
+  readonly topK?: number
+  readonly minP?: number
+  readonly parallelToolCalls?: boolean
+  readonly extraBody?: Record<string, unknown>
+  readonly thinking?: ThinkingConfig
+  readonly preserveReasoningAsText?: boolean
+  readonly compressReasoningText?: boolean | { readonly minChars?: number }
+  readonly systemPrompt?: string
+  /** Aborts with the caller's signal and at the call's time limit (`callTimeoutMs`, 10 minutes by default). */
+  readonly abortSignal?: AbortSignal
+}
+
+/** OMA's LLMStreamOptions: the same as LLMChatOptions. */
+export interface LLMStreamOptions extends LLMChatOptions {}
+
+/**
+ * OMA's LLMAdapter: the model behind an agent, written by the application. `chat` answers one
+ * call whole (a promise or a value); `stream` yields `text`, `reasoning`, `tool_use`, then `done`
+ * with the LLMResponse or `error` with the error (an async or a plain iterable). An error thrown
+ * keeps its `name`, `message`, `code` and `status` (or `statusCode`), which classify the run's
+ * failure as OMA classifies it.
+ */
+export interface LLMAdapter {
+  readonly name: string
+  chat(messages: LLMMessage[], options: LLMChatOptions): Promise<LLMResponse> | LLMResponse
+  stream(messages: LLMMessage[], options: LLMStreamOptions): AsyncIterable<StreamEvent> | Iterable<StreamEvent>
+  /** How the adapter echoes reasoning blocks back to its model; left out means `'never'`. */
+  readonly capabilities?: { readonly echoesReasoning: 'never' | 'own-issued' | 'tool-use-only' }
+}
+
 /** The package's earlier tool objects in `tools`: a JSON Schema and a lenient `execute`. */
 export interface JsonSchemaTool<I = any> {
   name: string
@@ -387,7 +438,12 @@ export interface AgentConfig {
   readonly permissionBoundary?: string
   /** Required outside OpenMultiAgent (which fills in `defaultModel`), unless `backend` is set. */
   readonly model?: string
-  readonly adapter?: unknown
+  /**
+   * OMA's own LLM adapter: every model call goes to its `chat` (its `stream` when `textDeltas`
+   * asks for a streamed run's text pieces) instead of a provider; the answers are checked as OMA
+   * types them. `provider` may be left out (when given, it only classifies failures).
+   */
+  readonly adapter?: LLMAdapter
   readonly backend?: ExternalAgentBackendConfig
   /** Default `anthropic`. */
   readonly provider?: SupportedProvider

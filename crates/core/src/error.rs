@@ -132,6 +132,26 @@ pub enum Error {
         /// The host's message.
         message: String,
     },
+    /// OMA's `EgressPolicyError` with code `EGRESS_POLICY_UNSUPPORTED`: the agent has an egress
+    /// policy, but its model is the host's own LLM adapter, whose requests no policy can see.
+    /// Drop the policy or use a provider.
+    EgressUnsupported {
+        /// The adapter's name (OMA's `provider` of the error).
+        adapter: String,
+    },
+    /// An error a host's function threw, as it threw it: the agent's own LLM adapter failed
+    /// (its `chat` threw, its stream threw or yielded an `error` event). OMA classifies such an
+    /// error by its own name, code and status, so they are kept.
+    Thrown {
+        /// The error's class name, e.g. `Error` or `APIError`.
+        name: String,
+        /// Its message.
+        message: String,
+        /// Its `code`, as text, when it has one.
+        code: Option<String>,
+        /// Its HTTP status (`status` or `statusCode`), when it has one.
+        status: Option<u16>,
+    },
     /// A host-driven session was given an answer it did not ask for (a tool outcome while it
     /// waits for HTTP, anything after the result, a second answer to one step). Nothing
     /// changed: give the answer the current step asks for.
@@ -251,15 +271,18 @@ impl Error {
             Error::UnsupportedToolCall { .. } => ErrorKind::UnsupportedToolCall,
             Error::Provider { .. } => ErrorKind::Provider,
             Error::Timeout { .. } | Error::RunTimeout { .. } => ErrorKind::Timeout,
-            Error::EgressDenied { .. } => ErrorKind::EgressDenied,
+            Error::EgressDenied { .. } | Error::EgressUnsupported { .. } => ErrorKind::EgressDenied,
             Error::Session { .. } => ErrorKind::SessionState,
-            Error::InvalidRequest { .. } | Error::Host { .. } => ErrorKind::Other,
+            Error::InvalidRequest { .. } | Error::Host { .. } | Error::Thrown { .. } => {
+                ErrorKind::Other
+            }
         }
     }
 
-    /// OMA's class name, e.g. `InvalidMessageError`.
-    pub fn name(&self) -> &'static str {
+    /// OMA's class name, e.g. `InvalidMessageError`; a thrown error's own.
+    pub fn name(&self) -> &str {
         match self {
+            Error::Thrown { name, .. } => name,
             Error::InvalidMessage { .. } => "InvalidMessageError",
             Error::UnsupportedContentBlock { .. } => "UnsupportedContentBlockError",
             Error::UnsupportedToolResultContent { .. } => "UnsupportedToolResultContentError",
@@ -267,7 +290,7 @@ impl Error {
             Error::Provider { .. } => "ProviderError",
             Error::Timeout { .. } => "LLMCallTimeoutError",
             Error::RunTimeout { .. } => "TimeoutError",
-            Error::EgressDenied { .. } => "EgressPolicyError",
+            Error::EgressDenied { .. } | Error::EgressUnsupported { .. } => "EgressPolicyError",
             Error::InvalidRequest { .. } | Error::Host { .. } => "Error",
             Error::Session { .. } => "SessionStateError",
         }
@@ -277,7 +300,7 @@ impl Error {
     /// code when it sent one (OMA's `errorInfo.code` holds the SDK error's `code`).
     pub fn code(&self) -> Option<&str> {
         match self {
-            Error::Provider { code, .. } => code.as_deref(),
+            Error::Provider { code, .. } | Error::Thrown { code, .. } => code.as_deref(),
             other => other.oma_code(),
         }
     }
@@ -299,8 +322,10 @@ impl Error {
             Error::UnsupportedToolCall { .. } => Some("UNSUPPORTED_TOOL_CALL"),
             Error::Timeout { .. } => Some("LLM_CALL_TIMEOUT"),
             Error::EgressDenied { .. } => Some("EGRESS_POLICY_DENIED"),
+            Error::EgressUnsupported { .. } => Some("EGRESS_POLICY_UNSUPPORTED"),
             Error::Session { .. } => Some("SESSION_STATE"),
             Error::Provider { .. }
+            | Error::Thrown { .. }
             | Error::RunTimeout { .. }
             | Error::InvalidRequest { .. }
             | Error::Host { .. } => None,
@@ -319,9 +344,10 @@ impl Error {
             | Error::UnsupportedToolCall { .. }
             | Error::InvalidRequest { .. }
             | Error::Session { .. }
-            | Error::EgressDenied { .. } => false,
+            | Error::EgressDenied { .. }
+            | Error::EgressUnsupported { .. } => false,
             Error::Timeout { .. } | Error::RunTimeout { .. } | Error::Host { .. } => true,
-            Error::Provider { status, .. } => match status {
+            Error::Provider { status, .. } | Error::Thrown { status, .. } => match status {
                 None => true,
                 Some(408 | 409 | 429) => true,
                 Some(400..=499) => false,
@@ -333,10 +359,10 @@ impl Error {
         }
     }
 
-    /// The HTTP status of a provider failure.
+    /// The HTTP status of a provider failure, or of a thrown error that has one.
     pub fn http_status(&self) -> Option<u16> {
         match self {
-            Error::Provider { status, .. } => *status,
+            Error::Provider { status, .. } | Error::Thrown { status, .. } => *status,
             _ => None,
         }
     }
@@ -411,6 +437,17 @@ impl Error {
             },
             Error::Host { message } => Error::Host {
                 message: scrub(message),
+            },
+            Error::Thrown {
+                name,
+                message,
+                code,
+                status,
+            } => Error::Thrown {
+                name: scrub(name),
+                message: scrub(message),
+                code: code.map(scrub),
+                status,
             },
             other => other,
         }
@@ -494,9 +531,14 @@ impl fmt::Display for Error {
                     "Agent \"{agent}\" exceeded whole-run timeout of {timeout_ms}ms"
                 )
             }
+            Error::EgressUnsupported { adapter } => write!(
+                f,
+                "Egress policy cannot enforce provider \"{adapter}\": custom and AI SDK adapters do not expose an enforceable request transport or target contract to OMA."
+            ),
             Error::Provider { message, .. }
             | Error::InvalidRequest { message }
             | Error::Host { message }
+            | Error::Thrown { message, .. }
             | Error::Session { message }
             | Error::EgressDenied { message } => f.write_str(message),
         }
@@ -733,7 +775,7 @@ mod tests {
             },
         ];
         for error in errors {
-            let name = error.name();
+            let name = error.name().to_owned();
             let message = error.redact(&[]).to_string();
             // The longest fixed text around a part is under 100 chars; two parts at most.
             assert!(

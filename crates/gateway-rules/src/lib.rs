@@ -330,6 +330,9 @@ pub const NO_EXTERNAL: &str = "the gateway has no external backend";
 /// The failure should a run ask for the `custom` context strategy's function (refused before a
 /// run starts).
 pub const NO_COMPRESS: &str = "contextStrategy \"custom\" is not available in a gateway run";
+/// The failure should a run ask for an LLM adapter of its own (a request cannot name one: an
+/// `adapter` field is an unknown field, refused before a run starts).
+pub const NO_ADAPTER: &str = "an LLM adapter of one's own is not available in a gateway run";
 /// The failure should a run ask for an `onLoopDetected` function (refused before a run starts).
 pub const NO_LOOP_DECISION: &str =
     "loopDetection.onLoopDetected as a function is not available in a gateway run";

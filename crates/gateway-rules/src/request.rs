@@ -892,6 +892,9 @@ impl RequestMachine {
                     message: crate::NO_COMPRESS.into(),
                 })),
                 RunStep::DecideLoop(_) => Answer::LoopDecision(Err(crate::NO_LOOP_DECISION.into())),
+                RunStep::CallModel(_) => Answer::Model(Err(Error::InvalidRequest {
+                    message: crate::NO_ADAPTER.into(),
+                })),
             };
             if run.machine.handle(answer).is_err() {
                 let export = self.export(Route::Run, std::mem::take(&mut run.traces));

@@ -15,7 +15,10 @@ use oma_core::agent::before_run::{BeforeRunContext, ExternalKind};
 use oma_core::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
-use oma_core::agent::machine::{Answer, Poll, RunMachine, Step};
+use std::collections::VecDeque;
+
+use oma_core::agent::host_adapter::{ModelAnswer, ModelCall};
+use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::message::ToolUseBlock;
@@ -48,6 +51,21 @@ pub trait StepHost {
     ) -> HookAnswer;
     /// Calls the tool `call` asks for, for `agent`.
     fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome;
+    /// Calls the agent's own LLM adapter for one model call: its answers in order (`chat`'s
+    /// response, or its stream's events up to `done`), or its failure. A host without
+    /// adapters (the gateway, whose configurations cannot name one) keeps this default, which
+    /// fails the run saying so.
+    fn call_model(
+        &mut self,
+        agent: &str,
+        call: ModelCall,
+    ) -> Vec<Result<ModelAnswer, oma_core::error::Error>> {
+        let _ = (agent, call);
+        vec![Err(oma_core::error::Error::InvalidRequest {
+            message: "the agent's adapter needs a host that runs it, which this one is not"
+                .to_owned(),
+        })]
+    }
     /// Sends `text` through the external backend `kind`.
     fn external(&mut self, agent: &str, kind: ExternalKind, text: String)
         -> Result<String, String>;
@@ -115,6 +133,9 @@ pub struct WasiRun<T: Transport> {
     http: T,
     /// The request announced by [`Next::Sending`], sent at the next call.
     held: Option<Outgoing>,
+    /// The adapter's answers to the model call in flight not given yet: the rest of its
+    /// stream, given one by one as the run waits for them.
+    model: VecDeque<Result<ModelAnswer, oma_core::error::Error>>,
     over: bool,
 }
 
@@ -125,6 +146,7 @@ impl<T: Transport> WasiRun<T> {
             machine,
             http: transport,
             held: None,
+            model: VecDeque::new(),
             over: false,
         }
     }
@@ -154,8 +176,17 @@ impl<T: Transport> WasiRun<T> {
                         self.over = true;
                         return Next::Done(*outcome);
                     }
-                    // Every answer is given before the next poll, so nothing can be due here;
-                    // should it be, the run cannot go on.
+                    // The rest of the adapter's stream, as the run asks for it.
+                    Poll::Waiting(due) if due.contains(&Due::Model) && !self.model.is_empty() => {
+                        let answer = self.model.pop_front().map(Answer::Model);
+                        if answer.is_some_and(|answer| self.machine.handle(answer).is_err()) {
+                            self.over = true;
+                            return Next::Done(broken_run());
+                        }
+                        continue;
+                    }
+                    // Every other answer is given before the next poll, so nothing can be due
+                    // here; should it be, the run cannot go on.
                     Poll::Waiting(_) | Poll::Over => {
                         self.over = true;
                         return Next::Done(broken_run());
@@ -194,6 +225,11 @@ impl<T: Transport> WasiRun<T> {
                         let id = call.id.clone();
                         let outcome = host.call_tool(self.machine.agent_name(), call);
                         Answer::Tool { id, outcome }
+                    }
+                    Step::CallModel(call) => {
+                        self.model = host.call_model(self.machine.agent_name(), *call).into();
+                        // A host that gave nothing ended its stream at once.
+                        Answer::Model(self.model.pop_front().unwrap_or(Ok(ModelAnswer::End)))
                     }
                     Step::External { kind, text } => {
                         Answer::External(host.external(self.machine.agent_name(), kind, text))

@@ -60,6 +60,7 @@ pub fn agent_config(name: &str, model: &str, endpoint: Endpoint) -> AgentConfig 
         name: name.to_owned(),
         model: model.to_owned(),
         endpoint,
+        adapter: None,
         system_prompt: None,
         sampling: chat_request(model, Vec::new()).sampling,
         thinking_budget: None,

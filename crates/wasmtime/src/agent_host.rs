@@ -1,10 +1,13 @@
-//! The host side of the component's `host` imports: the `beforeRun` hook, tool calls, progress
-//! events, evaluation records and external backends.
+//! The host side of the component's `host` imports: the `beforeRun` hook, tool calls, the
+//! model calls of an agent's own LLM adapter, progress events, evaluation records and external
+//! backends.
 //!
 //! A guest instance holds one [`AgentHost`]; [`ScriptedHost`] is the one tests and the CLI use.
-//! It answers as it is told (a hook, a tool, a backend, each a closure) and records everything
-//! the component handed over in a [`HostLog`] that stays readable from outside the store.
+//! It answers as it is told (a hook, a tool, a backend, each a closure; adapters, each an
+//! [`LlmAdapter`]) and records everything the component handed over in a [`HostLog`] that stays
+//! readable from outside the store.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::bindings::oma::agent::exchange::{
@@ -13,6 +16,7 @@ use crate::bindings::oma::agent::exchange::{
 };
 use crate::bindings::oma::agent::outcome::{ExternalKind, LoopInfo};
 use crate::bindings::oma::agent::types::{LlmMessage, ToolResultContent, ToolUseBlock};
+use crate::llm_adapter::{self, LlmAdapter, ModelCall, ModelReply};
 
 /// What the component may ask of its host during a run. Every method has the answer of a host
 /// that offers nothing: no hook (the hook fails), no tools (an error result), no backend.
@@ -31,6 +35,16 @@ pub trait AgentHost: Send {
             is_error: Some(true),
             gate: None,
         }
+    }
+
+    /// Calls the agent's own LLM adapter (`agent-config.adapter`) for one model call:
+    /// `chat`'s response, its stream's events when `call.stream`, or what it threw.
+    fn call_model(&mut self, agent: &str, call: ModelCall) -> ModelReply {
+        let _ = agent;
+        ModelReply::Failed(llm_adapter::thrown(format!(
+            "this host has no LLM adapter named \"{}\"",
+            call.adapter
+        )))
     }
 
     /// Receives a progress event.
@@ -99,6 +113,8 @@ pub struct HostLog {
     pub before_run: Vec<BeforeRunContext>,
     /// The tool calls, with the agent's name.
     pub tool_calls: Vec<(String, ToolUseBlock)>,
+    /// The model calls handed to LLM adapters, with the agent's name.
+    pub model_calls: Vec<(String, ModelCall)>,
     /// The progress events.
     pub progress: Vec<ProgressEvent>,
     /// The evaluation records.
@@ -132,6 +148,8 @@ pub struct ScriptedHost {
     record_sink: Option<RecordSink>,
     compress: Option<Compress>,
     loop_decider: Option<LoopDecider>,
+    /// The LLM adapters, by the name an agent's configuration gives them.
+    adapters: HashMap<String, Box<dyn LlmAdapter>>,
 }
 
 impl std::fmt::Debug for ScriptedHost {
@@ -180,6 +198,13 @@ impl ScriptedHost {
         tool: impl FnMut(&ToolUseBlock) -> ToolOutcome + Send + 'static,
     ) -> Self {
         self.tool = Some(Box::new(tool));
+        self
+    }
+
+    /// Answers the model calls of agents whose configuration names `name` as their adapter
+    /// (`agent-config.adapter`) with `adapter`: `chat` for a run, `stream` for a streamed one.
+    pub fn with_adapter(mut self, name: &str, adapter: impl LlmAdapter + 'static) -> Self {
+        self.adapters.insert(name.to_owned(), Box::new(adapter));
         self
     }
 
@@ -253,6 +278,15 @@ impl AgentHost for ScriptedHost {
         };
         self.record().tool_calls.push((agent.to_owned(), call));
         outcome
+    }
+
+    fn call_model(&mut self, agent: &str, call: ModelCall) -> ModelReply {
+        let reply = match self.adapters.get_mut(&call.adapter) {
+            Some(adapter) => llm_adapter::answer(adapter.as_mut(), &call),
+            None => NoHost.call_model(agent, call.clone()),
+        };
+        self.record().model_calls.push((agent.to_owned(), call));
+        reply
     }
 
     fn progress(&mut self, event: ProgressEvent) {

@@ -6,10 +6,11 @@
 //! `stream`, `prompt`, `get_history`, `reset`, `run_agent`), so one test runs against both
 //! worlds. Each run is a session: `send` steps go to the [`GuestOptions::hooks`] (the
 //! [`CaptureOutbound`](crate::CaptureOutbound), [`LoopbackOnly`](crate::LoopbackOnly), ...
-//! that would see the other world's wasi:http requests), the hook, tool, progress, evaluation
-//! and external steps to the [`GuestOptions::host`], and `wait` steps to the tokio timer.
+//! that would see the other world's wasi:http requests), the hook, tool, model, progress,
+//! evaluation and external steps to the [`GuestOptions::host`], and `wait` steps to the tokio
+//! timer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
@@ -21,18 +22,20 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
 use crate::bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel};
+use crate::bindings::oma::agent::exchange::ModelReply;
 use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::portable::exports::oma::agent::codec::BashRiskLevel as PortableLevel;
 use crate::bindings::portable::exports::oma::agent::driver::{
-    Answer, CompressMessages, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
+    Answer, CompressMessages, Due, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
     ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure,
     TransportFailureKind,
 };
 use crate::bindings::portable::{PortableHost, PortableHostPre};
 use crate::engine::{Compiled, HarnessOptions};
+use crate::llm_adapter;
 use crate::state::{GuestOptions, HostState};
 use crate::store::start_call;
 
@@ -79,11 +82,24 @@ impl DriverHarness {
     }
 }
 
-/// The HTTP of one session in flight: the response body being read, and the run's agent.
+/// The HTTP of one session in flight: the response body being read, and the run's agent; and
+/// the rest of an LLM adapter's stream, answered event by event as the session asks.
 struct Flight {
     agent: String,
     body: Option<WasiBody>,
     between_bytes: Duration,
+    model: VecDeque<Answer>,
+}
+
+impl Flight {
+    fn new(agent: &str) -> Self {
+        Flight {
+            agent: agent.to_owned(),
+            body: None,
+            between_bytes: Duration::from_secs(30),
+            model: VecDeque::new(),
+        }
+    }
 }
 
 /// A live portable instance.
@@ -439,24 +455,13 @@ impl DriverGuest {
     fn track(&mut self, agent: &str) -> u64 {
         let id = self.next_flight;
         self.next_flight += 1;
-        self.flights.insert(
-            id,
-            Flight {
-                agent: agent.to_owned(),
-                body: None,
-                between_bytes: Duration::from_secs(30),
-            },
-        );
+        self.flights.insert(id, Flight::new(agent));
         id
     }
 
     /// Drives `session` to its result and drops it.
     async fn finish(&mut self, session: ResourceAny, agent: &str) -> anyhow::Result<RunResult> {
-        let mut flight = Flight {
-            agent: agent.to_owned(),
-            body: None,
-            between_bytes: Duration::from_secs(30),
-        };
+        let mut flight = Flight::new(agent);
         let mut outcome = Err(anyhow!(
             "the session did not end within {MAX_SESSION_STEPS} steps"
         ));
@@ -485,7 +490,18 @@ impl DriverGuest {
             Ok(Poll::Finished(RunReport::Json(_))) => {
                 return Err(anyhow!("a typed session gave JSON"))
             }
-            // This driver answers every step before it asks again, so nothing can be due.
+            // The next event of an adapter's stream.
+            Ok(Poll::Waiting(waiting))
+                if waiting.due.contains(&Due::Model) && !flight.model.is_empty() =>
+            {
+                let answer = flight.model.pop_front().unwrap_or(Answer::ModelEnd);
+                return match self.answer(session, &answer).await? {
+                    Ok(()) => Ok(Driven::Continue),
+                    Err(error) => Err(anyhow!("session.answer refused: {}", error.message)),
+                };
+            }
+            // This driver answers every other step before it asks again, so nothing else can
+            // be due.
             Ok(Poll::Waiting(waiting)) => {
                 return Err(anyhow!("the session waits for {:?}", waiting.due))
             }
@@ -544,6 +560,21 @@ impl DriverGuest {
                     .agent_host()
                     .call_tool(&flight.agent, call);
                 Answer::Tool(ToolAnswer { id, outcome })
+            }
+            Step::CallModel(call) => {
+                let host = self.store.data_mut().agent_host();
+                flight.model.clear();
+                match llm_adapter::reply(host, &flight.agent, &call) {
+                    ModelReply::Response(response) => Answer::ModelResponse(response),
+                    ModelReply::Failed(error) => Answer::ModelFailed(error),
+                    ModelReply::Events(events) => {
+                        // The stream's end follows its events; the session stops asking after
+                        // `done` or `error`.
+                        flight.model = events.into_iter().map(Answer::ModelEvent).collect();
+                        flight.model.push_back(Answer::ModelEnd);
+                        flight.model.pop_front().unwrap_or(Answer::ModelEnd)
+                    }
+                }
             }
             Step::ExternalSend(request) => {
                 Answer::External(self.store.data_mut().agent_host().external_send(

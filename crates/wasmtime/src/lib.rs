@@ -38,8 +38,9 @@
 //! `CaptureOutbound` answers them in-process and records them.
 //!
 //! Agents: the component's `host` imports (the `beforeRun` hook, tools, progress, evaluation,
-//! external backends) go to the [`AgentHost`] in [`GuestOptions::host`]; [`ScriptedHost`]
-//! answers with closures and records what it was handed.
+//! external backends, the model calls of an agent's own LLM adapter) go to the [`AgentHost`] in
+//! [`GuestOptions::host`]; [`ScriptedHost`] answers with closures and [`LlmAdapter`]s and
+//! records what it was handed.
 //!
 //! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
 //! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
@@ -70,6 +71,7 @@ mod guard;
 mod guest;
 pub mod keyvalue;
 mod limits;
+mod llm_adapter;
 pub mod oma_json;
 pub mod pool;
 mod provider;
@@ -89,13 +91,13 @@ pub use bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel};
 pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,
-    LlmPhase, ProgressEvent, ToolCallTrace, ToolGate, ToolOutcome, TraceData, TraceEvent,
-    TraceRecord,
+    LlmPhase, ProgressEvent, ThrownError, ToolCallTrace, ToolGate, ToolOutcome, TraceData,
+    TraceEvent, TraceRecord,
 };
 pub use bindings::oma::agent::outcome::{
-    AgentConfig, AgentEvent, ErrorInfo, EvaluationOptions, ExternalKind, FailureKind, PromptInput,
-    RunAgentOptions, RunFailure, RunInput, RunResult, RunStatus, StatusCode, StorePayloads,
-    ToolCallRecord, TraceOptions,
+    AgentConfig, AgentEvent, EchoesReasoning, ErrorInfo, EvaluationOptions, ExternalKind,
+    FailureKind, HostAdapter, PromptInput, RunAgentOptions, RunFailure, RunInput, RunResult,
+    RunStatus, StatusCode, StorePayloads, ToolCallRecord, TraceOptions,
 };
 pub use bindings::oma::agent::outcome::{
     CompactStrategy, ContextOptions, ContextStrategy, LoopAction, LoopDetection, LoopInfo,
@@ -119,6 +121,7 @@ pub use guard::{
 };
 pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
+pub use llm_adapter::{thrown, LlmAdapter, ModelCall, ModelEvent, ModelReply};
 pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use source::ComponentSource;
 pub use state::{DenyOutbound, GuestOptions, HostState};

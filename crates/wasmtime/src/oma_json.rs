@@ -286,3 +286,131 @@ pub fn trace_json(event: &crate::bindings::oma::agent::exchange::TraceEvent) -> 
     out.insert("durationMs".into(), json!(event.duration_ms));
     Value::Object(out)
 }
+
+/// OMA JSON messages the component wrote, read back into WIT values (the conversation a model
+/// call hands an [`LlmAdapter`](crate::LlmAdapter)); an error names what is not OMA's shape.
+pub fn messages_from_json(value: &Value) -> Result<Vec<LlmMessage>, String> {
+    let messages = value.as_array().ok_or("messages must be a list")?;
+    messages
+        .iter()
+        .map(|message| {
+            let role = match message["role"].as_str() {
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                _ => return Err(format!("not a message role in {message}")),
+            };
+            let content = message["content"]
+                .as_array()
+                .ok_or_else(|| format!("no content list in {message}"))?
+                .iter()
+                .map(block_from_json)
+                .collect::<Result<_, _>>()?;
+            Ok(LlmMessage { role, content })
+        })
+        .collect()
+}
+
+fn text_of(value: &Value, key: &str) -> Result<String, String> {
+    value[key]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no `{key}` string in {value}"))
+}
+
+fn optional_text(value: &Value, key: &str) -> Option<String> {
+    value[key].as_str().map(str::to_owned)
+}
+
+/// One content block from OMA JSON.
+pub fn block_from_json(block: &Value) -> Result<ContentBlock, String> {
+    use crate::bindings::oma::agent::types::{
+        ImageBlock, ReasoningBlock, ToolResultBlock, VideoBlock,
+    };
+    Ok(match block["type"].as_str() {
+        Some("text") => ContentBlock::Text(text_of(block, "text")?),
+        Some("image") => ContentBlock::Image(ImageBlock {
+            source: source_from_json(&block["source"])?,
+        }),
+        Some("video") => ContentBlock::Video(VideoBlock {
+            source: source_from_json(&block["source"])?,
+        }),
+        Some("tool_use") => ContentBlock::ToolUse(tool_use_from_json(block)?),
+        Some("tool_result") => ContentBlock::ToolResult(ToolResultBlock {
+            tool_use_id: text_of(block, "tool_use_id")?,
+            content: content_from_json(&block["content"])?,
+            is_error: block["is_error"].as_bool(),
+        }),
+        Some("reasoning") => ContentBlock::Reasoning(ReasoningBlock {
+            text: text_of(block, "text")?,
+            signature: optional_text(block, "signature"),
+            redacted_data: optional_text(block, "redactedData"),
+            provenance: optional_text(block, "provenance"),
+        }),
+        _ => return Err(format!("not a content block: {block}")),
+    })
+}
+
+/// A `tool_use` block from OMA JSON (its input as JSON text).
+pub fn tool_use_from_json(block: &Value) -> Result<ToolUseBlock, String> {
+    Ok(ToolUseBlock {
+        id: text_of(block, "id")?,
+        name: text_of(block, "name")?,
+        input: block["input"].to_string(),
+        signature: optional_text(block, "signature"),
+    })
+}
+
+fn source_from_json(source: &Value) -> Result<MediaSource, String> {
+    use crate::bindings::oma::agent::types::{Base64Source, UrlSource};
+    let media_type = text_of(source, "media_type")?;
+    Ok(match source["type"].as_str() {
+        Some("base64") => MediaSource::Base64(Base64Source {
+            media_type,
+            data: text_of(source, "data")?,
+        }),
+        Some("url") => MediaSource::Url(UrlSource {
+            media_type,
+            url: text_of(source, "url")?,
+        }),
+        _ => return Err(format!("not a media source: {source}")),
+    })
+}
+
+fn content_from_json(content: &Value) -> Result<ToolResultContent, String> {
+    use crate::bindings::oma::agent::types::FilePart;
+    if let Some(text) = content.as_str() {
+        return Ok(ToolResultContent::Text(text.to_owned()));
+    }
+    let parts = content
+        .as_array()
+        .ok_or_else(|| format!("not tool-result content: {content}"))?;
+    parts
+        .iter()
+        .map(|part| {
+            Ok(match part["type"].as_str() {
+                Some("text") => ToolResultPart::Text(text_of(part, "text")?),
+                Some("image") => ToolResultPart::Image(source_from_json(&part["source"])?),
+                Some("file") => ToolResultPart::File(FilePart {
+                    filename: text_of(part, "filename")?,
+                    source: source_from_json(&part["source"])?,
+                }),
+                _ => return Err(format!("not a tool-result part: {part}")),
+            })
+        })
+        .collect::<Result<_, String>>()
+        .map(ToolResultContent::Parts)
+}
+
+/// An LLM response as OMA's `LLMResponse` JSON.
+pub fn response_json(response: &crate::bindings::oma::agent::wire::LlmResponse) -> Value {
+    json!({
+        "id": response.id,
+        "content": response.content.iter().map(block_json).collect::<Vec<_>>(),
+        "model": response.model,
+        "stop_reason": response.stop_reason,
+        "usage": {
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        },
+    })
+}

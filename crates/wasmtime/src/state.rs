@@ -181,6 +181,14 @@ impl crate::bindings::oma::agent::host::Host for HostState {
         self.host.call_tool(&agent, call)
     }
 
+    fn call_model(
+        &mut self,
+        agent: String,
+        call: String,
+    ) -> crate::bindings::oma::agent::exchange::ModelReply {
+        crate::llm_adapter::reply(&mut *self.host, &agent, &call)
+    }
+
     fn progress(&mut self, event: ProgressEvent) {
         self.host.progress(event)
     }

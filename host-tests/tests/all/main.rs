@@ -9,6 +9,7 @@
 //! (`corpus`, `fixtures/corpus/`), and the codec's text rules over their shared tables
 //! (`text_rules`).
 
+mod adapter;
 mod agent;
 mod common;
 mod contract;

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from typing import Any, Dict, List, Sequence
+from typing import Any, AsyncIterator, Dict, Iterator, List, Sequence
 
 import oma_component as oma
 from oma_component import observability as obs
@@ -102,7 +102,42 @@ def main_sync() -> None:
     print(report(result), [p["type"] for p in progress])
 
 
+class FixedAdapter:
+    """OMA's LLMAdapter of the user's: answers every call with the model's name."""
+
+    name = "fixed"
+    capabilities = {"echoes_reasoning": "never"}
+
+    def chat(self, messages: List[oma.LLMMessage], options: oma.LLMChatOptions) -> oma.LLMResponse:
+        return {"id": "r-1", "content": [{"type": "text", "text": options["model"]}], "model": options["model"],
+                "stop_reason": "end_turn", "usage": {"input_tokens": len(messages), "output_tokens": 1}}
+
+    def stream(self, messages: List[oma.LLMMessage], options: oma.LLMStreamOptions) -> Iterator[oma.AdapterStreamEvent]:
+        yield {"type": "text", "data": options["model"]}
+        yield {"type": "done", "data": self.chat(messages, options)}
+
+
+class AsyncFixedAdapter:
+    """The same with ``async def``, as an asyncio application writes it."""
+
+    name = "fixed-async"
+
+    async def chat(self, messages: List[oma.LLMMessage], options: oma.LLMChatOptions) -> oma.LLMResponse:
+        return FixedAdapter().chat(messages, options)
+
+    async def stream(self, messages: List[oma.LLMMessage],
+                     options: oma.LLMStreamOptions) -> AsyncIterator[oma.AdapterStreamEvent]:
+        yield {"type": "done", "data": FixedAdapter().chat(messages, options)}
+
+
+def adapters() -> None:
+    adapter: oma.LLMAdapter = FixedAdapter()
+    print(report(oma.Agent(model="local", adapter=adapter).run("hi")))
+    print(report(oma.run_agent("hi", model="local", adapter=FixedAdapter())))
+
+
 async def main_async() -> None:
+    print(report(await oma.AsyncAgent(model="local", adapter=AsyncFixedAdapter(), text_deltas=True).run("hi")))
     async with oma.AsyncAgent(name="helper", model="claude-sonnet-4-6", provider="anthropic",
                               tools=[add, lookup], deadline_ms=60_000) as agent:
         result = await agent.run("What is 2 + 3?")
@@ -179,4 +214,5 @@ def evaluation() -> None:
 
 if __name__ == "__main__":
     main_sync()
+    adapters()
     asyncio.run(main_async())

@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::adapter::{self, ChatRequest, Credentials, Endpoint, IdSource, Sampling, Thinking};
 use crate::agent::before_run::ExternalKind;
 use crate::agent::context::ContextOptions;
+use crate::agent::host_adapter::HostAdapter;
 use crate::agent::loop_detect::LoopDetection;
 use crate::agent::machine::RunSpec;
 use crate::agent::observability::options::RecordOptions;
@@ -28,8 +29,12 @@ pub struct AgentSettings {
     pub name: String,
     /// The model id.
     pub model: String,
-    /// The provider, which picks the wire format.
+    /// The provider, which picks the wire format; with an `adapter`, only what failures are
+    /// classified with (empty when not given).
     pub provider: String,
+    /// The agent's own LLM adapter, run by the host instead of a provider (OMA's `adapter`);
+    /// an external backend takes precedence, as in OMA.
+    pub adapter: Option<HostAdapter>,
     /// The base URL, credentials and region.
     pub endpoint: Endpoint,
     /// The system prompt.
@@ -70,9 +75,12 @@ pub struct AgentSettings {
 
 impl AgentSettings {
     /// The run spec and the seed history. Fails for a provider with no known default URL and
-    /// no base URL (unless the agent has an external backend, which sends nothing to one).
+    /// no base URL (unless the agent has an external backend or its own adapter, which send
+    /// nothing to one).
     pub fn into_spec(self) -> Result<(RunSpec, Vec<LlmMessage>), Error> {
-        if self.external.is_none() {
+        // OMA's external backend runs its own loop: the adapter, like the provider, is unused.
+        let adapter = self.adapter.filter(|_| self.external.is_none());
+        if self.external.is_none() && adapter.is_none() {
             // An unknown provider without a base URL fails now, not on the first run.
             adapter::for_provider(
                 &self.provider,
@@ -85,10 +93,15 @@ impl AgentSettings {
         let mut config = json!({
             "name": self.name,
             "model": self.model,
-            "provider": self.provider,
-            "maxTurns": max_turns,
-            "tools": tool_names,
         });
+        if !self.provider.is_empty() {
+            config["provider"] = json!(self.provider);
+        }
+        if let Some(adapter) = &adapter {
+            config["adapter"] = adapter.to_json();
+        }
+        config["maxTurns"] = json!(max_turns);
+        config["tools"] = json!(tool_names);
         if let Some(url) = self.endpoint.base_url.as_deref().and_then(shown_base_url) {
             config["baseURL"] = json!(url);
         }
@@ -129,12 +142,16 @@ impl AgentSettings {
                 agent_name: self.name,
                 max_turns,
                 token_budget: self.token_budget,
-                provider: self.external.is_none().then(|| self.provider.clone()),
+                // OMA classifies failures with the configured provider, which an agent with its
+                // own adapter may leave out.
+                provider: (self.external.is_none() && !self.provider.is_empty())
+                    .then(|| self.provider.clone()),
                 loop_detection: self.loop_detection,
                 context: self.context,
             },
             before_run: self.before_run,
             external: self.external,
+            adapter,
             config_json: config.to_string(),
             deadline_ms: self.deadline_ms,
             trace: self.trace,
@@ -166,7 +183,17 @@ impl AgentSettings {
     fn from_object(mut config: Object) -> Result<(Self, Option<Value>), ShapeError> {
         let name = config.string("name")?;
         let model = config.required_string("model")?;
-        let provider = config.required_string("provider")?;
+        let provider = config.string("provider")?;
+        let adapter = match config.object("adapter")? {
+            Some(adapter) => Some(HostAdapter::from_object(adapter)?),
+            None => None,
+        };
+        // Only an agent with its own adapter may leave the provider out.
+        let provider = match (provider, &adapter) {
+            (Some(provider), _) => provider,
+            (None, Some(_)) => String::new(),
+            (None, None) => return Err(config.missing("provider")),
+        };
         let base_url = config.string("baseURL")?;
         let api_key = config.string("apiKey")?;
         let region = config.string("region")?;
@@ -278,6 +305,7 @@ impl AgentSettings {
             name: name.unwrap_or_else(|| "agent".into()),
             model,
             provider,
+            adapter,
             endpoint: Endpoint {
                 base_url,
                 credentials,

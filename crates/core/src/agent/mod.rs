@@ -11,6 +11,7 @@ pub mod context;
 pub mod entry;
 pub mod evaluation;
 pub mod exchange;
+pub mod host_adapter;
 pub mod input;
 pub mod loop_detect;
 pub mod machine;

@@ -113,7 +113,8 @@ impl Object {
         self.map.remove(key)
     }
 
-    fn missing(&self, key: &str) -> ShapeError {
+    /// The error for a field that is required and missing: "missing field `path.key`".
+    pub fn missing(&self, key: &str) -> ShapeError {
         ShapeError(format!("missing field `{}`", self.path_of(key)))
     }
 

@@ -10,6 +10,7 @@ import { ToolExecutor } from '../tool/executor.js'
 import { ToolRegistry } from '../tool/framework.js'
 import { toolEntry } from '../tool/grants.js'
 import { isObject, refuseUnknown } from '../utils/options.js'
+import { adapterDeclaration } from './llm-adapter.js'
 import { structuredOutput } from './structured-output.js'
 
 /** Keys of OMA's AgentConfig passed to the component as they are. */
@@ -35,7 +36,6 @@ const PACKAGE_PLAIN_KEYS = ['thinkingBudget', 'deadlineMs', 'aws']
  * run goes, so a configuration that sets one is refused rather than run differently.
  */
 const UNSUPPORTED = {
-  adapter: 'custom LLM adapters',
   toolPreset: "OMA's built-in tools",
 }
 
@@ -198,9 +198,18 @@ export function prepareConfig(config, registry, executor) {
       throw new TypeError(`${key} must be a finite number, got ${json[key]}`)
     }
   }
-  json.provider ??= 'anthropic'
+  // OMA's LLMAdapter: the object stays here and answers the session's model calls; the
+  // component is told its name and reasoning declaration. No provider is assumed for it, and the
+  // environment's keys are not read, since no provider request is made.
+  let adapter = null
+  if (config.adapter !== undefined && config.adapter !== null) {
+    json.adapter = adapterDeclaration(config.adapter)
+    adapter = config.adapter
+  } else {
+    json.provider ??= 'anthropic'
+  }
   json.model ??= 'external'
-  fillFromEnvironment(json)
+  if (adapter === null) fillFromEnvironment(json)
   if (config.thinking !== undefined && config.thinking !== null) {
     if (config.thinking.effort !== undefined) {
       // OMA's ThinkingConfig as it is: the component maps `effort` per wire format (and
@@ -277,6 +286,8 @@ export function prepareConfig(config, registry, executor) {
       shellExecutor: config.shellExecutor,
       // `stream` yields OMA's events; the provider's text pieces (`text_delta`) only when asked.
       textDeltas: config.textDeltas === true,
+      // OMA's LLMAdapter, which answers the session's model calls (`call-model` steps).
+      adapter,
       backend,
       registry: reg,
       executor: exec,

@@ -8,6 +8,7 @@ import { receive, send } from '../transport.js'
 import { isObject } from '../utils/options.js'
 import { emitTrace } from '../utils/trace.js'
 import { external } from './external-backend.js'
+import { modelCall } from './llm-adapter.js'
 import { validateOutput } from './structured-output.js'
 import { answerTool, callTool } from './tool-calls.js'
 
@@ -111,6 +112,8 @@ export async function* drive(session, host, run) {
       },
     )
   }
+  /** The adapter's model call in flight (its stream, which the session reads event by event). */
+  let model = null
   const cancel = cancellation(run.signal)
   const race = (promise) => Promise.race([promise, cancel.promise])
   try {
@@ -125,6 +128,11 @@ export async function* drive(session, host, run) {
       if (polled.tag === 'finished') return JSON.parse(polled.val.val)
       if (polled.tag === 'waiting') {
         const { due, wakeAtMs } = polled.val
+        if (model?.streaming() && !pending.has('model') && due.some((d) => d.tag === 'model')) {
+          // The session asks for the adapter's stream's next event.
+          const call = model
+          settle('model', call.next().then((answer) => (s) => s.answer(answer)))
+        }
         if (pending.size === 0) {
           throw new Error(`the session waits for ${dueText(due)}, which this host does not owe`)
         }
@@ -207,6 +215,15 @@ export async function* drive(session, host, run) {
           )
           break
         }
+        case 'call-model': {
+          // The agent's own LLM adapter instead of an HTTP request: `chat`'s response, or its
+          // stream's events one by one; the component checks each answer.
+          if (!host.adapter) throw new Error('the session calls an LLM adapter this agent does not have')
+          model?.close()
+          model = modelCall(host.adapter, JSON.parse(step.val), { textDeltas: host.textDeltas, signal: run.signal })
+          settle('model', model.first().then((answer) => (s) => s.answer(answer)))
+          break
+        }
         case 'external-send': {
           const reply = external(host, run, step.val)
           settle('external', reply.then((val) => (s) => s.answer({ tag: 'external', val })))
@@ -279,6 +296,7 @@ export async function* drive(session, host, run) {
     }
   } finally {
     cancel.dispose()
+    model?.close()
     if (exchange) exchange.close()
     session[Symbol.dispose ?? Symbol.for('dispose')]?.()
   }

@@ -8,7 +8,8 @@ base class (``NotRequired`` needs Python 3.11).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Literal, Mapping, Sequence, TypedDict, Union
+from typing import (TYPE_CHECKING, Any, AsyncIterable, Awaitable, Callable, Dict, Iterable, List, Literal, Mapping,
+                    Protocol, Sequence, TypedDict, Union)
 
 if TYPE_CHECKING:  # pragma: no cover - the event types name the error classes
     from ._errors import OmaError, TokenBudgetExceededError  # noqa: F401
@@ -447,3 +448,70 @@ class LLMResponse(TypedDict):
     model: str
     stop_reason: str
     usage: TokenUsage
+
+
+# -- your own LLM adapter -----------------------------------------------------------------------
+
+
+class LLMToolDef(TypedDict):
+    """A tool as an adapter is shown it (OMA's ``LLMToolDef``)."""
+
+    name: str
+    description: str
+    inputSchema: Dict[str, Any]
+
+
+class _LLMChatOptionsOptional(TypedDict, total=False):
+    tools: List[LLMToolDef]
+    maxTokens: int
+    temperature: float
+    frequencyPenalty: float
+    presencePenalty: float
+    topP: float
+    topK: int
+    minP: float
+    parallelToolCalls: bool
+    extraBody: Dict[str, Any]
+    thinking: Dict[str, Any]
+    preserveReasoningAsText: bool
+    compressReasoningText: Union[bool, Dict[str, Any]]
+    systemPrompt: str
+
+
+class LLMChatOptions(_LLMChatOptionsOptional):
+    """OMA's ``LLMChatOptions``, key for key: the model, then what the agent sets (unset
+    options are left out)."""
+
+    model: str
+
+
+#: OMA's ``LLMStreamOptions``: the same keys as :class:`LLMChatOptions`.
+LLMStreamOptions = LLMChatOptions
+
+
+class AdapterStreamEvent(TypedDict):
+    """One event an adapter's ``stream`` yields: ``text`` or ``reasoning`` (a piece, ``data``
+    a str), ``tool_use`` (a :class:`ToolUseBlock`), ``done`` (the :class:`LLMResponse`), or
+    ``error`` (the exception, or a mapping ``{"name", "message", "code"?, "status"?}``)."""
+
+    type: Literal["text", "reasoning", "tool_use", "done", "error"]
+    data: Any
+
+
+class LLMAdapter(Protocol):
+    """OMA's ``LLMAdapter``: the model behind an agent (``Agent(adapter=...)``), written by the
+    application. ``chat(messages, options)`` returns an :class:`LLMResponse` (``async def`` or
+    plain); ``stream(messages, options)`` yields :class:`AdapterStreamEvent` dicts (an async or
+    a plain iterable), ending with ``done`` or ``error``. What either raises keeps its class
+    name, message, ``code`` and ``status`` (or ``status_code``), which classify the run's
+    failure as OMA classifies it. An optional ``capabilities`` attribute,
+    ``{"echoes_reasoning": "never" | "own-issued" | "tool-use-only"}``, declares how the adapter
+    echoes reasoning back (left out: ``"never"``)."""
+
+    name: str
+
+    def chat(self, messages: List[LLMMessage],
+             options: LLMChatOptions) -> Union[LLMResponse, Awaitable[LLMResponse]]: ...
+
+    def stream(self, messages: List[LLMMessage], options: LLMStreamOptions
+               ) -> Union[Iterable[AdapterStreamEvent], AsyncIterable[AdapterStreamEvent]]: ...

@@ -6,6 +6,7 @@ use crate::agent::before_run::{self, transport_prompt, BeforeRunContext, Externa
 use crate::agent::exchange::HookAnswer;
 use crate::agent::outcome::{Ending, RunOutcome};
 use crate::error::Error;
+use crate::http::EgressPolicy;
 use crate::message::{ContentBlock, LlmMessage, Role, TextBlock, TokenUsage};
 
 impl Run {
@@ -53,6 +54,15 @@ impl Run {
             };
             self.queue.push_back(Step::External { kind, text });
             return Phase::External;
+        }
+        if let Some(adapter) = &self.spec.adapter {
+            // OMA refuses a policy it cannot enforce: an adapter's requests are its own.
+            if self.spec.call.egress != EgressPolicy::Open {
+                let error = Error::EgressUnsupported {
+                    adapter: adapter.name.clone(),
+                };
+                return self.fail(&error, false);
+            }
         }
         let mut template = self.spec.template.clone();
         template.stream = self.streaming;

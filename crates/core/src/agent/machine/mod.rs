@@ -4,8 +4,9 @@
 //!
 //! In the manner of rustls's `Connection` and quinn-proto's `poll`/`handle`: [`RunMachine::poll`]
 //! says what the run needs now, one of three things ([`Poll`]): a [`Step`] to perform or deliver
-//! (call the hook, send this request, read more of the body, wait, call this tool, send this
-//! text to an external backend, deliver an event, a progress event or an evaluation case);
+//! (call the hook, send this request, read more of the body, wait, call the agent's own LLM
+//! adapter, call this tool, send this text to an external backend, deliver an event, a progress
+//! event or an evaluation case);
 //! that it is waiting for the answers listed ([`Due`]); or that it is finished, with its
 //! outcome. [`RunMachine::handle`] takes the [`Answer`] to a step that needs one.
 //! [`RunMachine::wake_at`] says when the machine next needs a `poll` even if no answer comes
@@ -19,8 +20,8 @@
 //! 1. Make a machine ([`RunMachine::run`] or [`RunMachine::run_agent`]) over prepared input
 //!    ([`crate::agent::input`]): invalid input has already failed, before anything happened.
 //! 2. `poll(now)`: perform each [`Poll::Step`]; a step either needs an answer (`BeforeRun`,
-//!    `Send`, `Receive`, `Wait`, `CallTool`, `External`) or only delivery (`Event`,
-//!    `Progress`, `Evaluation`).
+//!    `Send`, `Receive`, `Wait`, `CallModel`, `CallTool`, `External`) or only delivery
+//!    (`Event`, `Progress`, `Evaluation`).
 //! 3. On [`Poll::Waiting`], `handle` the answers listed as they arrive (tool calls of one turn
 //!    in any order, at once if the host likes), polling again after each, and at
 //!    [`wake_at`](RunMachine::wake_at) at the latest.
@@ -39,13 +40,15 @@
 //! [`Call`](crate::http::call::Call) does with its state: one function takes the phase and puts
 //! the next one back, so no step can leave the machine without one. The steps are kept by job:
 //! `begin.rs` (the hook, the external backend, the turn loop's start), `turns.rs` (the turn loop
-//! and its model calls), `attempts.rs` (an output schema's check and retry), `report.rs` (what a
+//! and its model calls), `model.rs` (the model calls of an agent with its own LLM adapter),
+//! `attempts.rs` (an output schema's check and retry), `report.rs` (what a
 //! run reports besides its outcome); `spec.rs` and `step.rs` hold the types a host sees. A new
 //! kind of step is a [`Step`] and an [`Answer`], a phase or a turn-loop action that hands it
 //! out, and the arm of `Run::answer` (or `Run::answer_turns`) that takes its answer.
 
 mod attempts;
 mod begin;
+mod model;
 mod report;
 mod spec;
 mod step;
@@ -272,10 +275,12 @@ impl RunMachine {
     }
 
     /// The instant (milliseconds since the Unix epoch) at which the machine needs a `poll`
-    /// even if no answer has come: the end of a retry wait it handed out, or the run's
-    /// deadline, whichever is first. `None` before the first poll, without either, and once the
-    /// run is over. A host that holds a hook, a tool or an external backend polls at this
-    /// instant; past the deadline the run ends with OMA's timeout.
+    /// even if no answer has come: the end of a retry wait it handed out, the deadline of a
+    /// call of the agent's own LLM adapter, or the run's deadline, whichever is first. `None`
+    /// before the first poll, without any, and once the run is over. A host that holds a hook,
+    /// a tool, an adapter or an external backend polls at this instant; past the run's deadline
+    /// the run ends with OMA's timeout, past an adapter call's the call fails with OMA's
+    /// `LLMCallTimeoutError`.
     pub fn wake_at(&self) -> Option<u64> {
         if matches!(self.phase, Phase::Over(_)) {
             return None;
@@ -286,10 +291,14 @@ impl RunMachine {
             .deadline_ms
             .zip(self.run.started_ms)
             .map(|(deadline, started)| started.saturating_add(deadline));
-        match (deadline, self.run.wait_until_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let call = match &self.phase {
+            Phase::Turns(turns) => turns.wake_at(),
+            _ => None,
+        };
+        [deadline, self.run.wait_until_ms, call]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// What the run needs at time `now_ms` (milliseconds since the Unix epoch): a step, the

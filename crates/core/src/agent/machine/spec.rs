@@ -3,6 +3,7 @@
 
 use crate::adapter::{self, Adapter, ChatRequest, Endpoint, IdSource};
 use crate::agent::before_run::ExternalKind;
+use crate::agent::host_adapter::HostAdapter;
 use crate::agent::observability::options::RecordOptions;
 use crate::agent::structured::OutputSchema;
 use crate::agent::trace::TraceOptions;
@@ -22,6 +23,9 @@ pub struct RunSpec {
     pub before_run: bool,
     /// An external text-only backend instead of a provider.
     pub external: Option<ExternalKind>,
+    /// The agent's own LLM adapter, which the host runs, instead of a provider: each model
+    /// call is a [`Step::CallModel`](super::Step::CallModel). `None` with an external backend.
+    pub adapter: Option<HostAdapter>,
     /// The agent's configuration as OMA JSON for the hook's context, without secrets.
     pub config_json: String,
     /// The most the run may take, in milliseconds from its first step; `None` for no limit.
@@ -49,8 +53,12 @@ impl RunSpec {
         &self.turn.agent_name
     }
 
-    /// The provider a trace names: none for a run on an external backend.
+    /// The provider a trace names: the adapter's name for an agent with its own, none for a
+    /// run on an external backend.
     pub(super) fn traced_provider(&self) -> Option<&str> {
+        if let Some(adapter) = &self.adapter {
+            return Some(adapter.name.as_str());
+        }
         (self.external.is_none() && !self.provider.is_empty()).then_some(self.provider.as_str())
     }
 

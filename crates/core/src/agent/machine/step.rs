@@ -5,6 +5,7 @@ use crate::agent::before_run::{BeforeRunContext, ExternalKind};
 use crate::agent::exchange::{
     AgentEvent, EvaluationRecord, HookAnswer, ProgressEvent, ToolOutcome,
 };
+use crate::agent::host_adapter::{ModelAnswer, ModelCall};
 use crate::agent::loop_detect::LoopInfo;
 use crate::agent::observability::record::Observed;
 use crate::agent::outcome::RunOutcome;
@@ -35,6 +36,10 @@ pub enum Step {
     Wait(u64),
     /// Call this tool; answer with [`Answer::Tool`] under the call's id.
     CallTool(ToolUseBlock),
+    /// Call the agent's own LLM adapter (OMA's `adapter.chat(messages, options)`, or its
+    /// `stream` when the run streams) instead of sending an HTTP request; answer with
+    /// [`Answer::Model`]: the whole response, or the stream's events up to `done`.
+    CallModel(Box<ModelCall>),
     /// Call OMA's `onLoopDetected` function with this loop (already announced as an event);
     /// answer with [`Answer::LoopDecision`].
     DecideLoop(LoopInfo),
@@ -108,6 +113,9 @@ pub enum Due {
     Compress,
     /// The `onLoopDetected` function's decision.
     LoopDecision,
+    /// The answer of the agent's own LLM adapter to the last `CallModel`: its response, the
+    /// next event of its stream, or its failure.
+    Model,
 }
 
 /// The answer to a step.
@@ -136,6 +144,11 @@ pub enum Answer {
     /// What the `onLoopDetected` function answered (OMA's `"terminate"`, `"warn"`, `"inject"`,
     /// anything else to go on), or its failure message (it threw), which ends the run.
     LoopDecision(Result<String, String>),
+    /// What the agent's own LLM adapter answered to a [`Step::CallModel`]: `chat`'s response,
+    /// one event of its stream, or the stream's end; or its failure (it threw, its stream
+    /// yielded `error`, or its answer is not what OMA's contract says, read as
+    /// [`crate::agent::host_adapter::read`] reads it), which ends the call.
+    Model(Result<ModelAnswer, Error>),
 }
 
 impl Answer {
@@ -149,6 +162,7 @@ impl Answer {
             Answer::Validated(_) => "a validation verdict",
             Answer::Compressed(_) => "compressed messages",
             Answer::LoopDecision(_) => "a loop decision",
+            Answer::Model(_) => "an LLM adapter's answer",
         }
     }
 }

@@ -157,6 +157,7 @@ impl Host {
                     }))
                 }
                 Step::Receive => panic!("whole responses need no reading"),
+                Step::CallModel(_) => panic!("these agents have no adapter of their own"),
                 Step::Wait(ms) => {
                     self.waits.push(ms);
                     Answer::Http(CallAnswer::Waited)

@@ -1,26 +1,30 @@
 //! The turn loop's phase: the loop stepped to its next action, each model call made as a
-//! provider call ([`Call`]) whose HTTP steps the host performs, and the answers the loop waits
-//! for (HTTP, tool outcomes, the `custom` strategy's messages, the `onLoopDetected` decision).
+//! provider call ([`Call`]) whose HTTP steps the host performs, or handed to the agent's own
+//! LLM adapter (`model.rs`), and the answers the loop waits for (HTTP, the adapter's, tool
+//! outcomes, the `custom` strategy's messages, the `onLoopDetected` decision).
 
 use super::{refuse, Answer, Due, Flow, Phase, Run, Step};
 use crate::adapter::{self, ChatRequest, Endpoint, IdSource, StreamEvent};
 use crate::agent::exchange::{AgentEvent, ToolOutcome};
+use crate::agent::host_adapter::HostCall;
 use crate::agent::outcome::RunOutcome;
 use crate::agent::trace::LlmPhase;
 use crate::agent::turn::{Action, TurnLoop, TurnOptions};
 use crate::error::{Error, Refused};
 use crate::http::call::{Call, CallAnswer, CallPoll, CallStep};
-use crate::message::{LlmMessage, ToolResultBlock};
+use crate::message::{LlmMessage, LlmResponse, ToolResultBlock};
 use crate::validate::validate_tool_result_at;
 
-/// The turn loop, with the provider call of the current turn when one is in flight.
+/// The turn loop, with the model call of the current turn when one is in flight: a provider
+/// call, or a call of the agent's own adapter.
 pub(super) struct Turns {
-    turn: TurnLoop,
+    pub(super) turn: TurnLoop,
     call: Option<Call>,
+    pub(super) host: Option<HostCall>,
 }
 
 /// What one move of the turns came to.
-enum Moved {
+pub(super) enum Moved {
     /// Move again: the loop or the call has more to say.
     On,
     /// The turns stay as they are, and the run does this.
@@ -39,11 +43,29 @@ impl Turns {
         Turns {
             turn: TurnLoop::new(messages, template, options),
             call: None,
+            host: None,
         }
+    }
+
+    /// Whether a model call is in flight.
+    fn calling(&self) -> bool {
+        self.call.is_some() || self.host.is_some()
+    }
+
+    /// The instant by which the adapter's call in flight fails unless answered.
+    pub(super) fn wake_at(&self) -> Option<u64> {
+        self.host.as_ref().and_then(HostCall::wake_at)
     }
 
     /// The answers the turns wait for.
     pub(super) fn due(&self) -> Vec<Due> {
+        if let Some(host) = &self.host {
+            return if host.awaits_answer() {
+                vec![Due::Model]
+            } else {
+                Vec::new()
+            };
+        }
         match &self.call {
             Some(call) if call.awaits_answer() => vec![Due::Http],
             Some(_) => Vec::new(),
@@ -55,6 +77,9 @@ impl Turns {
 
     /// The answer the turns wait for, for the message that refuses another.
     pub(super) fn expected(&self) -> &'static str {
+        if let Some(host) = &self.host {
+            return host.expected();
+        }
         match &self.call {
             Some(call) => call.expected(),
             None if self.turn.awaits_compression() => "the custom strategy's messages",
@@ -70,7 +95,10 @@ impl Run {
         loop {
             let moved = match self.step_call(&mut turns) {
                 Some(moved) => moved,
-                None => self.step_turn(&mut turns),
+                None => match self.step_host(&mut turns) {
+                    Some(moved) => moved,
+                    None => self.step_turn(&mut turns),
+                },
             };
             match moved {
                 Moved::On => {}
@@ -134,28 +162,38 @@ impl Run {
             }
             CallPoll::Finished(result) => {
                 turns.call = None;
-                if let Some(tracer) = self.tracer.as_mut() {
-                    match &result {
-                        Ok(response) => tracer.llm_answered(self.now_ms, response),
-                        Err(error) => tracer.llm_failed(self.now_ms, error),
-                    }
-                }
-                // A response is due while a call is in flight, so the loop takes it.
-                let _ = match result {
-                    Ok(response) => turns.turn.handle_response(response).map_err(drop),
-                    Err(error) => turns.turn.handle_failure(error).map_err(drop),
-                };
-                // The call's trace goes before the turn's own events, as OMA emits it.
-                if self.drain_trace() {
-                    Moved::Stay(Flow::Again)
-                } else {
-                    Moved::On
-                }
+                self.call_finished(turns, result)
             }
             // `Over` never comes: the call is dropped with its result.
             CallPoll::Waiting | CallPoll::Over => Moved::Stay(Flow::Waiting),
         };
         Some(moved)
+    }
+
+    /// The model call of the turn is over, with the response or why there is none: traced,
+    /// then given to the loop.
+    pub(super) fn call_finished(
+        &mut self,
+        turns: &mut Turns,
+        result: Result<LlmResponse, Error>,
+    ) -> Moved {
+        if let Some(tracer) = self.tracer.as_mut() {
+            match &result {
+                Ok(response) => tracer.llm_answered(self.now_ms, response),
+                Err(error) => tracer.llm_failed(self.now_ms, error),
+            }
+        }
+        // A response is due while a call is in flight, so the loop takes it.
+        let _ = match result {
+            Ok(response) => turns.turn.handle_response(response).map_err(drop),
+            Err(error) => turns.turn.handle_failure(error).map_err(drop),
+        };
+        // The call's trace goes before the turn's own events, as OMA emits it.
+        if self.drain_trace() {
+            Moved::Stay(Flow::Again)
+        } else {
+            Moved::On
+        }
     }
 
     /// The loop's next action, with no call in flight.
@@ -187,9 +225,9 @@ impl Run {
         Moved::Stay(Flow::Step(step))
     }
 
-    /// The model call of the turn the loop asked for: a provider call in the spec's wire
-    /// format, whose steps the next moves hand out. A format that cannot be made fails the
-    /// turn.
+    /// The model call of the turn the loop asked for: a call of the agent's own adapter, or a
+    /// provider call in the spec's wire format, whose steps the next moves hand out. A format
+    /// that cannot be made fails the turn.
     fn call_model(&mut self, turns: &mut Turns) {
         if let Some(tracer) = self.tracer.as_mut() {
             let phase = if turns.turn.summarizing() {
@@ -199,6 +237,10 @@ impl Run {
             };
             tracer.llm_started(self.now_ms, phase, &turns.turn.request().model);
             self.drain_trace();
+        }
+        if self.spec.adapter.is_some() {
+            self.call_host_model(turns);
+            return;
         }
         let seed = self.rng.next_u64();
         let ids = IdSource {
@@ -235,16 +277,15 @@ impl Run {
     ) -> (Phase, Result<(), Refused<Answer>>) {
         let taken = match answer {
             Answer::Http(answer) => self.answer_call(&mut turns, answer),
+            Answer::Model(answer) => self.answer_model(&mut turns, answer),
             Answer::Tool { id, outcome } => self.answer_tool(&mut turns, id, outcome),
-            Answer::Compressed(answer)
-                if turns.call.is_none() && turns.turn.awaits_compression() =>
-            {
+            Answer::Compressed(answer) if !turns.calling() && turns.turn.awaits_compression() => {
                 // Due, so the loop takes it.
                 let _ = turns.turn.handle_compressed(answer);
                 Ok(())
             }
             Answer::LoopDecision(answer)
-                if turns.call.is_none() && turns.turn.awaits_loop_decision() =>
+                if !turns.calling() && turns.turn.awaits_loop_decision() =>
             {
                 // Due, so the loop takes it.
                 let _ = turns
@@ -279,9 +320,9 @@ impl Run {
         id: String,
         outcome: ToolOutcome,
     ) -> Result<(), Refused<Answer>> {
-        let position = match &turns.call {
-            None => turns.turn.result_position(&id),
-            Some(_) => None,
+        let position = match turns.calling() {
+            false => turns.turn.result_position(&id),
+            true => None,
         };
         let Some((message, block)) = position else {
             let message = format!(

@@ -18,6 +18,7 @@ from .._runtime import Runtime, default_runtime
 from .._types import (
     AgentRunResult,
     CallOptions,
+    LLMAdapter,
     LLMMessage,
     OmaTool,
     PromptInput,
@@ -149,7 +150,8 @@ class Agent(AgentCore):
         *,
         name: str = "agent",
         model: str,
-        provider: str = "anthropic",
+        provider: Optional[str] = None,
+        adapter: Optional[LLMAdapter] = None,
         base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         region: Optional[str] = None,
@@ -198,8 +200,8 @@ class Agent(AgentCore):
                                  frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
                                  min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
                                  thinking=thinking, on_trace=on_trace, output_schema=output_schema),
-                    runtime=runtime)
-        self._host = spec.host(http_client or default_client())
+                    runtime=runtime, adapter=adapter)
+        self._host = spec.host(http_client or default_client(), text_deltas=bool(text_deltas))
         self._lock = threading.Lock()
         self._text_deltas = bool(text_deltas)
         super().__init__(spec, runtime, seed)
@@ -265,7 +267,8 @@ class AsyncAgent(AgentCore):
         *,
         name: str = "agent",
         model: str,
-        provider: str = "anthropic",
+        provider: Optional[str] = None,
+        adapter: Optional[LLMAdapter] = None,
         base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         region: Optional[str] = None,
@@ -314,8 +317,8 @@ class AsyncAgent(AgentCore):
                                  frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
                                  min_p=min_p, parallel_tool_calls=parallel_tool_calls, extra_body=extra_body,
                                  thinking=thinking, on_trace=on_trace, output_schema=output_schema),
-                    runtime=runtime)
-        self._host = spec.host(None)
+                    runtime=runtime, adapter=adapter)
+        self._host = spec.host(None, text_deltas=bool(text_deltas))
         self._client = http_client
         self._prompt_lock: Optional[asyncio.Lock] = None
         self._text_deltas = bool(text_deltas)

@@ -15,6 +15,7 @@ from .._runtime import Runtime, default_runtime, record
 from .._runtime import dumps as _dumps
 from .host import BeforeRun, Host, Observer
 from .input import input_json
+from .llm_adapter import adapter_declaration
 from .process_backend import Backend
 from .tool import tools_from
 
@@ -159,10 +160,17 @@ def _output_schema(value: Any) -> Tuple[Any, Any]:
 class Spec:
     """An agent's configuration: the component's JSON and the host's parts."""
 
-    def __init__(self, *, name: str, model: str, provider: str, tools: Sequence[Any],
+    def __init__(self, *, name: str, model: str, provider: Optional[str], tools: Sequence[Any],
                  before_run: Optional[BeforeRun], backend: Optional[Backend], history: Any,
                  call: Optional[Mapping[str, Any]], options: Mapping[str, Any],
-                 runtime: Optional[Runtime]) -> None:
+                 runtime: Optional[Runtime], adapter: Any = None) -> None:
+        #: OMA's ``LLMAdapter``, kept on this side: it answers the session's model calls. No
+        #: provider is assumed for it (one given only classifies failures, as in OMA), and the
+        #: environment's keys are not read, since no provider request is made.
+        self.adapter: Any = adapter
+        declaration = None if adapter is None else adapter_declaration(adapter)
+        if provider is None and adapter is None:
+            provider = "anthropic"
         #: OMA's ``custom`` strategy's function, kept on this side; the component asks for it
         #: before every request.
         self.compress: Optional[Callable[..., Any]] = None
@@ -201,9 +209,13 @@ class Spec:
         if unknown:
             raise TypeError(f"unknown configuration: {', '.join(sorted(unknown))}")
         tools = tools_from(tools)
-        cfg: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
+        cfg: Dict[str, Any] = {"name": name, "model": model}
         # OMA's hook context: the configuration as given, without hooks and secrets.
-        info: Dict[str, Any] = {"name": name, "model": model, "provider": provider}
+        info: Dict[str, Any] = {"name": name, "model": model}
+        if provider is not None:
+            cfg["provider"] = info["provider"] = provider
+        if declaration is not None:
+            cfg["adapter"] = info["adapter"] = declaration
         info.update({k: v for k, v in options.items() if v is not None and k != "api_key"})
         if tools:
             info["tools"] = [t.name for t in tools]
@@ -213,7 +225,7 @@ class Spec:
             info["call"] = dict(call)
         self.agent_info = info
         values = dict(options)
-        if backend is None:
+        if backend is None and adapter is None:
             _fill_from_environment(values, provider, runtime)
         cfg.update({_PLAIN_KEYS[k]: v for k, v in values.items() if v is not None})
         cfg.update(context)
@@ -243,10 +255,11 @@ class Spec:
             return text
         return text[:-1] + ',"history":' + history_json + "}"
 
-    def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None) -> Host:
+    def host(self, client: Any, on_progress: Optional[Observer] = None, on_case: Optional[Observer] = None,
+             text_deltas: bool = False) -> Host:
         return Host(client=client, tools=self.tools, before_run=self.before_run, backend=self.backend,
                     on_progress=on_progress, on_case=on_case, on_trace=self.on_trace, compress=self.compress,
-                    on_loop_detected=self.on_loop_detected,
+                    on_loop_detected=self.on_loop_detected, adapter=self.adapter, text_deltas=text_deltas,
                     max_response_bytes=self.max_response_bytes, agent_info=self.agent_info,
                     output_model=self.output_model)
 

@@ -53,6 +53,10 @@ class Host:
     compress: Optional[Callable[..., Any]] = None
     # OMA's ``onLoopDetected`` function: ``on_loop_detected(info)`` returns OMA's word.
     on_loop_detected: Optional[Callable[..., Any]] = None
+    # OMA's ``LLMAdapter`` (``chat``, ``stream``), which answers ``call-model`` steps, and
+    # whether a streamed run asked for text pieces (then the adapter's ``stream`` answers).
+    adapter: Any = None
+    text_deltas: bool = False
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES

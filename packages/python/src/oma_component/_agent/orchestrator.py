@@ -9,7 +9,7 @@ from .._http import HttpClient, default_client
 from .._http_async import AsyncHttpClient, default_async_client
 from .._runtime import Runtime, default_runtime, record
 from .._runtime import dumps as _dumps
-from .._types import (AgentRunResult, CallOptions, EvaluationCase, EvaluationOptions, LLMMessage, OmaTool,
+from .._types import (AgentRunResult, CallOptions, EvaluationCase, EvaluationOptions, LLMAdapter, LLMMessage, OmaTool,
                       ProgressEvent, RunInput)
 from .cancel import CancelToken
 from .config import Spec, new_seed
@@ -47,7 +47,8 @@ def run_agent(
     input: RunInput,
     *,
     model: str,
-    provider: str = "anthropic",
+    provider: Optional[str] = None,
+    adapter: Optional[LLMAdapter] = None,
     name: str = "agent",
     on_progress: Optional[Callable[[ProgressEvent], Any]] = None,
     evaluation: Optional[EvaluationOptions] = None,
@@ -78,7 +79,7 @@ def run_agent(
     rt = runtime or default_runtime()
     spec = Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
                 history=history, call=cast(Optional[Mapping[str, Any]], call), options=config,
-                runtime=rt)
+                runtime=rt, adapter=adapter)
     identity = new_identity(run_id)
     host = spec.host(http_client or default_client(), on_progress, on_case).for_run(
         identity, cancel, on_tool_call, on_tool_result, metadata)
@@ -90,7 +91,8 @@ async def run_agent_async(
     input: RunInput,
     *,
     model: str,
-    provider: str = "anthropic",
+    provider: Optional[str] = None,
+    adapter: Optional[LLMAdapter] = None,
     name: str = "agent",
     on_progress: Optional[Callable[[ProgressEvent], Any]] = None,
     evaluation: Optional[EvaluationOptions] = None,
@@ -114,7 +116,7 @@ async def run_agent_async(
     ``async def`` (awaited); what they raise is ignored."""
     rt = runtime or default_runtime()
     spec = Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
-                history=history, call=cast(Any, call), options=config, runtime=rt)
+                history=history, call=cast(Any, call), options=config, runtime=rt, adapter=adapter)
     identity = new_identity(run_id)
     host = spec.host(None, on_progress, on_case).for_run(identity, cancel, on_tool_call, on_tool_result, metadata)
     generation, session = _run_agent_session(rt, spec, input, on_progress is not None, evaluation, seed)

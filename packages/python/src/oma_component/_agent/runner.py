@@ -23,6 +23,7 @@ from .cancel import CancelToken, RunCancelled
 from .host import (READING, Host, Observer, ToolTimings, call_arguments, compress_request, compress_variant,
                    due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
                    loop_variant, notify, now_ms, observed_result, tool_context, tool_variant, validation_variant)
+from .llm_adapter import ModelCall
 from .result import cancelled_raw, internal_failure, last_event, run_result
 from .tool import unknown_tool
 from .values import event_json, text_of
@@ -245,6 +246,10 @@ def drive(rt: Runtime, generation: int, session: Any, host: Host) -> Generator[D
     pending = _Pending()
     timings = ToolTimings()
     answer: Any
+    # The adapter's model call in flight, and whether one of its answers is under way (its
+    # stream is read event by event, as the session asks).
+    model: Optional[ModelCall] = None
+    model_pending = False
     cancel = host.cancel
     unsubscribe: Callable[[], None] = lambda: None
     if cancel is not None:
@@ -264,10 +269,16 @@ def drive(rt: Runtime, generation: int, session: Any, host: Host) -> Generator[D
                 return host.finished(timings.records(cast(Dict[str, Any], json.loads(text_of(polled.payload)))))
             if polled.tag == "waiting":
                 waiting = polled.payload
+                if model is not None and not model_pending and model.streaming() \
+                        and any(d.tag == "model" for d in waiting.due):
+                    pending.start(model.next)
+                    model_pending = True
                 if pending.count == 0:
                     raise OmaError(f"the session waits for {due_text(waiting.due)}, which this host does not owe")
                 ready = pending.next(getattr(waiting, "wake-at-ms"))
                 if ready is not None:
+                    if ready[1].tag.startswith("model-"):
+                        model_pending = False
                     give_answer(rt, generation, session, ready[1], ready[0])
                 continue
             step = polled.payload
@@ -317,6 +328,16 @@ def drive(rt: Runtime, generation: int, session: Any, host: Host) -> Generator[D
                 pending.start(lambda: _hook_answer(host, context))
             elif tag == "call-tool":
                 pending.start(timings.around(functools.partial(_tool_answer, host, p)), p.id)
+            elif tag == "call-model":
+                # The agent's own LLM adapter instead of an HTTP request: ``chat``'s response, or
+                # its stream's events one by one; the component checks each answer.
+                if host.adapter is None:
+                    raise OmaError("the session calls an LLM adapter this agent does not have")
+                if model is not None:
+                    model.close()
+                model = ModelCall(host.adapter, json.loads(text_of(p)), host.text_deltas)
+                pending.start(model.first)
+                model_pending = True
             elif tag == "external-send":
                 pending.start(functools.partial(_external_answer, host, p))
             elif tag == "compress":
@@ -339,6 +360,8 @@ def drive(rt: Runtime, generation: int, session: Any, host: Host) -> Generator[D
                 raise OmaError(f"unknown step {tag!r}")
     finally:
         unsubscribe()
+        if model is not None:
+            model.close()
         if response is not None:
             response.close()
         rt.drop(generation, session)

@@ -33,6 +33,7 @@ from .cancel import CancelToken, RunCancelled
 from .host import (READING, Host, Observer, ToolTimings, call_arguments, compress_request, compress_variant,
                    due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
                    loop_variant, notify, now_ms, observed_result, tool_context, tool_variant, validation_variant)
+from .llm_adapter import AsyncModelCall
 from .result import cancelled_raw, internal_failure, last_event, run_result
 from .tool import unknown_tool
 from .values import event_json, text_of
@@ -197,6 +198,10 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
         pending[future] = tool_id
         future.add_done_callback(on_done)
 
+    # The adapter's model call in flight, and whether one of its answers is under way (its
+    # stream is read event by event, as the session asks).
+    model: Optional[AsyncModelCall] = None
+    model_pending = False
     try:
         while True:
             polled = rt.call("[method]session.next", session, now_ms(), generation=generation)
@@ -205,6 +210,10 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 return
             if polled.tag == "waiting":
                 waiting = polled.payload
+                if model is not None and not model_pending and model.streaming() \
+                        and any(d.tag == "model" for d in waiting.due):
+                    start(model.next())
+                    model_pending = True
                 if not pending:
                     raise OmaError(f"the session waits for {due_text(waiting.due)}, which this host does not owe")
                 wake = getattr(waiting, "wake-at-ms")
@@ -219,7 +228,10 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 while ready:
                     future = ready.popleft()
                     tool_id = pending.pop(future)
-                    give_answer(rt, generation, session, future.result(), tool_id)
+                    settled_answer = future.result()
+                    if settled_answer.tag.startswith("model-"):
+                        model_pending = False
+                    give_answer(rt, generation, session, settled_answer, tool_id)
                 continue
             step = polled.payload
             tag, p = step.tag, step.payload
@@ -254,6 +266,16 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 start(_hook_answer(host, text_of(p)))
             elif tag == "call-tool":
                 start(_timed(_tool_answer(host, p), timings.start()), p.id)
+            elif tag == "call-model":
+                # The agent's own LLM adapter instead of an HTTP request: ``chat``'s response, or
+                # its stream's events one by one; the component checks each answer.
+                if host.adapter is None:
+                    raise OmaError("the session calls an LLM adapter this agent does not have")
+                if model is not None:
+                    await model.aclose()
+                model = AsyncModelCall(host.adapter, json.loads(text_of(p)), host.text_deltas)
+                start(model.first(_call))
+                model_pending = True
             elif tag == "external-send":
                 start(_external_answer(host, p))
             elif tag == "compress":
@@ -277,6 +299,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
     finally:
         for future in pending:
             future.cancel()
+        if model is not None:
+            await model.aclose()
         if response is not None:
             await response.aclose()
         rt.drop(generation, session)

@@ -520,6 +520,14 @@ mod tests {
         files
     }
 
+    /// `(component (core module))` in the binary format: the component preamble (`\0asm`,
+    /// version 0x0d, layer 1), then a core-module section (id 1, 8 bytes) holding the empty
+    /// core module.
+    const ONE_MODULE: &[u8] = b"\0asm\x0d\0\x01\0\x01\x08\0asm\x01\0\0\0";
+
+    /// `(component (core module) (core module))`: another build of the guest, for a new key.
+    const TWO_MODULES: &[u8] = b"\0asm\x0d\0\x01\0\x01\x08\0asm\x01\0\0\0\x01\x08\0asm\x01\0\0\0";
+
     fn scratch(name: &str) -> PathBuf {
         let dir =
             std::env::temp_dir().join(format!("oma-wasmtime-unit-{name}-{}", std::process::id()));
@@ -542,7 +550,7 @@ mod tests {
         };
         let engine = Engine::default();
         let load = |bytes: &[u8]| load(&engine, &options, bytes).expect("loads").1;
-        let v1 = b"(component (core module))";
+        let v1 = ONE_MODULE;
         std::fs::write(&wasm, v1).expect("write the guest");
 
         assert_eq!(load(v1), ComponentOrigin::Compiled);
@@ -578,7 +586,7 @@ mod tests {
         assert_eq!(load(v1), ComponentOrigin::Cached);
 
         // A new guest build gets a new key; the old one stays (other checkouts may use it).
-        let v2 = b"(component (core module) (core module))";
+        let v2 = TWO_MODULES;
         assert_eq!(load(v2), ComponentOrigin::Compiled);
         assert_eq!(cwasm_files(&cache_dir).len(), 2);
         assert_eq!(load(v1), ComponentOrigin::Cached);
@@ -605,7 +613,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = scratch("shared");
         let wasm = dir.join("tiny.wasm");
-        let v1 = b"(component (core module))";
+        let v1 = ONE_MODULE;
         std::fs::write(&wasm, v1).expect("write the guest");
         let engine = Engine::default();
         let cache_dir = dir.join("cache");

@@ -14,7 +14,8 @@ struct Rules {
     private_key: Regex,
     authorization: Regex,
     bearer: Regex,
-    assignment: Regex,
+    quoted: Regex,
+    bare: Regex,
     literals: Vec<Regex>,
 }
 
@@ -28,9 +29,11 @@ fn rules() -> &'static Rules {
             private_key: re(r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.)*?-----END [A-Z ]*PRIVATE KEY-----"),
             authorization: re(&format!(r"(?i)\b(Authorization[{s}]*:[{s}]*)(?:Bearer[{s}]+)?[^\n\r,;}}]+")),
             bearer: re(&format!(r"(?i)\bBearer[{s}]+[A-Za-z0-9._~+/=-]{{8,}}")),
-            assignment: re(&format!(
-                r#"(["']?)([A-Za-z_][A-Za-z0-9_.-]*)(["']?[{s}]*[:=][{s}]*)(["']?)([^"',{s}\}}\]]+)(["']?)"#
-            )),
+            // OMA's two assignment rules (quoted values first, then bare ones) use
+            // back-references (`\1?`, `\4`), which the engine does not have: each is spelt out
+            // for the three ways a name can be quoted and the two ways a value can.
+            quoted: re(&format!(r#"{head}(?:"((?s:.)*?)"|'((?s:.)*?)')"#, head = head(s))),
+            bare: re(&format!(r#"{head}([^"'{s},;}}\]\n\r][^,;}}\]\n\r]*)"#, head = head(s))),
             literals: [
                 r"\bsk-[A-Za-z0-9_-]{16,}\b",
                 r"\bgh[pousr]_[A-Za-z0-9_]{20,}\b",
@@ -45,23 +48,44 @@ fn rules() -> &'static Rules {
     })
 }
 
+/// An assignment's name, in double, single or no quotes, and its separator.
+fn head(s: &str) -> String {
+    let name = "[A-Za-z_][A-Za-z0-9_.-]*";
+    format!(r#"(?:"({name})"?|'({name})'?|({name}))[{s}]*[:=][{s}]*"#)
+}
+
+/// The name an assignment's match holds, whichever way it was quoted.
+fn name_of(caps: &Captures<'_>) -> String {
+    (1..=3)
+        .find_map(|i| caps.get(i))
+        .map_or("", |m| m.as_str())
+        .to_owned()
+}
+
 fn by_the_rules(text: &str) -> String {
     let r = rules();
     let text = r.private_key.replace_all(text, "[redacted]");
     let text = r.authorization.replace_all(&text, "${1}[redacted]");
     let text = r.bearer.replace_all(&text, "Bearer [redacted]");
-    let text = r.assignment.replace_all(&text, |caps: &Captures<'_>| {
-        let part = |i| caps.get(i).map_or("", |m| m.as_str());
-        if !r.sensitive_name.is_match(part(2)) || part(5) == "[redacted" {
-            return part(0).to_owned();
+    let text = r.quoted.replace_all(&text, |caps: &Captures<'_>| {
+        let whole = caps.get(0).expect("a match");
+        let value = caps.get(4).or(caps.get(5)).expect("a quoted value");
+        if !r.sensitive_name.is_match(&name_of(caps)) {
+            return whole.as_str().to_owned();
         }
-        let close = if part(6).is_empty() { part(4) } else { part(6) };
+        let before = &whole.as_str()[..value.start() - whole.start()];
+        let after = &whole.as_str()[value.end() - whole.start()..];
+        format!("{before}[redacted]{after}")
+    });
+    let text = r.bare.replace_all(&text, |caps: &Captures<'_>| {
+        let whole = caps.get(0).expect("a match");
+        let value = caps.get(4).expect("a bare value");
+        if !r.sensitive_name.is_match(&name_of(caps)) || value.as_str().starts_with("[redacted") {
+            return whole.as_str().to_owned();
+        }
         format!(
-            "{}{}{}{}[redacted]{close}",
-            part(1),
-            part(2),
-            part(3),
-            part(4)
+            "{}[redacted]",
+            &whole.as_str()[..value.start() - whole.start()]
         )
     });
     let mut text = text.into_owned();

@@ -60,7 +60,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
       'index.d.ts', 'mcp.d.ts', 'observability-file.d.ts', 'observability.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
-      'src/agent/input.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
+      'src/agent/input.js', 'src/agent/llm-adapter.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
       'src/agent/run-options.js', 'src/agent/runner.js', 'src/agent/stream.js', 'src/agent/structured-output.js',
       'src/agent/tool-calls.js', 'src/classifiers.js', 'src/component.js', 'src/errors.js', 'src/gateway.js',
       'src/index.js', 'src/llm/validate.js', 'src/mcp.js', 'src/observability/batching.js', 'src/observability/composite.js',

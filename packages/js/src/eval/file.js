@@ -165,19 +165,6 @@ export class FileEvalStore {
   }
 
   #mutate(operation, payloads) {
-    try {
-      this.#log.write(operation, payloads)
-    } catch (error) {
-      if (this.#log.state !== 'failed') {
-        try {
-          this.#memory = this.#log.read(() => replay(this.#now), false).memory
-        } catch {
-          this.#log.state = 'failed'
-          throw new FileEvalStoreError('RECOVERY_REQUIRED', 'FileEvalStore could not rebuild state after a failed mutation.',
-            { operation: 'rollback', path: this.#log.path })
-        }
-      }
-      throw error
-    }
+    this.#log.mutate(operation, payloads, () => replay(this.#now), (memory) => { this.#memory = memory })
   }
 }

@@ -192,18 +192,6 @@ export class FileTraceStore {
   }
 
   #mutate(operation, payloads) {
-    try {
-      this.#log.write(operation, payloads)
-    } catch (error) {
-      if (this.#log.state !== 'failed') {
-        try {
-          this.#memory = this.#log.read(() => replayInto(this.#now), false).memory
-        } catch {
-          this.#log.state = 'failed'
-          throw new FileTraceStoreError('RECOVERY_REQUIRED', 'FileTraceStore could not rebuild state after a failed mutation.', { operation: 'rollback', path: this.#log.path })
-        }
-      }
-      throw error
-    }
+    this.#log.mutate(operation, payloads, () => replayInto(this.#now), (memory) => { this.#memory = memory })
   }
 }

@@ -269,6 +269,29 @@ export class DurableLog {
     }
   }
 
+  /**
+   * Appends one batch for a store whose memory already holds the change. When the write fails,
+   * `restore` gets the memory replayed from the file (what was acknowledged) and the failure is
+   * rethrown; a file that cannot be replayed fails the log for good.
+   */
+  mutate(operation, payloads, makeReplay, restore) {
+    try {
+      this.write(operation, payloads)
+    } catch (error) {
+      if (this.state !== 'failed') {
+        let memory
+        try {
+          memory = this.read(makeReplay, false).memory
+        } catch {
+          this.state = 'failed'
+          throw this.error('RECOVERY_REQUIRED', `${this.format.label} could not rebuild state after a failed mutation.`, 'rollback')
+        }
+        restore(memory)
+      }
+      throw error
+    }
+  }
+
   #truncate(length) {
     const fd = openSync(this.path, 'r+')
     try {

@@ -1,4 +1,5 @@
-//! `loopback-provider [--addr 127.0.0.1:PORT] [--threads N] [--max-seconds S] [--hold-ms MS]`: a provider for
+//! `loopback-provider [--addr 127.0.0.1:PORT] [--threads N] [--max-seconds S] [--hold-ms MS]
+//! [--chunk-gap-ms MS]`: a provider for
 //! load tests, answering every wire format with the canned bodies of [`oma_loopback::Ask`] (the
 //! same bytes the test [`Simulator`](oma_loopback::Simulator) sends) as fast as it can.
 //!
@@ -16,6 +17,10 @@
 //! - With `--hold-ms MS` every provider request is held that long before it is answered: a
 //!   slow provider, for the load test's abandoned clients (a client that leaves should close
 //!   the request it caused, which `open` shows).
+//! - With `--chunk-gap-ms MS` a streamed answer's events go out one at a time, MS apart (the
+//!   first at once): a model that generates, for the streaming lane of `bench/gateway-bench/`,
+//!   which measures what a gateway adds to the time to the first chunk and to the gaps between
+//!   chunks. Whole answers are unchanged.
 //! - It exits by itself after `--max-seconds` (600 by default), and on a closed standard input
 //!   if `--exit-on-stdin-eof` is given.
 //!
@@ -30,9 +35,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use oma_loopback::Ask;
 use wasmtime_wasi_http::io::TokioIo;
@@ -52,10 +62,11 @@ struct Options {
     max_seconds: u64,
     exit_on_stdin_eof: bool,
     hold: Duration,
+    gap: Duration,
 }
 
 const USAGE: &str = "usage: loopback-provider [--addr 127.0.0.1:PORT] [--threads N] \
-                     [--max-seconds S] [--hold-ms MS] [--exit-on-stdin-eof]";
+                     [--max-seconds S] [--hold-ms MS] [--chunk-gap-ms MS] [--exit-on-stdin-eof]";
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
@@ -64,6 +75,7 @@ fn parse_options() -> Result<Options, String> {
         max_seconds: 600,
         exit_on_stdin_eof: false,
         hold: Duration::ZERO,
+        gap: Duration::ZERO,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -96,6 +108,13 @@ fn parse_options() -> Result<Options, String> {
                     .ok()
                     .ok_or(format!("--hold-ms {text}: a whole number of milliseconds"))?;
                 options.hold = Duration::from_millis(ms);
+            }
+            "--chunk-gap-ms" => {
+                let text = value("--chunk-gap-ms")?;
+                let ms = text.parse::<u64>().ok().ok_or(format!(
+                    "--chunk-gap-ms {text}: a whole number of milliseconds"
+                ))?;
+                options.gap = Duration::from_millis(ms);
             }
             "--exit-on-stdin-eof" => options.exit_on_stdin_eof = true,
             "-h" | "--help" => return Err(String::new()),
@@ -154,7 +173,11 @@ fn main() -> ExitCode {
         let local = listener.local_addr().unwrap_or(options.addr);
         eprintln!("loopback-provider: listening on http://{local}");
         let stats = Arc::new(Stats::default());
-        match tokio::time::timeout(max, accept_loop(listener, stats, options.hold)).await {
+        let pacing = Pacing {
+            hold: options.hold,
+            gap: options.gap,
+        };
+        match tokio::time::timeout(max, accept_loop(listener, stats, pacing)).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => {
                 eprintln!(
@@ -167,7 +190,14 @@ fn main() -> ExitCode {
     })
 }
 
-async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>, hold: Duration) {
+/// How the provider paces its answers: `--hold-ms` and `--chunk-gap-ms`.
+#[derive(Clone, Copy)]
+struct Pacing {
+    hold: Duration,
+    gap: Duration,
+}
+
+async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>, pacing: Pacing) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // E.g. out of file descriptors: back off instead of spinning.
@@ -180,7 +210,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>, hold:
         let stats = Arc::clone(&stats);
         tokio::spawn(async move {
             let counted = Arc::clone(&stats);
-            let service = service_fn(move |request| answer(Arc::clone(&stats), request, hold));
+            let service = service_fn(move |request| answer(Arc::clone(&stats), request, pacing));
             let _ = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
@@ -193,8 +223,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, stats: Arc<Stats>, hold:
 async fn answer(
     stats: Arc<Stats>,
     request: http::Request<Incoming>,
-    hold: Duration,
-) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    pacing: Pacing,
+) -> Result<http::Response<Paced>, Infallible> {
     let (parts, body) = request.into_parts();
     let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -218,20 +248,88 @@ async fn answer(
     stats
         .body_bytes
         .fetch_add(body.len() as u64, Ordering::Relaxed);
-    if !hold.is_zero() {
+    if !pacing.hold.is_zero() {
         // A connection closed meanwhile drops this future, and with it the connection.
-        tokio::time::sleep(hold).await;
+        tokio::time::sleep(pacing.hold).await;
     }
     let ask = Ask::of(path, &body);
     if ask.route == oma_host_tests::Route::Unknown || parts.method != http::Method::POST {
         let (text, content_type) = ask.error_body(404);
         return Ok(response(404, content_type, text));
     }
+    if ask.stream && !pacing.gap.is_zero() {
+        let chunks = ask.success_chunks(0).into_iter().map(Bytes::from).collect();
+        let mut paced = response(200, ask.content_type(), Vec::new());
+        *paced.body_mut() = Paced::chunks(chunks, pacing.gap);
+        return Ok(paced);
+    }
     Ok(response(200, ask.content_type(), ask.success_body()))
 }
 
-fn response(status: u16, content_type: &str, body: Vec<u8>) -> http::Response<Full<Bytes>> {
-    let mut response = http::Response::new(Full::new(Bytes::from(body)));
+/// A response body: whole, or a stream's events `gap` apart (the first at once).
+struct Paced {
+    chunks: VecDeque<Bytes>,
+    gap: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Paced {
+    fn whole(body: Vec<u8>) -> Self {
+        Paced {
+            chunks: VecDeque::from([Bytes::from(body)]),
+            gap: Duration::ZERO,
+            sleep: None,
+        }
+    }
+
+    fn chunks(chunks: VecDeque<Bytes>, gap: Duration) -> Self {
+        Paced {
+            chunks,
+            gap,
+            sleep: None,
+        }
+    }
+}
+
+impl hyper::body::Body for Paced {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(sleep) = self.sleep.as_mut() {
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.sleep = None;
+        }
+        let Some(chunk) = self.chunks.pop_front() else {
+            return Poll::Ready(None);
+        };
+        if !self.chunks.is_empty() && !self.gap.is_zero() {
+            self.sleep = Some(Box::pin(tokio::time::sleep(self.gap)));
+        }
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.gap.is_zero() || self.chunks.len() <= 1 {
+            let len: usize = self.chunks.iter().map(Bytes::len).sum();
+            SizeHint::with_exact(len as u64)
+        } else {
+            SizeHint::default()
+        }
+    }
+}
+
+fn response(status: u16, content_type: &str, body: Vec<u8>) -> http::Response<Paced> {
+    let mut response = http::Response::new(Paced::whole(body));
     *response.status_mut() = http::StatusCode::from_u16(status).unwrap_or_default();
     let headers = response.headers_mut();
     if let Ok(value) = http::HeaderValue::from_str(content_type) {

@@ -11,6 +11,7 @@
 
 mod adapter;
 mod agent;
+mod bench_tools;
 mod common;
 mod contract;
 mod corpus;

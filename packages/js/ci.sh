@@ -4,7 +4,7 @@
 #
 # 1. installs the dev dependencies from package-lock.json and checks that `npm install` leaves
 #    the committed lock file as it is;
-# 2. builds the package (the portable world only, transpiled into gen/);
+# 2. builds the package (the portable-json world only, transpiled into gen/);
 # 3. runs `npm test` (the API, the hostile-provider tests, the OMA compatibility corpus; set
 #    OMA_DIR to a built OMA packages/core to compare with OMA live);
 # 4. packs the tarball once and tests it installed in an empty project with no cargo, rustc or

@@ -40,13 +40,12 @@ export function newRun(host, options) {
   return run
 }
 
-/** The options a run's session is made with: JSON payloads, a fresh seed, and trace ids when traced. */
+/** The options a run's session is made with: a fresh seed, and trace ids when traced. */
 export function sessionOptions(run) {
-  if (run?.onTrace === undefined) return { payloads: 'json', seed: seed() }
+  if (run?.onTrace === undefined) return { seed: seed() }
   // OMA's trace ids: the run's identity, the caller's span and parent, the agent's trace name.
   const o = run.options
   return {
-    payloads: 'json',
     seed: seed(),
     trace: {
       runId: run.identity.runId,

@@ -62,7 +62,7 @@ async function runAgentWith(config, input, options, onProgress) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions(run)),
+    driver.runAgent(JSON.stringify(json), text, runOptions, sessionOptions(run)),
   )
   return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
 }

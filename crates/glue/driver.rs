@@ -342,9 +342,12 @@ fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
             id: tool.id,
             outcome: from_wit_tool_outcome(tool.outcome),
         },
-        dr::Answer::ToolJson(tool) => {
-            tool_json_answer(tool.id, &tool.content, tool.is_error, tool.gate.map(from_wit_gate))?
-        }
+        dr::Answer::ToolJson(tool) => tool_json_answer(
+            tool.id,
+            &tool.content,
+            tool.is_error,
+            tool.gate.map(from_wit_gate),
+        )?,
         dr::Answer::External(reply) => Answer::External(reply),
         dr::Answer::Validated(Ok(text)) => Answer::Validated(Ok(validated_json(&text)?)),
         dr::Answer::Validated(Err(message)) => Answer::Validated(Err(message)),

@@ -286,9 +286,12 @@ fn from_wit_answer(answer: jd::Answer) -> Result<Answer, Error> {
         jd::Answer::End => Answer::Http(CallAnswer::End),
         jd::Answer::Failure(failure) => Answer::Http(from_wit_failure(failure)),
         jd::Answer::Waited => Answer::Http(CallAnswer::Waited),
-        jd::Answer::ToolJson(tool) => {
-            tool_json_answer(tool.id, &tool.content, tool.is_error, tool.gate.map(from_wit_gate))?
-        }
+        jd::Answer::ToolJson(tool) => tool_json_answer(
+            tool.id,
+            &tool.content,
+            tool.is_error,
+            tool.gate.map(from_wit_gate),
+        )?,
         jd::Answer::External(reply) => Answer::External(reply),
         jd::Answer::Validated(Ok(text)) => Answer::Validated(Ok(validated_json(&text)?)),
         jd::Answer::Validated(Err(message)) => Answer::Validated(Err(message)),

@@ -32,7 +32,8 @@ pub(super) struct AgentCell {
 impl AgentCell {
     /// An agent from OMA-style configuration JSON (`agent.create-json`).
     pub(super) fn from_json(config: &str) -> Result<Self, Error> {
-        let (spec, history) = oma_core::agent::config::AgentSettings::from_json(config)?.into_spec()?;
+        let (spec, history) =
+            oma_core::agent::config::AgentSettings::from_json(config)?.into_spec()?;
         Ok(Self::new(entry::Agent::new(spec, history)?))
     }
 
@@ -173,7 +174,8 @@ pub(super) fn run_agent_json(
     evaluation: Option<(StorePayloads, f64)>,
     seed: u64,
 ) -> Result<RunMachine, Error> {
-    let (spec, _history) = oma_core::agent::config::AgentSettings::from_json(config)?.into_spec()?;
+    let (spec, _history) =
+        oma_core::agent::config::AgentSettings::from_json(config)?.into_spec()?;
     entry::start_run_agent(
         spec,
         run_input_json(input, Vec::new())?,
@@ -191,7 +193,10 @@ pub(super) fn session_error(message: &str) -> Error {
 }
 
 /// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it.
-pub(super) fn run_input_json(text: &str, strings: Vec<(String, String)>) -> Result<RunInput, Error> {
+pub(super) fn run_input_json(
+    text: &str,
+    strings: Vec<(String, String)>,
+) -> Result<RunInput, Error> {
     match parse_json(text, strings)? {
         Value::String(text) => Ok(RunInput::Text(text)),
         other => Ok(RunInput::Messages(json::messages_from_value(other)?)),

@@ -72,7 +72,10 @@ fn the_portable_json_world_exports_only_the_json_interfaces_and_imports_nothing(
         .select_world(&[package], Some("portable-json"))
         .unwrap();
     let (imports, exports) = items(&resolve, world);
-    assert!(imports.is_empty(), "the portable-json world imports {imports:?}");
+    assert!(
+        imports.is_empty(),
+        "the portable-json world imports {imports:?}"
+    );
     for wanted in ["json-driver", "json-codec"] {
         assert!(
             exports.contains_key(&format!("oma:agent/{wanted}@0.1.0")),

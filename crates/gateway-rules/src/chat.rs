@@ -443,6 +443,7 @@ impl ChatMachine {
                             model: target.model.clone(),
                             stop_reason: String::new(),
                             usage: TokenUsage::new(adapter::estimate_input_tokens(&request), 0),
+                            stop_sequence: None,
                         };
                         Call::answered(adapter, estimate)
                     }

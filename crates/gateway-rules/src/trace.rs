@@ -103,7 +103,8 @@ fn string(key: &str, value: &str) -> Value {
 
 /// The usage attributes of a span: the input tokens with the prompt cache's counted in (the
 /// semantic conventions count every input token there; Anthropic and Bedrock leave the cache's
-/// out of theirs), the output tokens, and the cache's counts when the provider reported any.
+/// out of theirs), the output tokens, and the cache's counts when the provider reported any
+/// (tokens read from it whoever counted them: OpenAI and Gemini count them in their input).
 fn usage_attributes(tokens: &TokenUsage, attributes: &mut Vec<Value>) {
     attributes.push(int("gen_ai.usage.input_tokens", tokens.all_input()));
     attributes.push(int("gen_ai.usage.output_tokens", tokens.output_tokens));
@@ -113,10 +114,10 @@ fn usage_attributes(tokens: &TokenUsage, attributes: &mut Vec<Value>) {
             tokens.cache_creation_input_tokens,
         ));
     }
-    if tokens.cache_read_input_tokens > 0 {
+    if tokens.cache_read() > 0 {
         attributes.push(int(
             "gen_ai.usage.cache_read.input_tokens",
-            tokens.cache_read_input_tokens,
+            tokens.cache_read(),
         ));
     }
 }

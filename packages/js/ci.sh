@@ -47,7 +47,7 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 760,400 bytes (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 766,200 bytes (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
@@ -62,9 +62,12 @@ echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
 # (687,242 bytes with it on 6 December 2026): 690,200; OMA's trace records, materializeRun and the
 # execution receipt in the component 51,870 bytes (739,112): 742,200.
 # The agent's own LLM adapter (its step in the core module, src/agent/llm-adapter.js and its
-# types) 18,141 bytes (757,253 on 6 December 2026): 760,400.
-if [ "$packed" -gt 760400 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 760400-byte ceiling" >&2
+# types) 18,141 bytes (757,253 on 6 December 2026): 760,400. OpenMultiAgent's observability
+# (the run's records to its sinks, src/observability/run-records.js), SharedMemory and
+# InMemoryStore (src/memory/), their types and README sections 5,693 bytes, measured against the
+# same tree without them (757,326 -> 763,019 on 6 December 2026): 766,200.
+if [ "$packed" -gt 766200 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 766200-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

@@ -269,7 +269,8 @@ impl ChatMachine {
     /// the trace of `parent` (the gateway request's span, their parent): for each, the start
     /// and the end of a `chat` span (kind `llm`) with the target's model and provider
     /// (`oma.llm.model`, `oma.llm.provider`, `oma.phase` `turn`, `oma.llm.turn` 1), and at its
-    /// end the usage and the model that answered (`oma.usage.*`, `oma.llm.response_model`), or
+    /// end the usage and the model that answered (`oma.usage.*`, `oma.llm.response_model`; the
+    /// cache's reads the provider counts in its input as `oma.usage.cached_input_tokens`), or
     /// the failure as OMA classifies a failed model call (status, error kind, class, code,
     /// retryability, HTTP status, provider), as a run's model calls are recorded
     /// (`docs/observability.md`); processed by OMA's sensitive-data processing with the default
@@ -307,6 +308,7 @@ impl ChatMachine {
                             "oma.usage.cache_creation_input_tokens",
                             usage.cache_creation_input_tokens,
                         ),
+                        ("oma.usage.cached_input_tokens", usage.cached_input_tokens),
                     ] {
                         if count > 0 {
                             attributes.insert(key.into(), count.into());
@@ -508,6 +510,7 @@ impl ChatMachine {
                             model: target.model.clone(),
                             stop_reason: String::new(),
                             usage: TokenUsage::new(adapter::estimate_input_tokens(&request), 0),
+                            stop_sequence: None,
                         };
                         Call::answered(adapter, estimate)
                     }

@@ -27,6 +27,7 @@ pub mod chat;
 pub mod env;
 pub mod fields;
 pub mod limits;
+pub mod nested;
 pub mod openai;
 pub mod request;
 pub mod serve;
@@ -916,6 +917,8 @@ pub fn sse_event(event: &AgentEvent) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
+#[cfg(test)]
+mod answer_tests;
 #[cfg(test)]
 mod fields_tests;
 #[cfg(test)]

@@ -305,7 +305,8 @@ fn first_text(attributes: &Attributes, keys: &[&str]) -> Option<Value> {
 /// attributes: the operation, provider, models, token counts, tool and time to the first
 /// chunk. The input tokens count every input token, the prompt cache's included, as the
 /// conventions count them (Anthropic and Bedrock, and so OMA's `oma.usage.input_tokens`, count
-/// the cache's apart); the cache's counts are also given on their own.
+/// the cache's apart); the cache's counts are also given on their own, its reads whoever
+/// counted them (`oma.usage.cached_input_tokens`: those OpenAI and Gemini count in their input).
 fn gen_ai(kind: &str, attributes: &mut Attributes) {
     let operation = match kind {
         "llm" => Some("chat"),
@@ -342,6 +343,25 @@ fn gen_ai(kind: &str, attributes: &mut Attributes) {
             "oma.usage.cache_read.input_tokens",
         ],
     );
+    // Tokens read from the cache that the provider counts in its input (OpenAI's and
+    // Gemini's), counted in the cache's reads and not again in the input.
+    let cached = first_number(attributes, &["oma.usage.cached_input_tokens"]);
+    let cache_read = match (cache_read, cached.as_ref().and_then(Value::as_u64)) {
+        (read, None | Some(0)) => read,
+        (read, Some(cached)) => Some(Value::from(
+            read.as_ref()
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .saturating_add(cached),
+        )),
+    };
+    let read_apart = first_number(
+        attributes,
+        &[
+            "oma.usage.cache_read_input_tokens",
+            "oma.usage.cache_read.input_tokens",
+        ],
+    );
     let cache_creation = first_number(
         attributes,
         &[
@@ -350,7 +370,7 @@ fn gen_ai(kind: &str, attributes: &mut Attributes) {
         ],
     );
     if let Some(input) = first_number(attributes, &["oma.usage.input_tokens"]) {
-        let all = [Some(&input), cache_read.as_ref(), cache_creation.as_ref()]
+        let all = [Some(&input), read_apart.as_ref(), cache_creation.as_ref()]
             .into_iter()
             .flatten()
             .filter_map(Value::as_u64)
@@ -941,6 +961,35 @@ mod tests {
             json!({"stringValue": "invoke_agent"})
         );
         assert!(spans[0].get("parentSpanId").is_none());
+    }
+
+    /// Reads from the cache that the provider counts in its input (OpenAI's) count as the
+    /// cache's reads and not again in the input.
+    #[test]
+    fn cached_input_tokens_are_cache_reads_within_the_input() {
+        let end = record(
+            1,
+            "000000000000000b",
+            None,
+            json!({"recordType": "span_end",
+            "kind": "llm", "name": "chat", "startUnixMs": 10, "endUnixMs": 30,
+            "status": {"code": "ok"},
+            "attributes": {"oma.usage.input_tokens": 100, "oma.usage.cached_input_tokens": 40,
+                           "oma.usage.output_tokens": 5}}),
+        );
+        let span = &spans_of(&[end], 99)[0];
+        assert_eq!(
+            attribute(span, "gen_ai.usage.input_tokens"),
+            json!({"intValue": "100"})
+        );
+        assert_eq!(
+            attribute(span, "gen_ai.usage.cache_read.input_tokens"),
+            json!({"intValue": "40"})
+        );
+        assert_eq!(
+            attribute(span, "oma.usage.cached_input_tokens"),
+            json!({"intValue": "40"})
+        );
     }
 
     /// A request's trace is the client's when its `traceparent` is well formed (the request's

@@ -4,6 +4,7 @@
 // `finished`.
 
 import { errorFrom, errorMessage, fromComponent } from '../errors.js'
+import { deliverRecords } from '../observability/run-records.js'
 import { receive, send } from '../transport.js'
 import { isObject } from '../utils/options.js'
 import { emitTrace } from '../utils/trace.js'
@@ -41,8 +42,11 @@ export async function safely(fn, value) {
   }
 }
 
-/** The steps that may come while a response body is still being read. */
-const READING = new Set(['receive', 'event', 'progress', 'evaluation'])
+/**
+ * The steps that may come while a response body is still being read (a streamed answer's first
+ * piece makes a `first_chunk` record).
+ */
+const READING = new Set(['receive', 'event', 'progress', 'evaluation', 'trace-records'])
 
 /**
  * A timer that resolves with `null` at `atMs` (milliseconds since the Unix epoch) and can be
@@ -280,6 +284,10 @@ export async function* drive(session, host, run) {
         }
         case 'trace':
           if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val.val))
+          break
+        case 'trace-records':
+          // Handed to the sinks now, in order; nothing is waited for and no answer is owed.
+          deliverRecords(run, step.val)
           break
         case 'validate-output':
           session.answer({ tag: 'validated', val: validateOutput(host, run, step.val) })

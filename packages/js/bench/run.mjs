@@ -14,7 +14,9 @@
 // BENCH_ONLY=a,b; BENCH_TRACE=1 traces this package's runs (onTrace, events dropped); BENCH_SINK=1
 // runs both sides as `new OpenMultiAgent({ observability: { sinks: [sink] } }).runAgent(config,
 // messages)`, each with its own BatchingTraceSink over an exporter that takes every batch (the
-// trace records made, processed, queued and exported on every run). The two sides are warmed
+// trace records made, processed, queued and exported on every run); BENCH_RUN_AGENT=1 runs both
+// sides through `OpenMultiAgent.runAgent` without sinks (what BENCH_SINK=1 adds records to). The
+// two sides are warmed
 // together and then alternate in rounds (see measure).
 // Output: a table on stderr and one JSON object on stdout.
 
@@ -140,6 +142,7 @@ async function main() {
   const config = { name: 'bench', model: 'claude-sonnet-4-6', provider: 'anthropic', apiKey: 'sk-bench', baseURL }
   // BENCH_SINK=1: an exporter that takes every batch (the same for both sides).
   const sinks = process.env.BENCH_SINK === '1'
+  const orchestrated = process.env.BENCH_RUN_AGENT === '1'
   const takeAll = { async export(records) { return { status: 'success', exported: records.length } } }
   const files = (await readdir(dir)).filter((f) => f.endsWith('.json')).sort()
   const results = {}
@@ -149,11 +152,12 @@ async function main() {
     const messages = JSON.parse(await readFile(join(dir, file), 'utf8'))
     const big = name.includes('16mib')
     const sides = []
-    if (sinks) {
-      const ours = new OpenMultiAgent({ observability: { sinks: [new BatchingTraceSink(takeAll, { diagnostics: 'silent' })] } })
+    if (sinks || orchestrated) {
+      const observability = (Sink) => (sinks ? { observability: { sinks: [new Sink(takeAll, { diagnostics: 'silent' })] } } : {})
+      const ours = new OpenMultiAgent(observability(BatchingTraceSink))
       sides.push(side((m) => ours.runAgent(config, m)))
       if (oma) {
-        const theirs = new oma.OpenMultiAgent({ observability: { sinks: [new oma.BatchingTraceSink(takeAll, { diagnostics: 'silent' })] } })
+        const theirs = new oma.OpenMultiAgent(observability(oma.BatchingTraceSink))
         sides.push(side((m) => theirs.runAgent(config, m)))
       }
     } else {
@@ -200,6 +204,7 @@ async function main() {
     loadavg_after: readFileSync('/proc/loadavg', 'utf8').trim(),
     oma: oma ? 'loaded' : 'absent',
     sinks: process.env.BENCH_SINK === '1',
+    runAgent: process.env.BENCH_SINK === '1' || process.env.BENCH_RUN_AGENT === '1',
   }
   console.log(JSON.stringify({ meta, results }, null, 2))
 }

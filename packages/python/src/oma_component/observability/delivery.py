@@ -45,6 +45,9 @@ MAX_QUEUE_BYTES = 16 * 1024 * 1024
 SETTLE_MS = 1_000
 #: A sink inside one ``emit`` for longer than this is not waited for at all.
 STALL_MS = 100
+#: How long a lane's thread waits for more records before it ends (the steps of a run, and
+#: runs one after another, reuse it instead of starting one per step).
+LINGER_MS = 2_000
 
 _CONFIG_KEYS = ("sinks", "capture", "resource", "on_diagnostic")
 _RESOURCE_KEYS = ("service_name", "service_version", "deployment_environment", "release")
@@ -58,7 +61,7 @@ _CAPTURE_NAMES = {
 
 class _Lane:
     """One sink's queue and the thread that drains it (started when records come, gone when
-    the queue is empty)."""
+    the queue stayed empty for :data:`LINGER_MS`)."""
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
@@ -79,7 +82,9 @@ class _Lane:
                 self._queue.append((record, size, reporter))
                 self._bytes += size
                 self.put_count += 1
-                if not self._worker:
+                if self._worker:
+                    self._cond.notify_all()
+                else:
                     self._worker = True
                     threading.Thread(target=self._drain, name="oma-trace-delivery", daemon=True).start()
         if full:
@@ -88,6 +93,8 @@ class _Lane:
     def _drain(self) -> None:
         while True:
             with self._cond:
+                if not self._queue:
+                    self._cond.wait(LINGER_MS / 1000)
                 if not self._queue:
                     self._worker = False
                     return

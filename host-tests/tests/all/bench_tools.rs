@@ -113,8 +113,8 @@ fn bench_load_counts_what_the_provider_answered() {
 
 #[test]
 fn a_paced_stream_shows_its_gaps_and_its_first_chunk() {
-    let gap_ms = 40.0;
-    let provider = provider(&["--chunk-gap-ms", "40"]);
+    let gap_ms = 100.0;
+    let provider = provider(&["--chunk-gap-ms", "100"]);
     let url = format!("{}/v1/chat/completions", provider.url);
     let stream = r#"{"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
     let report = load(&url, stream, &["--requests", "2", "--expect", "simulator"]);

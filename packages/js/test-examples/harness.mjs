@@ -37,8 +37,8 @@ export const EXAMPLES = {
   'cookbook/competitive-monitoring': 'cookbook-competitive-monitoring',
   'cookbook/narrative-puzzle-hint-arbitration': 'cookbook-narrative-puzzle-hint-arbitration',
   'cookbook/rare-disease-information-triage': 'cookbook-rare-disease-information-triage',
-  'patterns/eval-online-sampling': null,
-  'patterns/eval-offline-regression': null,
+  'patterns/eval-online-sampling': 'patterns-eval-online-sampling',
+  'patterns/eval-offline-regression': 'patterns-eval-offline-regression',
 }
 
 /**
@@ -58,8 +58,6 @@ export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bil
 
 /** Examples left out of the package, and why (reported, never counted as passing). */
 export const OUT_OF_SCOPE = {
-  'patterns/eval-online-sampling': 'needs a user-written LLMAdapter, `costBudgetScorer` and OMA\'s online evaluation on OpenMultiAgent, which the package does not ship yet',
-  'patterns/eval-offline-regression': 'needs a user-written LLMAdapter and `createAnswerRelevancyScorer`, which the package does not ship yet',
   'integrations/mcp-bilig-workpaper': 'asks Gemini, which OMA cannot point at a loopback provider, for tools of a server fetched from the registry (mcp-github\'s program covers the same API); type-checked with OMA_DIR',
   'integrations/mcp-open-design': 'needs OMA\'s teams (`createTeam`, `runTasks`, `RunTaskSpec`), which the package does not ship, and an Open Design install',
 }
@@ -174,6 +172,9 @@ export const SCENARIOS = {
     const listed = JSON.parse(body.messages.at(-1).content[0].content)
     return text(listed.issues.map((issue) => `#${issue.number} ${issue.title}`).join('\n'), 60, 20)
   },
+  // The eval programs' models are their own adapters: a request here would be a difference.
+  'patterns-eval-online-sampling': () => text('no provider request is expected'),
+  'patterns-eval-offline-regression': () => text('no provider request is expected'),
   'cookbook-rare-disease-information-triage': ({ body }) => {
     const s = system(body)
     if (s.startsWith('Audit source')) return json({ source: s.slice(13, -1), points: ['x'], risk: 'low' })
@@ -198,17 +199,24 @@ function targets(side, oma) {
     return [
       [`${OMA}/classifiers`, join(oma, 'dist', 'classifiers.d.ts'), join(oma, 'dist', 'classifiers.js')],
       [`${OMA}/mcp`, join(oma, 'dist', 'mcp.d.ts'), join(oma, 'dist', 'mcp.js')],
+      [`${OMA}/eval`, join(oma, 'dist', 'eval', 'index.d.ts'), join(oma, 'dist', 'eval', 'index.js')],
+      [`${OMA}/eval/file`, join(oma, 'dist', 'eval', 'file.d.ts'), join(oma, 'dist', 'eval', 'file.js')],
       [OMA, join(oma, 'dist', 'index.d.ts'), join(oma, 'dist', 'index.js')],
     ]
   }
   return [
     ['oma-component/classifiers', join(pkg, 'classifiers.d.ts'), join(pkg, 'src', 'classifiers.js')],
     ['oma-component/mcp', join(pkg, 'mcp.d.ts'), join(pkg, 'src', 'mcp.js')],
+    ['oma-component/eval', join(pkg, 'eval.d.ts'), join(pkg, 'src', 'eval', 'index.js')],
+    ['oma-component/eval/file', join(pkg, 'eval-file.d.ts'), join(pkg, 'src', 'eval', 'file.js')],
     ['oma-component', join(pkg, 'index.d.ts'), join(pkg, 'src', 'index.js')],
   ]
 }
 
 const swap = (source, from, to) => source.split(`'${from}'`).join(`'${to}'`)
+
+/** OMA's subpaths the programs import, and the package's for each. */
+const SUBPATHS = ['classifiers', 'mcp', 'eval', 'eval/file']
 
 /** Writes one side's programs (the import changed for the package) and a strict tsconfig, in .gen/<dirName>. */
 export function prepare(side, oma, names = programs(), dirName = side) {
@@ -218,7 +226,8 @@ export function prepare(side, oma, names = programs(), dirName = side) {
   for (const name of names) {
     let source = readFileSync(join(programsDir, `${name}.ts`), 'utf8')
     if (side !== 'oma') {
-      source = swap(swap(swap(source, `${OMA}/classifiers`, 'oma-component/classifiers'), `${OMA}/mcp`, 'oma-component/mcp'), OMA, 'oma-component')
+      for (const sub of SUBPATHS) source = swap(source, `${OMA}/${sub}`, `oma-component/${sub}`)
+      source = swap(source, OMA, 'oma-component')
     }
     writeFileSync(join(dir, 'src', `${name}.ts`), source)
   }
@@ -389,8 +398,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
 /**
  * OMA's own example files (read from OMA_DIR/examples at test time, never copied into the
  * repository) with only their imports changed to `oma-component`, for `tsc --strict` against
- * the package: the issue's criterion itself, checked when OMA is at hand. The `eval` examples
- * and mcp-open-design are left out (OUT_OF_SCOPE); mcp-github and mcp-bilig-workpaper are in.
+ * the package: the issue's criterion itself, checked when OMA is at hand. mcp-open-design is
+ * left out (OUT_OF_SCOPE); mcp-github and mcp-bilig-workpaper are in.
  */
 export function prepareOmaExamples(oma) {
   const dir = join(here, '.gen', 'oma-examples')
@@ -405,6 +414,8 @@ export function prepareOmaExamples(oma) {
     let source = readFileSync(join(oma, 'examples', `${example}.ts`), 'utf8')
     source = swap(source, '../../src/classifiers.js', 'oma-component/classifiers')
     source = swap(source, '../../src/mcp.js', 'oma-component/mcp')
+    source = swap(source, '../../src/eval/index.js', 'oma-component/eval')
+    source = swap(source, '../../src/eval/file.js', 'oma-component/eval/file')
     source = swap(swap(source, '../../src/index.js', 'oma-component'), '../../src/types.js', 'oma-component')
     writeFileSync(join(dir, 'src', `${program}.ts`), source)
     names.push(program)

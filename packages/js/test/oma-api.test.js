@@ -435,7 +435,8 @@ test('unknown configuration keys are refused with a TypeError naming them', () =
   // What the package's runs cannot honour yet is refused by name, not ignored.
   assert.throws(() => new OpenMultiAgent({ observability: { sinks: [{ emit() {} }] } }), /"observability" is not supported yet/)
   assert.throws(() => new OpenMultiAgent({ observability: {} }), /"observability" is not supported yet/)
-  assert.throws(() => new OpenMultiAgent({ evaluation: { sampleRate: 1 } }), /"evaluation" is not supported yet/)
+  // OMA's online evaluation is honoured; the package's own runAgent sampling keys are not its keys.
+  assert.throws(() => new OpenMultiAgent({ evaluation: { sampleRate: 1 } }), /does not support the option "sampleRate"/)
 })
 
 test('classifyRunFailure classifies as OMA does, redacting secrets', () => {

@@ -11,6 +11,7 @@ import { newRun, sessionOptions } from '../agent/run-options.js'
 import { registerBuiltInTools } from '../tool/built-in/index.js'
 import { ToolRegistry } from '../tool/framework.js'
 import { isObject, refuseUnknown } from '../utils/options.js'
+import { createOnlineEvaluator, NOOP_ONLINE_EVALUATION } from '../eval/online.js'
 
 /** `evaluation.storePayloads` as the component's word: `none`, `redacted` or `full`. */
 function storePayloads(value) {
@@ -88,11 +89,13 @@ const ORCHESTRATOR_CONFIG_KEYS = new Set([
 /**
  * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
  * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
- * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`) and its
- * `onProgress`. Teams and task graphs are not part of the package.
+ * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`), its
+ * `onProgress` and its online `evaluation` (`orchestrator.evaluation`: `forceFlush`, `shutdown`,
+ * `getStats`). Teams and task graphs are not part of the package.
  */
 export class OpenMultiAgent {
   #config
+  #evaluator
 
   constructor(config = {}) {
     if (!isObject(config)) throw new TypeError('the orchestrator configuration must be an object')
@@ -103,9 +106,9 @@ export class OpenMultiAgent {
           `${unknown.map((key) => `"${key}"`).join(', ')}; it takes OMA's OrchestratorConfig keys`,
       )
     }
-    // OMA's orchestrator sends every run's trace records to `observability.sinks` and scores
-    // runs with `evaluation`'s online evaluator; the package's runs do neither yet, so a
-    // configuration that asks for them is refused by name rather than run without them.
+    // OMA's orchestrator sends every run's trace records to `observability.sinks`; the
+    // package's runs do not yet, so a configuration that asks for it is refused by name rather
+    // than run without it.
     const sinks = config.observability?.sinks
     if (config.observability !== undefined && (!isObject(config.observability) || sinks === undefined || !Array.isArray(sinks) || sinks.length > 0)) {
       throw new TypeError(
@@ -113,13 +116,10 @@ export class OpenMultiAgent {
           'trace records to sinks (use onTrace, or a sink with the package\'s own stores)',
       )
     }
-    if (config.evaluation !== undefined && config.evaluation !== null) {
-      throw new TypeError(
-        'the orchestrator configuration\'s "evaluation" is not supported yet: pass evaluation to ' +
-          'runAgent(config, input, { evaluation }) instead',
-      )
-    }
     this.#config = config
+    this.#evaluator = createOnlineEvaluator(config.evaluation, config.estimateCost)
+    /** OMA's online evaluation lifecycle: `forceFlush`, `shutdown`, `getStats` (a no-op without `evaluation`). */
+    this.evaluation = this.#evaluator ?? NOOP_ONLINE_EVALUATION
   }
 
   /** Runs one agent with the orchestrator's defaults: OMA's AgentRunResult. */
@@ -145,7 +145,11 @@ export class OpenMultiAgent {
     const opts = options ?? {}
     refuseUnknown('runAgent options', opts, ['abortSignal', 'runId', 'metadata', 'egressPolicy'])
     const { abortSignal, runId, metadata, egressPolicy } = opts
-    return runAgentWith(
+    // Online evaluation scores the run after it settles, off its path (OMA: eval/online.ts).
+    const evaluated = this.#evaluator === undefined
+      ? undefined
+      : { input: Array.isArray(input) ? structuredClone(input) : input, startedAtMs: Date.now() }
+    const result = await runAgentWith(
       effective,
       input,
       {
@@ -158,6 +162,10 @@ export class OpenMultiAgent {
       },
       typeof src.onProgress === 'function' ? src.onProgress : undefined,
     )
+    if (evaluated !== undefined) {
+      this.#evaluator.enqueue({ input: evaluated.input, result, durationMs: Date.now() - evaluated.startedAtMs })
+    }
+    return result
   }
 
 }

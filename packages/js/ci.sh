@@ -62,9 +62,11 @@ echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
 # (687,242 bytes with it on 6 December 2026): 690,200; OMA's trace records, materializeRun and the
 # execution receipt in the component 51,870 bytes (739,112): 742,200.
 # The agent's own LLM adapter (its step in the core module, src/agent/llm-adapter.js and its
-# types) 18,141 bytes (757,253 on 6 December 2026): 760,400.
-if [ "$packed" -gt 760400 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 760400-byte ceiling" >&2
+# types) 18,141 bytes (757,253 on 6 December 2026): 760,400. OMA's built-in scorers, judges and
+# online evaluation (their rules in the core module, src/eval/ and the types) 52,096 bytes
+# (809,349 on 6 December 2026): 826,000, about 2% above.
+if [ "$packed" -gt 826000 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 826000-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

@@ -119,12 +119,18 @@ class JudgeScorer:
             if self.checked.get("timeoutMs") is None:
                 await every()
             else:
+                # The judges run in a task of their own, stopped through their cancel token (a
+                # run ends at once on it) rather than by cancelling the task under them.
                 timeout = self.checked["timeoutMs"]
-                try:
-                    await asyncio.wait_for(every(), timeout / 1000)
-                except asyncio.TimeoutError:
+                task = asyncio.ensure_future(every())
+                done, _ = await asyncio.wait({task}, timeout=timeout / 1000)
+                if task not in done:
                     token.cancel()
-                    raise TimeoutError(f"Judge scorer exceeded timeout of {timeout:g}ms.") from None
+                    await asyncio.wait({task})
+                    if not task.cancelled():
+                        task.exception()
+                    raise TimeoutError(f"Judge scorer exceeded timeout of {timeout:g}ms.")
+                task.result()
         finally:
             if callable(unsubscribe):
                 unsubscribe()

@@ -1,7 +1,8 @@
 // TypeScript declarations of oma-component: OMA's agent API (open-multi-agent 1.16.1) over
-// oma_portable.wasm. The names and shapes are OMA's, inputs `readonly` as OMA declares them;
-// the package adds the `video` block, `text_delta` stream events and its own options (`call`,
-// `deadlineMs`, `thinkingBudget`, `aws`, the `evaluation` of `runAgent`).
+// oma_portable_json.wasm (world `portable-json`). The names and shapes are OMA's, inputs
+// `readonly` as OMA declares them; the package adds the `video` block, `text_delta` stream
+// events and its own options (`call`, `deadlineMs`, `thinkingBudget`, `aws`, the `evaluation` of
+// `runAgent`).
 
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages
@@ -341,6 +342,100 @@ export {
   LocalShellExecutor, ShellExecOptions, ShellExecResult,
 } from './builtin-tools.js'
 
+// OMA's observability API, also on the main entry as OMA has it: declared in observability.d.ts.
+export {
+  BatchingTraceSink, CompositeSink, DEFAULT_BATCHING_OPTIONS, DiagnosticReporter, FilteringSink,
+  InMemoryTraceStore, LegacyCallbackTraceSink, SensitiveDataProcessor, TRACE_STORE_SCHEMA_MAJOR,
+  TraceStoreError, TraceStoreExporter, buildExecutionReceipt, emptyTraceSinkStats, materializeRun,
+} from './observability.js'
+export type {
+  SpanEndRecord, SpanEventName, SpanEventRecord, SpanKind, SpanStartRecord, TraceRecord, TraceRecordBase,
+  AppendResult, BatchingTraceSinkOptions, DeleteResult, DiagnosticMode, DiagnosticOptions, ExportResult,
+  ExecutionReceipt, ExecutionReceiptApprovalDecision, ExecutionReceiptDependencyEdge, FlushOptions,
+  FlushResult, GetRunOptions, InMemoryTraceStoreOptions, MaterializedSpan, ObservabilityConfig,
+  ObservabilityResource, Page, RetentionPolicy, RunAttemptSummary, RunCostSummary, RunSummary,
+  RunTokenSummary, SensitiveDataProcessorOptions, TelemetryDiagnostic, TelemetryDiagnosticCode,
+  TraceCapturePolicy, TraceDeleteQuery, TraceExporter, TraceFilter, TraceQuery, TraceSink,
+  TraceSinkStats, TraceStore, TraceStoreDiagnostic, TraceStoreDiagnosticCode, TraceStoreErrorCode,
+  StoredRun,
+} from './observability.js'
+import type { ObservabilityConfig } from './observability.js'
+
+// ---------------------------------------------------------------------------------------------
+// Shared memory (OMA: memory/shared.ts, memory/store.ts)
+
+/** One entry of a MemoryStore. */
+export interface MemoryEntry {
+  readonly key: string
+  readonly value: string
+  readonly metadata?: Readonly<Record<string, unknown>>
+  /** When the key was first written. */
+  readonly createdAt: Date
+  /** The SharedMemory turn at which the entry stops being read (set by `writeExpiring`). */
+  readonly expiresAtTurn?: number
+}
+/** Where a SharedMemory keeps its entries (OMA's interface: bring your own, e.g. Redis). */
+export interface MemoryStore {
+  get(key: string): Promise<MemoryEntry | null>
+  set(key: string, value: string, metadata?: Record<string, unknown>): Promise<void>
+  compareAndSet?(key: string, expectedValue: string | null, value: string, metadata?: Record<string, unknown>): Promise<boolean>
+  setWithExpiry?(key: string, value: string, expiresAtTurn: number, metadata?: Record<string, unknown>): Promise<void>
+  list(): Promise<MemoryEntry[]>
+  delete(key: string): Promise<void>
+  clear(): Promise<void>
+}
+/** OMA's MemoryStore in a Map. */
+export declare class InMemoryStore implements MemoryStore {
+  get(key: string): Promise<MemoryEntry | null>
+  set(key: string, value: string, metadata?: Record<string, unknown>): Promise<void>
+  compareAndSet(key: string, expectedValue: string | null, value: string, metadata?: Record<string, unknown>): Promise<boolean>
+  setWithExpiry(key: string, value: string, expiresAtTurn: number, metadata?: Record<string, unknown>): Promise<void>
+  list(): Promise<MemoryEntry[]>
+  delete(key: string): Promise<void>
+  clear(): Promise<void>
+  search(query: string): Promise<MemoryEntry[]>
+  readonly size: number
+  has(key: string): boolean
+}
+export type SharedMemoryValue =
+  | string | number | boolean | null | readonly SharedMemoryValue[] | { readonly [key: string]: SharedMemoryValue }
+export interface SharedMemoryEntry extends Omit<MemoryEntry, 'value'> {
+  readonly value: SharedMemoryValue
+}
+export interface SharedMemoryWriteOptions {
+  /** A zod schema the value must pass (its parsed value is stored). */
+  readonly schema?: ZodSchema<SharedMemoryValue>
+}
+export interface MemoryEntrySnapshot {
+  readonly key: string
+  readonly value: string
+  readonly metadata?: Readonly<Record<string, unknown>>
+  readonly createdAt: string
+  readonly expiresAtTurn?: number
+}
+export interface SharedMemorySnapshot {
+  readonly version: 1
+  readonly turnCount: number
+  readonly entries: readonly MemoryEntrySnapshot[]
+}
+/** OMA's SharedMemory: agents' namespaced entries (`<agent>/<key>`), turn expiry, a Markdown summary. */
+export declare class SharedMemory {
+  constructor(store?: MemoryStore)
+  advanceTurn(): void
+  getTurnCount(): number
+  setTurnCount(turnCount: number): void
+  snapshot(): Promise<SharedMemorySnapshot>
+  static fromSnapshot(snapshot: SharedMemorySnapshot, store?: MemoryStore): Promise<SharedMemory>
+  restore(snapshot: SharedMemorySnapshot): Promise<void>
+  write<TValue extends SharedMemoryValue>(agentName: string, key: string, value: TValue, metadata?: Record<string, unknown>, options?: SharedMemoryWriteOptions): Promise<void>
+  writeExpiring(agentName: string, key: string, value: SharedMemoryValue, ttlTurns: number, metadata?: Record<string, unknown>, options?: SharedMemoryWriteOptions): Promise<void>
+  read(key: string): Promise<SharedMemoryEntry | null>
+  listAll(): Promise<SharedMemoryEntry[]>
+  listByAgent(agentName: string): Promise<SharedMemoryEntry[]>
+  getSummary(filter?: { taskIds?: string[] }): Promise<string>
+  getStore(): MemoryStore
+}
+
 // ---------------------------------------------------------------------------------------------
 // Agent configuration
 
@@ -600,6 +695,11 @@ export interface OrchestratorConfig {
   readonly onProgress?: (event: OrchestratorEvent) => void
   readonly onToolCall?: ToolCallGate
   readonly onTrace?: (event: TraceEvent) => void | Promise<void>
+  /**
+   * OMA's observability: every run's trace records (schema v2) to `sinks`, processed by
+   * `capture`; the application owns the sinks' `forceFlush` and `shutdown`.
+   */
+  readonly observability?: ObservabilityConfig
   readonly onAgentStream?: (agentName: string, event: StreamEvent) => void
   /** Online evaluation of a sample of the orchestrator's settled runs (`oma-component/eval`). */
   readonly evaluation?: import('./eval.js').OnlineEvaluationConfig

@@ -1,10 +1,9 @@
 // Types of `oma-component/observability` (OMA's `@open-multi-agent/core/observability`): the
 // trace records (schema v2) a sink receives, the sinks, and what they give back.
 
-import type { RunStatus, StructuredTraceError, TraceEvent } from './index.js'
+import type { AgentRunResult, RunFlag, RunStatus, StructuredTraceError, TraceAttributeValue, TraceEvent, TraceLink } from './index.js'
 
-/** A trace attribute's value: a string, number or boolean, or an array of one of them. */
-export type TraceAttributeValue = string | number | boolean | readonly string[] | readonly number[] | readonly boolean[]
+export type { TraceAttributeValue, TraceLink }
 
 /** The operation a span stands for. */
 export type SpanKind = 'run' | 'routing' | 'agent' | 'task' | 'llm' | 'tool' | 'plan' | 'consensus' | 'checkpoint' | 'callback'
@@ -14,13 +13,6 @@ export type SpanEventName =
   | 'retry_scheduled' | 'budget_exhausted' | 'first_chunk' | 'approval_decision' | 'checkpoint_failed'
   | 'telemetry_diagnostic' | 'loop_detected' | 'stream_chunk' | 'consensus_verdict' | 'recovery_decision'
   | 'plan_revision_applied'
-
-/** A span's link to another trace's span. */
-export interface TraceLink {
-  readonly traceId: string
-  readonly spanId: string
-  readonly relation: 'continued_from' | 'depends_on' | 'consumed' | 'delegated_from'
-}
 
 /** What every record holds. */
 export interface TraceRecordBase {
@@ -462,5 +454,52 @@ export declare class TraceStoreExporter implements TraceExporter {
   export(records: readonly TraceRecord[], signal: AbortSignal): Promise<ExportResult>
 }
 
-/** One run's records, in any order, as OMA's stored run (null for no records). */
+/**
+ * One run's records, in any order, as OMA's stored run (null for no records); a record that is
+ * not what the schema says is refused with a TypeError naming it.
+ */
 export declare function materializeRun(records: readonly TraceRecord[], includeRecords?: boolean): StoredRun | null
+
+/** A dependency between tasks of two different worker roles. */
+export interface ExecutionReceiptDependencyEdge {
+  readonly from: string
+  readonly to: string
+}
+
+/** An approval decision the result carries. */
+export interface ExecutionReceiptApprovalDecision {
+  readonly requestId: string
+  readonly scope: 'plan' | 'task_round' | 'task_dispatch' | 'tool_call'
+  readonly requestHash: string
+  readonly decision: 'approved' | 'rejected'
+  readonly reviewerId: string
+  readonly reviewerDisplayName?: string
+  readonly decidedAt: string
+}
+
+/** The facts of an execution, from its result and legacy trace events (never from agent text). */
+export interface ExecutionReceipt {
+  readonly id?: string
+  readonly routingDecisionId?: string
+  readonly routingDecisionSpanId?: string
+  readonly flags?: readonly RunFlag[]
+  readonly mode: 'single' | 'multi-agent'
+  readonly rolesExecuted: readonly string[]
+  readonly workerInstancesExecuted?: readonly string[]
+  readonly taskRolesExecuted?: readonly string[]
+  readonly executionOrder: readonly string[]
+  readonly dependencyEdges: readonly ExecutionReceiptDependencyEdge[]
+  readonly independentRolesCount: number
+  readonly independentReviewOccurred: boolean
+  readonly approvalDecisions?: readonly ExecutionReceiptApprovalDecision[]
+  readonly totalTokens: { readonly input: number; readonly output: number } | null
+  readonly durationMs: number | null
+  /** Something the receipt needed could not be read. */
+  readonly partial: boolean
+}
+
+/**
+ * OMA's execution receipt of a run's result (an AgentRunResult, or a team's result as OMA
+ * makes it) and, optionally, its legacy trace events; never throws on what it reads.
+ */
+export declare function buildExecutionReceipt(result: AgentRunResult | object, trace?: readonly TraceEvent[]): ExecutionReceipt

@@ -120,6 +120,7 @@ fn turn_loop(n: usize) -> Duration {
         model: "m".into(),
         stop_reason: "tool_use".into(),
         usage: TokenUsage::default(),
+        stop_sequence: None,
     };
     let started = Instant::now();
     let mut turn = TurnLoop::new(

@@ -305,6 +305,7 @@ mod tests {
             model: "m".into(),
             stop_reason: "tool_use".into(),
             usage: TokenUsage::default(),
+            stop_sequence: None,
         };
         assert!(check_response("anthropic", &response).is_ok());
         response.content.push(response.content[0].clone());

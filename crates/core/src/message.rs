@@ -266,6 +266,11 @@ pub struct LlmResponse {
     /// Why the model stopped: `end_turn`, `tool_use`, `max_tokens`, `content_filter`, or the
     /// provider's own value passed through.
     pub stop_reason: String,
+    /// The stop sequence that ended the answer, when the provider says which one (Anthropic's
+    /// `stop_sequence`); `None` where it does not. Not part of OMA's JSON (OMA's `LLMResponse`
+    /// has no such field): the gateway's Anthropic-shaped answers carry it.
+    #[serde(skip)]
+    pub stop_sequence: Option<String>,
     /// Tokens used.
     pub usage: TokenUsage,
 }
@@ -275,8 +280,10 @@ pub struct LlmResponse {
 /// `input_tokens` and `output_tokens` are OMA's, as the provider reports them. The two cache
 /// counts are Anthropic's (and Bedrock's, which counts the same way): the input tokens written
 /// to and read from the provider's prompt cache, which those providers leave out of
-/// `input_tokens`. They are zero where the provider reports none, and never part of OMA's JSON
-/// (OMA's `TokenUsage` has the two counts only); the gateway answers and traces them.
+/// `input_tokens`. OpenAI and Gemini count the tokens read from their cache inside their input
+/// count, as OMA reports it: those are `cached_input_tokens`, a part of `input_tokens`. The cache
+/// counts are zero where the provider reports none, and never part of OMA's JSON (OMA's
+/// `TokenUsage` has the two counts only); the gateway answers and traces them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// Tokens read.
@@ -291,6 +298,10 @@ pub struct TokenUsage {
     /// Bedrock's `cacheReadInputTokens`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_read_input_tokens: u64,
+    /// Input tokens read from the prompt cache that `input_tokens` already counts (OpenAI's
+    /// `prompt_tokens_details.cached_tokens`, Gemini's `cachedContentTokenCount`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
 }
 
 fn is_zero(count: &u64) -> bool {
@@ -317,6 +328,22 @@ impl TokenUsage {
         self.cache_read_input_tokens = self
             .cache_read_input_tokens
             .saturating_add(other.cache_read_input_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+    }
+
+    /// Every input token read from the prompt cache, however the provider counts them
+    /// (saturating): Anthropic's `cache_read_input_tokens` and OpenAI's `cached_tokens` alike.
+    pub fn cache_read(&self) -> u64 {
+        self.cache_read_input_tokens
+            .saturating_add(self.cached_input_tokens)
+    }
+
+    /// The input tokens neither read from nor written to the prompt cache: what Anthropic's
+    /// `input_tokens` counts.
+    pub fn uncached_input(&self) -> u64 {
+        self.input_tokens.saturating_sub(self.cached_input_tokens)
     }
 
     /// Every input token, the prompt cache's included (saturating): what OpenAI's

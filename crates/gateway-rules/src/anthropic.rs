@@ -114,6 +114,19 @@ pub fn start(
         ..Sampling::default()
     };
     let stream = !count && matches!(o.get("stream"), Some(Value::Bool(true)));
+    // The members of system blocks, messages, blocks and tools the route does not read, for
+    // the field table (a count decides no field).
+    let nested = if count {
+        Vec::new()
+    } else {
+        crate::nested::messages(
+            o.get("system"),
+            o.get("messages")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice),
+            o.get("tools"),
+        )
+    };
     let mut cache = Vec::new();
     let (system, system_blocks) = read_system(o.remove("system"), &mut cache)?;
     let mut thinking = read_thinking(o.get("thinking"))?;
@@ -176,6 +189,7 @@ pub fn start(
     let fields = ClientFields {
         route: Route::Messages,
         values: o,
+        nested,
     };
     let mode = ChatMode {
         forward: Some(forwarded(body, head, count)?),
@@ -632,12 +646,14 @@ fn stop_reason(stop: &str) -> &str {
 }
 
 /// Anthropic's `usage`: the input and output counts with the prompt cache's, which Anthropic's
-/// answers always carry (0 where the provider reported none).
+/// answers always carry (0 where the provider reported none). Tokens read from the cache are
+/// `cache_read_input_tokens` whoever counted them (OpenAI and Gemini count them in their input,
+/// so they come out of `input_tokens` here, as Anthropic counts).
 pub fn usage_json(usage: &TokenUsage) -> Value {
     json!({
-        "input_tokens": usage.input_tokens,
+        "input_tokens": usage.uncached_input(),
         "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_read_input_tokens": usage.cache_read(),
         "output_tokens": usage.output_tokens,
     })
 }
@@ -701,7 +717,7 @@ impl MessageWriter {
                 "model": answered_model(response, target),
                 "content": content,
                 "stop_reason": stop_reason(&response.stop_reason),
-                "stop_sequence": Value::Null,
+                "stop_sequence": response.stop_sequence,
                 "usage": usage_json(&response.usage),
             }),
         )
@@ -828,7 +844,7 @@ impl MessageWriter {
             "message_delta",
             &json!({"type": "message_delta",
                     "delta": {"stop_reason": stop_reason(&response.stop_reason),
-                              "stop_sequence": Value::Null},
+                              "stop_sequence": response.stop_sequence},
                     "usage": usage_json(&response.usage)}),
         ));
         out.push_str(&event("message_stop", &json!({"type": "message_stop"})));

@@ -411,6 +411,39 @@ pub const FIELDS: &[Field] = &[
     openai_own("prompt_cache_retention"),
     openai_own("safety_identifier"),
     openai_own("verbosity"),
+    // Nested fields ([`crate::nested`]): the route reads the conversation and the tools into
+    // OMA's request, which every target's format writes, so what OMA's model has no place for
+    // cannot be passed to any target.
+    everywhere(
+        "messages[].name",
+        Refuse("OMA's messages carry no participant name"),
+    ),
+    everywhere(
+        "messages[].refusal",
+        Refuse("OMA's messages carry no refusal (send it as `content`)"),
+    ),
+    everywhere(
+        "messages[].audio",
+        Refuse("the gateway's messages carry no audio"),
+    ),
+    everywhere(
+        "messages[].function_call",
+        Refuse("deprecated: send `tool_calls`"),
+    ),
+    everywhere(
+        "messages[].content[].image_url.detail",
+        Rule::Map(
+            "`auto` only (the default): OMA's image blocks carry no detail level",
+            detail_auto_only,
+        ),
+    ),
+    everywhere(
+        "tools[].function.strict",
+        Rule::Map(
+            "`false` only (the default): OMA's tool definitions carry no strict mode",
+            strict_false_only,
+        ),
+    ),
     // Anthropic's Messages.
     field(Messages, "model", ALL_READ),
     field(Messages, "messages", ALL_READ),
@@ -510,6 +543,29 @@ pub const FIELDS: &[Field] = &[
     anthropic_own("mcp_servers"),
     anthropic_own("context_management"),
     anthropic_own("inference_geo"),
+    // Nested fields ([`crate::nested`]): the route reads the rest of a message, a block and a
+    // tool into OMA's request; an Anthropic target is sent the client's own request, with
+    // every nested field as written.
+    field(
+        Messages,
+        "messages[].content[].citations",
+        [
+            Refuse("OMA's text blocks carry no citations"),
+            Pass,
+            Refuse("OMA's text blocks carry no citations"),
+            Refuse("OMA's text blocks carry no citations"),
+        ],
+    ),
+    field(
+        Messages,
+        "tools[].type",
+        [
+            Rule::Map(CUSTOM_TOOLS, custom_tool),
+            Pass,
+            Rule::Map(CUSTOM_TOOLS, custom_tool),
+            Rule::Map(CUSTOM_TOOLS, custom_tool),
+        ],
+    ),
     // Not fields of the body, decided as they are: the prompt cache's markers, which the route
     // takes off the blocks that carry them (system blocks, tools, message blocks, tool-result
     // parts), and the `anthropic-beta` header ([`apply_markers_and_betas`]).
@@ -543,6 +599,17 @@ const BETAS_ELSEWHERE: &str = "`claude-code`, `interleaved-thinking`, \
     `fine-grained-tool-streaming`, `token-efficient-tools`, `prompt-caching`, `token-counting` \
     (any date) honoured (they change nothing it must do); any other refused";
 
+/// The reason of the nested fields no row names, on a route whose every target is sent OMA's
+/// request read from the client's.
+const NESTED_ELSEWHERE: &str =
+    "the gateway reads it into OMA's request, whose model has no place for it";
+const CUSTOM_TOOLS: &str = "`custom` only: a tool Anthropic defines runs at Anthropic only";
+
+/// A nested field of `/v1/chat/completions` with the same rule for every dialect.
+const fn everywhere(name: &'static str, rule: Rule) -> Field {
+    field(Chat, name, [rule, rule, rule, rule])
+}
+
 const fn openai_own(name: &'static str) -> Field {
     field(
         Chat,
@@ -569,18 +636,36 @@ const fn anthropic_own(name: &'static str) -> Field {
     )
 }
 
-/// The row of `name` on `route`, if the table has one.
+/// The row of `name` on `route`, if the table has one (a top-level field's, or a nested
+/// field's by its row, such as `messages[].name`).
 pub fn field_of(route: Route, name: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|f| f.route == route && f.name == name)
 }
 
-/// The rule for `name` on `route` at a target of `dialect`: its row's, or for a field the table
-/// does not name, passed to the route's own dialect and refused by the others.
+/// Whether a row's name is a nested field's (`messages[].name`), not a top-level one's.
+fn is_nested(name: &str) -> bool {
+    name.contains(['[', '.'])
+}
+
+/// The rule for the top-level field `name` on `route` at a target of `dialect`: its row's, or
+/// for a field the table does not name, passed to the route's own dialect and refused by the
+/// others.
 pub fn rule(route: Route, name: &str, dialect: Dialect) -> Rule {
-    match field_of(route, name) {
+    match field_of(route, name).filter(|_| !is_nested(name)) {
         Some(field) => field.rules[dialect.column()],
         None if dialect == own_dialect(route) => Rule::Pass,
         None => Rule::Refuse("a field the gateway does not know passes to its own dialect only"),
+    }
+}
+
+/// The rule for a nested field of row `row` on `route` at a target of `dialect`: its row's, or
+/// for a nested field the table does not name, passed where the client's own request is sent
+/// (an Anthropic target of `/v1/messages`) and refused elsewhere.
+pub fn nested_rule(route: Route, row: &str, dialect: Dialect) -> Rule {
+    match field_of(route, row) {
+        Some(field) => field.rules[dialect.column()],
+        None if route == Route::Messages && dialect == Dialect::Anthropic => Rule::Pass,
+        None => Rule::Refuse(NESTED_ELSEWHERE),
     }
 }
 
@@ -664,15 +749,19 @@ pub enum DropParams {
 }
 
 impl DropParams {
-    /// The setting's value: `true`, `false`, or field names (letters, digits, `_`, `-`)
-    /// separated by commas; `None` for anything else.
+    /// The setting's value: `true`, `false`, or field names (letters, digits, `_`, `-`, and
+    /// for a nested field's row `.`, `[` and `]`) separated by commas; `None` for anything
+    /// else.
     pub fn parse(text: &str) -> Option<DropParams> {
         match text.trim() {
             "true" => Some(DropParams::All),
             "false" | "" => Some(DropParams::Never),
             list => list
                 .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b',' | b' '))
+                .all(|b| {
+                    b.is_ascii_alphanumeric()
+                        || matches!(b, b'_' | b'-' | b',' | b' ' | b'.' | b'[' | b']')
+                })
                 .then(|| DropParams::Only(list.to_owned())),
         }
     }
@@ -695,6 +784,22 @@ pub struct ClientFields {
     pub route: Route,
     /// The fields, as sent.
     pub values: Map<String, Value>,
+    /// The nested fields the route did not read ([`crate::nested`]).
+    pub nested: Vec<NestedField>,
+}
+
+/// A nested field a client sent that its route does not read: a member of a message, a
+/// content part, a tool call, a tool or a system block ([`crate::nested`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NestedField {
+    /// Its row of the table: its path with the indexes left out (`messages[].name`), the name
+    /// `OMA_GATEWAY_DROP_PARAMS` lists.
+    pub row: String,
+    /// Where it is (`messages[2].name`), the place a refusal names.
+    pub path: String,
+    /// Its value when it is small and no object or array (what the mappings read), else
+    /// `null`.
+    pub value: Value,
 }
 
 /// Applies the client's `fields` to `request`, bound for `target` (`<provider>/<model>`) of
@@ -740,7 +845,7 @@ pub fn apply(
             continue;
         };
         if drop.drops(name) {
-            dropped.push(name.clone());
+            dropped.push(header_safe(name));
             continue;
         }
         return Err(Error::InvalidRequest {
@@ -753,7 +858,58 @@ pub fn apply(
             ),
         });
     }
+    for field in &fields.nested {
+        let refusal = match nested_rule(fields.route, &field.row, dialect) {
+            Rule::Read | Rule::Pass => None,
+            Rule::Map(_, map) => {
+                let mut mapping = Mapping {
+                    request,
+                    fields: &fields.values,
+                };
+                match map(&field.value, &mut mapping) {
+                    Ok(()) => None,
+                    Err(Refusal::Invalid(why)) => {
+                        return Err(Error::InvalidRequest {
+                            message: format!("`{}` {why}", printable(&field.path)),
+                        })
+                    }
+                    Err(Refusal::Unsupported(why)) => Some(why),
+                }
+            }
+            Rule::Refuse(why) => Some(why.to_owned()),
+        };
+        let Some(why) = refusal else {
+            continue;
+        };
+        if drop.drops(&field.row) {
+            let row = header_safe(&field.row);
+            if !dropped.contains(&row) {
+                dropped.push(row);
+            }
+            continue;
+        }
+        return Err(Error::InvalidRequest {
+            message: format!(
+                "`{}` cannot be sent to {} ({} target): {why}; the operator's \
+                 OMA_GATEWAY_DROP_PARAMS can drop it instead (as `{}`)",
+                printable(&field.path),
+                printable(target),
+                dialect.title(),
+                printable(&field.row)
+            ),
+        });
+    }
     Ok(dropped)
+}
+
+/// A client's field name as the `oma-dropped-params` header lists it: at most 100 characters,
+/// each visible ASCII or a space (anything else `?`), so that no name a client chose can break
+/// or add a header.
+fn header_safe(name: &str) -> String {
+    name.chars()
+        .take(100)
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .collect()
 }
 
 /// A client's field name or model for a message: at most 100 characters, no control ones.
@@ -784,13 +940,24 @@ pub fn markdown() -> String {
             out.push('\n');
         }
         out.push_str(&format!(
-            "| any other | {} |\n\n",
+            "| any other | {} |\n",
             Dialect::ALL
                 .iter()
                 .map(|d| if *d == own_dialect(route) {
                     "passed"
                 } else {
                     "refused"
+                })
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+        out.push_str(&format!(
+            "| any other nested field | {} |\n\n",
+            Dialect::ALL
+                .iter()
+                .map(|d| match nested_rule(route, "", *d) {
+                    Rule::Pass => "passed".to_owned(),
+                    other => other.cell(),
                 })
                 .collect::<Vec<_>>()
                 .join(" | ")
@@ -816,6 +983,56 @@ fn betas_elsewhere(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
             "the beta {:?} may be one the request depends on, and only Anthropic takes it",
             printable(beta)
         )),
+    }
+}
+
+/// An image part's `detail` (`image_url.detail`): `auto`, the default, is what every target
+/// does with no detail given; another level has no place in OMA's image block.
+fn detail_auto_only(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+    match value.as_str() {
+        Some("auto") => Ok(()),
+        Some("low" | "high") => unsupported("OMA's image blocks carry no detail level"),
+        _ => invalid("must be `auto`, `low` or `high`"),
+    }
+}
+
+/// A function's `strict`: `false`, the default, asks nothing; `true` has no place in OMA's
+/// tool definitions.
+fn strict_false_only(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+    match value {
+        Value::Bool(false) => Ok(()),
+        Value::Bool(true) => unsupported("OMA's tool definitions carry no strict mode"),
+        _ => invalid("must be a boolean"),
+    }
+}
+
+/// A tool's `type` on `/v1/messages`: `custom` (a tool the client defines, what a tool with no
+/// type is) reaches any target as a tool; a tool Anthropic defines (`bash_...`,
+/// `web_search_...`) runs at Anthropic only.
+fn custom_tool(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
+    match value.as_str() {
+        Some("custom") => Ok(()),
+        Some(other) => unsupported(format!(
+            "the tool type `{}` is one Anthropic defines, which runs at Anthropic only",
+            printable(other)
+        )),
+        None => invalid("must be a string"),
+    }
+}
+
+/// Refuses the first member of `object` (at `path`) that is not `null` and not one of `read`:
+/// a mapping writes what it reads, and a member it would leave behind is no drop to make
+/// unsaid.
+fn only_members(object: &Map<String, Value>, path: &str, read: &[&str]) -> Result<(), Refusal> {
+    match object
+        .iter()
+        .find(|(key, value)| !value.is_null() && !read.contains(&key.as_str()))
+    {
+        Some((key, _)) => Err(Refusal::Unsupported(format!(
+            "this target's format has no place for `{path}.{}`",
+            printable(key)
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -939,6 +1156,9 @@ fn output_config_to_gemini(value: &Value, m: &mut Mapping) -> Result<(), Refusal
     match config.get("format") {
         None | Some(Value::Null) => Ok(()),
         Some(format) if format.get("type").and_then(Value::as_str) == Some("json_schema") => {
+            if let Value::Object(members) = format {
+                only_members(members, "output_config.format", &["type", "schema"])?;
+            }
             let schema = format
                 .get("schema")
                 .filter(|s| s.is_object())
@@ -1013,12 +1233,22 @@ fn top_k(value: &Value, m: &mut Mapping) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// The kind of an OpenAI `response_format`.
+/// The kind of an OpenAI `response_format`, whose members a mapping reads all of: `type`,
+/// and `json_schema`'s `name` (which only names it), `schema` and `strict` (the targets that
+/// take a schema hold the answer to it).
 fn format_kind(value: &Value) -> Result<&str, Refusal> {
-    value
+    let kind = value
         .get("type")
         .and_then(Value::as_str)
-        .ok_or_else(|| Refusal::Invalid("must be an object with a `type`".into()))
+        .ok_or_else(|| Refusal::Invalid("must be an object with a `type`".into()))?;
+    if let Value::Object(format) = value {
+        only_members(format, "response_format", &["type", "json_schema"])?;
+        if let Some(Value::Object(schema)) = format.get("json_schema") {
+            let read = ["name", "schema", "strict"];
+            only_members(schema, "response_format.json_schema", &read)?;
+        }
+    }
+    Ok(kind)
 }
 
 fn text_format_only(value: &Value, _: &mut Mapping) -> Result<(), Refusal> {
@@ -1065,6 +1295,10 @@ fn openai_choice(value: &Value) -> Result<(&str, Option<&str>), Refusal> {
             Ok((kind.as_str(), None))
         }
         Value::Object(choice) if choice.get("type").and_then(Value::as_str) == Some("function") => {
+            only_members(choice, "tool_choice", &["type", "function"])?;
+            if let Some(Value::Object(function)) = choice.get("function") {
+                only_members(function, "tool_choice.function", &["name"])?;
+            }
             let name = choice
                 .get("function")
                 .and_then(|f| f.get("name"))
@@ -1092,6 +1326,10 @@ fn anthropic_choice(value: &Value) -> Result<(&str, Option<&str>, bool), Refusal
         .get("type")
         .and_then(Value::as_str)
         .ok_or_else(|| Refusal::Invalid("must be an object with a `type`".into()))?;
+    if let Value::Object(choice) = value {
+        let read = ["type", "name", "disable_parallel_tool_use"];
+        only_members(choice, "tool_choice", &read)?;
+    }
     let serial = match value.get("disable_parallel_tool_use") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -1327,6 +1565,9 @@ fn output_config_to_openai(value: &Value, m: &mut Mapping) -> Result<(), Refusal
         match key.as_str() {
             "format" | "effort" if item.is_null() => {}
             "format" => {
+                if let Value::Object(format) = item {
+                    only_members(format, "output_config.format", &["type", "schema"])?;
+                }
                 if item.get("type").and_then(Value::as_str) != Some("json_schema") {
                     return unsupported("OpenAI's format maps `format` of type `json_schema` only");
                 }

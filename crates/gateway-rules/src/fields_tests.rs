@@ -761,3 +761,170 @@ fn docs_show_the_table() {
         "docs/gateway.md's field table is not the code's; put this between the markers:\n{table}"
     );
 }
+
+/// Sends `body` on `route` (its model the target) with `extra` settings: the status, the
+/// reply's body and the requests sent.
+fn nested(route: Route, body: &Value, extra: &[(&str, &str)]) -> Answered {
+    exchange(settings(extra), route, body)
+}
+
+/// Checks that a nested field at `path` (row `row`) is refused at `target`: a `400` naming its
+/// place, the target and its row, nothing sent; dropped (the row named in the header) under
+/// `OMA_GATEWAY_DROP_PARAMS`.
+fn refused_nested(route: Route, body: &Value, path: &str, row: &str) {
+    let target = body["model"].as_str().expect("a model");
+    let answered = nested(route, body, &[]);
+    let reply = answered.reply.as_ref().expect("a whole reply");
+    let case = format!("{path} to {target}: {} {}", reply.status, reply.body);
+    assert_eq!(answered.status, 400, "{case}");
+    assert!(answered.sent.is_empty(), "{case}: something was sent");
+    assert!(reply.body.contains(&format!("`{path}`")), "{case}");
+    assert!(reply.body.contains(target), "{case}");
+    assert!(reply.body.contains(&format!("`{row}`")), "{case}");
+    let dropped = nested(route, body, &[("OMA_GATEWAY_DROP_PARAMS", row)]);
+    assert_eq!(dropped.status, 200, "{case}: {:?}", dropped.reply);
+    let reply = dropped.reply.as_ref().expect("a whole reply");
+    assert_eq!(header(reply, crate::DROPPED_HEADER), Some(row), "{case}");
+}
+
+#[test]
+fn nested_chat_fields_are_decided_at_every_target() {
+    let chat = Route::ChatCompletions;
+    for target in TARGETS {
+        // A participant name: OMA's messages have none, at any target.
+        let mut body = request(chat, target, "n", &json!(1));
+        body["messages"] = json!([{"role": "system", "content": "Be brief."},
+                                  {"role": "user", "content": "Hello?", "name": "ann"}]);
+        refused_nested(chat, &body, "messages[1].name", "messages[].name");
+        // `null` is not sent.
+        body["messages"][1]["name"] = Value::Null;
+        assert_eq!(nested(chat, &body, &[]).status, 200, "{target}");
+        // An image's detail: `auto` is every target's default, another level is refused.
+        let image = |detail: &str| {
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "What is it?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=",
+                                                    "detail": detail}}]}])
+        };
+        body["messages"] = image("auto");
+        assert_eq!(nested(chat, &body, &[]).status, 200, "{target}");
+        body["messages"] = image("high");
+        refused_nested(
+            chat,
+            &body,
+            "messages[0].content[1].image_url.detail",
+            "messages[].content[].image_url.detail",
+        );
+        body["messages"] = image("bright");
+        let wrong = nested(chat, &body, &[("OMA_GATEWAY_DROP_PARAMS", "true")]);
+        assert_eq!(wrong.status, 400, "a wrong shape is never dropped");
+        // A strict function: no place in OMA's tool definitions.
+        body["messages"] = json!([{"role": "user", "content": "Hello?"}]);
+        body["tools"][0]["function"]["strict"] = json!(false);
+        assert_eq!(nested(chat, &body, &[]).status, 200, "{target}");
+        body["tools"][0]["function"]["strict"] = json!(true);
+        refused_nested(
+            chat,
+            &body,
+            "tools[0].function.strict",
+            "tools[].function.strict",
+        );
+        // A member no row names: refused everywhere (the conversation is rebuilt).
+        body["tools"][0]["function"]
+            .as_object_mut()
+            .expect("a function")
+            .remove("strict");
+        body["messages"] = json!([{"role": "user", "content": "Look."},
+            {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "index": 0,
+             "function": {"name": "look", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "seen"}]);
+        refused_nested(
+            chat,
+            &body,
+            "messages[1].tool_calls[0].index",
+            "messages[].tool_calls[].index",
+        );
+    }
+}
+
+#[test]
+fn nested_messages_fields_pass_to_anthropic_and_are_decided_elsewhere() {
+    let messages = Route::Messages;
+    let cited = json!([{"role": "user", "content": "Hello?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hi.",
+                                           "citations": [{"type": "char_location"}]}]},
+        {"role": "user", "content": "And?"}]);
+    let web = json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 3});
+    for target in TARGETS {
+        let mut body = request(messages, target, "max_tokens", &json!(8000));
+        body["messages"] = cited.clone();
+        if target.starts_with("anthropic/") {
+            // The client's own request: every nested field as written.
+            let answered = nested(messages, &body, &[]);
+            assert_eq!(answered.status, 200, "{:?}", answered.reply);
+            let sent = answered.sent_json(0);
+            assert_eq!(
+                sent["messages"][1]["content"][0]["citations"],
+                json!([{"type": "char_location"}])
+            );
+            body["tools"] = json!([web]);
+            let answered = nested(messages, &body, &[]);
+            assert_eq!(answered.status, 200, "{:?}", answered.reply);
+            assert_eq!(answered.sent_json(0)["tools"][0], web);
+            continue;
+        }
+        refused_nested(
+            messages,
+            &body,
+            "messages[1].content[0].citations",
+            "messages[].content[].citations",
+        );
+        body["messages"] = json!([{"role": "user", "content": "Hello?"}]);
+        body["tools"] = json!([{"type": "custom", "name": "look",
+                                "input_schema": {"type": "object"}}]);
+        assert_eq!(nested(messages, &body, &[]).status, 200, "{target}");
+        body["tools"] = json!([{"type": "web_search_20250305", "name": "web_search"}]);
+        let answered = nested(messages, &body, &[]);
+        assert_eq!(answered.status, 400, "{target}");
+        let text = &answered.reply.as_ref().expect("a reply").body;
+        assert!(text.contains("`tools[0].type`"), "{text}");
+        // A member no row names, on a message, a block or a tool: refused by its place.
+        body["tools"] = json!([{"name": "look", "input_schema": {"type": "object"},
+                                "input_examples": [{}]}]);
+        refused_nested(
+            messages,
+            &body,
+            "tools[0].input_examples",
+            "tools[].input_examples",
+        );
+    }
+}
+
+#[test]
+fn mapped_objects_refuse_the_members_they_have_no_place_for() {
+    let chat = Route::ChatCompletions;
+    let choice = json!({"type": "function", "function": {"name": "look", "strict": true}});
+    check(
+        chat,
+        "tool_choice",
+        choice.clone(),
+        [At("/tool_choice", choice), Refused, Refused, Refused],
+    );
+    let format = json!({"type": "json_schema", "json_schema": {
+        "name": "a", "schema": {"type": "object"}, "description": "the answer"}});
+    check(
+        chat,
+        "response_format",
+        format.clone(),
+        [At("/response_format", format), Refused, Refused, Refused],
+    );
+    let messages = Route::Messages;
+    let choice = json!({"type": "auto", "extra": 1});
+    check(
+        messages,
+        "tool_choice",
+        choice.clone(),
+        [Refused, At("/tool_choice", choice), Refused, Refused],
+    );
+}

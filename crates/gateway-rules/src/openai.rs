@@ -217,6 +217,13 @@ fn read_request(
         .and_then(|s| s.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    // The members of messages, parts and tools the route does not read, for the field table.
+    let nested = crate::nested::chat(
+        o.get("messages")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice),
+        o.get("tools"),
+    );
     let tools = tools_of(o.remove("tools"))?;
     let messages = match o.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
@@ -230,6 +237,7 @@ fn read_request(
     let fields = ClientFields {
         route: Route::ChatCompletions,
         values: o,
+        nested,
     };
     Ok((target, request, fields, stream, include_usage))
 }
@@ -647,11 +655,11 @@ fn finish_reason(stop_reason: &str) -> &'static str {
 }
 
 /// OpenAI's `usage`: its prompt tokens count the prompt cache's too (Anthropic's and Bedrock's
-/// input count leaves them out), and the tokens read from the cache are
+/// input count leaves them out), and the tokens read from the cache (whoever counted them) are
 /// `prompt_tokens_details.cached_tokens` when a cache was used.
 fn usage_json(response: &LlmResponse) -> Value {
     let usage = &response.usage;
-    let cached = usage.cache_read_input_tokens;
+    let cached = usage.cache_read();
     let input = usage.all_input();
     let output = usage.output_tokens;
     let mut json = json!({

@@ -11,7 +11,13 @@
 // BASE_DIR=<a copy of this package, built> adds a third side, that copy's Agent.run(), for
 // measuring a change against the code before it in the same run (`before` in the output).
 // Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ROUNDS (6),
-// BENCH_ONLY=a,b; BENCH_TRACE=1 traces this package's runs (onTrace, events dropped). The two sides are warmed together and then alternate in rounds (see measure).
+// BENCH_ONLY=a,b; BENCH_TRACE=1 traces this package's runs (onTrace, events dropped); BENCH_SINK=1
+// runs both sides as `new OpenMultiAgent({ observability: { sinks: [sink] } }).runAgent(config,
+// messages)`, each with its own BatchingTraceSink over an exporter that takes every batch (the
+// trace records made, processed, queued and exported on every run); BENCH_RUN_AGENT=1 runs both
+// sides through `OpenMultiAgent.runAgent` without sinks (what BENCH_SINK=1 adds records to). The
+// two sides are warmed
+// together and then alternate in rounds (see measure).
 // Output: a table on stderr and one JSON object on stdout.
 
 import { createServer } from 'node:http'
@@ -20,7 +26,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { performance } from 'node:perf_hooks'
-import { Agent } from '../src/index.js'
+import { Agent, OpenMultiAgent } from '../src/index.js'
+import { BatchingTraceSink } from '../src/observability/index.js'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const CANNED = 'Hello from the simulator.'
@@ -133,6 +140,10 @@ async function main() {
   const server = await startServer()
   const baseURL = `http://127.0.0.1:${server.address().port}`
   const config = { name: 'bench', model: 'claude-sonnet-4-6', provider: 'anthropic', apiKey: 'sk-bench', baseURL }
+  // BENCH_SINK=1: an exporter that takes every batch (the same for both sides).
+  const sinks = process.env.BENCH_SINK === '1'
+  const orchestrated = process.env.BENCH_RUN_AGENT === '1'
+  const takeAll = { async export(records) { return { status: 'success', exported: records.length } } }
   const files = (await readdir(dir)).filter((f) => f.endsWith('.json')).sort()
   const results = {}
   for (const file of files) {
@@ -140,14 +151,25 @@ async function main() {
     if (only && !only.has(name)) continue
     const messages = JSON.parse(await readFile(join(dir, file), 'utf8'))
     const big = name.includes('16mib')
-    const ours = new Agent(config)
-    // BENCH_TRACE=1: every run of this package traced (OMA's onTrace), the events dropped.
-    const traced = process.env.BENCH_TRACE === '1' ? { onTrace: () => {} } : undefined
-    const sides = [side((m) => ours.run(m, traced))]
-    if (oma) {
-      const registry = new oma.ToolRegistry()
-      const theirs = new oma.Agent(config, registry, new oma.ToolExecutor(registry))
-      sides.push(side((m) => theirs.run(m)))
+    const sides = []
+    if (sinks || orchestrated) {
+      const observability = (Sink) => (sinks ? { observability: { sinks: [new Sink(takeAll, { diagnostics: 'silent' })] } } : {})
+      const ours = new OpenMultiAgent(observability(BatchingTraceSink))
+      sides.push(side((m) => ours.runAgent(config, m)))
+      if (oma) {
+        const theirs = new oma.OpenMultiAgent(observability(oma.BatchingTraceSink))
+        sides.push(side((m) => theirs.runAgent(config, m)))
+      }
+    } else {
+      const ours = new Agent(config)
+      // BENCH_TRACE=1: every run of this package traced (OMA's onTrace), the events dropped.
+      const traced = process.env.BENCH_TRACE === '1' ? { onTrace: () => {} } : undefined
+      sides.push(side((m) => ours.run(m, traced)))
+      if (oma) {
+        const registry = new oma.ToolRegistry()
+        const theirs = new oma.Agent(config, registry, new oma.ToolExecutor(registry))
+        sides.push(side((m) => theirs.run(m)))
+      }
     }
     if (base) {
       const before = new base.Agent(config)
@@ -181,6 +203,8 @@ async function main() {
     loadavg_before: loadBefore,
     loadavg_after: readFileSync('/proc/loadavg', 'utf8').trim(),
     oma: oma ? 'loaded' : 'absent',
+    sinks: process.env.BENCH_SINK === '1',
+    runAgent: process.env.BENCH_SINK === '1' || process.env.BENCH_RUN_AGENT === '1',
   }
   console.log(JSON.stringify({ meta, results }, null, 2))
 }

@@ -1,4 +1,4 @@
-// oma-component: OMA's Agent / runAgent over the `portable` world of oma_portable.wasm.
+// oma-component: OMA's Agent / runAgent over the `portable-json` world of oma_portable_json.wasm.
 //
 // The component never does I/O. Every run is a driver session that the package steps: it asks
 // for the next step, performs it with the platform's means (fetch, timers, the caller's hook and
@@ -11,7 +11,8 @@
 //   agent/                         configuration, input, the drive loop, tool calls, backends,
 //                                  results, stream events, AgentPool
 //   tool/                          the tool framework, the executor, grants, the built-in tools
-//   errors.js, observability/      OMA's error classes, classifyRunFailure
+//   errors.js, observability/      OMA's error classes, classifyRunFailure, trace sinks and stores
+//   memory/                        SharedMemory and its InMemoryStore
 
 export { Agent } from './agent/agent.js'
 export { OpenMultiAgent, runAgent } from './orchestrator/orchestrator.js'
@@ -39,3 +40,11 @@ export {
   fileWriteTool, fileEditTool, grepTool, globTool, delegateToAgentTool, LocalShellExecutor,
 } from './tool/built-in/index.js'
 export { classifyRunFailure } from './observability/status.js'
+export { InMemoryStore } from './memory/store.js'
+export { SharedMemory } from './memory/shared.js'
+// OMA's main entry carries its observability API too (what `@open-multi-agent/otel` imports).
+export {
+  BatchingTraceSink, CompositeSink, DEFAULT_BATCHING_OPTIONS, DiagnosticReporter, FilteringSink,
+  InMemoryTraceStore, LegacyCallbackTraceSink, SensitiveDataProcessor, TRACE_STORE_SCHEMA_MAJOR,
+  TraceStoreError, TraceStoreExporter, buildExecutionReceipt, emptyTraceSinkStats, materializeRun,
+} from './observability/index.js'

@@ -53,6 +53,26 @@ export const INTEGRATIONS = {
   'integrations/mcp-open-design': null,
 }
 
+/**
+ * OMA's observability examples (`examples/integrations/observability-v2`): the program for each
+ * here, or why it has none. They run an LLM adapter of their own, so they make no provider
+ * request; what they print is compared. `public-snippets` is compile-only, as in OMA.
+ */
+export const OBSERVABILITY = {
+  'integrations/observability-v2/in-memory-store': 'observability-in-memory-store',
+  'integrations/observability-v2/file-trace-store': 'observability-file-trace-store',
+  'integrations/observability-v2/batching-exporter': 'observability-batching-exporter',
+  'integrations/observability-v2/cli-lifecycle': 'observability-cli-lifecycle',
+  'integrations/observability-v2/server-lifecycle': 'observability-server-lifecycle',
+  'integrations/observability-v2/serverless-lifecycle': 'observability-serverless-lifecycle',
+  'integrations/observability-v2/public-snippets': 'observability-public-snippets',
+  'integrations/observability-v2/otel-provider': null,
+  'integrations/observability-v2/run-viewer': null,
+}
+
+/** Programs that are type-checked only (OMA does not run them either). */
+export const COMPILE_ONLY = ['observability-public-snippets']
+
 /** OMA's MCP example files that must type-check against the package (OMA_DIR set). */
 export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bilig-workpaper']
 
@@ -60,6 +80,8 @@ export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bil
 export const OUT_OF_SCOPE = {
   'integrations/mcp-bilig-workpaper': 'asks Gemini, which OMA cannot point at a loopback provider, for tools of a server fetched from the registry (mcp-github\'s program covers the same API); type-checked with OMA_DIR',
   'integrations/mcp-open-design': 'needs OMA\'s teams (`createTeam`, `runTasks`, `RunTaskSpec`), which the package does not ship, and an Open Design install',
+  'integrations/observability-v2/otel-provider': 'needs `@open-multi-agent/otel`, which the npm registry does not have (`npm view @open-multi-agent/otel`: 404 on 6 December 2026, as for `@open-multi-agent/core`); the main entry exports what it imports from the core (`BatchingTraceSink` and the record types)',
+  'integrations/observability-v2/run-viewer': 'imports OMA\'s command-line internals (`exportStoredRunDashboard` from its `src/cli`), not a public API; its records and FileTraceStore part is what file-trace-store\'s program runs',
 }
 
 /**
@@ -78,9 +100,14 @@ export function mcpPrograms() {
   return Object.values(INTEGRATIONS).filter((program) => program !== null)
 }
 
+/** The programs for OMA's observability examples (test/examples-observability.test.js runs them). */
+export function observabilityPrograms() {
+  return Object.values(OBSERVABILITY).filter((program) => program !== null)
+}
+
 /** The programs for OMA's single-agent examples (test/examples.test.js runs them). */
 export function singleAgentPrograms() {
-  return programs().filter((program) => !mcpPrograms().includes(program))
+  return programs().filter((program) => !mcpPrograms().includes(program) && !observabilityPrograms().includes(program))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,6 +226,8 @@ function targets(side, oma) {
     return [
       [`${OMA}/classifiers`, join(oma, 'dist', 'classifiers.d.ts'), join(oma, 'dist', 'classifiers.js')],
       [`${OMA}/mcp`, join(oma, 'dist', 'mcp.d.ts'), join(oma, 'dist', 'mcp.js')],
+      [`${OMA}/observability`, join(oma, 'dist', 'observability', 'index.d.ts'), join(oma, 'dist', 'observability', 'index.js')],
+      [`${OMA}/observability/file`, join(oma, 'dist', 'observability', 'file.d.ts'), join(oma, 'dist', 'observability', 'file.js')],
       [`${OMA}/eval`, join(oma, 'dist', 'eval', 'index.d.ts'), join(oma, 'dist', 'eval', 'index.js')],
       [`${OMA}/eval/file`, join(oma, 'dist', 'eval', 'file.d.ts'), join(oma, 'dist', 'eval', 'file.js')],
       [OMA, join(oma, 'dist', 'index.d.ts'), join(oma, 'dist', 'index.js')],
@@ -207,6 +236,8 @@ function targets(side, oma) {
   return [
     ['oma-component/classifiers', join(pkg, 'classifiers.d.ts'), join(pkg, 'src', 'classifiers.js')],
     ['oma-component/mcp', join(pkg, 'mcp.d.ts'), join(pkg, 'src', 'mcp.js')],
+    ['oma-component/observability', join(pkg, 'observability.d.ts'), join(pkg, 'src', 'observability', 'index.js')],
+    ['oma-component/observability/file', join(pkg, 'observability-file.d.ts'), join(pkg, 'src', 'observability', 'file.js')],
     ['oma-component/eval', join(pkg, 'eval.d.ts'), join(pkg, 'src', 'eval', 'index.js')],
     ['oma-component/eval/file', join(pkg, 'eval-file.d.ts'), join(pkg, 'src', 'eval', 'file.js')],
     ['oma-component', join(pkg, 'index.d.ts'), join(pkg, 'src', 'index.js')],
@@ -214,9 +245,6 @@ function targets(side, oma) {
 }
 
 const swap = (source, from, to) => source.split(`'${from}'`).join(`'${to}'`)
-
-/** OMA's subpaths the programs import, and the package's for each. */
-const SUBPATHS = ['classifiers', 'mcp', 'eval', 'eval/file']
 
 /** Writes one side's programs (the import changed for the package) and a strict tsconfig, in .gen/<dirName>. */
 export function prepare(side, oma, names = programs(), dirName = side) {
@@ -226,8 +254,9 @@ export function prepare(side, oma, names = programs(), dirName = side) {
   for (const name of names) {
     let source = readFileSync(join(programsDir, `${name}.ts`), 'utf8')
     if (side !== 'oma') {
-      for (const sub of SUBPATHS) source = swap(source, `${OMA}/${sub}`, `oma-component/${sub}`)
-      source = swap(source, OMA, 'oma-component')
+      for (const subpath of ['/classifiers', '/mcp', '/observability', '/observability/file', '/eval', '/eval/file', '']) {
+        source = swap(source, `${OMA}${subpath}`, `oma-component${subpath}`)
+      }
     }
     writeFileSync(join(dir, 'src', `${name}.ts`), source)
   }
@@ -376,7 +405,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     }
     if (!checked.ok) { failed++; console.log(checked.output) } else outs[side] = emit(dir, side, oma)
   }
-  for (const name of programs()) {
+  for (const name of programs().filter((program) => !COMPILE_ONLY.includes(program))) {
     if (outs.oma) {
       const theirs = await observe(outs.oma, name)
       if (record) {
@@ -431,4 +460,36 @@ export function prepareOmaExamples(oma) {
     include: ['src/*.ts'],
   }, null, 2))
   return { dir, names }
+}
+
+/**
+ * OMA's own observability example files (OMA_DIR/examples/integrations/observability-v2, read at
+ * test time, never copied into the repository) with only their import specifiers changed, for
+ * `tsc --strict` against the package: the shared demo runtime and the six runnable examples.
+ * public-snippets and otel-provider import `@open-multi-agent/otel` (not on the registry), and
+ * run-viewer OMA's command-line internals.
+ */
+export const OMA_OBSERVABILITY_FILES = [
+  'demo-runtime', 'in-memory-store', 'file-trace-store', 'batching-exporter', 'cli-lifecycle', 'server-lifecycle', 'serverless-lifecycle',
+]
+
+export function prepareOmaObservabilityExamples(oma) {
+  const dir = join(here, '.gen', 'oma-observability-examples')
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(join(dir, 'src'), { recursive: true })
+  for (const name of OMA_OBSERVABILITY_FILES) {
+    let source = readFileSync(join(oma, 'examples', 'integrations', 'observability-v2', `${name}.ts`), 'utf8')
+    for (const subpath of ['/observability/file', '/observability', '']) source = swap(source, `${OMA}${subpath}`, `oma-component${subpath}`)
+    writeFileSync(join(dir, 'src', `${name}.ts`), source)
+  }
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ private: true, type: 'module' }))
+  const paths = Object.fromEntries(targets('package', oma).map(([spec, types]) => [spec, [types]]))
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: {
+      strict: true, target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', skipLibCheck: true,
+      types: ['node'], typeRoots: [join(pkg, 'node_modules', '@types')], paths, noEmit: true,
+    },
+    include: ['src/*.ts'],
+  }, null, 2))
+  return dir
 }

@@ -14,6 +14,7 @@ import {
   InMemoryTraceStore,
   TraceStoreError,
   TraceStoreExporter,
+  buildExecutionReceipt,
   materializeRun,
 } from 'oma-component/observability'
 import { FileTraceStore, FileTraceStoreError } from 'oma-component/observability/file'
@@ -29,6 +30,23 @@ for (const testCase of MATERIALIZE.cases) {
     const given = structuredClone(testCase.records)
     assert.deepStrictEqual(materializeRun(given, testCase.includeRecords ?? false), testCase.expect)
     assert.deepStrictEqual(given, testCase.records)
+  })
+}
+
+for (const [i, testCase] of MATERIALIZE.refused.entries()) {
+  test(`materializeRun refuses, naming ${testCase.field} (${i + 1})`, () => {
+    assert.throws(() => materializeRun(structuredClone(testCase.records)), (error) => {
+      assert.ok(error instanceof TypeError, String(error))
+      assert.ok(error.message.includes(testCase.field), error.message)
+      return true
+    })
+  })
+}
+
+for (const testCase of table('receipt.json').cases) {
+  test(`buildExecutionReceipt: ${testCase.name}`, () => {
+    const receipt = 'trace' in testCase ? buildExecutionReceipt(testCase.result, testCase.trace) : buildExecutionReceipt(testCase.result)
+    assert.equal(JSON.stringify(receipt), JSON.stringify(testCase.expect))
   })
 }
 

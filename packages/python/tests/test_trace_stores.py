@@ -16,8 +16,10 @@ from oma_component.observability import (
     InMemoryTraceStore,
     TraceStoreError,
     TraceStoreExporter,
+    build_execution_receipt,
     materialize_run,
 )
+from oma_component import OmaError
 from oma_component.observability.file import FileTraceStore, FileTraceStoreError
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "observability")
@@ -30,6 +32,7 @@ def table(name):
 
 RECORDS = table("records.json")["records"]
 MATERIALIZE, STORE, FILES = table("materialize.json"), table("store.json"), table("file-store.json")
+RECEIPT = table("receipt.json")
 RUN = [RECORDS[n] for n in FILES["writes"][0]["append"]]
 
 
@@ -42,6 +45,28 @@ def test_materialize_table(case):
     given = copy.deepcopy(case["records"])
     assert materialize_run(given, case.get("includeRecords", False)) == case["expect"]
     assert given == case["records"]
+
+
+@pytest.mark.parametrize("case", MATERIALIZE["refused"], ids=[c["field"] for c in MATERIALIZE["refused"]])
+def test_materialize_refuses_what_the_schema_does_not_allow(case):
+    with pytest.raises(OmaError) as raised:
+        materialize_run(case["records"])
+    assert case["field"] in raised.value.message
+
+
+def test_materialize_takes_a_list_only():
+    with pytest.raises(TypeError):
+        materialize_run("[]")  # type: ignore[arg-type]
+    assert materialize_run([]) is None
+
+
+@pytest.mark.parametrize("case", RECEIPT["cases"], ids=[c["name"] for c in RECEIPT["cases"]])
+def test_receipt_table(case):
+    receipt = build_execution_receipt(case["result"], case["trace"]) if "trace" in case \
+        else build_execution_receipt(case["result"])
+    assert receipt == case["expect"]
+    # keys in OMA's order
+    assert json.dumps(receipt) == json.dumps(case["expect"])
 
 
 @pytest.mark.parametrize("case", STORE["append"], ids=[c["name"] for c in STORE["append"]])

@@ -28,6 +28,7 @@ def mistakes(agent: oma.Agent) -> None:
 def telemetry(sink: obs.BatchingTraceSink) -> None:
     print(sink.force_flush()["staus"])  # TYPO: a flush result has "status"
     obs.SensitiveDataProcessor(sink, capture={"toolInput": "redacted"})  # TYPO: capture keys are snake_case
+    oma.run_agent("hi", model="m", observability={"sink": [sink]})  # TYPO: the key is "sinks"
 
 
 def scoring(report: oma_eval.EvalRunReport) -> None:

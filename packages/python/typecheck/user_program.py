@@ -180,6 +180,13 @@ def observability() -> None:
     sink: obs.TraceSink = obs.CompositeSink([private, obs.FilteringSink(batching, lambda r: r["recordType"] == "span_end")])
     delivery: obs.FlushResult = sink.force_flush(timeout_ms=1_000)
     print(delivery["status"], delivery["exported"], batching.get_stats()["queuedRecords"])
+    store = obs.InMemoryTraceStore()
+    config: obs.ObservabilityConfig = {"sinks": [obs.BatchingTraceSink(obs.TraceStoreExporter(store)), sink],
+                                       "capture": {"tool_input": "redacted"}, "on_diagnostic": on_diagnostic}
+    result = oma.run_agent("hi", model="claude-sonnet-4-6", run_id="order-1", observability=config)
+    run = store.get_run(result["identity"]["runId"])
+    if run is not None:
+        print(run.get("status"), run["tokens"]["input_tokens"], obs.build_execution_receipt(result)["partial"])
 
 
 def mcp_tools() -> None:

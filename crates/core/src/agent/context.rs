@@ -1236,6 +1236,7 @@ mod tests {
                 model: "m".into(),
                 stop_reason: "end_turn".into(),
                 usage: TokenUsage::default(),
+                stop_sequence: None,
             })
             .expect("due");
         }

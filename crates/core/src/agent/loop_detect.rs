@@ -470,6 +470,7 @@ mod turn_tests {
             model: "m".into(),
             stop_reason: "end_turn".into(),
             usage: TokenUsage::default(),
+            stop_sequence: None,
         }
     }
 

@@ -807,6 +807,7 @@ mod tests {
             model: "m".into(),
             stop_reason: stop.into(),
             usage: TokenUsage::new(input, output),
+            stop_sequence: None,
         }
     }
 

@@ -756,6 +756,7 @@ impl Call {
                     model: self.context.model.clone(),
                     stop_reason: String::new(),
                     usage: crate::message::TokenUsage::new(count, 0),
+                    stop_sequence: None,
                 })
         } else {
             self.adapter.parse(&self.context, &response.body)

@@ -4,6 +4,7 @@
 // `finished`.
 
 import { errorFrom, errorMessage, fromComponent } from '../errors.js'
+import { deliverRecords } from '../observability/run-records.js'
 import { receive, send } from '../transport.js'
 import { isObject } from '../utils/options.js'
 import { emitTrace } from '../utils/trace.js'
@@ -41,8 +42,11 @@ export async function safely(fn, value) {
   }
 }
 
-/** The steps that may come while a response body is still being read. */
-const READING = new Set(['receive', 'event', 'progress', 'evaluation'])
+/**
+ * The steps that may come while a response body is still being read (a streamed answer's first
+ * piece makes a `first_chunk` record).
+ */
+const READING = new Set(['receive', 'event', 'progress', 'evaluation', 'trace-records'])
 
 /**
  * A timer that resolves with `null` at `atMs` (milliseconds since the Unix epoch) and can be
@@ -125,7 +129,7 @@ export async function* drive(session, host, run) {
       } catch (e) {
         throw fromComponent(e)
       }
-      if (polled.tag === 'finished') return JSON.parse(polled.val.val)
+      if (polled.tag === 'finished') return JSON.parse(polled.val)
       if (polled.tag === 'waiting') {
         const { due, wakeAtMs } = polled.val
         if (model?.streaming() && !pending.has('model') && due.some((d) => d.tag === 'model')) {
@@ -162,15 +166,15 @@ export async function* drive(session, host, run) {
       }
       switch (step.tag) {
         case 'before-run': {
-          const raw = JSON.parse(step.val.val)
+          const raw = JSON.parse(step.val)
           // OMA's context: the prompt, the messages, and the agent's configuration (without
           // hooks and secrets); `config` is the component's view of it, kept for older callers.
           const context = { prompt: raw.prompt, messages: raw.messages, agent: host.agentInfo, config: raw.config }
           const answer = (async () => {
             try {
-              return { tag: 'json', val: hookAnswer(await host.beforeRun(context)) }
+              return { tag: 'ok', val: hookAnswer(await host.beforeRun(context)) }
             } catch (error) {
-              return { tag: 'failed', val: errorMessage(error) }
+              return { tag: 'err', val: errorMessage(error) }
             }
           })()
           settle('before-run', answer.then((hook) => (s) => s.answer({ tag: 'hook', val: hook })))
@@ -247,7 +251,7 @@ export async function* drive(session, host, run) {
           // OMA's custom strategy: the user's function gets the conversation and its estimate;
           // what it returns goes back as JSON for the component's checks (anything but a
           // non-empty message list ends the run with OMA's error), what it throws fails the run.
-          const messages = JSON.parse(step.val.messages.val)
+          const messages = JSON.parse(step.val.messages)
           const estimated = Number(step.val.estimatedTokens)
           const answer = (async () => {
             try {
@@ -279,13 +283,17 @@ export async function* drive(session, host, run) {
           break
         }
         case 'trace':
-          if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val.val))
+          if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val))
+          break
+        case 'trace-records':
+          // Handed to the sinks now, in order; nothing is waited for and no answer is owed.
+          deliverRecords(run, step.val)
           break
         case 'validate-output':
           session.answer({ tag: 'validated', val: validateOutput(host, run, step.val) })
           break
         case 'evaluation': {
-          const evaluationCase = JSON.parse(step.val.val)
+          const evaluationCase = JSON.parse(step.val)
           if (evaluationCase.payload === null || evaluationCase.payload === undefined) delete evaluationCase.payload
           await safely(host.onCase, evaluationCase)
           break

@@ -23,9 +23,10 @@ function isFlushResult(value) {
 }
 
 /**
- * Hands each record to every sink of `sinks`, in order; one that throws is counted and
- * diagnosed (`sink_emit_failed`) and the others still get the record. `forceFlush` and
- * `shutdown` run on all children at once, each held to `timeoutMs` (30 s by default).
+ * Hands each record to every sink of `sinks`, in order; one that throws (or whose `emit`
+ * returns a promise that rejects) is counted and diagnosed (`sink_emit_failed`) and the others
+ * still get the record. `forceFlush` and `shutdown` run on all children at once, each held to
+ * `timeoutMs` (30 s by default).
  */
 export class CompositeSink {
   #sinks
@@ -51,10 +52,14 @@ export class CompositeSink {
     }
     for (const sink of this.#sinks) {
       try {
-        sink.emit(record)
+        const answer = sink.emit(record)
+        // `emit` returns nothing; one that returns a promise is not waited for, and its
+        // rejection counts as the throw it stands for (never an unhandled rejection).
+        if (answer !== null && typeof answer === 'object' && typeof answer.then === 'function') {
+          Promise.resolve(answer).catch(() => this.#emitFailed())
+        }
       } catch {
-        this.#emitFailures++
-        this.#diagnostics.report('sink_emit_failed', 'A child trace sink threw while accepting a record.', 'error')
+        this.#emitFailed()
       }
     }
   }
@@ -85,6 +90,11 @@ export class CompositeSink {
       queued: sum('queuedRecords'),
       ...(last ? { lastError: last, lastFailureCode: last } : {}),
     }
+  }
+
+  #emitFailed() {
+    this.#emitFailures++
+    this.#diagnostics.report('sink_emit_failed', 'A child trace sink threw while accepting a record.', 'error')
   }
 
   #callChild(sink, operation, options) {

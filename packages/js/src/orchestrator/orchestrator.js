@@ -10,6 +10,7 @@ import { cancelledResult, complete } from '../agent/result.js'
 import { newRun, sessionOptions } from '../agent/run-options.js'
 import { registerBuiltInTools } from '../tool/built-in/index.js'
 import { ToolRegistry } from '../tool/framework.js'
+import { observabilityOf } from '../observability/run-records.js'
 import { isObject, refuseUnknown } from '../utils/options.js'
 import { createOnlineEvaluator, NOOP_ONLINE_EVALUATION } from '../eval/online.js'
 
@@ -33,9 +34,10 @@ function builtInRegistry() {
 
 /**
  * A one-off agent run with `runAgent`'s options: progress to `onProgress` (the orchestrator's,
- * else the options'), online evaluation cases to `evaluation.onCase`.
+ * else the options'), online evaluation cases to `evaluation.onCase`, trace records to the
+ * orchestrator's sinks (`observability`, from `observabilityOf`).
  */
-async function runAgentWith(config, input, options, onProgress) {
+async function runAgentWith(config, input, options, onProgress, observability) {
   refuseUnknown('runAgent options', options, RUN_AGENT_KEYS)
   const evaluation = options.evaluation
   if (evaluation !== undefined && evaluation !== null) refuseUnknown('evaluation', evaluation, EVALUATION_KEYS)
@@ -46,10 +48,14 @@ async function runAgentWith(config, input, options, onProgress) {
   const { json, host } = prepareConfig(effective, builtInRegistry())
   // runAgent's one-off agent takes its input as one JSON text (run-agent-json has no parts form).
   const text = runInputJson(input, false).text
+  const traced = typeof options.onTrace === 'function'
   const run = newRun(host, {
     abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata,
-    ...(typeof options.onTrace === 'function' ? { onTrace: options.onTrace, traceAgent: host.name } : {}),
-  })
+    ...(traced ? { onTrace: options.onTrace } : {}),
+    // OMA names the agent's trace events after the agent whenever they are made (for onTrace,
+    // or for a LegacyCallbackTraceSink among the sinks).
+    ...(traced || observability?.legacy ? { traceAgent: host.name } : {}),
+  }, observability)
   if (run.signal?.aborted) return cancelledResult(run)
   json.tools = run.tools.json
   const progress = onProgress ?? options.onProgress
@@ -63,7 +69,7 @@ async function runAgentWith(config, input, options, onProgress) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions(run)),
+    driver.runAgent(JSON.stringify(json), text, runOptions, sessionOptions(run)),
   )
   return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
 }
@@ -90,11 +96,14 @@ const ORCHESTRATOR_CONFIG_KEYS = new Set([
  * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
  * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
  * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`), its
- * `onProgress` and its online `evaluation` (`orchestrator.evaluation`: `forceFlush`, `shutdown`,
- * `getStats`). Teams and task graphs are not part of the package.
+ * `onProgress`, `onTrace`, `observability` (each run's trace records to its sinks; the
+ * application owns their `forceFlush` and `shutdown`, as in OMA) and its online `evaluation`
+ * (`orchestrator.evaluation`: `forceFlush`, `shutdown`, `getStats`). Teams and task graphs are
+ * not part of the package.
  */
 export class OpenMultiAgent {
   #config
+  #observability
   #evaluator
 
   constructor(config = {}) {
@@ -106,16 +115,8 @@ export class OpenMultiAgent {
           `${unknown.map((key) => `"${key}"`).join(', ')}; it takes OMA's OrchestratorConfig keys`,
       )
     }
-    // OMA's orchestrator sends every run's trace records to `observability.sinks`; the
-    // package's runs do not yet, so a configuration that asks for it is refused by name rather
-    // than run without it.
-    const sinks = config.observability?.sinks
-    if (config.observability !== undefined && (!isObject(config.observability) || sinks === undefined || !Array.isArray(sinks) || sinks.length > 0)) {
-      throw new TypeError(
-        'the orchestrator configuration\'s "observability" is not supported yet: runs do not send ' +
-          'trace records to sinks (use onTrace, or a sink with the package\'s own stores)',
-      )
-    }
+    // OMA's orchestrator hands every run's trace records to `observability.sinks`.
+    this.#observability = observabilityOf(config.observability)
     this.#config = config
     this.#evaluator = createOnlineEvaluator(config.evaluation, config.estimateCost)
     /** OMA's online evaluation lifecycle: `forceFlush`, `shutdown`, `getStats` (a no-op without `evaluation`). */
@@ -161,6 +162,7 @@ export class OpenMultiAgent {
         ...(typeof src.onTrace === 'function' ? { onTrace: src.onTrace } : {}),
       },
       typeof src.onProgress === 'function' ? src.onProgress : undefined,
+      this.#observability,
     )
     if (evaluated !== undefined) {
       this.#evaluator.enqueue({ input: evaluated.input, result, durationMs: Date.now() - evaluated.startedAtMs })

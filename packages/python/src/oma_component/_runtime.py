@@ -49,6 +49,8 @@ _FUNCS: List[Tuple[str, str]] = [
     (CODEC, "redact-sensitive-text"),
     (CODEC, "is-sensitive-name"),
     (CODEC, "classify-bash-command"),
+    (CODEC, "materialize-run"),
+    (CODEC, "build-execution-receipt"),
     (CODEC, "score-builtin"),
     (CODEC, "judge"),
 ]

@@ -101,6 +101,7 @@ fn response(
         model,
         stop_reason: stop_reason(finish_reason, has_tool_calls),
         usage,
+        stop_sequence: None,
     }
 }
 

@@ -569,6 +569,7 @@ fn stream_gives_the_same_events_for_every_chunking() {
             model: "gpt-4o".into(),
             stop_reason: "tool_use".into(),
             usage: TokenUsage::new(10, 20),
+            stop_sequence: None,
         }),
     ];
     for size in 1..=STREAM.len() {

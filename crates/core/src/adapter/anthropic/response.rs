@@ -39,6 +39,7 @@ impl WireUsage {
             output_tokens: self.output_tokens.unwrap_or(0),
             cache_creation_input_tokens: self.cache_creation_input_tokens.unwrap_or(0),
             cache_read_input_tokens: self.cache_read_input_tokens.unwrap_or(0),
+            cached_input_tokens: 0,
         }
     }
 
@@ -128,6 +129,7 @@ pub(super) fn parse(body: &[u8]) -> Result<LlmResponse, Error> {
         model: wire.model,
         stop_reason: wire.stop_reason.unwrap_or_else(|| "end_turn".into()),
         usage: wire.usage.usage(),
+        stop_sequence: wire.stop_sequence,
     })
 }
 
@@ -147,6 +149,16 @@ pub(super) fn parse_count(body: &[u8]) -> Result<u64, Error> {
     }
 }
 
+/// The `stop_sequence` of a message or a `message_delta`: the sequence that stopped the answer,
+/// when it is a string (anything else says none did: a stop sequence is no reason to refuse an
+/// answer).
+pub(super) fn stop_sequence(o: &mut Object) -> Option<String> {
+    match o.take("stop_sequence") {
+        Some(Value::String(sequence)) => Some(sequence),
+        _ => None,
+    }
+}
+
 /// The fields of a message response OMA reads; the blocks stay JSON until mapped, so a block
 /// type OMA does not model never fails the whole body.
 struct WireResponse {
@@ -154,6 +166,7 @@ struct WireResponse {
     model: String,
     content: Vec<Value>,
     stop_reason: Option<String>,
+    stop_sequence: Option<String>,
     usage: WireUsage,
 }
 
@@ -167,6 +180,7 @@ impl WireResponse {
                 _ => return Err(wire.invalid("content", "must be an array")),
             },
             stop_reason: wire.string("stop_reason")?,
+            stop_sequence: stop_sequence(&mut wire),
             usage: match wire.object("usage")? {
                 Some(usage) => WireUsage::read(usage)?,
                 None => WireUsage::default(),

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::response::{reasoning, unsupported_block, WireUsage};
+use super::response::{reasoning, stop_sequence, unsupported_block, WireUsage};
 use super::NAME;
 use crate::adapter::sse::{SseEvent, SseParser};
 use crate::adapter::{
@@ -59,6 +59,8 @@ struct WireDelta {
     partial_json: Option<String>,
     /// Present (possibly `null`, `Some(None)`) on `message_delta`.
     stop_reason: Option<Option<String>>,
+    /// The stop sequence that stopped the answer (`message_delta`), when one did.
+    stop_sequence: Option<String>,
 }
 
 impl WireEvent {
@@ -82,6 +84,7 @@ impl WireEvent {
                 signature: d.string("signature")?,
                 partial_json: d.string("partial_json")?,
                 stop_reason: d.nullable_string("stop_reason")?,
+                stop_sequence: stop_sequence(&mut d),
             }),
             None => None,
         };
@@ -134,6 +137,7 @@ pub(super) struct Decoder {
     /// How many of `blocks` are tool calls.
     tool_calls: usize,
     stop_reason: Option<String>,
+    stop_sequence: Option<String>,
     usage: TokenUsage,
     stopped: bool,
     failed: Option<Error>,
@@ -183,6 +187,7 @@ impl StreamDecoder for Decoder {
             model,
             stop_reason: self.stop_reason.take().unwrap_or_else(|| "end_turn".into()),
             usage: self.usage,
+            stop_sequence: self.stop_sequence.take(),
         }));
         Ok(out)
     }
@@ -281,8 +286,13 @@ impl Decoder {
                 }
             }
             "message_delta" => {
-                if let Some(stop_reason) = wire.delta.and_then(|d| d.stop_reason) {
-                    self.stop_reason = stop_reason;
+                if let Some(delta) = wire.delta {
+                    if let Some(stop_reason) = delta.stop_reason {
+                        self.stop_reason = stop_reason;
+                    }
+                    if delta.stop_sequence.is_some() {
+                        self.stop_sequence = delta.stop_sequence;
+                    }
                 }
                 if let Some(usage) = wire.usage {
                     usage.update(&mut self.usage);

@@ -607,6 +607,7 @@ fn parses_every_block_kind() {
                     text: "[unsupported block type: server_tool_use]".into()
                 }),
             ],
+            stop_sequence: None,
         }
     );
 }
@@ -780,6 +781,7 @@ fn expected_stream() -> Vec<StreamEvent> {
                     text: "[unsupported block type: server_tool_use]".into(),
                 }),
             ],
+            stop_sequence: None,
         }),
     ]
 }
@@ -1126,6 +1128,7 @@ fn cache_counts_are_read_from_answers_and_streams() {
             output_tokens: 2,
             cache_creation_input_tokens: 1200,
             cache_read_input_tokens: 9000,
+            cached_input_tokens: 0,
         }
     );
     // Null counts are absent counts.
@@ -1146,6 +1149,7 @@ fn cache_counts_are_read_from_answers_and_streams() {
         output_tokens: 1,
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: 5000,
+        cached_input_tokens: 0,
     };
     assert_eq!(events.first(), Some(&StreamEvent::Usage(early)));
     let Some(StreamEvent::Done(done)) = events.last() else {
@@ -1156,6 +1160,7 @@ fn cache_counts_are_read_from_answers_and_streams() {
         TokenUsage {
             output_tokens: 7,
             cache_read_input_tokens: 5001,
+            cached_input_tokens: 0,
             ..early
         }
     );

@@ -52,6 +52,7 @@ pub(super) fn parse(model: &str, body: &[u8]) -> Result<LlmResponse, Error> {
         model: model.to_string(),
         stop_reason: stop_reason(top),
         usage: usage(top.get("usage")),
+        stop_sequence: None,
     })
 }
 
@@ -133,6 +134,7 @@ fn usage(usage: Option<&Value>) -> TokenUsage {
         output_tokens: count("outputTokens"),
         cache_creation_input_tokens: count("cacheWriteInputTokens"),
         cache_read_input_tokens: count("cacheReadInputTokens"),
+        cached_input_tokens: 0,
     }
 }
 
@@ -427,6 +429,7 @@ impl StreamDecoder for ConverseStream {
             model: self.model.clone(),
             stop_reason: self.stop_reason.clone(),
             usage: self.usage,
+            stop_sequence: None,
         })])
     }
 }

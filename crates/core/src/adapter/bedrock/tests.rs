@@ -663,6 +663,7 @@ fn responses_map_blocks_stop_reason_and_usage() {
             model: MODEL.into(),
             stop_reason: "tool_use".into(),
             usage: TokenUsage::new(12, 34),
+            stop_sequence: None,
         }
     );
 }
@@ -877,6 +878,7 @@ fn expected_events() -> Vec<StreamEvent> {
             model: MODEL.into(),
             stop_reason: "tool_use".into(),
             usage: TokenUsage::new(20, 7),
+            stop_sequence: None,
         }),
     ]
 }
@@ -1320,6 +1322,7 @@ fn cache_counts_are_read_from_answers_and_streams() {
         output_tokens: 2,
         cache_creation_input_tokens: 100,
         cache_read_input_tokens: 9000,
+        cached_input_tokens: 0,
     };
     assert_eq!(usage, expected);
     let stream = [

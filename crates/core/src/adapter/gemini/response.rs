@@ -57,6 +57,8 @@ struct PartialArg {
 struct Usage {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
+    /// The prompt tokens read from the context cache, a part of `promptTokenCount`.
+    cached_content_token_count: Option<u64>,
 }
 
 struct ErrorBody {
@@ -79,6 +81,7 @@ impl Response {
             Some(mut u) => Some(Usage {
                 prompt_token_count: u.u64("promptTokenCount")?,
                 candidates_token_count: u.u64("candidatesTokenCount")?,
+                cached_content_token_count: u.u64("cachedContentTokenCount")?,
             }),
             None => None,
         };
@@ -194,18 +197,22 @@ pub(super) fn parse(model: &str, body: &[u8], mut ids: IdGen) -> Result<LlmRespo
         .into_iter()
         .filter_map(|part| to_block(part, &mut ids))
         .collect();
-    let usage = response.usage.map_or(TokenUsage::default(), |u| {
-        TokenUsage::new(
-            u.prompt_token_count.unwrap_or(0),
-            u.candidates_token_count.unwrap_or(0),
-        )
-    });
+    let usage = response
+        .usage
+        .map_or(TokenUsage::default(), |u| TokenUsage {
+            cached_input_tokens: u.cached_content_token_count.unwrap_or(0),
+            ..TokenUsage::new(
+                u.prompt_token_count.unwrap_or(0),
+                u.candidates_token_count.unwrap_or(0),
+            )
+        });
     Ok(LlmResponse {
         id,
         stop_reason: stop_reason(finish_reason.as_deref(), &content),
         content,
         model: model.to_owned(),
         usage,
+        stop_sequence: None,
     })
 }
 
@@ -452,6 +459,9 @@ impl GeminiStream {
             self.usage.output_tokens = usage
                 .candidates_token_count
                 .unwrap_or(self.usage.output_tokens);
+            self.usage.cached_input_tokens = usage
+                .cached_content_token_count
+                .unwrap_or(self.usage.cached_input_tokens);
         }
         if chunk.blocked {
             self.complete = true;
@@ -620,6 +630,7 @@ impl StreamDecoder for GeminiStream {
             content,
             model: self.model.clone(),
             usage: self.usage,
+            stop_sequence: None,
         }));
         Ok(events)
     }

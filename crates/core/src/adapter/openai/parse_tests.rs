@@ -56,6 +56,7 @@ fn text_response() {
             model: "gpt-test".into(),
             stop_reason: "end_turn".into(),
             usage: TokenUsage::new(12, 34),
+            stop_sequence: None,
         }
     );
 }

@@ -65,10 +65,8 @@ pub(super) fn parse_completion(provider: &str, body: &[u8]) -> Result<LlmRespons
         stop_reason: stop_reason(finish, has_tool_use(&content)),
         content,
         model: string_field(completion.get("model")),
-        usage: TokenUsage::new(
-            token_count(usage, "prompt_tokens"),
-            token_count(usage, "completion_tokens"),
-        ),
+        usage: usage_of(usage),
+        stop_sequence: None,
     })
 }
 
@@ -221,6 +219,22 @@ pub(super) fn string_field(value: Option<&Value>) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
+}
+
+/// OMA's usage of an OpenAI `usage` object: `prompt_tokens` and `completion_tokens`, and the
+/// prompt tokens read from the cache (`prompt_tokens_details.cached_tokens`, a part of
+/// `prompt_tokens`) beside them.
+pub(super) fn usage_of(usage: Option<&Value>) -> TokenUsage {
+    TokenUsage {
+        cached_input_tokens: token_count(
+            usage.and_then(|u| u.get("prompt_tokens_details")),
+            "cached_tokens",
+        ),
+        ..TokenUsage::new(
+            token_count(usage, "prompt_tokens"),
+            token_count(usage, "completion_tokens"),
+        )
+    }
 }
 
 /// A token count of a `usage` object, 0 when absent.

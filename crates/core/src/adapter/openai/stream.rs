@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::response::{
-    has_tool_use, reasoning_block, reasoning_text, stop_reason, token_count, tool_input,
+    has_tool_use, reasoning_block, reasoning_text, stop_reason, tool_input, usage_of,
 };
 use crate::adapter::sse::{SseEvent, SseParser};
 use crate::adapter::{
@@ -102,10 +102,7 @@ impl Decoder {
             self.model = model.to_string();
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage = TokenUsage::new(
-                token_count(Some(usage), "prompt_tokens"),
-                token_count(Some(usage), "completion_tokens"),
-            );
+            self.usage = usage_of(Some(usage));
         }
         let Some(choice) = chunk
             .get("choices")
@@ -231,6 +228,7 @@ impl StreamDecoder for Decoder {
             model: std::mem::take(&mut self.model),
             stop_reason,
             usage: self.usage,
+            stop_sequence: None,
         }));
         // A second `finish` has nothing more to give.
         self.failed = Some(malformed(&self.provider, "the stream was already finished"));

@@ -80,6 +80,7 @@ fn expected() -> Vec<StreamEvent> {
             model: "deepseek-v4".into(),
             stop_reason: "tool_use".into(),
             usage: TokenUsage::new(20, 9),
+            stop_sequence: None,
         }),
     ]
 }
@@ -116,6 +117,7 @@ fn text_arrives_as_soon_as_its_chunk_does() {
             model: String::new(),
             stop_reason: "end_turn".into(),
             usage: TokenUsage::default(),
+            stop_sequence: None,
         })]
     );
 }
@@ -141,6 +143,7 @@ fn done_content_and_stop_reason_rules() {
                 model: "m".into(),
                 stop_reason: "tool_use".into(),
                 usage: TokenUsage::default(),
+                stop_sequence: None,
             }),
         ]
     );

@@ -173,6 +173,7 @@ fn read_response(value: Value, path: &str) -> Result<LlmResponse, String> {
         model,
         stop_reason,
         usage,
+        stop_sequence: None,
     };
     limits(&response)?;
     Ok(response)

@@ -292,17 +292,45 @@ fn separator(c: u8) -> bool {
     matches!(c, b'.' | b'_' | b'-')
 }
 
+/// Lowercase words (ASCII letters and separators) by their first letter, so that a name is
+/// compared only with the words that can start where it stands: a record's attributes pass
+/// these checks one by one, and the reasoning words alone are over a hundred.
+struct Words {
+    by_first: [Vec<Box<[u8]>>; 26],
+}
+
+impl Words {
+    fn new(words: Vec<String>) -> Self {
+        let mut by_first: [Vec<Box<[u8]>>; 26] = Default::default();
+        for word in words {
+            let bytes = word.into_bytes().into_boxed_slice();
+            by_first[usize::from(bytes[0] - b'a')].push(bytes);
+        }
+        Words { by_first }
+    }
+
+    /// The words that start with `first` (a letter of either case), none for any other byte.
+    fn starting_with(&self, first: u8) -> &[Box<[u8]>] {
+        let first = first.to_ascii_lowercase();
+        if first.is_ascii_lowercase() {
+            &self.by_first[usize::from(first - b'a')]
+        } else {
+            &[]
+        }
+    }
+}
+
 /// Whether one of `words` stands in `key` as a word of its own: at its start or after a
 /// separator, and at its end or before one (ASCII letters compared without case).
-fn has_word(key: &str, words: &[String]) -> bool {
+fn has_word(key: &str, words: &Words) -> bool {
     let bytes = key.as_bytes();
     (0..bytes.len())
         .filter(|&at| at == 0 || separator(bytes[at - 1]))
         .any(|at| {
-            words.iter().any(|word| {
+            words.starting_with(bytes[at]).iter().any(|word| {
                 let end = at + word.len();
                 end <= bytes.len()
-                    && bytes[at..end].eq_ignore_ascii_case(word.as_bytes())
+                    && bytes[at..end].eq_ignore_ascii_case(word)
                     && (end == bytes.len() || separator(bytes[end]))
             })
         })
@@ -325,7 +353,7 @@ fn joined(a: &[String], joins: &[&str], b: &[&str]) -> Vec<String> {
 /// `set_cookie`, `api key`, `password`, `passwd`, `secret`, `access token`, `refresh token` or
 /// `private key` as a word of its own (the two-word names joined by `_`, `-` or nothing).
 fn is_credential(key: &str) -> bool {
-    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    static WORDS: std::sync::OnceLock<Words> = std::sync::OnceLock::new();
     let words = WORDS.get_or_init(|| {
         let mut words: Vec<String> = [
             "authorization",
@@ -346,7 +374,7 @@ fn is_credential(key: &str) -> bool {
         ] {
             words.extend(joined(&[a.to_owned()], &["_", "-", ""], &[b]));
         }
-        words
+        Words::new(words)
     });
     has_word(key, words)
 }
@@ -355,14 +383,18 @@ fn is_credential(key: &str) -> bool {
 /// thought` or `signed reasoning`, then a separator, then `content`, `text` or `data`, as words
 /// of their own. Reasoning is never kept, whatever the policy.
 fn is_reasoning(key: &str) -> bool {
-    static WORDS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    static WORDS: std::sync::OnceLock<Words> = std::sync::OnceLock::new();
     let words = WORDS.get_or_init(|| {
         let optional = ["_", "-", ""];
         let mut heads = vec!["reasoning".to_owned(), "thinking".to_owned()];
         let chain_of = joined(&["chain".to_owned()], &optional, &["of"]);
         heads.extend(joined(&chain_of, &optional, &["thought"]));
         heads.extend(joined(&["signed".to_owned()], &optional, &["reasoning"]));
-        joined(&heads, &[".", "_", "-"], &["content", "text", "data"])
+        Words::new(joined(
+            &heads,
+            &[".", "_", "-"],
+            &["content", "text", "data"],
+        ))
     });
     has_word(key, words)
 }

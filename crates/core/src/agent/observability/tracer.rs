@@ -950,6 +950,7 @@ mod tests {
             model: "m-2026".into(),
             stop_reason: "end_turn".into(),
             usage,
+            stop_sequence: None,
         };
         tracer.llm_answered(1250, &response);
         let mut out = events(tracer.take());

@@ -884,6 +884,7 @@ fn an_answered_call_finishes_at_once_and_sends_nothing() {
         model: "m".into(),
         stop_reason: String::new(),
         usage: crate::message::TokenUsage::new(7, 0),
+        stop_sequence: None,
     };
     let mut call = Call::answered(Box::new(Anthropic), known.clone());
     assert_eq!(expect_done(&mut call), Ok(known));

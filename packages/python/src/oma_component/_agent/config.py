@@ -263,13 +263,14 @@ class Spec:
                     max_response_bytes=self.max_response_bytes, agent_info=self.agent_info,
                     output_model=self.output_model)
 
-    def session_options(self, seed: int) -> Any:
-        """A session's options: JSON payloads, the seed, and tracing when ``on_trace`` is set
-        (ids made up by the component: a fresh run id per run)."""
+    def session_options(self, seed: int, records: Optional[str] = None, legacy: bool = False) -> Any:
+        """A session's options: JSON payloads, the seed, tracing when ``on_trace`` is set or
+        ``legacy`` asks for the legacy events (ids made up by the component: a fresh run id per
+        run, the records' when they are on), and ``records``, the trace records' options."""
         trace = None
-        if self.on_trace is not None:
+        if self.on_trace is not None or legacy:
             trace = record(run_id=None, span_id=None, parent_id=None, agent=None, task_id=None)
-        return record(payloads="json", seed=seed, trace=trace, records=None)
+        return record(payloads="json", seed=seed, trace=trace, records=records)
 
 
 def new_seed() -> int:

@@ -57,6 +57,8 @@ class Host:
     # whether a streamed run asked for text pieces (then the adapter's ``stream`` answers).
     adapter: Any = None
     text_deltas: bool = False
+    # Where the run's trace records go (``observability=``): an ``Observability``.
+    records: Any = None
     sleep: Callable[[float], None] = time.sleep
     # Where a whole response's read stops (the component decides what a body past it means).
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
@@ -82,6 +84,11 @@ class Host:
             raise TypeError("cancel must be an oma_component.CancelToken")
         return replace(self, cancel=cancel, on_tool_call=on_tool_call, on_tool_result=on_tool_result,
                        identity=identity, metadata=metadata, validated=[])
+
+    def deliver_records(self, batch: Any) -> None:
+        """A ``trace-records`` step: its records go to the sinks (never blocks, never raises)."""
+        if self.records is not None:
+            self.records.deliver(self.identity, batch)
 
     def finished(self, raw: Dict[str, Any]) -> Dict[str, Any]:
         """The session's result with ``structured`` as the pydantic model made it (an instance
@@ -250,7 +257,7 @@ def compress_variant(returned: Any = None, error: Optional[BaseException] = None
 
 
 # The steps that may come while a response body is still being read.
-READING = frozenset(("receive", "event", "progress", "evaluation"))
+READING = frozenset(("receive", "event", "progress", "evaluation", "trace-records"))
 
 
 class ToolTimings:

@@ -354,6 +354,8 @@ def drive(rt: Runtime, generation: int, session: Any, host: Host) -> Generator[D
                 _observe(host.on_case, json.loads(text_of(p)))
             elif tag == "trace":
                 _observe(host.on_trace, json.loads(text_of(p)))
+            elif tag == "trace-records":
+                host.deliver_records(p)
             elif tag == "validate-output":
                 give_answer(rt, generation, session, validation_variant(host, p))
             else:  # pragma: no cover - a newer component

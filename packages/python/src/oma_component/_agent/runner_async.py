@@ -292,6 +292,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 await _observe(host.on_case, json.loads(text_of(p)))
             elif tag == "trace":
                 await _observe(host.on_trace, json.loads(text_of(p)))
+            elif tag == "trace-records":
+                host.deliver_records(p)
             elif tag == "validate-output":
                 give_answer(rt, generation, session, validation_variant(host, p))
             else:  # pragma: no cover - a newer component

@@ -11,7 +11,8 @@ run's records go to, the exporters and stores behind them.
   callback.
 - :class:`TraceStoreExporter` exports into a :class:`TraceStore`: :class:`InMemoryTraceStore`
   here, ``FileTraceStore`` in :mod:`oma_component.observability.file`; :func:`materialize_run`
-  reads a run's records as a stored run.
+  reads a run's records as a stored run and :func:`build_execution_receipt` states what a run
+  did (both the component's rules).
 
 Records, results and counters are dicts with OMA's JSON keys; options are snake_case keywords.
 """
@@ -19,6 +20,7 @@ Records, results and counters are dicts with OMA's JSON keys; options are snake_
 from ._types import (
     ExportResult,
     FlushResult,
+    ObservabilityConfig,
     ObservabilityResource,
     SpanEndRecord,
     SpanEventName,
@@ -36,7 +38,7 @@ from ._types import (
 from .batching import DEFAULT_BATCHING_OPTIONS, BatchingTraceSink
 from .composite import CompositeSink
 from .legacy import LegacyCallbackTraceSink
-from .materialize import materialize_run
+from .materialize import build_execution_receipt, materialize_run
 from .memory_store import InMemoryTraceStore
 from .processors import FilteringSink, SensitiveDataProcessor, TraceFilter
 from .sink import DiagnosticMode, DiagnosticReporter, TraceExporter, TraceSink, empty_trace_sink_stats
@@ -63,7 +65,8 @@ __all__ = [
     "SensitiveDataProcessor", "LegacyCallbackTraceSink", "DiagnosticReporter", "DiagnosticMode",
     "empty_trace_sink_stats", "TraceFilter", "TraceStoreExporter", "TraceStore", "TraceStoreError",
     "TRACE_STORE_SCHEMA_MAJOR", "InMemoryTraceStore", "materialize_run",
-    "ExportResult", "FlushResult", "ObservabilityResource", "SpanEndRecord", "SpanEventName", "SpanEventRecord",
+    "build_execution_receipt",
+    "ExportResult", "FlushResult", "ObservabilityConfig", "ObservabilityResource", "SpanEndRecord", "SpanEventName", "SpanEventRecord",
     "SpanKind", "SpanStartRecord", "TelemetryDiagnostic", "TelemetryDiagnosticCode", "TraceAttributeValue",
     "TraceCapturePolicy", "TraceLink", "TraceRecord", "TraceSinkStats",
     "AppendResult", "DeleteResult", "MaterializedSpan", "Page", "RunAttemptSummary", "RunCostSummary", "RunSummary",

@@ -7,9 +7,12 @@ of this package does; only options are snake_case keywords.
 
 from __future__ import annotations
 
-from typing import Dict, List, Literal, Sequence, TypedDict, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Literal, Sequence, TypedDict, Union
 
 from .._types import RunStatus, StructuredTraceError
+
+if TYPE_CHECKING:
+    from .sink import TraceSink
 
 #: A trace attribute's value: a string, number or boolean, or a list of one of them.
 TraceAttributeValue = Union[str, int, float, bool, Sequence[str], Sequence[int], Sequence[float], Sequence[bool]]
@@ -181,3 +184,18 @@ class ObservabilityResource(TypedDict, total=False):
     service_version: str
     deployment_environment: str
     release: str
+
+
+class _ObservabilityOptional(TypedDict, total=False):
+    capture: TraceCapturePolicy
+    resource: ObservabilityResource
+    on_diagnostic: Callable[[TelemetryDiagnostic], None]
+
+
+class ObservabilityConfig(_ObservabilityOptional):
+    """OMA's ``ObservabilityConfig`` (``observability=`` of :func:`run_agent`): every run makes
+    OMA's trace records, processed by ``capture``, and hands them to each of ``sinks``;
+    ``on_diagnostic`` gets the delivery's own problems (a sink that raises, a full queue);
+    ``resource`` is kept, as in OMA, for exporters that describe the service."""
+
+    sinks: Sequence["TraceSink"]

@@ -12,12 +12,13 @@ import secrets
 import threading
 import time
 import urllib.parse
+from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 from .._jsjson import date_ms
 from .._jsjson import dumps as js_dumps
 from ._types import TraceRecord
-from .materialize import materialize_run, parse_iso_ms
+from .materialize import materialize_run
 from .store import (
     TRACE_STORE_SCHEMA_MAJOR,
     AppendResult,
@@ -35,6 +36,17 @@ _SPAN_KINDS = ("run", "routing", "agent", "task", "llm", "tool", "plan", "consen
 _EVENT_NAMES = ("retry_scheduled", "budget_exhausted", "first_chunk", "approval_decision", "checkpoint_failed",
                 "telemetry_diagnostic", "loop_detected", "stream_chunk", "consensus_verdict")
 _LINK_RELATIONS = ("continued_from", "depends_on", "consumed", "delegated_from")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_iso_ms(text: str) -> int:
+    """Milliseconds since the epoch of a time as a stored run writes it (JavaScript's
+    ``toISOString``: ``2026-01-02T03:04:05.678Z``), exactly."""
+    moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def _fail(field: str, message: str, code: TraceStoreErrorCode = "INVALID_ARGUMENT") -> TraceStoreError:

@@ -80,9 +80,11 @@ type Environment = Vec<(&'static str, String)>;
 /// and never show this.
 const BAD_DEADLINE: &str = "soon-7731";
 
-/// The gateway's environment for the suite: both providers point at the simulator.
-fn gateway_environment(simulator: &Simulator) -> Environment {
-    vec![
+/// The gateway's environment for the suite: both providers point at the simulator, and traces
+/// go to `collector` when there is one.
+fn gateway_environment(simulator: &Simulator, collector: Option<&Collector>) -> Environment {
+    let traces = collector.map(|c| ("OTEL_EXPORTER_OTLP_ENDPOINT", c.endpoint()));
+    let mut environment = vec![
         ("ANTHROPIC_API_KEY", ANTHROPIC_KEY.to_owned()),
         ("OPENAI_API_KEY", OPENAI_KEY.to_owned()),
         ("ANTHROPIC_BASE_URL", simulator.base_url()),
@@ -92,7 +94,9 @@ fn gateway_environment(simulator: &Simulator) -> Environment {
         ("OMA_GATEWAY_DEADLINE_MS", DEADLINE_MS.to_string()),
         // `/v1/chat/completions` falls back from this model to OpenAI's (one try each).
         ("OMA_GATEWAY_FALLBACKS", FALLBACKS.to_owned()),
-    ]
+    ];
+    environment.extend(traces);
+    environment
 }
 
 /// `OMA_GATEWAY_FALLBACKS` for the suite.
@@ -188,6 +192,14 @@ impl HostKind {
             HostKind::Viceroy => "viceroy serve",
             HostKind::Workerd => "workerd serve",
         }
+    }
+
+    /// Whether the suite sends the host's traces to its collector. Not wash's: its
+    /// configuration lets the component reach the loopback provider's address and nothing else
+    /// (`allowedHosts`); not Viceroy's: `fastly.toml` declares no collector, and a variable it
+    /// does not declare is refused.
+    fn exports_traces(self) -> bool {
+        !matches!(self, HostKind::Wash | HostKind::Viceroy)
     }
 }
 
@@ -935,8 +947,11 @@ fn start(kind: HostKind, environment: &Environment) -> Result<RunningHost, Strin
 fn run_suite(kind: HostKind) {
     let _one = lock(&ONE_HOST_AT_A_TIME);
     let simulator = Simulator::start().expect("the simulator starts");
+    let collector = kind
+        .exports_traces()
+        .then(|| Collector::start().expect("the collector starts"));
     let started = Instant::now();
-    let mut host = start(kind, &gateway_environment(&simulator))
+    let mut host = start(kind, &gateway_environment(&simulator, collector.as_ref()))
         .unwrap_or_else(|why| panic!("{}: {why}", kind.name()));
     eprintln!(
         "{} listens on {} (started in {:.1?})",
@@ -948,6 +963,7 @@ fn run_suite(kind: HostKind) {
         kind,
         addr: host.addr,
         simulator: &simulator,
+        collector: collector.as_ref(),
         transcript: Mutex::new(Vec::new()),
         stderr: Arc::clone(&host.stderr),
         stdout: Arc::clone(&host.stdout),
@@ -1019,9 +1035,15 @@ fn run_suite(kind: HostKind) {
             chat_fields_reach_the_provider_or_are_refused,
             claude_codes_requests_reach_anthropic_as_sent,
         );
+        if kind.exports_traces() {
+            checks!(
+                a_runs_exported_spans_agree_with_its_records,
+                no_secret_in_any_exported_span,
+            );
+        }
 
         // A configuration the gateway cannot use, on a host of its own.
-        let mut environment = gateway_environment(&simulator);
+        let mut environment = gateway_environment(&simulator, None);
         for (name, value) in &mut environment {
             if *name == "OMA_GATEWAY_DEADLINE_MS" {
                 *value = BAD_DEADLINE.to_owned();
@@ -1033,6 +1055,7 @@ fn run_suite(kind: HostKind) {
                     kind,
                     addr: misconfigured.addr,
                     simulator: &simulator,
+                    collector: None,
                     transcript: Mutex::new(Vec::new()),
                     stderr: Arc::clone(&misconfigured.stderr),
                     stdout: Arc::clone(&misconfigured.stdout),
@@ -1093,6 +1116,8 @@ struct Gateway<'a> {
     kind: HostKind,
     addr: SocketAddr,
     simulator: &'a Simulator,
+    /// Where the host's traces go, when it sends them ([`HostKind::exports_traces`]).
+    collector: Option<&'a Collector>,
     /// Every response head and body, for the secrets sweep.
     transcript: Mutex<Vec<u8>>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -2426,6 +2451,344 @@ async fn one_log_line_per_request_without_its_query(gw: &Gateway<'_>) -> anyhow:
                 .any(|line| line.contains(method) && line.contains(path) && line.contains(status)),
             "no line on stderr for {method} {path} with {status}"
         );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------- traces
+
+/// A loopback OTLP/HTTP collector: keeps the body of every `POST /v1/traces` and answers `200`
+/// (`Content-Length` or chunked bodies, kept-alive connections), on a thread of its own that
+/// stops when it is dropped.
+struct Collector {
+    addr: SocketAddr,
+    bodies: Arc<Mutex<Vec<String>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Collector {
+    fn start() -> std::io::Result<Collector> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (kept, stopped) = (Arc::clone(&bodies), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let kept = Arc::clone(&kept);
+                        std::thread::spawn(move || {
+                            let _ = Collector::serve(stream, &kept);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Ok(Collector { addr, bodies, stop })
+    }
+
+    /// `http://127.0.0.1:<port>`: `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every body taken so far, in order.
+    fn bodies(&self) -> Vec<String> {
+        lock(&self.bodies).clone()
+    }
+
+    /// The requests of one connection, until it closes or is idle for 10 s.
+    fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<String>>) -> std::io::Result<()> {
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut writer = stream.try_clone()?;
+        let mut reader = BufReader::new(stream);
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            let path = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned();
+            let (mut length, mut chunked) = (0usize, false);
+            loop {
+                let mut header = String::new();
+                reader.read_line(&mut header)?;
+                let header = header.trim_end();
+                if header.is_empty() {
+                    break;
+                }
+                let (name, value) = header.split_once(':').unwrap_or((header, ""));
+                let value = value.trim();
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.parse().unwrap_or(0);
+                } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = value.eq_ignore_ascii_case("chunked");
+                }
+            }
+            let mut body = Vec::new();
+            if chunked {
+                loop {
+                    let mut size = String::new();
+                    reader.read_line(&mut size)?;
+                    let size =
+                        usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
+                            .map_err(|_| std::io::Error::other("a bad chunk size"))?;
+                    let mut chunk = vec![0; size + 2];
+                    reader.read_exact(&mut chunk)?;
+                    if size == 0 {
+                        break;
+                    }
+                    body.extend_from_slice(&chunk[..size]);
+                }
+            } else {
+                body.resize(length, 0);
+                reader.read_exact(&mut body)?;
+            }
+            let status = if path == "/v1/traces" {
+                lock(kept).push(String::from_utf8_lossy(&body).into_owned());
+                "200 OK"
+            } else {
+                "404 Not Found"
+            };
+            std::io::Write::write_all(
+                &mut writer,
+                format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{{}}")
+                    .as_bytes(),
+            )?;
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The value of the attribute `key` of an OTLP span or event; `null` when it has none.
+fn otlp_attribute(item: &Value, key: &str) -> Value {
+    item["attributes"]
+        .as_array()
+        .and_then(|list| list.iter().find(|a| a["key"] == key))
+        .map_or(Value::Null, |a| a["value"].clone())
+}
+
+/// A record's attribute value as OTLP writes it.
+fn otlp_value(value: &Value) -> Value {
+    match value {
+        Value::String(text) => json!({"stringValue": text}),
+        Value::Bool(flag) => json!({"boolValue": flag}),
+        Value::Number(n) if n.is_i64() || n.is_u64() => json!({"intValue": n.to_string()}),
+        Value::Number(n) => json!({"doubleValue": n.as_f64()}),
+        Value::Array(items) => {
+            json!({"arrayValue": {"values": items.iter().map(otlp_value).collect::<Vec<_>>()}})
+        }
+        other => other.clone(),
+    }
+}
+
+/// The spans an export holds, and the run a sink's records materialize to (OMA's
+/// `materializeRun`, the core's), agree span for span: one exported span per record span, with
+/// its trace, span and parent ids, name, kind (`llm` a client span), times and status, every
+/// attribute the export carries with its record's value, and its events in order; the run's
+/// span is the request's child.
+fn spans_agree_with_records(spans: &[Value], records: &[Value]) -> anyhow::Result<()> {
+    use oma_core::agent::observability::materialize::materialize_run;
+    let run = materialize_run(records.to_vec(), false)?
+        .ok_or_else(|| anyhow!("no records to materialize"))?;
+    let stored = run["spans"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no spans: {run}"))?;
+    let request = spans
+        .iter()
+        .find(|s| s["kind"] == 2)
+        .ok_or_else(|| anyhow!("no request span"))?;
+    ensure!(
+        spans.len() == stored.len() + 1,
+        "{} spans exported for {} record spans",
+        spans.len() - 1,
+        stored.len()
+    );
+    for span in stored {
+        let exported = spans
+            .iter()
+            .find(|s| s["spanId"] == span["spanId"])
+            .ok_or_else(|| anyhow!("no exported span for the record span {}", span["spanId"]))?;
+        let name = &span["name"];
+        for key in ["traceId", "parentSpanId", "name"] {
+            ensure!(
+                exported[key] == span[key],
+                "{name}: {key} {} is not {}",
+                exported[key],
+                span[key]
+            );
+        }
+        ensure!(
+            exported["traceId"] == request["traceId"],
+            "{name}: not in the request's trace"
+        );
+        let kind = if span["kind"] == "llm" { 3 } else { 1 };
+        ensure!(
+            exported["kind"] == kind,
+            "{name}: kind {}",
+            exported["kind"]
+        );
+        for (otlp, record) in [
+            ("startTimeUnixNano", "startUnixMs"),
+            ("endTimeUnixNano", "endUnixMs"),
+        ] {
+            let ms = span[record]
+                .as_u64()
+                .ok_or_else(|| anyhow!("{name}: no {record}"))?;
+            ensure!(
+                exported[otlp] == json!(format!("{ms}000000")),
+                "{name}: {otlp} {} for {ms} ms",
+                exported[otlp]
+            );
+        }
+        let failed = matches!(
+            span["status"].as_str(),
+            Some("error" | "timeout" | "budget_exhausted")
+        );
+        ensure!(
+            exported["status"]["code"] == json!(if failed { 2 } else { 0 }),
+            "{name}: status {} for {}",
+            exported["status"],
+            span["status"]
+        );
+        let attributes = span["attributes"]
+            .as_object()
+            .ok_or_else(|| anyhow!("{name}: no attributes"))?;
+        for (key, value) in attributes {
+            if oma_gateway_rules::trace::is_exported_attribute(key) {
+                let got = otlp_attribute(exported, key);
+                ensure!(
+                    got == otlp_value(value),
+                    "{name}: {key} is {got}, its record's {value}"
+                );
+            }
+        }
+        for (key, value) in [
+            ("oma.span.kind", &span["kind"]),
+            ("oma.run.id", &run["runId"]),
+        ] {
+            let got = otlp_attribute(exported, key);
+            ensure!(
+                got == otlp_value(value),
+                "{name}: {key} is {got}, not {value}"
+            );
+        }
+        let events: Vec<String> = span["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| format!("oma.{}", e["name"].as_str().unwrap_or_default()))
+            .collect();
+        let exported_events: Vec<String> = exported["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["name"].as_str())
+            .filter(|n| *n != "exception")
+            .map(str::to_owned)
+            .collect();
+        ensure!(
+            exported_events == events,
+            "{name}: events {exported_events:?}, records {events:?}"
+        );
+    }
+    let root = stored
+        .iter()
+        .find(|s| s["kind"] == "run")
+        .ok_or_else(|| anyhow!("no run span"))?;
+    ensure!(
+        root["parentSpanId"] == request["spanId"],
+        "the run's span is not the request's child"
+    );
+    Ok(())
+}
+
+/// For one run, the spans the host exported and the records a sink would receive agree: the
+/// run's records (`"records": true`) in the client's trace, and the export that holds them
+/// (after the answer, within 10 s) exactly their spans under the request's.
+async fn a_runs_exported_spans_agree_with_its_records(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let collector = gw.collector.ok_or_else(|| anyhow!("no collector"))?;
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let response = gw
+        .send(
+            Call::post_json(
+                "/v1/run",
+                &json!({"provider": "anthropic", "model": "claude-sonnet-4-6",
+                        "prompt": "Hello?", "records": true}),
+            )
+            .header("traceparent", &format!("00-{trace_id}-b7ad6b7169203331-01")),
+        )
+        .await?;
+    let result = response.expect_json(200)?;
+    expect_canned_result(&result)?;
+    let records = result["records"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no records: {result}"))?;
+    let root = records
+        .iter()
+        .find(|r| r["kind"] == "run")
+        .ok_or_else(|| anyhow!("no run span among the records"))?;
+    ensure!(
+        root["traceId"] == trace_id,
+        "the records are not in the client's trace: {root}"
+    );
+    let root_id = root["spanId"].as_str().unwrap_or_default().to_owned();
+    let waited = Instant::now();
+    let body = loop {
+        let found = collector
+            .bodies()
+            .into_iter()
+            .find(|body| body.contains(&format!("\"spanId\":\"{root_id}\"")));
+        if let Some(body) = found {
+            break body;
+        }
+        ensure!(
+            waited.elapsed() < Duration::from_secs(10),
+            "no export holds the run's span {root_id} after 10 s ({} exports)",
+            collector.bodies().len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let export: Value = serde_json::from_str(&body).context("the export is not JSON")?;
+    let spans = export["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no spans in the export"))?;
+    let request = &spans[0];
+    ensure!(
+        request["kind"] == 2 && request["name"] == "POST /v1/run",
+        "{request}"
+    );
+    ensure!(
+        request["parentSpanId"] == "b7ad6b7169203331",
+        "the request is not the client's child"
+    );
+    spans_agree_with_records(spans, records)
+}
+
+/// No key and no token in any span a host exported, and every export was made.
+async fn no_secret_in_any_exported_span(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let bodies = gw.collector.map(Collector::bodies).unwrap_or_default();
+    ensure!(!bodies.is_empty(), "no export was received");
+    for body in bodies {
+        for secret in SECRETS {
+            ensure!(
+                !body.contains(secret),
+                "{secret:?} is in an export: {}",
+                clip(&body)
+            );
+        }
     }
     Ok(())
 }

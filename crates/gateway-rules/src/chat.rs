@@ -11,10 +11,11 @@
 //! (2xx) whose body could not be used (it does not parse, it is too large, it was cut off): that
 //! completion was paid for, and asking another target would pay for a second one. A terminal
 //! failure (an invalid message, a 400-class answer, a 401 from a provider) ends the request at
-//! once. Every attempt is recorded as the core's
-//! trace event of a model call (OMA's `llm_call`, with its provider, the model that answered
-//! and the failure's class: [`ChatMachine::calls`]), the one record the token count of the
-//! limits and the OpenTelemetry spans ([`crate::trace`]) are read from, as a `/v1/run`'s are.
+//! once. Every attempt that ended is kept (its target, times, and usage and
+//! answering model, or its failure as OMA classifies it), the one record the token count of the
+//! limits is read from, and the OpenTelemetry spans ([`crate::trace`]) through OMA's trace
+//! records of its model calls ([`ChatMachine::records`]), as a `/v1/run`'s are read from its
+//! run's records.
 //!
 //! Like the run machine, it performs no I/O: [`ChatMachine::poll`] hands out what to do and
 //! [`ChatMachine::handle`] takes what happened, so every host drives it (the step loop of
@@ -24,13 +25,20 @@ use std::collections::VecDeque;
 
 use oma_core::adapter::anthropic;
 use oma_core::adapter::{self, ChatRequest, IdSource, ResponseContext, StreamEvent, Validated};
-use oma_core::agent::trace::{self as oma_trace, LlmPhase, TraceData, TraceEvent};
+use oma_core::agent::observability::capture::SensitiveData;
+use oma_core::agent::observability::options::TraceParent;
+use oma_core::agent::observability::record::{
+    Attributes, RecordBody, Recorder, SpanError, SpanKind, SpanStatus,
+};
+use oma_core::agent::outcome::{classify, Failure};
+use oma_core::agent::trace as oma_trace;
 use oma_core::error::{Error, Refused};
 use oma_core::http::call::{Call, CallAnswer, CallOptions, CallPoll, CallStep, Outgoing, Prepared};
 use oma_core::http::Limits;
 use oma_core::message::{LlmResponse, TokenUsage};
 use oma_core::retry::RetryPolicy;
 use oma_core::rng::Rng;
+use serde_json::Value;
 
 use crate::env::Settings;
 
@@ -85,11 +93,21 @@ impl Target {
     }
 }
 
-/// The `agent` of a chat request's trace events: the gateway asked, not an agent.
-pub const GATEWAY_AGENT: &str = "oma-gateway";
-
-/// Mixed into a request's seed for the ids of its trace events.
+/// Mixed into a request's seed for its run id.
 const TRACE_IDS: u64 = 0x6761_7465_7761_7921;
+/// Mixed into a request's seed for the ids of its trace records.
+const RECORD_IDS: u64 = 0x6761_7465_7265_6364;
+
+/// An attempt that ended: its target, when it ran, and what it got.
+#[derive(Clone, Debug)]
+struct Attempt {
+    target: Target,
+    started_ms: u64,
+    ended_ms: u64,
+    /// The usage and the model that answered (when the provider named one), or the failure
+    /// as OMA classifies it (redacted).
+    outcome: Result<(TokenUsage, Option<String>), Failure>,
+}
 
 /// What the machine needs next.
 #[derive(Debug)]
@@ -159,11 +177,9 @@ pub struct ChatMachine {
     current: Option<Current>,
     /// A first step taken to check the request before anything is sent.
     held: Option<CallPoll>,
-    /// Every attempt that ended, as the trace event of a model call.
-    calls: Vec<TraceEvent>,
-    /// The ids of the events ([`ChatMachine::calls`]), drawn apart from the calls' seeds.
-    ids: Rng,
-    /// The request's id, the events' `runId`.
+    /// Every attempt that ended, in order.
+    attempts: Vec<Attempt>,
+    /// The request's id, its records' `runId`.
     run_id: String,
     /// Whether a request was handed out to be sent.
     sent: bool,
@@ -181,7 +197,7 @@ pub struct ChatMachine {
 impl std::fmt::Debug for ChatMachine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatMachine")
-            .field("calls", &self.calls)
+            .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }
 }
@@ -221,16 +237,14 @@ impl ChatMachine {
         let first = rest.pop_front().ok_or_else(|| Error::InvalidRequest {
             message: "the request names no model".into(),
         })?;
-        let mut ids = Rng::new(seed ^ TRACE_IDS);
-        let run_id = oma_trace::uuid_v4(&mut ids);
+        let run_id = oma_trace::uuid_v4(&mut Rng::new(seed ^ TRACE_IDS));
         let mut machine = ChatMachine {
             settings: settings.clone(),
             request,
             rest,
             current: None,
             held: None,
-            calls: Vec::new(),
-            ids,
+            attempts: Vec::new(),
             run_id,
             sent: false,
             streamed: false,
@@ -251,22 +265,92 @@ impl ChatMachine {
         Ok(machine)
     }
 
-    /// Every attempt so far, in order (the one in flight not yet), as the core's trace event
-    /// of a model call: `llm_call` with the target's provider and model, the model that
-    /// answered and its usage, or the failure's class ([`oma_trace::error_type`]). The events
-    /// have no parent: they belong to the gateway request's span.
-    pub fn calls(&self) -> &[TraceEvent] {
-        &self.calls
+    /// OMA's trace records of every attempt so far, in order (the one in flight not yet), in
+    /// the trace of `parent` (the gateway request's span, their parent): for each, the start
+    /// and the end of a `chat` span (kind `llm`) with the target's model and provider
+    /// (`oma.llm.model`, `oma.llm.provider`, `oma.phase` `turn`, `oma.llm.turn` 1), and at its
+    /// end the usage and the model that answered (`oma.usage.*`, `oma.llm.response_model`; the
+    /// cache's reads the provider counts in its input as `oma.usage.cached_input_tokens`), or
+    /// the failure as OMA classifies a failed model call (status, error kind, class, code,
+    /// retryability, HTTP status, provider), as a run's model calls are recorded
+    /// (`docs/observability.md`); processed by OMA's sensitive-data processing with the default
+    /// capture policy. A count makes none.
+    pub fn records(&self, parent: &TraceParent) -> Vec<Value> {
+        let rng = Rng::new(self.seed ^ RECORD_IDS);
+        let mut recorder = Recorder::new(self.run_id.clone(), Some(parent.trace_id.clone()), rng);
+        let processing = SensitiveData::default();
+        let mut records = Vec::new();
+        for attempt in &self.attempts {
+            let span = recorder.span_id();
+            let mut attributes = Attributes::new();
+            attributes.insert("oma.llm.model".into(), attempt.target.model.as_str().into());
+            let provider = attempt.target.provider.as_str();
+            attributes.insert("oma.llm.provider".into(), provider.into());
+            attributes.insert("oma.phase".into(), "turn".into());
+            attributes.insert("oma.llm.turn".into(), 1.into());
+            let start = RecordBody::Start {
+                kind: SpanKind::Llm,
+                name: "chat",
+                start_ms: attempt.started_ms,
+                attributes: attributes.clone(),
+            };
+            let (status, error) = match &attempt.outcome {
+                Ok((usage, model)) => {
+                    attributes.insert("oma.usage.input_tokens".into(), usage.input_tokens.into());
+                    let output = usage.output_tokens;
+                    attributes.insert("oma.usage.output_tokens".into(), output.into());
+                    for (key, count) in [
+                        (
+                            "oma.usage.cache_read_input_tokens",
+                            usage.cache_read_input_tokens,
+                        ),
+                        (
+                            "oma.usage.cache_creation_input_tokens",
+                            usage.cache_creation_input_tokens,
+                        ),
+                        ("oma.usage.cached_input_tokens", usage.cached_input_tokens),
+                    ] {
+                        if count > 0 {
+                            attributes.insert(key.into(), count.into());
+                        }
+                    }
+                    if let Some(model) = model {
+                        attributes.insert("oma.llm.response_model".into(), model.as_str().into());
+                    }
+                    (SpanStatus::ok(), None)
+                }
+                Err(failure) => (
+                    SpanStatus::of(&failure.status),
+                    Some(SpanError::of(&failure.error_info)),
+                ),
+            };
+            attributes.insert("oma.status".into(), status.code.word().into());
+            let end = RecordBody::End {
+                kind: SpanKind::Llm,
+                name: "chat",
+                start_ms: attempt.started_ms,
+                end_ms: attempt.ended_ms,
+                status,
+                error,
+                attributes,
+            };
+            for (at, body) in [(attempt.started_ms, start), (attempt.ended_ms, end)] {
+                let parent = Some(parent.span_id.clone());
+                let record = recorder.record(at, span.clone(), parent, body);
+                records.extend(processing.process(record.to_json()));
+            }
+        }
+        records
     }
 
     /// The tokens the providers reported (read, the prompt cache's included, and written), over
     /// every attempt.
     pub fn tokens_used(&self) -> u64 {
-        self.calls
+        self.attempts
             .iter()
-            .map(|event| match &event.data {
-                TraceData::LlmCall { tokens, .. } => tokens.all(),
-                _ => 0,
+            .map(|attempt| match &attempt.outcome {
+                Ok((usage, _)) => usage.all(),
+                Err(_) => 0,
             })
             .fold(0, u64::saturating_add)
     }
@@ -294,35 +378,18 @@ impl ChatMachine {
             // A count is no model call: no span, no tokens used.
             return;
         }
-        let (tokens, response_model, error) = match result {
-            Ok(response) => (
+        let outcome = match result {
+            Ok(response) => Ok((
                 response.usage,
                 Some(response.model.clone()).filter(|m| !m.is_empty()),
-                None,
-            ),
-            Err(error) => (
-                TokenUsage::default(),
-                None,
-                Some(oma_trace::error_type(error)),
-            ),
+            )),
+            Err(error) => Err(classify(error, false, Some(&target.provider))),
         };
-        self.calls.push(TraceEvent {
-            run_id: self.run_id.clone(),
-            span_id: oma_trace::uuid_v4(&mut self.ids),
-            parent_id: None,
-            task_id: None,
-            agent: GATEWAY_AGENT.to_owned(),
-            start_ms: started_ms,
-            end_ms: ended_ms.max(started_ms),
-            data: TraceData::LlmCall {
-                model: target.model.clone(),
-                phase: LlmPhase::Turn,
-                turn: 1,
-                tokens,
-                provider: Some(target.provider.clone()),
-                response_model,
-                error,
-            },
+        self.attempts.push(Attempt {
+            target: target.clone(),
+            started_ms,
+            ended_ms: ended_ms.max(started_ms),
+            outcome,
         });
     }
 

@@ -41,6 +41,7 @@ use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
 use oma_core::agent::exchange::AgentEvent;
 use oma_core::agent::machine::RunMachine;
+use oma_core::agent::observability::options::{RecordOptions, TraceParent};
 use oma_core::agent::outcome::outcome_json;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::agent::outcome::{ErrorInfo, StatusCode};
@@ -218,6 +219,9 @@ pub struct Head<'a> {
     /// The `anthropic-beta` header, sent on to Anthropic targets (the field table's
     /// `anthropic-beta` row decides the others: [`fields::apply_markers_and_betas`]).
     pub anthropic_beta: Option<&'a str>,
+    /// The W3C `traceparent` header: the trace the request's records and spans continue
+    /// ([`trace::RequestTrace`]).
+    pub traceparent: Option<&'a str>,
 }
 
 impl Head<'_> {
@@ -304,7 +308,13 @@ pub fn on_body(
         Route::Models => BodyVerdict::Reply(models(settings, head)),
         Route::Validate => BodyVerdict::Reply(validate(settings, body)),
         Route::Format => BodyVerdict::Reply(format(settings, body, now_ms, seed)),
-        Route::Run => match start_run(settings, body, streaming, seed) {
+        Route::Run => match start_run(
+            settings,
+            body,
+            streaming,
+            seed,
+            &trace::RequestTrace::of(head.traceparent, seed).parent(),
+        ) {
             Ok(run) => BodyVerdict::Run(Box::new(run)),
             Err(reply) => BodyVerdict::Reply(reply),
         },
@@ -551,6 +561,8 @@ struct RunBody {
     context: oma_core::agent::context::ContextOptions,
     /// Return OMA's trace events of the run with its result (`"trace": true`).
     trace: bool,
+    /// Return OMA's trace records of the run with its result (`"records": true`).
+    records: bool,
     /// OMA's `outputSchema`, as a JSON Schema the core validates.
     output_schema: Option<oma_core::agent::structured::OutputSchema>,
 }
@@ -575,6 +587,7 @@ impl RunBody {
             },
             context: oma_core::agent::context::ContextOptions::from_config(&mut o)?,
             trace: o.bool("trace")?.unwrap_or(false),
+            records: o.bool("records")?.unwrap_or(false),
             output_schema: match o.take("outputSchema") {
                 None | Some(Value::Null) => None,
                 Some(schema) => Some(
@@ -676,36 +689,43 @@ fn secret_refs(secrets: &[String]) -> Vec<&str> {
 /// A `/v1/run` ready to drive ([`start_run`]).
 #[derive(Debug)]
 pub struct StartedRun {
-    /// The run. It is traced when the request asked for its trace events or when traces are
-    /// exported (`OTEL_EXPORTER_OTLP_*`: then failed model calls are traced too, for their
-    /// spans).
+    /// The run. It is traced the legacy way when the request asked for its trace events, and
+    /// makes OMA's trace records when it asked for them or when traces are exported
+    /// (`OTEL_EXPORTER_OTLP_*`: the export is read from them).
     pub machine: RunMachine,
     /// Whether the reply holds the run's trace events (`"trace": true`, [`with_trace`]).
     pub trace_reply: bool,
+    /// Whether the reply holds the run's trace records (`"records": true`, [`with_records`]).
+    pub records_reply: bool,
 }
 
 /// `POST /v1/run`: the run's machine, with the environment's endpoint, the gateway's deadline
 /// and retries, and no tools or hook; or the response that refuses the request (`400`, `422`
 /// for invalid input, `403` for a provider the environment does not configure), before
-/// anything is sent. With `streaming`, the provider is asked for a stream.
+/// anything is sent. With `streaming`, the provider is asked for a stream. Its trace records,
+/// when it makes them, continue `parent` (the request's span).
 pub fn start_run(
     settings: &Settings,
     body: &[u8],
     streaming: bool,
     seed: u64,
+    parent: &TraceParent,
 ) -> Result<StartedRun, Reply> {
     let fields = fields(settings, body, RunBody::read)?;
-    let trace = fields.trace;
-    if trace && streaming {
-        return Err(refuse(
-            settings,
-            422,
-            Error::InvalidRequest {
-                message: "the request is not valid: `trace` returns the trace events with the \
-                          run's result; ask for it without `accept: text/event-stream`"
-                    .into(),
-            },
-        ));
+    let (trace, records) = (fields.trace, fields.records);
+    for (asked, field, what) in [(trace, "trace", "events"), (records, "records", "records")] {
+        if asked && streaming {
+            return Err(refuse(
+                settings,
+                422,
+                Error::InvalidRequest {
+                    message: format!(
+                        "the request is not valid: `{field}` returns the trace {what} with the \
+                         run's result; ask for it without `accept: text/event-stream`"
+                    ),
+                },
+            ));
+        }
     }
     let input = match (fields.messages, fields.prompt) {
         (Some(messages), None) => RunInput::Messages(
@@ -777,43 +797,55 @@ pub fn start_run(
         .start(input, streaming, seed)
         .map_err(|e| refuse(settings, 422, e))?;
     // A made-up run id and agent span per run (the gateway has no caller's ids).
-    let exported = settings.traces.is_some();
-    let machine = if trace || exported {
-        machine.with_trace(TraceOptions {
-            failed_calls: exported,
-            ..TraceOptions::default()
-        })
+    let machine = if trace {
+        machine.with_trace(TraceOptions::default())
+    } else {
+        machine
+    };
+    let machine = if records || settings.traces.is_some() {
+        machine
+            .with_records(RecordOptions {
+                parent: Some(parent.clone()),
+                ..RecordOptions::default()
+            })
+            .map_err(|e| refuse(settings, 422, e))?
     } else {
         machine
     };
     Ok(StartedRun {
         machine,
         trace_reply: trace,
+        records_reply: records,
     })
 }
 
-/// A `200` run reply with the run's trace events as OMA has them (OMA's `TraceEvent` JSON, in
-/// order; a failed model call, traced for the exported spans only, is left out) added as
-/// `trace`; any other reply as it is.
-pub fn with_trace(reply: Reply, traces: &[TraceEvent]) -> Reply {
-    let failed = |event: &&TraceEvent| {
-        matches!(
-            &event.data,
-            oma_core::agent::trace::TraceData::LlmCall { error: Some(_), .. }
-        )
-    };
-    let traces: Vec<&TraceEvent> = traces.iter().filter(|e| !failed(e)).collect();
-    if reply.status != 200 || traces.is_empty() {
+/// A `200` run reply with `name` added as `values`; any other reply as it is.
+fn with_list(reply: Reply, name: &str, values: Vec<Value>) -> Reply {
+    if reply.status != 200 || values.is_empty() {
         return reply;
     }
     let Ok(Value::Object(mut body)) = serde_json::from_str::<Value>(&reply.body) else {
         return reply;
     };
-    body.insert(
-        "trace".into(),
-        Value::Array(traces.iter().map(|event| event.to_json()).collect()),
-    );
+    body.insert(name.into(), Value::Array(values));
     Reply::json(200, &Value::Object(body))
+}
+
+/// A `200` run reply with the run's trace events as OMA has them (OMA's `TraceEvent` JSON, in
+/// order) added as `trace`; any other reply as it is.
+pub fn with_trace(reply: Reply, traces: &[TraceEvent]) -> Reply {
+    with_list(
+        reply,
+        "trace",
+        traces.iter().map(TraceEvent::to_json).collect(),
+    )
+}
+
+/// A `200` run reply with the run's trace records (OMA's `TraceRecord` JSON, in the order they
+/// were made: what a sink of OMA's would receive, and what the OTLP export is read from) added
+/// as `records`; any other reply as it is.
+pub fn with_records(reply: Reply, records: &[Value]) -> Reply {
+    with_list(reply, "records", records.to_vec())
 }
 
 /// The response a run's outcome makes when nothing may be streamed yet: `422` when it failed

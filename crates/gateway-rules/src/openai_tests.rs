@@ -890,25 +890,59 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     assert_eq!(request["kind"], 2);
     let (failed, answered_span) = (&spans[1], &spans[2]);
     for span in [failed, answered_span] {
+        assert_eq!(span["name"], "chat");
         assert_eq!(span["kind"], 3);
         assert_eq!(span["parentSpanId"], request["spanId"]);
         assert_eq!(span["traceId"], request["traceId"]);
+        assert_eq!(span["spanId"].as_str().map(str::len), Some(16));
         assert_eq!(
             attribute(span, "gen_ai.operation.name"),
             json!({"stringValue": "chat"})
         );
+        assert_eq!(
+            attribute(span, "oma.span.kind"),
+            json!({"stringValue": "llm"})
+        );
     }
-    assert_eq!(failed["name"], "chat claude-x");
+    assert_ne!(failed["spanId"], answered_span["spanId"]);
     assert_eq!(
         attribute(failed, "gen_ai.provider.name"),
         json!({"stringValue": "anthropic"})
     );
     assert_eq!(
-        attribute(failed, "error.type"),
-        json!({"stringValue": "503"})
+        attribute(failed, "gen_ai.request.model"),
+        json!({"stringValue": "claude-x"})
     );
-    assert_eq!(failed["status"]["code"], 2);
-    assert_eq!(answered_span["name"], "chat gpt-4o");
+    // OMA's classification of the failure: a provider error with its code (the provider's
+    // error type) and HTTP status; its message stays out of the span.
+    assert_eq!(
+        attribute(failed, "error.type"),
+        json!({"stringValue": "api_error"})
+    );
+    assert_eq!(
+        attribute(failed, "oma.error.kind"),
+        json!({"stringValue": "provider"})
+    );
+    assert_eq!(
+        attribute(failed, "oma.error.http_status"),
+        json!({"intValue": "503"})
+    );
+    assert_eq!(
+        attribute(failed, "oma.status"),
+        json!({"stringValue": "error"})
+    );
+    assert_eq!(failed["status"], json!({"code": 2, "message": "oma.error"}));
+    assert!(!export.body.contains("down"), "a message in a span");
+    let exception = &failed["events"][0];
+    assert_eq!(exception["name"], "exception");
+    assert_eq!(
+        attribute(exception, "oma.error.kind"),
+        json!({"stringValue": "provider"})
+    );
+    assert_eq!(
+        attribute(answered_span, "gen_ai.request.model"),
+        json!({"stringValue": "gpt-4o"})
+    );
     assert_eq!(
         attribute(answered_span, "gen_ai.response.model"),
         json!({"stringValue": "gpt-4o"})
@@ -918,10 +952,20 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
         json!({"intValue": "5"})
     );
     assert_eq!(
+        attribute(answered_span, "oma.usage.output_tokens"),
+        json!({"intValue": "3"})
+    );
+    assert_eq!(
         attribute(answered_span, "gen_ai.usage.output_tokens"),
         json!({"intValue": "3"})
     );
     assert_eq!(attribute(answered_span, "error.type"), Value::Null);
+    assert_eq!(answered_span["status"], json!({"code": 0}));
+    assert_eq!(
+        attribute(answered_span, "oma.run.id"),
+        attribute(failed, "oma.run.id"),
+        "one request, one run id"
+    );
 
     assert!(
         dropped_exports(&answered.log).is_empty(),
@@ -954,13 +998,94 @@ fn traces_are_exported_after_the_answer_with_a_span_per_provider_call() {
     assert_eq!(bad.name, "OTEL_EXPORTER_OTLP_ENDPOINT");
 }
 
-/// A `/v1/run` is exported from the run's own trace events, one model for `onTrace` and the
-/// spans: `invoke_agent` under the request, and under it each model call (`chat`, a failed one
-/// with its `error.type`) and each tool call (`execute_tool`, the gateway's refusal an error),
-/// in the client's trace. The reply holds no `trace` unless asked for, and then only OMA's
-/// events.
+/// The value of the attribute `key` of a record span (`materializeRun`'s) as an OTLP value.
+fn otlp_value(value: &Value) -> Value {
+    match value {
+        Value::String(text) => json!({"stringValue": text}),
+        Value::Bool(flag) => json!({"boolValue": flag}),
+        Value::Number(n) if n.is_i64() || n.is_u64() => json!({"intValue": n.to_string()}),
+        Value::Number(n) => json!({"doubleValue": n.as_f64()}),
+        Value::Array(items) => {
+            json!({"arrayValue": {"values": items.iter().map(otlp_value).collect::<Vec<_>>()}})
+        }
+        other => panic!("no attribute value: {other}"),
+    }
+}
+
+/// The spans of an export (the request's span aside) and the run a sink's records materialize
+/// to agree span for span: the same ids, parents, names, kinds, times and statuses, every
+/// exported attribute of a span with its record's value, and its events in order.
+pub(crate) fn assert_spans_agree_with_records(spans: &[Value], records: &[Value]) {
+    let run = oma_core::agent::observability::materialize::materialize_run(records.to_vec(), false)
+        .expect("the records materialize")
+        .expect("a run");
+    let stored = run["spans"].as_array().expect("spans");
+    let request = &spans[0];
+    assert_eq!(request["kind"], 2, "the request's span first");
+    assert_eq!(spans.len() - 1, stored.len(), "one span per record span");
+    for span in stored {
+        let id = &span["spanId"];
+        let exported = spans
+            .iter()
+            .find(|s| s["spanId"] == *id)
+            .unwrap_or_else(|| panic!("no exported span {id}"));
+        assert_eq!(exported["traceId"], span["traceId"]);
+        assert_eq!(exported["traceId"], request["traceId"], "one trace");
+        match span.get("parentSpanId") {
+            Some(parent) => assert_eq!(exported["parentSpanId"], *parent),
+            None => panic!("a record span without a parent: the run continues the request"),
+        }
+        assert_eq!(exported["name"], span["name"]);
+        let kind = if span["kind"] == "llm" { 3 } else { 1 };
+        assert_eq!(exported["kind"], kind, "{}", span["name"]);
+        let nanos = |ms: &Value| format!("{}000000", ms.as_u64().expect("ms"));
+        assert_eq!(exported["startTimeUnixNano"], nanos(&span["startUnixMs"]));
+        assert_eq!(exported["endTimeUnixNano"], nanos(&span["endUnixMs"]));
+        let failed = matches!(
+            span["status"].as_str(),
+            Some("error" | "timeout" | "budget_exhausted")
+        );
+        assert_eq!(exported["status"]["code"], if failed { 2 } else { 0 });
+        for (key, value) in span["attributes"].as_object().expect("attributes") {
+            if crate::trace::is_exported_attribute(key) {
+                assert_eq!(attribute(exported, key), otlp_value(value), "{key}");
+            }
+        }
+        assert_eq!(
+            attribute(exported, "oma.span.kind"),
+            otlp_value(&span["kind"])
+        );
+        assert_eq!(attribute(exported, "oma.run.id"), otlp_value(&run["runId"]));
+        let names: Vec<String> = span["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| format!("oma.{}", e["name"].as_str().expect("a name")))
+            .collect();
+        let exported_names: Vec<String> = exported["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["name"].as_str().expect("a name").to_owned())
+            .filter(|name| name != "exception")
+            .collect();
+        assert_eq!(exported_names, names);
+    }
+    let root = stored
+        .iter()
+        .find(|s| s["kind"] == "run")
+        .expect("a run span");
+    assert_eq!(root["parentSpanId"], request["spanId"]);
+}
+
+/// A `/v1/run` is exported from the run's own trace records, the ones `"records": true`
+/// returns (what a sink of OMA's would receive): its `oma.run` span under the request, the
+/// agent's `invoke_agent` span under it, and under that each model call (`chat`, a failed one
+/// with its error) and each tool call (`execute_tool`, the gateway's refusal an error), in the
+/// client's trace. The reply holds no records unless asked for; `"trace": true` still gives
+/// OMA's legacy events.
 #[test]
-fn a_run_is_exported_as_its_trace_events() {
+fn a_run_is_exported_as_its_trace_records() {
     const COLLECTOR: &str = "http://127.0.0.1:4318";
     let settings = || environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]);
     let tool_use = anthropic_answer(
@@ -968,11 +1093,9 @@ fn a_run_is_exported_as_its_trace_events() {
         "tool_use",
     );
     let text = anthropic_answer(json!([{"type": "text", "text": "Done."}]), "end_turn");
-    let run = |trace: bool, answers: Vec<Canned>| {
+    let run = |body: Value, answers: Vec<Canned>| {
         let transport = Scripted::default();
         transport.0.borrow_mut().answers = answers.into();
-        let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "Go.",
-                          "trace": trace});
         let mut client = Client {
             headers: vec![
                 ("authorization", format!("Bearer {TOKEN}")),
@@ -991,10 +1114,23 @@ fn a_run_is_exported_as_its_trace_events() {
         let reply: Value = serde_json::from_str(&client.reply.expect("a reply").body).unwrap();
         (status, reply, sent)
     };
+    let body = |extra: Value| {
+        let mut body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "Go."});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
     let ok = (200, "application/json", "{}".to_owned());
-    let (status, reply, sent) = run(false, vec![tool_use.clone(), text.clone(), ok.clone()]);
+    let (status, reply, sent) = run(
+        body(json!({})),
+        vec![tool_use.clone(), text.clone(), ok.clone()],
+    );
     assert_eq!(status, 200, "{reply}");
-    assert!(reply.get("trace").is_none(), "not asked for: {reply}");
+    assert!(
+        reply.get("trace").is_none() && reply.get("records").is_none(),
+        "not asked for: {reply}"
+    );
     assert_eq!(sent.len(), 3, "two model calls, then the export");
     let export = &sent[2];
     assert_eq!(export.url, format!("{COLLECTOR}/v1/traces"));
@@ -1005,67 +1141,94 @@ fn a_run_is_exported_as_its_trace_events() {
         names,
         [
             "POST /v1/run",
-            "chat claude-x",
-            "execute_tool lookup",
-            "chat claude-x",
-            "invoke_agent gateway"
+            "oma.run",
+            "invoke_agent",
+            "chat",
+            "execute_tool",
+            "chat"
         ]
     );
-    let (request, agent) = (&spans[0], &spans[4]);
+    let (request, root, agent) = (&spans[0], &spans[1], &spans[2]);
     assert_eq!(request["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
-    assert_eq!(agent["parentSpanId"], request["spanId"]);
+    assert_eq!(request["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(root["parentSpanId"], request["spanId"]);
+    assert_eq!(agent["parentSpanId"], root["spanId"]);
+    assert_eq!(
+        attribute(agent, "gen_ai.operation.name"),
+        json!({"stringValue": "invoke_agent"})
+    );
+    assert_eq!(
+        attribute(agent, "oma.agent.name"),
+        json!({"stringValue": "gateway"})
+    );
     assert_eq!(
         attribute(agent, "gen_ai.usage.input_tokens"),
         json!({"intValue": "22"})
     );
-    for span in &spans[1..4] {
+    for span in &spans[3..] {
         assert_eq!(span["parentSpanId"], agent["spanId"], "{span}");
         assert_eq!(span["traceId"], request["traceId"]);
         assert_eq!(span["spanId"].as_str().unwrap().len(), 16);
     }
     assert_eq!(
-        attribute(&spans[1], "gen_ai.provider.name"),
+        attribute(&spans[3], "gen_ai.provider.name"),
         json!({"stringValue": "anthropic"})
     );
     assert_eq!(
-        attribute(&spans[1], "gen_ai.response.model"),
+        attribute(&spans[3], "gen_ai.response.model"),
         json!({"stringValue": "claude-x"})
     );
-    assert_eq!(spans[2]["kind"], 1);
+    let tool = &spans[4];
+    assert_eq!(tool["kind"], 1);
     assert_eq!(
-        attribute(&spans[2], "error.type"),
-        json!({"stringValue": "tool_error"})
+        attribute(tool, "gen_ai.tool.name"),
+        json!({"stringValue": "lookup"})
+    );
+    assert_eq!(
+        attribute(tool, "error.type"),
+        json!({"stringValue": "tool"})
+    );
+    assert_eq!(tool["status"]["code"], 2);
+    assert!(
+        !export.body.contains(crate::NO_TOOLS),
+        "a tool's output in a span"
     );
 
-    // A provider that fails: the failed call is a span with its class; the reply's `trace`
-    // (asked for) is OMA's, which has no event for a failed call.
+    // Asked for: the reply's records are what the export was made from, span for span.
+    let (status, reply, sent) = run(
+        body(json!({"records": true})),
+        vec![tool_use.clone(), text.clone(), ok.clone()],
+    );
+    assert_eq!(status, 200, "{reply}");
+    let records = reply["records"].as_array().expect("records");
+    assert!(records.iter().all(|r| r["schemaVersion"] == 2));
+    assert_spans_agree_with_records(&spans_of(&sent[2].body), records);
+
+    // A provider that fails: the failed call is a span with OMA's classification of it, and
+    // the run's spans end with the run's failure.
     let failing = (
         400,
         "application/json",
         json!({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}})
             .to_string(),
     );
-    let (_, reply, sent) = run(true, vec![failing, ok]);
+    let (_, reply, sent) = run(body(json!({"records": true})), vec![failing, ok.clone()]);
     assert_eq!(sent.len(), 2, "the failed call, then the export");
     let spans = spans_of(&sent.last().unwrap().body);
-    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert_eq!(spans.len(), 4, "{spans:?}");
     assert_eq!(
-        attribute(&spans[1], "error.type"),
-        json!({"stringValue": "400"})
+        attribute(&spans[3], "oma.error.http_status"),
+        json!({"intValue": "400"})
     );
-    assert_eq!(spans[1]["status"]["code"], 2);
-    if let Some(trace) = reply.get("trace") {
-        assert!(
-            trace
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|e| e["type"] != "llm_call"),
-            "{reply}"
-        );
-    }
-    // Asked for on a run that answers: the reply's events are OMA's four.
-    let (_, reply, _) = run(true, vec![tool_use, text, ok_again()]);
+    assert_eq!(spans[3]["status"]["code"], 2);
+    assert_eq!(spans[1]["status"]["code"], 2, "the run failed");
+    assert_spans_agree_with_records(&spans, reply["records"].as_array().expect("records"));
+
+    // The legacy events, asked for on a run that answers, are OMA's four.
+    let (_, reply, _) = run(
+        body(json!({"trace": true})),
+        vec![tool_use, text, ok_again()],
+    );
     let kinds: Vec<&str> = reply["trace"]
         .as_array()
         .unwrap()
@@ -1176,7 +1339,8 @@ fn messages_answers_keep_thinking_blocks_and_the_cache_counts() {
                "prompt_tokens_details": {"cached_tokens": 9000}})
     );
 
-    // The span counts every input token, and the cache's apart.
+    // The span counts every input token, and the cache's apart; the record's own counts are
+    // the provider's.
     const COLLECTOR: &str = "http://127.0.0.1:4318";
     let answered = call_with(
         environment(&[("OTEL_EXPORTER_OTLP_ENDPOINT", COLLECTOR)]),
@@ -1194,6 +1358,8 @@ fn messages_answers_keep_thinking_blocks_and_the_cache_counts() {
         ("gen_ai.usage.output_tokens", "40"),
         ("gen_ai.usage.cache_creation.input_tokens", "300"),
         ("gen_ai.usage.cache_read.input_tokens", "9000"),
+        ("oma.usage.input_tokens", "12"),
+        ("oma.usage.cache_read_input_tokens", "9000"),
     ] {
         assert_eq!(attribute(chat, key), json!({"intValue": value}), "{key}");
     }

@@ -35,13 +35,13 @@ use oma_core::error::{Error, Refused};
 use oma_core::http::call::{CallAnswer, Outgoing};
 use oma_core::http::TransportFailureKind;
 use oma_core::message::ToolResultContent;
-use oma_core::rng::Rng;
+use serde_json::Value;
 
 use crate::chat::{ChatMachine, ChatStep};
 use crate::env::BadVariable;
 use crate::limits::{self, Admitted, Plan, Refusal, Shape};
 use crate::openai::{Completion, Writer};
-use crate::trace::RequestSpan;
+use crate::trace::{RequestSpan, RequestTrace};
 use crate::{BodyVerdict, Head, HeadVerdict, Reply, Route, Settings, StartedRun};
 
 /// A request's head as the host received it.
@@ -68,6 +68,7 @@ impl RequestHead {
                 .and_then(Head::parse_content_length),
             anthropic_version: self.header("anthropic-version"),
             anthropic_beta: self.header("anthropic-beta"),
+            traceparent: self.header("traceparent"),
         }
     }
 
@@ -267,10 +268,14 @@ struct RunStage {
     streaming: bool,
     /// Whether the reply holds the run's trace events (`"trace": true`).
     trace_reply: bool,
+    /// Whether the reply holds the run's trace records (`"records": true`).
+    records_reply: bool,
     /// Whether a request was handed out to be sent.
     sent: bool,
-    /// The run's trace events, for the reply and the export.
+    /// The run's trace events, for the reply.
     traces: Vec<TraceEvent>,
+    /// The run's trace records (OMA's record JSON, in order), for the reply and the export.
+    records: Vec<Value>,
     /// The request whose sending waits for the stream's head.
     held: Option<Outgoing>,
 }
@@ -295,10 +300,10 @@ struct Finishing {
 enum Export {
     /// Nothing to export (no endpoint, or a request that started nothing), or it is over.
     None,
-    /// To make and send: the route and the events.
+    /// To make and send: the route and the trace records of what the request did.
     Ready {
         route: &'static str,
-        events: Vec<TraceEvent>,
+        records: Vec<Value>,
     },
     /// Sent; its answer is due.
     Sent,
@@ -311,9 +316,6 @@ enum Export {
 
 /// The most chunks of a collector's reply that are read.
 const EXPORT_CHUNKS: u32 = 64;
-
-/// Mixed into a request's seed for its export's ids.
-const EXPORT_IDS: u64 = 0x6f74_6c70_6578_7074;
 
 /// A request admitted under its key's limits, and where its tokens are counted.
 struct Counted {
@@ -649,28 +651,46 @@ impl RequestMachine {
                 let StartedRun {
                     machine,
                     trace_reply,
+                    records_reply,
                 } = *started;
                 self.stage = Stage::Run(Box::new(RunStage {
                     machine,
                     streaming,
                     trace_reply,
+                    records_reply,
                     sent: false,
                     traces: Vec::new(),
+                    records: Vec::new(),
                     held: None,
                 }));
             }
         }
     }
 
-    /// The export of a request that reached a chat or a run, when traces are exported.
-    fn export(&self, route: Route, events: Vec<TraceEvent>) -> Export {
+    /// The export of a request that reached a chat or a run, when traces are exported, with
+    /// the trace records of what it did.
+    fn export(&self, route: Route, records: Vec<Value>) -> Export {
         match self.settings().and_then(|s| s.traces.as_ref()) {
             Some(_) => Export::Ready {
                 route: route_path(route),
-                events,
+                records,
             },
             None => Export::None,
         }
+    }
+
+    /// The export of a chat request: the records of its provider calls, in the request's trace.
+    fn chat_export(&self, chat: &ChatStage) -> Export {
+        if self.settings().and_then(|s| s.traces.as_ref()).is_none() {
+            return Export::None;
+        }
+        let records = chat.machine.records(&self.trace().parent());
+        self.export(chat.route, records)
+    }
+
+    /// The request's trace: the client's (`traceparent`) or a new one, and the request's span.
+    fn trace(&self) -> RequestTrace {
+        RequestTrace::of(self.head.header("traceparent"), self.seed)
     }
 
     /// Counts the `tokens` an admitted request used, in this instance's memory or as an
@@ -732,8 +752,8 @@ impl RequestMachine {
             self.push(Step::Close, None);
         }
         let export = match std::mem::replace(&mut self.stage, Stage::Over(200)) {
-            Stage::Chat(chat) => self.export(chat.route, chat.machine.calls().to_vec()),
-            Stage::Run(run) => self.export(Route::Run, run.traces),
+            Stage::Chat(chat) => self.chat_export(&chat),
+            Stage::Run(run) => self.export(Route::Run, run.records),
             Stage::Finishing(finishing) => finishing.export,
             _ => Export::None,
         };
@@ -784,7 +804,7 @@ impl RequestMachine {
             ChatStep::Done(result) => result,
         };
         self.count_usage(chat.machine.tokens_used(), now_ms);
-        let export = self.export(chat.route, chat.machine.calls().to_vec());
+        let export = self.chat_export(&chat);
         let Ok(settings) = &self.settings else {
             return;
         };
@@ -831,7 +851,7 @@ impl RequestMachine {
                 // Every answer is given before the next poll, so nothing can be due here;
                 // should it be, the run cannot go on.
                 RunPoll::Waiting(_) | RunPoll::Over => {
-                    let export = self.export(Route::Run, std::mem::take(&mut run.traces));
+                    let export = self.export(Route::Run, std::mem::take(&mut run.records));
                     return self.answer(broken_run(), export);
                 }
             };
@@ -861,10 +881,12 @@ impl RequestMachine {
                     run.traces.push(*event);
                     continue;
                 }
-                RunStep::Event(_)
-                | RunStep::Progress(_)
-                | RunStep::Evaluation(_)
-                | RunStep::Records(_) => continue,
+                RunStep::Records(records) => {
+                    run.records
+                        .extend(records.into_iter().map(|observed| observed.record));
+                    continue;
+                }
+                RunStep::Event(_) | RunStep::Progress(_) | RunStep::Evaluation(_) => continue,
                 // What a gateway run never hands to its host is answered here: it has no hook,
                 // no tools, no external backend, no validator of its own and no caller's
                 // function.
@@ -897,7 +919,7 @@ impl RequestMachine {
                 })),
             };
             if run.machine.handle(answer).is_err() {
-                let export = self.export(Route::Run, std::mem::take(&mut run.traces));
+                let export = self.export(Route::Run, std::mem::take(&mut run.records));
                 return self.answer(broken_run(), export);
             }
         };
@@ -909,18 +931,20 @@ impl RequestMachine {
         let RunStage {
             streaming,
             trace_reply,
+            records_reply,
             sent,
             traces,
+            records,
             ..
         } = *run;
         if streaming {
             if self.stream == Stream::Unopened {
                 if let Some(reply) = crate::refusal(&outcome, sent) {
-                    let export = self.export(Route::Run, traces);
+                    let export = self.export(Route::Run, records);
                     return self.answer(reply, export);
                 }
             }
-            let export = self.export(Route::Run, traces);
+            let export = self.export(Route::Run, records);
             return self.end_stream(crate::sse_event(&AgentEvent::Done(outcome)), export);
         }
         let elapsed = now_ms.saturating_sub(self.started_ms);
@@ -930,7 +954,12 @@ impl RequestMachine {
         } else {
             reply
         };
-        let export = self.export(Route::Run, traces);
+        let reply = if records_reply {
+            crate::with_records(reply, &records)
+        } else {
+            reply
+        };
+        let export = self.export(Route::Run, records);
         self.answer(reply, export);
     }
 
@@ -947,7 +976,7 @@ impl RequestMachine {
             return None;
         }
         match std::mem::replace(&mut finishing.export, Export::None) {
-            Export::Ready { route, events } => {
+            Export::Ready { route, records } => {
                 if let Some(url) = self.settings().and_then(|s| s.traces.clone()) {
                     let name = format!("POST {route}");
                     let request = RequestSpan {
@@ -957,10 +986,8 @@ impl RequestMachine {
                         started_ms: self.started_ms,
                         ended_ms: now_ms,
                     };
-                    let seed = Rng::new(self.seed ^ EXPORT_IDS).next_u64();
-                    let traceparent = self.head.header("traceparent");
                     let outgoing =
-                        crate::trace::request_export(&url, traceparent, &request, &events, seed);
+                        crate::trace::request_export(&url, &self.trace(), &request, &records);
                     self.push(Step::Send(outgoing), Some(Due::Export));
                     finishing.export = Export::Sent;
                 }

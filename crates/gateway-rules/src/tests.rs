@@ -38,6 +38,14 @@ fn error_of(reply: &Reply) -> (String, Option<String>, String) {
     )
 }
 
+/// The span a test run's records continue.
+fn parent() -> oma_core::agent::observability::options::TraceParent {
+    oma_core::agent::observability::options::TraceParent {
+        trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+        span_id: "00f067aa0ba902b7".into(),
+    }
+}
+
 fn head<'a>(method: &'a str, path: &'a str) -> Head<'a> {
     Head {
         method,
@@ -309,7 +317,7 @@ fn a_run_answers_omas_result() {
         json!({"provider": "anthropic", "model": "claude-x",
                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}),
     ] {
-        let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        let machine = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
             .expect("starts")
             .machine;
         let (outcome, _, sent) = drive(machine, &[(200, ANSWER)]);
@@ -328,7 +336,7 @@ fn a_run_answers_omas_result() {
 fn a_provider_failure_is_a_result_and_never_shows_the_key() {
     let settings = configured();
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
-    let machine = start_run(&settings, body.as_bytes(), false, 1)
+    let machine = start_run(&settings, body.as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let error_body = format!(r#"{{"type": "error", "error": {{"message": "bad key {KEY}"}}}}"#);
@@ -361,7 +369,7 @@ fn invalid_run_input_is_refused_before_anything_is_sent() {
             403,
         ),
     ] {
-        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
             .err()
             .unwrap_or_else(|| panic!("{body} was accepted"));
         assert_eq!(refused.status, status, "{body}: {}", refused.body);
@@ -370,7 +378,7 @@ fn invalid_run_input_is_refused_before_anything_is_sent() {
     let video = json!({"provider": "anthropic", "model": "m", "messages": [{"role": "user",
         "content": [{"type": "video", "source": {"type": "url", "media_type": "video/mp4",
                     "url": "https://v.example/a.mp4"}}]}]});
-    let machine = start_run(&settings, video.to_string().as_bytes(), true, 1)
+    let machine = start_run(&settings, video.to_string().as_bytes(), true, 1, &parent())
         .expect("starts")
         .machine;
     let (outcome, _, sent) = drive(machine, &[]);
@@ -387,7 +395,7 @@ fn an_allowlist_refuses_other_origins_with_403() {
         ("OMA_GATEWAY_EGRESS", "https://api.anthropic.com"),
     ]);
     let body = json!({"provider": "anthropic", "model": "m", "prompt": "a"}).to_string();
-    let machine = start_run(&settings, body.as_bytes(), false, 1)
+    let machine = start_run(&settings, body.as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let (outcome, _, sent) = drive(machine, &[]);
@@ -430,7 +438,7 @@ fn stream_events_are_server_sent_events() {
     );
     let settings = configured();
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
-    let machine = start_run(&settings, body.as_bytes(), false, 1)
+    let machine = start_run(&settings, body.as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let (outcome, events, _) = drive(machine, &[(200, ANSWER)]);
@@ -480,7 +488,7 @@ fn a_key_given_as_a_field_name_is_not_echoed() {
     let settings = configured();
     let field = format!("prompt{KEY}x");
     let body = json!({"provider": "anthropic", "model": "m", field: "hi"}).to_string();
-    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1) else {
+    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1, &parent()) else {
         panic!("an unknown field is refused");
     };
     assert_eq!(reply.status, 422);
@@ -498,7 +506,7 @@ fn a_key_quoted_anywhere_in_a_refusal_is_redacted() {
     let settings = configured();
     let provider = format!("g{KEY}emini");
     let body = json!({"provider": provider, "model": "m", "prompt": "hi"}).to_string();
-    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1) else {
+    let Err(reply) = start_run(&settings, body.as_bytes(), false, 1, &parent()) else {
         panic!("an unknown provider is refused");
     };
     assert_eq!(reply.status, 422, "{}", reply.body);
@@ -543,7 +551,7 @@ fn a_run_takes_loop_detection_and_context_options() {
     let body = json!({"provider": "anthropic", "model": "claude-x", "messages": history,
         "loopDetection": {"maxRepetitions": 3, "onLoopDetected": "terminate"},
         "contextStrategy": {"type": "sliding-window", "maxTurns": 1}});
-    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let (outcome, events, sent) = drive(machine, &[(200, ANSWER)]);
@@ -594,7 +602,7 @@ fn a_run_takes_loop_detection_and_context_options() {
         body.as_object_mut()
             .expect("object")
             .extend(extra.as_object().expect("object").clone());
-        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
             .err()
             .unwrap_or_else(|| panic!("{body} was accepted"));
         assert_eq!(refused.status, 422, "{body}");
@@ -616,7 +624,7 @@ fn a_run_takes_the_summarize_strategy() {
     ]);
     let body = json!({"provider": "anthropic", "model": "claude-x", "messages": history,
         "contextStrategy": {"type": "summarize", "maxTokens": 5}});
-    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let (outcome, _, sent) = drive(machine, &[(200, ANSWER), (200, ANSWER)]);
@@ -636,7 +644,7 @@ fn a_run_takes_the_summarize_strategy() {
     assert_eq!(body_json(&reply)["success"], json!(true));
     let body = json!({"provider": "anthropic", "model": "m", "prompt": "a",
         "contextStrategy": {"type": "summarize"}});
-    let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+    let refused = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
         .err()
         .unwrap_or_else(|| panic!("a summarize without maxTokens was accepted"));
     assert_eq!(refused.status, 422);
@@ -653,10 +661,34 @@ fn a_run_takes_the_summarize_strategy() {
 fn a_traced_run_returns_its_trace_events() {
     let settings = configured();
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi", "trace": true});
-    let refused = start_run(&settings, body.to_string().as_bytes(), true, 1).expect_err("422");
+    let refused =
+        start_run(&settings, body.to_string().as_bytes(), true, 1, &parent()).expect_err("422");
     assert_eq!(refused.status, 422);
     assert!(refused.body.contains("`trace`"), "{}", refused.body);
-    let mut machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+    let records = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi",
+                         "records": true});
+    let refused = start_run(
+        &settings,
+        records.to_string().as_bytes(),
+        true,
+        1,
+        &parent(),
+    )
+    .expect_err("422");
+    assert_eq!(refused.status, 422);
+    assert!(refused.body.contains("`records`"), "{}", refused.body);
+    let not_a_flag = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi",
+                            "records": "yes"});
+    let refused = start_run(
+        &settings,
+        not_a_flag.to_string().as_bytes(),
+        false,
+        1,
+        &parent(),
+    )
+    .expect_err("422");
+    assert!(refused.body.contains("records"), "{}", refused.body);
+    let mut machine = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let mut traces = Vec::new();
@@ -695,7 +727,7 @@ fn a_traced_run_returns_its_trace_events() {
     assert_eq!(value["trace"][0]["tokens"]["output_tokens"], 2);
     // Untraced, no `trace`.
     let plain = json!({"provider": "anthropic", "model": "claude-x", "prompt": "hi"}).to_string();
-    let machine = start_run(&settings, plain.as_bytes(), false, 1)
+    let machine = start_run(&settings, plain.as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let (outcome, _, _) = drive(machine, &[(200, ANSWER)]);
@@ -715,7 +747,7 @@ fn a_run_takes_an_output_schema() {
     let body = json!({"provider": "anthropic", "model": "claude-x", "prompt": "Rate it.",
         "outputSchema": {"type": "object", "properties": {"mood": {"type": "string"}},
                          "required": ["mood"]}});
-    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1)
+    let machine = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
         .expect("starts")
         .machine;
     let json_answer = ANSWER.replace("\"Hello.\"", r#""{\"mood\": \"good\"}""#);
@@ -738,7 +770,7 @@ fn a_run_takes_an_output_schema() {
     for schema in [json!("object"), json!({"type": "text"})] {
         let body =
             json!({"provider": "anthropic", "model": "m", "prompt": "a", "outputSchema": schema});
-        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1)
+        let refused = start_run(&settings, body.to_string().as_bytes(), false, 1, &parent())
             .err()
             .unwrap_or_else(|| panic!("{body} was accepted"));
         assert_eq!(refused.status, 422, "{body}");

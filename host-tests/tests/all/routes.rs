@@ -1032,15 +1032,17 @@ async fn limits_are_counted_on_the_hosts_store_shared_by_replicas() {
     assert_eq!(answered.status, 503, "a count short is a failed store");
 }
 
-/// A `/v1/run` with `"trace": true` whose answer comes back whole: the reply holds OMA's events,
-/// and with an OTLP endpoint the request's last send is its export, once the reply and the log
-/// line are out: the request's span over the run's agent span over its model call, in the
-/// client's trace, with no key and no message; a collector that refuses it costs a log line.
+/// A `/v1/run` with `"trace": true` and `"records": true` whose answer comes back whole: the
+/// reply holds OMA's events and OMA's trace records, and with an OTLP endpoint the request's
+/// last send is its export, once the reply and the log line are out, read from those records:
+/// the request's span over the run's span over the agent's over its model call, in the client's
+/// trace, each record span one exported span with its ids, parent, name and times, with no key
+/// and no message; a collector that refuses it costs a log line.
 #[tokio::test]
 async fn a_run_is_exported_once_its_reply_is_out() {
     let mut guest = routes_guest().await;
     let body = json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "prompt": "Hello?",
-                      "trace": true})
+                      "trace": true, "records": true})
     .to_string();
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     for endpoint in [Some("http://127.0.0.1:4318"), None] {
@@ -1070,6 +1072,18 @@ async fn a_run_is_exported_once_its_reply_is_out() {
             .map(|event| event["type"].as_str().unwrap())
             .collect();
         assert_eq!(kinds, ["llm_call", "agent"], "OMA's events");
+        let records = result["records"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no records: {result}"));
+        let ends: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["recordType"] == "span_end")
+            .collect();
+        let kinds: Vec<&str> = ends.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["llm", "agent", "run"], "OMA's records");
+        assert!(records
+            .iter()
+            .all(|r| r["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736"));
         let Some(endpoint) = endpoint else {
             assert_eq!(answered.steps, ["read-body", "send", "respond", "log"]);
             continue;
@@ -1092,17 +1106,25 @@ async fn a_run_is_exported_once_its_reply_is_out() {
             .expect("spans")
             .clone();
         let names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
-        assert_eq!(
-            names,
-            [
-                "POST /v1/run",
-                "chat claude-sonnet-4-6",
-                "invoke_agent gateway"
-            ]
-        );
+        assert_eq!(names, ["POST /v1/run", "oma.run", "invoke_agent", "chat"]);
         assert_eq!(spans[0]["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(spans[0]["parentSpanId"], "00f067aa0ba902b7");
-        assert_eq!(spans[2]["parentSpanId"], spans[0]["spanId"]);
-        assert_eq!(spans[1]["parentSpanId"], spans[2]["spanId"]);
+        assert_eq!(spans[1]["parentSpanId"], spans[0]["spanId"]);
+        assert_eq!(spans[2]["parentSpanId"], spans[1]["spanId"]);
+        assert_eq!(spans[3]["parentSpanId"], spans[2]["spanId"]);
+        assert_eq!(spans[3]["kind"], 3, "a model call is a client span");
+        // Each record span is the exported span of its id, as its end record says.
+        for end in &ends {
+            let span = spans
+                .iter()
+                .find(|s| s["spanId"] == end["spanId"])
+                .unwrap_or_else(|| panic!("no span for {end}"));
+            assert_eq!(span["traceId"], end["traceId"]);
+            assert_eq!(span["parentSpanId"], end["parentSpanId"]);
+            assert_eq!(span["name"], end["name"]);
+            let nanos = |ms: &Value| format!("{}000000", ms.as_u64().expect("ms"));
+            assert_eq!(span["startTimeUnixNano"], nanos(&end["startUnixMs"]));
+            assert_eq!(span["endTimeUnixNano"], nanos(&end["endUnixMs"]));
+        }
     }
 }

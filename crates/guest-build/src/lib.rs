@@ -297,7 +297,7 @@ pub struct SizeLimit {
 /// OMA's evaluation rules (issue 37: the built-in scorers, the LLM judges' options, prompt,
 /// verdict and aggregate, and the codecs' `score-builtin` and `judge`): component 1,699,653 B
 /// (+140,932 over 1,558,721), portable 1,717,950 B (+140,650 over 1,577,300), portable-json
-/// 1,547,372 B (+143,022 over 1,404,350), measured on 6 December 2026; each ceiling about 2%
+/// 1,547,109 B (+142,759 over 1,404,350), measured on 6 December 2026; each ceiling about 2%
 /// above. Most of it is the rules' JSON reading and writing inlined at `opt-level = 3` with
 /// LTO. The gateway and the routes do not link them.
 pub const SIZE_LIMITS: [SizeLimit; 5] = [

@@ -1,32 +1,30 @@
-//! The `driver` export: agents whose runs are [`RunMachine`]s handed to the host as `session`
-//! resources. Each `next` polls the machine and gives what it found (a step, the answers it
-//! waits for with the instant to ask again, or the result) as a WIT value; each `answer` is
-//! converted and handed to it. OMA JSON is accepted wherever a dynamic host holds JSON.
+//! The `driver` export: agents whose runs are sessions (`crates/glue/session.rs`) handed to the
+//! host as `session` resources. Each `next` polls the run and gives what it found (a step, the
+//! answers it waits for with the instant to ask again, or the result) as a WIT value; each
+//! `answer` is converted and handed to it. OMA JSON is accepted wherever a dynamic host holds
+//! JSON.
 
 use std::cell::RefCell;
-use std::rc::{Rc, Weak};
 
-use serde_json::{json, Value};
-
-use oma_core::agent::config::AgentSettings;
 use oma_core::agent::entry;
 use oma_core::agent::evaluation::RunInput;
-use oma_core::agent::exchange::{EvaluationRecord, ToolOutcome};
 use oma_core::agent::host_adapter::{self, ModelAnswer};
 use oma_core::agent::input::PromptInput;
-use oma_core::agent::machine::{Answer, Due, Poll, RunMachine, Step};
-use oma_core::agent::observability::options::RecordOptions;
+use oma_core::agent::machine::{Answer, Due, Step};
 use oma_core::agent::outcome::outcome_json;
 use oma_core::agent::outcome::RunOutcome;
 use oma_core::error::Error;
 use oma_core::http::call::CallAnswer;
 use oma_core::json;
-use oma_core::message::LlmMessage;
 
 use super::convert::*;
 use super::exports::oma::agent::driver as dr;
 use super::http::{from_wit_failure, from_wit_head, from_wit_response, to_wit_outgoing};
 use super::run::*;
+use super::session::{
+    compressed_from_json, evaluation_json, hook_context_json, prompt_input_json, run_agent_json,
+    run_input_json, tool_json_answer, validated_json, AgentCell, Polled, Session,
+};
 use super::wit::outcome as oc;
 use super::wit::types as wit;
 use super::Component;
@@ -42,7 +40,7 @@ impl dr::Guest for Component {
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
         let machine = run_agent_machine(config, input, &options, session.seed)?;
-        SessionResource::wrap(machine, &session, None)
+        SessionResource::wrap(machine, &session)
     }
 
     fn run_agent_json(
@@ -51,29 +49,25 @@ impl dr::Guest for Component {
         options: oc::RunAgentOptions,
         session: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        let (spec, _history) = AgentSettings::from_json(&config)?.into_spec()?;
-        let machine = entry::start_run_agent(
-            spec,
-            run_input_json(&input, Vec::new())?,
+        let machine = run_agent_json(
+            &config,
+            &input,
             options.progress,
             from_wit_evaluation(&options),
             session.seed,
         )?;
-        SessionResource::wrap(machine, &session, None)
+        SessionResource::wrap(machine, &session)
     }
 }
 
-/// An `agent` resource. Its sessions hold a weak reference, so dropping the agent leaves them
-/// running (a `prompt` then has no history to commit to).
+/// An `agent` resource.
 pub struct AgentResource {
-    agent: Rc<RefCell<entry::Agent>>,
+    agent: AgentCell,
 }
 
 impl AgentResource {
-    fn wrap(agent: entry::Agent) -> dr::Agent {
-        dr::Agent::new(AgentResource {
-            agent: Rc::new(RefCell::new(agent)),
-        })
+    fn wrap(agent: AgentCell) -> dr::Agent {
+        dr::Agent::new(AgentResource { agent })
     }
 
     fn run_session(
@@ -82,8 +76,14 @@ impl AgentResource {
         streaming: bool,
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        let machine = self.agent.borrow().start(input, streaming, options.seed)?;
-        SessionResource::wrap(machine, &options, None)
+        let session = self.agent.run(
+            input,
+            streaming,
+            options.seed,
+            options.trace.map(from_wit_trace_options),
+            options.records.as_deref(),
+        )?;
+        Ok(SessionResource::of(session, options.payloads))
     }
 
     fn prompt_session(
@@ -91,21 +91,26 @@ impl AgentResource {
         input: PromptInput,
         options: dr::SessionOptions,
     ) -> Result<dr::Session, wit::Error> {
-        let (turn, machine) = self.agent.borrow().start_prompt(input, options.seed)?;
-        let commit = Some((Rc::downgrade(&self.agent), turn));
-        SessionResource::wrap(machine, &options, commit)
+        let session = self.agent.prompt(
+            input,
+            options.seed,
+            options.trace.map(from_wit_trace_options),
+            options.records.as_deref(),
+        )?;
+        Ok(SessionResource::of(session, options.payloads))
     }
 }
 
 impl dr::GuestAgent for AgentResource {
     fn create(config: oc::AgentConfig) -> Result<dr::Agent, wit::Error> {
         let (spec, history) = from_wit_config(config)?;
-        Ok(AgentResource::wrap(entry::Agent::new(spec, history)?))
+        Ok(AgentResource::wrap(AgentCell::new(entry::Agent::new(
+            spec, history,
+        )?)))
     }
 
     fn create_json(config: String) -> Result<dr::Agent, wit::Error> {
-        let (spec, history) = AgentSettings::from_json(&config)?.into_spec()?;
-        Ok(AgentResource::wrap(entry::Agent::new(spec, history)?))
+        Ok(AgentResource::wrap(AgentCell::from_json(&config)?))
     }
 
     fn run(
@@ -184,155 +189,76 @@ impl dr::GuestAgent for AgentResource {
     }
 
     fn get_history(&self) -> Vec<wit::LlmMessage> {
-        let agent = self.agent.borrow();
-        agent
+        self.agent
             .history()
-            .iter()
-            .cloned()
+            .into_iter()
             .map(to_wit_message)
             .collect()
     }
 
     fn get_history_json(&self) -> String {
-        let agent = self.agent.borrow();
-        json::messages_to_json(agent.history())
+        self.agent.history_json()
     }
 
     fn reset(&self) {
-        self.agent.borrow_mut().reset();
+        self.agent.reset();
     }
 }
 
-/// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it.
-fn run_input_json(text: &str, strings: Vec<(String, String)>) -> Result<RunInput, Error> {
-    match parse_json(text, strings)? {
-        Value::String(text) => Ok(RunInput::Text(text)),
-        other => Ok(RunInput::Messages(json::messages_from_value(other)?)),
-    }
-}
-
-/// A prompt's `string | ContentBlock[]` as JSON text (with the long strings passed beside it);
-/// blocks are checked as the one user turn they form.
-fn prompt_input_json(text: &str, strings: Vec<(String, String)>) -> Result<PromptInput, Error> {
-    match parse_json(text, strings)? {
-        Value::String(text) => Ok(PromptInput::Text(text)),
-        blocks => {
-            let mut turn = json::messages_from_value(json!([{"role": "user", "content": blocks}]))?;
-            Ok(PromptInput::Blocks(
-                turn.pop().map(|turn| turn.content).unwrap_or_default(),
-            ))
-        }
-    }
-}
-
-fn parse_json(text: &str, strings: Vec<(String, String)>) -> Result<Value, Error> {
-    let mut value = oma_core::json::from_str(text)
-        .map_err(|e| Error::invalid(format!("input must be JSON text: {e}")))?;
-    json::place_strings(&mut value, strings)?;
-    Ok(value)
-}
-
-/// A `session` resource: one run in flight.
+/// A `session` resource: one run in flight, with the form its bulky values are handed out in.
 pub struct SessionResource {
-    state: RefCell<SessionState>,
-}
-
-struct SessionState {
-    machine: RunMachine,
-    payloads: dr::Payloads,
-    /// For a `prompt`: the agent and the user turn to commit when the run completes.
-    commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
-    over: bool,
+    session: RefCell<Session>,
+    json: bool,
 }
 
 impl SessionResource {
-    /// A session over `machine`, traced and recorded when its options ask (over the agent's
-    /// own `trace` and `records`). Fails for records options OMA refuses, naming them.
+    fn of(session: Session, payloads: dr::Payloads) -> dr::Session {
+        dr::Session::new(SessionResource {
+            session: RefCell::new(session),
+            json: matches!(payloads, dr::Payloads::Json),
+        })
+    }
+
+    /// A session over `machine`, traced and recorded when its options ask. Fails for records
+    /// options OMA refuses, naming them.
     fn wrap(
-        machine: RunMachine,
+        machine: oma_core::agent::machine::RunMachine,
         options: &dr::SessionOptions,
-        commit: Option<(Weak<RefCell<entry::Agent>>, LlmMessage)>,
     ) -> Result<dr::Session, wit::Error> {
-        let machine = match options.trace.clone() {
-            Some(trace) => machine.with_trace(from_wit_trace_options(trace)),
-            None => machine,
-        };
-        let machine = match options.records.as_deref() {
-            Some(records) => machine.with_records(RecordOptions::from_json(records)?)?,
-            None => machine,
-        };
-        Ok(dr::Session::new(SessionResource {
-            state: RefCell::new(SessionState {
-                machine,
-                payloads: options.payloads,
-                commit,
-                over: false,
-            }),
-        }))
+        let session = Session::new(
+            machine,
+            options.trace.clone().map(from_wit_trace_options),
+            options.records.as_deref(),
+            None,
+        )?;
+        Ok(SessionResource::of(session, options.payloads))
     }
 }
 
 impl dr::GuestSession for SessionResource {
     fn next(&self, now_ms: u64) -> Result<dr::Poll, wit::Error> {
-        let mut state = self.state.borrow_mut();
-        if state.over {
-            return Err(session_error("the run is over: its result was given"));
-        }
-        let step = match state.machine.poll(now_ms) {
-            Poll::Step(step) => step,
-            Poll::Waiting(due) => return Ok(to_wit_waiting(due, state.machine.wake_at())),
-            Poll::Finished(outcome) => {
-                state.over = true;
-                if let Some((agent, turn)) = state.commit.take() {
-                    if let Some(agent) = agent.upgrade() {
-                        agent.borrow_mut().commit(turn, &outcome);
-                    }
-                }
-                let json = matches!(state.payloads, dr::Payloads::Json);
-                return Ok(dr::Poll::Finished(report(*outcome, json)));
-            }
-            Poll::Over => {
-                state.over = true;
-                return Err(session_error("the run is over: its result was given"));
-            }
-        };
-        let json = matches!(state.payloads, dr::Payloads::Json);
-        Ok(dr::Poll::Step(to_wit_step(step, json)))
+        Ok(match self.session.borrow_mut().next(now_ms)? {
+            Polled::Step(step) => dr::Poll::Step(to_wit_step(step, self.json)),
+            Polled::Waiting(due, wake_at_ms) => to_wit_waiting(due, wake_at_ms),
+            Polled::Finished(outcome) => dr::Poll::Finished(report(*outcome, self.json)),
+        })
     }
 
     fn answer(&self, answer: dr::Answer) -> Result<(), wit::Error> {
-        let mut state = self.state.borrow_mut();
-        if state.over {
-            return Err(session_error(
-                "unexpected answer: the run is over, nothing is waiting",
-            ));
-        }
-        let answer = from_wit_answer(answer)?;
-        state
-            .machine
-            .handle(answer)
-            .map_err(|refused| refused.reason.into())
+        let answer = from_wit_answer(answer);
+        Ok(self.session.borrow_mut().answer(answer)?)
     }
 }
 
 /// A step of the machine as the WIT value `next` hands out; bulky values as JSON when `json`.
-pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
+fn to_wit_step(step: Step, json: bool) -> dr::Step {
     match step {
         Step::BeforeRun {
             agent,
             context,
             config,
         } => dr::Step::BeforeRun(if json {
-            let config: Value = serde_json::from_str(&config).unwrap_or(Value::Null);
-            dr::HookContext::Json(
-                json!({
-                    "agent": agent,
-                    "prompt": context.prompt,
-                    "messages": json::messages_to_value(&context.messages),
-                    "config": config,
-                })
-                .to_string(),
-            )
+            dr::HookContext::Json(hook_context_json(&agent, &context, &config))
         } else {
             dr::HookContext::Typed(to_wit_context(agent, context, config))
         }),
@@ -375,7 +301,7 @@ pub(super) fn to_wit_step(step: Step, json: bool) -> dr::Step {
 }
 
 /// The poll of a machine that waits for `due`, to be asked again by `wake_at_ms` at the latest.
-pub(super) fn to_wit_waiting(due: Vec<Due>, wake_at_ms: Option<u64>) -> dr::Poll {
+fn to_wit_waiting(due: Vec<Due>, wake_at_ms: Option<u64>) -> dr::Poll {
     dr::Poll::Waiting(dr::Waiting {
         due: due.into_iter().map(to_wit_due).collect(),
         wake_at_ms,
@@ -395,13 +321,6 @@ fn to_wit_due(due: Due) -> dr::Due {
     }
 }
 
-pub(super) fn session_error(message: &str) -> wit::Error {
-    Error::Session {
-        message: message.into(),
-    }
-    .into()
-}
-
 fn report(outcome: RunOutcome, json: bool) -> dr::RunReport {
     if json {
         dr::RunReport::Json(outcome_json(&outcome).to_string())
@@ -410,18 +329,7 @@ fn report(outcome: RunOutcome, json: bool) -> dr::RunReport {
     }
 }
 
-fn evaluation_json(record: EvaluationRecord) -> String {
-    json!({
-        "agent": record.agent,
-        "input": record.input,
-        "payload": record.payload,
-        "result": outcome_json(&record.result),
-        "durationMs": record.duration_ms,
-    })
-    .to_string()
-}
-
-pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
+fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
     Ok(match answer {
         dr::Answer::Hook(answer) => Answer::Hook(from_wit_hook_answer(answer)),
         dr::Answer::Response(response) => Answer::Http(from_wit_response(response)),
@@ -434,25 +342,14 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
             id: tool.id,
             outcome: from_wit_tool_outcome(tool.outcome),
         },
-        dr::Answer::ToolJson(tool) => {
-            let content = json::tool_result_content_from_json(&tool.content)?;
-            Answer::Tool {
-                id: tool.id,
-                outcome: ToolOutcome {
-                    content,
-                    is_error: tool.is_error,
-                    gate: tool.gate.map(from_wit_gate),
-                },
-            }
-        }
+        dr::Answer::ToolJson(tool) => tool_json_answer(
+            tool.id,
+            &tool.content,
+            tool.is_error,
+            tool.gate.map(from_wit_gate),
+        )?,
         dr::Answer::External(reply) => Answer::External(reply),
-        dr::Answer::Validated(Ok(text)) => {
-            Answer::Validated(Ok(json::from_str(&text).map_err(|e| {
-                Error::InvalidRequest {
-                    message: format!("the validated value is not JSON text: {e}"),
-                }
-            })?))
-        }
+        dr::Answer::Validated(Ok(text)) => Answer::Validated(Ok(validated_json(&text)?)),
         dr::Answer::Validated(Err(message)) => Answer::Validated(Err(message)),
         // What the strategy returned is input: read as OMA checks it (a typed list is checked
         // by the loop with the same rules), never a failed call.
@@ -469,13 +366,4 @@ pub(super) fn from_wit_answer(answer: dr::Answer) -> Result<Answer, Error> {
         dr::Answer::ModelEnd => Answer::Model(Ok(ModelAnswer::End)),
         dr::Answer::ModelFailed(error) => Answer::Model(Err(from_wit_thrown(error))),
     })
-}
-
-/// The `custom` strategy's answer as OMA JSON: a list is read with OMA's shape guard (the turn
-/// loop refuses an empty one), anything else is OMA's error for an answer that is no messages.
-fn compressed_from_json(text: &str) -> Result<Vec<oma_core::message::LlmMessage>, Error> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(items @ Value::Array(_)) => json::messages_from_value(items),
-        _ => Err(oma_core::agent::context::custom_compress_not_messages()),
-    }
 }

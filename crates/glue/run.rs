@@ -260,12 +260,7 @@ pub(super) fn to_wit_context(
 pub(super) fn from_wit_hook_answer(answer: ex::BeforeRunAnswer) -> HookAnswer {
     match answer {
         ex::BeforeRunAnswer::Failed(message) => HookAnswer::Failed(message),
-        ex::BeforeRunAnswer::Json(text) => match oma_core::json::from_str::<Value>(&text) {
-            Ok(value) => HookAnswer::Result(BeforeRunResult::from_value(value)),
-            Err(e) => HookAnswer::Rejected(Error::invalid(format!(
-                "beforeRun result must be JSON text: {e}"
-            ))),
-        },
+        ex::BeforeRunAnswer::Json(text) => HookAnswer::from_json(&text),
         ex::BeforeRunAnswer::Typed(result) => {
             let messages = match result.messages.map(from_wit_messages).transpose() {
                 Ok(messages) => messages,

@@ -2,8 +2,8 @@
 //! build script build, driven in every world by the tests and benchmarks here, and what they
 //! need around the wasmtime embedding (nothing a production host needs).
 //!
-//! - [`artifact`]: the four components this repository builds, as bytes: the two the binaries
-//!   carry (`oma-artifacts`) and the two only tests drive (this crate's `build.rs`);
+//! - [`artifact`]: the five components this repository builds, as bytes: the two the binaries
+//!   carry (`oma-artifacts`) and the three only tests drive (this crate's `build.rs`);
 //! - [`Shared`]: one process-wide [`Harness`] for `oma_component.wasm`, one [`DriverHarness`]
 //!   for `oma_portable.wasm` and one [`RoutesHarness`] for `oma_routes.wasm`
 //!   (`Harness::shared()`), compiled once per test binary;
@@ -81,9 +81,9 @@
 
 use std::sync::OnceLock;
 
-/// The four components this repository builds, as bytes (each with its `*_FILE`): the two the
-/// binaries carry (`oma-artifacts`: `COMPONENT`, `GATEWAY`) and the two only the tests drive,
-/// built by this crate's `build.rs` (`PORTABLE`, `ROUTES`).
+/// The five components this repository builds, as bytes (each with its `*_FILE`): the two the
+/// binaries carry (`oma-artifacts`: `COMPONENT`, `GATEWAY`) and the three only the tests drive,
+/// built by this crate's `build.rs` (`PORTABLE`, `PORTABLE_JSON`, `ROUTES`).
 pub mod artifact {
     pub use oma_artifacts::*;
     include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));

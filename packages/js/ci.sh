@@ -4,7 +4,7 @@
 #
 # 1. installs the dev dependencies from package-lock.json and checks that `npm install` leaves
 #    the committed lock file as it is;
-# 2. builds the package (the portable world only, transpiled into gen/);
+# 2. builds the package (the portable-json world only, transpiled into gen/);
 # 3. runs `npm test` (the API, the hostile-provider tests, the OMA compatibility corpus; set
 #    OMA_DIR to a built OMA packages/core to compare with OMA live);
 # 4. packs the tarball once and tests it installed in an empty project with no cargo, rustc or
@@ -47,7 +47,7 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 766,200 bytes (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 694,400 bytes (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
@@ -66,8 +66,12 @@ echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
 # (the run's records to its sinks, src/observability/run-records.js), SharedMemory and
 # InMemoryStore (src/memory/), their types and README sections 5,693 bytes, measured against the
 # same tree without them (757,326 -> 763,019 on 6 December 2026): 766,200.
-if [ "$packed" -gt 766200 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 766200-byte ceiling" >&2
+# The package's own world, `portable-json` (only the JSON functions the package calls, so neither
+# jco's glue nor the core module carries the typed ones): 684,155 bytes on 6 December 2026
+# (-78,864 against 763,019): lowered to 694,400, about 1.5% above. The 600 KB goal is still
+# missed: the core module alone gzips to about 498 KB (docs/performance.md).
+if [ "$packed" -gt 694400 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 694400-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

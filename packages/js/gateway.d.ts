@@ -2,7 +2,7 @@
 // `routes` world (oma_routes.wasm, which the gateway's host transpiles and ships itself; this
 // package carries the agent only). docs/gateway.md describes the HTTP contract;
 // packages/worker/src/gateway.js is a host built on this module (Cloudflare Workers).
-import type { driver } from './gen/oma_portable.js'
+import type { jsonDriver as driver } from './gen/oma_portable_json.js'
 
 /** A gateway request's HTTP step: send a request, read more of its response, or wait. */
 export type HttpStep = Extract<driver.Step, { tag: 'send' } | { tag: 'receive' } | { tag: 'wait' }>

@@ -1,7 +1,8 @@
 // TypeScript declarations of oma-component: OMA's agent API (open-multi-agent 1.16.1) over
-// oma_portable.wasm. The names and shapes are OMA's, inputs `readonly` as OMA declares them;
-// the package adds the `video` block, `text_delta` stream events and its own options (`call`,
-// `deadlineMs`, `thinkingBudget`, `aws`, the `evaluation` of `runAgent`).
+// oma_portable_json.wasm (world `portable-json`). The names and shapes are OMA's, inputs
+// `readonly` as OMA declares them; the package adds the `video` block, `text_delta` stream
+// events and its own options (`call`, `deadlineMs`, `thinkingBudget`, `aws`, the `evaluation` of
+// `runAgent`).
 
 // ---------------------------------------------------------------------------------------------
 // Content blocks and messages

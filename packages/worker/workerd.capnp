@@ -21,9 +21,9 @@ const config :Workerd.Config = (
 const probe :Workerd.Worker = (
   modules = [
     (name = "worker.js", esModule = embed "dist/worker.js"),
-    (name = "oma_portable.core.wasm", wasm = embed "dist/oma_portable.core.wasm"),
-    (name = "oma_portable.core2.wasm", wasm = embed "dist/oma_portable.core2.wasm"),
-    (name = "oma_portable.core3.wasm", wasm = embed "dist/oma_portable.core3.wasm"),
+    (name = "oma_portable_json.core.wasm", wasm = embed "dist/oma_portable_json.core.wasm"),
+    (name = "oma_portable_json.core2.wasm", wasm = embed "dist/oma_portable_json.core2.wasm"),
+    (name = "oma_portable_json.core3.wasm", wasm = embed "dist/oma_portable_json.core3.wasm"),
   ],
   compatibilityDate = "2026-11-17",
   bindings = [

@@ -7,9 +7,9 @@
 //!
 //! Two crates do it: `oma-artifacts` (`host-tests/artifacts`) carries what the binaries embed,
 //! the `component` world and the gateway; the test kit (`host-tests`) the worlds only its
-//! tests drive, `portable` and `routes`. A build of the CLI builds the two it carries and no
-//! more; `cargo test` builds all four, in one guest directory, whose cargo compiles the core
-//! they share once.
+//! tests drive, `portable`, `portable-json` and `routes`. A build of the CLI builds the two it
+//! carries and no more; `cargo test` builds all five, in one guest directory, whose cargo
+//! compiles the core they share once.
 //!
 //! The guest is built by a nested `cargo build` in its own target directory (`<target>/oma-guest`,
 //! beside the outer build's profile directories), so the nested cargo never waits on the lock the
@@ -36,6 +36,7 @@ const GUEST_SOURCES: &[&str] = &[
     "crates/glue",
     "crates/step",
     "crates/portable",
+    "crates/portable-json",
     "crates/gateway-rules",
     "crates/gateway",
     "crates/routes",
@@ -84,7 +85,8 @@ pub fn carry(workspace: &Path, artifacts: &[Artifact]) -> Result<(), String> {
         let copy = copy
             .to_str()
             .ok_or_else(|| format!("the output path is not UTF-8: {}", copy.display()))?;
-        let name = artifact.flag.to_uppercase();
+        // `portable-json` -> `PORTABLE_JSON`.
+        let name = artifact.flag.to_uppercase().replace('-', "_");
         consts.push_str(&format!(
             "/// `{}`: the component of world `{}`.\npub const {name}: &[u8] = \
              include_bytes!({copy:?});\n",

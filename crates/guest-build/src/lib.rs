@@ -1,18 +1,20 @@
-//! Builds the guest in its four artifacts ([`ARTIFACTS`]), for the harness's build script, the
+//! Builds the guest in its five artifacts ([`ARTIFACTS`]), for the harness's build script, the
 //! language packages and anyone who wants the artifacts:
 //!
 //! - `oma_component.wasm`: world `component` (the root package, `oma-component`);
-//! - `oma_portable.wasm`: world `portable`, the agent for the language packages (crate
-//!   `oma-portable`);
+//! - `oma_portable.wasm`: world `portable`, the agent for the Python package and Rust hosts
+//!   (crate `oma-portable`);
+//! - `oma_portable_json.wasm`: world `portable-json`, the agent with OMA JSON in and out for the
+//!   JavaScript package (crate `oma-portable-json`; `--world portable-json`);
 //! - `oma_gateway.wasm`: world `gateway`, the `wasi:http/proxy` gateway (crate `oma-gateway`);
 //! - `oma_routes.wasm`: world `gateway-routes`, the gateway's rules for the Worker gateway
 //!   (crate `oma-routes`; `--world routes`);
 //! - opt-in, with `oma-guest-build --world fastly`: `oma_fastly.wasm` ([`FASTLY`]), the gateway
 //!   on Fastly Compute (crate `oma-fastly`, world `oma:fastly/gateway`, which is Fastly's
-//!   `fastly:compute/service`, vendored in `crates/fastly/wit`). It is not one of the four:
+//!   `fastly:compute/service`, vendored in `crates/fastly/wit`). It is not one of the five:
 //!   nothing in the build of the others needs it, and it is built and checked on its own.
 //!
-//! The four world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
+//! The five world crates are built in one `cargo build` for `wasm32-unknown-unknown`, whose
 //! standard library imports nothing, so that each artifact imports only the interfaces its own
 //! code calls (the WASI ones through the `wasip2` crate's bindings, which work on any wasm32
 //! target); each core module is then made a component with `wit-component`. The components
@@ -57,6 +59,8 @@ const REMOVE_VARS: &[&str] = &[
 pub const GUEST_PACKAGE: &str = "oma-component";
 /// The package of the `portable` world.
 pub const PORTABLE_PACKAGE: &str = "oma-portable";
+/// The package of the `portable-json` world.
+pub const PORTABLE_JSON_PACKAGE: &str = "oma-portable-json";
 /// The package of the gateway.
 pub const GATEWAY_PACKAGE: &str = "oma-gateway";
 /// The package of the gateway on Fastly Compute.
@@ -72,6 +76,8 @@ pub const ARTIFACT_DIR: &str = "wasm32-wasip2";
 pub const GUEST_ARTIFACT: &str = "oma_component.wasm";
 /// The artifact of the `portable` world.
 pub const PORTABLE_ARTIFACT: &str = "oma_portable.wasm";
+/// The artifact of the `portable-json` world (the JavaScript package's).
+pub const PORTABLE_JSON_ARTIFACT: &str = "oma_portable_json.wasm";
 /// The artifact of the gateway (`wasi:http/proxy`).
 pub const GATEWAY_ARTIFACT: &str = "oma_gateway.wasm";
 /// The package of the `routes` world.
@@ -100,7 +106,7 @@ pub struct Artifact {
 /// The artifacts [`build_all`] builds, in the order `oma-guest-build` prints them: one per
 /// world of `wit/world.wit`. The documents' tables of worlds and artifacts are checked against
 /// this list (`host-tests/tests/docs.rs`).
-pub const ARTIFACTS: [Artifact; 4] = [
+pub const ARTIFACTS: [Artifact; 5] = [
     Artifact {
         file: GUEST_ARTIFACT,
         package: GUEST_PACKAGE,
@@ -112,6 +118,12 @@ pub const ARTIFACTS: [Artifact; 4] = [
         package: PORTABLE_PACKAGE,
         world: "oma:agent/portable",
         flag: "portable",
+    },
+    Artifact {
+        file: PORTABLE_JSON_ARTIFACT,
+        package: PORTABLE_JSON_PACKAGE,
+        world: "oma:agent/portable-json",
+        flag: "portable-json",
     },
     Artifact {
         file: GATEWAY_ARTIFACT,
@@ -268,13 +280,19 @@ pub struct SizeLimit {
 /// 1,520,134, +49,181), routes 1,536,583 B (from 1,487,268, +49,315); each ceiling about 2%
 /// above.
 ///
+/// `oma_portable_json.wasm` (world `portable-json`, the JavaScript package's: the driver's
+/// sessions with OMA JSON in and out and the codec's text operations, without the typed
+/// exports) measured 1,404,350 B when first built on 6 December 2026, against the portable
+/// world's 1,577,300 B for the same agent (-172,950 B: the typed exports' bindings and their
+/// conversions); ceiling about 2% above.
+///
 /// The component's and the portable world's ceilings raised for the agent's own LLM adapter
 /// (issue 37: the `call-model` step, the checked reading of an adapter's `LLMResponse` and
 /// stream events from OMA JSON, OMA's classification of what it threw, the call's deadline):
 /// component 1,558,721 B (+40,931 over main's 1,517,790), portable 1,577,300 B (+42,557 over
 /// 1,534,743), measured on 6 December 2026; each ceiling about 2% above. The gateway
 /// (1,580,040 B) and the routes (1,547,496 B) stay within theirs.
-pub const SIZE_LIMITS: [SizeLimit; 4] = [
+pub const SIZE_LIMITS: [SizeLimit; 5] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
         ceiling: 1_590_000,
@@ -282,6 +300,10 @@ pub const SIZE_LIMITS: [SizeLimit; 4] = [
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
         ceiling: 1_609_000,
+    },
+    SizeLimit {
+        artifact: PORTABLE_JSON_ARTIFACT,
+        ceiling: 1_433_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,
@@ -348,23 +370,25 @@ pub fn check_limits(dir: &Path, limits: &[SizeLimit], report: &dyn Fn(&str)) -> 
     }
 }
 
-/// Where the four components landed.
+/// Where the five components landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Artifacts {
     /// `oma_component.wasm`.
     pub component: PathBuf,
     /// `oma_portable.wasm`, in the same directory.
     pub portable: PathBuf,
+    /// `oma_portable_json.wasm`, in the same directory.
+    pub portable_json: PathBuf,
     /// `oma_gateway.wasm`, in the same directory.
     pub gateway: PathBuf,
     /// `oma_routes.wasm`, in the same directory.
     pub routes: PathBuf,
 }
 
-/// Builds the four artifacts of the guest in `workspace` with cargo profile `profile` into
+/// Builds the five artifacts of the guest in `workspace` with cargo profile `profile` into
 /// `target_dir`; `note` is told of anything installed on the way.
 ///
-/// One cargo build of the four world crates for `wasm32-unknown-unknown` (so the core is
+/// One cargo build of the five world crates for `wasm32-unknown-unknown` (so the core is
 /// compiled once for all of them); each core module is then made a component in
 /// `target_dir/`[`ARTIFACT_DIR`]`/<profile>/`.
 pub fn build_all(
@@ -377,12 +401,13 @@ pub fn build_all(
     Ok(Artifacts {
         component: dir.join(GUEST_ARTIFACT),
         portable: dir.join(PORTABLE_ARTIFACT),
+        portable_json: dir.join(PORTABLE_JSON_ARTIFACT),
         gateway: dir.join(GATEWAY_ARTIFACT),
         routes: dir.join(ROUTES_ARTIFACT),
     })
 }
 
-/// Builds `artifacts` (some of [`ARTIFACTS`], or [`FASTLY`]) as [`build_all`] builds the four:
+/// Builds `artifacts` (some of [`ARTIFACTS`], or [`FASTLY`]) as [`build_all`] builds the five:
 /// their world crates in one cargo build, each core module then made a component. Returns the
 /// directory they are in, `target_dir/`[`ARTIFACT_DIR`]`/<profile>/`, beside any others built
 /// there before.

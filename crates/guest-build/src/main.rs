@@ -1,9 +1,10 @@
 //! `oma-guest-build [--profile PROFILE] [--target-dir DIR] [--world WORLD] [--check-sizes]`:
-//! builds `oma_component.wasm`, `oma_portable.wasm`, `oma_gateway.wasm` and `oma_routes.wasm` and
-//! prints where they landed, one path a line. With `--world portable` (or `component`,
-//! `gateway`, `routes`) it builds that artifact alone and prints its one path: the language
-//! packages need only the portable world, the Worker gateway only the routes world, and building
-//! one alone skips the others. `--world fastly` builds the opt-in
+//! builds `oma_component.wasm`, `oma_portable.wasm`, `oma_portable_json.wasm`, `oma_gateway.wasm`
+//! and `oma_routes.wasm` and prints where they landed, one path a line. With `--world portable`
+//! (or `component`, `portable-json`, `gateway`, `routes`) it builds that artifact alone and
+//! prints its one path: the Python package needs only the portable world, the JavaScript package
+//! only the portable-json world, the Worker gateway only the routes world, and building one alone
+//! skips the others. `--world fastly` builds the opt-in
 //! `oma_fastly.wasm` (the gateway on Fastly Compute), which the default build leaves out. With
 //! `--check-sizes` it then holds the `wasm-release` artifacts to their ceilings (`SIZE_LIMITS`,
 //! or `FASTLY_SIZE_LIMIT` with `--world fastly`) and fails if one is over.
@@ -63,11 +64,11 @@ fn run() -> Result<(), String> {
                 println!(
                     "usage: oma-guest-build [--profile PROFILE] [--target-dir DIR] [--world WORLD] \
                      [--check-sizes]\n\
-                     builds oma_component.wasm, oma_portable.wasm, oma_gateway.wasm and oma_routes.wasm \
-                     (default profile wasm-release, default directory target/oma-guest) and prints \
-                     their paths;\n\
-                     --world component|portable|gateway|routes builds that artifact alone and prints \
-                     its path;\n\
+                     builds oma_component.wasm, oma_portable.wasm, oma_portable_json.wasm, \
+                     oma_gateway.wasm and oma_routes.wasm (default profile wasm-release, default \
+                     directory target/oma-guest) and prints their paths;\n\
+                     --world component|portable|portable-json|gateway|routes builds that \
+                     artifact alone and prints its path;\n\
                      --world fastly builds the opt-in oma_fastly.wasm (the gateway on Fastly Compute);\n\
                      --check-sizes then fails if a wasm-release artifact is over its size ceiling"
                 );
@@ -78,7 +79,7 @@ fn run() -> Result<(), String> {
     }
     if check_sizes && chosen.is_some_and(|artifact| artifact != FASTLY) {
         return Err(
-            "--check-sizes checks all four artifacts (or, with --world fastly, that one); leave \
+            "--check-sizes checks all five artifacts (or, with --world fastly, that one); leave \
              out --world"
                 .into(),
         );

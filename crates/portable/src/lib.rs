@@ -28,6 +28,8 @@ mod driver;
 mod http;
 #[path = "../../glue/run.rs"]
 mod run;
+#[path = "../../glue/session.rs"]
+mod session;
 
 wit_bindgen::generate!({
     world: "portable",

@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use oma_guest_build::world::{self, items, Imports};
-use oma_host_tests::artifact::{COMPONENT_FILE, GATEWAY_FILE, PORTABLE_FILE, ROUTES_FILE};
+use oma_host_tests::artifact::{
+    COMPONENT_FILE, GATEWAY_FILE, PORTABLE_FILE, PORTABLE_JSON_FILE, ROUTES_FILE,
+};
 use wit_component::{ComponentEncoder, StringEncoding};
 use wit_parser::{ManglingAndAbi, PackageId, Resolve, WorldId};
 
@@ -53,6 +55,39 @@ fn the_component_artifact_is_its_declared_world() {
 #[test]
 fn the_portable_artifact_is_its_declared_world() {
     assert_matches(PORTABLE_FILE, "portable");
+}
+
+#[test]
+fn the_portable_json_artifact_is_its_declared_world() {
+    assert_matches(PORTABLE_JSON_FILE, "portable-json");
+}
+
+/// The JavaScript package's world exports the JSON driver and the codec's text operations, and
+/// nothing typed that a JSON host would carry the glue of without calling it: neither `driver`
+/// nor `codec`. It imports nothing.
+#[test]
+fn the_portable_json_world_exports_only_the_json_interfaces_and_imports_nothing() {
+    let (resolve, package) = declared();
+    let world = resolve
+        .select_world(&[package], Some("portable-json"))
+        .unwrap();
+    let (imports, exports) = items(&resolve, world);
+    assert!(
+        imports.is_empty(),
+        "the portable-json world imports {imports:?}"
+    );
+    for wanted in ["json-driver", "json-codec"] {
+        assert!(
+            exports.contains_key(&format!("oma:agent/{wanted}@0.1.0")),
+            "the portable-json world does not export {wanted}: {exports:?}"
+        );
+    }
+    for unwanted in ["driver", "codec", "routes"] {
+        assert!(
+            !exports.contains_key(&format!("oma:agent/{unwanted}@0.1.0")),
+            "the portable-json world exports {unwanted}: {exports:?}"
+        );
+    }
 }
 
 #[test]

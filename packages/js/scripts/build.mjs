@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// npm run build: builds oma_portable.wasm (cargo builds the portable world's core module, jco
-// makes it a component: no Rust host tool is built), transpiles it with jco into gen/ (every
-// core module a file),
+// npm run build: builds oma_portable_json.wasm (cargo builds the `portable-json` world's core
+// module, jco makes it a component: no Rust host tool is built), transpiles it with jco into gen/
+// (every core module a file),
 // applies scripts/patch-gen.mjs, imports the core modules statically as `#oma-core/NAME` and
 // writes their Node loaders (scripts/core-modules.mjs: one module for Node and Workers), and
 // minifies it (scripts/minify.mjs). It prints each step, cargo's progress, and a line every 20 s
@@ -11,7 +11,7 @@
 //   OMA_PROFILE        cargo profile for the guest (default: wasm-release, the shipped build;
 //                      wasm-size is 16% smaller gzipped and slower on long conversations
 //                      (Cargo.toml, docs/performance.md); `release` builds faster)
-//   OMA_PORTABLE_WASM  use this oma_portable.wasm instead of building one (no Rust needed)
+//   OMA_PORTABLE_WASM  use this oma_portable_json.wasm instead of building one (no Rust needed)
 
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -35,7 +35,7 @@ const started = Date.now()
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`
 
 /**
- * Builds oma_portable.wasm: cargo builds the portable world's core module for
+ * Builds oma_portable_json.wasm: cargo builds the `portable-json` world's core module for
  * wasm32-unknown-unknown (the guest's own target directory, target/oma-guest, shared with
  * oma-guest-build), and jco, which the build needs anyway, makes it a component (`jco new`,
  * wit-component inside jco). No host tool is compiled for a build that runs it once.
@@ -44,9 +44,9 @@ const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`
 async function cargoBuild(profile) {
   ensureTarget('wasm32-unknown-unknown')
   const targetDir = join(root, 'target', 'oma-guest')
-  const args = ['build', '--package', 'oma-portable', '--lib', '--target', 'wasm32-unknown-unknown',
+  const args = ['build', '--package', 'oma-portable-json', '--lib', '--target', 'wasm32-unknown-unknown',
     '--profile', profile, '--target-dir', targetDir]
-  console.error(`build: [1/3] building oma_portable.wasm: cargo ${args.join(' ')} (in ${root}); a few minutes the first time`)
+  console.error(`build: [1/3] building oma_portable_json.wasm: cargo ${args.join(' ')} (in ${root}); a few minutes the first time`)
   await new Promise((done) => {
     const child = spawn('cargo', args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] })
     let quietSince = Date.now()
@@ -71,10 +71,10 @@ async function cargoBuild(profile) {
     })
   })
   const profileDir = { dev: 'debug', test: 'debug', bench: 'release' }[profile] ?? profile
-  const core = join(targetDir, 'wasm32-unknown-unknown', profileDir, 'oma_portable.wasm')
+  const core = join(targetDir, 'wasm32-unknown-unknown', profileDir, 'oma_portable_json.wasm')
   const out = join(targetDir, 'js', profileDir)
   mkdirSync(out, { recursive: true })
-  const component = join(out, 'oma_portable.wasm')
+  const component = join(out, 'oma_portable_json.wasm')
   const made = spawnSync(process.execPath, [jco, 'new', core, '-o', component], { cwd: pkg, stdio: 'inherit' })
   if (made.status !== 0) fail(`jco new exited with ${made.status}`)
   return component
@@ -102,7 +102,7 @@ let wasm = process.env.OMA_PORTABLE_WASM
 if (wasm) console.error(`build: [1/3] using OMA_PORTABLE_WASM=${wasm}`)
 else wasm = await cargoBuild(process.env.OMA_PROFILE || 'wasm-release')
 if (!existsSync(wasm)) fail(`${wasm} does not exist`)
-console.error(`build: oma_portable.wasm is ${statSync(wasm).size} bytes (${elapsed()})`)
+console.error(`build: oma_portable_json.wasm is ${statSync(wasm).size} bytes (${elapsed()})`)
 // The package ships only the transpiled component (gen/); an older build's copy is removed.
 rmSync(join(pkg, 'wasm'), { recursive: true, force: true })
 
@@ -111,7 +111,7 @@ rmSync(join(pkg, 'gen'), { recursive: true, force: true })
 console.error('build: [2/3] transpiling it with jco into gen/')
 const transpile = spawnSync(
   process.execPath,
-  [jco, 'transpile', wasm, '--name', 'oma_portable', '-o', join(pkg, 'gen'), '--base64-cutoff', '0', '--quiet'],
+  [jco, 'transpile', wasm, '--name', 'oma_portable_json', '-o', join(pkg, 'gen'), '--base64-cutoff', '0', '--quiet'],
   { cwd: pkg, stdio: 'inherit' },
 )
 if (transpile.status !== 0) fail(`jco transpile exited with ${transpile.status}`)
@@ -119,7 +119,7 @@ if (transpile.status !== 0) fail(`jco transpile exited with ${transpile.status}`
 // Speed patches to jco's output (see scripts/patch-gen.mjs); each fails the build when jco's
 // code is not what it expects.
 console.error('build: [3/3] patching and checking the transpiled module')
-let js = readFileSync(join(pkg, 'gen', 'oma_portable.js'), 'utf8')
+let js = readFileSync(join(pkg, 'gen', 'oma_portable_json.js'), 'utf8')
 let cores
 try {
   // One module for Node and Workers: its core modules are imported statically through
@@ -131,7 +131,7 @@ try {
   fail(e.message)
 }
 
-// The portable world imports nothing: the generated module imports only its own core modules.
+// The world imports nothing: the generated module imports only its own core modules.
 const imports = [...js.matchAll(/^\s*import\s[^;]*?from\s+['"]([^'"]+)['"]/gm)].map((m) => m[1])
 const dynamic = [...js.matchAll(/import\(['"]([^'"]+)['"]\)/g)].map((m) => m[1])
 const foreign = [...imports, ...dynamic].filter((spec) => !/^#oma-core\/[A-Za-z0-9_.-]+\.wasm$/.test(spec))
@@ -139,7 +139,7 @@ if (foreign.length > 0 || js.includes('preview2-shim')) {
   fail(`the transpiled component imports ${foreign.join(', ') || 'preview2-shim'}; expected only its core modules`)
 }
 try {
-  writeFileSync(join(pkg, 'gen', 'oma_portable.js'), await minifyGenerated(js, 'gen/oma_portable.js'))
+  writeFileSync(join(pkg, 'gen', 'oma_portable_json.js'), await minifyGenerated(js, 'gen/oma_portable_json.js'))
   writeLoaders(join(pkg, 'gen'), cores)
 } catch (e) {
   fail(e.message)

@@ -1,4 +1,4 @@
-// Speed patches for jco's generated gen/oma_portable.js (jco 1.35.0, pinned), applied by
+// Speed patches for jco's generated gen/oma_portable_json.js (jco 1.35.0, pinned), applied by
 // `npm run build` after `jco transpile`. Each patch replaces one exact piece of jco's output and
 // fails the build when that piece is not found exactly once (a jco upgrade must re-check them).
 // None changes what crosses the component boundary.
@@ -23,7 +23,7 @@
 //    literals, getter calls) were built on each one even with logging off. With the flag a
 //    constant, the minifier drops the guarded statements.
 //
-// Usage: node scripts/patch-gen.mjs [gen/oma_portable.js]
+// Usage: node scripts/patch-gen.mjs [gen/oma_portable_json.js]
 
 import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
@@ -180,7 +180,7 @@ export function patchGenerated(js) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const file = process.argv[2] ?? fileURLToPath(new URL('../gen/oma_portable.js', import.meta.url))
+  const file = process.argv[2] ?? fileURLToPath(new URL('../gen/oma_portable_json.js', import.meta.url))
   writeFileSync(file, patchGenerated(readFileSync(file, 'utf8')))
   console.error(`patch-gen: patched ${file}`)
 }

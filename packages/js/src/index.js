@@ -1,4 +1,4 @@
-// oma-component: OMA's Agent / runAgent over the `portable` world of oma_portable.wasm.
+// oma-component: OMA's Agent / runAgent over the `portable-json` world of oma_portable_json.wasm.
 //
 // The component never does I/O. Every run is a driver session that the package steps: it asks
 // for the next step, performs it with the platform's means (fetch, timers, the caller's hook and

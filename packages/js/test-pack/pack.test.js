@@ -1,7 +1,7 @@
 // The packaging test: the npm tarball installs into an empty project with no Rust on PATH (no
 // cargo, rustc or rustup: PATH is filtered) and works there against a loopback provider, from
 // JavaScript and from strict TypeScript. It holds only what runs: the sources, the transpiled
-// portable world (gen/oma_portable.js, its core modules and their Node and browser loaders), the types and
+// portable-json world (gen/oma_portable_json.js, its core modules and their Node and browser loaders), the types and
 // the README; and the same module serves Node and Workers.
 //
 // OMA_TARBALL names a tarball already packed (ci.sh packs once); without it the test packs one.
@@ -51,13 +51,16 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     const files = listing.filter((f) => !f.endsWith('/')).sort()
     assert.deepEqual(files, [
       'README.md', 'builtin-tools.d.ts', 'classifiers.d.ts', 'eval-file.d.ts', 'eval.d.ts', 'gateway.d.ts',
-      'gen/bytes/oma_portable.core.wasm.js', 'gen/bytes/oma_portable.core2.wasm.js', 'gen/bytes/oma_portable.core3.wasm.js',
-      'gen/interfaces/oma-agent-codec.d.ts', 'gen/interfaces/oma-agent-driver.d.ts',
-      'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts',
-      'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts', 'gen/node/oma_portable.core.wasm.js', 'gen/node/oma_portable.core2.wasm.js',
-      'gen/node/oma_portable.core3.wasm.js', 'gen/oma_portable.core.wasm', 'gen/oma_portable.core2.wasm',
-      'gen/oma_portable.core3.wasm', 'gen/oma_portable.d.ts', 'gen/oma_portable.js',
-      'gen/web/oma_portable.core.wasm.js', 'gen/web/oma_portable.core2.wasm.js', 'gen/web/oma_portable.core3.wasm.js',
+      'gen/bytes/oma_portable_json.core.wasm.js', 'gen/bytes/oma_portable_json.core2.wasm.js',
+      'gen/bytes/oma_portable_json.core3.wasm.js',
+      'gen/interfaces/oma-agent-exchange.d.ts', 'gen/interfaces/oma-agent-json-codec.d.ts',
+      'gen/interfaces/oma-agent-json-driver.d.ts', 'gen/interfaces/oma-agent-outcome.d.ts',
+      'gen/interfaces/oma-agent-types.d.ts', 'gen/interfaces/oma-agent-wire.d.ts',
+      'gen/node/oma_portable_json.core.wasm.js', 'gen/node/oma_portable_json.core2.wasm.js',
+      'gen/node/oma_portable_json.core3.wasm.js', 'gen/oma_portable_json.core.wasm', 'gen/oma_portable_json.core2.wasm',
+      'gen/oma_portable_json.core3.wasm', 'gen/oma_portable_json.d.ts', 'gen/oma_portable_json.js',
+      'gen/web/oma_portable_json.core.wasm.js', 'gen/web/oma_portable_json.core2.wasm.js',
+      'gen/web/oma_portable_json.core3.wasm.js',
       'index.d.ts', 'mcp.d.ts', 'observability-file.d.ts', 'observability.d.ts', 'package.json',
       'pool.d.ts', 'src/agent/agent.js', 'src/agent/config.js', 'src/agent/external-backend.js',
       'src/agent/input.js', 'src/agent/llm-adapter.js', 'src/agent/pool.js', 'src/agent/process-backend.js', 'src/agent/result.js',
@@ -97,9 +100,9 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
     // Workers and to a loader elsewhere.
     const installed = join(app, 'node_modules', 'oma-component')
     const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'))
-    const gen = readFileSync(join(installed, 'gen', 'oma_portable.js'), 'utf8')
+    const gen = readFileSync(join(installed, 'gen', 'oma_portable_json.js'), 'utf8')
     const cores = [...gen.matchAll(/from\s*['"]#oma-core\/([^'"]+)['"]/g)].map((m) => m[1])
-    assert.deepEqual(cores.sort(), ['oma_portable.core.wasm', 'oma_portable.core2.wasm', 'oma_portable.core3.wasm'])
+    assert.deepEqual(cores.sort(), ['oma_portable_json.core.wasm', 'oma_portable_json.core2.wasm', 'oma_portable_json.core3.wasm'])
     const targets = (value) => (typeof value === 'string' ? [value] : Object.values(value).flatMap(targets))
     const coreTargets = targets(manifest.imports['#oma-core/*'])
     assert.equal(coreTargets.length, 5)
@@ -109,7 +112,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       }
     }
     for (const target of targets(manifest.imports['#platform'])) assert.ok(existsSync(join(installed, target)), target)
-    assert.ok(existsSync(join(installed, manifest.imports['#oma-portable'])))
+    assert.ok(existsSync(join(installed, manifest.imports['#oma-portable-json'])))
 
     writeFileSync(join(app, 'main.js'), `
       import { Agent, InvalidMessageError } from 'oma-component'

@@ -7,7 +7,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
-import { codec } from '#oma-portable'
+import { driver } from '../src/component.js'
 import { mediaOk } from '../src/llm/validate.js'
 
 const fixture = (name) => JSON.parse(readFileSync(new URL(`../../../fixtures/${name}`, import.meta.url), 'utf8'))
@@ -42,7 +42,13 @@ function fixtureSources() {
   return found
 }
 
-/** The component's verdict on `source` at `place`: whether OMA JSON holding it is accepted. */
+/** An agent of the component whose run input is judged (no run is stepped: nothing is sent). */
+const judge = driver.Agent.create(JSON.stringify({ model: 'm', provider: 'openai', apiKey: 'k' }))
+
+/**
+ * The component's verdict on `source` at `place`: whether a run's input holding it is accepted
+ * (a run's messages pass the same guard and typing as every OMA JSON message list).
+ */
 function componentAccepts(source, place) {
   const content = place === 'video'
     ? [{ type: 'video', source }]
@@ -52,7 +58,7 @@ function componentAccepts(source, place) {
         content: [place === 'image' ? { type: 'image', source } : { type: 'file', filename: 'f.bin', source }],
       }]
   try {
-    codec.messagesFromJson(JSON.stringify([{ role: 'user', content }]))
+    judge.run(JSON.stringify([{ role: 'user', content }]), { seed: 0n })
     return true
   } catch (e) {
     const message = e?.payload?.message ?? e?.message ?? String(e)

@@ -84,10 +84,12 @@ test('the Workers build runs under workerd: a run reaches the loopback provider'
   // default `wasm-release` build: 553,282 bytes on 3 December 2026, plus about 2%; 567,975 bytes
   // on 6 December 2026 once OMA's bash classifier moved into the component, plus about 1%; 617,426
   // bytes that day with OMA's trace records, materializeRun and the receipt, plus about 2%;
-  // 634,450 bytes that day with the agent's own LLM adapter, plus about 2%). The 450 KiB
-  // goal is reached only by an `OMA_PROFILE=wasm-size` build, which is slower on long
-  // conversations; an `OMA_PROFILE=release` build is larger.
-  const ceiling = 647_000
+  // 634,450 bytes that day with the agent's own LLM adapter, plus about 2%; 550,895 bytes that
+  // day with the package's own world, `portable-json`, which carries none of the typed exports'
+  // glue, plus about 2%). The 450 KiB goal is missed by the core module alone (about 506 KB
+  // gzipped); an `OMA_PROFILE=wasm-size` build is smaller and slower on long conversations, an
+  // `OMA_PROFILE=release` build larger.
+  const ceiling = 562_000
   assert.ok(built.gzipBytes <= ceiling,
     `the bundle is ${built.gzipBytes} bytes gzipped, over its ceiling of ${ceiling} bytes`)
 })

@@ -27,7 +27,7 @@ export class Agent {
     this.#host = host
     const tools = resolveTools(host).json
     this.#toolsKey = JSON.stringify(tools)
-    this.#agent = callComponent(() => driver.Agent.createJson(JSON.stringify({ ...json, tools })))
+    this.#agent = callComponent(() => driver.Agent.create(JSON.stringify({ ...json, tools })))
     this.name = host.name
     this.config = config
   }
@@ -36,10 +36,10 @@ export class Agent {
   #agentFor(run) {
     const key = JSON.stringify(run.tools.json)
     if (key !== this.#toolsKey) {
-      const history = JSON.parse(this.#agent.getHistoryJson())
+      const history = JSON.parse(this.#agent.history())
       const json = { ...this.#json, tools: run.tools.json, history }
       const previous = this.#agent
-      this.#agent = callComponent(() => driver.Agent.createJson(JSON.stringify(json)))
+      this.#agent = callComponent(() => driver.Agent.create(JSON.stringify(json)))
       previous[Symbol.dispose ?? Symbol.for('dispose')]?.()
       this.#toolsKey = key
     }
@@ -69,8 +69,8 @@ export class Agent {
     if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.runJsonParts(parts.text, parts.strings, sessionOptions(run))
-      : agent.runJson(parts.text, sessionOptions(run)))
+      ? agent.runParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.run(parts.text, sessionOptions(run)))
     return this.#settle(complete(session, this.#host, run))
   }
 
@@ -80,8 +80,8 @@ export class Agent {
     const run = newRun(this.#host, options)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.streamJsonParts(parts.text, parts.strings, sessionOptions(run))
-      : agent.streamJson(parts.text, sessionOptions(run)))
+      ? agent.streamParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.stream(parts.text, sessionOptions(run)))
     return streamEvents(session, this.#host, run)
   }
 
@@ -92,14 +92,14 @@ export class Agent {
     if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
-      ? agent.promptJsonParts(parts.text, parts.strings, sessionOptions(run))
-      : agent.promptJson(parts.text, sessionOptions(run)))
+      ? agent.promptParts(parts.text, parts.strings, sessionOptions(run))
+      : agent.prompt(parts.text, sessionOptions(run)))
     return this.#settle(complete(session, this.#host, run))
   }
 
   /** A copy of the persistent history (OMA LLMMessage[]). */
   getHistory() {
-    return JSON.parse(this.#agent.getHistoryJson())
+    return JSON.parse(this.#agent.history())
   }
 
   /** Clears the persistent history. */

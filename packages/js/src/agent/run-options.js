@@ -45,12 +45,12 @@ export function newRun(host, options, observability) {
 }
 
 /**
- * The options a run's session is made with: JSON payloads, a fresh seed, trace ids when traced
- * the legacy way (by `onTrace`, or by a `LegacyCallbackTraceSink` reading the events its records
- * carry), and the records' options when the run has sinks.
+ * The options a run's session is made with: a fresh seed, trace ids when traced the legacy way
+ * (by `onTrace`, or by a `LegacyCallbackTraceSink` reading the events its records carry), and
+ * the records' options when the run has sinks.
  */
 export function sessionOptions(run) {
-  const out = { payloads: 'json', seed: seed() }
+  const out = { seed: seed() }
   if (run?.onTrace !== undefined || run?.observability?.legacy) {
     // OMA's trace ids: the run's identity, the caller's span and parent, the agent's trace name.
     const o = run.options

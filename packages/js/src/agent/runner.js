@@ -129,7 +129,7 @@ export async function* drive(session, host, run) {
       } catch (e) {
         throw fromComponent(e)
       }
-      if (polled.tag === 'finished') return JSON.parse(polled.val.val)
+      if (polled.tag === 'finished') return JSON.parse(polled.val)
       if (polled.tag === 'waiting') {
         const { due, wakeAtMs } = polled.val
         if (model?.streaming() && !pending.has('model') && due.some((d) => d.tag === 'model')) {
@@ -166,15 +166,15 @@ export async function* drive(session, host, run) {
       }
       switch (step.tag) {
         case 'before-run': {
-          const raw = JSON.parse(step.val.val)
+          const raw = JSON.parse(step.val)
           // OMA's context: the prompt, the messages, and the agent's configuration (without
           // hooks and secrets); `config` is the component's view of it, kept for older callers.
           const context = { prompt: raw.prompt, messages: raw.messages, agent: host.agentInfo, config: raw.config }
           const answer = (async () => {
             try {
-              return { tag: 'json', val: hookAnswer(await host.beforeRun(context)) }
+              return { tag: 'ok', val: hookAnswer(await host.beforeRun(context)) }
             } catch (error) {
-              return { tag: 'failed', val: errorMessage(error) }
+              return { tag: 'err', val: errorMessage(error) }
             }
           })()
           settle('before-run', answer.then((hook) => (s) => s.answer({ tag: 'hook', val: hook })))
@@ -251,7 +251,7 @@ export async function* drive(session, host, run) {
           // OMA's custom strategy: the user's function gets the conversation and its estimate;
           // what it returns goes back as JSON for the component's checks (anything but a
           // non-empty message list ends the run with OMA's error), what it throws fails the run.
-          const messages = JSON.parse(step.val.messages.val)
+          const messages = JSON.parse(step.val.messages)
           const estimated = Number(step.val.estimatedTokens)
           const answer = (async () => {
             try {
@@ -283,7 +283,7 @@ export async function* drive(session, host, run) {
           break
         }
         case 'trace':
-          if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val.val))
+          if (run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val))
           break
         case 'trace-records':
           // Handed to the sinks now, in order; nothing is waited for and no answer is owed.
@@ -293,7 +293,7 @@ export async function* drive(session, host, run) {
           session.answer({ tag: 'validated', val: validateOutput(host, run, step.val) })
           break
         case 'evaluation': {
-          const evaluationCase = JSON.parse(step.val.val)
+          const evaluationCase = JSON.parse(step.val)
           if (evaluationCase.payload === null || evaluationCase.payload === undefined) delete evaluationCase.payload
           await safely(host.onCase, evaluationCase)
           break

@@ -68,7 +68,7 @@ async function runAgentWith(config, input, options, onProgress, observability) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgentJson(JSON.stringify(json), text, runOptions, sessionOptions(run)),
+    driver.runAgent(JSON.stringify(json), text, runOptions, sessionOptions(run)),
   )
   return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union, cast
 
 from ._rules import judge_step
 from ._types import ScoreResult
@@ -36,11 +36,12 @@ def _shape(judge: Any) -> Any:
 
 def _issues(error: Exception) -> str:
     """OMA's validation message from a pydantic error: ``  - <path>: <message>`` per issue."""
-    errors = getattr(error, "errors", None)
+    errors: Any = getattr(error, "errors", None)
     if not callable(errors):
         return str(error)
     lines = []
-    for issue in errors():
+    issues: List[Any] = list(cast(Callable[[], Iterable[Any]], errors)())
+    for issue in issues:
         loc = issue.get("loc") or ()
         lines.append(f"  - {'.'.join(str(p) for p in loc) if loc else '(root)'}: {issue.get('msg', '')}")
     return "Output validation failed:\n" + "\n".join(lines)

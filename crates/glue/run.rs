@@ -113,8 +113,6 @@ pub(super) fn from_wit_trace_options(options: oc::TraceOptions) -> TraceOptions 
         parent_id: options.parent_id,
         agent: options.agent,
         task_id: options.task_id,
-        // OMA traces no failed call; only the gateway asks for them.
-        failed_calls: false,
     }
 }
 

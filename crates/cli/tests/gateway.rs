@@ -1033,6 +1033,8 @@ fn run_suite(kind: HostKind) {
             models_lists_the_configured_models,
             messages_answers_anthropics_shape,
             chat_fields_reach_the_provider_or_are_refused,
+            nested_fields_reach_the_provider_or_are_refused,
+            answers_carry_the_stop_sequence_and_cache_reads,
             claude_codes_requests_reach_anthropic_as_sent,
         );
         if kind.exports_traces() {
@@ -3360,6 +3362,193 @@ async fn chat_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> anyh
             }
         }
     }
+    Ok(())
+}
+
+/// Nested fields through both chat routes: what OMA's model has no place for (a message's
+/// `name`, a strict function, a text block's `citations` away from Anthropic) is a `400`
+/// naming its place and the target with nothing sent; a default (`detail: "auto"`) is
+/// accepted; an Anthropic target of `/v1/messages` gets every nested field as written.
+async fn nested_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let (openai, anthropic) = ("openai/gpt-4o", "anthropic/claude-sonnet-4-6");
+    let named = json!([{"role": "user", "content": "Hello?", "name": "ann"}]);
+    let detail = |level: &str| {
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "What is it?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png",
+                                                "detail": level}}]}])
+    };
+    let cited = json!([{"role": "user", "content": "Hello?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hi.",
+                                           "citations": [{"type": "char_location"}]}]},
+        {"role": "user", "content": "And?"}]);
+    let tools = |strict: bool| {
+        json!([{"type": "function", "function": {"name": "look", "strict": strict,
+                                                  "parameters": {"type": "object"}}}])
+    };
+    type Case = (
+        &'static str,
+        &'static str,
+        Value,
+        Option<Value>,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "/v1/chat/completions",
+            openai,
+            named.clone(),
+            None,
+            Some("messages[0].name"),
+        ),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            named,
+            None,
+            Some("messages[0].name"),
+        ),
+        ("/v1/chat/completions", openai, detail("auto"), None, None),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            detail("high"),
+            None,
+            Some("messages[0].content[1].image_url.detail"),
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            named_free(),
+            Some(tools(false)),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            openai,
+            named_free(),
+            Some(tools(true)),
+            Some("tools[0].function.strict"),
+        ),
+        ("/v1/messages", anthropic, cited.clone(), None, None),
+        (
+            "/v1/messages",
+            openai,
+            cited,
+            None,
+            Some("messages[1].content[0].citations"),
+        ),
+    ];
+    for (path, model, messages, tools, refused) in cases {
+        let mut body = json!({"model": model, "max_tokens": 64, "messages": messages});
+        if let Some(tools) = tools {
+            body["tools"] = tools;
+        }
+        let case = format!("{path} to {model} ({refused:?})");
+        let (response, sent) = gw.send_counting(Call::post_json(path, &body)).await?;
+        match refused {
+            None => {
+                response.expect_json(200).context(case.clone())?;
+                ensure!(sent.len() == 1, "{case}: {} provider requests", sent.len());
+                if path == "/v1/messages" {
+                    let request = sent[0].json().context("a JSON provider request")?;
+                    ensure!(
+                        request["messages"][1]["content"][0]["citations"]
+                            == json!([{"type": "char_location"}]),
+                        "{case}: the provider got {request}"
+                    );
+                }
+            }
+            Some(place) => {
+                ensure!(response.status == 400, "{case}: {}", response.status);
+                let text = response.text();
+                ensure!(
+                    text.contains(&format!("`{place}`")) && text.contains(model),
+                    "{case}: {text}"
+                );
+                ensure!(sent.is_empty(), "{case}: {} provider requests", sent.len());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A one-message conversation with no nested field.
+fn named_free() -> Value {
+    json!([{"role": "user", "content": "Hello?"}])
+}
+
+/// Answers say what the provider said: the stop sequence Anthropic names (whole and in the
+/// stream's `message_delta`), and the tokens read from OpenAI's prompt cache in both routes'
+/// usage (`cache_read_input_tokens`, `prompt_tokens_details.cached_tokens`).
+async fn answers_carry_the_stop_sequence_and_cache_reads(gw: &Gateway<'_>) -> anyhow::Result<()> {
+    let body = |model: &str| {
+        json!({"model": model, "max_tokens": 64,
+               "messages": [{"role": "user", "content": "Count."}]})
+    };
+    let anthropic = r#"{"id":"m","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"one two"}],"stop_reason":"stop_sequence","stop_sequence":"THREE","usage":{"input_tokens":5,"output_tokens":3}}"#;
+    gw.simulator.script([Reply::json(200, anthropic)]);
+    let response = gw
+        .send(Call::post_json("/v1/messages", &body("anthropic/claude-x")))
+        .await;
+    gw.simulator.clear_script();
+    let message = response?.expect_json(200)?;
+    ensure!(
+        message["stop_sequence"] == json!("THREE"),
+        "stop_sequence {}",
+        message["stop_sequence"]
+    );
+    let stream = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",",
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],",
+        "\"stop_reason\":null,\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":",
+        "\"stop_sequence\",\"stop_sequence\":\"THREE\"},\"usage\":{\"output_tokens\":3}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    gw.simulator.script([Reply::sse(stream)]);
+    let mut streamed = body("anthropic/claude-x");
+    streamed["stream"] = json!(true);
+    let response = gw.send(Call::post_json("/v1/messages", &streamed)).await;
+    gw.simulator.clear_script();
+    let response = response?;
+    ensure!(response.status == 200, "stream status {}", response.status);
+    let delta = parse_sse(&response.text())
+        .into_iter()
+        .filter(|e| e.name == "message_delta")
+        .find_map(|e| serde_json::from_str::<Value>(&e.data).ok())
+        .context("a message_delta")?;
+    ensure!(
+        delta["delta"]["stop_sequence"] == json!("THREE"),
+        "message_delta {delta}"
+    );
+    let openai = r#"{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"one two"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":3,"total_tokens":1003,"prompt_tokens_details":{"cached_tokens":896}}}"#;
+    gw.simulator
+        .script([Reply::json(200, openai), Reply::json(200, openai)]);
+    let messages = gw
+        .send(Call::post_json("/v1/messages", &body("openai/gpt-4o")))
+        .await;
+    let chat = gw
+        .send(Call::post_json(
+            "/v1/chat/completions",
+            &body("openai/gpt-4o"),
+        ))
+        .await;
+    gw.simulator.clear_script();
+    let message = messages?.expect_json(200)?;
+    ensure!(
+        message["usage"]
+            == json!({"input_tokens": 104, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 896, "output_tokens": 3})
+            && message["stop_sequence"] == Value::Null,
+        "{message}"
+    );
+    let completion = chat?.expect_json(200)?;
+    ensure!(
+        completion["usage"]["prompt_tokens"] == json!(1000)
+            && completion["usage"]["prompt_tokens_details"] == json!({"cached_tokens": 896}),
+        "{completion}"
+    );
     Ok(())
 }
 

@@ -16,6 +16,7 @@ mod common;
 mod contract;
 mod corpus;
 mod driver;
+mod eval_rules;
 mod guard;
 mod hardening;
 mod harness;

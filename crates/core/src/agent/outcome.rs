@@ -200,6 +200,31 @@ mod tests {
     use super::*;
     use crate::agent::evaluation::js_len;
 
+    /// A result's `tokenUsage` is OMA's two counts, whatever the provider said of its cache.
+    #[test]
+    fn token_usage_is_omas_two_counts() {
+        let outcome = RunOutcome {
+            output: "ok".into(),
+            messages: Vec::new(),
+            token_usage: TokenUsage {
+                input_tokens: 400,
+                output_tokens: 7,
+                cache_creation_input_tokens: 5,
+                cache_read_input_tokens: 6,
+                cached_input_tokens: 320,
+            },
+            tool_calls: Vec::new(),
+            turns: 1,
+            ending: Ending::Completed,
+            loop_detected: false,
+            structured: None,
+        };
+        assert_eq!(
+            outcome_json(&outcome)["tokenUsage"],
+            json!({"input_tokens": 400, "output_tokens": 7})
+        );
+    }
+
     fn provider(status: Option<u16>, message: &str) -> Error {
         Error::Provider {
             provider: "openai".into(),
@@ -533,7 +558,12 @@ pub fn outcome_json(outcome: &RunOutcome) -> Value {
         "success": outcome.success(),
         "output": outcome.output,
         "messages": crate::json::messages_to_value(&outcome.messages),
-        "tokenUsage": outcome.token_usage,
+        // OMA's `TokenUsage` holds the two counts only; what the provider said of its prompt
+        // cache stays in the model call's usage (its span, the gateway's answers).
+        "tokenUsage": {
+            "input_tokens": outcome.token_usage.input_tokens,
+            "output_tokens": outcome.token_usage.output_tokens,
+        },
         "toolCalls": tool_calls,
         "turns": outcome.turns,
     });

@@ -31,11 +31,6 @@ pub struct TraceOptions {
     pub agent: Option<String>,
     /// The task id events carry (OMA's `taskId`); none when absent.
     pub task_id: Option<String>,
-    /// Also trace the model calls that failed, as `llm_call` events with an
-    /// [`TraceData::LlmCall::error`]. OMA traces none (its `onTrace` never sees them), so this
-    /// is off for hosts that deliver OMA's events; the gateway turns it on for its
-    /// OpenTelemetry spans, where a failed call is a span with `error.type`.
-    pub failed_calls: bool,
 }
 
 /// Which model call an `llm_call` was.
@@ -60,12 +55,8 @@ impl LlmPhase {
 /// What one event is about.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TraceData {
-    /// One model call that answered (a call that failed has no event, as in OMA, unless the
-    /// run was traced with [`TraceOptions::failed_calls`]).
-    ///
-    /// `provider`, `response_model` and `error` are not part of OMA's event JSON
-    /// ([`TraceEvent::to_json`] leaves them out); they are what an OpenTelemetry span of the
-    /// call needs besides it (the gateway's export).
+    /// One model call that answered (a call that failed has no event, as in OMA; its span's
+    /// end record has its failure).
     LlmCall {
         /// The model asked.
         model: String,
@@ -73,14 +64,8 @@ pub enum TraceData {
         phase: LlmPhase,
         /// The turn it belongs to, from 1.
         turn: u32,
-        /// The call's token usage (zero for a failed call).
+        /// The call's token usage.
         tokens: TokenUsage,
-        /// The provider asked (`anthropic`, `openai`, ...), when the run names one.
-        provider: Option<String>,
-        /// The model the provider says answered, when it answered.
-        response_model: Option<String>,
-        /// Why the call failed ([`error_type`]): `None` for a call that answered.
-        error: Option<String>,
     },
     /// One tool call that was answered.
     ToolCall {
@@ -163,7 +148,6 @@ impl TraceEvent {
                 phase,
                 turn,
                 tokens,
-                ..
             } => {
                 out.insert("model".into(), json!(model));
                 out.insert("phase".into(), json!(phase.word()));
@@ -228,21 +212,6 @@ pub fn uuid_v4(rng: &mut Rng) -> String {
     id
 }
 
-/// The class of a failed call, as a trace records it: the provider's HTTP status when it
-/// answered with one (`429`, `503`), the error's name otherwise (`TimeoutError`,
-/// `ConnectionError`, ...). Never the error's message, which may quote what the provider said.
-pub fn error_type(error: &crate::error::Error) -> String {
-    error_type_of(error.http_status(), error.name())
-}
-
-/// [`error_type`] from an error's status and name, as a run's `errorInfo` keeps them.
-pub fn error_type_of(http_status: Option<u16>, name: &str) -> String {
-    match http_status {
-        Some(code) => code.to_string(),
-        None => name.to_owned(),
-    }
-}
-
 /// OMA's `redactSensitiveObject`: the value with every field whose name looks sensitive
 /// replaced by `[redacted]`, and secrets redacted from every string, its shape kept.
 pub fn redact_value(value: &Value) -> Value {
@@ -297,30 +266,5 @@ mod tests {
                 "n": 3,
             })
         );
-    }
-
-    #[test]
-    fn error_types_are_statuses_or_names_never_messages() {
-        let status = crate::error::Error::Provider {
-            provider: "openai".into(),
-            status: Some(429),
-            message: "slow down, key sk-secret".into(),
-            code: None,
-            error_type: None,
-        };
-        assert_eq!(error_type(&status), "429");
-        let refused = crate::error::Error::Provider {
-            provider: "openai".into(),
-            status: None,
-            message: "connection refused to 127.0.0.1:9".into(),
-            code: None,
-            error_type: None,
-        };
-        assert_eq!(error_type(&refused), "ProviderError");
-        let timeout = crate::error::Error::Timeout {
-            provider: "openai".into(),
-            timeout_ms: 5000,
-        };
-        assert_eq!(error_type(&timeout), "LLMCallTimeoutError");
     }
 }

@@ -1076,51 +1076,6 @@ fn a_failed_call_has_no_llm_call_event() {
     assert_eq!(host.traces[0].run_id.len(), 36, "a made-up UUID");
 }
 
-/// With `failed_calls` (the gateway's traces), a failed model call is an `llm_call` event with
-/// its error class and no usage, before the `agent` event; an answered one names the provider
-/// and the model that answered. OMA's JSON of either has none of these fields.
-#[test]
-fn failed_calls_are_traced_when_asked_for() {
-    let mut host = Host::replying(&[(
-        400,
-        r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#,
-    )]);
-    let options = crate::agent::trace::TraceOptions {
-        failed_calls: true,
-        ..Default::default()
-    };
-    let mut machine =
-        RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 1).with_trace(options);
-    let outcome = host.drive(&mut machine);
-    assert!(outcome.failure().is_some());
-    let kinds: Vec<&str> = host.traces.iter().map(|e| e.kind()).collect();
-    assert_eq!(kinds, ["llm_call", "agent"]);
-    match &host.traces[0].data {
-        crate::agent::trace::TraceData::LlmCall {
-            error,
-            tokens,
-            provider,
-            response_model,
-            ..
-        } => {
-            assert_eq!(error.as_deref(), Some("400"));
-            assert_eq!(tokens.input_tokens + tokens.output_tokens, 0);
-            assert_eq!(provider.as_deref(), Some(spec().provider.as_str()));
-            assert_eq!(response_model, &None);
-        }
-        other => panic!("{other:?}"),
-    }
-    let json = host.traces[0].to_json();
-    assert!(
-        json.get("error").is_none() && json.get("provider").is_none(),
-        "{json}"
-    );
-    assert_eq!(
-        host.traces[0].parent_id,
-        Some(host.traces[1].span_id.clone())
-    );
-}
-
 /// The shared structured-output table (`fixtures/structured-output.json`), natively.
 #[test]
 fn structured_output_fixtures() {

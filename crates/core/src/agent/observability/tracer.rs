@@ -23,11 +23,9 @@ use super::record::{
 use crate::agent::exchange::ToolGate;
 use crate::agent::outcome::{classify, truncate_units, Ending, Failure, RunOutcome};
 use crate::agent::redact::redact_secrets;
-use crate::agent::trace::{
-    error_type, error_type_of, redact_value, uuid_v4, LlmPhase, TraceData, TraceEvent, TraceOptions,
-};
+use crate::agent::trace::{redact_value, uuid_v4, LlmPhase, TraceData, TraceEvent, TraceOptions};
 use crate::error::Error;
-use crate::message::{LlmResponse, Role, TokenUsage, ToolResultContent};
+use crate::message::{LlmResponse, Role, ToolResultContent};
 use crate::rng::Rng;
 
 /// What the tracer has for the host, in order.
@@ -46,7 +44,6 @@ struct Legacy {
     /// The agent span's id, the parent of the other events.
     span_id: String,
     parent_id: Option<String>,
-    failed_calls: bool,
     rng: Rng,
 }
 
@@ -146,7 +143,6 @@ impl Tracer {
                 run_id,
                 span_id,
                 parent_id: options.parent_id,
-                failed_calls: options.failed_calls,
                 rng,
             }
         });
@@ -373,9 +369,6 @@ impl Tracer {
                 phase: open.phase,
                 turn: open.turn,
                 tokens: response.usage,
-                provider: self.provider.clone(),
-                response_model: response_model.clone(),
-                error: None,
             },
         );
         if let Some((id, mut attributes)) = open.span {
@@ -423,50 +416,20 @@ impl Tracer {
     /// The model call in flight failed at `now_ms` with `error`.
     pub(crate) fn llm_failed(&mut self, now_ms: u64, error: &Error) {
         let failure = classify(error, false, self.provider.as_deref());
-        self.llm_ended(now_ms, error_type(error), Some(&failure), StatusCode::Error);
+        self.llm_ended(now_ms, Some(&failure), StatusCode::Error);
     }
 
     /// The model call in flight, if any, ended with the run at `now_ms`: `failure` is the run's
     /// (its deadline), none for a run that ended otherwise (cancelled).
     fn llm_abandoned(&mut self, now_ms: u64, failure: Option<&Failure>) {
-        let class = match failure {
-            Some(failure) => {
-                error_type_of(failure.error_info.http_status, &failure.error_info.name)
-            }
-            None => "cancelled".to_owned(),
-        };
-        self.llm_ended(now_ms, class, failure, StatusCode::Cancelled);
+        self.llm_ended(now_ms, failure, StatusCode::Cancelled);
     }
 
-    /// Ends the model call in flight as failed: a legacy event only when the run traces failed
-    /// calls (OMA's `onTrace` sees none), a span end always.
-    fn llm_ended(
-        &mut self,
-        now_ms: u64,
-        class: String,
-        failure: Option<&Failure>,
-        otherwise: StatusCode,
-    ) {
+    /// Ends the model call in flight as failed: its span's end with the failure; no legacy
+    /// event (OMA's `onTrace` sees none for a failed call).
+    fn llm_ended(&mut self, now_ms: u64, failure: Option<&Failure>, otherwise: StatusCode) {
         let Some(open) = self.llm.take() else {
             return;
-        };
-        let traced = self.legacy.as_ref().is_some_and(|l| l.failed_calls);
-        let event = if traced {
-            self.legacy_event(
-                open.start_ms,
-                now_ms,
-                TraceData::LlmCall {
-                    model: open.model,
-                    phase: open.phase,
-                    turn: open.turn,
-                    tokens: TokenUsage::default(),
-                    provider: self.provider.clone(),
-                    response_model: None,
-                    error: Some(class),
-                },
-            )
-        } else {
-            None
         };
         if let Some((id, attributes)) = open.span {
             let (status, error) = match failure {
@@ -491,10 +454,9 @@ impl Tracer {
                 status,
                 error,
                 attributes,
-                event.as_ref(),
+                None,
             );
         }
-        self.event(event);
     }
 
     /// A span ends at `now_ms`: its record, with every attribute it carries and `oma.status`
@@ -896,6 +858,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::message::TokenUsage;
 
     fn records(traced: Vec<Traced>) -> Vec<Value> {
         traced
@@ -956,11 +919,7 @@ mod tests {
         let mut out = events(tracer.take());
         assert_eq!(out.len(), 1, "one event, no record");
         let event = out.remove(0);
-        assert!(matches!(
-            &event.data,
-            TraceData::LlmCall { provider: Some(p), response_model: Some(r), error: None, .. }
-                if p == "anthropic" && r == "m-2026"
-        ));
+        assert!(matches!(&event.data, TraceData::LlmCall { turn: 1, .. }));
         let text = serde_json::to_string(&event.to_json()).expect("JSON");
         let keys = [
             "type",
@@ -998,8 +957,10 @@ mod tests {
         }
     }
 
+    /// A failed model call has no legacy event (OMA's `onTrace` sees none), and its span ends
+    /// with OMA's classification of the failure.
     #[test]
-    fn failed_calls_are_legacy_events_only_when_asked_for_and_span_ends_always() {
+    fn a_failed_call_has_no_legacy_event_and_its_span_ends_with_the_failure() {
         let failed = Error::Provider {
             provider: "openai".into(),
             status: Some(503),
@@ -1011,12 +972,8 @@ mod tests {
         oma.llm_started(10, LlmPhase::Turn, "m");
         oma.llm_failed(20, &failed);
         assert!(oma.take().is_empty(), "OMA traces none");
-        let options = TraceOptions {
-            failed_calls: true,
-            ..TraceOptions::default()
-        };
         let mut gateway = Tracer::new(
-            Some(options),
+            Some(TraceOptions::default()),
             Some(RecordOptions::default()),
             "a",
             Some("openai"),
@@ -1027,20 +984,10 @@ mod tests {
         gateway.llm_started(10, LlmPhase::Turn, "m");
         gateway.llm_failed(20, &failed);
         let out = gateway.take();
-        let event = events(
-            out.iter()
-                .filter_map(|t| match t {
-                    Traced::Event(e) => Some(Traced::Event(e.clone())),
-                    Traced::Record(_) => None,
-                })
-                .collect(),
-        )
-        .remove(0);
-        assert_eq!((event.start_ms, event.end_ms), (10, 20));
-        assert!(matches!(
-            &event.data,
-            TraceData::LlmCall { error: Some(e), turn: 1, response_model: None, .. } if e == "503"
-        ));
+        assert!(
+            out.iter().all(|t| matches!(t, Traced::Record(_))),
+            "no legacy event"
+        );
         let end = records(out).pop().expect("the span's end");
         assert_eq!(end["recordType"], "span_end");
         assert_eq!(

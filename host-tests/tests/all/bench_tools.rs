@@ -57,7 +57,11 @@ fn load(url: &str, body: &str, args: &[&str]) -> Value {
         .args(args)
         .output()
         .expect("bench-load runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("one JSON report")
 }
 
@@ -85,7 +89,14 @@ fn bench_load_counts_what_the_provider_answered() {
     let report = load(
         &url,
         body,
-        &["--connections", "2", "--requests", "20", "--expect", "simulator"],
+        &[
+            "--connections",
+            "2",
+            "--requests",
+            "20",
+            "--expect",
+            "simulator",
+        ],
     );
     assert_eq!(report["ok"], 20, "{report}");
     assert_eq!(report["failed"], 0, "{report}");
@@ -93,7 +104,10 @@ fn bench_load_counts_what_the_provider_answered() {
     assert_eq!(report["latency_ms"]["count"], 20, "{report}");
     let stats = provider_stats(&provider.url);
     assert_eq!(stats["requests"], 20, "{stats}");
-    assert!(stats["connections"].as_u64() <= Some(3), "kept alive (and this one): {stats}");
+    assert!(
+        stats["connections"].as_u64() <= Some(3),
+        "kept alive (and this one): {stats}"
+    );
 
     // An answer without the expected text is a failure, and so is a status that is not 2xx.
     let missing = load(
@@ -101,7 +115,10 @@ fn bench_load_counts_what_the_provider_answered() {
         body,
         &["--requests", "3", "--expect", "not in the answer"],
     );
-    assert_eq!((missing["ok"].as_u64(), missing["failed"].as_u64()), (Some(0), Some(3)));
+    assert_eq!(
+        (missing["ok"].as_u64(), missing["failed"].as_u64()),
+        (Some(0), Some(3))
+    );
     let unknown = load(
         &format!("{}/v1/nowhere", provider.url),
         body,
@@ -119,8 +136,12 @@ fn a_paced_stream_shows_its_gaps_and_its_first_chunk() {
     let stream = r#"{"model": "gpt-4o-mini", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
     let report = load(&url, stream, &["--requests", "2", "--expect", "simulator"]);
     assert_eq!(report["ok"], 2, "{report}");
-    let first = report["first_chunk_ms"]["p50"].as_f64().expect("a first chunk");
-    let gap = report["gap_ms"]["p50"].as_f64().expect("gaps between chunks");
+    let first = report["first_chunk_ms"]["p50"]
+        .as_f64()
+        .expect("a first chunk");
+    let gap = report["gap_ms"]["p50"]
+        .as_f64()
+        .expect("gaps between chunks");
     assert!(first < gap_ms, "the first event goes out at once: {report}");
     assert!(gap >= gap_ms * 0.9, "events {gap_ms} ms apart: {report}");
     let latency = report["latency_ms"]["p50"].as_f64().expect("a latency");
@@ -131,6 +152,9 @@ fn a_paced_stream_shows_its_gaps_and_its_first_chunk() {
     let whole = r#"{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}"#;
     let report = load(&url, whole, &["--requests", "2", "--expect", "simulator"]);
     assert_eq!(report["ok"], 2, "{report}");
-    assert!(report["latency_ms"]["p50"].as_f64().expect("a latency") < gap_ms, "{report}");
+    assert!(
+        report["latency_ms"]["p50"].as_f64().expect("a latency") < gap_ms,
+        "{report}"
+    );
     assert!(report["gap_ms"].is_null(), "one chunk, no gaps: {report}");
 }

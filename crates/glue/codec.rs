@@ -9,7 +9,9 @@ use oma_core::bash_risk::{self, BashRiskLevel as Level};
 use oma_core::json;
 
 use super::convert::*;
-use super::exports::oma::agent::codec::{BashRisk, BashRiskLevel, Guest, ProviderVariables};
+use super::exports::oma::agent::codec::{
+    BashRisk, BashRiskLevel, Guest, JudgeStep, ProviderVariables,
+};
 use super::wit::types as wit;
 use super::wit::wire;
 use super::Component;
@@ -96,6 +98,30 @@ impl Guest for Component {
                 trace.as_deref(),
             )?,
         )
+    }
+
+    fn score_builtin(
+        scorer: String,
+        options: String,
+        context: Option<String>,
+    ) -> Result<String, wit::Error> {
+        Ok(oma_core::eval::scorers::score_json(
+            &scorer,
+            &options,
+            context.as_deref(),
+        )?)
+    }
+
+    fn judge(step: JudgeStep, request: String) -> Result<String, wit::Error> {
+        use oma_core::eval::judge::{judge_json, Step};
+        let step = match step {
+            JudgeStep::Options => Step::Options,
+            JudgeStep::Prompt => Step::Prompt,
+            JudgeStep::Extract => Step::Extract,
+            JudgeStep::Verdict => Step::Verdict,
+            JudgeStep::Aggregate => Step::Aggregate,
+        };
+        Ok(judge_json(step, &request)?)
     }
 
     fn redact_sensitive_text(text: String) -> String {

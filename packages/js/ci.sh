@@ -47,7 +47,7 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 694,400 bytes (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 751,000 bytes (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
@@ -70,8 +70,10 @@ echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
 # jco's glue nor the core module carries the typed ones): 684,155 bytes on 6 December 2026
 # (-78,864 against 763,019): lowered to 694,400, about 1.5% above. The 600 KB goal is still
 # missed: the core module alone gzips to about 498 KB (docs/performance.md).
-if [ "$packed" -gt 694400 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 694400-byte ceiling" >&2
+# OMA's built-in scorers, judges and online evaluation (their rules in the core module, src/eval/
+# and the types) 51,921 bytes (736,076 on 6 December 2026): 751,000, about 2% above.
+if [ "$packed" -gt 751000 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 751000-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

@@ -1,5 +1,6 @@
 // Types for `oma-component/eval` (OMA: `@open-multi-agent/core/eval`).
-import type { AgentConfig, AgentRunResult, StructuredTraceError, TokenUsage, TraceAttributeValue } from './index.js'
+import type { AgentConfig, AgentRunResult, RunIdentity, RunStatus, StructuredTraceError, TokenUsage, TraceAttributeValue, ZodSchema } from './index.js'
+import type { FlushOptions, FlushResult } from './observability.js'
 
 /** A cost in one currency. */
 export interface RunCostSummary { readonly amount: number; readonly currency: string }
@@ -242,4 +243,99 @@ export declare class InMemoryEvalStore implements EvalStore {
   applyRetention(policy: EvalRetentionPolicy): Promise<DeleteResult>
   /** The records kept, in the order they were appended. */
   records(): EvalRecord[]
+}
+
+/** OMA's `createJudgeScorer` options: each judge an agent configuration run on the prompt. */
+export interface JudgeScorerOptions {
+  readonly name: string
+  readonly version?: string
+  readonly judges: readonly AgentConfig[]
+  /** Judges that must say pass for the scorer to pass; half of them rounded up by default. */
+  readonly quorum?: number
+  /** A zod schema, or a JSON Schema object; OMA's `{score, reason}` by default. */
+  readonly verdictSchema?: ZodSchema | Readonly<Record<string, unknown>>
+  readonly judgePrompt?: string | ((context: ScorerContext) => string)
+  readonly timeoutMs?: number
+}
+
+/** A scorer whose judges grade each sample; the mean of their scores, a quorum of passes. */
+export declare function createJudgeScorer(options: JudgeScorerOptions): Scorer
+
+export interface AnswerRelevancyScorerOptions extends Omit<JudgeScorerOptions, 'name' | 'verdictSchema' | 'judgePrompt'> {
+  readonly name?: string
+}
+/** OMA's answer-relevancy judge (named `answer_relevancy` unless named). */
+export declare function createAnswerRelevancyScorer(options: AnswerRelevancyScorerOptions): Scorer
+
+export interface CostBudgetScorerOptions {
+  readonly maxTokens?: number
+  readonly maxCostAmount?: number
+}
+/** Hard token and observed-cost ceilings (`cost_budget`). */
+export declare function costBudgetScorer(options: CostBudgetScorerOptions): Scorer
+/** Dependency-bearing tasks completed with every dependency successful (`dependency_utilization`). */
+export declare function dependencyUtilizationScorer(): Scorer
+export interface DuplicateWorkScorerOptions {
+  /** Similarity at or above this counts as duplicate work; 0.8 by default. */
+  readonly threshold?: number
+}
+/** Pairwise uniqueness of a team's task outputs (`duplicate_work`). */
+export declare function duplicateWorkScorer(options?: DuplicateWorkScorerOptions): Scorer
+export interface NoProgressScorerOptions {
+  /** Consecutive stalled attempts allowed; 2 by default. */
+  readonly maxStallTurns?: number
+}
+/** Consecutive failed task attempts that called no tool (`no_progress`). */
+export declare function noProgressScorer(options?: NoProgressScorerOptions): Scorer
+/** Structured output present, and matching `schema` (zod or JSON Schema) when given. */
+export declare function structuredOutputComplianceScorer(schema?: ZodSchema | Readonly<Record<string, unknown>>): Scorer
+/** The share of recorded tool calls that succeeded (`tool_call_success`). */
+export declare function toolCallSuccessScorer(): Scorer
+
+/** What a sampling rule sees of a settled run. */
+export interface OnlineSampleContext {
+  readonly identity: RunIdentity
+  readonly status: RunStatus
+  readonly metadata: Readonly<Record<string, TraceAttributeValue>>
+  readonly durationMs: number
+}
+
+export interface EvalDiagnostic {
+  readonly code: 'queue_full' | 'budget_exhausted' | 'scorer_failed' | 'store_append_failed' | 'flush_timeout' | 'enqueue_after_shutdown'
+  readonly severity: 'warning' | 'error'
+  /** Occurrences since the last diagnostic of this code was emitted. */
+  readonly count: number
+  readonly scorerName?: string
+  /** A fixed message: never run content or credentials. */
+  readonly message: string
+}
+
+/** `evaluation` of `OpenMultiAgent`: scorers run on a sample of settled runs, after they return. */
+export interface OnlineEvaluationConfig {
+  readonly scorers: readonly Scorer[]
+  /** A share in [0, 1], or a rule deciding per settled run. */
+  readonly sample: number | ((context: OnlineSampleContext) => boolean)
+  readonly maxConcurrent?: number
+  readonly maxQueueLength?: number
+  readonly budget?: { readonly maxEvaluationsPerMinute?: number; readonly maxCostPerHour?: number }
+  readonly store?: EvalStore
+  readonly storePayloads?: 'none' | 'redacted' | 'full'
+  readonly onResult?: (record: EvalRecord) => void
+  readonly onDiagnostic?: (diagnostic: EvalDiagnostic) => void
+  readonly diagnostics?: 'warn' | 'silent'
+}
+
+export interface OnlineEvaluationStats {
+  readonly sampled: number
+  readonly enqueued: number
+  readonly completed: number
+  readonly dropped: number
+  readonly failed: number
+  readonly storeFailed: number
+}
+
+export interface OnlineEvaluationLifecycle {
+  forceFlush(options?: FlushOptions): Promise<FlushResult>
+  shutdown(options?: FlushOptions): Promise<FlushResult>
+  getStats(): OnlineEvaluationStats
 }

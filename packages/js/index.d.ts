@@ -701,10 +701,14 @@ export interface OrchestratorConfig {
    */
   readonly observability?: ObservabilityConfig
   readonly onAgentStream?: (agentName: string, event: StreamEvent) => void
+  /** Online evaluation of a sample of the orchestrator's settled runs (`oma-component/eval`). */
+  readonly evaluation?: import('./eval.js').OnlineEvaluationConfig
 }
 
 export declare class OpenMultiAgent {
   constructor(config?: OrchestratorConfig)
+  /** The online evaluation's lifecycle; a no-op without `evaluation`. */
+  readonly evaluation: import('./eval.js').OnlineEvaluationLifecycle
   runAgent(config: AgentConfig, input: AgentRunInput, options?: RunAgentOptions): Promise<AgentRunResult>
 }
 

@@ -38,6 +38,7 @@ pub mod agent;
 pub mod bash_risk;
 pub mod environment;
 pub mod error;
+pub mod eval;
 pub mod http;
 pub mod json;
 pub mod limits;

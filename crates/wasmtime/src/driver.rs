@@ -21,13 +21,15 @@ use wasmtime::Store;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
-use crate::bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel};
+use crate::bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel, JudgeStep};
 use crate::bindings::oma::agent::exchange::ModelReply;
 use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
-use crate::bindings::portable::exports::oma::agent::codec::BashRiskLevel as PortableLevel;
+use crate::bindings::portable::exports::oma::agent::codec::{
+    BashRiskLevel as PortableLevel, JudgeStep as PortableStep,
+};
 use crate::bindings::portable::exports::oma::agent::driver::{
     Answer, CompressMessages, Due, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
     ResponseHead, RunReport, SessionOptions, Step, ToolAnswer, TraceReport, TransportFailure,
@@ -183,6 +185,42 @@ impl DriverGuest {
             .bindings
             .oma_agent_codec()
             .call_build_execution_receipt(&mut self.store, result, trace)
+            .await?)
+    }
+
+    /// `codec.score-builtin` of the portable world.
+    pub async fn score_builtin(
+        &mut self,
+        scorer: &str,
+        options: &str,
+        context: Option<&str>,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_score_builtin(&mut self.store, scorer, options, context)
+            .await?)
+    }
+
+    /// `codec.judge` of the portable world, taking the `component` world's step.
+    pub async fn judge(
+        &mut self,
+        step: JudgeStep,
+        request: &str,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        let step = match step {
+            JudgeStep::Options => PortableStep::Options,
+            JudgeStep::Prompt => PortableStep::Prompt,
+            JudgeStep::Extract => PortableStep::Extract,
+            JudgeStep::Verdict => PortableStep::Verdict,
+            JudgeStep::Aggregate => PortableStep::Aggregate,
+        };
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_judge(&mut self.store, step, request)
             .await?)
     }
 

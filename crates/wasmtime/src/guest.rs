@@ -2,7 +2,7 @@
 
 use wasmtime::Store;
 
-use crate::bindings::exports::oma::agent::codec::BashRisk;
+use crate::bindings::exports::oma::agent::codec::{BashRisk, JudgeStep};
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::oma::agent::wire::{ChatRequest, Endpoint, HttpRequest, LlmResponse};
 use crate::bindings::Component;
@@ -94,6 +94,40 @@ impl Guest {
             .bindings
             .oma_agent_codec()
             .call_build_execution_receipt(&mut self.store, result, trace)
+            .await?)
+    }
+
+    /// `codec.score-builtin`: one of OMA's built-in scorers by name, its options checked and
+    /// described (no `context`) or a sample scored (JSON in and out).
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn score_builtin(
+        &mut self,
+        scorer: &str,
+        options: &str,
+        context: Option<&str>,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_score_builtin(&mut self.store, scorer, options, context)
+            .await?)
+    }
+
+    /// `codec.judge`: one step of OMA's LLM judge scorers on its request (JSON in and out).
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn judge(
+        &mut self,
+        step: JudgeStep,
+        request: &str,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_judge(&mut self.store, step, request)
             .await?)
     }
 

@@ -15,6 +15,7 @@ mod common;
 mod contract;
 mod corpus;
 mod driver;
+mod eval_rules;
 mod guard;
 mod hardening;
 mod harness;

@@ -37,8 +37,8 @@ export const EXAMPLES = {
   'cookbook/competitive-monitoring': 'cookbook-competitive-monitoring',
   'cookbook/narrative-puzzle-hint-arbitration': 'cookbook-narrative-puzzle-hint-arbitration',
   'cookbook/rare-disease-information-triage': 'cookbook-rare-disease-information-triage',
-  'patterns/eval-online-sampling': null,
-  'patterns/eval-offline-regression': null,
+  'patterns/eval-online-sampling': 'patterns-eval-online-sampling',
+  'patterns/eval-offline-regression': 'patterns-eval-offline-regression',
 }
 
 /**
@@ -78,8 +78,6 @@ export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bil
 
 /** Examples left out of the package, and why (reported, never counted as passing). */
 export const OUT_OF_SCOPE = {
-  'patterns/eval-online-sampling': 'needs a user-written LLMAdapter, `costBudgetScorer` and OMA\'s online evaluation on OpenMultiAgent, which the package does not ship yet',
-  'patterns/eval-offline-regression': 'needs a user-written LLMAdapter and `createAnswerRelevancyScorer`, which the package does not ship yet',
   'integrations/mcp-bilig-workpaper': 'asks Gemini, which OMA cannot point at a loopback provider, for tools of a server fetched from the registry (mcp-github\'s program covers the same API); type-checked with OMA_DIR',
   'integrations/mcp-open-design': 'needs OMA\'s teams (`createTeam`, `runTasks`, `RunTaskSpec`), which the package does not ship, and an Open Design install',
   'integrations/observability-v2/otel-provider': 'needs `@open-multi-agent/otel`, which the npm registry does not have (`npm view @open-multi-agent/otel`: 404 on 6 December 2026, as for `@open-multi-agent/core`); the main entry exports what it imports from the core (`BatchingTraceSink` and the record types)',
@@ -201,6 +199,9 @@ export const SCENARIOS = {
     const listed = JSON.parse(body.messages.at(-1).content[0].content)
     return text(listed.issues.map((issue) => `#${issue.number} ${issue.title}`).join('\n'), 60, 20)
   },
+  // The eval programs' models are their own adapters: a request here would be a difference.
+  'patterns-eval-online-sampling': () => text('no provider request is expected'),
+  'patterns-eval-offline-regression': () => text('no provider request is expected'),
   'cookbook-rare-disease-information-triage': ({ body }) => {
     const s = system(body)
     if (s.startsWith('Audit source')) return json({ source: s.slice(13, -1), points: ['x'], risk: 'low' })
@@ -227,6 +228,8 @@ function targets(side, oma) {
       [`${OMA}/mcp`, join(oma, 'dist', 'mcp.d.ts'), join(oma, 'dist', 'mcp.js')],
       [`${OMA}/observability`, join(oma, 'dist', 'observability', 'index.d.ts'), join(oma, 'dist', 'observability', 'index.js')],
       [`${OMA}/observability/file`, join(oma, 'dist', 'observability', 'file.d.ts'), join(oma, 'dist', 'observability', 'file.js')],
+      [`${OMA}/eval`, join(oma, 'dist', 'eval', 'index.d.ts'), join(oma, 'dist', 'eval', 'index.js')],
+      [`${OMA}/eval/file`, join(oma, 'dist', 'eval', 'file.d.ts'), join(oma, 'dist', 'eval', 'file.js')],
       [OMA, join(oma, 'dist', 'index.d.ts'), join(oma, 'dist', 'index.js')],
     ]
   }
@@ -235,6 +238,8 @@ function targets(side, oma) {
     ['oma-component/mcp', join(pkg, 'mcp.d.ts'), join(pkg, 'src', 'mcp.js')],
     ['oma-component/observability', join(pkg, 'observability.d.ts'), join(pkg, 'src', 'observability', 'index.js')],
     ['oma-component/observability/file', join(pkg, 'observability-file.d.ts'), join(pkg, 'src', 'observability', 'file.js')],
+    ['oma-component/eval', join(pkg, 'eval.d.ts'), join(pkg, 'src', 'eval', 'index.js')],
+    ['oma-component/eval/file', join(pkg, 'eval-file.d.ts'), join(pkg, 'src', 'eval', 'file.js')],
     ['oma-component', join(pkg, 'index.d.ts'), join(pkg, 'src', 'index.js')],
   ]
 }
@@ -249,7 +254,7 @@ export function prepare(side, oma, names = programs(), dirName = side) {
   for (const name of names) {
     let source = readFileSync(join(programsDir, `${name}.ts`), 'utf8')
     if (side !== 'oma') {
-      for (const subpath of ['/classifiers', '/mcp', '/observability', '/observability/file', '']) {
+      for (const subpath of ['/classifiers', '/mcp', '/observability', '/observability/file', '/eval', '/eval/file', '']) {
         source = swap(source, `${OMA}${subpath}`, `oma-component${subpath}`)
       }
     }
@@ -422,8 +427,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
 /**
  * OMA's own example files (read from OMA_DIR/examples at test time, never copied into the
  * repository) with only their imports changed to `oma-component`, for `tsc --strict` against
- * the package: the issue's criterion itself, checked when OMA is at hand. The `eval` examples
- * and mcp-open-design are left out (OUT_OF_SCOPE); mcp-github and mcp-bilig-workpaper are in.
+ * the package: the issue's criterion itself, checked when OMA is at hand. mcp-open-design is
+ * left out (OUT_OF_SCOPE); mcp-github and mcp-bilig-workpaper are in.
  */
 export function prepareOmaExamples(oma) {
   const dir = join(here, '.gen', 'oma-examples')
@@ -438,6 +443,8 @@ export function prepareOmaExamples(oma) {
     let source = readFileSync(join(oma, 'examples', `${example}.ts`), 'utf8')
     source = swap(source, '../../src/classifiers.js', 'oma-component/classifiers')
     source = swap(source, '../../src/mcp.js', 'oma-component/mcp')
+    source = swap(source, '../../src/eval/index.js', 'oma-component/eval')
+    source = swap(source, '../../src/eval/file.js', 'oma-component/eval/file')
     source = swap(swap(source, '../../src/index.js', 'oma-component'), '../../src/types.js', 'oma-component')
     writeFileSync(join(dir, 'src', `${program}.ts`), source)
     names.push(program)

@@ -3,9 +3,8 @@
 // provider; what each run shows (exit code, printed output, every provider request) must equal
 // what the same program showed on OMA (test-examples/expected/, recorded once against OMA
 // 1.16.1). Programs whose feature is still missing are `todo` with the reason, reported on every
-// run; the `eval` examples are reported as out of scope. With OMA_DIR set (a built OMA
-// packages/core) OMA's own example files are type-checked against the package too, and the
-// programs are run on OMA live as well.
+// run. With OMA_DIR set (a built OMA packages/core) OMA's own example files are type-checked
+// against the package too, and the programs are run on OMA live as well.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import {
@@ -43,7 +42,7 @@ test('the programs type-check with tsc --strict against the package, the import 
 
 test('OMA\'s own example files type-check against the package, the imports changed only', { skip: oma ? false : 'OMA_DIR is not set' }, () => {
   const { dir, names } = prepareOmaExamples(oma)
-  assert.equal(names.length, 13 + OMA_TYPECHECKED.length)
+  assert.equal(names.length, 15 + OMA_TYPECHECKED.length)
   const result = typecheck(dir)
   assert.ok(result.ok, result.output)
 })

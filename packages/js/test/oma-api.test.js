@@ -434,7 +434,8 @@ test('unknown configuration keys are refused with a TypeError naming them', () =
   assert.doesNotThrow(() => new OpenMultiAgent({ maxConcurrency: 2, onTrace: () => {}, observability: { sinks: [] } }))
   // What the package's runs cannot honour yet is refused by name, not ignored.
   assert.doesNotThrow(() => new OpenMultiAgent({ observability: { sinks: [{ emit() {} }] } }))
-  assert.throws(() => new OpenMultiAgent({ evaluation: { sampleRate: 1 } }), /"evaluation" is not supported yet/)
+  // OMA's online evaluation is honoured; the package's own runAgent sampling keys are not its keys.
+  assert.throws(() => new OpenMultiAgent({ evaluation: { sampleRate: 1 } }), /does not support the option "sampleRate"/)
 })
 
 test('classifyRunFailure classifies as OMA does, redacting secrets', () => {

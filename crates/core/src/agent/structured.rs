@@ -216,7 +216,7 @@ fn parse(text: &str) -> Option<Value> {
 }
 
 /// Whether `c` is white space to JavaScript's `trim` and `\s`.
-fn js_space(c: char) -> bool {
+pub(crate) fn js_space(c: char) -> bool {
     (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 
@@ -250,7 +250,7 @@ fn utf16_prefix(text: &str, units: usize) -> &str {
 }
 
 /// `JSON.stringify(value, null, 2)`, appended to `out` at `indent` levels.
-fn pretty(value: &Value, indent: usize, out: &mut String) {
+pub(crate) fn pretty(value: &Value, indent: usize, out: &mut String) {
     match value {
         Value::Array(items) if !items.is_empty() => {
             out.push('[');

@@ -29,7 +29,7 @@ export function structuredOutput(config, json) {
 }
 
 /** OMA's `validateOutput` message: one `  - <path>: <message>` line per zod issue. */
-function zodIssues(error) {
+export function zodIssues(error) {
   const issues = (error?.issues ?? [])
     .map((issue) => `  - ${issue.path.length > 0 ? issue.path.join('.') : '(root)'}: ${issue.message}`)
     .join('\n')

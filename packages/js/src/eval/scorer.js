@@ -52,3 +52,29 @@ export function defineScorer(scorer) {
     },
   })
 }
+
+const COST_INPUTS = Symbol('oma.eval.score_cost_inputs')
+
+/**
+ * Attaches the model usage a scorer spent (its judges' token usage, each with its cost context)
+ * to a score result or an error, unseen by JSON and by the result's checks: online evaluation
+ * reads it for its cost budget (OMA's `attachScoreCostInputs`).
+ */
+export function attachScoreCostInputs(target, inputs) {
+  if (inputs.length === 0 || target === null || typeof target !== 'object') return target
+  Object.defineProperty(target, COST_INPUTS, {
+    value: Object.freeze(inputs.map((input) => Object.freeze({
+      usage: Object.freeze({ ...input.usage }),
+      context: Object.freeze({ ...input.context }),
+    }))),
+    enumerable: false,
+    configurable: true,
+  })
+  return target
+}
+
+/** The model usage attached to a score result or error, or none. */
+export function scoreCostInputs(value) {
+  if ((value === null || typeof value !== 'object') && typeof value !== 'function') return []
+  return value[COST_INPUTS] ?? []
+}

@@ -12,6 +12,7 @@ import { registerBuiltInTools } from '../tool/built-in/index.js'
 import { ToolRegistry } from '../tool/framework.js'
 import { observabilityOf } from '../observability/run-records.js'
 import { isObject, refuseUnknown } from '../utils/options.js'
+import { createOnlineEvaluator, NOOP_ONLINE_EVALUATION } from '../eval/online.js'
 
 /** `evaluation.storePayloads` as the component's word: `none`, `redacted` or `full`. */
 function storePayloads(value) {
@@ -95,13 +96,15 @@ const ORCHESTRATOR_CONFIG_KEYS = new Set([
  * OMA's `OpenMultiAgent`, for single agents: `runAgent(config, input, options)` with the
  * orchestrator's defaults (`defaultModel`, `defaultProvider`, `defaultBaseURL`, `defaultApiKey`,
  * `maxTokenBudget`, `egressPolicy`, `onToolCall`, `defaultCwd`, `defaultShellExecutor`), its
- * `onProgress`, `onTrace`, and `observability` (each run's trace records to its sinks; the
- * application owns their `forceFlush` and `shutdown`, as in OMA). Teams and task graphs are not
- * part of the package.
+ * `onProgress`, `onTrace`, `observability` (each run's trace records to its sinks; the
+ * application owns their `forceFlush` and `shutdown`, as in OMA) and its online `evaluation`
+ * (`orchestrator.evaluation`: `forceFlush`, `shutdown`, `getStats`). Teams and task graphs are
+ * not part of the package.
  */
 export class OpenMultiAgent {
   #config
   #observability
+  #evaluator
 
   constructor(config = {}) {
     if (!isObject(config)) throw new TypeError('the orchestrator configuration must be an object')
@@ -114,13 +117,10 @@ export class OpenMultiAgent {
     }
     // OMA's orchestrator hands every run's trace records to `observability.sinks`.
     this.#observability = observabilityOf(config.observability)
-    if (config.evaluation !== undefined && config.evaluation !== null) {
-      throw new TypeError(
-        'the orchestrator configuration\'s "evaluation" is not supported yet: pass evaluation to ' +
-          'runAgent(config, input, { evaluation }) instead',
-      )
-    }
     this.#config = config
+    this.#evaluator = createOnlineEvaluator(config.evaluation, config.estimateCost)
+    /** OMA's online evaluation lifecycle: `forceFlush`, `shutdown`, `getStats` (a no-op without `evaluation`). */
+    this.evaluation = this.#evaluator ?? NOOP_ONLINE_EVALUATION
   }
 
   /** Runs one agent with the orchestrator's defaults: OMA's AgentRunResult. */
@@ -146,7 +146,11 @@ export class OpenMultiAgent {
     const opts = options ?? {}
     refuseUnknown('runAgent options', opts, ['abortSignal', 'runId', 'metadata', 'egressPolicy'])
     const { abortSignal, runId, metadata, egressPolicy } = opts
-    return runAgentWith(
+    // Online evaluation scores the run after it settles, off its path (OMA: eval/online.ts).
+    const evaluated = this.#evaluator === undefined
+      ? undefined
+      : { input: Array.isArray(input) ? structuredClone(input) : input, startedAtMs: Date.now() }
+    const result = await runAgentWith(
       effective,
       input,
       {
@@ -160,6 +164,10 @@ export class OpenMultiAgent {
       typeof src.onProgress === 'function' ? src.onProgress : undefined,
       this.#observability,
     )
+    if (evaluated !== undefined) {
+      this.#evaluator.enqueue({ input: evaluated.input, result, durationMs: Date.now() - evaluated.startedAtMs })
+    }
+    return result
   }
 
 }

@@ -51,6 +51,8 @@ _FUNCS: List[Tuple[str, str]] = [
     (CODEC, "classify-bash-command"),
     (CODEC, "materialize-run"),
     (CODEC, "build-execution-receipt"),
+    (CODEC, "score-builtin"),
+    (CODEC, "judge"),
 ]
 
 

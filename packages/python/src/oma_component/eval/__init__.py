@@ -1,5 +1,6 @@
-"""OMA's evaluation (``@open-multi-agent/core/eval``) in Python: eval sets, scorers, a runner
-with progress and reports, gates, and evaluation stores.
+"""OMA's evaluation (``@open-multi-agent/core/eval``) in Python: eval sets, scorers (OMA's
+built-in ones and LLM judges among them), a runner with progress and reports, gates, and
+evaluation stores.
 
     from oma_component import eval as oma_eval
 
@@ -39,6 +40,17 @@ from ._values import ScorerTimeoutError
 from .runner import EvalTarget, run_eval_set, run_eval_set_async
 from .scorer import DefinedScorer, Scorer, define_scorer
 from .target import target_from_agent
+from .judge import JudgeScorer, create_judge_scorer
+from .scorers import (
+    BuiltinScorer,
+    cost_budget_scorer,
+    create_answer_relevancy_scorer,
+    dependency_utilization_scorer,
+    duplicate_work_scorer,
+    no_progress_scorer,
+    structured_output_compliance_scorer,
+    tool_call_success_scorer,
+)
 from .store import EVAL_STORE_SCHEMA_MAJOR, EvalPage, EvalStore, EvalStoreError, InMemoryEvalStore
 
 __all__ = [
@@ -48,4 +60,7 @@ __all__ = [
     "EvalCase", "EvalSet", "EvalRecord", "EvalRunReport", "EvalProgressEvent", "EvalTargetContext", "GateFailure",
     "GateMetric", "GatePolicy", "GateThreshold", "GateVerdict", "ScoreResult", "ScorerAggregate", "ScorerContext",
     "TargetOutput",
+    "cost_budget_scorer", "dependency_utilization_scorer", "duplicate_work_scorer", "no_progress_scorer",
+    "structured_output_compliance_scorer", "tool_call_success_scorer", "create_answer_relevancy_scorer",
+    "create_judge_scorer", "BuiltinScorer", "JudgeScorer",
 ]

@@ -1,0 +1,80 @@
+//! OMA's evaluation rules that are rules (`docs/evaluation.md#built-in-scorers`): what each of
+//! OMA's built-in scorers computes from a run's result and its stored trace ([`scorers`]), and an
+//! LLM judge's prompt, the reading of its verdict and the aggregation of several verdicts
+//! ([`judge`]).
+//!
+//! Pure functions over OMA's JSON (the result of a run, OMA's `StoredRun`), so that every host
+//! scores alike. What is I/O stays the host's: running a judge's agent, the clock of a scorer's
+//! deadline, a zod schema or pydantic model a user gave to check a value with.
+//!
+//! Failures are OMA's: the class OMA throws (`TypeError`, `RangeError`, `Error`) as the error's
+//! name and OMA's message, byte for byte, so that a package throws what OMA throws.
+
+pub mod judge;
+pub mod scorers;
+
+use serde_json::{Map, Value};
+
+use crate::error::Error;
+
+/// OMA's error of class `name` (`TypeError`, `RangeError`, `Error`) with OMA's `message`.
+pub(crate) fn thrown(name: &str, message: impl Into<String>) -> Error {
+    Error::Thrown {
+        name: name.to_owned(),
+        message: message.into(),
+        code: None,
+        status: None,
+    }
+}
+
+/// A `TypeError` with `message`.
+pub(crate) fn type_error(message: impl Into<String>) -> Error {
+    thrown("TypeError", message)
+}
+
+/// A `RangeError` with `message`.
+pub(crate) fn range_error(message: impl Into<String>) -> Error {
+    thrown("RangeError", message)
+}
+
+/// `text` read as JSON; `what` names it in the error.
+pub(crate) fn parse(text: &str, what: &str) -> Result<Value, Error> {
+    crate::json::from_str::<Value>(text)
+        .map_err(|e| type_error(format!("the {what} is not JSON: {e}")))
+}
+
+/// `value` as an object, or a `TypeError` saying that `what` must be one.
+pub(crate) fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, Error> {
+    value
+        .as_object()
+        .ok_or_else(|| type_error(format!("{what} must be an object")))
+}
+
+/// Refuses a key of `object` that is not in `known`, naming it: nothing a caller sent is dropped.
+pub(crate) fn refuse_unknown(
+    object: &Map<String, Value>,
+    known: &[&str],
+    what: &str,
+) -> Result<(), Error> {
+    match object.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(key) => Err(type_error(format!(
+            "{what} does not support the option \"{key}\" (known: {})",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A field that JavaScript reads as `undefined`: absent, or (for `??`) `null`.
+pub(crate) fn given<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    object.get(key).filter(|value| !value.is_null())
+}
+
+/// `x` as JavaScript writes the number: whole values without a fraction.
+pub(crate) fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+        Value::from(x as i64)
+    } else {
+        serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+    }
+}

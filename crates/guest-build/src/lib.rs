@@ -343,12 +343,14 @@ pub const SIZE_LIMITS: [SizeLimit; 5] = [
 /// 2026. Raised to 1,700,000 B with the gateway for the chat routes' field table (issue 38):
 /// +39,287 B on its branch alone, 1,666,950 B measured on the merged tree on 6 December 2026.
 /// Raised to 1,784,000 B with the other four for OMA's trace records: 1,755,827 B measured on
-/// the merged tree on 6 December 2026 (+70,302 over main's 1,685,525 then).
+/// the merged tree on 6 December 2026 (+70,302 over main's 1,685,525 then). Raised to
+/// 1,866,000 B with the gateway for the chat routes' nested fields and the trace export made
+/// from the trace records: 1,829,893 B measured on the merged tree on 6 December 2026 (+74,066).
 pub const FASTLY_SIZE_LIMIT: SizeLimit = SizeLimit {
     artifact: FASTLY_ARTIFACT,
     ceiling: FASTLY_CEILING,
 };
-const FASTLY_CEILING: u64 = 1_784_000;
+const FASTLY_CEILING: u64 = 1_866_000;
 
 /// Checks the artifacts in `dir` against [`SIZE_LIMITS`]: one line per artifact for `report`,
 /// and an error naming every artifact over its ceiling.

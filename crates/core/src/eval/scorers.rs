@@ -877,26 +877,21 @@ fn structured_output(check: &SchemaCheck, context: &Context<'_>) -> Result<Value
 /// The tool calls a run result records: an agent's `toolCalls`, or those of every agent result
 /// of a team.
 fn result_tool_calls(result: &Map<String, Value>) -> Option<usize> {
-    let count = |value: &Value| {
-        value
-            .get("toolCalls")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len)
-    };
+    let count = |calls: Option<&Value>| calls.and_then(Value::as_array).map_or(0, Vec::len);
     if result.contains_key("toolCalls") {
-        return Some(
-            result
-                .get("toolCalls")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
-        );
+        return Some(count(result.get("toolCalls")));
     }
     if result.contains_key("agentResults") {
         return Some(
             result
                 .get("agentResults")
                 .and_then(Value::as_object)
-                .map_or(0, |results| results.values().map(count).sum()),
+                .map_or(0, |results| {
+                    results
+                        .values()
+                        .map(|agent| count(agent.get("toolCalls")))
+                        .sum()
+                }),
         );
     }
     None

@@ -229,7 +229,7 @@ fn parse_json(text: &str, strings: Vec<(String, String)>) -> Result<Value, Error
 
 /// The `beforeRun` hook's context as OMA JSON: `{"agent", "prompt", "messages", "config"}`.
 pub(super) fn hook_context_json(agent: &str, context: &BeforeRunContext, config: &str) -> String {
-    let config: Value = serde_json::from_str(config).unwrap_or(Value::Null);
+    let config = oma_core::json::parse_value(config).unwrap_or(Value::Null);
     json!({
         "agent": agent,
         "prompt": context.prompt,
@@ -279,7 +279,7 @@ pub(super) fn validated_json(text: &str) -> Result<Value, Error> {
 /// The `custom` strategy's answer as OMA JSON: a list is read with OMA's shape guard (the turn
 /// loop refuses an empty one), anything else is OMA's error for an answer that is no messages.
 pub(super) fn compressed_from_json(text: &str) -> Result<Vec<LlmMessage>, Error> {
-    match serde_json::from_str::<Value>(text) {
+    match oma_core::json::parse_value(text) {
         Ok(items @ Value::Array(_)) => json::messages_from_value(items),
         _ => Err(oma_core::agent::context::custom_compress_not_messages()),
     }

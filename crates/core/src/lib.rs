@@ -46,6 +46,7 @@ pub mod message;
 pub mod retry;
 pub mod rng;
 pub mod secret;
+mod sort;
 pub mod validate;
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

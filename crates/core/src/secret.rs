@@ -57,7 +57,7 @@ pub fn secret_forms(secret: &str) -> Vec<String> {
         }
     }
     forms.retain(|form| form == secret || form.len() >= MIN_FORM_LEN);
-    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    crate::sort::sort_by(&mut forms, &|a, b| b.len().cmp(&a.len()));
     let mut seen = Vec::with_capacity(forms.len());
     forms.retain(|form| {
         if seen.contains(form) {

@@ -45,7 +45,7 @@ fn invalid(message: impl Into<String>) -> Reply {
 /// statuses of [`crate::openai::of_error`].
 pub fn of_error(settings: &Settings, error: Error) -> Reply {
     let openai = crate::openai::of_error(settings, error);
-    let body: Value = serde_json::from_str(&openai.body).unwrap_or(Value::Null);
+    let body: Value = oma_core::json::parse_value(&openai.body).unwrap_or(Value::Null);
     let message = body["error"]["message"].as_str().unwrap_or("").to_owned();
     let kind = match openai.status {
         400 | 422 => "invalid_request_error",
@@ -853,7 +853,7 @@ impl MessageWriter {
 
     /// The end of a stream that failed after it began: Anthropic's `error` event.
     pub fn failed(&self, reply: &Reply) -> String {
-        let body: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+        let body: Value = oma_core::json::parse_value(&reply.body).unwrap_or(Value::Null);
         event("error", &body)
     }
 }

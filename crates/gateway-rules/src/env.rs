@@ -263,7 +263,7 @@ pub fn variable_names(providers: Option<&str>) -> Vec<String> {
 /// `OMA_GATEWAY_FALLBACKS`' value: a JSON object whose keys and list items are all
 /// `<provider>/<model>`; `None` for anything else.
 fn parse_fallbacks(text: &str) -> Option<Vec<(String, Vec<Target>)>> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let value: serde_json::Value = oma_core::json::parse_value(text).ok()?;
     value
         .as_object()?
         .iter()

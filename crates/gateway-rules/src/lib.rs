@@ -824,7 +824,7 @@ fn with_list(reply: Reply, name: &str, values: Vec<Value>) -> Reply {
     if reply.status != 200 || values.is_empty() {
         return reply;
     }
-    let Ok(Value::Object(mut body)) = serde_json::from_str::<Value>(&reply.body) else {
+    let Ok(Value::Object(mut body)) = oma_core::json::parse_value(&reply.body) else {
         return reply;
     };
     body.insert(name.into(), Value::Array(values));

@@ -72,7 +72,7 @@ impl Keys {
     /// `OMA_GATEWAY_KEYS`' value, or `None` when it is not an object of tokens whose values
     /// hold only `rpm` and `tpm`, each a positive whole number.
     pub fn parse(text: &str) -> Option<Keys> {
-        let value: Value = serde_json::from_str(text).ok()?;
+        let value: Value = oma_core::json::parse_value(text).ok()?;
         let entries = value
             .as_object()?
             .iter()

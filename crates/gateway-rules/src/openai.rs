@@ -340,11 +340,12 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
                             .get("arguments")
                             .and_then(Value::as_str)
                             .unwrap_or("{}");
-                        let input: Value = serde_json::from_str(arguments).map_err(|_| {
-                            invalid(format!(
-                                "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
-                            ))
-                        })?;
+                        let input: Value =
+                            oma_core::json::parse_value(arguments).map_err(|_| {
+                                invalid(format!(
+                                    "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
+                                ))
+                            })?;
                         blocks.push(json!({
                             "type": "tool_use", "id": id, "name": name, "input": input,
                         }));

@@ -27,7 +27,7 @@ impl HookAnswer {
     /// A hook's result given as OMA JSON text (`{"prompt", "messages"}`), checked as OMA checks a
     /// JavaScript hook's return value; text that is not JSON is a rejected answer.
     pub fn from_json(text: &str) -> Self {
-        match crate::json::from_str::<Value>(text) {
+        match crate::json::from_str(text) {
             Ok(value) => HookAnswer::Result(BeforeRunResult::from_value(value)),
             Err(e) => HookAnswer::Rejected(Error::invalid(format!(
                 "beforeRun result must be JSON text: {e}"

@@ -313,7 +313,7 @@ fn signature(calls: &[&ToolUseBlock]) -> String {
         .iter()
         .map(|c| (c.name.clone(), sorted(&c.input).to_string()))
         .collect();
-    items.sort();
+    crate::sort::sort_by(&mut items, &|a, b| a.cmp(b));
     let items: Vec<Value> = items
         .into_iter()
         .map(|(name, input)| json!([name, input]))
@@ -326,7 +326,7 @@ fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            crate::sort::sort_by(&mut keys, &|a, b| a.cmp(b));
             let mut out = Map::new();
             for key in keys {
                 out.insert(key.clone(), sorted(&map[key]));

@@ -39,8 +39,7 @@ pub(crate) fn range_error(message: impl Into<String>) -> Error {
 
 /// `text` read as JSON; `what` names it in the error.
 pub(crate) fn parse(text: &str, what: &str) -> Result<Value, Error> {
-    crate::json::from_str::<Value>(text)
-        .map_err(|e| type_error(format!("the {what} is not JSON: {e}")))
+    crate::json::from_str(text).map_err(|e| type_error(format!("the {what} is not JSON: {e}")))
 }
 
 /// `value` as an object, or a `TypeError` saying that `what` must be one.

@@ -772,7 +772,7 @@ fn no_progress(max_stall_turns: f64, context: &Context<'_>) -> Value {
         .filter(|span| is_kind(span, "agent") && string_attribute(span, "oma.task.id").is_some())
         .collect();
     // A stable sort, as JavaScript's.
-    agents.sort_by(|a, b| start(a).total_cmp(&start(b)));
+    crate::sort::sort_by(&mut agents, &|a, b| start(a).total_cmp(&start(b)));
     let children = |agent: &Map<String, Value>, kind: &str| {
         let id = str_field(agent, "spanId");
         spans

@@ -59,7 +59,7 @@ pub fn render_request(request: &HttpRequest, secrets: &[String]) -> Result<Strin
         }
     }
     let url = secret::display_url(&secret::redact_known(&request.url, &long));
-    let body = serde_json::from_str::<Value>(&request.body)
+    let body = crate::json::parse_value(&request.body)
         .unwrap_or_else(|_| Value::String(request.body.clone()));
     let text = json!({
         "method": request.method,

@@ -25,18 +25,20 @@ pub mod typing;
 mod write;
 pub mod writer;
 
+use serde_json::Value;
+
 pub use guard::{assert_valid_messages, type_word};
 pub use typing::{messages_from_json, messages_from_value, tool_result_content_from_json};
 pub use write::{messages_to_json, messages_to_value};
 
-/// Parses JSON bytes (an HTTP body, an event's payload) through [`from_str`], the parser every
-/// text input takes: one set of deserialiser instantiations per type instead of two, which is
-/// 35 KB of the guest. Bytes that are not UTF-8 fail as `serde_json` would fail on them, with
-/// the position of the first bad byte.
-pub fn from_bytes<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, BytesError> {
+/// Parses JSON bytes (an HTTP body, an event's payload) through [`parse_value`], the parser
+/// every text input takes: one set of deserialiser instantiations instead of two, which is 35 KB
+/// of the guest. Bytes that are not UTF-8 fail as `serde_json` would fail on them, with the
+/// position of the first bad byte.
+pub fn from_bytes(bytes: &[u8]) -> Result<Value, BytesError> {
     crate::limits::check_json_text(bytes).map_err(BytesError::TooLarge)?;
     let text = std::str::from_utf8(bytes).map_err(BytesError::Utf8)?;
-    serde_json::from_str(text).map_err(BytesError::Json)
+    parse_value(text).map_err(BytesError::Json)
 }
 
 /// Parses JSON text with `serde_json::from_str`, once [`crate::limits::check_json_text`] has
@@ -45,9 +47,17 @@ pub fn from_bytes<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Byt
 /// limit) before any of it is parsed, so no text under the body limit can take the memory a
 /// million parsed values would. Every JSON text the core, the worlds and the gateway read is
 /// parsed here.
-pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+pub fn from_str(text: &str) -> Result<Value, serde_json::Error> {
     crate::limits::check_json_text(text.as_bytes())
         .map_err(<serde_json::Error as serde::de::Error>::custom)?;
+    parse_value(text)
+}
+
+/// `serde_json::from_str` into a [`Value`], without [`from_str`]'s count: the one place the
+/// parser is instantiated. Not generic, so it is compiled here once; a crate that called
+/// `serde_json::from_str` itself would compile a second copy of the whole parser (about 35 KB
+/// of a component). For texts the core wrote or already counted.
+pub fn parse_value(text: &str) -> Result<Value, serde_json::Error> {
     serde_json::from_str(text)
 }
 
@@ -167,10 +177,10 @@ mod tests {
     fn bytes_parse_as_text_does_and_non_utf8_fails_with_its_position() {
         let value: Value = from_bytes(br#"{"a": ["\u00e9", 1.5]}"#).unwrap();
         assert_eq!(value, serde_json::json!({"a": ["é", 1.5]}));
-        let error = from_bytes::<Value>(b"{\"a\": \"\xff\"}").unwrap_err();
+        let error = from_bytes(b"{\"a\": \"\xff\"}").unwrap_err();
         assert!(matches!(error, BytesError::Utf8(_)), "{error:?}");
         assert_eq!(error.to_string(), "invalid UTF-8 at byte 7");
-        let error = from_bytes::<Value>(b"{\"a\":").unwrap_err();
+        let error = from_bytes(b"{\"a\":").unwrap_err();
         assert!(matches!(error, BytesError::Json(_)), "{error:?}");
         assert_eq!(
             error.to_string(),
@@ -222,7 +232,7 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(value, from_str::<Value>(whole).unwrap());
+        assert_eq!(value, from_str(whole).unwrap());
         assert_eq!(
             messages_from_value(value).unwrap(),
             messages_from_json(whole).unwrap()

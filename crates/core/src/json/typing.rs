@@ -50,7 +50,7 @@ pub fn tool_result_content_from_json(text: &str) -> Result<ToolResultContent, Er
             "a tool's content must be OMA JSON: a string or a list of content parts ({why})"
         ))
     };
-    match super::from_str::<Value>(text).map_err(|e| bad(&e))? {
+    match super::from_str(text).map_err(|e| bad(&e))? {
         Value::String(text) => Ok(ToolResultContent::Text(text)),
         Value::Array(parts) => parts
             .into_iter()

@@ -125,7 +125,7 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 
 /// What the host's error body `{"error": {"message", "code"?, "type"?}}` says.
 pub fn error_detail(body: &[u8]) -> ErrorDetail {
-    crate::json::from_bytes::<serde_json::Value>(body)
+    crate::json::from_bytes(body)
         .ok()
         .and_then(|value| value.get("error").map(super::error_object_detail))
         .unwrap_or_default()

@@ -210,7 +210,7 @@ impl ConverseStream {
             Some("event") => {}
             Some("exception") => {
                 let kind = message.header_str(":exception-type").unwrap_or("exception");
-                let detail = crate::json::from_bytes::<Value>(&message.payload)
+                let detail = crate::json::from_bytes(&message.payload)
                     .ok()
                     .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
                     .unwrap_or_else(|| String::from_utf8_lossy(&message.payload).into_owned());
@@ -353,7 +353,7 @@ impl ConverseStream {
             } else {
                 &buffer.json
             };
-            let input = match crate::json::from_str::<Value>(json) {
+            let input = match crate::json::from_str(json) {
                 Ok(object @ Value::Object(_)) => object,
                 _ => Value::Object(Map::new()),
             };
@@ -418,7 +418,7 @@ impl StreamDecoder for ConverseStream {
         self.finished = true;
         // Unterminated reasoning is flushed in the order it was opened.
         let mut open: Vec<_> = std::mem::take(&mut self.reasoning).into_values().collect();
-        open.sort_unstable_by_key(|(opened, _)| *opened);
+        crate::sort::sort_by(&mut open, &|(a, _), (b, _)| a.cmp(b));
         for (_, buffer) in open {
             self.content
                 .push(ContentBlock::Reasoning(buffer.into_block()));

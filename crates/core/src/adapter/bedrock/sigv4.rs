@@ -137,7 +137,7 @@ pub fn canonical_request(
         pairs.push(("host".into(), host));
     }
     // By name; a repeated name keeps its values in the order given (they are joined with `,`).
-    sort_pairs(&mut pairs, |a, b| a.0.cmp(&b.0));
+    crate::sort::sort_by(&mut pairs, &|a, b| a.0.cmp(&b.0));
     let mut names: Vec<&str> = Vec::new();
     let mut header_lines = String::new();
     for (name, value) in &pairs {
@@ -162,16 +162,6 @@ pub fn canonical_request(
         text,
         signed_headers,
     })
-}
-
-/// A stable sort of name-value pairs. The order is a function pointer, not a closure, so that
-/// both sorts of the signature share one copy of the sorting code (each closure type would make
-/// its own, about 6 KB of the component).
-fn sort_pairs(
-    pairs: &mut [(String, String)],
-    order: fn(&(String, String), &(String, String)) -> std::cmp::Ordering,
-) {
-    pairs.sort_by(order);
 }
 
 /// AWS URI encoding: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX` (uppercase hex); `/` is
@@ -251,7 +241,7 @@ fn canonical_query(query: &str) -> String {
             )
         })
         .collect();
-    sort_pairs(&mut pairs, |a, b| a.cmp(b));
+    crate::sort::sort_by(&mut pairs, &|a, b| a.cmp(b));
     pairs
         .iter()
         .map(|(k, v)| format!("{k}={v}"))

@@ -135,7 +135,7 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 /// code, else the numeric `code` as text; and the `retryDelay` of a `google.rpc.RetryInfo`
 /// detail (`"34.4s"`) as the wait it asks for.
 pub fn error_detail(body: &[u8]) -> ErrorDetail {
-    let Ok(value) = crate::json::from_bytes::<Value>(body) else {
+    let Ok(value) = crate::json::from_bytes(body) else {
         return ErrorDetail::default();
     };
     value

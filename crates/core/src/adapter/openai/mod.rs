@@ -122,7 +122,7 @@ pub fn preset(name: &str) -> Option<OpenAi> {
 /// string, or a number as OpenRouter sends it), or `{"error": "…"}`, or MiniMax's
 /// `{"base_resp": {"status_msg": …}}` (message only).
 pub fn error_detail(body: &[u8]) -> ErrorDetail {
-    let Ok(value) = crate::json::from_bytes::<Value>(body) else {
+    let Ok(value) = crate::json::from_bytes(body) else {
         return ErrorDetail::default();
     };
     let mut detail = match value.get("error") {

@@ -144,7 +144,7 @@ fn parts_text(value: &Value) -> String {
 /// Tool-call arguments: a JSON object is kept; other JSON gives `{}`; text that is not JSON
 /// goes through OMA's single-parameter repair, else `{}`.
 pub(super) fn tool_input(arguments: &str) -> Value {
-    match crate::json::from_str::<Value>(arguments) {
+    match crate::json::from_str(arguments) {
         Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) => Value::Object(Map::new()),
         Err(_) => Value::Object(repair_tool_args(arguments).unwrap_or_default()),

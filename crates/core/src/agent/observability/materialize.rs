@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
+use crate::sort::sorted;
 
 const INPUT_TOKEN_KEYS: &[&str] = &["oma.usage.input_tokens", "gen_ai.usage.input_tokens"];
 const OUTPUT_TOKEN_KEYS: &[&str] = &["oma.usage.output_tokens", "gen_ai.usage.output_tokens"];
@@ -206,25 +207,6 @@ pub fn locale_order(a: &str, b: &str) -> Ordering {
             a.chars().map(case).cmp(b.chars().map(case))
         })
         .then_with(|| a.cmp(b))
-}
-
-/// `items` in a stable order by `compare` (JavaScript's sort is stable). Every order of this
-/// module and the receipt's sorts positions through [`order`], so the sort is compiled once
-/// rather than once per kind of item.
-pub(crate) fn sorted<T>(items: Vec<T>, compare: &dyn Fn(&T, &T) -> Ordering) -> Vec<T> {
-    let positions = order(items.len(), &|a, b| compare(&items[a], &items[b]));
-    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
-    positions
-        .into_iter()
-        .filter_map(|at| slots.get_mut(at).and_then(Option::take))
-        .collect()
-}
-
-/// The positions `0..len` in a stable order by `compare`.
-fn order(len: usize, compare: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
-    let mut positions: Vec<usize> = (0..len).collect();
-    positions.sort_by(|a, b| compare(*a, *b));
-    positions
 }
 
 /// A number as JavaScript writes it: whole numbers without a fraction.
@@ -677,7 +659,7 @@ pub fn materialize_run_json(records: &str, include_records: bool) -> Result<Stri
     let bad = |what: &dyn std::fmt::Display| Error::InvalidRequest {
         message: format!("the records are not valid: {what}"),
     };
-    let records = match serde_json::from_str::<Value>(records).map_err(|e| bad(&e))? {
+    let records = match crate::json::parse_value(records).map_err(|e| bad(&e))? {
         Value::Array(records) => records,
         _ => return Err(bad(&"expected a list of records")),
     };

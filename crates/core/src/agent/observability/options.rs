@@ -45,7 +45,7 @@ impl RecordOptions {
         let bad = |message: &dyn std::fmt::Display| Error::InvalidRequest {
             message: format!("the observability options are not valid: {message}"),
         };
-        let value: Value = serde_json::from_str(text).map_err(|e| bad(&e))?;
+        let value: Value = crate::json::parse_value(text).map_err(|e| bad(&e))?;
         let mut object = Object::strict(value).map_err(|e| bad(&e))?;
         let capture = match object.object("capture").map_err(|e| bad(&e))? {
             Some(capture) => CapturePolicy::from_object(capture).map_err(|e| bad(&e))?,

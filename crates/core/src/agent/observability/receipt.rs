@@ -161,7 +161,7 @@ impl Earliest {
     /// `roles` by earliest start, ties in their order.
     fn order(&self, roles: &[String]) -> Vec<String> {
         let earliest = |role: &String| self.get(role).unwrap_or(0.0);
-        super::materialize::sorted(roles.to_vec(), &|a: &String, b: &String| {
+        crate::sort::sorted(roles.to_vec(), &|a: &String, b: &String| {
             earliest(a).total_cmp(&earliest(b))
         })
     }
@@ -482,7 +482,7 @@ pub fn build_execution_receipt_json(
     trace: Option<&str>,
 ) -> Result<String, crate::error::Error> {
     let read = |text: &str, what: &str| {
-        serde_json::from_str::<Value>(text).map_err(|e| crate::error::Error::InvalidRequest {
+        crate::json::parse_value(text).map_err(|e| crate::error::Error::InvalidRequest {
             message: format!("the {what} is not JSON: {e}"),
         })
     };

@@ -265,7 +265,7 @@ struct Read {
 /// messages hold text; OMA's format carries such a result's media in a user message after
 /// it) and a media part whose URL is a string instead of `{"url"}`. A request holding either is
 /// rebuilt from OMA's request for every target.
-pub(crate) fn sent_as_written(messages: &[Value]) -> bool {
+pub fn sent_as_written(messages: &[Value]) -> bool {
     messages.iter().all(|message| {
         let Some(Value::Array(parts)) = message.get("content") else {
             return true;

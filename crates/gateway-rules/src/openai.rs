@@ -447,9 +447,13 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
             out.push(json!({"role": "user", "content": std::mem::take(results)}));
         }
     };
-    for (i, message) in messages.into_iter().enumerate() {
+    for (i, mut message) in messages.into_iter().enumerate() {
+        // Taken out of the message, not copied: it may hold megabytes of media.
+        let content = message
+            .get_mut("content")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
         let role = message.get("role").and_then(Value::as_str).unwrap_or("");
-        let content = message.get("content").cloned().unwrap_or(Value::Null);
         match role {
             "system" | "developer" => system.push(text_of(&content, i)?),
             "tool" => {

@@ -17,9 +17,10 @@
 //! a build script is removed ([`build_guest`](crate::build_guest)) so that it cannot leak into
 //! the guest build.
 //!
-//! Profiles: a debug host gets a `release` guest (small enough to compile quickly with Cranelift,
-//! and quick to rebuild); a release host (`cargo bench`, `cargo build --release`,
-//! `cargo install`) gets the `wasm-release` guest whose size the budget counts.
+//! Profiles: a debug host gets a `wasm-dev` guest (optimised at LLVM's cheaper level 1: the
+//! guest's build is on the critical path of a cold `cargo run -p oma-host -- demo`, and a debug
+//! host's tests need it correct, not fast); a release host (`cargo bench`, `cargo build
+//! --release`, `cargo install`) gets the `wasm-release` guest whose size the budget counts.
 //! `OMA_GUEST_PROFILE` overrides the choice.
 
 use std::env;
@@ -64,7 +65,7 @@ pub fn carry(workspace: &Path, artifacts: &[Artifact]) -> Result<(), String> {
     let profile = match env::var("OMA_GUEST_PROFILE") {
         Ok(profile) if !profile.is_empty() => profile,
         _ if env::var("PROFILE").as_deref() == Ok("release") => "wasm-release".to_owned(),
-        _ => "release".to_owned(),
+        _ => "wasm-dev".to_owned(),
     };
     let target_dir = guest_target_dir(&out_dir);
     let note = |message: &str| println!("cargo:warning={message}");

@@ -165,11 +165,13 @@ impl Session {
     }
 }
 
-/// OMA's `runAgent` of an OMA-style configuration and OMA JSON input: the run's machine, with
-/// progress events when `progress`, and evaluated under `evaluation`'s policy and sample rate.
+/// OMA's `runAgent` of an OMA-style configuration and OMA JSON input (with its long strings
+/// passed beside the text, as `run_input_json` takes them): the run's machine, with progress
+/// events when `progress`, and evaluated under `evaluation`'s policy and sample rate.
 pub(super) fn run_agent_json(
     config: &str,
     input: &str,
+    strings: Vec<(String, String)>,
     progress: bool,
     evaluation: Option<(StorePayloads, f64)>,
     seed: u64,
@@ -178,7 +180,7 @@ pub(super) fn run_agent_json(
         oma_core::agent::config::AgentSettings::from_json(config)?.into_spec()?;
     entry::start_run_agent(
         spec,
-        run_input_json(input, Vec::new())?,
+        run_input_json(input, strings)?,
         progress,
         evaluation,
         seed,

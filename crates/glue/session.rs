@@ -194,11 +194,19 @@ pub(super) fn session_error(message: &str) -> Error {
     }
 }
 
-/// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it.
+/// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it. A
+/// message list with nothing beside it is read straight into the model where it can be
+/// (`json::direct_messages`: the same messages the guard and the typing give), else through a
+/// `Value`.
 pub(super) fn run_input_json(
     text: &str,
     strings: Vec<(String, String)>,
 ) -> Result<RunInput, Error> {
+    if strings.is_empty() {
+        if let Some(messages) = json::direct_messages(text) {
+            return Ok(RunInput::Messages(messages));
+        }
+    }
     match parse_json(text, strings)? {
         Value::String(text) => Ok(RunInput::Text(text)),
         other => Ok(RunInput::Messages(json::messages_from_value(other)?)),

@@ -5,8 +5,9 @@
 //! The server is [`oma_wasmtime::serve`]: one fresh instance per request from the pooling
 //! allocator, the harness's limits (guest time per call, memory per instance, and a
 //! wall-clock limit per request), outbound requests through the address guard with the policy
-//! of `oma-host run` (public, loopback and private addresses). It runs on a multi-thread tokio
-//! runtime.
+//! of `oma-host run` (public, loopback and private addresses). Connections are accepted on the
+//! main thread and served by one thread per core, each with a single-threaded tokio runtime
+//! ([`ServeOptions::workers`]).
 //!
 //! The component's environment is the process's variables the gateway reads and no others:
 //! names that start with `OMA_GATEWAY_`, `OTEL_EXPORTER_OTLP_` or `AWS_`, or end in `_API_KEY`
@@ -195,9 +196,10 @@ pub fn parse_args(args: &[String]) -> Result<ServeArgs, String> {
 /// `serve`: binds, says where, and serves until SIGINT or SIGTERM. Fails (exit 1, the error
 /// JSON on stdout) if the component cannot be loaded or the address bound.
 pub fn serve(args: ServeArgs) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The main thread accepts connections and waits for the signals; the server's workers
+    // serve them, each on a runtime of its own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("oma-host-serve")
         .build()
         .map_err(|e| Failure::Host(anyhow::anyhow!("could not start the runtime: {e}")))?;
     runtime.block_on(async {

@@ -3002,8 +3002,9 @@ async fn chat_completions_carries_an_https_image_url(gw: &Gateway<'_>) -> anyhow
     };
     for (model, expected) in [
         (
+            // The client's own part: an OpenAI-compatible target is sent its request as written.
             "openai/gpt-4o",
-            json!({"type": "image_url", "image_url": {"url": url}}),
+            json!({"type": "image_url", "image_url": {"url": url, "detail": "auto"}}),
         ),
         (
             "anthropic/claude-sonnet-4-6",
@@ -3365,10 +3366,12 @@ async fn chat_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> anyh
     Ok(())
 }
 
-/// Nested fields through both chat routes: what OMA's model has no place for (a message's
-/// `name`, a strict function, a text block's `citations` away from Anthropic) is a `400`
-/// naming its place and the target with nothing sent; a default (`detail: "auto"`) is
-/// accepted; an Anthropic target of `/v1/messages` gets every nested field as written.
+/// Nested fields through both chat routes: a target of the client's own dialect is sent the
+/// client's own request, byte for byte but the model (a message's `name`, an image's `detail`,
+/// a strict function to an OpenAI-compatible target of `/v1/chat/completions`; a text block's
+/// `citations` to an Anthropic target of `/v1/messages`); another dialect's target refuses
+/// what OMA's model has no place for with a `400` naming its place and the target, nothing
+/// sent, and takes a default (`detail: "auto"`).
 async fn nested_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> anyhow::Result<()> {
     let (openai, anthropic) = ("openai/gpt-4o", "anthropic/claude-sonnet-4-6");
     let named = json!([{"role": "user", "content": "Hello?", "name": "ann"}]);
@@ -3394,13 +3397,7 @@ async fn nested_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> an
         Option<&'static str>,
     );
     let cases: Vec<Case> = vec![
-        (
-            "/v1/chat/completions",
-            openai,
-            named.clone(),
-            None,
-            Some("messages[0].name"),
-        ),
+        ("/v1/chat/completions", openai, named.clone(), None, None),
         (
             "/v1/chat/completions",
             anthropic,
@@ -3408,7 +3405,14 @@ async fn nested_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> an
             None,
             Some("messages[0].name"),
         ),
-        ("/v1/chat/completions", openai, detail("auto"), None, None),
+        ("/v1/chat/completions", openai, detail("high"), None, None),
+        (
+            "/v1/chat/completions",
+            anthropic,
+            detail("auto"),
+            None,
+            None,
+        ),
         (
             "/v1/chat/completions",
             anthropic,
@@ -3420,12 +3424,12 @@ async fn nested_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> an
             "/v1/chat/completions",
             openai,
             named_free(),
-            Some(tools(false)),
+            Some(tools(true)),
             None,
         ),
         (
             "/v1/chat/completions",
-            openai,
+            anthropic,
             named_free(),
             Some(tools(true)),
             Some("tools[0].function.strict"),
@@ -3450,12 +3454,20 @@ async fn nested_fields_reach_the_provider_or_are_refused(gw: &Gateway<'_>) -> an
             None => {
                 response.expect_json(200).context(case.clone())?;
                 ensure!(sent.len() == 1, "{case}: {} provider requests", sent.len());
-                if path == "/v1/messages" {
-                    let request = sent[0].json().context("a JSON provider request")?;
+                let own = (path == "/v1/chat/completions" && model == openai)
+                    || (path == "/v1/messages" && model == anthropic);
+                if own {
+                    // The client's own request, byte for byte but the model.
+                    let bare = model.split_once('/').map_or(model, |(_, bare)| bare);
+                    let written = body.to_string().replacen(
+                        &format!("\"{model}\""),
+                        &format!("\"{bare}\""),
+                        1,
+                    );
                     ensure!(
-                        request["messages"][1]["content"][0]["citations"]
-                            == json!([{"type": "char_location"}]),
-                        "{case}: the provider got {request}"
+                        sent[0].body == written.as_bytes(),
+                        "{case}: the provider got {}",
+                        String::from_utf8_lossy(&sent[0].body)
                     );
                 }
             }

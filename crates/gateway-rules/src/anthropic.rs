@@ -195,6 +195,7 @@ pub fn start(
         forward: Some(forwarded(body, head, count)?),
         count,
         fields: (!count).then_some(fields),
+        openai: None,
     };
     let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)
         .map_err(|e| of_error(settings, e))?;

@@ -41,6 +41,7 @@ use oma_core::rng::Rng;
 use serde_json::Value;
 
 use crate::env::Settings;
+use crate::fields::Dialect;
 
 /// The OMA request both compatible routes send to `target`: `conversation` (OMA's message JSON,
 /// read from the client's shape by the route) through OMA's shape guard and validation, with
@@ -140,6 +141,12 @@ pub struct ChatMode {
     /// ([`crate::fields::apply`]): passed, mapped, or refused (or dropped, as the operator
     /// allows) before the target is sent anything.
     pub fields: Option<crate::fields::ClientFields>,
+    /// The client's own OpenAI request, which an OpenAI-compatible target is sent as written
+    /// but for what the gateway writes itself ([`crate::openai::OwnRequest::body`]): the same
+    /// rule as [`ChatMode::forward`], for `/v1/chat/completions`. `None` when the request holds
+    /// a part such a target takes in another form ([`crate::openai::sent_as_written`]): then
+    /// every target is sent OMA's request.
+    pub openai: Option<crate::openai::OwnRequest>,
 }
 
 /// A client's own request, kept for the targets of its dialect.
@@ -417,6 +424,14 @@ impl ChatMachine {
         };
         // The AI SDK bridge has no dialect here: its request is refused as it is made.
         let dialect = crate::fields::Dialect::of(&target.provider);
+        // A target of the client's own dialect is sent the client's own request, when the
+        // route kept it.
+        let own = match dialect {
+            Some(Dialect::Anthropic) => self.mode.forward.is_some(),
+            Some(Dialect::OpenAi) => self.mode.openai.is_some(),
+            _ => false,
+        };
+        let mut dropped_here = Vec::new();
         if let (Some(fields), Some(dialect)) = (&self.mode.fields, dialect) {
             let dropped = crate::fields::apply(
                 fields,
@@ -424,8 +439,10 @@ impl ChatMachine {
                 &target.label(),
                 &mut request,
                 &self.settings.drop_params,
+                own,
             )?;
             if !dropped.is_empty() {
+                dropped_here.clone_from(&dropped);
                 self.dropped.push((target.clone(), dropped));
             }
         }
@@ -485,6 +502,27 @@ impl ChatMachine {
                     context: ResponseContext::of(&request),
                     stream: request.stream && !count,
                     count,
+                };
+                Call::prepared(adapter, prepared, endpoint, options, self.seed)
+            }
+            _ if own && dialect == Some(Dialect::OpenAi) => {
+                // What the format refuses of the request as read is refused before anything is
+                // sent, as for any other target; what is sent is the client's own request, at
+                // the format's URL with its headers.
+                let own = self.mode.openai.as_ref();
+                let made = Validated::check(&request)
+                    .and_then(|validated| adapter.format_validated(validated, endpoint))
+                    .map(|mut http| {
+                        if let Some(own) = own {
+                            http.body = own.body(&target.model, request.stream, &dropped_here);
+                        }
+                        http
+                    });
+                let prepared = Prepared {
+                    request: made,
+                    context: ResponseContext::of(&request),
+                    stream: request.stream,
+                    count: false,
                 };
                 Call::prepared(adapter, prepared, endpoint, options, self.seed)
             }

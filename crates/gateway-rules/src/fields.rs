@@ -411,33 +411,34 @@ pub const FIELDS: &[Field] = &[
     openai_own("prompt_cache_retention"),
     openai_own("safety_identifier"),
     openai_own("verbosity"),
-    // Nested fields ([`crate::nested`]): the route reads the conversation and the tools into
-    // OMA's request, which every target's format writes, so what OMA's model has no place for
-    // cannot be passed to any target.
-    everywhere(
+    // Nested fields ([`crate::nested`]): an OpenAI-compatible target is sent the client's own
+    // request ([`crate::openai::OwnRequest`]), so there every nested field passes as written;
+    // the other targets are sent OMA's request read from the client's, whose model has no place
+    // for what these rows name.
+    elsewhere(
         "messages[].name",
         Refuse("OMA's messages carry no participant name"),
     ),
-    everywhere(
+    elsewhere(
         "messages[].refusal",
         Refuse("OMA's messages carry no refusal (send it as `content`)"),
     ),
-    everywhere(
+    elsewhere(
         "messages[].audio",
         Refuse("the gateway's messages carry no audio"),
     ),
-    everywhere(
+    elsewhere(
         "messages[].function_call",
         Refuse("deprecated: send `tool_calls`"),
     ),
-    everywhere(
+    elsewhere(
         "messages[].content[].image_url.detail",
         Rule::Map(
             "`auto` only (the default): OMA's image blocks carry no detail level",
             detail_auto_only,
         ),
     ),
-    everywhere(
+    elsewhere(
         "tools[].function.strict",
         Rule::Map(
             "`false` only (the default): OMA's tool definitions carry no strict mode",
@@ -599,15 +600,21 @@ const BETAS_ELSEWHERE: &str = "`claude-code`, `interleaved-thinking`, \
     `fine-grained-tool-streaming`, `token-efficient-tools`, `prompt-caching`, `token-counting` \
     (any date) honoured (they change nothing it must do); any other refused";
 
-/// The reason of the nested fields no row names, on a route whose every target is sent OMA's
-/// request read from the client's.
+/// The reason of the nested fields no row names, at a target of another dialect than the
+/// client's, which is sent OMA's request read from the client's.
 const NESTED_ELSEWHERE: &str =
     "the gateway reads it into OMA's request, whose model has no place for it";
+/// The reason a nested field its row passes is refused by a target of the client's own dialect
+/// that is not sent the client's request as written ([`crate::openai::sent_as_written`]).
+const REBUILT: &str = "this request is rebuilt for its target (it holds a part OpenAI's own \
+    API takes in another form: media in a tool message, a media URL given as a string), and the \
+    rebuilt request has no place for it";
 const CUSTOM_TOOLS: &str = "`custom` only: a tool Anthropic defines runs at Anthropic only";
 
-/// A nested field of `/v1/chat/completions` with the same rule for every dialect.
-const fn everywhere(name: &'static str, rule: Rule) -> Field {
-    field(Chat, name, [rule, rule, rule, rule])
+/// A nested field of `/v1/chat/completions`: passed to an OpenAI-compatible target, which is
+/// sent the client's own request, and decided by `rule` at every other target.
+const fn elsewhere(name: &'static str, rule: Rule) -> Field {
+    field(Chat, name, [Pass, rule, rule, rule])
 }
 
 const fn openai_own(name: &'static str) -> Field {
@@ -659,12 +666,13 @@ pub fn rule(route: Route, name: &str, dialect: Dialect) -> Rule {
 }
 
 /// The rule for a nested field of row `row` on `route` at a target of `dialect`: its row's, or
-/// for a nested field the table does not name, passed where the client's own request is sent
-/// (an Anthropic target of `/v1/messages`) and refused elsewhere.
+/// for a nested field the table does not name, passed to the route's own dialect, whose
+/// targets are sent the client's own request (an Anthropic target of `/v1/messages`, an
+/// OpenAI-compatible one of `/v1/chat/completions`), and refused elsewhere.
 pub fn nested_rule(route: Route, row: &str, dialect: Dialect) -> Rule {
     match field_of(route, row) {
         Some(field) => field.rules[dialect.column()],
-        None if route == Route::Messages && dialect == Dialect::Anthropic => Rule::Pass,
+        None if dialect == own_dialect(route) => Rule::Pass,
         None => Rule::Refuse(NESTED_ELSEWHERE),
     }
 }
@@ -805,13 +813,16 @@ pub struct NestedField {
 /// Applies the client's `fields` to `request`, bound for `target` (`<provider>/<model>`) of
 /// `dialect`: the fields passed or mapped are written into it; the first refusal is an
 /// [`Error::InvalidRequest`] naming the field and the target, unless `drop` drops it. Returns
-/// the names of the fields dropped. A `null` field counts as not sent.
+/// the names of the fields dropped. A `null` field counts as not sent. `as_written` says
+/// whether the target is sent the client's own request, where the nested fields its rows pass
+/// are already (without it, such a field has no place in what is sent, and is refused).
 pub fn apply(
     fields: &ClientFields,
     dialect: Dialect,
     target: &str,
     request: &mut ChatRequest,
     drop: &DropParams,
+    as_written: bool,
 ) -> Result<Vec<String>, Error> {
     let mut dropped = Vec::new();
     for (name, value) in &fields.values {
@@ -860,6 +871,7 @@ pub fn apply(
     }
     for field in &fields.nested {
         let refusal = match nested_rule(fields.route, &field.row, dialect) {
+            Rule::Pass if !as_written => Some(REBUILT.to_owned()),
             Rule::Read | Rule::Pass => None,
             Rule::Map(_, map) => {
                 let mut mapping = Mapping {

@@ -290,7 +290,18 @@ fn openai_answer_shaping_fields_are_refused_where_the_answer_cannot_carry_them()
             Not("/logprobs"),
         ]
     };
-    check(chat, "logprobs", json!(false), fine());
+    // An OpenAI-compatible target is sent the client's own request, the no-op value as written.
+    check(
+        chat,
+        "logprobs",
+        json!(false),
+        [
+            At("/logprobs", json!(false)),
+            Not("/logprobs"),
+            Not("/logprobs"),
+            Not("/logprobs"),
+        ],
+    );
     check(chat, "n", json!(1), fine());
     check(chat, "modalities", json!(["text"]), fine());
 }
@@ -788,18 +799,42 @@ fn refused_nested(route: Route, body: &Value, path: &str, row: &str) {
 }
 
 #[test]
-fn nested_chat_fields_are_decided_at_every_target() {
+fn nested_chat_fields_pass_to_openai_and_are_decided_elsewhere() {
     let chat = Route::ChatCompletions;
     for target in TARGETS {
-        // A participant name: OMA's messages have none, at any target.
+        let own = target.starts_with("openai/");
+        // Checks the nested field at `path` (row `row`): the client's own request reaches an
+        // OpenAI-compatible target with it as written; the others refuse it by its place.
+        let decided = |body: &Value, path: &str, row: &str, pointer: &str| {
+            if own {
+                let answered = nested(chat, body, &[]);
+                assert_eq!(answered.status, 200, "{path}: {:?}", answered.reply);
+                let sent = answered.sent_json(0);
+                assert_eq!(
+                    sent.pointer(pointer),
+                    body.pointer(pointer),
+                    "{path}: {sent}"
+                );
+                assert!(sent.pointer(pointer).is_some(), "{path}: {sent}");
+            } else {
+                refused_nested(chat, body, path, row);
+            }
+        };
+        // A participant name.
         let mut body = request(chat, target, "n", &json!(1));
         body["messages"] = json!([{"role": "system", "content": "Be brief."},
                                   {"role": "user", "content": "Hello?", "name": "ann"}]);
-        refused_nested(chat, &body, "messages[1].name", "messages[].name");
+        decided(
+            &body,
+            "messages[1].name",
+            "messages[].name",
+            "/messages/1/name",
+        );
         // `null` is not sent.
         body["messages"][1]["name"] = Value::Null;
         assert_eq!(nested(chat, &body, &[]).status, 200, "{target}");
-        // An image's detail: `auto` is every target's default, another level is refused.
+        // An image's detail: `auto` is every target's default, another level has no place in
+        // OMA's image block.
         let image = |detail: &str| {
             json!([{"role": "user", "content": [
                 {"type": "text", "text": "What is it?"},
@@ -809,27 +844,29 @@ fn nested_chat_fields_are_decided_at_every_target() {
         body["messages"] = image("auto");
         assert_eq!(nested(chat, &body, &[]).status, 200, "{target}");
         body["messages"] = image("high");
-        refused_nested(
-            chat,
+        decided(
             &body,
             "messages[0].content[1].image_url.detail",
             "messages[].content[].image_url.detail",
+            "/messages/0/content/1/image_url/detail",
         );
-        body["messages"] = image("bright");
-        let wrong = nested(chat, &body, &[("OMA_GATEWAY_DROP_PARAMS", "true")]);
-        assert_eq!(wrong.status, 400, "a wrong shape is never dropped");
-        // A strict function: no place in OMA's tool definitions.
+        if !own {
+            body["messages"] = image("bright");
+            let wrong = nested(chat, &body, &[("OMA_GATEWAY_DROP_PARAMS", "true")]);
+            assert_eq!(wrong.status, 400, "a wrong shape is never dropped");
+        }
+        // A strict function.
         body["messages"] = json!([{"role": "user", "content": "Hello?"}]);
         body["tools"][0]["function"]["strict"] = json!(false);
         assert_eq!(nested(chat, &body, &[]).status, 200, "{target}");
         body["tools"][0]["function"]["strict"] = json!(true);
-        refused_nested(
-            chat,
+        decided(
             &body,
             "tools[0].function.strict",
             "tools[].function.strict",
+            "/tools/0/function/strict",
         );
-        // A member no row names: refused everywhere (the conversation is rebuilt).
+        // A member no row names: passed to the client's own dialect, refused elsewhere.
         body["tools"][0]["function"]
             .as_object_mut()
             .expect("a function")
@@ -839,13 +876,54 @@ fn nested_chat_fields_are_decided_at_every_target() {
             {"id": "c1", "type": "function", "index": 0,
              "function": {"name": "look", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "seen"}]);
-        refused_nested(
-            chat,
+        decided(
             &body,
             "messages[1].tool_calls[0].index",
             "messages[].tool_calls[].index",
+            "/messages/1/tool_calls/0/index",
         );
     }
+}
+
+#[test]
+fn a_request_rebuilt_for_an_openai_target_refuses_the_nested_fields_it_would_lose() {
+    // A tool message with an image: OpenAI's tool messages hold text, so the request is
+    // rebuilt from OMA's (the image in a user message after it), which has no place for a
+    // participant name.
+    let chat = Route::ChatCompletions;
+    let mut body = request(chat, TARGETS[0], "n", &json!(1));
+    body["messages"] = json!([{"role": "user", "content": "Look.", "name": "ann"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": [
+            {"type": "text", "text": "seen"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]);
+    refused_nested(chat, &body, "messages[0].name", "messages[].name");
+    let answered = nested(chat, &body, &[]);
+    let text = &answered.reply.as_ref().expect("a reply").body;
+    assert!(text.contains("rebuilt"), "{text}");
+    // Without the name it is sent rebuilt, the image after the tool message.
+    body["messages"][0]
+        .as_object_mut()
+        .expect("a message")
+        .remove("name");
+    let answered = nested(chat, &body, &[]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    let sent = answered.sent_json(0);
+    assert_eq!(sent["messages"][3]["role"], "user", "{sent}");
+    assert_eq!(
+        sent["messages"][3]["content"][1]["type"], "image_url",
+        "{sent}"
+    );
+    // So is a media URL given as a string, which OpenAI's own API takes as `{"url"}`.
+    body["messages"] = json!([{"role": "user", "content": [
+        {"type": "image_url", "image_url": "https://example.com/a.png"}]}]);
+    let answered = nested(chat, &body, &[]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(
+        answered.sent_json(0)["messages"][0]["content"][0]["image_url"],
+        json!({"url": "https://example.com/a.png"})
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ use oma_core::message::{ContentBlock, LlmResponse};
 
 use crate::chat::{chat_request, ChatMachine, ChatMode, Target};
 use crate::env::Settings;
-use crate::fields::ClientFields;
+use crate::fields::{ClientFields, Dialect};
 use crate::Reply;
 use crate::Route;
 
@@ -166,7 +166,7 @@ pub struct ChunkWriter {
 fn read_request(
     settings: &Settings,
     body: &[u8],
-) -> Result<(Target, ChatRequest, ClientFields, bool, bool), Reply> {
+) -> Result<(Target, ChatRequest, ClientFields, Read), Reply> {
     let value: Value = oma_core::json::from_bytes(body)
         .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
     let Value::Object(mut o) = value else {
@@ -229,6 +229,7 @@ fn read_request(
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         _ => return Err(invalid("`messages` is required: a non-empty array")),
     };
+    let as_written = sent_as_written(&messages);
     let (system, conversation) = conversation(messages)?;
     // OMA's shape guard and validation, with OMA's messages.
     let request = chat_request(&target, system, conversation, tools, sampling, stream)
@@ -239,7 +240,153 @@ fn read_request(
         values: o,
         nested,
     };
-    Ok((target, request, fields, stream, include_usage))
+    let read = Read {
+        stream,
+        include_usage,
+        as_written,
+    };
+    Ok((target, request, fields, read))
+}
+
+/// What [`read_request`] found beside the request and its fields.
+struct Read {
+    /// Whether the answer is streamed.
+    stream: bool,
+    /// Whether the client asked for the usage in a last chunk.
+    include_usage: bool,
+    /// Whether an OpenAI-compatible target can be sent the request as written
+    /// ([`sent_as_written`]).
+    as_written: bool,
+}
+
+/// Whether an OpenAI-compatible target can be sent the client's `messages` as written: every
+/// part the route reads is in the form OpenAI's own API takes. Two forms the route takes
+/// besides (as LiteLLM does) are not: image and file parts in a `tool` message (OpenAI's tool
+/// messages hold text; OMA's format carries such a result's media in a user message after
+/// it) and a media part whose URL is a string instead of `{"url"}`. A request holding either is
+/// rebuilt from OMA's request for every target.
+pub fn sent_as_written(messages: &[Value]) -> bool {
+    messages.iter().all(|message| {
+        let Some(Value::Array(parts)) = message.get("content") else {
+            return true;
+        };
+        let tool = message.get("role").and_then(Value::as_str) == Some("tool");
+        parts.iter().all(|part| {
+            let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+            match kind {
+                "text" => true,
+                _ if tool => false,
+                "image_url" | "video_url" => part.get(kind).is_some_and(Value::is_object),
+                _ => true,
+            }
+        })
+    })
+}
+
+/// The client's own `/v1/chat/completions` request, which an OpenAI-compatible target (the
+/// requested one or a fallback) is sent as written, as an Anthropic target of `/v1/messages`
+/// is sent the client's Anthropic request: the same dialect, so every field the client wrote,
+/// nested ones included, reaches the provider with its meaning. The gateway writes what is its
+/// own ([`OwnRequest::body`]): the model, `stream`, and the usage a stream must report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnRequest {
+    /// The body as the client sent it (JSON text).
+    text: String,
+    /// Each top-level member: its name and where its value is in `text`.
+    members: Vec<(String, std::ops::Range<usize>)>,
+}
+
+impl OwnRequest {
+    /// The top-level members of `body` (a JSON object, already read by the route). A name
+    /// given twice is refused: which value a provider would read is not for the gateway to
+    /// guess, and the gateway has checked the last one only.
+    fn parse(body: &[u8]) -> Result<OwnRequest, Reply> {
+        use serde::de::{Deserializer, MapAccess, Visitor};
+        use serde_json::value::RawValue;
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = Vec<(String, &'de RawValue)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    members.push((name, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(members)
+            }
+        }
+        let text = std::str::from_utf8(body)
+            .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let raw = reader
+            .deserialize_map(Members)
+            .and_then(|members| reader.end().map(|()| members))
+            .map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+        let start = text.as_ptr() as usize;
+        let mut members: Vec<(String, std::ops::Range<usize>)> = Vec::with_capacity(raw.len());
+        for (name, value) in raw {
+            if members.iter().any(|(seen, _)| *seen == name) {
+                return Err(invalid(format!(
+                    "`{}` is given twice in the request",
+                    name.chars().take(100).collect::<String>()
+                )));
+            }
+            let value = value.get();
+            let at =
+                (value.as_ptr() as usize - start)..(value.as_ptr() as usize - start + value.len());
+            members.push((name, at));
+        }
+        Ok(OwnRequest {
+            text: text.to_owned(),
+            members,
+        })
+    }
+
+    /// The body an OpenAI-compatible target is sent: the client's members in its order, each
+    /// value byte for byte, but `model` (the target's `model`), `stream` (`stream`, as the
+    /// route read it) and, in a stream, `stream_options` with `include_usage: true` (the
+    /// per-token limits and the traces count a stream's usage, and the answer leaves it out
+    /// when the client did not ask for it); the fields in `dropped` (as
+    /// `OMA_GATEWAY_DROP_PARAMS` allowed) are left out.
+    pub fn body(&self, model: &str, stream: bool, dropped: &[String]) -> String {
+        let mut out = String::with_capacity(self.text.len() + model.len() + 64);
+        out.push('{');
+        let mut usage = false;
+        for (name, at) in &self.members {
+            if dropped.contains(name) {
+                continue;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&Value::from(name.as_str()).to_string());
+            out.push(':');
+            match name.as_str() {
+                "model" => out.push_str(&Value::from(model).to_string()),
+                "stream" => out.push_str(if stream { "true" } else { "false" }),
+                "stream_options" if stream => {
+                    let mut options = match serde_json::from_str(&self.text[at.clone()]) {
+                        Ok(Value::Object(options)) => options,
+                        _ => Map::new(),
+                    };
+                    options.insert("include_usage".into(), Value::Bool(true));
+                    out.push_str(&Value::Object(options).to_string());
+                    usage = true;
+                }
+                _ => out.push_str(&self.text[at.clone()]),
+            }
+        }
+        if stream && !usage {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(r#""stream_options":{"include_usage":true}"#);
+        }
+        out.push('}');
+        out
+    }
 }
 
 /// `model` quoted for a message, with any configured secret in it redacted.
@@ -300,9 +447,13 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
             out.push(json!({"role": "user", "content": std::mem::take(results)}));
         }
     };
-    for (i, message) in messages.into_iter().enumerate() {
+    for (i, mut message) in messages.into_iter().enumerate() {
+        // Taken out of the message, not copied: it may hold megabytes of media.
+        let content = message
+            .get_mut("content")
+            .map(Value::take)
+            .unwrap_or(Value::Null);
         let role = message.get("role").and_then(Value::as_str).unwrap_or("");
-        let content = message.get("content").cloned().unwrap_or(Value::Null);
         match role {
             "system" | "developer" => system.push(text_of(&content, i)?),
             "tool" => {
@@ -583,12 +734,24 @@ pub fn start(
     now_ms: u64,
     seed: u64,
 ) -> Result<Completion, Reply> {
-    let (target, request, fields, stream, include_usage) = read_request(settings, body)?;
+    let (target, request, fields, read) = read_request(settings, body)?;
+    let Read {
+        stream,
+        include_usage,
+        as_written,
+    } = read;
     let requested = target.label();
     let mut targets = vec![target];
     targets.extend(settings.fallbacks_for(&requested));
+    // An OpenAI-compatible target is sent the client's own request, when it can take it as
+    // written; the others OMA's request read from it.
+    let own = as_written
+        && targets
+            .iter()
+            .any(|t| Dialect::of(&t.provider) == Some(Dialect::OpenAi));
     let mode = ChatMode {
         fields: Some(fields),
+        openai: own.then(|| OwnRequest::parse(body)).transpose()?,
         ..ChatMode::default()
     };
     let machine = ChatMachine::with_mode(settings, request, targets, mode, now_ms, seed)

@@ -2069,3 +2069,192 @@ fn drop_params_sends_markers_and_betas_a_target_cannot_honour_without_them() {
         json!({"type": "ephemeral"})
     );
 }
+
+/// A Chat Completions request with what OMA's model has no place for: a participant name, an
+/// image's detail, a strict function, an unknown member of a message and one of the body.
+fn own_request(model: &str) -> Value {
+    json!({
+        "model": model,
+        "messages": [
+            {"role": "developer", "content": "Be brief.", "name": "ops"},
+            {"role": "user", "name": "ann", "content": [
+                {"type": "text", "text": "What is it?"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png",
+                                                    "detail": "high"}}]},
+            {"role": "assistant", "content": null, "reasoning_content": "Look first.",
+             "tool_calls": [{"id": "c1", "type": "function",
+                             "function": {"name": "look", "arguments": "{\"at\": \"a\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "A dot."},
+        ],
+        "tools": [{"type": "function", "function": {"name": "look", "strict": true,
+            "parameters": {"type": "object", "properties": {"at": {"type": "string"}},
+                           "required": ["at"], "additionalProperties": false}}}],
+        "max_completion_tokens": 64,
+        "seed": 7,
+        "x_vendor_option": {"k": [1, 2]},
+    })
+}
+
+#[test]
+fn an_openai_target_gets_the_clients_own_request_byte_for_byte_but_the_model() {
+    let body = own_request("openai/gpt-4o");
+    let written = body.to_string();
+    let answered = call(&body, vec![openai_answer("A dot.")]);
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(answered.sent.len(), 1);
+    let sent = &answered.sent[0];
+    assert_eq!(
+        *sent.body,
+        written.replacen("\"openai/gpt-4o\"", "\"gpt-4o\"", 1),
+        "the provider got another request"
+    );
+    assert_eq!(sent.url, format!("{OPENAI}/chat/completions"));
+    let auth = sent
+        .headers
+        .iter()
+        .find(|(name, _)| name == "authorization");
+    assert_eq!(
+        auth.map(|(_, v)| v.as_str()),
+        Some(&*format!("Bearer {OPENAI_KEY}"))
+    );
+    assert_eq!(
+        answered.json()["choices"][0]["message"]["content"],
+        "A dot."
+    );
+
+    // The gateway's own checks still come first: what OMA refuses is refused, nothing sent.
+    let mut bad = body.clone();
+    bad["messages"][1]["content"][1]["image_url"]["url"] = json!("file:///etc/passwd");
+    let refused = call(&bad, vec![]);
+    assert_eq!(
+        openai_error(&refused, 400)["error"]["code"],
+        "InvalidMessageError"
+    );
+    assert!(refused.sent.is_empty());
+    // And the field table: a field no target's answer can carry is refused by name.
+    let mut bad = body.clone();
+    bad["top_logprobs"] = json!(3);
+    let refused = call(&bad, vec![]);
+    assert!(openai_error(&refused, 400)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("`top_logprobs` cannot be sent to openai/gpt-4o"));
+    assert!(refused.sent.is_empty());
+    // Dropped by the operator's setting, it is left out of the client's request.
+    let auth = vec![("authorization", format!("Bearer {TOKEN}"))];
+    let dropped = call_with(
+        environment(&[("OMA_GATEWAY_DROP_PARAMS", "top_logprobs")]),
+        auth,
+        &bad,
+        vec![openai_answer("A dot.")],
+    );
+    assert_eq!(dropped.status, 200, "{:?}", dropped.reply);
+    assert_eq!(
+        *dropped.sent[0].body,
+        written.replacen("\"openai/gpt-4o\"", "\"gpt-4o\"", 1)
+    );
+}
+
+#[test]
+fn a_streamed_own_request_asks_for_the_usage_and_keeps_the_clients_options() {
+    let sse = concat!(
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o\",",
+        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi.\"},",
+        "\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o\",",
+        "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o\",",
+        "\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,",
+        "\"total_tokens\":7}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    for options in [None, Some(json!({"include_usage": false}))] {
+        let mut body = own_request("openai/gpt-4o");
+        body["stream"] = json!(true);
+        if let Some(options) = &options {
+            body["stream_options"] = options.clone();
+        }
+        let answered = call(&body, vec![(200, "text/event-stream", sse.to_owned())]);
+        assert_eq!(answered.status, 200, "{:?}", answered.reply);
+        let sent = answered.sent_json(0);
+        assert_eq!(
+            sent["stream_options"],
+            json!({"include_usage": true}),
+            "{sent}"
+        );
+        assert_eq!(sent["stream"], true);
+        assert_eq!(sent["messages"], body["messages"]);
+        assert_eq!(sent["tools"], body["tools"]);
+        // The client did not ask for the usage: its stream has none.
+        let chunks = answered.chunks();
+        assert!(
+            chunks.iter().all(|c| c.get("usage").is_none()),
+            "{chunks:?}"
+        );
+        assert_eq!(chunks.last(), Some(&json!("[DONE]")));
+    }
+}
+
+#[test]
+fn an_own_request_names_each_field_once_and_a_fallback_gets_it_too() {
+    // A name given twice: which one a provider reads is not for the gateway to guess.
+    let text = br#"{"model":"openai/gpt-4o","seed":1,"messages":[{"role":"user","content":"Hi"}],"seed":2}"#;
+    let transport = Scripted::default();
+    let mut client = Client {
+        headers: vec![("authorization", format!("Bearer {TOKEN}"))],
+        body: text.to_vec(),
+        transport: transport.clone(),
+        reply: None,
+        events: None,
+    };
+    let status = serve(
+        environment(&[]),
+        "POST",
+        "/v1/chat/completions",
+        &mut client,
+    );
+    assert_eq!(status, 400);
+    let reply = client.reply.expect("a reply");
+    assert!(
+        reply.body.contains("`seed` is given twice"),
+        "{}",
+        reply.body
+    );
+    assert!(transport.0.borrow().sent.is_empty());
+
+    // A fallback of the client's dialect is sent the client's own request, with its model.
+    let fallbacks = r#"{"anthropic/claude-x": ["openai/gpt-4o"]}"#;
+    let mut body = own_request("anthropic/claude-x");
+    for message in body["messages"].as_array_mut().unwrap() {
+        let message = message.as_object_mut().unwrap();
+        message.remove("name");
+        message.remove("reasoning_content");
+    }
+    body["messages"][1]["content"][1]["image_url"]
+        .as_object_mut()
+        .unwrap()
+        .remove("detail");
+    body["tools"][0]["function"]
+        .as_object_mut()
+        .unwrap()
+        .remove("strict");
+    body.as_object_mut().unwrap().remove("x_vendor_option");
+    body.as_object_mut().unwrap().remove("seed");
+    let down = json!({"type": "error", "error": {"type": "api_error", "message": "down"}});
+    let answered = call_with(
+        environment(&[("OMA_GATEWAY_FALLBACKS", fallbacks)]),
+        vec![("authorization", format!("Bearer {TOKEN}"))],
+        &body,
+        vec![
+            (503, "application/json", down.to_string()),
+            openai_answer("From OpenAI."),
+        ],
+    );
+    assert_eq!(answered.status, 200, "{:?}", answered.reply);
+    assert_eq!(answered.sent.len(), 2);
+    assert_eq!(
+        *answered.sent[1].body,
+        body.to_string()
+            .replacen("\"anthropic/claude-x\"", "\"gpt-4o\"", 1)
+    );
+}

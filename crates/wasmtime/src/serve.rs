@@ -22,6 +22,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - **A runtime per core.** Connections are accepted on the runtime `serve_until` runs in and
+//!   handed, each to the one with the fewest, to [`ServeOptions::workers`] threads (one per
+//!   core by default), each running a single-threaded tokio runtime of its own. A request's
+//!   connection, its instance and its provider connections (kept alive per thread) then live
+//!   on one thread: no request wakes another thread to run a task it spawned, which on a
+//!   multi-thread runtime cost more CPU than the guest's own work (`docs/performance.md`).
 //! - **One instance per request.** The component is compiled once (through the harness's
 //!   private compiled-code cache), linked once against all of WASI p2 (so `wasi:cli/environment`
 //!   works, as `wasmtime serve -Scli`) and `wasi:http`, and pre-instantiated as a [`ProxyPre`];
@@ -206,6 +212,16 @@ pub struct ServeOptions {
     /// The component's `wasi:keyvalue` store ([`KeyValue`]): none by default (every `open`
     /// fails), one map in memory, or a Redis server shared by every replica.
     pub keyvalue: KeyValue,
+    /// How many threads serve the connections, each with a single-threaded runtime of its own
+    /// (see the module docs); [`default_workers`] (one per core) by default. 0 serves them on
+    /// the runtime [`Server::serve_until`] runs in.
+    pub workers: usize,
+}
+
+/// One worker thread per core the process may use ([`ServeOptions::workers`]); 1 when that
+/// cannot be told.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl ServeOptions {
@@ -256,6 +272,7 @@ impl ServeOptions {
             cache: true,
             cache_dir: None,
             keyvalue: KeyValue::none(),
+            workers: default_workers(),
         }
     }
 }
@@ -278,6 +295,7 @@ impl fmt::Debug for ServeOptions {
             .field("policy", &self.policy)
             .field("cache", &self.cache)
             .field("cache_dir", &self.cache_dir)
+            .field("workers", &self.workers)
             .finish()
     }
 }
@@ -319,6 +337,7 @@ pub struct Server {
     shared: Arc<Shared>,
     origin: ComponentOrigin,
     load_time: Duration,
+    workers: usize,
 }
 
 impl fmt::Debug for Server {
@@ -328,6 +347,7 @@ impl fmt::Debug for Server {
             .field("component", &self.shared.component)
             .field("origin", &self.origin)
             .field("load_time", &self.load_time)
+            .field("workers", &self.workers)
             .finish_non_exhaustive()
     }
 }
@@ -344,7 +364,8 @@ struct Shared {
     request_timeout: Duration,
     shutdown_grace: Duration,
     policy: AddressPolicy,
-    /// The provider connections kept alive across requests (each request's guard shares them).
+    /// The provider connections kept alive across requests when connections are served on the
+    /// caller's runtime (each request's guard shares them); each worker keeps its own.
     connections: GuardedOutbound,
     /// One permit per pool slot: a request holds one from before its store exists until the
     /// store is dropped.
@@ -435,6 +456,7 @@ impl Server {
             }),
             origin: compiled.origin(),
             load_time: compiled.load_time(),
+            workers: options.workers,
         })
     }
 
@@ -464,15 +486,21 @@ impl Server {
     }
 
     /// Serves HTTP/1.1 until `shutdown` resolves, then stops gracefully (see the module docs)
-    /// and returns. Must run inside a tokio runtime with I/O and time enabled; a multi-thread
-    /// runtime lets requests run in parallel.
+    /// and returns. Must run inside a tokio runtime with I/O and time enabled, which accepts the
+    /// connections and hands them to the [`ServeOptions::workers`] threads (started here,
+    /// ended on return); with no workers it serves them itself, and a multi-thread runtime then
+    /// lets requests run in parallel.
     ///
-    /// Fails only if the listening socket cannot be registered with the runtime; a failed
-    /// request or connection is answered or closed and noted on standard error.
+    /// Fails only if the listening socket cannot be registered with the runtime or a worker
+    /// thread cannot be started; a failed request or connection is answered or closed and noted
+    /// on standard error.
     pub async fn serve_until(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::from_std(self.listener)
             .context("could not register the listening socket with the runtime")?;
         let shared = self.shared;
+        let workers = (0..self.workers)
+            .map(|index| Worker::start(index, shared.policy))
+            .collect::<anyhow::Result<Vec<Worker>>>()?;
         let (stop, stopping) = watch::channel(false);
         let mut connections = tokio::task::JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -494,7 +522,15 @@ impl Server {
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        connections.spawn(connection(stream, Arc::clone(&shared), stopping.clone()));
+                        let shared = Arc::clone(&shared);
+                        let stopping = stopping.clone();
+                        match workers.iter().min_by_key(|worker| worker.open()) {
+                            None => {
+                                let pool = shared.connections.clone();
+                                connections.spawn(connection(stream, shared, pool, stopping));
+                            }
+                            Some(worker) => worker.serve(&mut connections, stream, shared, stopping),
+                        }
                     }
                     Err(e) => {
                         // Out of descriptors, say: a pause instead of a busy loop.
@@ -521,7 +557,100 @@ impl Server {
             );
             connections.abort_all();
         }
+        // Dropping the workers ends their threads, and with them their runtimes.
+        drop(workers);
         Ok(())
+    }
+}
+
+/// A thread with a single-threaded tokio runtime that serves the connections handed to it, and
+/// the provider connections its requests keep alive. Dropping it ends the thread, and what
+/// still runs on it is dropped with its runtime.
+struct Worker {
+    runtime: tokio::runtime::Handle,
+    /// Idle provider connections, shared by this worker's requests only: a connection's task
+    /// runs on the runtime that opened it, so a request on another thread would wake this one.
+    connections: GuardedOutbound,
+    /// The connections this worker serves now: a new one goes to the worker with the fewest.
+    open: Arc<AtomicU64>,
+    /// Dropped with the worker: the thread's runtime then stops.
+    _stop: oneshot::Sender<()>,
+}
+
+impl Worker {
+    fn start(index: usize, policy: AddressPolicy) -> anyhow::Result<Worker> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("could not start a worker's runtime")?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("oma-serve-{index}"))
+            .spawn(move || {
+                runtime.block_on(async {
+                    let _ = stopped.await;
+                });
+                // Without waiting for blocking work (a name lookup) still under way.
+                runtime.shutdown_background();
+            })
+            .context("could not start a worker thread")?;
+        Ok(Worker {
+            runtime: handle,
+            connections: GuardedOutbound::new(policy),
+            open: Arc::new(AtomicU64::new(0)),
+            _stop: stop,
+        })
+    }
+
+    fn open(&self) -> u64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Serves `stream` on this worker's thread, as a task of `connections`.
+    fn serve(
+        &self,
+        connections: &mut tokio::task::JoinSet<()>,
+        stream: TcpStream,
+        shared: Arc<Shared>,
+        stopping: watch::Receiver<bool>,
+    ) {
+        // The socket leaves this runtime's reactor for the worker's.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                eprintln!("oma-host: could not hand a connection to a worker: {e}");
+                return;
+            }
+        };
+        let open = Counted::new(&self.open);
+        let pool = self.connections.clone();
+        connections.spawn_on(
+            async move {
+                let _open = open;
+                match TcpStream::from_std(stream) {
+                    Ok(stream) => connection(stream, shared, pool, stopping).await,
+                    Err(e) => eprintln!("oma-host: a worker could not take a connection: {e}"),
+                }
+            },
+            &self.runtime,
+        );
+    }
+}
+
+/// One in a worker's count of open connections, for as long as it lives.
+struct Counted(Arc<AtomicU64>);
+
+impl Counted {
+    fn new(count: &Arc<AtomicU64>) -> Counted {
+        count.fetch_add(1, Ordering::Relaxed);
+        Counted(Arc::clone(count))
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -543,11 +672,18 @@ fn trim_heap() {
 
 /// Serves one connection until it closes, or until a stop, after which it finishes the
 /// response in progress and closes.
-async fn connection(stream: TcpStream, shared: Arc<Shared>, mut stopping: watch::Receiver<bool>) {
+/// `pool` holds the provider connections its requests keep alive.
+async fn connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    pool: GuardedOutbound,
+    mut stopping: watch::Receiver<bool>,
+) {
     let _ = stream.set_nodelay(true);
     let service = hyper::service::service_fn(move |request| {
         let shared = Arc::clone(&shared);
-        async move { Ok::<_, Infallible>(handle(shared, request).await) }
+        let pool = pool.clone();
+        async move { Ok::<_, Infallible>(handle(shared, &pool, request).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     // The timer makes hyper's header read timeout (30 s) apply: a client that never finishes
@@ -721,8 +857,13 @@ fn is_health_check<B>(request: &hyper::Request<B>) -> bool {
 }
 
 /// One request: a fresh instance handles it in a task of its own (which goes on writing the
-/// body after the head has been returned here).
-async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Response {
+/// body after the head has been returned here); its provider requests share `pool`'s idle
+/// connections.
+async fn handle(
+    shared: Arc<Shared>,
+    pool: &GuardedOutbound,
+    request: hyper::Request<Incoming>,
+) -> Response {
     if request.uri().authority().is_none()
         && request
             .headers()
@@ -767,7 +908,7 @@ async fn handle(shared: Arc<Shared>, request: hyper::Request<Incoming>) -> Respo
         );
     };
     let label = format!("{} {}", request.method(), request.uri().path());
-    let guard = GuardedOutbound::new(shared.policy).sharing_connections(&shared.connections);
+    let guard = GuardedOutbound::new(shared.policy).sharing_connections(pool);
     let mut store = new_store(&shared, guard.clone());
     if !health {
         store

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official clients against the gateway on loopback (`.ci/run` calls this): PyPI's `openai`
-# (plain, streamed, an image, a tool-call round trip, the refusals as BadRequestError,
+# (plain, streamed, an image, a tool-call round trip, nested fields passed to an OpenAI target
+# and refused by their place at an Anthropic one, the refusals as BadRequestError,
 # `models.list`, a wrong token), PyPI's `anthropic` (`messages.create` plain and streamed, the
 # beta client with `betas`, `count_tokens`, `models.list`, a beta refused by name, a refusal, a
 # wrong token) and npm's `openai` (plain, streamed, a refusal), each as its users

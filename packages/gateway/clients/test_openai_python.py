@@ -114,6 +114,45 @@ class OpenAIClient(unittest.TestCase):
         )
         self.assertEqual(answer.choices[0].message.content, CANNED_TEXT)
 
+    def test_nested_fields_reach_an_openai_target_and_are_refused_by_place_elsewhere(self):
+        # An OpenAI-compatible target is sent the client's own request: a participant name, an
+        # image's detail and a strict function reach it as written.
+        messages = [
+            {
+                "role": "user",
+                "name": "ann",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": PIXEL, "detail": "high"}},
+                ],
+            }
+        ]
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "look",
+                    "strict": True,
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"at": {"type": "string"}},
+                        "required": ["at"],
+                        "additionalProperties": False,
+                    },
+                },
+            }
+        ]
+        answer = client().chat.completions.create(
+            model="openai/gpt-4o", messages=messages, tools=tools
+        )
+        self.assertEqual(answer.choices[0].message.content, CANNED_TEXT)
+        # Anthropic's format has no place for a participant name: refused by its place.
+        with self.assertRaises(openai.BadRequestError) as caught:
+            client().chat.completions.create(
+                model="anthropic/claude-sonnet-4-6", messages=messages, tools=tools
+            )
+        self.assertIn("`messages[0].name`", str(caught.exception))
+
     def test_refusals_are_bad_request_errors_with_omas_message(self):
         for url, fragment in [
             ("file:///etc/passwd", "http"),

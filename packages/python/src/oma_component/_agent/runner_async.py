@@ -30,8 +30,8 @@ from .._http_async import AsyncHttpClient, AsyncStreamingResponse
 from .._runtime import ChunkAnswer, Runtime, record
 from .._types import AgentRunResult, RunIdentity, StreamEvent
 from .cancel import CancelToken, RunCancelled
-from .host import (READING, Host, Observer, ToolTimings, call_arguments, compress_request, compress_variant,
-                   due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
+from .host import (READING, Host, Observer, ToolTimings, call_arguments, close_cancelled, compress_request,
+                   compress_variant, due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
                    loop_variant, notify, now_ms, observed_result, tool_context, tool_variant, validation_variant)
 from .llm_adapter import AsyncModelCall
 from .result import cancelled_raw, internal_failure, last_event, run_result
@@ -298,6 +298,15 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 give_answer(rt, generation, session, validation_variant(host, p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
+    except asyncio.CancelledError:
+        # The awaiting task was cancelled, or the run's token fired during a step.
+        _close_cancelled(rt, generation, session, host)
+        raise
+    except GeneratorExit:
+        # Left between steps: by the run's token, or by a stream's consumer (not a cancel).
+        if host.cancel is not None and host.cancel.cancelled:
+            _close_cancelled(rt, generation, session, host)
+        raise
     finally:
         for future in pending:
             future.cancel()
@@ -306,6 +315,23 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
         if response is not None:
             await response.aclose()
         rt.drop(generation, session)
+
+
+def _close_cancelled(rt: Runtime, generation: int, session: Any, host: Host) -> None:
+    """``close_cancelled`` from the event loop's thread, where nothing can be awaited any more:
+    an ``async def`` ``on_trace`` is scheduled on the loop, a plain one called."""
+
+    def on_trace(event: Any) -> None:
+        if host.on_trace is None:
+            return
+        try:
+            returned = host.on_trace(event)
+            if inspect.isawaitable(returned):
+                asyncio.ensure_future(returned)
+        except Exception:  # noqa: BLE001 - an observer never changes the run
+            pass
+
+    close_cancelled(rt, generation, session, host, on_trace)
 
 
 async def _next(steps: AsyncIterator[Any], cancel: Optional[CancelToken]) -> Any:

@@ -836,3 +836,97 @@ async fn a_cancelled_session_closes_its_trace_and_gives_omas_cancelled_result() 
     // A cancelled prompt commits nothing.
     assert_eq!(history_json(&mut guest, agent.resource()).await, "[]");
 }
+
+/// The Rust host's `DriverGuest::cancel_agent_stream`: a stream cancelled before its first step
+/// still opens and closes its run's and agent's spans (both `cancelled`, delivered to the host's
+/// record sink), its last event is `error` with OMA's cancelled result, nothing is sent, and a
+/// second cancel is refused.
+#[tokio::test]
+async fn a_cancelled_stream_closes_its_trace_in_the_rust_host() {
+    use oma_host_tests::{
+        agent_config, endpoint, AgentEvent, CannedResponse, CaptureOutbound, DriverHarness,
+        FailureKind, GuestOptions, RecordedRequest, RunInput, ScriptedHost, StatusCode,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counted = sent.clone();
+    let outbound = CaptureOutbound::new(move |_request: &RecordedRequest| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic(json!([{"type": "text", "text": "hello"}])).into_bytes(),
+        }
+    });
+    let host = ScriptedHost::new();
+    let log = host.log();
+    let mut guest = DriverHarness::shared()
+        .expect("the portable guest loads")
+        .instantiate_with(GuestOptions {
+            hooks: Some(Box::new(outbound)),
+            host: Some(Box::new(host)),
+            ..Default::default()
+        })
+        .await
+        .expect("it instantiates");
+    let mut config = agent_config(
+        "streamer",
+        "claude-sonnet-4-6",
+        endpoint("anthropic", None, Some(KEY)),
+    );
+    config.records = Some(r#"{"runId": "run-s"}"#.into());
+    let agent = guest.create_agent(&config).await.unwrap().unwrap();
+    let stream = guest
+        .stream(&agent, &RunInput::Text("hi".into()))
+        .await
+        .unwrap()
+        .expect("valid input");
+    guest
+        .cancel_agent_stream(&stream)
+        .await
+        .unwrap()
+        .expect("a stream under way can be cancelled");
+    let Some(AgentEvent::Error(result)) = guest.next_agent_event(&stream).await.unwrap() else {
+        panic!("the stream ends with its error event");
+    };
+    let failure = result.failure.expect("a failed result");
+    assert_eq!(failure.status.code, StatusCode::Cancelled);
+    assert_eq!(failure.error_info.kind, FailureKind::Cancellation);
+    assert_eq!(failure.error_info.name, "AbortError");
+    assert_eq!(result.output, "Run cancelled by caller.");
+    assert!(guest.next_agent_event(&stream).await.unwrap().is_none());
+    assert_eq!(sent.load(Ordering::SeqCst), 0, "nothing was sent");
+    {
+        let log = log.lock();
+        let records: Vec<Value> = log
+            .records
+            .iter()
+            .map(|r| serde_json::from_str(&r.json).expect("a record is JSON"))
+            .collect();
+        let shape: Vec<String> = records
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r["recordType"].as_str().unwrap(),
+                    r["name"].as_str().unwrap(),
+                    r["status"]["code"].as_str().unwrap_or("-")
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "span_start oma.run -",
+                "span_start invoke_agent -",
+                "span_end invoke_agent cancelled",
+                "span_end oma.run cancelled",
+            ]
+        );
+        assert!(records.iter().all(|r| r["runId"] == "run-s"));
+    }
+    let again = guest.cancel_agent_stream(&stream).await.unwrap();
+    assert!(again.is_err(), "the run is over");
+    guest.close_agent_stream(stream).await.unwrap();
+}

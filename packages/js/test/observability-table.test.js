@@ -25,7 +25,8 @@ const stores = {
 
 /**
  * The case's agent. With `cancel: "tool"`, calling a tool aborts `controller` (the caller
- * cancels the run) and the tool's answer never comes.
+ * cancels the run) and the tool's answer never comes; with `cancel: "before"`, the run is given
+ * a signal already aborted.
  */
 function agentOf(kase, baseURL, controller) {
   const { tools, ...agent } = kase.agent
@@ -58,9 +59,11 @@ for (const kase of table.cases) {
         const { prompt, ...options } = kase.run
         const controller = new AbortController()
         if (kase.cancel !== undefined) options.abortSignal = controller.signal
+        if (kase.cancel === 'before') controller.abort()
         const result = await oma.runAgent(agentOf(kase, server.url, controller), prompt, options)
         assert.equal(result.success, kase.expect.result.success)
         assert.equal(result.status.code, kase.expect.result.status)
+        if (kase.cancel === 'before') assert.equal(server.requests.length, 0, 'nothing is sent')
         assert.equal((await sink.forceFlush({ timeoutMs: 5_000 })).status, 'ok')
         const stored = await store.getRun(result.identity.runId, { includeRecords: true })
         assert.ok(stored, 'the run is stored under the result\'s run id')

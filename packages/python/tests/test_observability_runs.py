@@ -66,7 +66,9 @@ def _tool(spec, token):
 
 def _arguments(case, loop):
     agent = case["agent"]
-    token = oma.CancelToken() if case.get("cancel") == "tool" else None
+    token = oma.CancelToken() if case.get("cancel") in ("tool", "before") else None
+    if case.get("cancel") == "before":
+        token.cancel()  # the caller cancelled before the run started
     kwargs = dict(name=agent["name"], model="claude-test", provider="anthropic", base_url=loop.base, api_key=KEY,
                   call={"egress": "offline", "timeout_ms": 5000, "max_retries": 0},
                   tools=[_tool(t, token) for t in agent.get("tools", [])])
@@ -123,6 +125,8 @@ def test_runs_table(case, kind, loop, tmp_path):
                            **_arguments(case, loop))
     assert sink.force_flush(timeout_ms=5_000)["status"] == "ok"
     _check(case, result, store)
+    if case.get("cancel") == "before":
+        assert loop.requests == []  # nothing is sent
     if kind == "file":
         store.close()
         again = FileTraceStore.open(tmp_path / "traces.ndjson")

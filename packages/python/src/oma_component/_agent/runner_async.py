@@ -204,6 +204,10 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
     model_pending = False
     try:
         while True:
+            # A token that fired before the run started, or while the caller held a yielded
+            # event: nothing more is done, and the session still closes the run's trace.
+            if host.cancel is not None and host.cancel.cancelled:
+                raise RunCancelled()
             polled = rt.call("[method]session.next", session, now_ms(), generation=generation)
             if polled.tag == "finished":
                 yield _Finished(cast(AgentRunResult, host.finished(timings.records(json.loads(text_of(polled.payload))))))
@@ -298,8 +302,8 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 give_answer(rt, generation, session, validation_variant(host, p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
-    except asyncio.CancelledError:
-        # The awaiting task was cancelled, or the run's token fired during a step.
+    except (asyncio.CancelledError, RunCancelled):
+        # The awaiting task was cancelled, or the run's token fired (during a step, or before).
         _close_cancelled(rt, generation, session, host)
         raise
     except GeneratorExit:
@@ -337,10 +341,10 @@ def _close_cancelled(rt: Runtime, generation: int, session: Any, host: Host) -> 
 async def _next(steps: AsyncIterator[Any], cancel: Optional[CancelToken]) -> Any:
     """The next item of ``steps``; with a token, :class:`RunCancelled` as soon as it fires (the
     step under way is cancelled: its request closed, its session dropped)."""
-    if cancel is None:
+    if cancel is None or cancel.cancelled:
+        # Already cancelled: the session, stepped once more, closes the run's trace and raises
+        # RunCancelled before anything is sent (a run never started still has its spans).
         return await steps.__anext__()
-    if cancel.cancelled:
-        raise RunCancelled()
     loop = asyncio.get_running_loop()
     step = asyncio.ensure_future(steps.__anext__())
     fired: "asyncio.Future[None]" = loop.create_future()

@@ -248,6 +248,10 @@ impl dr::GuestSession for SessionResource {
         let answer = from_wit_answer(answer);
         Ok(self.session.borrow_mut().answer(answer)?)
     }
+
+    fn cancel(&self, now_ms: u64) -> Result<(), wit::Error> {
+        Ok(self.session.borrow_mut().cancel(now_ms)?)
+    }
 }
 
 /// A step of the machine as the WIT value `next` hands out; bulky values as JSON when `json`.

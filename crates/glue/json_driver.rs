@@ -202,6 +202,10 @@ impl jd::GuestSession for SessionResource {
         let answer = from_wit_answer(answer);
         Ok(self.session.borrow_mut().answer(answer)?)
     }
+
+    fn cancel(&self, now_ms: u64) -> Result<(), wit::Error> {
+        Ok(self.session.borrow_mut().cancel(now_ms)?)
+    }
 }
 
 /// A step of the machine as `next` hands it out, bulky values as OMA JSON; `None` for the

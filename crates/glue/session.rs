@@ -165,6 +165,21 @@ impl Session {
     }
 }
 
+impl Session {
+    /// The caller cancelled the run at `now_ms`: `next` hands out what closes its trace, then
+    /// OMA's cancelled result. A `prompt` commits nothing. Fails once the result was given or
+    /// the run has ended.
+    pub(super) fn cancel(&mut self, now_ms: u64) -> Result<(), Error> {
+        if self.over {
+            return Err(session_error("the run is over: its result was given"));
+        }
+        self.machine.cancel(now_ms)?;
+        // OMA's cancelled `prompt` leaves the history as it was.
+        self.commit = None;
+        Ok(())
+    }
+}
+
 /// OMA's `runAgent` of an OMA-style configuration and OMA JSON input: the run's machine, with
 /// progress events when `progress`, and evaluated under `evaluation`'s policy and sample rate.
 pub(super) fn run_agent_json(

@@ -485,6 +485,33 @@ impl DriverGuest {
             .await?)
     }
 
+    /// `session.cancel` at this instant: the caller cancelled the run (OMA's `AbortSignal`).
+    /// The session's next steps close its trace (the records ending its open spans as
+    /// `cancelled`) and give OMA's cancelled result.
+    pub async fn cancel(&mut self, session: ResourceAny) -> anyhow::Result<Result<(), WitError>> {
+        start_call(&mut self.store);
+        let driver = self.bindings.oma_agent_driver();
+        Ok(driver
+            .session()
+            .call_cancel(&mut self.store, session, now_ms())
+            .await?)
+    }
+
+    /// Cancels a streamed session (OMA's `AbortSignal` on `stream`): the response in flight is
+    /// abandoned, and [`DriverGuest::next_agent_event`] then delivers what closes the run's
+    /// trace to the host and gives the `error` event with OMA's cancelled result. Fails with
+    /// the session's `SessionStateError` once the stream has ended.
+    pub async fn cancel_agent_stream(
+        &mut self,
+        stream: &AgentStreamHandle,
+    ) -> anyhow::Result<Result<(), WitError>> {
+        if let Some(flight) = self.flights.get_mut(&stream.flight) {
+            flight.body = None;
+            flight.model.clear();
+        }
+        self.cancel(stream.resource).await
+    }
+
     /// The typed bindings of this instance, for calls the wrappers above do not cover.
     pub fn parts(&mut self) -> (&mut Store<HostState>, &PortableHost) {
         (&mut self.store, &self.bindings)

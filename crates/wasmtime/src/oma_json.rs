@@ -164,6 +164,7 @@ pub fn run_result_json(result: &RunResult) -> Value {
                 StatusCode::Timeout => "timeout",
                 StatusCode::Rejected => "rejected",
                 StatusCode::BudgetExhausted => "budget_exhausted",
+                StatusCode::Cancelled => "cancelled",
             }),
         );
         if let Some(message) = &failure.status.message {
@@ -180,6 +181,7 @@ pub fn run_result_json(result: &RunResult) -> Value {
                 FailureKind::Timeout => "timeout",
                 FailureKind::Callback => "callback",
                 FailureKind::Provider => "provider",
+                FailureKind::Cancellation => "cancellation",
                 FailureKind::Unknown => "unknown",
             }),
         );

@@ -722,3 +722,211 @@ async fn a_session_with_records_hands_out_trace_records_steps() {
         error.message
     );
 }
+
+/// `session.cancel` (OMA's `AbortSignal`) on a run whose request is in flight: the next steps
+/// are the records ending its open spans as `cancelled` (OMA's `AbortError`, kind
+/// `cancellation`) and the legacy `agent` event, then OMA's cancelled result; the request's late
+/// answer and a second cancel are refused, and a cancelled `prompt` leaves the history as it
+/// was.
+#[tokio::test]
+async fn a_cancelled_session_closes_its_trace_and_gives_omas_cancelled_result() {
+    use oma_host_tests::driver_types::TraceReport;
+    use oma_host_tests::TraceOptions;
+    let mut guest = driver_guest().await;
+    let agent = guest
+        .create_agent_json(&config(json!({})))
+        .await
+        .unwrap()
+        .expect("a valid configuration");
+    let options = SessionOptions {
+        trace: Some(TraceOptions {
+            run_id: Some("run-c".into()),
+            span_id: None,
+            parent_id: None,
+            agent: None,
+            task_id: None,
+        }),
+        records: Some("{}".into()),
+        ..json_options()
+    };
+    let (store, bindings) = guest.parts();
+    let session = bindings
+        .oma_agent_driver()
+        .agent()
+        .call_prompt_json(store, agent.resource(), r#""hi""#, &options)
+        .await
+        .expect("no trap")
+        .expect("valid input");
+    let mut records = Vec::new();
+    let mut events = Vec::new();
+    let mut cancelled = false;
+    let result = loop {
+        match next(&mut guest, session).await.expect("a step") {
+            Poll::Step(Step::TraceRecords(batch)) => {
+                records.extend(
+                    batch
+                        .into_iter()
+                        .map(|r| serde_json::from_str::<Value>(&r.json).expect("JSON")),
+                );
+            }
+            Poll::Step(Step::Trace(TraceReport::Json(event))) => {
+                events.push(serde_json::from_str::<Value>(&event).expect("JSON"));
+            }
+            Poll::Step(Step::Send(_)) if !cancelled => {
+                guest
+                    .cancel(session)
+                    .await
+                    .expect("no trap")
+                    .expect("a run under way can be cancelled");
+                cancelled = true;
+            }
+            Poll::Finished(RunReport::Json(result)) => {
+                break serde_json::from_str::<Value>(&result).expect("JSON")
+            }
+            other => panic!("only the trace's end and the result after a cancel, got {other:?}"),
+        }
+    };
+    assert!(cancelled);
+    assert_eq!(result["success"], false);
+    assert_eq!(result["output"], "Run cancelled by caller.");
+    assert_eq!(
+        result["status"],
+        json!({"code": "cancelled", "message": "Run cancelled by caller."})
+    );
+    assert_eq!(result["errorInfo"]["kind"], "cancellation");
+    assert_eq!(result["errorInfo"]["name"], "AbortError");
+    let shape: Vec<String> = records
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["recordType"].as_str().unwrap(),
+                r["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "span_start oma.run",
+            "span_start invoke_agent",
+            "span_start chat",
+            "span_end chat",
+            "span_end invoke_agent",
+            "span_end oma.run",
+        ]
+    );
+    for ended in &records[3..] {
+        assert_eq!(ended["status"]["code"], "cancelled", "{ended}");
+        assert_eq!(ended["error"]["kind"], "cancellation", "{ended}");
+        assert_eq!(ended["runId"], "run-c");
+    }
+    assert_eq!(events.len(), 1, "the legacy view's agent event: {events:?}");
+    assert_eq!(events[0]["type"], "agent");
+    // Nothing is owed any more.
+    let late = answer(
+        &mut guest,
+        session,
+        ok(anthropic(json!([{"type": "text", "text": "late"}]))),
+    )
+    .await;
+    assert!(late.is_err(), "a late answer is refused");
+    let again = guest.cancel(session).await.expect("no trap");
+    assert!(again.is_err(), "the run is over");
+    // A cancelled prompt commits nothing.
+    assert_eq!(history_json(&mut guest, agent.resource()).await, "[]");
+}
+
+/// The Rust host's `DriverGuest::cancel_agent_stream`: a stream cancelled before its first step
+/// still opens and closes its run's and agent's spans (both `cancelled`, delivered to the host's
+/// record sink), its last event is `error` with OMA's cancelled result, nothing is sent, and a
+/// second cancel is refused.
+#[tokio::test]
+async fn a_cancelled_stream_closes_its_trace_in_the_rust_host() {
+    use oma_host_tests::{
+        agent_config, endpoint, AgentEvent, CannedResponse, CaptureOutbound, DriverHarness,
+        FailureKind, GuestOptions, RecordedRequest, RunInput, ScriptedHost, StatusCode,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counted = sent.clone();
+    let outbound = CaptureOutbound::new(move |_request: &RecordedRequest| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        CannedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: anthropic(json!([{"type": "text", "text": "hello"}])).into_bytes(),
+        }
+    });
+    let host = ScriptedHost::new();
+    let log = host.log();
+    let mut guest = DriverHarness::shared()
+        .expect("the portable guest loads")
+        .instantiate_with(GuestOptions {
+            hooks: Some(Box::new(outbound)),
+            host: Some(Box::new(host)),
+            ..Default::default()
+        })
+        .await
+        .expect("it instantiates");
+    let mut config = agent_config(
+        "streamer",
+        "claude-sonnet-4-6",
+        endpoint("anthropic", None, Some(KEY)),
+    );
+    config.records = Some(r#"{"runId": "run-s"}"#.into());
+    let agent = guest.create_agent(&config).await.unwrap().unwrap();
+    let stream = guest
+        .stream(&agent, &RunInput::Text("hi".into()))
+        .await
+        .unwrap()
+        .expect("valid input");
+    guest
+        .cancel_agent_stream(&stream)
+        .await
+        .unwrap()
+        .expect("a stream under way can be cancelled");
+    let Some(AgentEvent::Error(result)) = guest.next_agent_event(&stream).await.unwrap() else {
+        panic!("the stream ends with its error event");
+    };
+    let failure = result.failure.expect("a failed result");
+    assert_eq!(failure.status.code, StatusCode::Cancelled);
+    assert_eq!(failure.error_info.kind, FailureKind::Cancellation);
+    assert_eq!(failure.error_info.name, "AbortError");
+    assert_eq!(result.output, "Run cancelled by caller.");
+    assert!(guest.next_agent_event(&stream).await.unwrap().is_none());
+    assert_eq!(sent.load(Ordering::SeqCst), 0, "nothing was sent");
+    {
+        let log = log.lock();
+        let records: Vec<Value> = log
+            .records
+            .iter()
+            .map(|r| serde_json::from_str(&r.json).expect("a record is JSON"))
+            .collect();
+        let shape: Vec<String> = records
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r["recordType"].as_str().unwrap(),
+                    r["name"].as_str().unwrap(),
+                    r["status"]["code"].as_str().unwrap_or("-")
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "span_start oma.run -",
+                "span_start invoke_agent -",
+                "span_end invoke_agent cancelled",
+                "span_end oma.run cancelled",
+            ]
+        );
+        assert!(records.iter().all(|r| r["runId"] == "run-s"));
+    }
+    let again = guest.cancel_agent_stream(&stream).await.unwrap();
+    assert!(again.is_err(), "the run is over");
+    guest.close_agent_stream(stream).await.unwrap();
+}

@@ -193,6 +193,25 @@ test('contextStrategy custom: compress(messages, estimatedTokens) before every r
   assert.throws(() => agent({ contextStrategy: { type: 'custom' } }), /contextStrategy\.compress must be a function/)
 })
 
+test('inline video counts in the token estimate (OMA 1.18.0), so a strategy sees a video conversation at its weight', async () => {
+  server.queue(anthropicMessage('seen'))
+  const seen = []
+  const clip = { type: 'video', source: { type: 'base64', media_type: 'video/mp4', data: 'A'.repeat(4000) } }
+  const result = await agent({
+    contextStrategy: {
+      type: 'custom',
+      compress: (messages, estimatedTokens) => {
+        seen.push(estimatedTokens)
+        return [{ role: 'user', content: [{ type: 'text', text: 'a clip was shown' }] }]
+      },
+    },
+  }).run([{ role: 'user', content: [clip, { type: 'text', text: 'hi' }] }])
+  assert.equal(result.success, true, result.output)
+  // (4000 characters of data + 9 of MIME type + 32 + 2 of text) / 4, rounded up; 1 without the video.
+  assert.deepEqual(seen, [1011])
+  assert.equal(server.requests[0].body.messages[0].content[0].text, 'a clip was shown')
+})
+
 test('preserveReasoningAsText sends foreign reasoning as <thinking> text, cut by compressReasoningText', async () => {
   const conversation = [
     { role: 'user', content: [{ type: 'text', text: 'q' }] },

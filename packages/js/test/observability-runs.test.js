@@ -219,3 +219,30 @@ test('buildExecutionReceipt reads a run\'s result and legacy events (the compone
   assert.equal(receipt.partial, false)
   assert.equal(buildExecutionReceipt(result).partial, true)
 })
+
+test('a run cancelled while its model call is in flight: the call\'s, the agent\'s and the run\'s spans end cancelled, and onTrace gets the agent event', async () => {
+  const controller = new AbortController()
+  const adapter = {
+    name: 'deterministic-local-adapter',
+    chat() {
+      controller.abort()
+      return new Promise(() => {})
+    },
+    async *stream() {},
+  }
+  const sink = collecting()
+  const traces = []
+  const oma = new OpenMultiAgent({ observability: { sinks: [sink] }, onTrace: (event) => traces.push(event) })
+  const result = await oma.runAgent(agent(adapter), 'Run the demo.', { abortSignal: controller.signal })
+  assert.equal(result.success, false)
+  assert.deepEqual(result.status, { code: 'cancelled', message: 'Run cancelled by caller.' })
+  const ends = sink.records.filter((r) => r.recordType === 'span_end')
+  assert.deepEqual(ends.map((r) => [r.name, r.status.code, r.error?.kind]), [
+    ['chat', 'cancelled', 'cancellation'],
+    ['invoke_agent', 'cancelled', 'cancellation'],
+    ['oma.run', 'cancelled', 'cancellation'],
+  ])
+  assert.equal(sink.records.filter((r) => r.recordType === 'span_start').length, 3)
+  assert.deepEqual(traces.map((e) => e.type), ['agent'], 'the legacy view is closed too')
+  assert.equal(traces[0].runId, result.identity.runId)
+})

@@ -23,7 +23,12 @@ const stores = {
   },
 }
 
-function agentOf(kase, baseURL) {
+/**
+ * The case's agent. With `cancel: "tool"`, calling a tool aborts `controller` (the caller
+ * cancels the run) and the tool's answer never comes; with `cancel: "before"`, the run is given
+ * a signal already aborted.
+ */
+function agentOf(kase, baseURL, controller) {
   const { tools, ...agent } = kase.agent
   const out = { ...agent, model: 'claude-test', provider: 'anthropic', apiKey: 'sk-ant-test', baseURL }
   if (tools) {
@@ -31,7 +36,12 @@ function agentOf(kase, baseURL) {
       name: tool.name,
       description: tool.description,
       inputSchema: tool.inputSchema,
-      execute: () => tool.returns,
+      execute: kase.cancel === 'tool'
+        ? () => {
+            controller.abort()
+            return new Promise(() => {})
+          }
+        : () => tool.returns,
     }))
   }
   return out
@@ -47,9 +57,13 @@ for (const kase of table.cases) {
         server.queue(...kase.replies.map((reply) => ({ status: reply.status, json: reply.body })))
         const oma = new OpenMultiAgent({ observability: { sinks: [sink], ...(kase.capture ? { capture: kase.capture } : {}) } })
         const { prompt, ...options } = kase.run
-        const result = await oma.runAgent(agentOf(kase, server.url), prompt, options)
+        const controller = new AbortController()
+        if (kase.cancel !== undefined) options.abortSignal = controller.signal
+        if (kase.cancel === 'before') controller.abort()
+        const result = await oma.runAgent(agentOf(kase, server.url, controller), prompt, options)
         assert.equal(result.success, kase.expect.result.success)
         assert.equal(result.status.code, kase.expect.result.status)
+        if (kase.cancel === 'before') assert.equal(server.requests.length, 0, 'nothing is sent')
         assert.equal((await sink.forceFlush({ timeoutMs: 5_000 })).status, 'ok')
         const stored = await store.getRun(result.identity.runId, { includeRecords: true })
         assert.ok(stored, 'the run is stored under the result\'s run id')

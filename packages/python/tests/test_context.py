@@ -124,6 +124,24 @@ def test_custom_strategy_compress_is_called_before_every_request(loop, anthropic
         assert loop.requests == []
 
 
+def test_inline_video_counts_in_the_token_estimate(loop, anthropic):
+    # OMA 1.18.0: a strategy sees a video conversation at its weight (the JavaScript suite's case).
+    loop.script(Reply(body=anthropic_text("seen")))
+    seen = []
+
+    def compress(messages, estimated_tokens):
+        seen.append(estimated_tokens)
+        return [{"role": "user", "content": [{"type": "text", "text": "a clip was shown"}]}]
+
+    clip = {"type": "video", "source": {"type": "base64", "media_type": "video/mp4", "data": "A" * 4000}}
+    result = oma.Agent(context_strategy={"type": "custom", "compress": compress}, **anthropic).run(
+        [{"role": "user", "content": [clip, {"type": "text", "text": "hi"}]}])
+    assert result["success"], result["output"]
+    # (4000 characters of data + 9 of MIME type + 32 + 2 of text) / 4, rounded up.
+    assert seen == [1011]
+    assert loop.requests[0]["body"]["messages"][0]["content"][0]["text"] == "a clip was shown"
+
+
 def test_async_custom_strategy_awaits_an_async_compress(loop, anthropic):
     import asyncio
 

@@ -52,17 +52,28 @@ class Recorder:
         return self.force_flush()
 
 
-def _tool(spec):
+def _tool(spec, token):
     returns = spec["returns"]
-    return oma.Tool(name=spec["name"], description=spec["description"], input_schema=spec["inputSchema"],
-                    fn=lambda args: returns)
+
+    def fn(args):
+        if token is not None:
+            token.cancel()  # the caller cancels the run; this answer comes long after it
+            threading.Event().wait(2)
+        return returns
+
+    return oma.Tool(name=spec["name"], description=spec["description"], input_schema=spec["inputSchema"], fn=fn)
 
 
 def _arguments(case, loop):
     agent = case["agent"]
+    token = oma.CancelToken() if case.get("cancel") in ("tool", "before") else None
+    if case.get("cancel") == "before":
+        token.cancel()  # the caller cancelled before the run started
     kwargs = dict(name=agent["name"], model="claude-test", provider="anthropic", base_url=loop.base, api_key=KEY,
                   call={"egress": "offline", "timeout_ms": 5000, "max_retries": 0},
-                  tools=[_tool(t) for t in agent.get("tools", [])])
+                  tools=[_tool(t, token) for t in agent.get("tools", [])])
+    if token is not None:
+        kwargs["cancel"] = token
     run = case["run"]
     kwargs["run_id"] = run["runId"]
     if "metadata" in run:
@@ -114,6 +125,8 @@ def test_runs_table(case, kind, loop, tmp_path):
                            **_arguments(case, loop))
     assert sink.force_flush(timeout_ms=5_000)["status"] == "ok"
     _check(case, result, store)
+    if case.get("cancel") == "before":
+        assert loop.requests == []  # nothing is sent
     if kind == "file":
         store.close()
         again = FileTraceStore.open(tmp_path / "traces.ndjson")
@@ -268,3 +281,41 @@ def test_the_configuration_is_checked_before_the_run(loop, anthropic):
     with pytest.raises(oma.OmaError):
         oma.run_agent("Hi", observability={"sinks": [Recorder()]}, metadata={"oma.x": "y"}, **anthropic)
     assert loop.requests == []
+
+
+def test_a_cancelled_task_ends_its_open_spans_cancelled(loop, anthropic):
+    # asyncio's own cancellation (the awaiting task) closes the run's trace as the token does.
+    loop.script(Reply(body={"id": "m", "type": "message", "role": "assistant", "model": "claude-test",
+                            "content": [{"type": "tool_use", "id": "t1", "name": "wait", "input": {}}],
+                            "stop_reason": "tool_use", "usage": {"input_tokens": 2, "output_tokens": 1}}))
+    sink, events = Recorder(), []
+    started = threading.Event()
+
+    async def wait(args):
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    tool = oma.Tool(name="wait", description="Waits", input_schema={"type": "object"}, fn=wait)
+
+    async def main():
+        task = asyncio.ensure_future(oma.run_agent_async(
+            "Hi", tools=[tool], observability={"sinks": [sink, LegacyCallbackTraceSink(events.append)]},
+            **anthropic))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 5
+    while len([r for r in sink.records if r["recordType"] == "span_end"]) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ends = {r["name"]: r for r in sink.records if r["recordType"] == "span_end"}
+    assert sorted(ends) == ["chat", "execute_tool", "invoke_agent", "oma.run"]
+    for name in ("execute_tool", "invoke_agent", "oma.run"):
+        assert ends[name]["status"] == {"code": "cancelled", "message": "Run cancelled by caller."}
+        assert ends[name]["error"]["kind"] == "cancellation"
+    assert ends["chat"]["status"] == {"code": "ok"}
+    assert [e["type"] for e in events if e["type"] == "agent"] == ["agent"]

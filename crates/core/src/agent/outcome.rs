@@ -33,6 +33,8 @@ pub enum StatusCode {
     Rejected,
     /// The run used more tokens than its budget ([`classify_budget`]).
     BudgetExhausted,
+    /// The caller cancelled the run ([`classify_cancelled`]).
+    Cancelled,
 }
 
 /// Where a failure came from (`errorInfo.kind`).
@@ -51,6 +53,8 @@ pub enum FailureKind {
     Callback,
     /// The provider failed, or the agent has a configured provider.
     Provider,
+    /// The caller cancelled the run (OMA's `AbortError`).
+    Cancellation,
     /// None of the above.
     Unknown,
 }
@@ -190,6 +194,47 @@ pub fn classify_budget(message: &str) -> Failure {
             http_status: None,
             provider: None,
         },
+    }
+}
+
+/// OMA's message for a run its caller cancelled.
+pub const CANCELLED_MESSAGE: &str = "Run cancelled by caller.";
+
+/// Classifies a run its caller cancelled as OMA classifies the `AbortError` it makes then:
+/// status `cancelled`, kind `cancellation`, OMA's message (`Run cancelled by caller.`), not
+/// retryable.
+pub fn classify_cancelled() -> Failure {
+    Failure {
+        status: Status {
+            code: StatusCode::Cancelled,
+            message: Some(CANCELLED_MESSAGE.to_owned()),
+        },
+        error_info: ErrorInfo {
+            kind: FailureKind::Cancellation,
+            code: None,
+            name: "AbortError".to_owned(),
+            message: CANCELLED_MESSAGE.to_owned(),
+            retryable: false,
+            http_status: None,
+            provider: None,
+        },
+    }
+}
+
+impl RunOutcome {
+    /// The outcome of a run its caller cancelled after `turns` requests: no messages, zero
+    /// usage, OMA's message as output, [`classify_cancelled`]'s classification.
+    pub fn cancelled(turns: u32) -> Self {
+        RunOutcome {
+            output: CANCELLED_MESSAGE.to_owned(),
+            messages: Vec::new(),
+            token_usage: TokenUsage::default(),
+            tool_calls: Vec::new(),
+            turns,
+            ending: Ending::Failed(classify_cancelled()),
+            loop_detected: false,
+            structured: None,
+        }
     }
 }
 

@@ -5,7 +5,7 @@ import { callComponent, driver } from '../component.js'
 import { resolveTools } from '../tool/grants.js'
 import { prepareConfig } from './config.js'
 import { promptInputJson, runInputJson } from './input.js'
-import { cancelledResult, complete, ZERO_USAGE } from './result.js'
+import { complete, ZERO_USAGE } from './result.js'
 import { newRun, sessionOptions } from './run-options.js'
 import { streamEvents } from './stream.js'
 
@@ -66,7 +66,6 @@ export class Agent {
   async run(input, options) {
     const parts = runInputJson(input)
     const run = newRun(this.#host, options)
-    if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
       ? agent.runParts(parts.text, parts.strings, sessionOptions(run))
@@ -89,7 +88,6 @@ export class Agent {
   async prompt(input, options) {
     const parts = promptInputJson(input)
     const run = newRun(this.#host, options)
-    if (run.signal?.aborted) return cancelledResult(run)
     const agent = this.#agentFor(run)
     const session = callComponent(() => parts.strings
       ? agent.promptParts(parts.text, parts.strings, sessionOptions(run))

@@ -82,9 +82,32 @@ function hookAnswer(result) {
 }
 
 /**
+ * Closes the trace of a run its caller cancelled: the session, told so, hands out the records
+ * that end the run's open spans with status `cancelled` and the legacy events (OMA ends its
+ * spans the same way when the signal aborts), which go to the sinks and `onTrace` as any
+ * others; then its result, OMA's cancelled one, which `cancelledResult` gives the caller.
+ */
+function closeCancelled(session, run) {
+  try {
+    session.cancel(BigInt(Date.now()))
+    // Bounded: the session owes only the trace's end before its result.
+    for (let i = 0; i < 64; i++) {
+      const polled = session.next(BigInt(Date.now()))
+      if (polled.tag !== 'step') return
+      const step = polled.val
+      if (step.tag === 'trace-records') deliverRecords(run, step.val)
+      else if (step.tag === 'trace' && run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val))
+    }
+  } catch {
+    // The run is over either way: the caller gets OMA's cancelled result.
+  }
+}
+
+/**
  * Steps a session to its end. Yields each `event` step's agent event; returns the parsed
  * AgentRunResult. Throws CANCELLED when the caller's signal aborts: the request in flight is
- * aborted, a retry wait and pending hooks and tools are left, and the session is dropped.
+ * aborted, a retry wait and pending hooks and tools are left, the session closes the run's
+ * trace (its open spans end as `cancelled`), and it is dropped.
  *
  * HTTP steps are performed in turn. The hook, tools and external backends run as pending
  * answers: tool calls of one turn start at once and run concurrently, and while the session
@@ -302,6 +325,9 @@ export async function* drive(session, host, run) {
           throw new Error(`unknown step ${step.tag}`)
       }
     }
+  } catch (error) {
+    if (error === CANCELLED) closeCancelled(session, run)
+    throw error
   } finally {
     cancel.dispose()
     model?.close()

@@ -6,7 +6,7 @@
 import { callComponent, driver } from '../component.js'
 import { prepareConfig } from '../agent/config.js'
 import { runInputJson } from '../agent/input.js'
-import { cancelledResult, complete } from '../agent/result.js'
+import { complete } from '../agent/result.js'
 import { newRun, sessionOptions } from '../agent/run-options.js'
 import { registerBuiltInTools } from '../tool/built-in/index.js'
 import { ToolRegistry } from '../tool/framework.js'
@@ -56,7 +56,8 @@ async function runAgentWith(config, input, options, onProgress, observability) {
     // or for a LegacyCallbackTraceSink among the sinks).
     ...(traced || observability?.legacy ? { traceAgent: host.name } : {}),
   }, observability)
-  if (run.signal?.aborted) return cancelledResult(run)
+  // A signal already aborted still makes a session: the drive loop cancels it before its first
+  // step, so the run's trace opens and closes cancelled (the core's rule) and nothing is sent.
   json.tools = run.tools.json
   const progress = onProgress ?? options.onProgress
   const runOptions = {

@@ -39,6 +39,7 @@ _FUNCS: List[Tuple[str, str]] = [
     (DRIVER, "[method]agent.reset"),
     (DRIVER, "[method]session.next"),
     (DRIVER, "[method]session.answer"),
+    (DRIVER, "[method]session.cancel"),
     (DRIVER, "run-agent-json"),
     (CODEC, "messages-from-json"),
     (CODEC, "messages-to-json"),

@@ -357,6 +357,38 @@ impl RunMachine {
         self.advance(|run, phase| run.answer(phase, answer))
     }
 
+    /// The caller cancelled the run at `now_ms` (OMA's `AbortSignal`): whatever was in flight
+    /// (the hook, a model call, tool calls, an external reply, a retry wait) is abandoned and
+    /// the run ends with [`RunOutcome::cancelled`]. What closes its trace comes first: polls
+    /// hand out the records ending every open span with status `cancelled` (error kind
+    /// `cancellation`) and the legacy events, then the outcome. Queued steps that need an
+    /// answer or report to the caller (events, progress, evaluation) are dropped, and none
+    /// follow: a cancelled run reports no `agent_complete`. A run never polled is traced from
+    /// `now_ms`, so its records still open and close. Fails with [`Error::Session`], changing
+    /// nothing, once the run has ended.
+    pub fn cancel(&mut self, now_ms: u64) -> Result<(), Error> {
+        if matches!(self.phase, Phase::Over(_)) {
+            return Err(Error::Session {
+                message: "the run is over: there is nothing to cancel".into(),
+            });
+        }
+        let run = &mut self.run;
+        run.now_ms = now_ms;
+        run.started_ms.get_or_insert(now_ms);
+        run.queue
+            .retain(|step| matches!(step, Step::Records(_) | Step::Trace(_)));
+        run.trace_start();
+        if let Some(tracer) = run.tracer.as_mut() {
+            tracer.end_answered(now_ms);
+            run.drain_trace();
+        }
+        // What the caller asked for is not reported: the caller has left.
+        run.reporting = None;
+        // As a failed run reports it (the deadline's timeout too): no messages, no turns.
+        self.advance(|run, _abandoned| (run.end(RunOutcome::cancelled(0)), ()));
+        Ok(())
+    }
+
     /// Moves the run on by one step: `step` takes the phase and gives back the next one with
     /// what came of it. The only place the phase is taken and put back.
     fn advance<T>(&mut self, step: impl FnOnce(&mut Run, Phase) -> (Phase, T)) -> T {

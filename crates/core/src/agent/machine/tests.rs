@@ -1762,6 +1762,203 @@ fn records_without_legacy_events_and_a_given_run_id() {
 /// OMA 1.18.0: a tool's input and output on its `execute_tool` span when the capture policy
 /// opts in, input with OMA's sensitive-field redaction, both redacted as text and cut to
 /// `maxContentChars`; a failed tool's span ends as OMA classifies a failed tool.
+/// Polls `machine` at `now` until it waits for an answer or finishes, collecting the records
+/// and legacy events it hands out; the step that needs an answer, if one came.
+fn poll_until_due(machine: &mut RunMachine, host: &mut Host, now: u64) -> Option<Step> {
+    for _ in 0..100 {
+        match machine.poll(now) {
+            Poll::Step(Step::Records(records)) => host.records.extend(records),
+            Poll::Step(Step::Trace(event)) => host.traces.push(*event),
+            Poll::Step(Step::Event(_) | Step::Progress(_) | Step::Evaluation(_)) => {}
+            Poll::Step(step) => return Some(step),
+            Poll::Waiting(_) => return None,
+            other => panic!("the run is not over yet, got {other:?}"),
+        }
+    }
+    panic!("the run kept handing out steps");
+}
+
+/// Polls a cancelled `machine` to its outcome, collecting what closes its trace; nothing but
+/// records and legacy events comes before the outcome.
+fn finish_cancelled(machine: &mut RunMachine, host: &mut Host, now: u64) -> RunOutcome {
+    for _ in 0..100 {
+        match machine.poll(now) {
+            Poll::Step(Step::Records(records)) => host.records.extend(records),
+            Poll::Step(Step::Trace(event)) => host.traces.push(*event),
+            Poll::Finished(outcome) => {
+                assert_eq!(machine.poll(now), Poll::Over, "nothing after the outcome");
+                return *outcome;
+            }
+            other => panic!("only the trace's end and the outcome, got {other:?}"),
+        }
+    }
+    panic!("the cancelled run did not end");
+}
+
+/// A run its caller cancels while a tool call is out: the tool's, the agent's and the run's
+/// spans end with status `cancelled` and OMA's `AbortError` (kind `cancellation`, not
+/// retryable), the legacy `agent` event closes the legacy view, the outcome is OMA's cancelled
+/// result, and the tool's late answer and a second cancel are refused.
+#[test]
+fn a_cancelled_run_ends_its_open_spans_as_cancelled() {
+    use crate::agent::trace::TraceOptions;
+    let tool = tool_reply("call_1");
+    let mut host = Host::default();
+    let machine = RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 9)
+        .with_trace(TraceOptions::default());
+    let mut machine = with_records(machine, "{}");
+    let Some(Step::Send(_)) = poll_until_due(&mut machine, &mut host, NOW) else {
+        panic!("the first request");
+    };
+    machine
+        .handle(Answer::Http(CallAnswer::Response(HttpResponse {
+            status: 200,
+            headers: vec![],
+            body: tool.into_bytes(),
+        })))
+        .expect("the response was asked for");
+    let Some(Step::CallTool(call)) = poll_until_due(&mut machine, &mut host, NOW + 5) else {
+        panic!("the tool call");
+    };
+    assert!(poll_until_due(&mut machine, &mut host, NOW + 6).is_none());
+    machine
+        .cancel(NOW + 40)
+        .expect("a run under way can be cancelled");
+    let outcome = finish_cancelled(&mut machine, &mut host, NOW + 41);
+    let value = outcome_json(&outcome);
+    assert_eq!(value["success"], false);
+    assert_eq!(value["output"], "Run cancelled by caller.");
+    assert_eq!(
+        value["status"],
+        json!({"code": "cancelled", "message": "Run cancelled by caller."})
+    );
+    assert_eq!(
+        value["errorInfo"],
+        json!({"kind": "cancellation", "name": "AbortError",
+               "message": "Run cancelled by caller.", "retryable": false})
+    );
+    let records = recorded(&host);
+    assert_eq!(
+        shape(&records),
+        [
+            start("oma.run"),
+            start("invoke_agent"),
+            start("chat"),
+            end("chat"),
+            start("execute_tool"),
+            end("execute_tool"),
+            end("invoke_agent"),
+            end("oma.run"),
+        ]
+    );
+    let error = json!({"kind": "cancellation", "name": "AbortError",
+                       "message": "Run cancelled by caller.", "retryable": false});
+    for ended in &records[5..] {
+        assert_eq!(
+            ended["status"],
+            json!({"code": "cancelled", "message": "Run cancelled by caller."}),
+            "{ended}"
+        );
+        assert_eq!(ended["error"], error, "{ended}");
+        assert_eq!(
+            ended["endUnixMs"],
+            NOW + 40,
+            "ended when the caller cancelled"
+        );
+        assert_eq!(ended["attributes"]["oma.status"], "cancelled");
+    }
+    assert_eq!(records[3]["status"], json!({"code": "ok"}));
+    // The legacy view is closed too: its `agent` event rides on the agent span's end.
+    assert_eq!(
+        host.traces.last().map(|e| e.to_json()["type"].clone()),
+        Some(json!("agent"))
+    );
+    assert!(records[6]["attributes"]["oma.agent.name"] == "helper");
+    assert!(host.records[6].legacy.is_some());
+    // Nothing is waited for any more.
+    let late = machine.handle(Answer::Tool {
+        id: call.id,
+        outcome: ToolOutcome {
+            content: ToolResultContent::Text("late".into()),
+            is_error: None,
+            gate: None,
+        },
+    });
+    assert!(late.is_err(), "a late answer is refused");
+    assert!(matches!(
+        machine.cancel(NOW + 50),
+        Err(Error::Session { .. })
+    ));
+}
+
+/// A run cancelled while its model call is in flight ends that call's span as cancelled; one
+/// cancelled before its first poll still opens and closes its spans; a streamed one's last
+/// stream event is `error`; a run without records hands out its outcome alone; a `run-agent`
+/// run reports no `agent_complete`.
+#[test]
+fn a_run_cancelled_in_flight_or_before_it_began_closes_its_trace() {
+    let mut host = Host::default();
+    let mut machine = with_records(
+        RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], true, 3),
+        r#"{"capture": {"streamEvents": "all"}}"#,
+    );
+    let Some(Step::Send(_)) = poll_until_due(&mut machine, &mut host, NOW) else {
+        panic!("the first request");
+    };
+    machine.cancel(NOW + 7).expect("in flight");
+    let outcome = finish_cancelled(&mut machine, &mut host, NOW + 8);
+    assert_eq!(
+        outcome.failure().map(|f| f.status.code),
+        Some(crate::agent::outcome::StatusCode::Cancelled)
+    );
+    let records = recorded(&host);
+    assert_eq!(
+        shape(&records),
+        [
+            start("oma.run"),
+            start("invoke_agent"),
+            start("chat"),
+            ("span_event".into(), "stream_chunk".into()),
+            end("chat"),
+            end("invoke_agent"),
+            end("oma.run"),
+        ]
+    );
+    assert_eq!(records[4]["status"]["code"], "cancelled");
+    assert_eq!(records[4]["error"]["kind"], "cancellation");
+    assert_eq!(records[3]["attributes"]["oma.stream.type"], "error");
+
+    let mut never = Host::default();
+    let mut machine = with_records(
+        RunMachine::run(spec(), vec![LlmMessage::user_text("hi")], false, 3),
+        "{}",
+    );
+    machine.cancel(NOW).expect("never polled");
+    let outcome = finish_cancelled(&mut machine, &mut never, NOW);
+    assert!(!outcome.success());
+    let records = recorded(&never);
+    assert_eq!(
+        shape(&records),
+        [
+            start("oma.run"),
+            start("invoke_agent"),
+            end("invoke_agent"),
+            end("oma.run"),
+        ]
+    );
+    assert_eq!(records[3]["status"]["code"], "cancelled");
+
+    let mut plain = Host::default();
+    let mut machine = start_run_agent(spec(), text("hi"), true, None, 3).expect("valid");
+    let Some(Step::Send(_)) = poll_until_due(&mut machine, &mut plain, NOW) else {
+        panic!("the first request");
+    };
+    machine.cancel(NOW + 1).expect("in flight");
+    let outcome = finish_cancelled(&mut machine, &mut plain, NOW + 2);
+    assert_eq!(outcome.output, "Run cancelled by caller.");
+    assert!(plain.records.is_empty() && plain.traces.is_empty());
+}
+
 #[test]
 fn tool_input_and_output_are_captured_when_the_policy_opts_in() {
     let call = json!({

@@ -183,6 +183,7 @@ impl SpanStatus {
                 FailedCode::Timeout => StatusCode::Timeout,
                 FailedCode::Rejected => StatusCode::Rejected,
                 FailedCode::BudgetExhausted => StatusCode::BudgetExhausted,
+                FailedCode::Cancelled => StatusCode::Cancelled,
             },
             message: status.message.clone().filter(|m| !m.is_empty()),
         }
@@ -227,6 +228,7 @@ impl SpanError {
                 FailureKind::Timeout => ErrorKind::Timeout,
                 FailureKind::Callback => ErrorKind::Callback,
                 FailureKind::Provider => ErrorKind::Provider,
+                FailureKind::Cancellation => ErrorKind::Cancellation,
                 FailureKind::Unknown => ErrorKind::Unknown,
             },
             code: info.code.clone(),

@@ -205,6 +205,30 @@ def give_answer(rt: Runtime, generation: int, session: Any, answer: Any, tool_id
                 generation=generation)
 
 
+def close_cancelled(rt: Runtime, generation: int, session: Any, host: Host,
+                    on_trace: Callable[[Any], None]) -> None:
+    """Closes the trace of a run its caller cancelled: the session, told so
+    (``session.cancel``), hands out the records that end the run's open spans with status
+    ``cancelled`` and the legacy events (OMA ends its spans the same way when the signal
+    aborts); the records go to the sinks and the events to ``on_trace`` as any others. The
+    session's result, OMA's cancelled one, is the caller's already. Never raises: the run is
+    over either way."""
+    try:
+        rt.call("[method]session.cancel", session, now_ms(), generation=generation)
+        # Bounded: the session owes only the trace's end before its result.
+        for _ in range(64):
+            polled = rt.call("[method]session.next", session, now_ms(), generation=generation)
+            if polled.tag != "step":
+                return
+            tag, p = polled.payload.tag, polled.payload.payload
+            if tag == "trace-records":
+                host.deliver_records(p)
+            elif tag == "trace":
+                on_trace(json.loads(text_of(p)))
+    except Exception:  # noqa: BLE001 - nothing to report: the caller has left
+        pass
+
+
 def validation_variant(host: Host, text: str) -> Variant:
     """The answer to a ``validate-output`` step: the pydantic model validates the value read
     from the final answer; its errors become OMA's message (``  - <path>: <message>`` lines),

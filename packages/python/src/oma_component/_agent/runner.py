@@ -20,8 +20,8 @@ from .._http import TransportFailure
 from .._runtime import ChunkAnswer, Runtime, record
 from .._types import AgentRunResult, RunIdentity, StreamEvent
 from .cancel import CancelToken, RunCancelled
-from .host import (READING, Host, Observer, ToolTimings, call_arguments, compress_request, compress_variant,
-                   due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
+from .host import (READING, Host, Observer, ToolTimings, call_arguments, close_cancelled, compress_request,
+                   compress_variant, due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
                    loop_variant, notify, now_ms, observed_result, tool_context, tool_variant, validation_variant)
 from .llm_adapter import ModelCall
 from .result import cancelled_raw, internal_failure, last_event, run_result
@@ -360,6 +360,9 @@ def drive(rt: Runtime, generation: int, session: Any, host: Host) -> Generator[D
                 give_answer(rt, generation, session, validation_variant(host, p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
+    except RunCancelled:
+        close_cancelled(rt, generation, session, host, functools.partial(_observe, host.on_trace))
+        raise
     finally:
         unsubscribe()
         if model is not None:

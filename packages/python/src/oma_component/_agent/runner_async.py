@@ -30,8 +30,8 @@ from .._http_async import AsyncHttpClient, AsyncStreamingResponse
 from .._runtime import ChunkAnswer, Runtime, record
 from .._types import AgentRunResult, RunIdentity, StreamEvent
 from .cancel import CancelToken, RunCancelled
-from .host import (READING, Host, Observer, ToolTimings, call_arguments, compress_request, compress_variant,
-                   due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
+from .host import (READING, Host, Observer, ToolTimings, call_arguments, close_cancelled, compress_request,
+                   compress_variant, due_text, external_variant, failure_variant, give_answer, hook_context, hook_variant, loop_info,
                    loop_variant, notify, now_ms, observed_result, tool_context, tool_variant, validation_variant)
 from .llm_adapter import AsyncModelCall
 from .result import cancelled_raw, internal_failure, last_event, run_result
@@ -204,6 +204,10 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
     model_pending = False
     try:
         while True:
+            # A token that fired before the run started, or while the caller held a yielded
+            # event: nothing more is done, and the session still closes the run's trace.
+            if host.cancel is not None and host.cancel.cancelled:
+                raise RunCancelled()
             polled = rt.call("[method]session.next", session, now_ms(), generation=generation)
             if polled.tag == "finished":
                 yield _Finished(cast(AgentRunResult, host.finished(timings.records(json.loads(text_of(polled.payload))))))
@@ -298,6 +302,15 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
                 give_answer(rt, generation, session, validation_variant(host, p))
             else:  # pragma: no cover - a newer component
                 raise OmaError(f"unknown step {tag!r}")
+    except (asyncio.CancelledError, RunCancelled):
+        # The awaiting task was cancelled, or the run's token fired (during a step, or before).
+        _close_cancelled(rt, generation, session, host)
+        raise
+    except GeneratorExit:
+        # Left between steps: by the run's token, or by a stream's consumer (not a cancel).
+        if host.cancel is not None and host.cancel.cancelled:
+            _close_cancelled(rt, generation, session, host)
+        raise
     finally:
         for future in pending:
             future.cancel()
@@ -308,13 +321,30 @@ async def adrive(rt: Runtime, generation: int, session: Any, host: Host,
         rt.drop(generation, session)
 
 
+def _close_cancelled(rt: Runtime, generation: int, session: Any, host: Host) -> None:
+    """``close_cancelled`` from the event loop's thread, where nothing can be awaited any more:
+    an ``async def`` ``on_trace`` is scheduled on the loop, a plain one called."""
+
+    def on_trace(event: Any) -> None:
+        if host.on_trace is None:
+            return
+        try:
+            returned = host.on_trace(event)
+            if inspect.isawaitable(returned):
+                asyncio.ensure_future(returned)
+        except Exception:  # noqa: BLE001 - an observer never changes the run
+            pass
+
+    close_cancelled(rt, generation, session, host, on_trace)
+
+
 async def _next(steps: AsyncIterator[Any], cancel: Optional[CancelToken]) -> Any:
     """The next item of ``steps``; with a token, :class:`RunCancelled` as soon as it fires (the
     step under way is cancelled: its request closed, its session dropped)."""
-    if cancel is None:
+    if cancel is None or cancel.cancelled:
+        # Already cancelled: the session, stepped once more, closes the run's trace and raises
+        # RunCancelled before anything is sent (a run never started still has its spans).
         return await steps.__anext__()
-    if cancel.cancelled:
-        raise RunCancelled()
     loop = asyncio.get_running_loop()
     step = asyncio.ensure_future(steps.__anext__())
     fired: "asyncio.Future[None]" = loop.create_future()

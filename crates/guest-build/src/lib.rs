@@ -313,20 +313,22 @@ pub struct SizeLimit {
 /// instead of again in each crate that parsed into a `Value`): component 1,607,172 B (-92,481
 /// against 1,699,653), portable 1,628,734 B (-89,216 against 1,717,950), portable-json
 /// 1,454,912 B (-90,350 against 1,545,262 built the same way from main), gateway 1,606,227 B
-/// (-23,847), routes 1,573,623 B (-23,911), measured on 6 December 2026; each ceiling about 2%
-/// above.
+/// (-23,847), routes 1,573,623 B (-23,911), measured on 6 December 2026. Merged with main's
+/// direct reading of OMA messages (about +23 KB in the three agent worlds): component 1,630,404 B,
+/// portable 1,653,914 B, portable-json 1,481,953 B, gateway 1,612,129 B, routes 1,579,525 B;
+/// each ceiling about 2% above those.
 pub const SIZE_LIMITS: [SizeLimit; 5] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_640_000,
+        ceiling: 1_663_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_662_000,
+        ceiling: 1_687_000,
     },
     SizeLimit {
         artifact: PORTABLE_JSON_ARTIFACT,
-        ceiling: 1_484_000,
+        ceiling: 1_512_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,

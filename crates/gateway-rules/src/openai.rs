@@ -444,7 +444,8 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
     let mut results: Vec<Value> = Vec::new();
     let flush = |results: &mut Vec<Value>, out: &mut Vec<Value>| {
         if !results.is_empty() {
-            out.push(json!({"role": "user", "content": std::mem::take(results)}));
+            let results = Value::Array(std::mem::take(results));
+            out.push(object([("role", "user".into()), ("content", results)]));
         }
     };
     for (i, mut message) in messages.into_iter().enumerate() {
@@ -461,15 +462,16 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
                     .get("tool_call_id")
                     .and_then(Value::as_str)
                     .ok_or_else(|| invalid(format!("messages[{i}].tool_call_id is required")))?;
-                results.push(json!({
-                    "type": "tool_result",
-                    "tool_use_id": id,
-                    "content": tool_content(content, i)?,
-                }));
+                results.push(object([
+                    ("type", "tool_result".into()),
+                    ("tool_use_id", id.into()),
+                    ("content", tool_content(content, i)?),
+                ]));
             }
             "user" => {
                 flush(&mut results, &mut out);
-                out.push(json!({"role": "user", "content": blocks_of(content, i)?}));
+                let blocks = Value::Array(blocks_of(content, i)?);
+                out.push(object([("role", "user".into()), ("content", blocks)]));
             }
             "assistant" => {
                 flush(&mut results, &mut out);
@@ -496,12 +498,16 @@ fn conversation(messages: Vec<Value>) -> Result<(Option<String>, Value), Reply> 
                                 "messages[{i}].tool_calls[{j}].function.arguments is not JSON"
                             ))
                         })?;
-                        blocks.push(json!({
-                            "type": "tool_use", "id": id, "name": name, "input": input,
-                        }));
+                        blocks.push(object([
+                            ("type", "tool_use".into()),
+                            ("id", id.into()),
+                            ("name", name.into()),
+                            ("input", input),
+                        ]));
                     }
                 }
-                out.push(json!({"role": "assistant", "content": blocks}));
+                let blocks = Value::Array(blocks);
+                out.push(object([("role", "assistant".into()), ("content", blocks)]));
             }
             other => {
                 return Err(invalid(format!(
@@ -527,56 +533,91 @@ fn tool_content(content: Value, i: usize) -> Result<Value, Reply> {
         content => return Ok(Value::String(text_of(&content, i)?)),
     };
     let source = |url: String, media_type: &dyn Fn(&str) -> String| match data_url(url) {
-        Ok((media_type, data)) => {
-            json!({"type": "base64", "media_type": media_type, "data": data})
-        }
-        Err(url) => json!({"type": "url", "media_type": media_type(&url), "url": url}),
+        Ok((media_type, data)) => base64(media_type, data),
+        Err(url) => by_url(&media_type(&url), url),
     };
     parts
         .into_iter()
         .enumerate()
         .map(|(j, part)| {
-            let at = format!("messages[{i}].content[{j}]");
+            // Where the part is, for an error only (not written out for every part).
+            let at = || format!("messages[{i}].content[{j}]");
             match part.get("type").and_then(Value::as_str).unwrap_or("") {
-                "text" => Ok(json!({
-                    "type": "text",
-                    "text": part.get("text").cloned().unwrap_or(Value::Null),
-                })),
+                "text" => Ok(object([
+                    ("type", "text".into()),
+                    ("text", part.get("text").cloned().unwrap_or(Value::Null)),
+                ])),
                 "image_url" => {
                     let url = part
                         .get("image_url")
                         .and_then(|u| u.get("url").or(Some(u)))
                         .and_then(Value::as_str)
-                        .ok_or_else(|| invalid(format!("{at}.image_url.url is required")))?;
+                        .ok_or_else(|| invalid(format!("{}.image_url.url is required", at())))?;
                     let media_type = |url: &str| image_type(url).to_owned();
-                    Ok(json!({"type": "image", "source": source(url.to_owned(), &media_type)}))
+                    let source = source(url.to_owned(), &media_type);
+                    Ok(object([("type", "image".into()), ("source", source)]))
                 }
                 "file" => {
                     let file = part.get("file").unwrap_or(&Value::Null);
                     let data = file
                         .get("file_data")
                         .and_then(Value::as_str)
-                        .ok_or_else(|| invalid(format!("{at}.file.file_data is required")))?;
+                        .ok_or_else(|| invalid(format!("{}.file.file_data is required", at())))?;
                     let filename = file
                         .get("filename")
                         .and_then(Value::as_str)
                         .unwrap_or("file");
                     let media_type = |_: &str| "application/octet-stream".to_owned();
-                    Ok(json!({
-                        "type": "file",
-                        "filename": filename,
-                        "source": source(data.to_owned(), &media_type),
-                    }))
+                    Ok(object([
+                        ("type", "file".into()),
+                        ("filename", filename.into()),
+                        ("source", source(data.to_owned(), &media_type)),
+                    ]))
                 }
                 other => Err(invalid(format!(
-                    "{at}.type {:?} is not supported in a tool message: the gateway takes \
+                    "{}.type {:?} is not supported in a tool message: the gateway takes \
                      text, image_url and file parts there",
+                    at(),
                     other.chars().take(40).collect::<String>()
                 ))),
             }
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Value::Array)
+}
+
+/// A JSON object of `members`, in their order, each value moved in: `json!` serialises every
+/// value it is given again, a deep copy of a tool result's content or of a data URL's megabytes.
+fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(
+        members
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect(),
+    )
+}
+
+/// An OMA `image` or `video` block (`kind`) of `source`.
+fn media(kind: &str, source: Value) -> Value {
+    object([("type", kind.into()), ("source", source)])
+}
+
+/// A `base64` media source, its text moved in.
+fn base64(media_type: String, data: String) -> Value {
+    object([
+        ("type", "base64".into()),
+        ("media_type", media_type.into()),
+        ("data", data.into()),
+    ])
+}
+
+/// A `url` media source.
+fn by_url(media_type: &str, url: String) -> Value {
+    object([
+        ("type", "url".into()),
+        ("media_type", media_type.into()),
+        ("url", url.into()),
+    ])
 }
 
 /// The text of a `system`, `developer` or `tool` message: a string or `text` parts.
@@ -602,7 +643,12 @@ fn text_of(content: &Value, i: usize) -> Result<String, Reply> {
 /// OMA blocks (JSON) of a user or assistant message's content.
 fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
     let parts = match content {
-        Value::String(text) => return Ok(vec![json!({"type": "text", "text": text})]),
+        Value::String(text) => {
+            return Ok(vec![object([
+                ("type", "text".into()),
+                ("text", text.into()),
+            ])])
+        }
         Value::Array(parts) => parts,
         _ => {
             return Err(invalid(format!(
@@ -634,36 +680,27 @@ fn blocks_of(content: Value, i: usize) -> Result<Vec<Value>, Reply> {
                 }
             };
             match kind.as_str() {
-                "text" => Ok(json!({
-                    "type": "text",
-                    "text": part.get_mut("text").map(Value::take).unwrap_or(Value::Null),
-                })),
+                "text" => Ok(object([
+                    ("type", "text".into()),
+                    (
+                        "text",
+                        part.get_mut("text").map(Value::take).unwrap_or(Value::Null),
+                    ),
+                ])),
                 "image_url" => {
                     let url = url("image_url")?;
                     Ok(match data_url(url) {
-                        Ok((media_type, data)) => json!({
-                            "type": "image",
-                            "source": {"type": "base64", "media_type": media_type, "data": data},
-                        }),
+                        Ok((media_type, data)) => media("image", base64(media_type, data)),
                         // The media rules check the URL (absolute http or https), as a video's.
-                        Err(url) => json!({
-                            "type": "image",
-                            "source": {"type": "url", "media_type": image_type(&url), "url": url},
-                        }),
+                        Err(url) => media("image", by_url(image_type(&url), url)),
                     })
                 }
                 "video_url" => {
                     let url = url("video_url")?;
                     Ok(match data_url(url) {
-                        Ok((media_type, data)) => json!({
-                            "type": "video",
-                            "source": {"type": "base64", "media_type": media_type, "data": data},
-                        }),
+                        Ok((media_type, data)) => media("video", base64(media_type, data)),
                         // OMA's media rules check the URL (absolute http or https).
-                        Err(url) => json!({
-                            "type": "video",
-                            "source": {"type": "url", "media_type": video_type(&url), "url": url},
-                        }),
+                        Err(url) => media("video", by_url(video_type(&url), url)),
                     })
                 }
                 other => Err(invalid(format!(

@@ -52,6 +52,7 @@ impl dr::Guest for Component {
         let machine = run_agent_json(
             &config,
             &input,
+            Vec::new(),
             options.progress,
             from_wit_evaluation(&options),
             session.seed,

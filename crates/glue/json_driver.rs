@@ -33,12 +33,14 @@ impl jd::Guest for Component {
     fn run_agent(
         config: String,
         input: String,
+        strings: Vec<(String, String)>,
         options: oc::RunAgentOptions,
         session: jd::SessionOptions,
     ) -> Result<jd::Session, wit::Error> {
         let machine = run_agent_json(
             &config,
             &input,
+            strings,
             options.progress,
             from_wit_evaluation(&options),
             session.seed,

@@ -180,11 +180,13 @@ impl Session {
     }
 }
 
-/// OMA's `runAgent` of an OMA-style configuration and OMA JSON input: the run's machine, with
-/// progress events when `progress`, and evaluated under `evaluation`'s policy and sample rate.
+/// OMA's `runAgent` of an OMA-style configuration and OMA JSON input (with its long strings
+/// passed beside the text, as `run_input_json` takes them): the run's machine, with progress
+/// events when `progress`, and evaluated under `evaluation`'s policy and sample rate.
 pub(super) fn run_agent_json(
     config: &str,
     input: &str,
+    strings: Vec<(String, String)>,
     progress: bool,
     evaluation: Option<(StorePayloads, f64)>,
     seed: u64,
@@ -193,7 +195,7 @@ pub(super) fn run_agent_json(
         oma_core::agent::config::AgentSettings::from_json(config)?.into_spec()?;
     entry::start_run_agent(
         spec,
-        run_input_json(input, Vec::new())?,
+        run_input_json(input, strings)?,
         progress,
         evaluation,
         seed,
@@ -207,11 +209,19 @@ pub(super) fn session_error(message: &str) -> Error {
     }
 }
 
-/// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it.
+/// OMA's `string | LLMMessage[]` as JSON text, with the long strings passed beside it. A
+/// message list with nothing beside it is read straight into the model where it can be
+/// (`json::direct_messages`: the same messages the guard and the typing give), else through a
+/// `Value`.
 pub(super) fn run_input_json(
     text: &str,
     strings: Vec<(String, String)>,
 ) -> Result<RunInput, Error> {
+    if strings.is_empty() {
+        if let Some(messages) = json::direct_messages(text) {
+            return Ok(RunInput::Messages(messages));
+        }
+    }
     match parse_json(text, strings)? {
         Value::String(text) => Ok(RunInput::Text(text)),
         other => Ok(RunInput::Messages(json::messages_from_value(other)?)),

@@ -359,6 +359,64 @@ fn json_like_text() -> impl Strategy<Value = String> {
 
 // ----- helpers -----------------------------------------------------------------------------------
 
+/// The full path's reading of `text`: a `Value`, OMA's guard and the typing.
+fn full_path(text: &str) -> Result<Vec<LlmMessage>, Error> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::invalid(format!("messages must be valid JSON: {e}")))?;
+    messages_from_value(value)
+}
+
+/// A message list's JSON with the keys of each message and block in reverse order where
+/// `flips` says so, and an unknown key added where `extras` says so (neither changes what the
+/// full path reads; the values inside blocks are left as they are).
+fn reshaped(
+    messages: Value,
+    flips: &mut impl Iterator<Item = bool>,
+    extras: &mut impl Iterator<Item = bool>,
+) -> Value {
+    let mut reshape = |entries: Vec<(String, Value)>| {
+        let mut entries = entries;
+        if flips.next().unwrap_or(false) {
+            entries.reverse();
+        }
+        if extras.next().unwrap_or(false) {
+            entries.push((
+                "extra".into(),
+                serde_json::json!({"type": 1, "text": [null]}),
+            ));
+        }
+        Value::Object(entries.into_iter().collect())
+    };
+    let Value::Array(list) = messages else {
+        return messages;
+    };
+    let mut out = Vec::new();
+    for message in list {
+        let Value::Object(fields) = message else {
+            out.push(message);
+            continue;
+        };
+        let mut entries = Vec::new();
+        for (key, value) in fields {
+            let value = match (key.as_str(), value) {
+                ("content", Value::Array(blocks)) => Value::Array(
+                    blocks
+                        .into_iter()
+                        .map(|block| match block {
+                            Value::Object(b) => reshape(b.into_iter().collect()),
+                            other => other,
+                        })
+                        .collect(),
+                ),
+                (_, value) => value,
+            };
+            entries.push((key, value));
+        }
+        out.push(reshape(entries));
+    }
+    Value::Array(out)
+}
+
 /// Everything a decoder gives for `pieces`: the events up to the first error, and that error.
 fn decode(provider: &str, pieces: &[&[u8]]) -> (Vec<StreamEvent>, Option<Error>) {
     let request = ChatRequest {
@@ -452,6 +510,34 @@ proptest! {
         let from_text = messages_from_json(&value.to_string());
         let from_value = messages_from_value(value);
         prop_assert_eq!(from_text, from_value);
+    }
+
+    /// The direct reading reads what the full path accepts of any messages' JSON, as the full
+    /// path reads it, and nothing it refuses, whatever the order of the keys and the unknown
+    /// keys beside them.
+    #[test]
+    fn direct_messages_are_the_full_paths(
+        messages in messages(),
+        flips in prop::collection::vec(any::<bool>(), 0..64),
+        extras in prop::collection::vec(any::<bool>(), 0..64),
+    ) {
+        let value = reshaped(messages_to_value(&messages), &mut flips.into_iter(), &mut extras.into_iter());
+        let text = value.to_string();
+        prop_assert_eq!(crate::json::direct_messages(&text), full_path(&text).ok());
+    }
+
+    /// On any other text too, what the direct reading reads is the full path's.
+    #[test]
+    fn direct_messages_never_differ_from_the_full_path(
+        text in prop_oneof![
+            any::<String>(),
+            json_like_text(),
+            json_value().prop_map(|v| v.to_string()),
+        ]
+    ) {
+        if let Some(read) = crate::json::direct_messages(&text) {
+            prop_assert_eq!(Ok(read), full_path(&text));
+        }
     }
 
     #[test]

@@ -92,7 +92,8 @@ test('run with OMA messages (image, history) sends them as given', async () => {
 
 test('long media data goes beside the JSON text: sent byte for byte, checked as in the text, input untouched', async () => {
   // 64 KiB of base64 in an image, a video and a tool result's image part: each one goes to the
-  // component beside the JSON text (run-json-parts / stream-json-parts / prompt-json-parts).
+  // component beside the JSON text (run-json-parts / stream-json-parts / prompt-json-parts, and
+  // json-driver's run-agent for runAgent).
   const data = Buffer.alloc(48 * 1024, 7).toString('base64')
   const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data } }
   const messages = [
@@ -102,11 +103,18 @@ test('long media data goes beside the JSON text: sent byte for byte, checked as 
   ]
   const before = JSON.stringify(messages)
   const a = agent()
-  for (const call of ['run', 'stream']) {
+  const config = { name: 'tester', model: 'claude-test', provider: 'anthropic', baseURL: server.url, apiKey: KEY }
+  const calls = {
+    run: async () => a.run(messages),
+    stream: async () => (await collect(a.stream(messages))).at(-1).data,
+    runAgent: async () => runAgent(config, messages),
+    orchestrated: async () => new OpenMultiAgent().runAgent(config, messages),
+  }
+  for (const [call, made] of Object.entries(calls)) {
     server.reset()
     server.queue(anthropicMessage('seen'))
-    const result = call === 'run' ? await a.run(messages) : (await collect(a.stream(messages))).at(-1).data
-    assert.equal(result.success, true, JSON.stringify(result.errorInfo))
+    const result = await made()
+    assert.equal(result.success, true, `${call}: ${JSON.stringify(result.errorInfo)}`)
     const sent = server.requests[0].body.messages
     assert.deepEqual(sent[0].content[1], image)
     assert.deepEqual(sent[2].content[0].content[1], { type: 'image', source: image.source })
@@ -126,11 +134,13 @@ test('long media data goes beside the JSON text: sent byte for byte, checked as 
   ]) {
     const short = JSON.parse(JSON.stringify(input).replace(bad, '@@@@'))
     for (const value of [input, short]) {
-      await assert.rejects(a.run(value), (e) => {
-        assert.ok(e instanceof InvalidMessageError, String(e))
-        assert.equal(e.message, message)
-        return true
-      })
+      for (const run of [(v) => a.run(v), (v) => runAgent(config, v)]) {
+        await assert.rejects(run(value), (e) => {
+          assert.ok(e instanceof InvalidMessageError, String(e))
+          assert.equal(e.message, message)
+          return true
+        })
+      }
     }
   }
   // A lone surrogate stays in the JSON text: the component sees it as JSON carries it, long or not.

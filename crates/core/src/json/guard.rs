@@ -57,7 +57,8 @@ pub fn assert_valid_messages(messages: &Value) -> Result<(), Error> {
     Ok(())
 }
 
-fn guard_block(i: usize, j: usize, block: &Value) -> Result<(), Error> {
+/// OMA's guard on the block at `messages[i].content[j]`.
+pub(super) fn guard_block(i: usize, j: usize, block: &Value) -> Result<(), Error> {
     let path = || format!("messages[{i}].content[{j}]");
     let fields = match block {
         Value::Object(fields) if fields.get("type").is_some_and(Value::is_string) => fields,

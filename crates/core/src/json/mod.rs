@@ -1,6 +1,7 @@
 //! OMA JSON in and out, one job a module: [`guard`] is OMA's shape guard
 //! (`assertValidMessages`) on untyped JSON; [`typing`] converts what passed into the typed
-//! model; `write` maps the model back to OMA JSON; [`writer`] is the JSON writer the request
+//! model; [`direct`] reads a message list straight into the model where it can, with the same
+//! result; `write` maps the model back to OMA JSON; [`writer`] is the JSON writer the request
 //! bodies and `write` share; [`object`] reads configurations and responses field by field;
 //! [`schema`] checks values against a JSON Schema.
 //!
@@ -18,6 +19,7 @@
 //! Strings are moved out of the parsed JSON, never copied, so large media costs one parse and
 //! one validation pass.
 
+pub mod direct;
 pub mod guard;
 pub mod object;
 pub mod schema;
@@ -25,6 +27,7 @@ pub mod typing;
 mod write;
 pub mod writer;
 
+pub use direct::direct_messages;
 pub use guard::{assert_valid_messages, type_word};
 pub use typing::{messages_from_json, messages_from_value, tool_result_content_from_json};
 pub use write::{messages_to_json, messages_to_value};

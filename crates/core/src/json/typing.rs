@@ -15,8 +15,13 @@ use crate::message::{
 
 use super::guard::{assert_valid_messages, type_word};
 
-/// Parses OMA JSON text into validated, typed messages.
+/// Parses OMA JSON text into validated, typed messages: straight into the model where
+/// [`super::direct_messages`] can, else through a [`Value`], OMA's guard and the typing (which
+/// give the same messages where both can).
 pub fn messages_from_json(text: &str) -> Result<Vec<LlmMessage>, Error> {
+    if let Some(messages) = super::direct_messages(text) {
+        return Ok(messages);
+    }
     let value: Value = super::from_str(text)
         .map_err(|e| Error::invalid(format!("messages must be valid JSON: {e}")))?;
     messages_from_value(value)
@@ -129,7 +134,8 @@ fn convert_message(i: usize, message: Value) -> Result<LlmMessage, Error> {
     Ok(LlmMessage { role, content })
 }
 
-fn convert_block(i: usize, j: usize, block: Value) -> Result<ContentBlock, Error> {
+/// The typed block of `messages[i].content[j]`, once the guard has passed it.
+pub(super) fn convert_block(i: usize, j: usize, block: Value) -> Result<ContentBlock, Error> {
     let Value::Object(map) = block else {
         return Err(Error::invalid(format!(
             "messages[{i}].content[{j}] must be a content block with a string \"type\""

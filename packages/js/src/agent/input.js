@@ -97,13 +97,12 @@ function messagesWithout(messages, strings) {
 }
 
 /**
- * `run`/`stream` input (a prompt string or OMA messages) for the component: `{text}`, or with
- * `parts`, `{text, strings}` when long media data goes beside the text.
+ * `run`/`stream`/`runAgent` input (a prompt string or OMA messages) for the component: `{text}`,
+ * or `{text, strings}` when long media data goes beside the text.
  */
-export function runInputJson(input, parts = true) {
+export function runInputJson(input) {
   if (typeof input === 'string') return { text: JSON.stringify(input) }
   preflightMessages(input)
-  if (!parts) return { text: JSON.stringify(input) ?? 'null' }
   return inputParts(input, messagesWithout)
 }
 

@@ -46,8 +46,8 @@ async function runAgentWith(config, input, options, onProgress, observability) {
     : config
   // As OMA's orchestrator builds it: a fresh registry holding the built-in tools (granted by `tools`).
   const { json, host } = prepareConfig(effective, builtInRegistry())
-  // runAgent's one-off agent takes its input as one JSON text (run-agent-json has no parts form).
-  const text = runInputJson(input, false).text
+  // The input as Agent.run gives it: its long media data beside the JSON text.
+  const parts = runInputJson(input)
   const traced = typeof options.onTrace === 'function'
   const run = newRun(host, {
     abortSignal: options.abortSignal, runId: options.runId, metadata: options.metadata,
@@ -70,7 +70,7 @@ async function runAgentWith(config, input, options, onProgress, observability) {
       : undefined,
   }
   const session = callComponent(() =>
-    driver.runAgent(JSON.stringify(json), text, runOptions, sessionOptions(run)),
+    driver.runAgent(JSON.stringify(json), parts.text, parts.strings ?? [], runOptions, sessionOptions(run)),
   )
   return complete(session, { ...host, onProgress: progress, onCase: evaluation?.onCase }, run)
 }

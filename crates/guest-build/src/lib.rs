@@ -306,18 +306,25 @@ pub struct SizeLimit {
 /// sequence and cache counts) and the trace export made from OMA's trace records (issue 37):
 /// gateway 1,630,074 B (+60,759 over 1,569,315), routes 1,597,534 B (+60,951 over 1,536,583),
 /// measured on 6 December 2026; each ceiling about 2% above.
+///
+/// The component's, the portable world's and the portable-json world's ceilings raised for
+/// online evaluation's rules in the core (issue 37: the codecs' `online-evaluation`, what
+/// scorers see and records keep of a sampled run, a scorer's record, the flush result):
+/// component 1,745,324 B (+22,512 over main's 1,722,812), portable 1,767,053 B (+22,509 over
+/// 1,744,544), portable-json 1,594,835 B (+22,531 over 1,572,304), measured on 6 December
+/// 2026; each ceiling about 2% above. The gateway and the routes do not link them.
 pub const SIZE_LIMITS: [SizeLimit; 5] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_734_000,
+        ceiling: 1_780_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_753_000,
+        ceiling: 1_802_000,
     },
     SizeLimit {
         artifact: PORTABLE_JSON_ARTIFACT,
-        ceiling: 1_579_000,
+        ceiling: 1_627_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,

@@ -10,7 +10,7 @@ use oma_core::json;
 
 use super::convert::*;
 use super::exports::oma::agent::codec::{
-    BashRisk, BashRiskLevel, Guest, JudgeStep, ProviderVariables,
+    BashRisk, BashRiskLevel, Guest, JudgeStep, OnlineStep, ProviderVariables,
 };
 use super::wit::types as wit;
 use super::wit::wire;
@@ -122,6 +122,16 @@ impl Guest for Component {
             JudgeStep::Aggregate => Step::Aggregate,
         };
         Ok(judge_json(step, &request)?)
+    }
+
+    fn online_evaluation(step: OnlineStep, request: String) -> Result<String, wit::Error> {
+        use oma_core::eval::online::{online_json, Step};
+        let step = match step {
+            OnlineStep::Case => Step::Case,
+            OnlineStep::Record => Step::Record,
+            OnlineStep::Flush => Step::Flush,
+        };
+        Ok(online_json(step, &request)?)
     }
 
     fn redact_sensitive_text(text: String) -> String {

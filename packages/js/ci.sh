@@ -47,7 +47,7 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 737,400 bytes (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 742,500 bytes (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
@@ -73,11 +73,12 @@ echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
 # OMA's built-in scorers, judges and online evaluation (their rules in the core module, src/eval/
 # and the types) 51,921 bytes (736,076 on 6 December 2026): 751,000, about 2% above.
 # The core's sorts and JSON parsing each compiled once (the core module 1,519,037 -> 1,428,687
-# bytes, 541,524 -> 519,198 gzipped): 712,412 bytes on 6 December 2026; 722,877 once merged with
-# the direct reading of OMA messages: 737,400, about 2% above. The 600 KB goal is still missed
+# bytes, 541,524 -> 519,198 gzipped): 712,412 bytes on 6 December 2026; 727,938 once merged with
+# the direct reading of OMA messages and online evaluation's rules (750,888 without the cut):
+# 742,500, about 2% above. The 600 KB goal is still missed
 # (docs/performance.md, "Where the core module's bytes go").
-if [ "$packed" -gt 737400 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 737400-byte ceiling" >&2
+if [ "$packed" -gt 742500 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 742500-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

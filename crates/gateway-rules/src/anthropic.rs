@@ -161,9 +161,10 @@ pub fn start(
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_owned(),
+                    // Taken out of the tool, not copied: a schema may be large.
                     input_schema: tool
-                        .get("input_schema")
-                        .cloned()
+                        .get_mut("input_schema")
+                        .map(Value::take)
                         .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
                 })
             })

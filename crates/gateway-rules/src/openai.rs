@@ -410,10 +410,13 @@ fn tools_of(tools: Option<Value>) -> Result<Vec<ToolDefinition>, Reply> {
     tools
         .into_iter()
         .enumerate()
-        .map(|(i, tool)| {
-            let function = tool
-                .get("function")
-                .filter(|_| tool.get("type").and_then(Value::as_str) == Some("function"))
+        .map(|(i, mut tool)| {
+            let function_tool = tool.get("type").and_then(Value::as_str) == Some("function");
+            // Taken out of the tool, not copied: its parameters' schema may be large.
+            let mut function = tool
+                .get_mut("function")
+                .map(Value::take)
+                .filter(|_| function_tool)
                 .ok_or_else(|| invalid(format!("tools[{i}] must be a `function` tool")))?;
             let name = function
                 .get("name")
@@ -428,8 +431,8 @@ fn tools_of(tools: Option<Value>) -> Result<Vec<ToolDefinition>, Reply> {
                     .unwrap_or("")
                     .to_owned(),
                 input_schema: function
-                    .get("parameters")
-                    .cloned()
+                    .get_mut("parameters")
+                    .map(Value::take)
                     .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
             })
         })

@@ -1,7 +1,8 @@
 //! OMA's evaluation rules that are rules (`docs/evaluation.md#built-in-scorers`): what each of
 //! OMA's built-in scorers computes from a run's result and its stored trace ([`scorers`]), and an
 //! LLM judge's prompt, the reading of its verdict and the aggregation of several verdicts
-//! ([`judge`]).
+//! ([`judge`]), and what online evaluation keeps of a sampled run and records of its scores
+//! ([`online`]).
 //!
 //! Pure functions over OMA's JSON (the result of a run, OMA's `StoredRun`), so that every host
 //! scores alike. What is I/O stays the host's: running a judge's agent, the clock of a scorer's
@@ -11,6 +12,7 @@
 //! name and OMA's message, byte for byte, so that a package throws what OMA throws.
 
 pub mod judge;
+pub mod online;
 pub mod scorers;
 
 use serde_json::{Map, Value};

@@ -6,16 +6,14 @@
 // as a diagnostic (at most one per kind a minute). `forceFlush` and `shutdown` wait for what was
 // queued (docs/evaluation.md#online-evaluation).
 import { classifyRunFailure } from '../observability/status.js'
-import { redactSensitiveText } from '../utils/redaction.js'
 import { uuid } from '../utils/random.js'
+import { onlineStep, toJson } from './rules.js'
 import { checkScoreResult, scoreCostInputs } from './scorer.js'
 
 const DEFAULT_MAX_CONCURRENT = 1
 const DEFAULT_MAX_QUEUE_LENGTH = 100
 const DEFAULT_FLUSH_TIMEOUT_MS = 30_000
 const DIAGNOSTIC_INTERVAL_MS = 60_000
-const PAYLOAD_MAX_CHARS = 8 * 1024
-const REASON_MAX_CHARS = 1_024
 const CONFIG_KEYS = ['scorers', 'sample', 'maxConcurrent', 'maxQueueLength', 'budget', 'store', 'storePayloads', 'onResult',
   'onDiagnostic', 'diagnostics']
 const BUDGET_KEYS = ['maxEvaluationsPerMinute', 'maxCostPerHour']
@@ -46,49 +44,18 @@ function laterTimer(callback, delayMs) {
   return timer
 }
 
-function stringify(value) {
+/**
+ * A value as the rules take it: a string as it is, else its JSON value; what JSON cannot hold
+ * (a function, a cycle, a BigInt) as its text.
+ */
+function jsonValue(value) {
   if (typeof value === 'string') return value
   try {
-    const json = JSON.stringify(value)
-    return json === undefined ? String(value) : json
+    const text = toJson(value)
+    return text === undefined ? String(value) : JSON.parse(text)
   } catch {
     return String(value)
   }
-}
-
-function truncate(text, maxChars) {
-  if (text.length <= maxChars) return text
-  const marker = `\n[truncated at ${maxChars} characters]`
-  return `${text.slice(0, Math.max(0, maxChars - marker.length))}${marker}`
-}
-
-const sanitize = (text, maxChars) => truncate(redactSensitiveText(text), maxChars)
-
-/** What scorers see of an input kept out (`storePayloads: 'none'`): its kind and size. */
-function describeInput(value) {
-  if (typeof value === 'string') return `[string input omitted; ${value.length} characters]`
-  if (Array.isArray(value)) return `[array input omitted; ${value.length} items]`
-  if (value === null) return '[null input]'
-  if (value === undefined) return '[undefined input]'
-  return `[${typeof value} input omitted]`
-}
-
-function storedPayload(mode, input, output) {
-  if (mode === 'none') return undefined
-  const text = (value) => {
-    const bounded = truncate(stringify(value), PAYLOAD_MAX_CHARS)
-    return mode === 'redacted' ? sanitize(bounded, PAYLOAD_MAX_CHARS) : bounded
-  }
-  return {
-    ...(input !== undefined ? { input: text(input) } : {}),
-    ...(output !== undefined ? { output: text(output) } : {}),
-  }
-}
-
-function scorerInput(mode, input) {
-  if (mode === 'none') return describeInput(input)
-  const bounded = truncate(stringify(input), PAYLOAD_MAX_CHARS)
-  return mode === 'redacted' ? sanitize(bounded, PAYLOAD_MAX_CHARS) : bounded
 }
 
 /** A run's answer: an agent's output, a consensus answer, else a team's coordinator or agents. */
@@ -102,18 +69,6 @@ function resultOutput(result) {
 }
 
 const resultTokens = (result) => ('totalTokenUsage' in result ? result.totalTokenUsage : result.tokenUsage)
-
-/** Secrets redacted and lengths bounded in a score's string details. */
-function sanitizeDetails(details) {
-  if (details === undefined) return undefined
-  const out = {}
-  for (const [key, value] of Object.entries(details)) {
-    if (typeof value === 'string') out[key] = sanitize(value, REASON_MAX_CHARS)
-    else if (Array.isArray(value) && value.every((item) => typeof item === 'string')) out[key] = value.map((item) => sanitize(item, REASON_MAX_CHARS))
-    else out[key] = value
-  }
-  return Object.freeze(out)
-}
 
 function scoreWithTimeout(scorer, context) {
   if (scorer.timeoutMs === undefined) return Promise.resolve().then(() => scorer.score(context)).then(checkScoreResult)
@@ -262,15 +217,15 @@ export class OnlineEvaluator {
   /** Waits (up to `timeoutMs`, 30 s unless set) for every sample queued so far. */
   async forceFlush(options = {}) {
     const target = this.#nextId
-    if (target <= this.#settledThrough) return this.#flushResult(this.#status())
+    if (target <= this.#settledThrough) return this.#flushResult(false)
     this.#clearSchedule()
     this.#startWorkers()
     const done = await this.#waitFor(target, options.timeoutMs ?? DEFAULT_FLUSH_TIMEOUT_MS)
     if (!done) {
       this.#report('flush_timeout', 'Online evaluation flush timed out before queued samples settled.')
-      return this.#flushResult('timeout')
+      return this.#flushResult(true)
     }
-    return this.#flushResult(this.#status())
+    return this.#flushResult(false)
   }
 
   /** Takes no more samples and flushes; the same promise on every call. */
@@ -335,8 +290,14 @@ export class OnlineEvaluator {
     }
     const { sample, context } = entry
     const output = resultOutput(sample.result)
-    const evalCase = Object.freeze({ id: context.identity.runId, input: scorerInput(this.#storePayloads, sample.input), metadata: context.metadata })
-    const payload = storedPayload(this.#storePayloads, sample.input, output)
+    // What scorers see of the input and what the records keep: the core's rules.
+    const seen = onlineStep('case', {
+      storePayloads: this.#storePayloads,
+      ...(sample.input !== undefined ? { input: jsonValue(sample.input) } : {}),
+      ...(output !== undefined ? { output: jsonValue(output) } : {}),
+    })
+    const evalCase = Object.freeze({ id: context.identity.runId, input: seen.input, metadata: context.metadata })
+    const payload = seen.payload
     const signal = new AbortController().signal
     const usage = () => ({ tokens: resultTokens(sample.result), durationMs: context.durationMs })
     const records = []
@@ -345,28 +306,13 @@ export class OnlineEvaluator {
         const scored = await scoreWithTimeout(scorer, { evalCase, output, result: sample.result, metadata: context.metadata, signal })
         this.#stats.completed++
         this.#recordCost(scored)
-        const details = sanitizeDetails(scored.details)
-        records.push({
-          ...this.#baseRecord(context, scorer),
-          status: 'scored',
-          score: scored.score,
-          ...(scored.pass !== undefined ? { pass: scored.pass } : {}),
-          ...(scored.reason !== undefined ? { reason: sanitize(scored.reason, REASON_MAX_CHARS) } : {}),
-          ...(details !== undefined ? { details } : {}),
-          usage: usage(),
-          ...(payload !== undefined ? { payload } : {}),
-        })
+        records.push(this.#record(context, scorer, usage(), payload, { score: scored }))
       } catch (error) {
         this.#stats.failed++
         this.#recordCost(error)
         const timeout = error instanceof ScorerTimeoutError
-        records.push({
-          ...this.#baseRecord(context, scorer),
-          status: 'scorer_error',
-          usage: usage(),
-          error: classifyRunFailure(error, timeout ? { kind: 'timeout', statusCode: 'timeout' } : {}).errorInfo,
-          ...(payload !== undefined ? { payload } : {}),
-        })
+        const errorInfo = classifyRunFailure(error, timeout ? { kind: 'timeout', statusCode: 'timeout' } : {}).errorInfo
+        records.push(this.#record(context, scorer, usage(), payload, { error: errorInfo }))
         this.#report('scorer_failed', 'Online evaluation scorer failed; a scorer_error record was produced.', 'error', scorer.name)
       }
     }
@@ -388,18 +334,22 @@ export class OnlineEvaluator {
     }
   }
 
-  #baseRecord(context, scorer) {
+  /** One scorer's record (the core's rule: reason and string details redacted and bounded). */
+  #record(context, scorer, usage, payload, outcome) {
     const { runId, attempt, traceId, rootSpanId } = context.identity
-    return {
-      schemaVersion: 1,
-      recordId: `eval_record_${uuid()}`,
+    const record = onlineStep('record', {
       evalRunId: this.#evalRunId,
-      source: 'online',
+      recordId: `eval_record_${uuid()}`,
       timestampUnixMs: this.#now(),
       scorer: { name: scorer.name, ...(scorer.version !== undefined ? { version: scorer.version } : {}) },
-      runRef: { runId, attempt, traceId, rootSpanId },
+      identity: { runId, attempt, traceId, rootSpanId },
       metadata: context.metadata,
-    }
+      usage,
+      ...(payload !== undefined ? { payload } : {}),
+      ...outcome,
+    })
+    if (record.details !== undefined) Object.freeze(record.details)
+    return record
   }
 
   /** Adds what a scorer's judges cost (by `estimateCost`) to the hour's cost budget. */
@@ -492,15 +442,9 @@ export class OnlineEvaluator {
     })
   }
 
-  #status() {
-    const s = this.#stats
-    if (s.failed === 0 && s.storeFailed === 0 && s.dropped === 0) return 'ok'
-    return s.completed > 0 ? 'partial' : 'error'
-  }
-
-  #flushResult(status) {
-    const s = this.#stats
-    return { status, accepted: s.enqueued, exported: s.completed, dropped: s.dropped, failed: s.failed + s.storeFailed }
+  /** OMA's flush result of the counts (the core's rule); `timeout` when the wait ran out. */
+  #flushResult(timedOut) {
+    return onlineStep('flush', { stats: this.#stats, ...(timedOut ? { timedOut: true } : {}) })
   }
 }
 

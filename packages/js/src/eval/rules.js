@@ -1,5 +1,5 @@
-// The component's evaluation rules (the codec's `score-builtin` and `judge`,
-// docs/evaluation.md#built-in-scorers): JSON in and out, their failures thrown as the classes
+// The component's evaluation rules (the codec's `score-builtin`, `judge` and
+// `online-evaluation`, docs/evaluation.md): JSON in and out, their failures thrown as the classes
 // OMA throws (`TypeError`, `RangeError`, `Error`) with OMA's messages.
 import { codec } from '../component.js'
 
@@ -31,6 +31,11 @@ export function scoreBuiltin(scorer, options, context) {
 /** One step of a judge scorer (`options`, `prompt`, `extract`, `verdict`, `aggregate`). */
 export function judgeStep(step, request) {
   return rule(() => codec.judge(step, wellFormed(toJson(request))))
+}
+
+/** One step of the online evaluation rules (`case`, `record`, `flush`). */
+export function onlineStep(step, request) {
+  return rule(() => codec.onlineEvaluation(step, wellFormed(toJson(request))))
 }
 
 /**

@@ -54,6 +54,7 @@ _FUNCS: List[Tuple[str, str]] = [
     (CODEC, "build-execution-receipt"),
     (CODEC, "score-builtin"),
     (CODEC, "judge"),
+    (CODEC, "online-evaluation"),
 ]
 
 

@@ -4,7 +4,8 @@ and online evaluation, :func:`run_agent` (sync) and :func:`run_agent_async` (asy
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union, cast
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from .._http import HttpClient, default_client
 from .._http_async import AsyncHttpClient, default_async_client
@@ -23,6 +24,16 @@ from .result import new_identity
 from .runner import complete, drive
 from .runner_async import acomplete, adrive
 from .tool import Tool
+
+if TYPE_CHECKING:
+    from ..eval.online import OnlineEvaluator
+
+
+def _evaluator(online_evaluation: Any) -> Any:
+    """``online_evaluation=`` checked before the run."""
+    if online_evaluation is not None and not callable(getattr(online_evaluation, "enqueue", None)):
+        raise TypeError("online_evaluation must be an oma_component.eval.OnlineEvaluator")
+    return online_evaluation
 
 
 def _observability(config: Optional[ObservabilityConfig]) -> Optional[Observability]:
@@ -86,6 +97,7 @@ def run_agent(
     on_tool_call: Optional[ToolCallObserver] = None,
     on_tool_result: Optional[ToolCallObserver] = None,
     observability: Optional[ObservabilityConfig] = None,
+    online_evaluation: Optional["OnlineEvaluator"] = None,
     **config: Any,
 ) -> AgentRunResult:
     """OMA's ``runAgent``: a one-off agent with progress events and online evaluation.
@@ -100,8 +112,14 @@ def run_agent(
     ``observability={"sinks": [...], "capture"?, "on_diagnostic"?, "resource"?}`` (OMA's
     ``ObservabilityConfig``) makes the run's trace records and hands them to each sink (see
     :mod:`oma_component.observability.delivery`): a sink never fails or holds the run, and the
-    result's ``identity`` names the records' run, trace and root span."""
+    result's ``identity`` names the records' run, trace and root span.
+
+    ``online_evaluation=OnlineEvaluator(...)`` (:mod:`oma_component.eval.online`, OMA's
+    ``OnlineEvaluationConfig``) hands the settled run to the evaluator, which may sample it and
+    score it in the background; it never fails or holds the run."""
     records = _observability(observability)
+    evaluator = _evaluator(online_evaluation)
+    started = time.monotonic()
     rt = runtime or default_runtime()
     spec = Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
                 history=history, call=cast(Optional[Mapping[str, Any]], call), options=config,
@@ -115,6 +133,9 @@ def run_agent(
     result = complete(drive(rt, generation, session, host), identity, metadata)
     if records is not None:
         records.settle()
+    if evaluator is not None:
+        # Scored after the run returns, off its path (OMA's online evaluation).
+        evaluator.enqueue(input, result, round((time.monotonic() - started) * 1000))
     return result
 
 
@@ -142,12 +163,15 @@ async def run_agent_async(
     on_tool_call: Optional[ToolCallObserver] = None,
     on_tool_result: Optional[ToolCallObserver] = None,
     observability: Optional[ObservabilityConfig] = None,
+    online_evaluation: Optional["OnlineEvaluator"] = None,
     **config: Any,
 ) -> AgentRunResult:
     """OMA's ``runAgent`` for asyncio: :func:`run_agent`'s arguments, awaited. Observers may be
     ``async def`` (awaited); what they raise is ignored. A sink's ``emit`` runs on a thread of
     its own, never on the event loop."""
     records = _observability(observability)
+    evaluator = _evaluator(online_evaluation)
+    started = time.monotonic()
     rt = runtime or default_runtime()
     spec = Spec(name=name, model=model, provider=provider, tools=tools, before_run=before_run, backend=backend,
                 history=history, call=cast(Any, call), options=config, runtime=rt, adapter=adapter)
@@ -162,4 +186,6 @@ async def run_agent_async(
         pending = records.settled()
         if pending:
             await asyncio.get_running_loop().run_in_executor(None, records.settle, pending)
+    if evaluator is not None:
+        evaluator.enqueue(input, result, round((time.monotonic() - started) * 1000))
     return result

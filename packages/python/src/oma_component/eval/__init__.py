@@ -51,10 +51,11 @@ from .scorers import (
     structured_output_compliance_scorer,
     tool_call_success_scorer,
 )
+from .online import OnlineEvaluator
 from .store import EVAL_STORE_SCHEMA_MAJOR, EvalPage, EvalStore, EvalStoreError, InMemoryEvalStore
 
 __all__ = [
-    "define_eval_set", "define_scorer", "run_eval_set", "run_eval_set_async", "evaluate_gate", "target_from_agent",
+    "OnlineEvaluator", "define_eval_set", "define_scorer", "run_eval_set", "run_eval_set_async", "evaluate_gate", "target_from_agent",
     "InMemoryEvalStore", "EvalStore", "EvalStoreError", "EVAL_STORE_SCHEMA_MAJOR", "EvalPage",
     "EvalSetError", "GatePolicyError", "ScorerTimeoutError", "Scorer", "DefinedScorer", "EvalTarget",
     "EvalCase", "EvalSet", "EvalRecord", "EvalRunReport", "EvalProgressEvent", "EvalTargetContext", "GateFailure",

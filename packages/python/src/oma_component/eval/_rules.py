@@ -1,5 +1,5 @@
-"""The component's evaluation rules (the codec's ``score-builtin`` and ``judge``,
-docs/evaluation.md#built-in-scorers): JSON in and out, OMA's ``TypeError`` raised as
+"""The component's evaluation rules (the codec's ``score-builtin``, ``judge`` and
+``online-evaluation``, docs/evaluation.md): JSON in and out, OMA's ``TypeError`` raised as
 ``TypeError``, its ``RangeError`` and plain ``Error`` as ``ValueError``, with OMA's messages."""
 
 from __future__ import annotations
@@ -37,3 +37,8 @@ def score_builtin(scorer: str, options: str, context: Optional[str] = None) -> A
 def judge_step(step: str, request: Any) -> Any:
     """One step of a judge scorer (``options``, ``prompt``, ``extract``, ``verdict``, ``aggregate``)."""
     return _rule("judge", step, to_json(request))
+
+
+def online_step(step: str, request: Any) -> Any:
+    """One step of the online evaluation rules (``case``, ``record``, ``flush``)."""
+    return _rule("online-evaluation", step, to_json(request))

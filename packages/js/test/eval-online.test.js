@@ -1,0 +1,77 @@
+// The online evaluation rules the core holds (fixtures/eval/online.json; the core's tests and the
+// Python package run the same table): every row through the codec, then the rows a run can
+// make through OpenMultiAgent's `evaluation` as users configure it, what its scorer sees and
+// what its records keep checked against the table.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { OpenMultiAgent } from 'oma-component'
+import { defineScorer, InMemoryEvalStore } from 'oma-component/eval'
+import { onlineStep } from '../src/eval/rules.js'
+
+const TABLE = JSON.parse(readFileSync(new URL('../../../fixtures/eval/online.json', import.meta.url), 'utf8'))
+
+for (const step of ['case', 'record', 'flush']) {
+  test(`the online table's ${step} rows through the codec`, () => {
+    assert.ok(TABLE[step].length > 0)
+    for (const row of TABLE[step]) {
+      if (row.error) {
+        assert.throws(() => onlineStep(step, row.request), (e) => e.name === row.error.name && e.message === row.error.message, row.name)
+      } else {
+        const answer = onlineStep(step, row.request)
+        assert.deepEqual(answer, row.expect, row.name)
+        assert.equal(JSON.stringify(answer), JSON.stringify(row.expect), `${row.name}: key order`)
+      }
+    }
+  })
+}
+
+/** An agent whose own adapter answers `output`. */
+function agentAnswering(output) {
+  return {
+    name: 'online-agent',
+    model: 'fixture-model',
+    adapter: {
+      name: 'online-table',
+      async chat(_messages, options) {
+        return { id: 'r', content: [{ type: 'text', text: output }], model: options.model, stop_reason: 'end_turn', usage: { input_tokens: 3, output_tokens: 2 } }
+      },
+      async *stream() {},
+    },
+  }
+}
+
+// The rows a run can make: a text prompt answered with a text.
+const RUNNABLE = TABLE.case.filter((row) => !row.error && typeof row.request.input === 'string' && typeof row.request.output === 'string')
+
+test('OpenMultiAgent evaluation: what scorers see and what records keep follow the table', async () => {
+  assert.ok(RUNNABLE.length >= 4)
+  for (const row of RUNNABLE) {
+    const seen = []
+    const store = new InMemoryEvalStore()
+    const scorer = defineScorer({
+      name: 'sees',
+      version: '1',
+      score: ({ evalCase }) => {
+        seen.push(evalCase.input)
+        return { score: 1, reason: 'seen with sk-abcdefghijklmnopqrstuvwx', details: { note: 'token=abc123secret' } }
+      },
+    })
+    const orchestrator = new OpenMultiAgent({
+      evaluation: { scorers: [scorer], sample: 1, store, ...(row.request.storePayloads ? { storePayloads: row.request.storePayloads } : {}), diagnostics: 'silent' },
+    })
+    const result = await orchestrator.runAgent(agentAnswering(row.request.output), row.request.input, { metadata: { row: 'x' } })
+    assert.equal(result.output, row.request.output, row.name)
+    assert.deepEqual(await orchestrator.evaluation.forceFlush({ timeoutMs: 5000 }), { status: 'ok', accepted: 1, exported: 1, dropped: 0, failed: 0 })
+    assert.deepEqual(seen, [row.expect.input], row.name)
+    const [record] = store.records()
+    assert.deepEqual(record.payload, row.expect.payload, row.name)
+    // The record is the core's: its reason and details redacted.
+    assert.equal(record.reason, 'seen with [redacted]')
+    assert.deepEqual(record.details, { note: 'token=[redacted]' })
+    assert.deepEqual(record.runRef, {
+      runId: result.identity.runId, attempt: result.identity.attempt, traceId: result.identity.traceId, rootSpanId: result.identity.rootSpanId,
+    })
+    await orchestrator.evaluation.shutdown()
+  }
+})

@@ -37,7 +37,13 @@ pub const MAX_JSON_CONTAINERS: usize = 1 << 18;
 /// which would take hundreds of megabytes once parsed never is). The count is an upper bound
 /// for well-formed JSON: every value but the first follows a `,`, `[` or `:` outside strings.
 /// The message says which limit was passed.
+///
+/// Every byte counted is one byte of the text, so a text of at most [`MAX_JSON_CONTAINERS`]
+/// bytes (fewer than [`MAX_JSON_VALUES`] too) cannot pass either limit: it is not scanned.
 pub fn check_json_text(text: &[u8]) -> Result<(), String> {
+    if text.len() <= MAX_JSON_CONTAINERS {
+        return Ok(());
+    }
     let mut values = 1usize;
     let mut containers = 0usize;
     let mut in_string = false;
@@ -242,6 +248,11 @@ mod tests {
     fn json_texts_are_counted_before_they_are_parsed() {
         assert!(check_json_text(br#"{"a": [1, 2, {"b": "x,y:[{"}], "c": "\"[,"}"#).is_ok());
         assert!(check_json_text(b"").is_ok());
+        // The shortest texts past a limit are as long as the limit and one byte more: a text no
+        // longer than the container limit is not scanned, and the first byte past it is.
+        let brackets = "[".repeat(MAX_JSON_CONTAINERS);
+        assert!(check_json_text(brackets.as_bytes()).is_ok());
+        assert!(check_json_text(format!("{brackets}[").as_bytes()).is_err());
         let many_values = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
         let error = check_json_text(many_values.as_bytes()).unwrap_err();
         assert!(error.contains("1048576 values"), "{error}");

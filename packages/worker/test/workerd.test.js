@@ -87,10 +87,12 @@ test('the Workers build runs under workerd: a run reaches the loopback provider'
   // 634,450 bytes that day with the agent's own LLM adapter, plus about 2%; 550,895 bytes that
   // day with the package's own world, `portable-json`, which carries none of the typed exports'
   // glue, plus about 2%; 592,986 bytes that day with OMA's evaluation rules in the component and
-  // the online evaluator, plus about 2%). The 450 KiB goal is missed by the core module alone (about 547 KB
+  // the online evaluator, plus about 2%; 607,679 bytes that day once the component's message
+  // reading without a `Value` (+7.7 KB gzipped) and the online evaluation's rules in the
+  // component met on main, plus about 2%). The 450 KiB goal is missed by the core module alone (about 547 KB
   // gzipped); an `OMA_PROFILE=wasm-size` build is smaller and slower on long conversations, an
   // `OMA_PROFILE=release` build larger.
-  const ceiling = 605_000
+  const ceiling = 620_000
   assert.ok(built.gzipBytes <= ceiling,
     `the bundle is ${built.gzipBytes} bytes gzipped, over its ceiling of ${ceiling} bytes`)
 })

@@ -21,14 +21,14 @@ use wasmtime::Store;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 use crate::agent::{AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
-use crate::bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel, JudgeStep};
+use crate::bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel, JudgeStep, OnlineStep};
 use crate::bindings::oma::agent::exchange::ModelReply;
 use crate::bindings::oma::agent::outcome::{
     AgentConfig, AgentEvent, PromptInput, RunAgentOptions, RunInput, RunResult,
 };
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::portable::exports::oma::agent::codec::{
-    BashRiskLevel as PortableLevel, JudgeStep as PortableStep,
+    BashRiskLevel as PortableLevel, JudgeStep as PortableStep, OnlineStep as PortableOnline,
 };
 use crate::bindings::portable::exports::oma::agent::driver::{
     Answer, CompressMessages, Due, EvaluationCase, HookContext, OutgoingRequest, Payloads, Poll,
@@ -221,6 +221,25 @@ impl DriverGuest {
             .bindings
             .oma_agent_codec()
             .call_judge(&mut self.store, step, request)
+            .await?)
+    }
+
+    /// `codec.online-evaluation` of the portable world, taking the `component` world's step.
+    pub async fn online_evaluation(
+        &mut self,
+        step: OnlineStep,
+        request: &str,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        start_call(&mut self.store);
+        let step = match step {
+            OnlineStep::Case => PortableOnline::Case,
+            OnlineStep::Record => PortableOnline::Record,
+            OnlineStep::Flush => PortableOnline::Flush,
+        };
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_online_evaluation(&mut self.store, step, request)
             .await?)
     }
 

@@ -2,7 +2,7 @@
 
 use wasmtime::Store;
 
-use crate::bindings::exports::oma::agent::codec::{BashRisk, JudgeStep};
+use crate::bindings::exports::oma::agent::codec::{BashRisk, JudgeStep, OnlineStep};
 use crate::bindings::oma::agent::types::{Error as WitError, LlmMessage};
 use crate::bindings::oma::agent::wire::{ChatRequest, Endpoint, HttpRequest, LlmResponse};
 use crate::bindings::Component;
@@ -128,6 +128,23 @@ impl Guest {
             .bindings
             .oma_agent_codec()
             .call_judge(&mut self.store, step, request)
+            .await?)
+    }
+
+    /// `codec.online-evaluation`: one step of OMA's online evaluation rules on its request
+    /// (JSON in and out).
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn online_evaluation(
+        &mut self,
+        step: OnlineStep,
+        request: &str,
+    ) -> anyhow::Result<Result<String, WitError>> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_online_evaluation(&mut self.store, step, request)
             .await?)
     }
 

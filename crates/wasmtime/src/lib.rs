@@ -87,7 +87,7 @@ pub use bindings::portable::exports::oma::agent::driver as driver_types;
 pub use address::{classify, AddressClass};
 pub use agent::{agent_config, offline_options, AgentHandle, AgentStreamHandle, MAX_AGENT_EVENTS};
 pub use agent_host::{AgentHost, HostLog, LogHandle, NoHost, ScriptedHost};
-pub use bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel, JudgeStep};
+pub use bindings::exports::oma::agent::codec::{BashRisk, BashRiskLevel, JudgeStep, OnlineStep};
 pub use bindings::exports::oma::agent::provider::StreamEvent;
 pub use bindings::oma::agent::exchange::{
     AgentTrace, BeforeRunAnswer, BeforeRunContext, BeforeRunResult, EvaluationRecord, LlmCallTrace,

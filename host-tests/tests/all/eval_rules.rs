@@ -1,15 +1,17 @@
-//! OMA's evaluation rules through the codec (`score-builtin`, `judge`), through both worlds,
-//! over the table the core's unit tests and the packages' suites run
-//! (`fixtures/eval/scorers.json`): every built-in scorer's options and scores, and every step of
-//! a judge scorer, with OMA's error classes and messages.
+//! OMA's evaluation rules through the codec (`score-builtin`, `judge`, `online-evaluation`),
+//! through both worlds, over the tables the core's unit tests and the packages' suites run
+//! (`fixtures/eval/scorers.json`, `fixtures/eval/online.json`): every built-in scorer's options
+//! and scores, every step of a judge scorer, and every online evaluation row, with OMA's error
+//! classes and messages.
 
-use oma_host_tests::{ErrorKind, GuestOptions, JudgeStep, WitError};
+use oma_host_tests::{ErrorKind, GuestOptions, JudgeStep, OnlineStep, WitError};
 use serde_json::Value;
 
 use crate::common::fixture;
 use crate::worlds::{AnyGuest, World};
 
 const SCORERS: &str = include_str!("../../../fixtures/eval/scorers.json");
+const ONLINE: &str = include_str!("../../../fixtures/eval/online.json");
 
 /// A row's `expect` (compared as JSON text: keys in order) or its `error` against the outcome.
 fn check(outcome: Result<String, WitError>, row: &Value, what: &str) {
@@ -83,6 +85,23 @@ async fn every_row(world: World) {
     assert_eq!(unknown.expect_err("not built in").name, "TypeError");
     let broken = guest.judge(JudgeStep::Prompt, "{").await.unwrap();
     assert!(broken.is_err(), "{world:?}: text that is not JSON");
+    let online = fixture(ONLINE);
+    for (key, step) in [
+        ("case", OnlineStep::Case),
+        ("record", OnlineStep::Record),
+        ("flush", OnlineStep::Flush),
+    ] {
+        let rows = online[key].as_array().unwrap();
+        assert!(!rows.is_empty(), "{key}");
+        for row in rows {
+            let name = format!("{world:?} online {key} {}", row["name"]);
+            let out = guest
+                .online_evaluation(step, &row["request"].to_string())
+                .await
+                .unwrap();
+            check(out, row, &name);
+        }
+    }
 }
 
 #[tokio::test]

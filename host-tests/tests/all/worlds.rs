@@ -5,8 +5,8 @@
 use oma_host_tests::Shared;
 use oma_host_tests::{
     AgentConfig, AgentEvent, AgentHandle, AgentStreamHandle, BashRisk, DriverGuest, DriverHarness,
-    Guest, GuestOptions, Harness, JudgeStep, LlmMessage, PromptInput, RunAgentOptions, RunInput,
-    RunResult, WitError,
+    Guest, GuestOptions, Harness, JudgeStep, LlmMessage, OnlineStep, PromptInput, RunAgentOptions,
+    RunInput, RunResult, WitError,
 };
 
 /// Which world a test runs against.
@@ -81,6 +81,7 @@ both! {
     fn build_execution_receipt(&mut self, result: &str, trace: Option<&str>) -> anyhow::Result<Result<String, WitError>>;
     fn score_builtin(&mut self, scorer: &str, options: &str, context: Option<&str>) -> anyhow::Result<Result<String, WitError>>;
     fn judge(&mut self, step: JudgeStep, request: &str) -> anyhow::Result<Result<String, WitError>>;
+    fn online_evaluation(&mut self, step: OnlineStep, request: &str) -> anyhow::Result<Result<String, WitError>>;
     fn redact_sensitive_text(&mut self, text: &str) -> anyhow::Result<String>;
     fn is_sensitive_name(&mut self, name: &str) -> anyhow::Result<bool>;
     fn classify_bash_command(&mut self, command: &str) -> anyhow::Result<BashRisk>;

@@ -40,6 +40,7 @@ pub mod environment;
 pub mod error;
 pub mod eval;
 pub mod http;
+pub mod js_text;
 pub mod json;
 pub mod limits;
 pub mod message;

@@ -5,6 +5,8 @@
 
 use serde_json::{json, Value};
 
+// Lengths in UTF-16 units, as OMA's `string.length` counts.
+use crate::js_text::len as units;
 use crate::json::object::{Object, ShapeError};
 use crate::message::{
     ContentBlock, LlmMessage, MediaSource, Role, TextBlock, ToolResultBlock, ToolResultContent,
@@ -289,16 +291,6 @@ fn required_u64(object: &mut Object, key: &'static str) -> Result<u64, ShapeErro
             .required(key)
             .err()
             .unwrap_or_else(|| object.invalid(key, "is missing"))),
-    }
-}
-
-/// Length in UTF-16 units, as OMA's `string.length` counts (ASCII text, base64 media above
-/// all, by its byte length without a walk over its characters).
-fn units(text: &str) -> usize {
-    if text.is_ascii() {
-        text.len()
-    } else {
-        text.encode_utf16().count()
     }
 }
 

@@ -39,35 +39,16 @@ pub enum RunInput {
     Messages(Vec<LlmMessage>),
 }
 
-/// The length of `text` as JavaScript counts it: UTF-16 code units.
-pub fn js_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
-}
+pub use crate::js_text::len as js_len;
 
 /// `text` cut to [`MAX_PAYLOAD_CHARS`] as OMA bounds payloads: a longer text keeps its first
 /// `8192 - len(marker)` characters followed by [`TRUNCATION_MARKER`], 8192 in all.
 ///
 /// Characters are UTF-16 code units and a character is never split: when a character outside
 /// the Basic Multilingual Plane (two units) straddles the cut, it is dropped whole and the result
-/// has 8191 units.
+/// has 8191 units ([`crate::js_text::truncate`], the rule of every such bound).
 pub fn bound(text: &str) -> String {
-    if js_len(text) <= MAX_PAYLOAD_CHARS {
-        return text.to_owned();
-    }
-    let keep = MAX_PAYLOAD_CHARS - js_len(TRUNCATION_MARKER);
-    let mut used = 0;
-    let mut end = 0;
-    for (at, c) in text.char_indices() {
-        if used + c.len_utf16() > keep {
-            break;
-        }
-        used += c.len_utf16();
-        end = at + c.len_utf8();
-    }
-    let mut bounded = String::with_capacity(end + TRUNCATION_MARKER.len());
-    bounded.push_str(&text[..end]);
-    bounded.push_str(TRUNCATION_MARKER);
-    bounded
+    crate::js_text::truncate(text, MAX_PAYLOAD_CHARS)
 }
 
 /// The input in full: the string itself, or the messages as OMA JSON (`JSON.stringify`).

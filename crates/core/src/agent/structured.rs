@@ -169,7 +169,7 @@ pub fn extract_json(raw: &str) -> Result<Value, String> {
     }
     Err(format!(
         "Failed to extract JSON from output. Raw output begins with: \"{}\"",
-        utf16_prefix(trimmed, 100)
+        crate::js_text::prefix(trimmed, 100)
     ))
 }
 
@@ -234,19 +234,6 @@ fn fenced<'a>(text: &'a str, opener: &str) -> Option<&'a str> {
     let body = rest.trim_start_matches(js_space);
     let end = body.find("```")?;
     Some(&body[..end])
-}
-
-/// The first `units` UTF-16 code units of `text` (JavaScript's `slice(0, units)`), without a
-/// half of a surrogate pair.
-fn utf16_prefix(text: &str, units: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices() {
-        used += c.len_utf16();
-        if used > units {
-            return &text[..at];
-        }
-    }
-    text
 }
 
 /// `JSON.stringify(value, null, 2)`, appended to `out` at `indent` levels.

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use super::{given, object, parse, refuse_unknown, type_error};
 use crate::agent::redact::redact_secrets;
 use crate::error::Error;
+use crate::js_text;
 
 /// How many characters of an input or output a record keeps (and a scorer is shown).
 pub const PAYLOAD_MAX_CHARS: usize = 8 * 1024;
@@ -43,33 +44,7 @@ pub fn online_json(step: Step, request: &str) -> Result<String, Error> {
     Ok(out.to_string())
 }
 
-/// How JavaScript counts a text's length: in UTF-16 code units.
-fn js_len(text: &str) -> usize {
-    text.encode_utf16().count()
-}
-
-/// The longest prefix of `text` of at most `units` UTF-16 code units (a character is never
-/// split: one that would be cut in two is left out whole).
-fn js_prefix(text: &str, units: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices() {
-        used += c.len_utf16();
-        if used > units {
-            return &text[..at];
-        }
-    }
-    text
-}
-
-/// `text` cut to `max` characters, the cut marked (the marker counted in the bound).
-pub fn truncate(text: &str, max: usize) -> String {
-    if js_len(text) <= max {
-        return text.to_owned();
-    }
-    let marker = format!("\n[truncated at {max} characters]");
-    let keep = max.saturating_sub(js_len(&marker));
-    format!("{}{marker}", js_prefix(text, keep))
-}
+use crate::js_text::truncate;
 
 /// `text` with its secrets redacted, then cut to `max` characters.
 pub fn sanitize(text: &str, max: usize) -> String {
@@ -90,7 +65,7 @@ fn describe_input(value: Option<&Value>) -> String {
         None => "[undefined input]".to_owned(),
         Some(Value::Null) => "[null input]".to_owned(),
         Some(Value::String(text)) => {
-            format!("[string input omitted; {} characters]", js_len(text))
+            format!("[string input omitted; {} characters]", js_text::len(text))
         }
         Some(Value::Array(items)) => format!("[array input omitted; {} items]", items.len()),
         Some(Value::Bool(_)) => "[boolean input omitted]".to_owned(),

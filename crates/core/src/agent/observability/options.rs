@@ -72,7 +72,7 @@ impl RecordOptions {
 
 /// OMA's rule for a caller's run id: 1 to 128 characters.
 pub fn check_run_id(run_id: &str) -> Result<(), Error> {
-    let length = run_id.encode_utf16().count();
+    let length = crate::js_text::len(run_id);
     if (1..=128).contains(&length) {
         Ok(())
     } else {

@@ -24,12 +24,13 @@ import time
 import uuid
 import warnings
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._agent.cancel import CancelToken
+from .._watermark import Watermark
 from ._rules import online_step
 from ._values import ScorerTimeoutError, error_info
-from .runner import _call
+from .runner import _call, _score_within
 from .scorer import check_score_result, scorer_fields
 
 DEFAULT_MAX_CONCURRENT = 1
@@ -105,11 +106,10 @@ class OnlineEvaluator:
         self._reservations: List[Tuple[int, float, int]] = []
         self._diagnostic_counts: Dict[str, int] = {}
         self._diagnostic_emitted: Dict[str, float] = {}
-        self._settled_out_of_order: Set[int] = set()
         self._stats = {"sampled": 0, "enqueued": 0, "completed": 0, "dropped": 0, "failed": 0, "storeFailed": 0}
         self._eval_run_id = f"online_eval_{uuid.uuid4()}"
         self._next_id = 0
-        self._settled_through = 0
+        self._settled = Watermark()
         self._active = 0
         self._closing = False
         self._shutdown: Optional[Dict[str, Any]] = None
@@ -201,27 +201,14 @@ class OnlineEvaluator:
                 self._stats["failed"] += 1
                 self._report("scorer_failed", "Online evaluation worker failed unexpectedly.", "error")
             self._active -= 1
-            if entry_id == self._settled_through + 1:
-                self._settled_through = entry_id
-                while self._settled_through + 1 in self._settled_out_of_order:
-                    self._settled_out_of_order.discard(self._settled_through + 1)
-                    self._settled_through += 1
-            elif entry_id > self._settled_through:
-                self._settled_out_of_order.add(entry_id)
+            self._settled.settle(entry_id)
             self._start_workers()
             self._lock.notify_all()
 
     async def _score(self, scorer: Any, name: str, timeout_ms: Optional[float], context: Dict[str, Any]) -> Any:
         if timeout_ms is None:
             return check_score_result(await _call(scorer.score, context))
-        token = CancelToken()
-        task = asyncio.ensure_future(_call(scorer.score, {**context, "signal": token}))
-        try:
-            value = await asyncio.wait_for(task, max(0.0, timeout_ms) / 1000)
-        except asyncio.TimeoutError:
-            token.cancel()
-            raise ScorerTimeoutError(name, max(0.0, timeout_ms)) from None
-        return check_score_result(value)
+        return await _score_within(scorer, name, timeout_ms, context, CancelToken())
 
     async def _process(self, entry: Tuple[int, Any, Any, Dict[str, Any]]) -> None:
         _, input, result, context = entry
@@ -305,7 +292,7 @@ class OnlineEvaluator:
         wait = (DEFAULT_FLUSH_TIMEOUT_MS if timeout_ms is None else max(0.0, timeout_ms)) / 1000
         with self._lock:
             target = self._next_id
-            done = self._lock.wait_for(lambda: self._settled_through >= target, wait)
+            done = self._lock.wait_for(lambda: self._settled.through >= target, wait)
             if not done:
                 self._report("flush_timeout", "Online evaluation flush timed out before queued samples settled.")
             flushed: Dict[str, Any] = online_step("flush", {"stats": dict(self._stats),

@@ -46,6 +46,20 @@ def _id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4()}"
 
 
+async def _score_within(scorer: Any, name: str, timeout_ms: float, context: Dict[str, Any],
+                        token: CancelToken) -> ScoreResult:
+    """``scorer.score(context)`` given ``token`` as its ``signal``, its result checked; past
+    ``timeout_ms`` the token is cancelled and ``ScorerTimeoutError`` raised (OMA's scorer
+    deadline, the same for offline and online evaluation)."""
+    task = asyncio.ensure_future(_call(scorer.score, {**context, "signal": token}))
+    try:
+        value = await asyncio.wait_for(task, max(0.0, timeout_ms) / 1000)
+    except asyncio.TimeoutError:
+        token.cancel()
+        raise ScorerTimeoutError(name, max(0.0, timeout_ms)) from None
+    return check_score_result(value)
+
+
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)``: awaited when it is ``async def``, else on a daemon thread of its own
     (awaiting what it returns when that is awaitable). Not the loop's shared executor: a
@@ -175,13 +189,7 @@ class _Run:
         token = CancelToken()
         unsubscribe = self.signal._subscribe(token.cancel)
         try:
-            task = asyncio.ensure_future(_call(scorer.score, {**context, "signal": token}))
-            try:
-                value = await asyncio.wait_for(task, max(0.0, timeout_ms) / 1000)
-            except asyncio.TimeoutError:
-                token.cancel()
-                raise ScorerTimeoutError(name, max(0.0, timeout_ms)) from None
-            return check_score_result(value)
+            return await _score_within(scorer, name, timeout_ms, context, token)
         finally:
             unsubscribe()
 

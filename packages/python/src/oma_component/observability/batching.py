@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Literal, Mapping, Optional, Tuple
 
+from .._watermark import Watermark
 from ._bounded import Abandoned, run_bounded
 from ._types import ExportResult, FlushResult, TraceRecord, TraceSinkStats
 from .sink import DiagnosticHandler, DiagnosticMode, DiagnosticReporter, TraceExporter, flush_result
@@ -161,8 +162,7 @@ class BatchingTraceSink:
         self._stats: Dict[str, Any] = {"accepted": 0, "exported": 0, "retried": 0, "failed": 0, "dropped": 0,
                                        "queuedRecords": 0, "queuedBytes": 0}
         self._next_id = 0
-        self._settled_through = 0
-        self._settled_out_of_order: set[int] = set()
+        self._settled = Watermark()
         self._due: Optional[float] = None     # when the scheduled export is due (monotonic seconds)
         self._wake = False                    # an export is wanted now
         self._busy = False                    # the worker is exporting
@@ -248,7 +248,7 @@ class BatchingTraceSink:
         timeout_s = (self._export_timeout_ms if timeout_ms is None else max(0.0, float(timeout_ms))) / 1000
         with self._cond:
             target = self._next_id
-            completed = target <= self._settled_through
+            completed = target <= self._settled.through
             if not completed:
                 self._due = None
                 self._wake = True
@@ -257,14 +257,14 @@ class BatchingTraceSink:
                 self._cond.notify_all()
                 deadline = started + timeout_s
                 try:
-                    while target > self._settled_through:
+                    while target > self._settled.through:
                         left = deadline - time.monotonic()
                         if left <= 0:
                             break
                         self._cond.wait(left)
                 finally:
                     self._flushing -= 1
-                completed = target <= self._settled_through
+                completed = target <= self._settled.through
         stats = self.get_stats()
         if not completed:
             self._diagnostics.report("flush_timeout", "Trace flush timed out before its acceptance watermark settled.")
@@ -416,13 +416,7 @@ class BatchingTraceSink:
         self._settle(entry.id)
 
     def _settle(self, entry_id: int) -> None:
-        if entry_id == self._settled_through + 1:
-            self._settled_through = entry_id
-            while self._settled_through + 1 in self._settled_out_of_order:
-                self._settled_out_of_order.discard(self._settled_through + 1)
-                self._settled_through += 1
-        elif entry_id > self._settled_through:
-            self._settled_out_of_order.add(entry_id)
+        self._settled.settle(entry_id)
         self._cond.notify_all()
 
     # -- flush and shutdown -----------------------------------------------------------------

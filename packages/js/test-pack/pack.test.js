@@ -71,7 +71,7 @@ test('the tarball installs and runs with no Rust on PATH, from JavaScript and st
       'src/observability/identity.js', 'src/observability/index.js', 'src/observability/legacy.js',
       'src/observability/materialize.js', 'src/observability/memory-store.js', 'src/observability/processors.js',
       'src/observability/run-records.js', 'src/observability/sink.js', 'src/observability/status.js', 'src/observability/store-exporter.js',
-      'src/observability/store.js',
+      'src/observability/store.js', 'src/observability/watermark.js',
       'src/orchestrator/orchestrator.js', 'src/platform/node.js', 'src/platform/web.js', 'src/tool/built-in/bash.js', 'src/tool/built-in/delegate.js',
       'src/eval/evalset.js', 'src/eval/file.js', 'src/eval/gate.js', 'src/eval/index.js', 'src/eval/judge.js', 'src/eval/online.js',
       'src/eval/report.js', 'src/eval/rules.js', 'src/eval/runner.js', 'src/eval/scorer.js', 'src/eval/scorers.js', 'src/eval/store.js',

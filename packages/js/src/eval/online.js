@@ -5,7 +5,9 @@
 // budget drops the sample, a store that fails drops the records, and each of these is reported
 // as a diagnostic (at most one per kind a minute). `forceFlush` and `shutdown` wait for what was
 // queued (docs/evaluation.md#online-evaluation).
+import { unrefTimer } from '../observability/sink.js'
 import { classifyRunFailure } from '../observability/status.js'
+import { Watermark } from '../observability/watermark.js'
 import { uuid } from '../utils/random.js'
 import { onlineStep, toJson } from './rules.js'
 import { checkScoreResult, scoreCostInputs } from './scorer.js'
@@ -36,12 +38,6 @@ function positiveFinite(value, name) {
   if (value === undefined) return undefined
   if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${name} must be a positive finite number.`)
   return value
-}
-
-function laterTimer(callback, delayMs) {
-  const timer = setTimeout(callback, delayMs)
-  timer.unref?.()
-  return timer
 }
 
 /**
@@ -75,7 +71,7 @@ function scoreWithTimeout(scorer, context) {
   const timeoutMs = Math.max(0, scorer.timeoutMs)
   const controller = new AbortController()
   return new Promise((resolve, reject) => {
-    const timer = laterTimer(() => {
+    const timer = unrefTimer(() => {
       const error = new ScorerTimeoutError(scorer.name, timeoutMs)
       controller.abort(error)
       reject(error)
@@ -118,12 +114,10 @@ export class OnlineEvaluator {
   #costs = []
   #diagnosticCounts = new Map()
   #diagnosticEmitted = new Map()
-  #settledOutOfOrder = new Set()
-  #waiters = new Set()
   #stats = { sampled: 0, enqueued: 0, completed: 0, dropped: 0, failed: 0, storeFailed: 0 }
   #evalRunId = `online_eval_${uuid()}`
   #nextId = 0
-  #settledThrough = 0
+  #settled = new Watermark()
   #active = 0
   #scheduled
   #closing = false
@@ -217,10 +211,10 @@ export class OnlineEvaluator {
   /** Waits (up to `timeoutMs`, 30 s unless set) for every sample queued so far. */
   async forceFlush(options = {}) {
     const target = this.#nextId
-    if (target <= this.#settledThrough) return this.#flushResult(false)
+    if (target <= this.#settled.through) return this.#flushResult(false)
     this.#clearSchedule()
     this.#startWorkers()
-    const done = await this.#waitFor(target, options.timeoutMs ?? DEFAULT_FLUSH_TIMEOUT_MS)
+    const done = await this.#settled.waitFor(target, options.timeoutMs ?? DEFAULT_FLUSH_TIMEOUT_MS)
     if (!done) {
       this.#report('flush_timeout', 'Online evaluation flush timed out before queued samples settled.')
       return this.#flushResult(true)
@@ -253,7 +247,7 @@ export class OnlineEvaluator {
 
   #schedule() {
     if (this.#scheduled !== undefined || this.#active > 0) return
-    this.#scheduled = laterTimer(() => {
+    this.#scheduled = unrefTimer(() => {
       this.#scheduled = undefined
       this.#startWorkers()
     }, 0)
@@ -274,7 +268,7 @@ export class OnlineEvaluator {
         this.#report('scorer_failed', 'Online evaluation worker failed unexpectedly.', 'error')
       }).finally(() => {
         this.#active--
-        this.#settle(entry.id)
+        this.#settled.settle(entry.id)
         this.#startWorkers()
       })
     }
@@ -408,38 +402,6 @@ export class OnlineEvaluator {
     } catch {
       this.#stats.failed++
     }
-  }
-
-  #settle(id) {
-    if (id === this.#settledThrough + 1) {
-      this.#settledThrough = id
-      while (this.#settledOutOfOrder.delete(this.#settledThrough + 1)) this.#settledThrough++
-    } else if (id > this.#settledThrough) {
-      this.#settledOutOfOrder.add(id)
-    }
-    for (const wake of this.#waiters) wake()
-  }
-
-  #waitFor(target, timeoutMs) {
-    if (target <= this.#settledThrough) return Promise.resolve(true)
-    return new Promise((resolve) => {
-      let timer
-      const check = () => {
-        if (target > this.#settledThrough) return
-        cleanup()
-        resolve(true)
-      }
-      const cleanup = () => {
-        this.#waiters.delete(check)
-        if (timer !== undefined) clearTimeout(timer)
-      }
-      this.#waiters.add(check)
-      timer = laterTimer(() => {
-        cleanup()
-        resolve(false)
-      }, Math.max(0, timeoutMs))
-      check()
-    })
   }
 
   /** OMA's flush result of the counts (the core's rule); `timeout` when the wait ran out. */

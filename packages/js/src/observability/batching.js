@@ -11,6 +11,7 @@
 // Nothing here throws into a run or waits for the exporter on the run's behalf.
 
 import { DiagnosticReporter, checkDiagnosticOptions, flushResult, unrefTimer, withTimeout } from './sink.js'
+import { Watermark } from './watermark.js'
 
 /** OMA's defaults, by option (milliseconds and bytes). */
 export const DEFAULT_BATCHING_OPTIONS = Object.freeze({
@@ -124,15 +125,13 @@ export class BatchingTraceSink {
   #queue = []
   #stats = { accepted: 0, exported: 0, retried: 0, failed: 0, dropped: 0, queuedRecords: 0, queuedBytes: 0 }
   #nextId = 0
-  #settledThrough = 0
-  #settledOutOfOrder = new Set()
+  #settled = new Watermark()
   #timer
   #worker
   #wake = false
   #closing = false
   #shutdown
   #exporterFlush
-  #waiters = new Set()
 
   constructor(exporter, options = {}) {
     if (exporter === null || typeof exporter !== 'object' || typeof exporter.export !== 'function') {
@@ -198,7 +197,7 @@ export class BatchingTraceSink {
       this.#stats.queuedRecords--
       this.#stats.queuedBytes -= dropped.bytes
       this.#stats.dropped++
-      this.#settle(dropped.id)
+      this.#settled.settle(dropped.id)
       this.#diagnostics.report('queue_full', 'A lower-priority queued trace record was dropped to preserve bounded memory.')
     }
     return true
@@ -212,11 +211,11 @@ export class BatchingTraceSink {
     const started = Date.now()
     const timeoutMs = Math.max(0, options?.timeoutMs ?? this.#options.exportTimeoutMs)
     const target = this.#nextId
-    let completed = target <= this.#settledThrough
+    let completed = target <= this.#settled.through
     if (!completed) {
       this.#clearTimer()
       this.#startWorker()
-      completed = await this.#waitFor(target, timeoutMs)
+      completed = await this.#settled.waitFor(target, timeoutMs, true)
     }
     const stats = this.getStats()
     if (!completed) {
@@ -339,35 +338,7 @@ export class BatchingTraceSink {
   #release(entry) {
     this.#stats.queuedRecords--
     this.#stats.queuedBytes -= entry.bytes
-    this.#settle(entry.id)
-  }
-
-  #settle(id) {
-    if (id === this.#settledThrough + 1) {
-      this.#settledThrough = id
-      while (this.#settledOutOfOrder.delete(this.#settledThrough + 1)) this.#settledThrough++
-    } else if (id > this.#settledThrough) {
-      this.#settledOutOfOrder.add(id)
-    }
-    for (const wake of this.#waiters) wake()
-  }
-
-  #waitFor(target, timeoutMs) {
-    return new Promise((resolve) => {
-      let timer
-      const check = () => {
-        if (target > this.#settledThrough) return
-        done(true)
-      }
-      const done = (value) => {
-        this.#waiters.delete(check)
-        if (timer !== undefined) clearTimeout(timer)
-        resolve(value)
-      }
-      this.#waiters.add(check)
-      timer = unrefTimer(() => done(false), timeoutMs, true)
-      check()
-    })
+    this.#settled.settle(entry.id)
   }
 
   #resultStatus(stats) {

@@ -219,11 +219,8 @@ impl jd::GuestSession for SessionResource {
         Ok(self.session.borrow_mut().answer(answer)?)
     }
 
-    fn steps(&self, answer: Option<jd::Answer>, now_ms: u64) -> Result<Vec<jd::Poll>, wit::Error> {
+    fn steps(&self, now_ms: u64) -> Result<Vec<jd::Poll>, wit::Error> {
         let mut session = self.session.borrow_mut();
-        if let Some(answer) = answer {
-            session.answer(from_wit_answer(answer))?;
-        }
         let mut polls = vec![Self::poll(&mut session, now_ms)?];
         while polls.last().is_some_and(|last| self.gathers(last)) {
             // Polling fails only once the result was given, which ends a list: a failure here

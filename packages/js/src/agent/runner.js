@@ -92,7 +92,7 @@ function closeCancelled(session, run) {
     session.cancel(BigInt(Date.now()))
     // Bounded: the session owes only the trace's end before its result.
     for (let i = 0; i < 64; i++) {
-      for (const polled of session.steps(undefined, BigInt(Date.now()))) {
+      for (const polled of session.steps(BigInt(Date.now()))) {
         if (polled.tag !== 'step') return
         const step = polled.val
         if (step.tag === 'trace-records') deliverRecords(run, step.val)
@@ -143,13 +143,11 @@ export async function* drive(session, host, run) {
   /** The adapter's model call in flight (its stream, which the session reads event by event). */
   let model = null
   /**
-   * What the session handed out and this loop has not taken yet (`session.steps` gives the
-   * steps that need no answer together with the one that follows them), and the answer to the
-   * last step, owed to the session with the next `steps` call.
+   * What the session handed out and this loop has not taken yet: `session.steps` gives the
+   * steps that need no answer together with the one that follows them.
    */
   let polls = []
   let taken = 0
-  let owed
   const cancel = cancellation(run.signal)
   const race = (promise) => Promise.race([promise, cancel.promise])
   try {
@@ -168,25 +166,13 @@ export async function* drive(session, host, run) {
           if (queued.val.tag === 'trace-records') deliverRecords(run, queued.val.val)
           else if (queued.val.tag === 'trace' && run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(queued.val.val))
         }
-        // The session has the answer to its last step before it is told of the cancel.
-        if (owed !== undefined) {
-          const answer = owed
-          owed = undefined
-          try {
-            session.answer(answer)
-          } catch (e) {
-            throw fromComponent(e)
-          }
-        }
         throw CANCELLED
       }
       if (taken === polls.length) {
         try {
-          polls = session.steps(owed, BigInt(Date.now()))
+          polls = session.steps(BigInt(Date.now()))
         } catch (e) {
           throw fromComponent(e)
-        } finally {
-          owed = undefined
         }
         taken = 0
       }
@@ -245,7 +231,7 @@ export async function* drive(session, host, run) {
         case 'send': {
           const sent = await race(send(step.val, run.signal))
           exchange = sent.exchange
-          owed = sent.answer
+          session.answer(sent.answer)
           break
         }
         case 'receive': {
@@ -254,7 +240,7 @@ export async function* drive(session, host, run) {
             if (exchange) exchange.close()
             exchange = null
           }
-          owed = answer
+          session.answer(answer)
           break
         }
         case 'wait': {
@@ -264,7 +250,7 @@ export async function* drive(session, host, run) {
           } finally {
             timer.cancel()
           }
-          owed = { tag: 'waited' }
+          session.answer({ tag: 'waited' })
           break
         }
         case 'call-tool': {
@@ -352,7 +338,7 @@ export async function* drive(session, host, run) {
           deliverRecords(run, step.val)
           break
         case 'validate-output':
-          owed = { tag: 'validated', val: validateOutput(host, run, step.val) }
+          session.answer({ tag: 'validated', val: validateOutput(host, run, step.val) })
           break
         case 'evaluation': {
           const evaluationCase = JSON.parse(step.val)

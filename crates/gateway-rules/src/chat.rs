@@ -172,6 +172,8 @@ struct Current {
     started_ms: Option<u64>,
     /// Whether the attempt in flight was answered with a success (2xx) status.
     succeeded: bool,
+    /// Whether bytes of the attempt's accepted stream arrived.
+    began: bool,
 }
 
 /// One chat request and its fallbacks. See the module documentation.
@@ -373,6 +375,15 @@ impl ChatMachine {
         self.sent
     }
 
+    /// Whether the provider's streamed answer began: the call in flight accepted it (a 2xx head,
+    /// after which it is neither retried nor moved on from) and its first bytes arrived. The
+    /// pieces they completed are handed out before the next [`ChatStep::Receive`].
+    pub fn began(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|current| current.began && current.call.accepted())
+    }
+
     /// Records an attempt of `target` from `started_ms` to `ended_ms` that ended with `result`.
     fn record(
         &mut self,
@@ -561,6 +572,7 @@ impl ChatMachine {
             call,
             started_ms: None,
             succeeded: false,
+            began: false,
         })
     }
 
@@ -679,10 +691,13 @@ impl ChatMachine {
             CallAnswer::Response(response) => Some(response.status),
             _ => None,
         };
+        let bytes = matches!(&answer, CallAnswer::Chunk(bytes) if !bytes.is_empty());
         current.call.handle(answer)?;
         if let Some(status) = status {
             current.succeeded = (200..300).contains(&status);
+            current.began = false;
         }
+        current.began |= bytes;
         Ok(())
     }
 }

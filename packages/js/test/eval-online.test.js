@@ -26,6 +26,25 @@ for (const step of ['case', 'record', 'flush']) {
   })
 }
 
+test("the online table's window rows through the codec, each step on the window the last gave", () => {
+  assert.ok(TABLE.window.length > 0)
+  for (const row of TABLE.window) {
+    let window
+    for (const [index, step] of row.steps.entries()) {
+      const name = `${row.name} (step ${index})`
+      const request = window === undefined ? step.request : { ...step.request, window }
+      if (step.error) {
+        assert.throws(() => onlineStep(step.step, request), (e) => e.name === step.error.name && e.message === step.error.message, name)
+        continue
+      }
+      const { window: next, ...answer } = onlineStep(step.step, request)
+      assert.ok(next !== undefined, `${name}: a window`)
+      assert.equal(JSON.stringify(answer), JSON.stringify(step.expect), name)
+      window = next
+    }
+  }
+})
+
 /** An agent whose own adapter answers `output`. */
 function agentAnswering(output) {
   return {

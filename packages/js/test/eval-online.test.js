@@ -1,13 +1,16 @@
 // The online evaluation rules the core holds (fixtures/eval/online.json; the core's tests and the
-// Python package run the same table): every row through the codec, then the rows a run can
-// make through OpenMultiAgent's `evaluation` as users configure it, what its scorer sees and
-// what its records keep checked against the table.
+// Python package run the same table): every row through the codec (the window rows as
+// sequences of steps), the evaluator rows through the package's OnlineEvaluator on the row's
+// clock and draws, then the rows a run can make through OpenMultiAgent's `evaluation` as users
+// configure it, what its scorer sees and what its records keep checked against the table.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { OpenMultiAgent } from 'oma-component'
 import { defineScorer, InMemoryEvalStore } from 'oma-component/eval'
 import { onlineStep } from '../src/eval/rules.js'
+import { OnlineEvaluator } from '../src/eval/online.js'
+import { attachScoreCostInputs } from '../src/eval/scorer.js'
 
 const TABLE = JSON.parse(readFileSync(new URL('../../../fixtures/eval/online.json', import.meta.url), 'utf8'))
 
@@ -44,6 +47,33 @@ test("the online table's window rows through the codec, each step on the window 
     }
   }
 })
+
+for (const row of TABLE.evaluator) {
+  test(`the online table's evaluator row through the package's evaluator: ${row.name}`, async () => {
+    let now = 0
+    let draw = 0
+    const diagnostics = []
+    const usage = { input_tokens: 4, output_tokens: 3 }
+    const judged = defineScorer({
+      name: 'judged',
+      version: '1',
+      score: () => attachScoreCostInputs({ score: 1 }, [{ usage, context: { agentName: 'j', model: 'm', phase: 'agent' } }]),
+    })
+    const evaluator = new OnlineEvaluator(
+      { ...row.config, scorers: [judged], onDiagnostic: (d) => diagnostics.push([d.code, d.count, d.message]) },
+      { now: () => now, random: () => draw, estimateCost: () => row.price ?? Number.NaN },
+    )
+    for (const [index, run] of row.runs.entries()) {
+      now = run.now
+      draw = run.random
+      const identity = { runId: `run-${index}`, attempt: 1, traceId: 't', rootSpanId: 's' }
+      evaluator.enqueue({ input: 'Hi', result: { output: 'ok', tokenUsage: usage, identity, status: { code: 'ok' }, metadata: {} }, durationMs: 1 })
+      await evaluator.forceFlush({ timeoutMs: 5000 })
+    }
+    assert.deepEqual(evaluator.getStats(), row.expect.stats)
+    assert.deepEqual(diagnostics, row.expect.diagnostics)
+  })
+}
 
 /** An agent whose own adapter answers `output`. */
 function agentAnswering(output) {

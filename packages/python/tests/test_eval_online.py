@@ -16,6 +16,7 @@ import pytest
 import oma_component as oma
 from oma_component.eval import InMemoryEvalStore, OnlineEvaluator, create_judge_scorer, define_scorer
 from oma_component.eval._rules import online_step
+from oma_component.eval.scorer import attach_score_cost_inputs
 
 with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "eval", "online.json"),
           encoding="utf-8") as f:
@@ -56,6 +57,37 @@ def test_online_window_table(row):
         answer = online_step(step["step"], request)
         window = answer.pop("window")
         assert json.dumps(answer) == json.dumps(step["expect"]), index  # and key order
+
+
+@pytest.mark.parametrize("row", TABLE["evaluator"], ids=[r["name"] for r in TABLE["evaluator"]])
+def test_online_evaluator_table(row):
+    # The package's evaluator on the row's clock and draws (the same rows run through JavaScript's).
+    clock = {"now": 0, "random": 0}
+    usage = {"input_tokens": 4, "output_tokens": 3}
+    diagnostics = []
+
+    def judged(context):
+        return attach_score_cost_inputs({"score": 1}, [
+            {"usage": usage, "context": {"agentName": "j", "model": "m", "phase": "agent"}}])
+
+    config = row["config"]
+    budget = config.get("budget", {})
+    evaluator = OnlineEvaluator(
+        [define_scorer("judged", judged, version="1")], sample=config["sample"],
+        budget={key: budget[camel] for key, camel in (("max_evaluations_per_minute", "maxEvaluationsPerMinute"),
+                                                      ("max_cost_per_hour", "maxCostPerHour")) if camel in budget},
+        estimate_cost=lambda usage, context: float("nan") if row["price"] is None else row["price"],
+        on_diagnostic=lambda d: diagnostics.append([d["code"], d["count"], d["message"]]))
+    evaluator._now = lambda: clock["now"]  # the row's clock and draws
+    evaluator._random = lambda: clock["random"]
+    for index, run in enumerate(row["runs"]):
+        clock.update(run)
+        identity = {"runId": f"run-{index}", "attempt": 1, "traceId": "t", "rootSpanId": "s"}
+        evaluator.enqueue("Hi", {"output": "ok", "tokenUsage": usage, "identity": identity, "status": {"code": "ok"},
+                                 "metadata": {}}, 1)
+        evaluator.force_flush(timeout_ms=5000)
+    assert evaluator.get_stats() == row["expect"]["stats"]
+    assert diagnostics == row["expect"]["diagnostics"]
 
 
 # -- OnlineEvaluator through run_agent, as users call it --------------------------------------

@@ -789,7 +789,7 @@ impl MessageWriter {
     /// their open block, a signature as the last delta of its thinking block (which it closes),
     /// a redacted thinking block and a tool call whole. The provider's early usage writes
     /// nothing: it is kept for `message_start` ([`MessageWriter::begin`]), which goes out once
-    /// the provider's first bytes are read, or with the first piece if that comes sooner.
+    /// the provider's stream began, or with the first piece if that comes sooner.
     pub fn event(&mut self, piece: &StreamEvent) -> String {
         if let StreamEvent::Usage(usage) = piece {
             if !self.started {

@@ -174,6 +174,10 @@ struct Current {
     succeeded: bool,
     /// Whether bytes of the attempt's accepted stream arrived.
     began: bool,
+    /// Whether the early usage of an Anthropic stream (its `message_start`, the event it
+    /// opens with) was handed out; for the other formats, which report usage only at their
+    /// end, nothing is waited for.
+    opened: bool,
 }
 
 /// One chat request and its fallbacks. See the module documentation.
@@ -376,12 +380,17 @@ impl ChatMachine {
     }
 
     /// Whether the provider's streamed answer began: the call in flight accepted it (a 2xx head,
-    /// after which it is neither retried nor moved on from) and its first bytes arrived. The
-    /// pieces they completed are handed out before the next [`ChatStep::Receive`].
+    /// after which it is neither retried nor moved on from) and its first event arrived. The
+    /// pieces it completed are handed out before the next [`ChatStep::Receive`]. For an
+    /// Anthropic target the first event is `message_start`, whose usage the gateway's own
+    /// `message_start` carries, so its early usage is waited for even when its bytes come in
+    /// more than one read; for the other formats, their first bytes.
     pub fn began(&self) -> bool {
-        self.current
-            .as_ref()
-            .is_some_and(|current| current.began && current.call.accepted())
+        self.current.as_ref().is_some_and(|current| {
+            current.began
+                && current.call.accepted()
+                && (current.opened || current.target.provider != anthropic::NAME)
+        })
     }
 
     /// Records an attempt of `target` from `started_ms` to `ended_ms` that ended with `result`.
@@ -573,6 +582,7 @@ impl ChatMachine {
             started_ms: None,
             succeeded: false,
             began: false,
+            opened: false,
         })
     }
 
@@ -608,7 +618,9 @@ impl ChatMachine {
                 CallPoll::Step(CallStep::Event(event)) => {
                     // The provider's early usage is no piece of the answer: a failure after
                     // it may still move on.
-                    if !matches!(event, StreamEvent::Usage(_)) {
+                    if matches!(event, StreamEvent::Usage(_)) {
+                        current.opened = true;
+                    } else {
                         self.streamed = true;
                     }
                     return ChatStep::Event(event);
@@ -696,6 +708,7 @@ impl ChatMachine {
         if let Some(status) = status {
             current.succeeded = (200..300).contains(&status);
             current.began = false;
+            current.opened = false;
         }
         current.began |= bytes;
         Ok(())

@@ -816,6 +816,38 @@ fn a_streamed_chat_opens_with_its_first_event_as_soon_as_the_providers_stream_be
     }
 }
 
+/// Anthropic's `message_start` split across two reads: the stream begins once its early usage
+/// is read, so the gateway's `message_start` carries the counts, never zeros.
+#[test]
+fn a_streamed_chat_waits_for_anthropics_whole_message_start() {
+    let events = anthropic_events();
+    let (a, b) = events[0].split_at(40);
+    let mut split = vec![a.to_owned(), b.to_owned()];
+    split.extend_from_slice(&events[1..]);
+    let mut host = streamed_chat("/v1/messages", "anthropic/claude-x");
+    paced_stream(&mut host, &split);
+    let served = serve(chat_machine("/v1/messages", &[]), host);
+    assert_eq!(served.status, 200);
+    assert_eq!(
+        served.steps[..7],
+        [
+            "read-body",
+            "send",
+            "receive",
+            "receive",
+            "open",
+            "write",
+            "receive"
+        ]
+    );
+    let first = sse_data(&served.writes[0]);
+    assert_eq!(first.len(), 1, "{:?}", served.writes);
+    assert_eq!(first[0]["type"], "message_start");
+    let usage = &first[0]["message"]["usage"];
+    assert_eq!(usage["input_tokens"], 4, "{usage}");
+    assert_eq!(usage["cache_read_input_tokens"], 3, "{usage}");
+}
+
 /// Before a streamed chat's provider stream began, a failure is a whole reply with its own
 /// status (a provider's `429`, a head that came and no bytes after it), and a retryable one
 /// moves on to a fallback unseen; once it began, a failure is the dialect's error event in

@@ -73,6 +73,10 @@ impl Guest for Component {
             OnlineStep::Case => Step::Case,
             OnlineStep::Record => Step::Record,
             OnlineStep::Flush => Step::Flush,
+            OnlineStep::Admit => Step::Admit,
+            OnlineStep::Start => Step::Start,
+            OnlineStep::Cost => Step::Cost,
+            OnlineStep::Report => Step::Report,
         };
         Ok(online_json(step, &request)?)
     }

@@ -1027,6 +1027,7 @@ fn run_suite(kind: HostKind) {
             one_log_line_per_request_without_its_query,
             chat_completions_answers_openais_shape_for_every_provider,
             chat_completions_streams_openais_chunks,
+            a_streamed_chat_begins_as_its_providers_stream_began,
             chat_completions_refuses_in_openais_shape_and_sends_nothing,
             chat_completions_carries_an_https_image_url,
             chat_completions_falls_back_on_a_429_and_never_on_a_400,
@@ -1222,6 +1223,8 @@ struct Response {
     /// From the request's start to the response's head, and to its end.
     head_after: Duration,
     elapsed: Duration,
+    /// The first piece of the body as it arrived, and when (from the request's start).
+    first_piece: Option<(Vec<u8>, Duration)>,
 }
 
 impl Response {
@@ -1415,8 +1418,17 @@ impl Gateway<'_> {
         };
         let response = sender.send_request(request.body(payload)?).await?;
         let head_after = started.elapsed();
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes().to_vec();
+        let (parts, mut incoming) = response.into_parts();
+        let mut body = Vec::new();
+        let mut first_piece = None;
+        while let Some(frame) = incoming.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                if first_piece.is_none() && !data.is_empty() {
+                    first_piece = Some((data.to_vec(), started.elapsed()));
+                }
+                body.extend_from_slice(&data);
+            }
+        }
         driver.abort();
         let response = Response {
             status: parts.status.as_u16(),
@@ -1424,6 +1436,7 @@ impl Gateway<'_> {
             body,
             head_after,
             elapsed: started.elapsed(),
+            first_piece,
         };
         let mut transcript = lock(&self.transcript);
         for (name, value) in &response.headers {
@@ -2932,6 +2945,82 @@ async fn chat_completions_streams_openais_chunks(gw: &Gateway<'_>) -> anyhow::Re
         );
     }
     Ok(())
+}
+
+/// A streamed chat answer's head and first event (OpenAI's chunk with the role, Anthropic's
+/// `message_start`) go out as soon as the provider's stream began, on both routes, whatever
+/// the target's dialect: here the provider sends its first event and then waits, and the
+/// client has that first event long before the rest. A provider's error status before its
+/// stream began is the route's error reply with that status, not a `200` stream.
+async fn a_streamed_chat_begins_as_its_providers_stream_began(
+    gw: &Gateway<'_>,
+) -> anyhow::Result<()> {
+    const PAUSE: Duration = Duration::from_millis(1500);
+    for path in ["/v1/chat/completions", "/v1/messages"] {
+        for model in ["anthropic/claude-sonnet-4-6", "openai/gpt-4o"] {
+            let case = format!("{path} {model}");
+            let body = streamed_chat_body(model);
+            gw.simulator.script([Reply::StallAfter {
+                events: 1,
+                pause: PAUSE,
+            }]);
+            let response = gw.send(Call::post_json(path, &body)).await;
+            gw.simulator.clear_script();
+            let response = response?;
+            ensure!(response.status == 200, "{case}: {}", response.status);
+            let (first, at) = response
+                .first_piece
+                .clone()
+                .ok_or_else(|| anyhow!("{case}: an empty body"))?;
+            ensure!(
+                response.elapsed.saturating_sub(at) >= PAUSE / 2,
+                "{case}: the first piece came after {at:?}, the end after {:?}: it waited for \
+                 the provider's pause",
+                response.elapsed
+            );
+            let first = String::from_utf8_lossy(&first).into_owned();
+            let events = parse_sse(&first);
+            let data: Value = serde_json::from_str(
+                &events
+                    .first()
+                    .ok_or_else(|| anyhow!("{case}: no event first: {first:?}"))?
+                    .data,
+            )?;
+            let began = if path == "/v1/messages" {
+                data["type"] == json!("message_start")
+            } else {
+                data["choices"][0]["delta"]["role"] == json!("assistant")
+            };
+            ensure!(began, "{case}: the first event is {data}");
+            ensure!(
+                !first.contains(CANNED_PIECES[0]),
+                "{case}: the first piece holds text sent after the pause: {first:?}"
+            );
+            let text = response.text();
+            for piece in CANNED_PIECES {
+                ensure!(text.contains(piece), "{case}: {piece:?} is not in {text:?}");
+            }
+        }
+        // Refused by the provider before its stream began: its status, the route's shape.
+        let body = streamed_chat_body("anthropic/claude-sonnet-4-6");
+        gw.simulator.script([Reply::status(400)]);
+        let (response, sent) = gw.send_counting(Call::post_json(path, &body)).await?;
+        gw.simulator.clear_script();
+        ensure!(sent.len() == 1, "{path}: {} requests", sent.len());
+        // Both routes' error shapes name the kind in `error.type`.
+        let error = response.expect_json(400)?;
+        ensure!(
+            error["error"]["type"] == json!("invalid_request_error"),
+            "{path}: the error is {error}"
+        );
+    }
+    Ok(())
+}
+
+/// A streamed request both chat routes read alike.
+fn streamed_chat_body(model: &str) -> Value {
+    json!({"model": model, "max_tokens": 64, "stream": true,
+           "messages": [{"role": "user", "content": "Hello?"}]})
 }
 
 /// What OMA refuses, what a provider's format cannot carry, and a request without the token

@@ -725,6 +725,18 @@ impl MessageWriter {
         )
     }
 
+    /// Whether `message_start` was written.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// `message_start`, with the model as requested and the usage the provider reported as its
+    /// answer began (0 where it reports none before its end); empty once it was written.
+    pub fn begin(&mut self) -> String {
+        let requested = self.requested.clone();
+        self.start(&requested)
+    }
+
     fn start(&mut self, model: &str) -> String {
         if self.started {
             return String::new();
@@ -776,7 +788,8 @@ impl MessageWriter {
     /// The server-sent text of a piece of a streamed answer: text and thinking as deltas of
     /// their open block, a signature as the last delta of its thinking block (which it closes),
     /// a redacted thinking block and a tool call whole. The provider's early usage writes
-    /// nothing: it waits for `message_start`, which goes out with the first piece.
+    /// nothing: it is kept for `message_start` ([`MessageWriter::begin`]), which goes out once
+    /// the provider's stream began, or with the first piece if that comes sooner.
     pub fn event(&mut self, piece: &StreamEvent) -> String {
         if let StreamEvent::Usage(usage) = piece {
             if !self.started {
@@ -787,8 +800,7 @@ impl MessageWriter {
         if matches!(piece, StreamEvent::Done(_)) {
             return String::new();
         }
-        let requested = self.requested.clone();
-        let mut out = self.start(&requested);
+        let mut out = self.begin();
         match piece {
             StreamEvent::Text(text) => {
                 self.open("text", json!({"type": "text", "text": ""}), &mut out);

@@ -172,6 +172,12 @@ struct Current {
     started_ms: Option<u64>,
     /// Whether the attempt in flight was answered with a success (2xx) status.
     succeeded: bool,
+    /// Whether bytes of the attempt's accepted stream arrived.
+    began: bool,
+    /// Whether the early usage of an Anthropic stream (its `message_start`, the event it
+    /// opens with) was handed out; for the other formats, which report usage only at their
+    /// end, nothing is waited for.
+    opened: bool,
 }
 
 /// One chat request and its fallbacks. See the module documentation.
@@ -373,6 +379,20 @@ impl ChatMachine {
         self.sent
     }
 
+    /// Whether the provider's streamed answer began: the call in flight accepted it (a 2xx head,
+    /// after which it is neither retried nor moved on from) and its first event arrived. The
+    /// pieces it completed are handed out before the next [`ChatStep::Receive`]. For an
+    /// Anthropic target the first event is `message_start`, whose usage the gateway's own
+    /// `message_start` carries, so its early usage is waited for even when its bytes come in
+    /// more than one read; for the other formats, their first bytes.
+    pub fn began(&self) -> bool {
+        self.current.as_ref().is_some_and(|current| {
+            current.began
+                && current.call.accepted()
+                && (current.opened || current.target.provider != anthropic::NAME)
+        })
+    }
+
     /// Records an attempt of `target` from `started_ms` to `ended_ms` that ended with `result`.
     fn record(
         &mut self,
@@ -561,6 +581,8 @@ impl ChatMachine {
             call,
             started_ms: None,
             succeeded: false,
+            began: false,
+            opened: false,
         })
     }
 
@@ -596,7 +618,9 @@ impl ChatMachine {
                 CallPoll::Step(CallStep::Event(event)) => {
                     // The provider's early usage is no piece of the answer: a failure after
                     // it may still move on.
-                    if !matches!(event, StreamEvent::Usage(_)) {
+                    if matches!(event, StreamEvent::Usage(_)) {
+                        current.opened = true;
+                    } else {
                         self.streamed = true;
                     }
                     return ChatStep::Event(event);
@@ -679,10 +703,14 @@ impl ChatMachine {
             CallAnswer::Response(response) => Some(response.status),
             _ => None,
         };
+        let bytes = matches!(&answer, CallAnswer::Chunk(bytes) if !bytes.is_empty());
         current.call.handle(answer)?;
         if let Some(status) = status {
             current.succeeded = (200..300).contains(&status);
+            current.began = false;
+            current.opened = false;
         }
+        current.began |= bytes;
         Ok(())
     }
 }

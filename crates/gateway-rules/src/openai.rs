@@ -113,6 +113,24 @@ impl Writer {
         }
     }
 
+    /// Whether the stream's first event (Anthropic's `message_start`, OpenAI's chunk with the
+    /// role) was written.
+    pub fn started(&self) -> bool {
+        match self {
+            Writer::OpenAi(w) => w.started,
+            Writer::Anthropic(w) => w.started(),
+        }
+    }
+
+    /// The stream's first event, written as soon as the provider's streamed answer began,
+    /// before any piece of it; empty once it was written.
+    pub fn begin(&mut self) -> String {
+        match self {
+            Writer::OpenAi(w) => w.begin(),
+            Writer::Anthropic(w) => w.begin(),
+        }
+    }
+
     /// The whole answer of `response`, answered by `target`.
     pub fn whole(&self, response: &LlmResponse, target: &Target) -> Reply {
         match self {
@@ -938,6 +956,17 @@ impl ChunkWriter {
         format!("data: {chunk}\n\n")
     }
 
+    /// The stream's first chunk: the role, with an empty content, as OpenAI's stream begins;
+    /// empty once it was written.
+    pub fn begin(&mut self) -> String {
+        if self.started {
+            return String::new();
+        }
+        self.started = true;
+        let role = json!({"role": "assistant", "content": ""});
+        self.chunk(&self.requested, role, None)
+    }
+
     /// The server-sent text of a piece of a streamed answer (empty for what OpenAI's stream has
     /// no place for: reasoning).
     pub fn event(&mut self, event: &StreamEvent) -> String {
@@ -951,11 +980,7 @@ impl ChunkWriter {
             // Nothing to write, and nothing has begun: the stream's start waits for a piece.
             return out;
         }
-        if !self.started {
-            self.started = true;
-            let role = json!({"role": "assistant", "content": ""});
-            out.push_str(&self.chunk(&self.requested, role, None));
-        }
+        out.push_str(&self.begin());
         match event {
             StreamEvent::Text(text) => {
                 out.push_str(&self.chunk(&self.requested, json!({"content": text}), None))

@@ -19,7 +19,8 @@
 //! the first request of a minute), before the body is read; the body ([`Step::ReadBody`]); the
 //! route's answer: a whole [`Step::Respond`], or a chat request's provider calls (with
 //! fallbacks) or a `/v1/run`'s run, whose HTTP steps the host performs, answered whole or as an
-//! event stream whose head ([`Step::Open`]) goes out just before the first request is sent;
+//! event stream: a run's head ([`Step::Open`]) goes out just before its first request is sent,
+//! a chat route's with its first event as soon as the provider's stream began;
 //! the tokens used, counted before the answer's last bytes; then the request's log line and its
 //! trace export. Steps that need an answer say so; the others are only delivered.
 //!
@@ -256,8 +257,6 @@ struct ChatStage {
     route: Route,
     machine: ChatMachine,
     writer: Writer,
-    /// The request whose sending waits for the stream's head.
-    held: Option<Outgoing>,
     /// How many of the machine's dropped-field notes are in the log.
     drops_logged: usize,
 }
@@ -643,7 +642,6 @@ impl RequestMachine {
                     route,
                     machine,
                     writer,
-                    held: None,
                     drops_logged: 0,
                 }));
             }
@@ -714,7 +712,8 @@ impl RequestMachine {
         }
     }
 
-    /// Sends `outgoing`, after the stream's head when the answer is a stream not yet opened.
+    /// Sends `outgoing`, after the stream's head when the answer is a run's stream not yet
+    /// opened.
     fn send(&mut self, outgoing: Outgoing, streaming: bool) -> Option<Outgoing> {
         if streaming && self.stream == Stream::Unopened {
             self.push(Step::Open, Some(Due::Opened));
@@ -761,12 +760,13 @@ impl RequestMachine {
     }
 
     /// The next step of a chat request's provider calls.
+    ///
+    /// A streamed answer's head and first event (Anthropic's `message_start`, OpenAI's chunk with
+    /// the role) go out as soon as the provider's stream began ([`ChatMachine::began`]): never
+    /// before, so that a failure before it (a refusal, a provider's error status after its
+    /// retries and fallbacks, a time-out) is a whole reply with its own status; each piece then
+    /// goes out as it is decoded.
     fn step_chat(&mut self, mut chat: Box<ChatStage>, now_ms: u64) {
-        if let Some(outgoing) = chat.held.take() {
-            self.push(Step::Send(outgoing), Some(Due::Http));
-            self.stage = Stage::Chat(chat);
-            return;
-        }
         let streaming = chat.writer.stream();
         let step = chat.machine.poll(now_ms);
         // A target tried with fields dropped is named in the log before its request goes out.
@@ -779,11 +779,19 @@ impl RequestMachine {
         chat.drops_logged = chat.machine.dropped().len();
         let result = match step {
             ChatStep::Send(outgoing) => {
-                chat.held = self.send(outgoing, streaming);
+                self.push(Step::Send(outgoing), Some(Due::Http));
                 self.stage = Stage::Chat(chat);
                 return;
             }
             ChatStep::Receive => {
+                if streaming && !chat.writer.started() && chat.machine.began() {
+                    // The pieces of the bytes read so far are out: the stream begins before
+                    // the next bytes are asked for (the call asks again at the next poll).
+                    let text = chat.writer.begin();
+                    self.write(text);
+                    self.stage = Stage::Chat(chat);
+                    return;
+                }
                 self.push(Step::Receive, Some(Due::Http));
                 self.stage = Stage::Chat(chat);
                 return;
@@ -795,8 +803,8 @@ impl RequestMachine {
             }
             ChatStep::Event(event) => {
                 let text = chat.writer.event(&event);
-                if self.stream == Stream::Open && !text.is_empty() {
-                    self.push(Step::Write(text), Some(Due::Written));
+                if streaming && !text.is_empty() {
+                    self.write(text);
                 }
                 self.stage = Stage::Chat(chat);
                 return;

@@ -82,6 +82,8 @@ struct Served {
     steps: Vec<String>,
     reply: Option<Reply>,
     stream: Option<String>,
+    /// Each write to the stream, in order.
+    writes: Vec<String>,
     sent: Vec<Outgoing>,
     counts: Vec<CountOps>,
     forgets: Vec<ForgetOps>,
@@ -156,6 +158,7 @@ fn serve_at(mut machine: RequestMachine, mut host: Host, now: u64) -> Served {
                 writes += 1;
                 if ok {
                     served.stream.as_mut().expect("open").push_str(&text);
+                    served.writes.push(text);
                 }
                 Input::Written(ok)
             }
@@ -636,4 +639,317 @@ fn a_streamed_run_counts_its_tokens() {
     let usage = served.counts.last().expect("counted");
     assert_eq!(usage.add.len(), 1);
     assert_eq!(usage.add[0].1, 6);
+}
+
+/// A provider's streamed answer as the host reads it: a `200` head, then one chunk per event
+/// (`events`: the SSE text of each), then the end.
+fn paced_stream(host: &mut Host, events: &[String]) {
+    host.http.push_back(CallAnswer::Head {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+    });
+    for event in events {
+        host.http
+            .push_back(CallAnswer::Chunk(event.clone().into_bytes()));
+    }
+    host.http.push_back(CallAnswer::End);
+}
+
+/// Anthropic's events of the answer "Hi." (7 tokens in, of which 3 read from the cache; 2 out),
+/// one SSE event each, with the `ping` Anthropic sends after the first block's start.
+fn anthropic_events() -> Vec<String> {
+    [
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+               "role": "assistant", "model": "claude-x", "content": [],
+               "usage": {"input_tokens": 4, "cache_read_input_tokens": 3,
+                         "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "ping"}),
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": "Hi."}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+               "usage": {"output_tokens": 2}}),
+        json!({"type": "message_stop"}),
+    ]
+    .iter()
+    .map(|event| {
+        format!(
+            "event: {}\ndata: {event}\n\n",
+            event["type"].as_str().unwrap()
+        )
+    })
+    .collect()
+}
+
+/// An OpenAI-compatible provider's chunks of the answer "Hi.": the role with an empty content
+/// first, as OpenAI's stream begins, then the text, the finish reason, the usage and `[DONE]`.
+fn openai_events() -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    [
+        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+        chunk(json!({"content": "Hi."}), Value::Null),
+        chunk(json!({}), json!("stop")),
+        json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o",
+               "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2,
+                                        "total_tokens": 9}}),
+    ]
+    .iter()
+    .map(|chunk| format!("data: {chunk}\n\n"))
+    .chain(["data: [DONE]\n\n".to_owned()])
+    .collect()
+}
+
+/// A streamed chat request to `model` on `path` (`/v1/chat/completions` or `/v1/messages`).
+fn streamed_chat(path: &str, model: &str) -> Host {
+    let mut body = json!({"model": model, "max_tokens": 64, "stream": true,
+                          "messages": [{"role": "user", "content": "Hello?"}]});
+    if path == "/v1/chat/completions" {
+        body.as_object_mut().unwrap().remove("max_tokens");
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    with_body(&body)
+}
+
+fn chat_machine(path: &str, extra: &[(&str, &str)]) -> RequestMachine {
+    RequestMachine::new(environment(extra), authorized("POST", path), NOW, 1)
+}
+
+/// The SSE events of a stream's text, in order: each event's name (when it has one) and data.
+fn sse_data(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|event| event.lines().find_map(|line| line.strip_prefix("data: ")))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).expect("JSON"))
+        .collect()
+}
+
+/// A streamed chat answer's head and first event go out as soon as the provider's stream began
+/// (its `200` and the bytes of its first event), before the next bytes are asked for, on both
+/// routes and from every target dialect; each piece then goes out as it is decoded, and the
+/// end when the provider's end is read.
+#[test]
+fn a_streamed_chat_opens_with_its_first_event_as_soon_as_the_providers_stream_began() {
+    for path in ["/v1/chat/completions", "/v1/messages"] {
+        for (model, events) in [
+            ("anthropic/claude-x", anthropic_events()),
+            ("openai/gpt-4o", openai_events()),
+        ] {
+            let case = format!("{path} {model}");
+            let mut host = streamed_chat(path, model);
+            paced_stream(&mut host, &events);
+            let served = serve(chat_machine(path, &[]), host);
+            assert_eq!(served.status, 200, "{case}");
+            // The head and the first event between the first chunk and the second read.
+            assert_eq!(
+                served.steps[..6],
+                ["read-body", "send", "receive", "open", "write", "receive"],
+                "{case}"
+            );
+            assert_eq!(served.sent.len(), 1, "{case}");
+            let anthropic = model.starts_with("anthropic");
+            // The first write begins with the stream's first event: alone after Anthropic's
+            // `message_start`; with the empty text of OpenAI's first chunk.
+            let first = sse_data(&served.writes[0]);
+            assert!(
+                !anthropic || first.len() == 1,
+                "{case}: {:?}",
+                served.writes
+            );
+            let text_at = served
+                .writes
+                .iter()
+                .position(|w| w.contains("Hi."))
+                .expect("the text");
+            // The provider's events between its first and its text write nothing; the text
+            // goes out in the write right after the read of its chunk.
+            let text_read = if anthropic { 4 } else { 2 };
+            let reads: Vec<usize> = served
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|(_, step)| *step == "receive")
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(
+                served.steps[reads[text_read - 1] + 1],
+                "write",
+                "{case}: {:?}",
+                served.steps
+            );
+            assert_eq!(text_at, 1, "{case}: {:?}", served.writes);
+            assert_eq!(
+                served.steps[served.steps.len() - 3..],
+                ["write", "close", "log"],
+                "{case}"
+            );
+            if path == "/v1/chat/completions" {
+                assert_eq!(
+                    first[0]["choices"][0]["delta"],
+                    json!({"role": "assistant", "content": ""}),
+                    "{case}"
+                );
+                assert_eq!(first[0]["model"], model, "{case}");
+                let all = sse_data(served.stream.as_deref().unwrap());
+                let usage = &all.last().unwrap()["usage"];
+                assert_eq!(usage["prompt_tokens"], 7, "{case}: {usage}");
+                assert_eq!(usage["completion_tokens"], 2, "{case}: {usage}");
+            } else {
+                assert_eq!(first[0]["type"], "message_start", "{case}");
+                // The usage Anthropic reported as its answer began; an OpenAI-compatible
+                // provider reports none before its end: zeros, and the counts at the end.
+                let usage = &first[0]["message"]["usage"];
+                let (input, cached) = if anthropic { (4, 3) } else { (0, 0) };
+                assert_eq!(usage["input_tokens"], input, "{case}: {usage}");
+                assert_eq!(usage["cache_read_input_tokens"], cached, "{case}: {usage}");
+                let all = sse_data(served.stream.as_deref().unwrap());
+                let delta = all.iter().find(|e| e["type"] == "message_delta").unwrap();
+                assert_eq!(delta["usage"]["output_tokens"], 2, "{case}: {delta}");
+                let input = if anthropic { 4 } else { 7 };
+                assert_eq!(delta["usage"]["input_tokens"], input, "{case}: {delta}");
+            }
+        }
+    }
+}
+
+/// Anthropic's `message_start` split across two reads: the stream begins once its early usage
+/// is read, so the gateway's `message_start` carries the counts, never zeros.
+#[test]
+fn a_streamed_chat_waits_for_anthropics_whole_message_start() {
+    let events = anthropic_events();
+    let (a, b) = events[0].split_at(40);
+    let mut split = vec![a.to_owned(), b.to_owned()];
+    split.extend_from_slice(&events[1..]);
+    let mut host = streamed_chat("/v1/messages", "anthropic/claude-x");
+    paced_stream(&mut host, &split);
+    let served = serve(chat_machine("/v1/messages", &[]), host);
+    assert_eq!(served.status, 200);
+    assert_eq!(
+        served.steps[..7],
+        [
+            "read-body",
+            "send",
+            "receive",
+            "receive",
+            "open",
+            "write",
+            "receive"
+        ]
+    );
+    let first = sse_data(&served.writes[0]);
+    assert_eq!(first.len(), 1, "{:?}", served.writes);
+    assert_eq!(first[0]["type"], "message_start");
+    let usage = &first[0]["message"]["usage"];
+    assert_eq!(usage["input_tokens"], 4, "{usage}");
+    assert_eq!(usage["cache_read_input_tokens"], 3, "{usage}");
+}
+
+/// Before a streamed chat's provider stream began, a failure is a whole reply with its own
+/// status (a provider's `429`, a head that came and no bytes after it), and a retryable one
+/// moves on to a fallback unseen; once it began, a failure is the dialect's error event in
+/// the stream.
+#[test]
+fn a_streamed_chat_fails_whole_until_its_providers_stream_began() {
+    let fallbacks = (
+        "OMA_GATEWAY_FALLBACKS",
+        r#"{"anthropic/claude-x": ["openai/gpt-4o"]}"#,
+    );
+    for path in ["/v1/chat/completions", "/v1/messages"] {
+        // A provider's error status: the route's error reply with it, nothing streamed.
+        let mut host = streamed_chat(path, "anthropic/claude-x");
+        host.http.push_back(response(
+            429,
+            r#"{"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}"#,
+        ));
+        let served = serve(chat_machine(path, &[]), host);
+        assert_eq!(served.status, 429, "{path}");
+        assert_eq!(
+            served.steps,
+            ["read-body", "send", "respond", "log"],
+            "{path}"
+        );
+        assert_eq!(served.reply.as_ref().unwrap().status, 429, "{path}");
+        assert!(served.stream.is_none(), "{path}");
+
+        // Moved on to the fallback: the client sees only the stream of the one that answered.
+        let mut host = streamed_chat(path, "anthropic/claude-x");
+        host.http.push_back(response(529, r#"{"type": "error"}"#));
+        paced_stream(&mut host, &openai_events());
+        let served = serve(chat_machine(path, &[fallbacks]), host);
+        assert_eq!(served.status, 200, "{path}");
+        assert_eq!(served.sent.len(), 2, "{path}");
+        assert_eq!(
+            served.steps[..7],
+            [
+                "read-body",
+                "send",
+                "send",
+                "receive",
+                "open",
+                "write",
+                "receive"
+            ],
+            "{path}"
+        );
+        assert!(!served.stream.unwrap().contains("error"), "{path}");
+
+        // A 2xx head whose connection breaks before any byte: nothing began, a whole 502, and
+        // no fallback (the stream was accepted).
+        let mut host = streamed_chat(path, "anthropic/claude-x");
+        host.http.push_back(CallAnswer::Head {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+        });
+        host.http
+            .push_back(CallAnswer::Failure(TransportFailure::new(
+                TransportFailureKind::Reset,
+                "reset",
+            )));
+        let served = serve(chat_machine(path, &[fallbacks]), host);
+        assert_eq!(
+            served.steps,
+            ["read-body", "send", "receive", "respond", "log"],
+            "{path}"
+        );
+        assert_eq!(served.status, 502, "{path}");
+
+        // Broken after the first event: the stream's error event, then its end.
+        let mut host = streamed_chat(path, "anthropic/claude-x");
+        host.http.push_back(CallAnswer::Head {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+        });
+        host.http.push_back(CallAnswer::Chunk(
+            anthropic_events()[0].clone().into_bytes(),
+        ));
+        host.http
+            .push_back(CallAnswer::Failure(TransportFailure::new(
+                TransportFailureKind::Reset,
+                "reset",
+            )));
+        let served = serve(chat_machine(path, &[fallbacks]), host);
+        assert_eq!(served.status, 200, "{path}");
+        assert_eq!(served.sent.len(), 1, "{path}");
+        assert_eq!(
+            served.steps,
+            [
+                "read-body",
+                "send",
+                "receive",
+                "open",
+                "write",
+                "receive",
+                "write",
+                "close",
+                "log"
+            ],
+            "{path}"
+        );
+        let last = sse_data(served.writes.last().unwrap());
+        assert!(last[0]["error"].is_object(), "{path}: {:?}", served.writes);
+    }
 }

@@ -142,6 +142,14 @@ pub enum Reply {
     /// The success, chunked, falling silent for this long after about half of it (a provider
     /// that stalls mid-stream), then finishing.
     Stall(Duration),
+    /// The success, chunked, falling silent for `pause` after its first `events` chunks (a
+    /// stream that began and waits for its model's next piece), then finishing.
+    StallAfter {
+        /// How many chunks go out before the pause.
+        events: usize,
+        /// How long the pause lasts.
+        pause: Duration,
+    },
     /// 200 with a valid JSON success padded to at least this many bytes.
     Oversized(usize),
     /// A recorded answer: `status` and `headers` (a `content-type` among them), then each chunk
@@ -491,6 +499,12 @@ async fn respond(ask: &Ask, reply: Reply, chunk_delay: Duration) -> http::Respon
             };
             success_from(ask, chunks, chunk_delay, cut)
         }
+        Reply::StallAfter { events, pause } => success_from(
+            ask,
+            ask.success_chunks(0),
+            chunk_delay,
+            Cut::Stall(events, pause),
+        ),
         Reply::Oversized(size) => {
             let json = Ask {
                 stream: false,

@@ -235,6 +235,10 @@ impl DriverGuest {
             OnlineStep::Case => PortableOnline::Case,
             OnlineStep::Record => PortableOnline::Record,
             OnlineStep::Flush => PortableOnline::Flush,
+            OnlineStep::Admit => PortableOnline::Admit,
+            OnlineStep::Start => PortableOnline::Start,
+            OnlineStep::Cost => PortableOnline::Cost,
+            OnlineStep::Report => PortableOnline::Report,
         };
         Ok(self
             .bindings

@@ -1,8 +1,8 @@
 //! OMA's evaluation rules through the codec (`score-builtin`, `judge`, `online-evaluation`),
 //! through both worlds, over the tables the core's unit tests and the packages' suites run
 //! (`fixtures/eval/scorers.json`, `fixtures/eval/online.json`): every built-in scorer's options
-//! and scores, every step of a judge scorer, and every online evaluation row, with OMA's error
-//! classes and messages.
+//! and scores, every step of a judge scorer, and every online evaluation row (the evaluator's
+//! windows as the sequences of steps the table gives), with OMA's error classes and messages.
 
 use oma_host_tests::{ErrorKind, GuestOptions, JudgeStep, OnlineStep, WitError};
 use serde_json::Value;
@@ -100,6 +100,36 @@ async fn every_row(world: World) {
                 .await
                 .unwrap();
             check(out, row, &name);
+        }
+    }
+    // The evaluator's windows: each row a sequence, each step on the window the last one gave.
+    for row in online["window"].as_array().unwrap() {
+        let mut window: Option<Value> = None;
+        for (index, item) in row["steps"].as_array().unwrap().iter().enumerate() {
+            let name = format!("{world:?} online window {} (step {index})", row["name"]);
+            let step = match item["step"].as_str().unwrap() {
+                "admit" => OnlineStep::Admit,
+                "start" => OnlineStep::Start,
+                "cost" => OnlineStep::Cost,
+                "report" => OnlineStep::Report,
+                other => panic!("{name}: no step {other}"),
+            };
+            let mut request = item["request"].clone();
+            if let Some(window) = &window {
+                request["window"] = window.clone();
+            }
+            let out = guest
+                .online_evaluation(step, &request.to_string())
+                .await
+                .unwrap();
+            // The answer without its window is the row's; the window goes to the next step.
+            let out = out.map(|text| {
+                let mut answer: Value = serde_json::from_str(&text).unwrap();
+                window = answer.as_object_mut().unwrap().remove("window");
+                assert!(window.is_some(), "{name}: a window");
+                answer.to_string()
+            });
+            check(out, item, &name);
         }
     }
 }

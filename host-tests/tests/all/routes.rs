@@ -625,6 +625,84 @@ async fn a_runs_http_steps_go_to_the_host_and_it_ends_with_the_gateways_reply() 
     );
 }
 
+/// A streamed chat answer through the routes world (the Worker's gateway) opens with its first
+/// event as soon as the provider's stream began, not before it is asked and not at its first
+/// text: the head and `message_start` between the provider's first event and its next.
+#[tokio::test]
+async fn a_streamed_chat_opens_with_its_first_event_once_the_providers_stream_began() {
+    let mut guest = routes_guest().await;
+    let events = [
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    ];
+    let body = json!({"model": "anthropic/claude-sonnet-4-6", "max_tokens": 64, "stream": true,
+                      "messages": [{"role": "user", "content": "Hello?"}]})
+    .to_string();
+    let mut host = with_body(&body);
+    host.http.push_back(Input::Head(ResponseHead {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+    }));
+    host.http.extend(
+        events
+            .iter()
+            .map(|event| Input::Chunk(event.as_bytes().to_vec())),
+    );
+    host.http.push_back(Input::End);
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/messages", &[]),
+        &mut host,
+    )
+    .await;
+    assert_eq!(
+        answered.steps[..6],
+        [
+            "read-body",
+            "send",
+            "receive",
+            "open-stream",
+            "write",
+            "receive"
+        ],
+        "the head and the first event between the provider's first event and its next"
+    );
+    assert_eq!(
+        answered.steps[answered.steps.len() - 3..],
+        ["write", "close-stream", "log"]
+    );
+    let text = answered.stream.as_deref().expect("a stream");
+    assert!(
+        text.starts_with("event: message_start\ndata: {\"type\":\"message_start\""),
+        "{text}"
+    );
+    assert!(text.contains("\"input_tokens\":3"), "{text}");
+    assert!(
+        text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+        "{text}"
+    );
+
+    // A provider's error status before its stream began: the route's error reply, whole.
+    let mut host = with_body(&body);
+    host.http.push_back(Input::Response(Response {
+        status: 400,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: r#"{"type":"error","error":{"type":"invalid_request_error","message":"no"}}"#.into(),
+    }));
+    let answered = served(
+        &mut guest,
+        &environment(),
+        head("POST", "/v1/messages", &[]),
+        &mut host,
+    )
+    .await;
+    assert_eq!(answered.steps, ["read-body", "send", "respond", "log"]);
+    assert_eq!(answered.reply().status, 400);
+}
+
 #[tokio::test]
 async fn a_streamed_run_writes_each_event_as_sse_and_ends_with_done() {
     let mut guest = routes_guest().await;

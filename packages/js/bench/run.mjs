@@ -8,8 +8,9 @@
 //
 // WORKLOAD_DIR defaults to $OMA_WORKLOADS, then ../../target/workloads. OMA is loaded from
 // $OMA_DIR/dist/index.js (see bench/oma-node/README.md for building it) and skipped when absent.
-// BASE_DIR=<a copy of this package, built> adds a third side, that copy's Agent.run(), for
-// measuring a change against the code before it in the same run (`before` in the output).
+// BASE_DIR=<a copy of this package, built> adds a third side, that copy run as this package's side
+// is (in every mode below), for measuring a change against the code before it in the same run
+// (`before` in the output).
 // Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ROUNDS (6),
 // BENCH_ONLY=a,b; BENCH_TRACE=1 traces this package's runs (onTrace, events dropped); BENCH_SINK=1
 // runs both sides as `new OpenMultiAgent({ observability: { sinks: [sink] } }).runAgent(config,
@@ -144,6 +145,8 @@ async function main() {
   const sinks = process.env.BENCH_SINK === '1'
   const orchestrated = process.env.BENCH_RUN_AGENT === '1'
   const takeAll = { async export(records) { return { status: 'success', exported: records.length } } }
+  // BENCH_TRACE=1: every run of this package traced (OMA's onTrace), the events dropped.
+  const traced = process.env.BENCH_TRACE === '1' ? { onTrace: () => {} } : undefined
   const files = (await readdir(dir)).filter((f) => f.endsWith('.json')).sort()
   const results = {}
   for (const file of files) {
@@ -162,8 +165,6 @@ async function main() {
       }
     } else {
       const ours = new Agent(config)
-      // BENCH_TRACE=1: every run of this package traced (OMA's onTrace), the events dropped.
-      const traced = process.env.BENCH_TRACE === '1' ? { onTrace: () => {} } : undefined
       sides.push(side((m) => ours.run(m, traced)))
       if (oma) {
         const registry = new oma.ToolRegistry()
@@ -172,8 +173,15 @@ async function main() {
       }
     }
     if (base) {
-      const before = new base.Agent(config)
-      sides.push(side((m) => before.run(m)))
+      // The code before a change, run as this package's side is (traced with BENCH_TRACE=1,
+      // through runAgent with BENCH_SINK=1 or BENCH_RUN_AGENT=1).
+      if (sinks || orchestrated) {
+        const before = new base.OpenMultiAgent(sinks ? { observability: { sinks: [new base.BatchingTraceSink(takeAll, { diagnostics: 'silent' })] } } : {})
+        sides.push(side((m) => before.runAgent(config, m)))
+      } else {
+        const before = new base.Agent(config)
+        sides.push(side((m) => before.run(m, traced)))
+      }
     }
     const measured = await measure(sides, messages, big)
     const component = measured[0]

@@ -90,6 +90,60 @@ test('run with OMA messages (image, history) sends them as given', async () => {
   assert.equal(result.messages.length, 1)
 })
 
+test('a conversation handed over again: what changed in place since the last run is what is sent', async () => {
+  // The package keeps each message's JSON text for the next run that hands the same message
+  // over (src/agent/input.js); a change at any depth, made in place, must still reach the wire.
+  const a = agent()
+  const turn = (i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: [{ type: 'text', text: `turn ${i}` }] })
+  const messages = [turn(0), turn(1), turn(2)]
+  const sends = async (expected) => {
+    server.reset()
+    server.queue(anthropicMessage('ok'))
+    const result = await a.run(messages)
+    assert.equal(result.success, true, JSON.stringify(result.errorInfo))
+    assert.deepEqual(server.requests[0].body.messages, expected ?? JSON.parse(JSON.stringify(messages)))
+  }
+  // The first run writes the list whole, the second keeps each message, the third reuses them.
+  for (let i = 0; i < 3; i++) await sends()
+  const changes = [
+    () => { messages[1].content[0].text = 'changed in place' },
+    () => { messages[2].content.push({ type: 'text', text: 'a block more' }) },
+    () => { messages[2].content.splice(0, 1) },
+    () => { messages[0].content[0] = { type: 'text', text: 'turn 0' } },
+    () => { messages[0].content[0] = { text: 'turn 0 again', type: 'text' } },
+    () => { messages[1].role = 'user'; messages[0].role = 'assistant'; messages.reverse() },
+    () => { messages.push(turn(3), turn(4)) },
+    () => { messages[3].content[0].text = 'déjà vu \u2028 "quoted"' },
+    () => { messages.splice(1, 2) },
+  ]
+  for (const change of changes) {
+    change()
+    await sends()
+    await sends()
+  }
+  // What a getter or a toJSON gives is read again on every run.
+  let current = 'first'
+  const getter = { role: 'user', content: [{ type: 'text', get text() { return current } }] }
+  const custom = { role: 'assistant', content: [{ toJSON: () => ({ type: 'text', text: `${current}!` }) }] }
+  messages.splice(0, messages.length, getter, custom, turn(2))
+  for (const now of ['first', 'second', 'third']) {
+    current = now
+    await sends([
+      { role: 'user', content: [{ type: 'text', text: now }] },
+      { role: 'assistant', content: [{ type: 'text', text: `${now}!` }] },
+      turn(2),
+    ])
+  }
+  // A change that breaks OMA's rules is refused, kept text or not: nothing is sent.
+  messages.splice(0, messages.length, turn(0), turn(1), turn(2))
+  await sends()
+  await sends()
+  messages[2].content[0].text = 42
+  server.reset()
+  await assert.rejects(a.run(messages), (e) => e instanceof InvalidMessageError)
+  assert.equal(server.requests.length, 0)
+})
+
 test('long media data goes beside the JSON text: sent byte for byte, checked as in the text, input untouched', async () => {
   // 64 KiB of base64 in an image, a video and a tool result's image part: each one goes to the
   // component beside the JSON text (run-json-parts / stream-json-parts / prompt-json-parts, and

@@ -250,3 +250,48 @@ test('online evaluation: sampling rules, zero sampling, and configurations refus
   assert.throws(() => new OpenMultiAgent({ evaluation: { scorers: [toolCallSuccessScorer()], sample: 1, sampling: 1 } }), /"sampling"/)
   assert.throws(() => new OpenMultiAgent({ evaluation: { scorers: [toolCallSuccessScorer()], sample: 1, maxConcurrent: 0 } }), { message: 'maxConcurrent must be a positive integer.' })
 })
+
+/** A judge scorer whose one judge answers a passing verdict (4 input and 3 output tokens). */
+function verdictJudge() {
+  const adapter = {
+    name: 'verdict-fixture',
+    async chat(_messages, options) {
+      return { id: 'v', content: [{ type: 'text', text: '{"score": 1, "reason": "fine"}' }], model: options.model, stop_reason: 'end_turn', usage: { input_tokens: 4, output_tokens: 3 } }
+    },
+    async *stream() {},
+  }
+  return createJudgeScorer({ name: 'judge', version: '1', judges: [{ name: 'j', model: 'judge-model', adapter }] })
+}
+
+test("online evaluation's cost budget prices the judges' usage with estimateCost and drops runs once spent", async () => {
+  const priced = []
+  const diagnostics = []
+  const orchestrator = new OpenMultiAgent({
+    estimateCost: (usage, context) => { priced.push([usage, context]); return 0.6 },
+    evaluation: { scorers: [verdictJudge()], sample: 1, budget: { maxCostPerHour: 1 }, onDiagnostic: (d) => diagnostics.push(d) },
+  })
+  for (let i = 0; i < 3; i++) {
+    assert.ok((await orchestrator.runAgent(AGENT, 'x')).success)
+    await orchestrator.evaluation.forceFlush({ timeoutMs: 5000 })
+  }
+  // 0.6 spent after the first run, 1.2 after the second: the third finds the hour's budget spent.
+  const { enqueued, completed, dropped, failed } = orchestrator.evaluation.getStats()
+  assert.deepEqual([enqueued, completed, dropped, failed], [2, 2, 1, 0])
+  const usage = { input_tokens: 4, output_tokens: 3 }
+  assert.deepEqual(priced, [[usage, { agentName: 'j', model: 'judge-model', phase: 'agent' }], [usage, { agentName: 'j', model: 'judge-model', phase: 'agent' }]])
+  assert.deepEqual(diagnostics.map((d) => [d.code, d.count, d.message]), [['budget_exhausted', 1, 'Online evaluation cost budget is exhausted.']])
+
+  const inactive = []
+  const unpriced = new OpenMultiAgent({ evaluation: { scorers: [verdictJudge()], sample: 1, budget: { maxCostPerHour: 1 }, onDiagnostic: (d) => inactive.push(d) } })
+  assert.deepEqual(inactive.map((d) => d.message), ['Cost budget is inactive because no estimateCost function was configured.'])
+  await unpriced.runAgent(AGENT, 'x')
+  assert.equal((await unpriced.evaluation.forceFlush({ timeoutMs: 5000 })).status, 'ok')
+
+  const unestimated = []
+  for (const estimateCost of [() => { throw new Error('no price list') }, () => Number.NaN]) {
+    const failing = new OpenMultiAgent({ estimateCost, evaluation: { scorers: [verdictJudge()], sample: 1, budget: { maxCostPerHour: 1 }, onDiagnostic: (d) => unestimated.push(d) } })
+    await failing.runAgent(AGENT, 'x')
+    assert.deepEqual(await failing.evaluation.forceFlush({ timeoutMs: 5000 }), { status: 'partial', accepted: 1, exported: 1, dropped: 0, failed: 1 })
+  }
+  assert.deepEqual(unestimated.map((d) => d.message), Array(2).fill('Online evaluation cost could not be estimated; the cost budget remains best-effort.'))
+})

@@ -220,6 +220,25 @@ test('buildExecutionReceipt reads a run\'s result and legacy events (the compone
   assert.equal(buildExecutionReceipt(result).partial, true)
 })
 
+test('a run cancelled by a sink as its first record arrives: every record handed out is delivered, every span started ends cancelled, no model call is made', async () => {
+  // The session hands out the records that need no answer together with the step after them
+  // (json-driver's `steps`); an abort seen among them still leaves the sinks a whole trace.
+  const controller = new AbortController()
+  const { adapter, requests } = scripted()
+  const sink = collecting()
+  const aborting = { emit() { controller.abort() } }
+  const oma = new OpenMultiAgent({ observability: { sinks: [aborting, sink] } })
+  const result = await oma.runAgent(agent(adapter), 'Run the demo.', { abortSignal: controller.signal })
+  assert.deepEqual(result.status, { code: 'cancelled', message: 'Run cancelled by caller.' })
+  assert.equal(requests.length, 0)
+  const started = sink.records.filter((r) => r.recordType === 'span_start').map((r) => r.spanId)
+  const ended = sink.records.filter((r) => r.recordType === 'span_end')
+  assert.ok(started.length >= 2, 'the run\'s and the agent\'s spans started')
+  assert.deepEqual(ended.map((r) => r.spanId).sort(), [...started].sort())
+  for (const end of ended) assert.equal(end.status.code, 'cancelled', end.name)
+  assert.deepEqual(sink.records.map((r) => r.sequence), sink.records.map((_, i) => i + 1), 'in sequence, none missing')
+})
+
 test('a run cancelled while its model call is in flight: the call\'s, the agent\'s and the run\'s spans end cancelled, and onTrace gets the agent event', async () => {
   const controller = new AbortController()
   const adapter = {

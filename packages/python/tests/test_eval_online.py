@@ -14,8 +14,9 @@ import time
 import pytest
 
 import oma_component as oma
-from oma_component.eval import InMemoryEvalStore, OnlineEvaluator, define_scorer
+from oma_component.eval import InMemoryEvalStore, OnlineEvaluator, create_judge_scorer, define_scorer
 from oma_component.eval._rules import online_step
+from oma_component.eval.scorer import attach_score_cost_inputs
 
 with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "eval", "online.json"),
           encoding="utf-8") as f:
@@ -39,7 +40,54 @@ def test_online_table(step, row):
 
 
 def test_every_step_has_rows():
-    assert all(TABLE[step] for step in ("case", "record", "flush"))
+    assert all(TABLE[step] for step in ("case", "record", "flush", "window"))
+
+
+@pytest.mark.parametrize("row", TABLE["window"], ids=[r["name"] for r in TABLE["window"]])
+def test_online_window_table(row):
+    # Each step is given the window the step before it answered with.
+    window = None
+    for index, step in enumerate(row["steps"]):
+        request = dict(step["request"]) if window is None else {**step["request"], "window": window}
+        if "error" in step:
+            with pytest.raises(CLASSES[step["error"]["name"]]) as raised:
+                online_step(step["step"], request)
+            assert str(raised.value) == step["error"]["message"], index
+            continue
+        answer = online_step(step["step"], request)
+        window = answer.pop("window")
+        assert json.dumps(answer) == json.dumps(step["expect"]), index  # and key order
+
+
+@pytest.mark.parametrize("row", TABLE["evaluator"], ids=[r["name"] for r in TABLE["evaluator"]])
+def test_online_evaluator_table(row):
+    # The package's evaluator on the row's clock and draws (the same rows run through JavaScript's).
+    clock = {"now": 0, "random": 0}
+    usage = {"input_tokens": 4, "output_tokens": 3}
+    diagnostics = []
+
+    def judged(context):
+        return attach_score_cost_inputs({"score": 1}, [
+            {"usage": usage, "context": {"agentName": "j", "model": "m", "phase": "agent"}}])
+
+    config = row["config"]
+    budget = config.get("budget", {})
+    evaluator = OnlineEvaluator(
+        [define_scorer("judged", judged, version="1")], sample=config["sample"],
+        budget={key: budget[camel] for key, camel in (("max_evaluations_per_minute", "maxEvaluationsPerMinute"),
+                                                      ("max_cost_per_hour", "maxCostPerHour")) if camel in budget},
+        estimate_cost=lambda usage, context: float("nan") if row["price"] is None else row["price"],
+        on_diagnostic=lambda d: diagnostics.append([d["code"], d["count"], d["message"]]))
+    evaluator._now = lambda: clock["now"]  # the row's clock and draws
+    evaluator._random = lambda: clock["random"]
+    for index, run in enumerate(row["runs"]):
+        clock.update(run)
+        identity = {"runId": f"run-{index}", "attempt": 1, "traceId": "t", "rootSpanId": "s"}
+        evaluator.enqueue("Hi", {"output": "ok", "tokenUsage": usage, "identity": identity, "status": {"code": "ok"},
+                                 "metadata": {}}, 1)
+        evaluator.force_flush(timeout_ms=5000)
+    assert evaluator.get_stats() == row["expect"]["stats"]
+    assert diagnostics == row["expect"]["diagnostics"]
 
 
 # -- OnlineEvaluator through run_agent, as users call it --------------------------------------
@@ -151,11 +199,66 @@ def test_configurations_refused_by_name():
         OnlineEvaluator([], sample=1)
     with pytest.raises(ValueError, match=r"sample must be a number in \[0, 1\]"):
         OnlineEvaluator([_seeing([])], sample=2)
-    with pytest.raises(TypeError, match="'max_cost_per_hour'"):
-        OnlineEvaluator([_seeing([])], sample=1, budget={"max_cost_per_hour": 1})
+    with pytest.raises(TypeError, match="'max_tokens'"):
+        OnlineEvaluator([_seeing([])], sample=1, budget={"max_tokens": 1})
+    with pytest.raises(ValueError, match="budget.max_cost_per_hour must be a positive finite number"):
+        OnlineEvaluator([_seeing([])], sample=1, budget={"max_cost_per_hour": 0})
+    with pytest.raises(TypeError, match="estimate_cost must be a function"):
+        OnlineEvaluator([_seeing([])], sample=1, estimate_cost=1)
     with pytest.raises(ValueError, match="max_concurrent must be a positive integer"):
         OnlineEvaluator([_seeing([])], sample=1, max_concurrent=0)
     with pytest.raises(TypeError, match="store_payloads"):
         OnlineEvaluator([_seeing([])], sample=1, store_payloads="all")
     with pytest.raises(TypeError, match="online_evaluation must be"):
         oma.run_agent("Hi", model="m", adapter=Answering("ok"), online_evaluation=object())
+
+
+def _judge():
+    """A judge scorer whose one judge answers a passing verdict (3 input and 2 output tokens)."""
+    return create_judge_scorer("judge", version="1", judges=[
+        {"name": "j", "model": "judge-model", "adapter": Answering('{"score": 1, "reason": "fine"}')}])
+
+
+def test_a_cost_budget_prices_the_judges_usage_and_drops_runs_once_spent():
+    priced, diagnostics = [], []
+
+    def estimate(usage, context):
+        priced.append((usage, context))
+        return 0.6
+
+    evaluator = OnlineEvaluator([_judge()], sample=1, budget={"max_cost_per_hour": 1}, estimate_cost=estimate,
+                                on_diagnostic=diagnostics.append)
+    for _ in range(3):
+        assert oma.run_agent("Hi", model="m", adapter=Answering("ok"), online_evaluation=evaluator)["success"]
+        evaluator.force_flush(timeout_ms=5000)
+    # 0.6 spent after the first run, 1.2 after the second: the third finds the hour's budget spent
+    stats = evaluator.get_stats()
+    assert (stats["enqueued"], stats["completed"], stats["dropped"], stats["failed"]) == (2, 2, 1, 0)
+    usage = {"input_tokens": 3, "output_tokens": 2}
+    assert priced == [(usage, {"agentName": "j", "model": "judge-model", "phase": "agent"})] * 2
+    assert [(d["code"], d["count"], d["message"]) for d in diagnostics] == [
+        ("budget_exhausted", 1, "Online evaluation cost budget is exhausted.")]
+
+
+def test_a_cost_budget_without_an_estimator_or_with_a_failing_one():
+    diagnostics = []
+    inactive = OnlineEvaluator([_seeing([])], sample=1, budget={"max_cost_per_hour": 1},
+                               on_diagnostic=diagnostics.append)
+    assert [d["message"] for d in diagnostics] == [
+        "Cost budget is inactive because no estimateCost function was configured."]
+    for _ in range(2):
+        oma.run_agent("Hi", model="m", adapter=Answering("ok"), online_evaluation=inactive)
+    assert inactive.force_flush(timeout_ms=5000)["status"] == "ok"
+    diagnostics.clear()
+
+    def broken(usage, context):
+        raise RuntimeError("no price list")
+
+    for estimate in (broken, lambda usage, context: float("nan")):
+        failing = OnlineEvaluator([_judge()], sample=1, budget={"max_cost_per_hour": 1}, estimate_cost=estimate,
+                                  on_diagnostic=diagnostics.append)
+        oma.run_agent("Hi", model="m", adapter=Answering("ok"), online_evaluation=failing)
+        assert failing.force_flush(timeout_ms=5000) == {"status": "partial", "accepted": 1, "exported": 1,
+                                                        "dropped": 0, "failed": 1}
+    assert [d["message"] for d in diagnostics] == [
+        "Online evaluation cost could not be estimated; the cost budget remains best-effort."] * 2

@@ -1,11 +1,13 @@
 //! OMA's online evaluation rules (`OnlineEvaluationConfig`; `docs/evaluation.md#online-evaluation`)
 //! that are rules: what a scorer sees of a sampled run and what its records keep of it
 //! ([`case`]), the record a scorer's score or failure makes ([`record`]), and the flush result
-//! the evaluator's counts make ([`flush`]).
+//! the evaluator's counts make ([`flush`]), and the evaluator's windows ([`window`]: the
+//! sampling comparison, the queue bound, the rate and cost budgets, the diagnostics throttle).
 //!
-//! The evaluator itself is the host's: drawing the sample, its queue and workers, calling the
-//! scorers under their deadlines, the clock, the ids, the store and the callbacks. Each host
-//! brings what it has to these steps, so that every package keeps, bounds and redacts alike.
+//! The evaluator itself is the host's: drawing the random number, its queue and workers,
+//! calling the scorers under their deadlines and the estimator, the clock, the ids, the store
+//! and the callbacks. Each host brings what it has to these steps, so that every package
+//! samples, budgets, keeps, bounds, redacts and reports alike.
 
 use serde_json::{json, Map, Value};
 
@@ -13,6 +15,8 @@ use super::{given, object, parse, refuse_unknown, type_error};
 use crate::agent::redact::redact_secrets;
 use crate::error::Error;
 use crate::js_text;
+
+pub mod window;
 
 /// How many characters of an input or output a record keeps (and a scorer is shown).
 pub const PAYLOAD_MAX_CHARS: usize = 8 * 1024;
@@ -31,6 +35,14 @@ pub enum Step {
     /// The flush result of the evaluator's counts: `{stats, timedOut?}` in; `{status,
     /// accepted, exported, dropped, failed}` out.
     Flush,
+    /// A settled run offered to the evaluator ([`window::admit`]).
+    Admit,
+    /// A queued run a worker takes up ([`window::start`]).
+    Start,
+    /// What a scorer's judges cost ([`window::cost`]).
+    Cost,
+    /// An event of the evaluator's through the diagnostics throttle ([`window::report`]).
+    Report,
 }
 
 /// One step on its request (JSON text); its answer as JSON text.
@@ -40,6 +52,10 @@ pub fn online_json(step: Step, request: &str) -> Result<String, Error> {
         Step::Case => case(&request)?,
         Step::Record => record(&request)?,
         Step::Flush => flush(&request)?,
+        Step::Admit => window::admit(&request)?,
+        Step::Start => window::start(&request)?,
+        Step::Cost => window::cost(&request)?,
+        Step::Report => window::report(&request)?,
     };
     Ok(out.to_string())
 }

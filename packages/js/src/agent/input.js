@@ -74,11 +74,145 @@ function blocksWithout(content, at, strings) {
 }
 
 /** An input for the component: `{text}`, or `{text, strings}` with long media data beside it. */
-function inputParts(value, list) {
+function inputParts(value, list, write = JSON.stringify) {
   const strings = []
   const rest = list(value, strings)
-  const text = JSON.stringify(rest) ?? 'null'
+  const text = write(rest) ?? 'null'
   return strings.length === 0 ? { text } : { text, strings }
+}
+
+/**
+ * Messages' JSON texts kept for a conversation handed over again (OMA's `run(messages)` takes
+ * the whole history each time, mostly the same message objects): `JSON.stringify` checks every
+ * character of every string for escapes, a tenth of a run with a 51-turn history. Each plain
+ * message's text is kept with a flat copy of what it held (keys, primitives and the shape of
+ * its objects and arrays, in `JSON.stringify`'s order); the text is used again only when a walk
+ * of the message finds exactly that (`sameAs`), so a message changed in place, at any depth, is
+ * written again. Keyed weakly by the message object: kept while the caller keeps it.
+ */
+const kept = new WeakMap()
+
+/**
+ * The first messages of lists written whole. A list none of whose messages is kept, and whose
+ * first message was not handed over before, is written whole (one `JSON.stringify` of the list
+ * is about twice as fast as one per message), so a caller that makes new message objects for
+ * every run pays about what it paid before (one entry here a run, not one a message); the next
+ * run that hands the same first message over writes and keeps each message.
+ */
+const seen = new WeakSet()
+
+/** Messages whose text is longer than this are written each time (the copy would double them). */
+const KEEP_MAX = 256 * 1024
+
+// Markers of an object and an array in a flat copy (never equal to a primitive).
+const OBJECT = {}
+const ARRAY = {}
+
+// Deeper than this a message is not kept (`JSON.stringify` then judges it as before).
+const FLAT_DEPTH = 64
+
+/**
+ * Appends `value`'s flat copy to `out`; false for what `JSON.stringify` may write differently
+ * from one call to the next, or not at all (a `toJSON`, an object that is not plain, a function,
+ * symbol or BigInt, a cycle), which is then never kept.
+ */
+function flatten(value, out, depth) {
+  if (value === null || typeof value !== 'object') {
+    const t = typeof value
+    if (t === 'function' || t === 'symbol' || t === 'bigint') return false
+    out.push(value)
+    return true
+  }
+  if (depth >= FLAT_DEPTH) return false
+  if (plainArray(value)) {
+    out.push(ARRAY, value.length)
+    for (let i = 0; i < value.length; i++) if (!flatten(value[i], out, depth + 1)) return false
+    return true
+  }
+  if (!plainObject(value)) return false
+  const keys = Object.keys(value)
+  out.push(OBJECT, keys.length)
+  for (let i = 0; i < keys.length; i++) {
+    out.push(keys[i])
+    if (!flatten(value[keys[i]], out, depth + 1)) return false
+  }
+  return true
+}
+
+/**
+ * Whether `value` holds what `flat` recorded from position `at`: the index after it, or -1. A
+ * flat copy holds only plain objects and arrays and primitives, so equal copies are written to
+ * the same text.
+ */
+function sameAs(value, flat, at, depth) {
+  if (value === null || typeof value !== 'object') return flat[at] === value ? at + 1 : -1
+  if (depth >= FLAT_DEPTH) return -1
+  const marker = flat[at]
+  if (marker === ARRAY) {
+    if (!plainArray(value) || flat[at + 1] !== value.length) return -1
+    at += 2
+    for (let i = 0; i < value.length && at >= 0; i++) at = sameAs(value[i], flat, at, depth + 1)
+    return at
+  }
+  if (marker !== OBJECT || !plainObject(value)) return -1
+  const keys = Object.keys(value)
+  if (flat[at + 1] !== keys.length) return -1
+  at += 2
+  for (let i = 0; i < keys.length && at >= 0; i++) {
+    if (flat[at] !== keys[i]) return -1
+    at = sameAs(value[keys[i]], flat, at + 1, depth + 1)
+  }
+  return at
+}
+
+/** The kept text of `message` if it still holds what it held when kept, else undefined. */
+function keptText(message) {
+  const entry = kept.get(message)
+  if (entry === undefined) return undefined
+  if (sameAs(message, entry.flat, 0, 0) === entry.flat.length) return entry.text
+  kept.delete(message)
+  return undefined
+}
+
+/** A message's JSON text, kept for the next run when it can be. */
+function keepText(message) {
+  const flat = []
+  const keep = flatten(message, flat, 0)
+  const text = JSON.stringify(message)
+  if (keep && text.length <= KEEP_MAX) kept.set(message, { text, flat })
+  return text
+}
+
+/**
+ * `JSON.stringify(messages)`, with the texts of messages handed over unchanged before used
+ * again (`kept`; `seen` for when to start keeping). `original` is the caller's list: a message that `messagesWithout`
+ * copied (its media taken out) is new on every run and is written each time. A list with
+ * anything but plain objects is written whole, as before (`toJSON` is called with the
+ * element's index as its key only then).
+ */
+function messagesText(messages, original) {
+  if (!plainArray(messages) || !messages.every(plainObject)) return JSON.stringify(messages)
+  const texts = new Array(messages.length)
+  let known = messages.length > 0 && seen.has(messages[0])
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]
+    if (message !== original[i]) continue
+    texts[i] = keptText(message)
+    if (texts[i] !== undefined) known = true
+  }
+  if (!known) {
+    if (messages.length > 0) seen.add(messages[0])
+    return JSON.stringify(messages)
+  }
+  let text = '['
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]
+    if (i > 0) text += ','
+    if (texts[i] !== undefined) text += texts[i]
+    else if (message === original[i]) text += keepText(message)
+    else text += JSON.stringify(message)
+  }
+  return `${text}]`
 }
 
 /** A message list with its long media data taken out, as `blocksWithout` does for blocks. */
@@ -103,7 +237,7 @@ function messagesWithout(messages, strings) {
 export function runInputJson(input) {
   if (typeof input === 'string') return { text: JSON.stringify(input) }
   preflightMessages(input)
-  return inputParts(input, messagesWithout)
+  return inputParts(input, messagesWithout, (messages) => messagesText(messages, input))
 }
 
 /** `prompt` input (a string or content blocks) for the component, as `runInputJson` gives it. */

@@ -4,7 +4,9 @@
 // holds a run: what a scorer throws is a `scorer_error` record, a full queue or an exhausted
 // budget drops the sample, a store that fails drops the records, and each of these is reported
 // as a diagnostic (at most one per kind a minute). `forceFlush` and `shutdown` wait for what was
-// queued (docs/evaluation.md#online-evaluation).
+// queued (docs/evaluation.md#online-evaluation). The sampling comparison, the queue bound, the
+// budgets' windows and the diagnostics' throttle are the core's steps (`admit`, `start`, `cost`,
+// `report`) on a window state this evaluator holds and hands back, with its clock.
 import { unrefTimer } from '../observability/sink.js'
 import { classifyRunFailure } from '../observability/status.js'
 import { Watermark } from '../observability/watermark.js'
@@ -15,7 +17,6 @@ import { checkScoreResult, scoreCostInputs } from './scorer.js'
 const DEFAULT_MAX_CONCURRENT = 1
 const DEFAULT_MAX_QUEUE_LENGTH = 100
 const DEFAULT_FLUSH_TIMEOUT_MS = 30_000
-const DIAGNOSTIC_INTERVAL_MS = 60_000
 const CONFIG_KEYS = ['scorers', 'sample', 'maxConcurrent', 'maxQueueLength', 'budget', 'store', 'storePayloads', 'onResult',
   'onDiagnostic', 'diagnostics']
 const BUDGET_KEYS = ['maxEvaluationsPerMinute', 'maxCostPerHour']
@@ -99,8 +100,8 @@ export class OnlineEvaluator {
   #sample
   #maxConcurrent
   #maxQueueLength
-  #maxEvaluationsPerMinute
-  #maxCostPerHour
+  #budget
+  #costBudget
   #store
   #storePayloads
   #onResult
@@ -110,10 +111,7 @@ export class OnlineEvaluator {
   #random
   #estimateCost
   #queue = []
-  #reservations = []
-  #costs = []
-  #diagnosticCounts = new Map()
-  #diagnosticEmitted = new Map()
+  #window = {}
   #stats = { sampled: 0, enqueued: 0, completed: 0, dropped: 0, failed: 0, storeFailed: 0 }
   #evalRunId = `online_eval_${uuid()}`
   #nextId = 0
@@ -149,8 +147,8 @@ export class OnlineEvaluator {
     this.#maxConcurrent = positiveInteger(config.maxConcurrent, DEFAULT_MAX_CONCURRENT, 'maxConcurrent')
     this.#maxQueueLength = positiveInteger(config.maxQueueLength, DEFAULT_MAX_QUEUE_LENGTH, 'maxQueueLength')
     const perMinute = config.budget?.maxEvaluationsPerMinute
-    this.#maxEvaluationsPerMinute = perMinute === undefined ? undefined : positiveInteger(perMinute, perMinute, 'budget.maxEvaluationsPerMinute')
-    this.#maxCostPerHour = positiveFinite(config.budget?.maxCostPerHour, 'budget.maxCostPerHour')
+    const maxEvaluationsPerMinute = perMinute === undefined ? undefined : positiveInteger(perMinute, perMinute, 'budget.maxEvaluationsPerMinute')
+    const maxCostPerHour = positiveFinite(config.budget?.maxCostPerHour, 'budget.maxCostPerHour')
     this.#store = config.store
     this.#storePayloads = config.storePayloads ?? 'none'
     this.#onResult = config.onResult
@@ -159,22 +157,26 @@ export class OnlineEvaluator {
     this.#now = runtime.now ?? Date.now
     this.#random = runtime.random ?? Math.random
     this.#estimateCost = runtime.estimateCost
-    if (this.#maxCostPerHour !== undefined && this.#estimateCost === undefined) {
-      this.#report('budget_exhausted', 'Cost budget is inactive because no estimateCost function was configured.')
+    // The cost budget is in force only with an estimator to count the judges' cost with.
+    this.#costBudget = maxCostPerHour !== undefined && this.#estimateCost !== undefined
+    this.#budget = {
+      ...(maxEvaluationsPerMinute !== undefined ? { maxEvaluationsPerMinute } : {}),
+      ...(this.#costBudget ? { maxCostPerHour } : {}),
     }
+    if (maxCostPerHour !== undefined && !this.#costBudget) this.#report('cost_inactive')
   }
 
   /** Decides, budgets and queues one settled top-level run (`{input, result, durationMs}`); true when queued. */
   enqueue(sample) {
     if (this.#closing) {
       this.#stats.dropped++
-      this.#report('enqueue_after_shutdown', 'Online evaluation rejected after shutdown began.')
+      this.#report('after_shutdown')
       return false
     }
     const identity = sample.result.identity
     if (identity === undefined) {
       this.#stats.failed++
-      this.#report('scorer_failed', 'Online evaluation skipped a run without runtime identity.', 'error')
+      this.#report('no_identity')
       return false
     }
     const context = Object.freeze({
@@ -183,23 +185,37 @@ export class OnlineEvaluator {
       metadata: Object.freeze({ ...sample.result.metadata }),
       durationMs: Math.max(0, sample.durationMs),
     })
-    if (!this.#shouldSample(context)) return false
+    let drawn
+    if (typeof this.#sample === 'number') {
+      drawn = { sample: this.#sample, random: this.#random() }
+    } else {
+      try {
+        drawn = { sample: this.#sample(context) === true }
+      } catch {
+        this.#report('sampling_failed')
+        return false
+      }
+    }
+    let admitted
+    try {
+      admitted = this.#step('admit', {
+        budget: this.#budget,
+        entryId: this.#nextId + 1,
+        evaluations: this.#scorers.length,
+        queueLength: this.#queue.length,
+        maxQueueLength: this.#maxQueueLength,
+        ...drawn,
+      })
+    } catch {
+      // Not reached with the evaluator's own values; a run is never failed by its evaluation.
+      this.#stats.failed++
+      return false
+    }
+    if (admitted.outcome === 'skipped') return false
     this.#stats.sampled++
-    if (this.#queue.length >= this.#maxQueueLength) {
+    if (admitted.outcome !== 'queued') {
       this.#stats.dropped++
-      this.#report('queue_full', 'Online evaluation sample dropped because the bounded queue is full.')
-      return false
-    }
-    const now = this.#now()
-    this.#prune(now)
-    if (this.#costExhausted()) {
-      this.#stats.dropped++
-      this.#report('budget_exhausted', 'Online evaluation cost budget is exhausted.')
-      return false
-    }
-    if (!this.#reserve(this.#nextId + 1, this.#scorers.length, now)) {
-      this.#stats.dropped++
-      this.#report('budget_exhausted', 'Online evaluation rate budget is exhausted.')
+      this.#emit(admitted.diagnostic)
       return false
     }
     this.#stats.enqueued++
@@ -216,7 +232,7 @@ export class OnlineEvaluator {
     this.#startWorkers()
     const done = await this.#settled.waitFor(target, options.timeoutMs ?? DEFAULT_FLUSH_TIMEOUT_MS)
     if (!done) {
-      this.#report('flush_timeout', 'Online evaluation flush timed out before queued samples settled.')
+      this.#report('flush_timeout')
       return this.#flushResult(true)
     }
     return this.#flushResult(false)
@@ -233,16 +249,6 @@ export class OnlineEvaluator {
 
   getStats() {
     return { ...this.#stats }
-  }
-
-  #shouldSample(context) {
-    if (typeof this.#sample === 'number') return this.#random() < this.#sample
-    try {
-      return this.#sample(context) === true
-    } catch {
-      this.#report('scorer_failed', 'Online sampling rule failed; the run was not sampled.', 'error')
-      return false
-    }
   }
 
   #schedule() {
@@ -265,7 +271,7 @@ export class OnlineEvaluator {
       this.#active++
       this.#process(entry).catch(() => {
         this.#stats.failed++
-        this.#report('scorer_failed', 'Online evaluation worker failed unexpectedly.', 'error')
+        this.#report('worker_failed')
       }).finally(() => {
         this.#active--
         this.#settled.settle(entry.id)
@@ -275,11 +281,11 @@ export class OnlineEvaluator {
   }
 
   async #process(entry) {
-    this.#prune(this.#now())
-    if (this.#costExhausted()) {
-      this.#release(entry.id)
+    // A cost budget spent while the run waited drops it (the core gives its reservation back).
+    const started = this.#step('start', { budget: this.#budget, entryId: entry.id })
+    if (started.outcome !== 'score') {
       this.#stats.dropped++
-      this.#report('budget_exhausted', 'Online evaluation cost budget is exhausted.')
+      this.#emit(started.diagnostic)
       return
     }
     const { sample, context } = entry
@@ -307,7 +313,7 @@ export class OnlineEvaluator {
         const timeout = error instanceof ScorerTimeoutError
         const errorInfo = classifyRunFailure(error, timeout ? { kind: 'timeout', statusCode: 'timeout' } : {}).errorInfo
         records.push(this.#record(context, scorer, usage(), payload, { error: errorInfo }))
-        this.#report('scorer_failed', 'Online evaluation scorer failed; a scorer_error record was produced.', 'error', scorer.name)
+        this.#report('scorer_failed', scorer.name)
       }
     }
     if (this.#store !== undefined) {
@@ -315,7 +321,7 @@ export class OnlineEvaluator {
         await this.#store.append(records)
       } catch {
         this.#stats.storeFailed += records.length
-        this.#report('store_append_failed', 'Online evaluation records were discarded because EvalStore append failed.', 'error')
+        this.#report('store_failed')
         return
       }
     }
@@ -346,59 +352,49 @@ export class OnlineEvaluator {
     return record
   }
 
-  /** Adds what a scorer's judges cost (by `estimateCost`) to the hour's cost budget. */
+  /**
+   * Counts what a scorer's judges cost (by `estimateCost`, the amounts checked by the core)
+   * against the hour's cost budget; an estimator that throws ends the count there.
+   */
   #recordCost(scored) {
-    if (this.#maxCostPerHour === undefined || this.#estimateCost === undefined) return
-    let amount = 0
-    try {
-      for (const input of scoreCostInputs(scored)) {
-        const estimated = this.#estimateCost(input.usage, input.context)
-        if (!Number.isFinite(estimated) || estimated < 0) throw new Error('estimateCost returned an invalid amount.')
-        amount += estimated
+    if (!this.#costBudget) return
+    const amounts = []
+    for (const input of scoreCostInputs(scored)) {
+      let estimated
+      try {
+        estimated = this.#estimateCost(input.usage, input.context)
+      } catch {
+        amounts.push(null)
+        break
       }
-    } catch {
-      this.#stats.failed++
-      this.#report('budget_exhausted', 'Online evaluation cost could not be estimated; the cost budget remains best-effort.')
-      return
+      // What JSON carries of it: a number as it is (NaN and infinities as null), else null.
+      amounts.push(typeof estimated === 'number' ? estimated : null)
     }
-    if (amount > 0) this.#costs.push({ at: this.#now(), amount })
+    const counted = this.#step('cost', { amounts })
+    if (counted.outcome !== 'recorded') {
+      this.#stats.failed++
+      this.#emit(counted.diagnostic)
+    }
   }
 
-  #prune(now) {
-    while (this.#reservations[0] && this.#reservations[0].at <= now - 60_000) this.#reservations.shift()
-    while (this.#costs[0] && this.#costs[0].at <= now - 3_600_000) this.#costs.shift()
+  /** One step of the core's window rules on the evaluator's clock and window; the next window kept. */
+  #step(step, request) {
+    const answer = onlineStep(step, { now: this.#now(), window: this.#window, ...request })
+    this.#window = answer.window
+    return answer
   }
 
-  #reserve(entryId, count, now) {
-    if (this.#maxEvaluationsPerMinute === undefined) return true
-    const used = this.#reservations.reduce((sum, r) => sum + r.count, 0)
-    if (used + count > this.#maxEvaluationsPerMinute) return false
-    this.#reservations.push({ entryId, at: now, count })
-    return true
+  /** An event of the evaluator's through the core's throttle (one diagnostic per kind a minute). */
+  #report(event, scorerName) {
+    this.#emit(this.#step('report', { event, ...(scorerName !== undefined ? { scorerName } : {}) }).diagnostic)
   }
 
-  #release(entryId) {
-    const index = this.#reservations.findIndex((r) => r.entryId === entryId)
-    if (index >= 0) this.#reservations.splice(index, 1)
-  }
-
-  #costExhausted() {
-    if (this.#maxCostPerHour === undefined || this.#estimateCost === undefined) return false
-    return this.#costs.reduce((sum, c) => sum + c.amount, 0) >= this.#maxCostPerHour
-  }
-
-  /** One diagnostic per kind a minute, counting the ones held back; never thrown. */
-  #report(code, message, severity = 'warning', scorerName) {
-    const count = (this.#diagnosticCounts.get(code) ?? 0) + 1
-    this.#diagnosticCounts.set(code, count)
-    const now = this.#now()
-    if (now - (this.#diagnosticEmitted.get(code) ?? -Infinity) < DIAGNOSTIC_INTERVAL_MS) return
-    this.#diagnosticCounts.set(code, 0)
-    this.#diagnosticEmitted.set(code, now)
-    const diagnostic = { code, severity, count, ...(scorerName !== undefined ? { scorerName } : {}), message }
+  /** A diagnostic the throttle let through, to `onDiagnostic` (else a warning); never thrown. */
+  #emit(diagnostic) {
+    if (diagnostic === undefined) return
     try {
       if (this.#onDiagnostic !== undefined) this.#onDiagnostic(diagnostic)
-      else if (this.#diagnostics !== 'silent') console.warn(`[open-multi-agent evaluation] ${code}: ${message}`)
+      else if (this.#diagnostics !== 'silent') console.warn(`[open-multi-agent evaluation] ${diagnostic.code}: ${diagnostic.message}`)
     } catch {
       this.#stats.failed++
     }

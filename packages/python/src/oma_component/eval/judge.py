@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from ._rules import judge_step
 from ._types import ScoreResult
+from .scorer import attach_score_cost_inputs
 
 JudgePrompt = Union[str, Callable[[Mapping[str, Any]], str]]
 
@@ -78,12 +79,18 @@ class JudgeScorer:
             request["schema"] = self.verdict_schema
         return request
 
-    async def _verdict(self, index: int, prompt: str, cancel: Any) -> Dict[str, Any]:
+    async def _verdict(self, index: int, prompt: str, cancel: Any, costs: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """One judge's verdict on ``prompt``; what its run spent joins ``costs`` whatever the
+        verdict (online evaluation's cost budget counts it)."""
         from .._agent.orchestrator import run_agent_async
 
         judge = self.judges[index]
         checked = self.checked["judges"][index]
         result = await run_agent_async(prompt, cancel=cancel, **judge)
+        context: Dict[str, Any] = {"agentName": checked["name"], "model": checked.get("model"), "phase": "agent"}
+        if judge.get("provider") is not None:
+            context["provider"] = judge["provider"]
+        costs.append({"usage": result.get("tokenUsage") or {}, "context": context})
         if not result.get("success"):
             error = result.get("error")
             if isinstance(error, BaseException):
@@ -111,10 +118,12 @@ class JudgeScorer:
         signal = context.get("signal")
         unsubscribe = signal._subscribe(token.cancel) if signal is not None and hasattr(signal, "_subscribe") else None
         verdicts: List[Dict[str, Any]] = []
+        costs: List[Dict[str, Any]] = []
+        spent = costs  # what the score or its failure carries: the judges that answered in time
 
         async def every() -> None:
             for index in range(len(self.judges)):
-                verdicts.append(await self._verdict(index, prompt, token))
+                verdicts.append(await self._verdict(index, prompt, token, costs))
 
         try:
             if self.checked.get("timeoutMs") is None:
@@ -126,16 +135,21 @@ class JudgeScorer:
                 task = asyncio.ensure_future(every())
                 done, _ = await asyncio.wait({task}, timeout=timeout / 1000)
                 if task not in done:
+                    spent = list(costs)
                     token.cancel()
                     await asyncio.wait({task})
                     if not task.cancelled():
                         task.exception()
                     raise TimeoutError(f"Judge scorer exceeded timeout of {timeout:g}ms.")
                 task.result()
+        except Exception as error:
+            attach_score_cost_inputs(error, spent)
+            raise
         finally:
             if callable(unsubscribe):
                 unsubscribe()
-        return judge_step("aggregate", {"verdicts": verdicts, "quorum": self.checked["quorum"]})  # type: ignore[no-any-return]
+        aggregate = judge_step("aggregate", {"verdicts": verdicts, "quorum": self.checked["quorum"]})
+        return attach_score_cost_inputs(aggregate, costs)  # type: ignore[no-any-return]
 
 
 def judge_scorer(name: str, *, judges: Sequence[Mapping[str, Any]], version: Optional[str] = None,

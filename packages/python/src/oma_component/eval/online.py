@@ -10,14 +10,17 @@ record; a full queue, a spent rate budget or a run after :meth:`OnlineEvaluator.
 the sample; a store whose ``append`` fails loses that sample's records. Each is counted
 (:meth:`OnlineEvaluator.get_stats`) and reported as a diagnostic, at most one per kind a minute.
 
-What scorers see of the run and what the records keep are the core's rules (the codec's
-``online-evaluation``; docs/evaluation.md#online-evaluation), the same as JavaScript's.
+What scorers see of the run, what the records keep, the sampling comparison, the queue bound,
+the budgets' windows and the diagnostics' throttle are the core's rules (the codec's
+``online-evaluation``; docs/evaluation.md#online-evaluation), the same as JavaScript's: this
+side holds the window state they answer with and hands it back, with its clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import random
 import threading
 import time
@@ -31,13 +34,12 @@ from .._watermark import Watermark
 from ._rules import online_step
 from ._values import ScorerTimeoutError, error_info
 from .runner import _call, _score_within
-from .scorer import check_score_result, scorer_fields
+from .scorer import check_score_result, score_cost_inputs, scorer_fields
 
 DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MAX_QUEUE_LENGTH = 100
 DEFAULT_FLUSH_TIMEOUT_MS = 30_000
-DIAGNOSTIC_INTERVAL_MS = 60_000
-_BUDGET_KEYS = ("max_evaluations_per_minute",)
+_BUDGET_KEYS = ("max_evaluations_per_minute", "max_cost_per_hour")
 
 
 def _positive(value: Any, default: int, name: str) -> int:
@@ -46,6 +48,14 @@ def _positive(value: Any, default: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer.")
     return value
+
+
+def _amount(value: Any) -> Any:
+    """What JSON carries of an estimator's amount: a number as it is (``None`` for NaN and the
+    infinities, which JSON has not), anything else as ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _json_value(value: Any) -> Any:
@@ -62,17 +72,21 @@ class OnlineEvaluator:
     ``scorers`` (at least one), ``sample`` (a share in [0, 1], drawn at random, or a function of
     ``{"identity", "status", "metadata", "durationMs"}`` that returns ``True`` to sample; one
     that raises samples nothing), ``max_concurrent`` (1), ``max_queue_length`` (100),
-    ``budget={"max_evaluations_per_minute": n}`` (reserved per scorer when a run is queued),
-    ``store`` (an evaluation store: ``append(records)``), ``store_payloads`` (``"none"``,
-    ``"redacted"``, ``"full"``), ``on_result(record)``, ``on_diagnostic(diagnostic)`` (else a
-    warning unless ``diagnostics="silent"``)."""
+    ``budget={"max_evaluations_per_minute": n, "max_cost_per_hour": x}`` (evaluations reserved
+    per scorer when a run is queued; the hour's cost of the judges' model usage, priced by
+    ``estimate_cost(usage, context)``, OMA's ``estimateCost``: without it the cost budget is
+    inactive, with one diagnostic saying so), ``store`` (an evaluation store:
+    ``append(records)``), ``store_payloads`` (``"none"``, ``"redacted"``, ``"full"``),
+    ``on_result(record)``, ``on_diagnostic(diagnostic)`` (else a warning unless
+    ``diagnostics="silent"``)."""
 
     def __init__(self, scorers: Sequence[Any], *, sample: Any, max_concurrent: Optional[int] = None,
                  max_queue_length: Optional[int] = None, budget: Optional[Mapping[str, Any]] = None,
                  store: Any = None, store_payloads: str = "none",
                  on_result: Optional[Callable[[Any], Any]] = None,
                  on_diagnostic: Optional[Callable[[Dict[str, Any]], Any]] = None,
-                 diagnostics: str = "warn") -> None:
+                 diagnostics: str = "warn",
+                 estimate_cost: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], float]] = None) -> None:
         if isinstance(scorers, (str, bytes)) or not isinstance(scorers, Sequence) or len(scorers) == 0:
             raise TypeError("OnlineEvaluationConfig.scorers must contain at least one scorer.")
         self._scorers = [(s, *scorer_fields(s, i)) for i, s in enumerate(scorers)]
@@ -88,24 +102,31 @@ class OnlineEvaluator:
                 raise TypeError("OnlineEvaluationConfig.budget must be a dict")
             for key in budget:
                 if key not in _BUDGET_KEYS:
-                    # The cost budget counts the judges' usage, which the Python judges do not
-                    # report: refused rather than left without effect.
                     raise TypeError(f"OnlineEvaluationConfig.budget does not support the option {key!r}")
+        if estimate_cost is not None and not callable(estimate_cost):
+            raise TypeError("estimate_cost must be a function of (usage, context)")
         self._sample = sample
         self._max_concurrent = _positive(max_concurrent, DEFAULT_MAX_CONCURRENT, "max_concurrent")
         self._max_queue_length = _positive(max_queue_length, DEFAULT_MAX_QUEUE_LENGTH, "max_queue_length")
         per_minute = (budget or {}).get("max_evaluations_per_minute")
-        self._per_minute = None if per_minute is None else _positive(per_minute, 1,
-                                                                       "budget.max_evaluations_per_minute")
+        self._budget: Dict[str, Any] = {} if per_minute is None else {
+            "maxEvaluationsPerMinute": _positive(per_minute, 1, "budget.max_evaluations_per_minute")}
+        per_hour = (budget or {}).get("max_cost_per_hour")
+        if per_hour is not None and (isinstance(per_hour, bool) or not isinstance(per_hour, (int, float))
+                                     or not math.isfinite(per_hour) or per_hour <= 0):
+            raise ValueError("budget.max_cost_per_hour must be a positive finite number.")
+        # The cost budget is in force only with an estimator to price the judges' usage with.
+        self._estimate_cost = estimate_cost
+        self._cost_budget = per_hour is not None and estimate_cost is not None
+        if self._cost_budget:
+            self._budget["maxCostPerHour"] = per_hour
         self._store, self._payloads = store, store_payloads
         self._on_result, self._on_diagnostic, self._diagnostics = on_result, on_diagnostic, diagnostics
         self._now: Callable[[], float] = lambda: time.time() * 1000
         self._random: Callable[[], float] = random.random
         self._lock = threading.Condition()
         self._queue: Deque[Tuple[int, Any, Any, Dict[str, Any]]] = deque()
-        self._reservations: List[Tuple[int, float, int]] = []
-        self._diagnostic_counts: Dict[str, int] = {}
-        self._diagnostic_emitted: Dict[str, float] = {}
+        self._window: Any = {}
         self._stats = {"sampled": 0, "enqueued": 0, "completed": 0, "dropped": 0, "failed": 0, "storeFailed": 0}
         self._eval_run_id = f"online_eval_{uuid.uuid4()}"
         self._next_id = 0
@@ -114,6 +135,9 @@ class OnlineEvaluator:
         self._closing = False
         self._shutdown: Optional[Dict[str, Any]] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        if per_hour is not None and not self._cost_budget:
+            with self._lock:
+                self._report("cost_inactive")
 
     # -- taking samples ------------------------------------------------------------------------
 
@@ -122,12 +146,12 @@ class OnlineEvaluator:
         with self._lock:
             if self._closing:
                 self._stats["dropped"] += 1
-                self._report("enqueue_after_shutdown", "Online evaluation rejected after shutdown began.")
+                self._report("after_shutdown")
                 return False
             identity = result.get("identity")
             if identity is None:
                 self._stats["failed"] += 1
-                self._report("scorer_failed", "Online evaluation skipped a run without runtime identity.", "error")
+                self._report("no_identity")
                 return False
             context = {
                 "identity": identity,
@@ -136,19 +160,23 @@ class OnlineEvaluator:
                 "metadata": dict(result.get("metadata") or {}),
                 "durationMs": max(0, duration_ms),
             }
-        if not self._should_sample(context):
+        drawn = self._draw(context)
+        if drawn is None:
             return False
         with self._lock:
-            self._stats["sampled"] += 1
-            if len(self._queue) >= self._max_queue_length:
-                self._stats["dropped"] += 1
-                self._report("queue_full", "Online evaluation sample dropped because the bounded queue is full.")
+            try:
+                admitted = self._step("admit", {
+                    "budget": self._budget, "entryId": self._next_id + 1, "evaluations": len(self._scorers),
+                    "queueLength": len(self._queue), "maxQueueLength": self._max_queue_length, **drawn})
+            except Exception:  # noqa: BLE001 - not reached with the evaluator's own values
+                self._stats["failed"] += 1
                 return False
-            now = self._now()
-            self._prune(now)
-            if not self._reserve(self._next_id + 1, len(self._scorers), now):
+            if admitted["outcome"] == "skipped":
+                return False
+            self._stats["sampled"] += 1
+            if admitted["outcome"] != "queued":
                 self._stats["dropped"] += 1
-                self._report("budget_exhausted", "Online evaluation rate budget is exhausted.")
+                self._emit(admitted.get("diagnostic"))
                 return False
             self._stats["enqueued"] += 1
             self._next_id += 1
@@ -156,26 +184,24 @@ class OnlineEvaluator:
             self._start_workers()
             return True
 
-    def _should_sample(self, context: Dict[str, Any]) -> bool:
+    def _draw(self, context: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """What the core samples by: the share and a random draw, or the sampling function's
+        answer; ``None`` when that function raised (it samples nothing)."""
         if not callable(self._sample):
-            return bool(self._random() < self._sample)
+            return {"sample": self._sample, "random": self._random()}
         try:
-            return self._sample(context) is True
+            return {"sample": self._sample(context) is True}
         except Exception:  # noqa: BLE001 - a sampling rule that raises samples nothing
             with self._lock:
-                self._report("scorer_failed", "Online sampling rule failed; the run was not sampled.", "error")
-            return False
+                self._report("sampling_failed")
+            return None
 
-    def _prune(self, now: float) -> None:
-        self._reservations = [r for r in self._reservations if r[1] > now - 60_000]
-
-    def _reserve(self, entry_id: int, count: int, now: float) -> bool:
-        if self._per_minute is None:
-            return True
-        if sum(r[2] for r in self._reservations) + count > self._per_minute:
-            return False
-        self._reservations.append((entry_id, now, count))
-        return True
+    def _step(self, step: str, request: Dict[str, Any]) -> Dict[str, Any]:
+        """One step of the core's window rules on the evaluator's clock and window (under the
+        lock); the next window kept."""
+        answer: Dict[str, Any] = online_step(step, {"now": self._now(), "window": self._window, **request})
+        self._window = answer["window"]
+        return answer
 
     # -- the workers ---------------------------------------------------------------------------
 
@@ -199,7 +225,7 @@ class OnlineEvaluator:
         with self._lock:
             if future.exception() is not None:
                 self._stats["failed"] += 1
-                self._report("scorer_failed", "Online evaluation worker failed unexpectedly.", "error")
+                self._report("worker_failed")
             self._active -= 1
             self._settled.settle(entry_id)
             self._start_workers()
@@ -211,7 +237,14 @@ class OnlineEvaluator:
         return await _score_within(scorer, name, timeout_ms, context, CancelToken())
 
     async def _process(self, entry: Tuple[int, Any, Any, Dict[str, Any]]) -> None:
-        _, input, result, context = entry
+        entry_id, input, result, context = entry
+        with self._lock:
+            # A cost budget spent while the run waited drops it (the core gives its reservation back).
+            started = self._step("start", {"budget": self._budget, "entryId": entry_id})
+            if started["outcome"] != "score":
+                self._stats["dropped"] += 1
+                self._emit(started.get("diagnostic"))
+                return
         output = result.get("output")
         request: Dict[str, Any] = {"storePayloads": self._payloads}
         if input is not None:
@@ -232,12 +265,14 @@ class OnlineEvaluator:
                     "signal": CancelToken()})
                 with self._lock:
                     self._stats["completed"] += 1
+                self._record_cost(scored)
                 outcome = {"score": scored}
             except Exception as error:  # noqa: BLE001 - a scorer's failure is a scorer_error record
                 with self._lock:
                     self._stats["failed"] += 1
-                    self._report("scorer_failed", "Online evaluation scorer failed; a scorer_error record was produced.",
-                                 "error", name)
+                self._record_cost(error)
+                with self._lock:
+                    self._report("scorer_failed", name)
                 outcome = {"error": error_info(error, "timeout" if isinstance(error, ScorerTimeoutError) else None)}
             records.append(online_step("record", {
                 "evalRunId": self._eval_run_id, "recordId": f"eval_record_{uuid.uuid4()}",
@@ -250,8 +285,7 @@ class OnlineEvaluator:
             except Exception:  # noqa: BLE001 - a failing store loses the records, never the run
                 with self._lock:
                     self._stats["storeFailed"] += len(records)
-                    self._report("store_append_failed",
-                                 "Online evaluation records were discarded because EvalStore append failed.", "error")
+                    self._report("store_failed")
                 return
         for record in records:
             if self._on_result is None:
@@ -262,22 +296,41 @@ class OnlineEvaluator:
                 with self._lock:
                     self._stats["failed"] += 1
 
+    def _record_cost(self, scored: Any) -> None:
+        """Counts what a scorer's judges spent (priced by ``estimate_cost``, the amounts checked by
+        the core) against the hour's cost budget; an estimator that raises ends the count there."""
+        if not self._cost_budget or self._estimate_cost is None:
+            return
+        amounts: List[Any] = []
+        for item in score_cost_inputs(scored):
+            try:
+                estimated = self._estimate_cost(item["usage"], item["context"])
+            except Exception:  # noqa: BLE001 - an estimator that raises leaves the budget best effort
+                amounts.append(None)
+                break
+            amounts.append(_amount(estimated))
+        with self._lock:
+            counted = self._step("cost", {"amounts": amounts})
+            if counted["outcome"] != "recorded":
+                self._stats["failed"] += 1
+                self._emit(counted.get("diagnostic"))
+
     # -- diagnostics, flushing -----------------------------------------------------------------
 
-    def _report(self, code: str, message: str, severity: str = "warning", scorer_name: Optional[str] = None) -> None:
-        """One diagnostic per kind a minute, counting the ones held back (under the lock)."""
-        count = self._diagnostic_counts.get(code, 0) + 1
-        self._diagnostic_counts[code] = count
-        now = self._now()
-        last = self._diagnostic_emitted.get(code)
-        if last is not None and now - last < DIAGNOSTIC_INTERVAL_MS:
-            return
-        self._diagnostic_counts[code] = 0
-        self._diagnostic_emitted[code] = now
-        diagnostic: Dict[str, Any] = {"code": code, "severity": severity, "count": count}
+    def _report(self, event: str, scorer_name: Optional[str] = None) -> None:
+        """An event of the evaluator's through the core's throttle: one diagnostic per kind a
+        minute, counting the ones held back (under the lock)."""
+        request: Dict[str, Any] = {"event": event}
         if scorer_name is not None:
-            diagnostic["scorerName"] = scorer_name
-        diagnostic["message"] = message
+            request["scorerName"] = scorer_name
+        self._emit(self._step("report", request).get("diagnostic"))
+
+    def _emit(self, diagnostic: Optional[Dict[str, Any]]) -> None:
+        """A diagnostic the throttle let through, to ``on_diagnostic`` (else a warning); never
+        raised (under the lock)."""
+        if diagnostic is None:
+            return
+        code, message = diagnostic["code"], diagnostic["message"]
         try:
             if self._on_diagnostic is not None:
                 self._on_diagnostic(diagnostic)
@@ -294,7 +347,7 @@ class OnlineEvaluator:
             target = self._next_id
             done = self._lock.wait_for(lambda: self._settled.through >= target, wait)
             if not done:
-                self._report("flush_timeout", "Online evaluation flush timed out before queued samples settled.")
+                self._report("flush_timeout")
             flushed: Dict[str, Any] = online_step("flush", {"stats": dict(self._stats),
                                                             **({} if done else {"timedOut": True})})
             return flushed

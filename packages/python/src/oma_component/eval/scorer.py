@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Optional, Protocol, Set, Union, runtime_checkable
+from typing import (Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, Set, Tuple, Union,
+                    runtime_checkable)
 
 from ._types import ScoreResult, ScorerContext
 from ._values import is_trace_attribute
@@ -57,6 +58,37 @@ def define_scorer(name: str, score: ScoreFunction, *, version: Optional[str] = N
         warnings.warn(f'Scorer "{name}" has no version; baseline comparisons cannot detect scoring drift.',
                       UserWarning, stacklevel=2)
     return DefinedScorer(name, score, version, timeout_ms)
+
+
+#: Where a score result or a scorer's error carries the model usage its judges spent.
+_COST_INPUTS = "_oma_cost_inputs"
+
+
+class _CostedScore(dict):  # type: ignore[type-arg]
+    """A score result that carries the model usage its judges spent (as an attribute: unseen by
+    JSON, equality and the result's checks)."""
+
+
+def attach_score_cost_inputs(target: Any, inputs: Sequence[Mapping[str, Any]]) -> Any:
+    """``target`` (a score result or an exception) carrying ``inputs``, each ``{"usage",
+    "context"}`` of one judge's run, for online evaluation's cost budget (OMA's
+    ``attachScoreCostInputs``); a dict result comes back as a copy that carries them."""
+    if not inputs:
+        return target
+    kept = tuple({"usage": dict(i.get("usage") or {}), "context": dict(i["context"])} for i in inputs)
+    if isinstance(target, dict):
+        target = _CostedScore(target)
+    try:
+        setattr(target, _COST_INPUTS, kept)
+    except (AttributeError, TypeError):
+        pass  # a value that takes no attribute carries no usage
+    return target
+
+
+def score_cost_inputs(value: Any) -> Tuple[Mapping[str, Any], ...]:
+    """The model usage a score result or error carries, or none."""
+    inputs = getattr(value, _COST_INPUTS, ())
+    return inputs if isinstance(inputs, tuple) else ()
 
 
 def scorer_fields(scorer: Any, index: int) -> "tuple[str, Optional[str], Optional[float]]":

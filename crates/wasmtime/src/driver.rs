@@ -11,6 +11,8 @@
 //! timer.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
@@ -84,13 +86,39 @@ impl DriverHarness {
     }
 }
 
+/// A caller's way to cancel a run the host drives (OMA's `AbortSignal`, Python's
+/// `CancelToken`): cloned into whatever may decide to give up (a tool, another task) and handed
+/// to [`DriverGuest::run_agent_cancellable`]. Once cancelled it stays cancelled.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token not cancelled.
+    pub fn new() -> Self {
+        CancelToken::default()
+    }
+
+    /// Cancels the runs this token was given to (and any it is given to later).
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
 /// The HTTP of one session in flight: the response body being read, and the run's agent; and
-/// the rest of an LLM adapter's stream, answered event by event as the session asks.
+/// the rest of an LLM adapter's stream, answered event by event as the session asks; and the
+/// caller's cancel token, with whether the session was told.
 struct Flight {
     agent: String,
     body: Option<WasiBody>,
     between_bytes: Duration,
     model: VecDeque<Answer>,
+    cancel: Option<CancelToken>,
+    cancelled: bool,
 }
 
 impl Flight {
@@ -100,7 +128,14 @@ impl Flight {
             body: None,
             between_bytes: Duration::from_secs(30),
             model: VecDeque::new(),
+            cancel: None,
+            cancelled: false,
         }
+    }
+
+    /// Whether the caller cancelled and the session has not been told yet.
+    fn cancel_due(&self) -> bool {
+        !self.cancelled && self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
     }
 }
 
@@ -481,6 +516,34 @@ impl DriverGuest {
         }
     }
 
+    /// `driver.run-agent` as [`DriverGuest::run_agent`], cancellable by its caller through
+    /// `cancel`: once the token is cancelled (before the run, or while one of its steps is
+    /// performed, a tool call say), the session is told (`session.cancel`) before it is asked
+    /// for its next step, the answer of the step in hand is dropped (it came too late), and the
+    /// session is driven on to OMA's cancelled result, delivering the records and legacy events
+    /// that close the run's trace to the host.
+    pub async fn run_agent_cancellable(
+        &mut self,
+        config: &AgentConfig,
+        input: &RunInput,
+        options: &RunAgentOptions,
+        cancel: &CancelToken,
+    ) -> anyhow::Result<Result<RunResult, WitError>> {
+        start_call(&mut self.store);
+        let driver = self.bindings.oma_agent_driver();
+        let session = driver
+            .call_run_agent(&mut self.store, config, input, *options, &typed(7))
+            .await?;
+        match session {
+            Ok(session) => {
+                let mut flight = Flight::new(&config.name);
+                flight.cancel = Some(cancel.clone());
+                Ok(Ok(self.drive(session, flight).await?))
+            }
+            Err(error) => Ok(Err(error)),
+        }
+    }
+
     /// `session.next`, unperformed: the raw poll, for a host that performs the steps itself.
     pub async fn next_step(
         &mut self,
@@ -549,7 +612,15 @@ impl DriverGuest {
 
     /// Drives `session` to its result and drops it.
     async fn finish(&mut self, session: ResourceAny, agent: &str) -> anyhow::Result<RunResult> {
-        let mut flight = Flight::new(agent);
+        self.drive(session, Flight::new(agent)).await
+    }
+
+    /// Drives `session` to its result with `flight` and drops it.
+    async fn drive(
+        &mut self,
+        session: ResourceAny,
+        mut flight: Flight,
+    ) -> anyhow::Result<RunResult> {
         let mut outcome = Err(anyhow!(
             "the session did not end within {MAX_SESSION_STEPS} steps"
         ));
@@ -570,8 +641,15 @@ impl DriverGuest {
         outcome
     }
 
-    /// Asks for one step and performs it.
+    /// Asks for one step and performs it; first tells the session of its caller's cancel.
     async fn step(&mut self, session: ResourceAny, flight: &mut Flight) -> anyhow::Result<Driven> {
+        if flight.cancel_due() {
+            flight.cancelled = true;
+            flight.body = None;
+            flight.model.clear();
+            // Refused only when the run is already over: its result stands.
+            let _ = self.cancel(session).await?;
+        }
         let step = match self.next_step(session).await? {
             Ok(Poll::Step(step)) => step,
             Ok(Poll::Finished(RunReport::Typed(result))) => return Ok(Driven::Done(result)),
@@ -684,6 +762,10 @@ impl DriverGuest {
                     .into(),
             )),
         };
+        if flight.cancel_due() {
+            // The caller cancelled while the step was performed: its answer comes too late.
+            return Ok(Driven::Continue);
+        }
         match self.answer(session, &answer).await? {
             Ok(()) => Ok(Driven::Continue),
             Err(error) => Err(anyhow!("session.answer refused: {}", error.message)),

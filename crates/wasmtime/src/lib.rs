@@ -112,7 +112,7 @@ pub use bindings::oma::agent::wire::{
     AwsCredentials, CallOptions, ChatRequest, EgressPolicy, Endpoint, HttpRequest, LlmResponse,
     RetryOptions, Sampling, TokenUsage, ToolDefinition,
 };
-pub use driver::{DriverGuest, DriverHarness, MAX_SESSION_STEPS};
+pub use driver::{CancelToken, DriverGuest, DriverHarness, MAX_SESSION_STEPS};
 pub use engine::{default_cache_dir, Compiled, ComponentOrigin, Harness, HarnessOptions};
 pub use error_json::{error_json, host_error_json, host_error_message};
 pub use guard::{

@@ -24,6 +24,9 @@ mod component {
     mod observability_cases {
         include!("observability_cases.rs");
     }
+    mod observability_runs {
+        include!("observability_runs.rs");
+    }
 }
 
 /// The `portable` world: the harness drives a session.
@@ -41,5 +44,8 @@ mod driver {
     }
     mod observability_cases {
         include!("observability_cases.rs");
+    }
+    mod observability_runs {
+        include!("observability_runs.rs");
     }
 }

@@ -134,7 +134,8 @@ fi
 # environment by name.
 if [[ -n "${WORKERD:-}" ]]; then
   port=$("$work/venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  (cd "$root/packages/worker" && env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
+  # `exec`, so that the pid kept for the clean-up is workerd's, not the subshell's.
+  (cd "$root/packages/worker" && exec env -i PATH="$PATH" HOME="${HOME:-/tmp}" "${gateway_env[@]}" \
     "$WORKERD" serve gateway.capnp --socket-addr "http=127.0.0.1:$port" 2> "$work/workerd.log") &
   pids+=($!)
   for _ in $(seq 3000); do

@@ -183,8 +183,13 @@ fn write_body(body: OutgoingBody, bytes: &[u8]) {
 pub fn write_all(out: &OutputStream, bytes: &[u8]) -> Result<(), StreamError> {
     let mut rest = bytes;
     while !rest.is_empty() {
-        out.subscribe().block();
-        let permit = out.check_write()?;
+        // Waited for only when the stream has no room: a pollable made, waited on and dropped
+        // are three calls into the host, and a stream that has just been opened has room.
+        let mut permit = out.check_write()?;
+        if permit == 0 {
+            out.subscribe().block();
+            permit = out.check_write()?;
+        }
         let n = usize::try_from(permit)
             .unwrap_or(usize::MAX)
             .min(rest.len());

@@ -1,5 +1,5 @@
 //! The `json-driver` export: the `driver` export's sessions (`crates/glue/session.rs`) with OMA
-//! JSON in and out, for hosts that hold JSON. Each `steps` polls the run and gives what it found
+//! JSON in and out, for hosts that hold JSON. Each `next` polls the run and gives what it found
 //! as the interface's WIT value, every bulky value as OMA JSON text; each `answer` is converted
 //! and handed to it.
 
@@ -69,7 +69,7 @@ impl AgentResource {
             options.trace.map(from_wit_trace_options),
             options.records.as_deref(),
         )?;
-        Ok(SessionResource::of(session, streaming))
+        Ok(SessionResource::of(session))
     }
 
     fn prompt_session(
@@ -84,7 +84,7 @@ impl AgentResource {
             options.trace.map(from_wit_trace_options),
             options.records.as_deref(),
         )?;
-        Ok(SessionResource::of(session, false))
+        Ok(SessionResource::of(session))
     }
 }
 
@@ -154,21 +154,31 @@ impl jd::GuestAgent for AgentResource {
 /// A `session` resource: one run in flight.
 pub struct SessionResource {
     session: RefCell<Session>,
-    /// A `stream` session: its `event` steps go to the host's caller one at a time, so `steps`
-    /// does not gather past them.
-    streaming: bool,
 }
 
 impl SessionResource {
-    fn of(session: Session, streaming: bool) -> jd::Session {
+    fn of(session: Session) -> jd::Session {
         jd::Session::new(SessionResource {
             session: RefCell::new(session),
-            streaming,
         })
     }
 
-    /// One poll of the run (`driver`'s `session.next`).
-    fn poll(session: &mut Session, now_ms: u64) -> Result<jd::Poll, wit::Error> {
+    /// A session over `machine`, traced and recorded when its options ask. Fails for records
+    /// options OMA refuses, naming them.
+    fn wrap(machine: RunMachine, options: jd::SessionOptions) -> Result<jd::Session, wit::Error> {
+        let session = Session::new(
+            machine,
+            options.trace.map(from_wit_trace_options),
+            options.records.as_deref(),
+            None,
+        )?;
+        Ok(SessionResource::of(session))
+    }
+}
+
+impl jd::GuestSession for SessionResource {
+    fn next(&self, now_ms: u64) -> Result<jd::Poll, wit::Error> {
+        let mut session = self.session.borrow_mut();
         loop {
             match session.next(now_ms)? {
                 Polled::Step(step) => {
@@ -190,47 +200,9 @@ impl SessionResource {
         }
     }
 
-    /// Whether `steps` polls again after `poll`: a step that needs no answer and that the host
-    /// delivers at once (trace events and records; a run's events when it does not stream).
-    fn gathers(&self, poll: &jd::Poll) -> bool {
-        match poll {
-            jd::Poll::Step(jd::Step::Trace(_) | jd::Step::TraceRecords(_)) => true,
-            jd::Poll::Step(jd::Step::Event(_)) => !self.streaming,
-            _ => false,
-        }
-    }
-
-    /// A session over `machine`, traced and recorded when its options ask. Fails for records
-    /// options OMA refuses, naming them.
-    fn wrap(machine: RunMachine, options: jd::SessionOptions) -> Result<jd::Session, wit::Error> {
-        let session = Session::new(
-            machine,
-            options.trace.map(from_wit_trace_options),
-            options.records.as_deref(),
-            None,
-        )?;
-        Ok(SessionResource::of(session, false))
-    }
-}
-
-impl jd::GuestSession for SessionResource {
     fn answer(&self, answer: jd::Answer) -> Result<(), wit::Error> {
         let answer = from_wit_answer(answer);
         Ok(self.session.borrow_mut().answer(answer)?)
-    }
-
-    fn steps(&self, now_ms: u64) -> Result<Vec<jd::Poll>, wit::Error> {
-        let mut session = self.session.borrow_mut();
-        let mut polls = vec![Self::poll(&mut session, now_ms)?];
-        while polls.last().is_some_and(|last| self.gathers(last)) {
-            // Polling fails only once the result was given, which ends a list: a failure here
-            // cannot come, and would come again from the next call.
-            match Self::poll(&mut session, now_ms) {
-                Ok(poll) => polls.push(poll),
-                Err(_) => break,
-            }
-        }
-        Ok(polls)
     }
 
     fn cancel(&self, now_ms: u64) -> Result<(), wit::Error> {
@@ -238,7 +210,7 @@ impl jd::GuestSession for SessionResource {
     }
 }
 
-/// A step of the machine as `steps` hands it out, bulky values as OMA JSON; `None` for the
+/// A step of the machine as `next` hands it out, bulky values as OMA JSON; `None` for the
 /// event of the run's end, which `finished` carries.
 fn to_wit_step(step: Step) -> Option<jd::Step> {
     Some(match step {
@@ -267,7 +239,9 @@ fn to_wit_step(step: Step) -> Option<jd::Step> {
         Step::Event(event) => jd::Step::Event(to_wit_event(event)?),
         Step::Progress(event) => jd::Step::Progress(to_wit_progress(event)),
         Step::Evaluation(record) => jd::Step::Evaluation(evaluation_json(*record)),
-        Step::Trace(event) => jd::Step::Trace(event.to_json().to_string()),
+        Step::Trace(event) => {
+            jd::Step::Trace(serde_json::to_string(&*event).expect("a trace event is JSON"))
+        }
         Step::Records(records) => jd::Step::TraceRecords(to_wit_records(records)),
         Step::Validate(value) => jd::Step::ValidateOutput(value.to_string()),
     })

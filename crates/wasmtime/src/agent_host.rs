@@ -17,6 +17,7 @@ use crate::bindings::oma::agent::exchange::{
 use crate::bindings::oma::agent::outcome::{ExternalKind, LoopInfo};
 use crate::bindings::oma::agent::types::{LlmMessage, ToolResultContent, ToolUseBlock};
 use crate::llm_adapter::{self, LlmAdapter, ModelCall, ModelReply};
+use crate::observability::{FnSink, TraceSink as RecordSink};
 
 /// What the component may ask of its host during a run. Every method has the answer of a host
 /// that offers nothing: no hook (the hook fails), no tools (an error result), no backend.
@@ -132,7 +133,6 @@ type Tool = Box<dyn FnMut(&ToolUseBlock) -> ToolOutcome + Send>;
 type Backend = Box<dyn FnMut(&str) -> Result<String, String> + Send>;
 type ProgressSink = Box<dyn FnMut(&ProgressEvent) + Send>;
 type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
-type RecordSink = Box<dyn FnMut(&TraceRecord) + Send>;
 type Compress = Box<dyn FnMut(Vec<LlmMessage>, u64) -> Result<Vec<LlmMessage>, String> + Send>;
 type LoopDecider = Box<dyn FnMut(&LoopInfo) -> Result<String, String> + Send>;
 
@@ -145,7 +145,7 @@ pub struct ScriptedHost {
     backend: Option<Backend>,
     progress_sink: Option<ProgressSink>,
     trace_sink: Option<TraceSink>,
-    record_sink: Option<RecordSink>,
+    record_sinks: Vec<Box<dyn RecordSink>>,
     compress: Option<Compress>,
     loop_decider: Option<LoopDecider>,
     /// The LLM adapters, by the name an agent's configuration gives them.
@@ -242,9 +242,19 @@ impl ScriptedHost {
         self
     }
 
-    /// Also passes each trace record to `sink` as it arrives (e.g. to write it out).
-    pub fn with_record_sink(mut self, sink: impl FnMut(&TraceRecord) + Send + 'static) -> Self {
-        self.record_sink = Some(Box::new(sink));
+    /// Also passes each trace record to `sink` as it arrives (e.g. to write it out): a closure
+    /// as a [`TraceSink`](crate::TraceSink) ([`FnSink`]), as [`with_sink`](Self::with_sink).
+    pub fn with_record_sink(self, sink: impl FnMut(&TraceRecord) + Send + 'static) -> Self {
+        self.with_sink(FnSink::new(sink))
+    }
+
+    /// Also emits each trace record to `sink` as it arrives, after the sinks given before it
+    /// (OMA's `observability.sinks`). Keep an `Arc` of the sink to flush it or shut it down
+    /// after the run. What the sink's `emit` returns never reaches the run (OMA's rule: a sink
+    /// never fails a run); a [`CompositeTraceSink`](crate::CompositeTraceSink) around it
+    /// counts and diagnoses its failures.
+    pub fn with_sink(mut self, sink: impl RecordSink + 'static) -> Self {
+        self.record_sinks.push(Box::new(sink));
         self
     }
 
@@ -308,9 +318,12 @@ impl AgentHost for ScriptedHost {
     }
 
     fn trace_records(&mut self, records: Vec<TraceRecord>) {
-        if let Some(sink) = &mut self.record_sink {
-            for record in &records {
-                sink(record);
+        for record in &records {
+            for sink in &self.record_sinks {
+                // A sink never fails the run, by an error or a panic: its failures are its own
+                // to count (`with_sink`).
+                let _ =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink.emit(record)));
             }
         }
         self.record().records.extend(records);

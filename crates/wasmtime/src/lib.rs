@@ -40,7 +40,9 @@
 //! Agents: the component's `host` imports (the `beforeRun` hook, tools, progress, evaluation,
 //! external backends, the model calls of an agent's own LLM adapter) go to the [`AgentHost`] in
 //! [`GuestOptions::host`]; [`ScriptedHost`] answers with closures and [`LlmAdapter`]s and
-//! records what it was handed.
+//! records what it was handed. A run's trace records go to [`TraceSink`]s
+//! ([`ScriptedHost::with_sink`]); [`observability`] holds OMA's composite and legacy-callback
+//! sinks.
 //!
 //! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
 //! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
@@ -72,6 +74,7 @@ mod guest;
 pub mod keyvalue;
 mod limits;
 mod llm_adapter;
+pub mod observability;
 pub mod oma_json;
 pub mod pool;
 mod provider;
@@ -122,6 +125,10 @@ pub use guard::{
 pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
 pub use llm_adapter::{thrown, LlmAdapter, ModelCall, ModelEvent, ModelReply};
+pub use observability::{
+    CompositeTraceSink, FlushResult, FlushStatus, LegacyCallbackTraceSink, TraceSink,
+    TraceSinkStats,
+};
 pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use source::ComponentSource;
 pub use state::{DenyOutbound, GuestOptions, HostState};

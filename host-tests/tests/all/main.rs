@@ -6,8 +6,9 @@
 //! (`contract`), `validate-messages` on WIT values, a 16 MiB workload, the harness itself,
 //! provider calls through wasi-http against the loopback simulator (`provider`), the gateway
 //! served over HTTP in process (`serve`), the recorded-response corpus replayed to every world
-//! (`corpus`, `fixtures/corpus/`), and the codec's text rules over their shared tables
-//! (`text_rules`).
+//! (`corpus`, `fixtures/corpus/`), the codec's text rules over their shared tables
+//! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
+//! (`observability_sinks`).
 
 mod adapter;
 mod agent;
@@ -22,6 +23,7 @@ mod hardening;
 mod harness;
 mod large;
 mod media;
+mod observability_sinks;
 mod parity;
 mod provider;
 mod roundtrip;

@@ -142,6 +142,97 @@ async fn a_recorded_run_delivers_omas_records() {
     assert!(events.iter().all(|e| e["runId"] == "run-obs"));
 }
 
+/// A run's records reach the host's trace sinks (`ScriptedHost::with_sink`) in order: a
+/// composite of a closure, a child that fails every record, and the legacy-callback sink on its
+/// worker thread. The failing child stops neither the others nor the run; after shutdown the
+/// callback has had the legacy events the host got, and the closure every record.
+#[tokio::test]
+async fn a_runs_records_reach_omas_sinks() {
+    use oma_host_tests::observability::{
+        CompositeTraceSink, DiagnosticOptions, FlushStatus, FnSink, LegacyCallbackTraceSink,
+        SinkError, TraceSink,
+    };
+    use oma_host_tests::TraceRecord;
+    use std::sync::Mutex;
+
+    struct Refuses;
+    impl TraceSink for Refuses {
+        fn emit(&self, _record: &TraceRecord) -> Result<(), SinkError> {
+            Err("refused".into())
+        }
+    }
+
+    let events = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let seen = events.clone();
+    let legacy = LegacyCallbackTraceSink::on_thread(
+        move |event: &Value| {
+            seen.lock().unwrap().push(event.clone());
+            Ok(())
+        },
+        DiagnosticOptions::default(),
+    )
+    .expect("a worker thread");
+    let names = Arc::new(Mutex::new(Vec::<String>::new()));
+    let into = names.clone();
+    let closure = FnSink::new(move |record: &TraceRecord| {
+        let value: Value = serde_json::from_str(&record.json).unwrap();
+        into.lock().unwrap().push(value["name"].as_str().unwrap().to_owned());
+    });
+    let codes = Arc::new(Mutex::new(Vec::<String>::new()));
+    let diagnosed = codes.clone();
+    let composite = Arc::new(CompositeTraceSink::new(
+        [
+            Arc::new(closure) as Arc<dyn TraceSink>,
+            Arc::new(Refuses),
+            Arc::new(legacy),
+        ],
+        DiagnosticOptions::handler(move |d| diagnosed.lock().unwrap().push(d.code.as_str().into())),
+    ));
+    let host = ScriptedHost::new()
+        .with_tool(|_| ToolOutcome {
+            content: ToolResultContent::Text("18C".into()),
+            is_error: None,
+            gate: None,
+        })
+        .with_sink(composite.clone());
+    let log = host.log();
+    let mut guest = guest(host).await;
+    let mut config = config(r#"{"runId": "run-sinks"}"#);
+    config.trace = Some(TraceOptions {
+        run_id: None,
+        span_id: None,
+        parent_id: None,
+        agent: None,
+        task_id: None,
+    });
+    let agent = guest.create_agent(&config).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("Weather?".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    let flushed = composite
+        .shutdown(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    // The legacy sink delivered its four events; the refusing child has no counters.
+    assert_eq!(flushed.status, FlushStatus::Ok, "{flushed:?}");
+    assert_eq!((flushed.accepted, flushed.exported), (4, 4));
+    let log = log.lock();
+    let logged: Vec<String> = log
+        .records
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.json).unwrap()["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(logged.len(), 10);
+    assert_eq!(*names.lock().unwrap(), logged);
+    let traces: Vec<Value> = log.traces.iter().map(oma_json::trace_json).collect();
+    assert_eq!(*events.lock().unwrap(), traces);
+    assert_eq!(codes.lock().unwrap().len(), 10, "one sink_emit_failed a record");
+    assert!(codes.lock().unwrap().iter().all(|c| c == "sink_emit_failed"));
+    assert_eq!(composite.stats().unwrap().failed, 10);
+}
+
 /// Records without the legacy view carry none; options OMA refuses fail `create`, naming them.
 #[tokio::test]
 async fn records_alone_and_refused_options() {

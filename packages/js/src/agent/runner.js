@@ -92,12 +92,11 @@ function closeCancelled(session, run) {
     session.cancel(BigInt(Date.now()))
     // Bounded: the session owes only the trace's end before its result.
     for (let i = 0; i < 64; i++) {
-      for (const polled of session.steps(BigInt(Date.now()))) {
-        if (polled.tag !== 'step') return
-        const step = polled.val
-        if (step.tag === 'trace-records') deliverRecords(run, step.val)
-        else if (step.tag === 'trace' && run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val))
-      }
+      const polled = session.next(BigInt(Date.now()))
+      if (polled.tag !== 'step') return
+      const step = polled.val
+      if (step.tag === 'trace-records') deliverRecords(run, step.val)
+      else if (step.tag === 'trace' && run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(step.val))
     }
   } catch {
     // The run is over either way: the caller gets OMA's cancelled result.
@@ -142,41 +141,17 @@ export async function* drive(session, host, run) {
   }
   /** The adapter's model call in flight (its stream, which the session reads event by event). */
   let model = null
-  /**
-   * What the session handed out and this loop has not taken yet: `session.steps` gives the
-   * steps that need no answer together with the one that follows them.
-   */
-  let polls = []
-  let taken = 0
   const cancel = cancellation(run.signal)
   const race = (promise) => Promise.race([promise, cancel.promise])
   try {
     for (;;) {
-      // A run that ended in the list in hand has ended: what is left of the list is delivered
-      // and the run's end taken (its caller then gets the cancelled result, as for an abort
-      // right after the end).
-      if (run.signal?.aborted && !(taken < polls.length && polls[polls.length - 1].tag === 'finished')) {
-        // What the session handed out with the step before the cancel is delivered, as a host
-        // that had not yet seen the abort would have: its trace events and records (a sink is
-        // not left with a record's start without its end). The step that needed an answer is
-        // left, as a step in flight is on a cancel.
-        for (; taken < polls.length; taken++) {
-          const queued = polls[taken]
-          if (queued.tag !== 'step') continue
-          if (queued.val.tag === 'trace-records') deliverRecords(run, queued.val.val)
-          else if (queued.val.tag === 'trace' && run.onTrace !== undefined) emitTrace(run.onTrace, JSON.parse(queued.val.val))
-        }
-        throw CANCELLED
+      if (run.signal?.aborted) throw CANCELLED
+      let polled
+      try {
+        polled = session.next(BigInt(Date.now()))
+      } catch (e) {
+        throw fromComponent(e)
       }
-      if (taken === polls.length) {
-        try {
-          polls = session.steps(BigInt(Date.now()))
-        } catch (e) {
-          throw fromComponent(e)
-        }
-        taken = 0
-      }
-      const polled = polls[taken++]
       if (polled.tag === 'finished') return JSON.parse(polled.val)
       if (polled.tag === 'waiting') {
         const { due, wakeAtMs } = polled.val

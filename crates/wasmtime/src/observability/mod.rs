@@ -1,0 +1,24 @@
+//! OMA's trace sinks for Rust embedders: the [`TraceSink`] trait (OMA's `TraceSink`), the
+//! [`CompositeTraceSink`] that fans records out to several, and the
+//! [`LegacyCallbackTraceSink`] that hands the legacy trace events riding on records to a
+//! callback.
+//!
+//! A run's records reach a host through [`AgentHost::trace_records`](crate::AgentHost);
+//! [`ScriptedHost::with_sink`](crate::ScriptedHost::with_sink) hands each to a sink (and
+//! [`ScriptedHost::with_record_sink`](crate::ScriptedHost::with_record_sink) to a closure,
+//! which is a sink through [`FnSink`]). As in OMA, a sink's `emit` is called on the run's path
+//! and must return at once; what it does wrong (an error, a panic, a hang in flush) never fails
+//! or holds the run: the composite and legacy sinks count it, report it as a
+//! [`TelemetryDiagnostic`] and bound every wait by a timeout, on threads of their own.
+
+mod composite;
+mod legacy;
+mod sink;
+
+pub use composite::CompositeTraceSink;
+pub use legacy::{LegacyCallbackTraceSink, LEGACY_QUEUE_CAPACITY};
+pub use sink::{
+    DiagnosticCode, DiagnosticHandler, DiagnosticMode, DiagnosticOptions, DiagnosticSeverity,
+    FlushResult, FlushStatus, FnSink, SinkError, TelemetryDiagnostic, TraceSink, TraceSinkStats,
+    DEFAULT_FLUSH_TIMEOUT,
+};

@@ -296,7 +296,7 @@ fn to_wit_step(step: Step, json: bool) -> dr::Step {
             dr::EvaluationCase::Typed(to_wit_evaluation(*record))
         }),
         Step::Trace(event) => dr::Step::Trace(if json {
-            dr::TraceReport::Json(event.to_json().to_string())
+            dr::TraceReport::Json(serde_json::to_string(&*event).expect("a trace event is JSON"))
         } else {
             dr::TraceReport::Typed(to_wit_trace(*event))
         }),

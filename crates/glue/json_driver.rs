@@ -239,7 +239,9 @@ fn to_wit_step(step: Step) -> Option<jd::Step> {
         Step::Event(event) => jd::Step::Event(to_wit_event(event)?),
         Step::Progress(event) => jd::Step::Progress(to_wit_progress(event)),
         Step::Evaluation(record) => jd::Step::Evaluation(evaluation_json(*record)),
-        Step::Trace(event) => jd::Step::Trace(event.to_json().to_string()),
+        Step::Trace(event) => {
+            jd::Step::Trace(serde_json::to_string(&*event).expect("a trace event is JSON"))
+        }
         Step::Records(records) => jd::Step::TraceRecords(to_wit_records(records)),
         Step::Validate(value) => jd::Step::ValidateOutput(value.to_string()),
     })

@@ -99,10 +99,16 @@ pub(super) fn to_wit_records(records: Vec<Observed>) -> Vec<ex::TraceRecord> {
     records
         .into_iter()
         .map(|observed| ex::TraceRecord {
-            json: observed.record.to_string(),
-            legacy: observed.legacy.map(|legacy| legacy.to_string()),
+            json: json_text(&observed.record),
+            legacy: observed.legacy.as_ref().map(json_text),
         })
         .collect()
+}
+
+/// A JSON value as compact text, written straight into a buffer (the same text as its
+/// `to_string`, which goes through `fmt`'s machinery a piece at a time).
+pub(super) fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).expect("a JSON value")
 }
 
 /// Trace options from their WIT form.

@@ -9,7 +9,8 @@
 //! sink; a sink that fails never changes the run (OMA's rule), which holds by construction here
 //! since the machine takes no answer to a trace step.
 
-use serde_json::{json, Map, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
 
 use crate::agent::redact::{redact_secrets, REDACTED};
 use crate::message::TokenUsage;
@@ -128,20 +129,41 @@ impl TraceEvent {
         }
     }
 
-    /// The event as OMA's `TraceEvent` JSON, keys in OMA's order.
+    /// The event as OMA's `TraceEvent` JSON, keys in OMA's order (its [`Serialize`] form:
+    /// hosts that hand the event over as text write it with `serde_json::to_string`, without
+    /// this value in between).
     pub fn to_json(&self) -> Value {
-        let mut out = Map::new();
-        out.insert("type".into(), json!(self.kind()));
-        out.insert("runId".into(), json!(self.run_id));
-        out.insert("spanId".into(), json!(self.span_id));
+        serde_json::to_value(self).expect("a trace event is JSON")
+    }
+}
+
+/// OMA's `{input_tokens, output_tokens}`.
+struct Usage<'a>(&'a TokenUsage);
+
+impl Serialize for Usage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_map(Some(2))?;
+        out.serialize_entry("input_tokens", &self.0.input_tokens)?;
+        out.serialize_entry("output_tokens", &self.0.output_tokens)?;
+        out.end()
+    }
+}
+
+/// OMA's `TraceEvent`, keys in OMA's order: `type`, `runId`, `spanId`, `parentId` and `taskId`
+/// when there are any, `agent`, the kind's own fields, `startMs`, `endMs`, `durationMs`.
+impl Serialize for TraceEvent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_map(None)?;
+        out.serialize_entry("type", self.kind())?;
+        out.serialize_entry("runId", &self.run_id)?;
+        out.serialize_entry("spanId", &self.span_id)?;
         if let Some(parent) = &self.parent_id {
-            out.insert("parentId".into(), json!(parent));
+            out.serialize_entry("parentId", parent)?;
         }
         if let Some(task) = &self.task_id {
-            out.insert("taskId".into(), json!(task));
+            out.serialize_entry("taskId", task)?;
         }
-        out.insert("agent".into(), json!(self.agent));
-        let usage = |u: &TokenUsage| json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens});
+        out.serialize_entry("agent", &self.agent)?;
         match &self.data {
             TraceData::LlmCall {
                 model,
@@ -149,10 +171,10 @@ impl TraceEvent {
                 turn,
                 tokens,
             } => {
-                out.insert("model".into(), json!(model));
-                out.insert("phase".into(), json!(phase.word()));
-                out.insert("turn".into(), json!(turn));
-                out.insert("tokens".into(), usage(tokens));
+                out.serialize_entry("model", model)?;
+                out.serialize_entry("phase", phase.word())?;
+                out.serialize_entry("turn", turn)?;
+                out.serialize_entry("tokens", &Usage(tokens))?;
             }
             TraceData::ToolCall {
                 tool,
@@ -161,32 +183,32 @@ impl TraceEvent {
                 output,
                 gate,
             } => {
-                out.insert("tool".into(), json!(tool));
-                out.insert("isError".into(), json!(is_error));
+                out.serialize_entry("tool", tool)?;
+                out.serialize_entry("isError", is_error)?;
                 if let Some(gate) = gate {
-                    out.insert("gated".into(), json!(true));
-                    out.insert("gateAction".into(), json!(gate.action));
+                    out.serialize_entry("gated", &true)?;
+                    out.serialize_entry("gateAction", &gate.action)?;
                     if let Some(reason) = gate.reason.as_deref().filter(|r| !r.is_empty()) {
-                        out.insert("gateReason".into(), json!(reason));
+                        out.serialize_entry("gateReason", reason)?;
                     }
                 }
-                out.insert("input".into(), input.clone());
-                out.insert("output".into(), json!(output));
+                out.serialize_entry("input", input)?;
+                out.serialize_entry("output", output)?;
             }
             TraceData::Agent {
                 turns,
                 tokens,
                 tool_calls,
             } => {
-                out.insert("turns".into(), json!(turns));
-                out.insert("tokens".into(), usage(tokens));
-                out.insert("toolCalls".into(), json!(tool_calls));
+                out.serialize_entry("turns", turns)?;
+                out.serialize_entry("tokens", &Usage(tokens))?;
+                out.serialize_entry("toolCalls", tool_calls)?;
             }
         }
-        out.insert("startMs".into(), json!(self.start_ms));
-        out.insert("endMs".into(), json!(self.end_ms));
-        out.insert("durationMs".into(), json!(self.duration_ms()));
-        Value::Object(out)
+        out.serialize_entry("startMs", &self.start_ms)?;
+        out.serialize_entry("endMs", &self.end_ms)?;
+        out.serialize_entry("durationMs", &self.duration_ms())?;
+        out.end()
     }
 }
 
@@ -237,6 +259,93 @@ pub fn redact_value(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// Each kind of event as OMA's `TraceEvent` text, key for key: what `to_json` gave when it
+    /// built the value by hand, before the text was written from the event.
+    #[test]
+    fn events_are_written_in_omas_order() {
+        let tokens = TokenUsage {
+            input_tokens: 12,
+            output_tokens: 6,
+            ..TokenUsage::default()
+        };
+        let event = |parent: Option<&str>, task: Option<&str>, data| TraceEvent {
+            run_id: "run-1".into(),
+            span_id: "span-1".into(),
+            parent_id: parent.map(Into::into),
+            task_id: task.map(Into::into),
+            agent: "writer".into(),
+            start_ms: 1000,
+            end_ms: 1250,
+            data,
+        };
+        let cases = [
+            (
+                event(
+                    Some("agent-1"),
+                    None,
+                    TraceData::LlmCall {
+                        model: "m".into(),
+                        phase: LlmPhase::Summary,
+                        turn: 2,
+                        tokens,
+                    },
+                ),
+                r#"{"type":"llm_call","runId":"run-1","spanId":"span-1","parentId":"agent-1","agent":"writer","model":"m","phase":"summary","turn":2,"tokens":{"input_tokens":12,"output_tokens":6},"startMs":1000,"endMs":1250,"durationMs":250}"#,
+            ),
+            (
+                event(
+                    Some("agent-1"),
+                    Some("task-9"),
+                    TraceData::ToolCall {
+                        tool: "search".into(),
+                        is_error: true,
+                        input: json!({"q": "x", "n": 1.5}),
+                        output: "no \"hits\"".into(),
+                        gate: Some(crate::agent::exchange::ToolGate {
+                            action: "deny".into(),
+                            reason: Some("password=[redacted]".into()),
+                        }),
+                    },
+                ),
+                r#"{"type":"tool_call","runId":"run-1","spanId":"span-1","parentId":"agent-1","taskId":"task-9","agent":"writer","tool":"search","isError":true,"gated":true,"gateAction":"deny","gateReason":"password=[redacted]","input":{"q":"x","n":1.5},"output":"no \"hits\"","startMs":1000,"endMs":1250,"durationMs":250}"#,
+            ),
+            (
+                event(
+                    None,
+                    None,
+                    TraceData::ToolCall {
+                        tool: "t".into(),
+                        is_error: false,
+                        input: json!({}),
+                        output: String::new(),
+                        gate: Some(crate::agent::exchange::ToolGate {
+                            action: "allow".into(),
+                            reason: Some(String::new()),
+                        }),
+                    },
+                ),
+                r#"{"type":"tool_call","runId":"run-1","spanId":"span-1","agent":"writer","tool":"t","isError":false,"gated":true,"gateAction":"allow","input":{},"output":"","startMs":1000,"endMs":1250,"durationMs":250}"#,
+            ),
+            (
+                event(
+                    None,
+                    None,
+                    TraceData::Agent {
+                        turns: 3,
+                        tokens,
+                        tool_calls: 1,
+                    },
+                ),
+                r#"{"type":"agent","runId":"run-1","spanId":"span-1","agent":"writer","turns":3,"tokens":{"input_tokens":12,"output_tokens":6},"toolCalls":1,"startMs":1000,"endMs":1250,"durationMs":250}"#,
+            ),
+        ];
+        for (event, text) in cases {
+            assert_eq!(serde_json::to_string(&event).unwrap(), text);
+            assert_eq!(event.to_json().to_string(), text);
+        }
+    }
 
     #[test]
     fn ids_are_version_4_uuids_from_the_seed() {

@@ -8,7 +8,8 @@
 //! served over HTTP in process (`serve`), the recorded-response corpus replayed to every world
 //! (`corpus`, `fixtures/corpus/`), the codec's text rules over their shared tables
 //! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
-//! (`observability_sinks`).
+//! (`observability_sinks`) and its trace store over the store table
+//! (`observability_store`).
 
 mod adapter;
 mod agent;
@@ -24,6 +25,7 @@ mod harness;
 mod large;
 mod media;
 mod observability_sinks;
+mod observability_store;
 mod parity;
 mod provider;
 mod roundtrip;

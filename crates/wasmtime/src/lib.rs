@@ -41,8 +41,8 @@
 //! external backends, the model calls of an agent's own LLM adapter) go to the [`AgentHost`] in
 //! [`GuestOptions::host`]; [`ScriptedHost`] answers with closures and [`LlmAdapter`]s and
 //! records what it was handed. A run's trace records go to [`TraceSink`]s
-//! ([`ScriptedHost::with_sink`]); [`observability`] holds OMA's composite and legacy-callback
-//! sinks.
+//! ([`ScriptedHost::with_sink`]); [`observability`] holds OMA's batching, composite and
+//! legacy-callback sinks.
 //!
 //! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
 //! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
@@ -126,8 +126,8 @@ pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
 pub use llm_adapter::{thrown, LlmAdapter, ModelCall, ModelEvent, ModelReply};
 pub use observability::{
-    CompositeTraceSink, FlushResult, FlushStatus, LegacyCallbackTraceSink, TraceSink,
-    TraceSinkStats,
+    BatchingTraceSink, CompositeTraceSink, FlushResult, FlushStatus, LegacyCallbackTraceSink,
+    TraceExporter, TraceSink, TraceSinkStats,
 };
 pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use source::ComponentSource;

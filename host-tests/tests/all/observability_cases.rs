@@ -143,14 +143,16 @@ async fn a_recorded_run_delivers_omas_records() {
 }
 
 /// A run's records reach the host's trace sinks (`ScriptedHost::with_sink`) in order: a
-/// composite of a closure, a child that fails every record, and the legacy-callback sink on its
-/// worker thread. The failing child stops neither the others nor the run; after shutdown the
-/// callback has had the legacy events the host got, and the closure every record.
+/// composite of a closure, a child that fails every record, the legacy-callback sink on its
+/// worker thread, and a batching sink. The failing child stops neither the others nor the run;
+/// after shutdown the callback has had the legacy events the host got, and the closure and the
+/// batching sink's exporter every record.
 #[tokio::test]
 async fn a_runs_records_reach_omas_sinks() {
     use oma_host_tests::observability::{
-        CompositeTraceSink, DiagnosticOptions, FlushStatus, FnSink, LegacyCallbackTraceSink,
-        SinkError, TraceSink,
+        AbortSignal, BatchingOptions, BatchingTraceSink, CompositeTraceSink, DiagnosticOptions,
+        ExportResult, FlushStatus, FnSink, LegacyCallbackTraceSink, SinkError, TraceExporter,
+        TraceSink,
     };
     use oma_host_tests::TraceRecord;
     use std::sync::Mutex;
@@ -161,6 +163,21 @@ async fn a_runs_records_reach_omas_sinks() {
             Err("refused".into())
         }
     }
+    #[derive(Default)]
+    struct Collects(Mutex<Vec<TraceRecord>>);
+    impl TraceExporter for Collects {
+        fn export(
+            &self,
+            records: &[TraceRecord],
+            _signal: &AbortSignal,
+        ) -> Result<ExportResult, SinkError> {
+            self.0.lock().unwrap().extend_from_slice(records);
+            Ok(ExportResult::success(records.len() as u64))
+        }
+    }
+    let collected = Arc::new(Collects::default());
+    let batching = BatchingTraceSink::new(collected.clone(), BatchingOptions::default())
+        .expect("the batching sink");
 
     let events = Arc::new(Mutex::new(Vec::<Value>::new()));
     let seen = events.clone();
@@ -185,6 +202,7 @@ async fn a_runs_records_reach_omas_sinks() {
             Arc::new(closure) as Arc<dyn TraceSink>,
             Arc::new(Refuses),
             Arc::new(legacy),
+            Arc::new(batching),
         ],
         DiagnosticOptions::handler(move |d| diagnosed.lock().unwrap().push(d.code.as_str().into())),
     ));
@@ -215,9 +233,10 @@ async fn a_runs_records_reach_omas_sinks() {
     let flushed = composite
         .shutdown(Some(std::time::Duration::from_secs(10)))
         .unwrap();
-    // The legacy sink delivered its four events; the refusing child has no counters.
+    // The legacy sink delivered its four events and the batching sink the ten records; the
+    // refusing child has no counters.
     assert_eq!(flushed.status, FlushStatus::Ok, "{flushed:?}");
-    assert_eq!((flushed.accepted, flushed.exported), (4, 4));
+    assert_eq!((flushed.accepted, flushed.exported), (14, 14));
     let log = log.lock();
     let logged: Vec<String> = log
         .records
@@ -226,6 +245,7 @@ async fn a_runs_records_reach_omas_sinks() {
         .collect();
     assert_eq!(logged.len(), 10);
     assert_eq!(*names.lock().unwrap(), logged);
+    assert_eq!(*collected.0.lock().unwrap(), log.records);
     let traces: Vec<Value> = log.traces.iter().map(oma_json::trace_json).collect();
     assert_eq!(*events.lock().unwrap(), traces);
     assert_eq!(codes.lock().unwrap().len(), 10, "one sink_emit_failed a record");

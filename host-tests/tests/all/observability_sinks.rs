@@ -1,22 +1,25 @@
-//! OMA's composite and legacy-callback sinks of the Rust embedding (`oma_wasmtime::observability`)
-//! over the shared tables `fixtures/observability/composite.json` and `legacy.json`, the ones
-//! the JavaScript and Python packages run against their own sinks; each step emits a record of
-//! `records.json` by name.
+//! OMA's batching, composite and legacy-callback sinks of the Rust embedding
+//! (`oma_wasmtime::observability`) over the shared tables `fixtures/observability/batching.json`,
+//! `composite.json` and `legacy.json`, the ones the JavaScript and Python packages run against
+//! their own sinks; each step emits a record of `records.json` by name.
 //!
-//! How the tables' scripted behaviours map to Rust: a child or callback that "throws" returns
-//! an error (`getStats` that throws: a `stats` that panics, the one fallible call OMA's
+//! How the tables' scripted behaviours map to Rust: a child, callback or exporter that "throws"
+//! returns an error (`getStats` that throws: a `stats` that panics, the one fallible call OMA's
 //! interface has that Rust's returns no `Result` for); one that "hangs" blocks its thread on a
 //! gate the case opens when it ends, so no thread outlives it; OMA's asynchronous callbacks are
-//! callbacks run by `LegacyCallbackTraceSink::on_thread`'s worker (see `CALLBACKS`). Every row
-//! of both tables runs.
+//! callbacks run by `LegacyCallbackTraceSink::on_thread`'s worker (see `CALLBACKS`); a record
+//! that is not JSON is text that does not parse. Every row of the composite and legacy tables
+//! runs; the batching rows that cannot apply are in `BATCHING_EXCEPTIONS`, and the refused
+//! options the types cannot hold in `REFUSED_BY_TYPE`, both checked against the table.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use oma_host_tests::observability::{
-    CompositeTraceSink, DiagnosticOptions, FlushResult, LegacyCallbackTraceSink, SinkError,
-    TraceSink, TraceSinkStats,
+    AbortSignal, BatchingOptions, BatchingTraceSink, CompositeTraceSink, DiagnosticMode,
+    DiagnosticOptions, ExportResult, ExportStatus, FlushResult, LegacyCallbackTraceSink, SinkError,
+    TraceExporter, TraceSink, TraceSinkStats,
 };
 use oma_host_tests::TraceRecord;
 use serde_json::{json, Value};
@@ -201,11 +204,18 @@ fn run_steps(name: &str, sink: &dyn TraceSink, steps: &Value, records: &Value) {
                 "queuedBytes",
                 "queued",
             ];
+            // A key given as null must be absent.
+            let present: serde_json::Map<String, Value> = wanted
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
             if counters.iter().all(|key| wanted.contains_key(*key)) {
-                assert_eq!(&got, stats, "{name}: stats");
+                assert_eq!(got, Value::Object(present), "{name}: stats");
             } else {
                 for (key, value) in wanted {
-                    assert_eq!(&got[key], value, "{name}: stats.{key} in {got}");
+                    let at = got.get(key).unwrap_or(&Value::Null);
+                    assert_eq!(at, value, "{name}: stats.{key} in {got}");
                 }
             }
         } else {
@@ -363,4 +373,327 @@ fn legacy_table() {
         );
         assert_diagnostics(name, &case["expect"], &codes);
     }
+}
+
+/// The rows of `batching.json` whose exporter answers what a Rust exporter cannot (its answer
+/// is a typed `ExportResult`), by the answer's key, and why. The test checks that exactly these
+/// rows are left out.
+const BATCHING_EXCEPTIONS: &[(&str, &str)] = &[(
+    "returns",
+    "an exporter answering a value that is not an export result, or one with a status OMA does \
+     not know: TraceExporter::export returns an ExportResult, whose status is an enum",
+)];
+
+/// The `refused` rows of `batching.json` whose value no `BatchingOptions` field can hold (a
+/// negative or fractional count, a negative duration, a mode that is not a `DiagnosticMode`):
+/// the type refuses them before the sink sees them.
+const REFUSED_BY_TYPE: &[&str] = &[
+    "maxQueueBytes",
+    "maxRecordBytes",
+    "exportTimeoutMs",
+    "maxRetries",
+    "retryDelayMs",
+    "diagnostics",
+];
+
+/// An exporter scripted by a row of `batching.json` (its `contract.exporter`).
+struct Exporter {
+    answers: Vec<Value>,
+    flush: Value,
+    shutdown: Value,
+    names: HashMap<String, String>,
+    calls: Mutex<Vec<Vec<String>>>,
+    called: Condvar,
+    gate: Arc<Gate>,
+}
+
+impl Exporter {
+    fn answer(&self, script: &Value, batch: u64) -> Result<ExportResult, SinkError> {
+        if let Some(text) = script["throws"].as_str() {
+            return Err(text.into());
+        }
+        if script["hangs"] == true {
+            self.gate.wait();
+            return Ok(ExportResult::success(0));
+        }
+        let status = match script["status"].as_str().unwrap() {
+            "success" => ExportStatus::Success,
+            "retryable" => ExportStatus::Retryable,
+            "failure" => ExportStatus::Failure,
+            other => panic!("status {other}"),
+        };
+        Ok(ExportResult {
+            status,
+            exported: match &script["exported"] {
+                Value::String(all) if all == "all" => batch,
+                count => count.as_u64().unwrap(),
+            },
+            retry_after: script["retryAfterMs"].as_u64().map(Duration::from_millis),
+            code: script["code"].as_str().map(str::to_owned),
+        })
+    }
+
+    fn wait_calls(&self, n: usize) {
+        let calls = self.calls.lock().unwrap();
+        let _ = self
+            .called
+            .wait_timeout_while(calls, Duration::from_secs(5), |calls| calls.len() < n)
+            .unwrap();
+    }
+}
+
+impl TraceExporter for Exporter {
+    fn export(
+        &self,
+        records: &[TraceRecord],
+        _signal: &AbortSignal,
+    ) -> Result<ExportResult, SinkError> {
+        let index = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(
+                records
+                    .iter()
+                    .map(|r| {
+                        let value: Value = serde_json::from_str(&r.json).unwrap();
+                        self.names[value["recordId"].as_str().unwrap()].clone()
+                    })
+                    .collect(),
+            );
+            calls.len() - 1
+        };
+        self.called.notify_all();
+        let script = &self.answers[index.min(self.answers.len() - 1)];
+        self.answer(script, records.len() as u64)
+    }
+
+    fn force_flush(&self, _signal: &AbortSignal) -> Result<ExportResult, SinkError> {
+        match &self.flush {
+            Value::Null => Ok(ExportResult::success(0)),
+            script => self.answer(script, 0),
+        }
+    }
+
+    fn shutdown(&self, _signal: &AbortSignal) -> Result<ExportResult, SinkError> {
+        match &self.shutdown {
+            Value::Null => Ok(ExportResult::success(0)),
+            script => self.answer(script, 0),
+        }
+    }
+}
+
+/// The size of `names`' records as compact JSON (the contract's `bytesOf`).
+fn bytes_of(value: &Value, records: &Value) -> u64 {
+    match value.get("bytesOf") {
+        Some(names) => names
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| records[n.as_str().unwrap()].to_string().len() as u64)
+            .sum(),
+        None => value.as_u64().unwrap(),
+    }
+}
+
+/// A row's options as `BatchingOptions` (the contract's: no jitter, every diagnostic, a 60 s
+/// scheduled delay unless given), or the option whose value no field can hold.
+fn batching_options(
+    options: &Value,
+    records: &Value,
+    diagnostics: DiagnosticOptions,
+) -> Result<BatchingOptions, String> {
+    let mut out = BatchingOptions {
+        scheduled_delay: Duration::from_secs(60),
+        retry_jitter: false,
+        diagnostics,
+        ..BatchingOptions::default()
+    };
+    for (key, value) in options.as_object().unwrap() {
+        let count = || value.as_u64().ok_or_else(|| key.clone());
+        let millis = || {
+            value
+                .as_u64()
+                .map(Duration::from_millis)
+                .ok_or_else(|| key.clone())
+        };
+        match key.as_str() {
+            "maxQueueRecords" => out.max_queue_records = count()?,
+            "maxQueueBytes" if value.get("bytesOf").is_some() => {
+                out.max_queue_bytes = bytes_of(value, records)
+            }
+            "maxQueueBytes" => out.max_queue_bytes = count()?,
+            "maxRecordBytes" if value.get("bytesOf").is_some() => {
+                out.max_record_bytes = bytes_of(value, records)
+            }
+            "maxRecordBytes" => out.max_record_bytes = count()?,
+            "maxBatchRecords" => out.max_batch_records = count()?,
+            "scheduledDelayMs" => out.scheduled_delay = millis()?,
+            "exportTimeoutMs" => out.export_timeout = millis()?,
+            "maxRetries" => out.max_retries = count()?.try_into().map_err(|_| key.clone())?,
+            "retryDelayMs" => out.retry_delay = millis()?,
+            "retryBackoff" => out.retry_backoff = value.as_f64().ok_or_else(|| key.clone())?,
+            "maxRetryDelayMs" => out.max_retry_delay = millis()?,
+            "sinkName" => out.diagnostics.sink_name = Some(value.as_str().unwrap().to_owned()),
+            "diagnostics" => match value.as_str() {
+                Some("warn") => out.diagnostics.mode = DiagnosticMode::Warn,
+                Some("silent") => out.diagnostics.mode = DiagnosticMode::Silent,
+                _ => return Err(key.clone()),
+            },
+            other => panic!("an option the contract does not name: {other}"),
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn batching_table() {
+    let table = fixture(include_str!(
+        "../../../fixtures/observability/batching.json"
+    ));
+    let records = records();
+    let names: HashMap<String, String> = records
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, r)| (r["recordId"].as_str().unwrap().to_owned(), name.clone()))
+        .collect();
+    let cases = table["cases"].as_array().unwrap();
+    let mut left_out = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let answers = case["exporter"].as_array().unwrap().clone();
+        if let Some((key, _)) = BATCHING_EXCEPTIONS
+            .iter()
+            .find(|(key, _)| answers.iter().any(|a| a.get(*key).is_some()))
+        {
+            left_out.push((*key, name));
+            continue;
+        }
+        let gate = Arc::new(Gate::default());
+        let _opens = Opens(gate.clone());
+        let exporter = Arc::new(Exporter {
+            answers,
+            flush: case.get("exporterFlush").cloned().unwrap_or(Value::Null),
+            shutdown: case.get("exporterShutdown").cloned().unwrap_or(Value::Null),
+            names: names.clone(),
+            calls: Mutex::new(Vec::new()),
+            called: Condvar::new(),
+            gate: gate.clone(),
+        });
+        let diagnosed = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
+        let seen = diagnosed.clone();
+        let handler = DiagnosticOptions::handler(move |d| {
+            seen.lock()
+                .unwrap()
+                .push((d.code.as_str().to_owned(), d.sink_name.clone()));
+        });
+        let options = batching_options(&case["options"], &records, handler).unwrap();
+        let sink = BatchingTraceSink::new(exporter.clone(), options).expect("the sink");
+        let mut plain = Vec::new();
+        for step in case["steps"].as_array().unwrap() {
+            if let Some(n) = step["waitExports"].as_u64() {
+                run_steps(name, &sink, &json!(std::mem::take(&mut plain)), &records);
+                exporter.wait_calls(n as usize);
+                // And until the sink has settled what those calls delivered (the rows that wait
+                // answer success), as a promise's settling would have before the next step.
+                let handed: u64 = exporter.calls.lock().unwrap()[..n as usize]
+                    .iter()
+                    .map(|batch| batch.len() as u64)
+                    .sum();
+                let until = Instant::now() + STEP_CEILING;
+                while Instant::now() < until {
+                    let stats = sink.stats().unwrap();
+                    if stats.accepted - stats.queued_records >= handed {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            } else if let Some(record) = step["emitCyclic"].as_str() {
+                run_steps(name, &sink, &json!(std::mem::take(&mut plain)), &records);
+                // Rust's records are JSON text: a record that is not JSON is text that is not.
+                let text = records[record].to_string();
+                let broken = TraceRecord {
+                    json: text[..text.len() - 1].to_owned(),
+                    legacy: None,
+                };
+                sink.emit(&broken).unwrap();
+            } else if let Some(times) = step["times"].as_u64() {
+                let mut once = step.clone();
+                once.as_object_mut().unwrap().remove("times");
+                plain.extend(std::iter::repeat_n(once, times as usize));
+            } else {
+                plain.push(step.clone());
+            }
+        }
+        run_steps(name, &sink, &json!(plain), &records);
+        assert_eq!(
+            json!(*exporter.calls.lock().unwrap()),
+            case["expect"]["exports"],
+            "{name}: exports"
+        );
+        let diagnosed = diagnosed.lock().unwrap().clone();
+        let codes = Mutex::new(diagnosed.iter().map(|(c, _)| c.clone()).collect());
+        assert_diagnostics(name, &case["expect"], &codes);
+        if let Some(sink_name) = case["expect"]["sinkName"].as_str() {
+            assert!(
+                diagnosed
+                    .iter()
+                    .all(|(_, n)| n.as_deref() == Some(sink_name)),
+                "{name}: sink names {diagnosed:?}"
+            );
+        }
+    }
+    let mut excepted: Vec<&str> = left_out.iter().map(|(key, _)| *key).collect();
+    excepted.dedup();
+    assert_eq!(
+        excepted,
+        BATCHING_EXCEPTIONS
+            .iter()
+            .map(|(k, _)| *k)
+            .collect::<Vec<_>>(),
+        "every exception names rows of the table"
+    );
+    assert_eq!(left_out.len(), 2, "{left_out:?}");
+
+    let mut by_type = Vec::new();
+    for row in table["refused"].as_array().unwrap() {
+        let option = row["option"].as_str().unwrap();
+        match batching_options(&row["options"], &records, DiagnosticOptions::default()) {
+            Err(key) => {
+                assert_eq!(key, option);
+                by_type.push(option);
+            }
+            Ok(options) => {
+                let error = BatchingTraceSink::new(
+                    Arc::new(Exporter {
+                        answers: vec![],
+                        flush: Value::Null,
+                        shutdown: Value::Null,
+                        names: HashMap::new(),
+                        calls: Mutex::new(Vec::new()),
+                        called: Condvar::new(),
+                        gate: Arc::new(Gate::default()),
+                    }),
+                    options,
+                )
+                .expect_err(option)
+                .to_string();
+                let snake: String = option
+                    .trim_end_matches("Ms")
+                    .chars()
+                    .flat_map(|c| {
+                        if c.is_ascii_uppercase() {
+                            vec!['_', c.to_ascii_lowercase()]
+                        } else {
+                            vec![c]
+                        }
+                    })
+                    .collect();
+                assert!(
+                    error.starts_with(&format!("{snake} must be")),
+                    "{option}: {error}"
+                );
+            }
+        }
+    }
+    assert_eq!(by_type, REFUSED_BY_TYPE);
 }

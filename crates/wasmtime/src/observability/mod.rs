@@ -1,4 +1,5 @@
 //! OMA's trace sinks for Rust embedders: the [`TraceSink`] trait (OMA's `TraceSink`), the
+//! [`BatchingTraceSink`] that exports records in batches through a [`TraceExporter`], the
 //! [`CompositeTraceSink`] that fans records out to several, and the
 //! [`LegacyCallbackTraceSink`] that hands the legacy trace events riding on records to a
 //! callback.
@@ -11,10 +12,15 @@
 //! or holds the run: the composite and legacy sinks count it, report it as a
 //! [`TelemetryDiagnostic`] and bound every wait by a timeout, on threads of their own.
 
+mod batching;
 mod composite;
 mod legacy;
 mod sink;
 
+pub use batching::{
+    AbortSignal, BatchingError, BatchingOptions, BatchingTraceSink, ExportResult, ExportStatus,
+    TraceExporter, MAX_ABANDONED_EXPORTS,
+};
 pub use composite::CompositeTraceSink;
 pub use legacy::{LegacyCallbackTraceSink, LEGACY_QUEUE_CAPACITY};
 pub use sink::{

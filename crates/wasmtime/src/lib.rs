@@ -42,7 +42,8 @@
 //! [`GuestOptions::host`]; [`ScriptedHost`] answers with closures and [`LlmAdapter`]s and
 //! records what it was handed. A run's trace records go to [`TraceSink`]s
 //! ([`ScriptedHost::with_sink`]); [`observability`] holds OMA's batching, composite and
-//! legacy-callback sinks.
+//! legacy-callback sinks, and [`eval`] OMA's evaluation framework (eval sets, score results,
+//! report aggregates, gates).
 //!
 //! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
 //! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
@@ -69,6 +70,7 @@ pub mod bindings;
 mod driver;
 mod engine;
 mod error_json;
+pub mod eval;
 mod guard;
 mod guest;
 pub mod keyvalue;

@@ -8,8 +8,8 @@
 //! served over HTTP in process (`serve`), the recorded-response corpus replayed to every world
 //! (`corpus`, `fixtures/corpus/`), the codec's text rules over their shared tables
 //! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
-//! (`observability_sinks`) and its trace store over the store table
-//! (`observability_store`).
+//! (`observability_sinks`), its trace store over the store table (`observability_store`),
+//! and its evaluation framework over the packages' eval tables (`eval_framework`).
 
 mod adapter;
 mod agent;
@@ -18,6 +18,7 @@ mod common;
 mod contract;
 mod corpus;
 mod driver;
+mod eval_framework;
 mod eval_rules;
 mod guard;
 mod hardening;

@@ -1,0 +1,48 @@
+//! OMA's evaluation framework for Rust embedders (its `eval` subpath, docs/evaluation.md): eval
+//! sets ([`EvalSet::define`]), the checks on what a scorer answers ([`ScoreResult`]), the
+//! per-scorer aggregates of a run's records ([`aggregate_records`]) and the gate that decides
+//! from a report whether a change may ship ([`GatePolicy`], [`evaluate_gate`]).
+//!
+//! These are the rules both language packages hold to the shared tables `fixtures/eval/sets.json`
+//! and `reports.json`; this module runs the same tables. Values a caller hands over as OMA's JSON
+//! (a set, a policy, a report, records) are `serde_json` values, checked field by field with
+//! OMA's field names and messages; what the module answers is typed, and turns back into OMA's
+//! JSON with `to_json`.
+
+mod gate;
+mod number;
+mod report;
+mod score;
+mod set;
+
+pub use gate::{
+    evaluate_gate, BaselineRule, GateFailure, GateFailureKind, GatePolicy, GateResult, Metric,
+    Threshold,
+};
+pub use report::{aggregate_records, Aggregate, ScorerRef};
+pub use score::{ScoreError, ScoreErrorClass, ScoreResult};
+pub use set::{EvalCase, EvalDefaults, EvalDefinitionError, EvalSet};
+
+use serde_json::Value;
+
+/// Whether `value` is one of OMA's trace attribute values: a string, a finite number, a boolean,
+/// or an array whose items are all of one of those kinds (an empty array is one).
+pub fn is_trace_attribute(value: &Value) -> bool {
+    match value {
+        Value::String(_) | Value::Bool(_) | Value::Number(_) => true,
+        Value::Array(items) => match items.first() {
+            None => true,
+            Some(Value::String(_)) => items.iter().all(Value::is_string),
+            Some(Value::Bool(_)) => items.iter().all(Value::is_boolean),
+            Some(Value::Number(_)) => items.iter().all(Value::is_number),
+            Some(_) => false,
+        },
+        _ => false,
+    }
+}
+
+/// `text` without the white space JavaScript's `String.prototype.trim` removes (Unicode white
+/// space and line terminators, the byte order mark included, U+0085 not).
+pub(crate) fn js_trim(text: &str) -> &str {
+    text.trim_matches(|c: char| (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}')
+}

@@ -259,3 +259,84 @@ async fn a_batching_sink_fills_the_store_through_the_exporter() {
     sink.shutdown(Some(Duration::from_secs(10)))
         .expect("shut down");
 }
+
+/// What the JSON readers refuse beyond the table (a key OMA has not, a value of the wrong
+/// type), and a cursor once runs were deleted.
+#[tokio::test]
+async fn queries_and_policies_are_refused_by_name_and_cursors_end_with_a_deletion() {
+    let refused = |error: TraceStoreError| (error.field.unwrap_or_default(), error.message);
+    assert_eq!(
+        refused(TraceQuery::from_json(&json!({"runIds": ["a"]})).unwrap_err()),
+        ("runIds".into(), "query has no key runIds.".into())
+    );
+    assert_eq!(
+        refused(TraceQuery::from_json(&json!({"limit": 1.5})).unwrap_err()),
+        (
+            "limit".into(),
+            "limit must be an integer from 1 through 500.".into()
+        )
+    );
+    assert_eq!(
+        TraceQuery::from_json(&json!({"limit": 2.0, "runId": "a"})).unwrap(),
+        TraceQuery {
+            limit: Some(2),
+            run_id: Some(vec!["a".into()]),
+            ..TraceQuery::default()
+        }
+    );
+    assert_eq!(
+        refused(TraceQuery::from_json(&json!({"agent": [1]})).unwrap_err()),
+        (
+            "agent".into(),
+            "agent must contain non-empty strings.".into()
+        )
+    );
+    assert_eq!(
+        refused(RetentionPolicy::from_json(&json!({"maxRuns": 1, "keep": 2})).unwrap_err()),
+        ("keep".into(), "policy has no key keep.".into())
+    );
+    assert_eq!(
+        refused(RetentionPolicy::from_json(&json!({"maxRuns": 1.5})).unwrap_err()),
+        (
+            "maxRuns".into(),
+            "maxRuns must be a non-negative integer.".into()
+        )
+    );
+
+    let store = store(World::Component).await;
+    let scenario = &table()["scenarios"][1];
+    for step in scenario["steps"].as_array().expect("steps").iter().take(2) {
+        store
+            .append(step["append"].as_array().expect("records"))
+            .expect("appended");
+    }
+    let first = TraceQuery {
+        limit: Some(1),
+        ..TraceQuery::default()
+    };
+    let page = store.query_runs(&first).await.expect("a page");
+    let cursor = page.next_cursor.expect("more pages");
+    let other = TraceQuery {
+        limit: Some(1),
+        order: Some(oma_host_tests::observability::QueryOrder::StartedAsc),
+        cursor: Some(cursor.clone()),
+        ..TraceQuery::default()
+    };
+    let mismatch = store.query_runs(&other).await.unwrap_err();
+    assert_eq!(mismatch.code.as_str(), "INVALID_CURSOR");
+    store.delete_run("run-a").expect("deleted");
+    let stale = store
+        .query_runs(&TraceQuery {
+            cursor: Some(cursor),
+            ..first
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused(stale),
+        (
+            "cursor".into(),
+            "Cursor does not match this query or is no longer valid.".into()
+        )
+    );
+}

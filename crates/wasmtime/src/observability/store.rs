@@ -302,9 +302,12 @@ impl TraceQuery {
                     out.limit = match value {
                         Value::Null => None,
                         _ => Some(
+                            // A whole number written with a fraction (`2.0`) is the integer
+                            // JavaScript reads; one past `u32` is refused by the range check.
                             value
-                                .as_u64()
-                                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                                .as_f64()
+                                .filter(|n| n.fract() == 0.0 && *n >= 0.0)
+                                .map(|n| n.min(f64::from(u32::MAX)) as u32)
                                 .ok_or_else(|| {
                                     fail(
                                         "limit",

@@ -8,8 +8,8 @@
 //! served over HTTP in process (`serve`), the recorded-response corpus replayed to every world
 //! (`corpus`, `fixtures/corpus/`), the codec's text rules over their shared tables
 //! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
-//! (`observability_sinks`), and its evaluation framework over the packages' eval
-//! tables (`eval_framework`).
+//! (`observability_sinks`), its trace store over the store table (`observability_store`),
+//! and its evaluation framework over the packages' eval tables (`eval_framework`).
 
 mod adapter;
 mod agent;
@@ -26,6 +26,7 @@ mod harness;
 mod large;
 mod media;
 mod observability_sinks;
+mod observability_store;
 mod parity;
 mod provider;
 mod roundtrip;

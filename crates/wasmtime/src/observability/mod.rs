@@ -2,7 +2,8 @@
 //! [`BatchingTraceSink`] that exports records in batches through a [`TraceExporter`], the
 //! [`CompositeTraceSink`] that fans records out to several, and the
 //! [`LegacyCallbackTraceSink`] that hands the legacy trace events riding on records to a
-//! callback.
+//! callback; and OMA's [`InMemoryTraceStore`], which a [`TraceStoreExporter`] fills from a
+//! batching sink and which reads runs back through the guest's codec.
 //!
 //! A run's records reach a host through [`AgentHost::trace_records`](crate::AgentHost);
 //! [`ScriptedHost::with_sink`](crate::ScriptedHost::with_sink) hands each to a sink (and
@@ -16,6 +17,7 @@ mod batching;
 mod composite;
 mod legacy;
 mod sink;
+mod store;
 
 pub use batching::{
     AbortSignal, BatchingError, BatchingOptions, BatchingTraceSink, ExportResult, ExportStatus,
@@ -27,4 +29,9 @@ pub use sink::{
     DiagnosticCode, DiagnosticHandler, DiagnosticMode, DiagnosticOptions, DiagnosticSeverity,
     FlushResult, FlushStatus, FnSink, SinkError, TelemetryDiagnostic, TraceSink, TraceSinkStats,
     DEFAULT_FLUSH_TIMEOUT,
+};
+pub use store::{
+    AppendResult, DeleteResult, InMemoryTraceStore, MaterializeFuture, QueryOrder, RetentionPolicy,
+    RunMaterializer, RunPage, StoreDiagnostic, StoreDiagnosticCode, TraceQuery, TraceStoreError,
+    TraceStoreErrorCode, TraceStoreExporter, TRACE_STORE_SCHEMA_MAJOR,
 };

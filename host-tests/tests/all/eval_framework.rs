@@ -4,8 +4,8 @@
 //! the tables hand values over as OMA's JSON, which is how the Rust API takes sets, score
 //! results, records, policies and reports.
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use oma_host_tests::eval::{
@@ -180,7 +180,7 @@ const RUNNER_REFUSED_BY_TYPE: &[(&str, &str)] = &[(
 /// id of every record it kept.
 struct TableStore {
     fail_for: Vec<String>,
-    kept: RefCell<Vec<String>>,
+    kept: Mutex<Vec<String>>,
 }
 
 impl EvalRecordStore for TableStore {
@@ -192,7 +192,7 @@ impl EvalRecordStore for TableStore {
         if ids.iter().any(|id| self.fail_for.contains(id)) {
             return Err("append failed".into());
         }
-        self.kept.borrow_mut().extend(ids);
+        self.kept.lock().unwrap().extend(ids);
         Ok(())
     }
 }
@@ -293,9 +293,9 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
                         .collect()
                 })
                 .unwrap_or_default(),
-            kept: RefCell::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
         };
-        let progress = Rc::new(RefCell::new(Vec::<Value>::new()));
+        let progress = Arc::new(Mutex::new(Vec::<Value>::new()));
         let cancel = CancelToken::new();
         let (seen, stop, cancel_after) = (
             progress.clone(),
@@ -316,7 +316,9 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
                 .map(|t| t.iter().map(|t| t.as_str().unwrap().to_owned()).collect())
                 .unwrap_or_default(),
             metadata: opts["metadata"].as_object().cloned().unwrap_or_default(),
-            store: row.get("store").map(|_| &store as &dyn EvalRecordStore),
+            store: row
+                .get("store")
+                .map(|_| &store as &(dyn EvalRecordStore + Sync)),
             store_payloads: match opts["storePayloads"].as_str() {
                 None | Some("none") => StorePayloads::None,
                 Some("redacted") => StorePayloads::Redacted,
@@ -325,7 +327,7 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
             },
             cancel: Some(cancel),
             on_progress: Some(Box::new(move |event: &EvalProgress| {
-                let mut seen = seen.borrow_mut();
+                let mut seen = seen.lock().unwrap();
                 seen.push(event.to_json());
                 let done = seen.iter().filter(|e| e["type"] == "case_done").count() as u64;
                 if Some(done) == cancel_after {
@@ -364,7 +366,7 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
             "{name}: records {records}"
         );
         assert_eq!(
-            Value::Array(progress.borrow().clone()),
+            Value::Array(progress.lock().unwrap().clone()),
             expect["progress"],
             "{name}: progress"
         );
@@ -385,7 +387,11 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
         let got = Value::Object(got);
         assert!(same(&got, &expect["report"]), "{name}: report {got}");
         if let Some(stored) = expect.get("stored") {
-            assert_eq!(json!(*store.kept.borrow()), *stored, "{name}: stored");
+            assert_eq!(
+                json!(*store.kept.lock().unwrap()),
+                *stored,
+                "{name}: stored"
+            );
         }
     }
     let refused = table["refused"].as_array().unwrap();
@@ -406,9 +412,9 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
             &json!({"name": "s", "version": "1", "cases": [{"id": "a", "input": 1}]}),
         )
         .unwrap();
-        let ran = Cell::new(false);
+        let ran = AtomicBool::new(false);
         let target = |_: Value, _: TargetContext| {
-            ran.set(true);
+            ran.store(true, Ordering::SeqCst);
             async { Ok(TargetOutput::new(Value::Null)) }
         };
         let error = run_eval_set(&set, target, options, redactor)
@@ -416,7 +422,10 @@ async fn runner_rows<R: Redact>(redactor: &mut R) {
             .unwrap()
             .unwrap_err();
         assert_eq!(error.0, row["error"].as_str().unwrap());
-        assert!(!ran.get(), "no sample runs before the options are checked");
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "no sample runs before the options are checked"
+        );
     }
     let listed: Vec<&str> = RUNNER_REFUSED_BY_TYPE.iter().map(|(key, _)| *key).collect();
     assert_eq!(by_type, listed);
@@ -451,15 +460,15 @@ async fn samples_run_concurrency_at_a_time_in_case_order() {
         .map(|i| json!({"id": format!("c{i}"), "input": i}))
         .collect();
     let set = EvalSet::define(&json!({"name": "s", "version": "1", "cases": cases})).unwrap();
-    let (in_flight, most) = (Cell::new(0), Cell::new(0));
+    let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let target = |input: Value, _: TargetContext| {
-        in_flight.set(in_flight.get() + 1);
-        most.set(most.get().max(in_flight.get()));
+        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(now, Ordering::SeqCst);
         let wait = Duration::from_millis(5 * (5 - input.as_u64().unwrap()));
         let done = &in_flight;
         async move {
             tokio::time::sleep(wait).await;
-            done.set(done.get() - 1);
+            done.fetch_sub(1, Ordering::SeqCst);
             Ok(TargetOutput::new(input))
         }
     };
@@ -468,11 +477,13 @@ async fn samples_run_concurrency_at_a_time_in_case_order() {
         concurrency: Some(2),
         ..RunOptions::default()
     };
-    let report = run_eval_set(&set, target, options, &mut *guest)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(most.get(), 2);
+    // A run may be awaited from a spawned task: its future is `Send`.
+    fn sendable<F: Send>(future: F) -> F {
+        future
+    }
+    let run = sendable(run_eval_set(&set, target, options, &mut *guest));
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(most.load(Ordering::SeqCst), 2);
     let order: Vec<&str> = report
         .records
         .iter()

@@ -5,9 +5,10 @@
 //! The runner's redaction (error messages, `redacted` payloads) is the component's: the codec's
 //! `redact-sensitive-text`, through a [`Redact`] (a [`Guest`] or a [`DriverGuest`]).
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -24,12 +25,12 @@ const TARGET_SCORER_NAME: &str = "_target";
 const PAYLOAD_MAX_UNITS: usize = 8 * 1024;
 const ERROR_MESSAGE_UNITS: usize = 1024;
 
-/// A boxed future, what scorers answer with.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+/// A boxed future that may move between threads, what scorers and redactors answer with.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The component's secret redaction (the codec's `redact-sensitive-text`), which the runner
 /// applies to error messages and to `redacted` payloads.
-pub trait Redact {
+pub trait Redact: Send {
     /// `text` with what looks like a secret replaced by `[redacted]`; an error is a trap.
     fn redact<'a>(&'a mut self, text: &'a str) -> BoxFuture<'a, anyhow::Result<String>>;
 }
@@ -112,7 +113,8 @@ pub struct ScoreContext {
     pub cancel: CancelToken,
 }
 
-type ScoreFn = Box<dyn Fn(ScoreContext) -> BoxFuture<'static, anyhow::Result<ScoreResult>>>;
+type ScoreFn =
+    Box<dyn Fn(ScoreContext) -> BoxFuture<'static, anyhow::Result<ScoreResult>> + Send + Sync>;
 
 /// A scorer (OMA's `Scorer`): a name, an optional version (a baseline comparison sees a
 /// scoring change only through it), an optional timeout, and the scoring function. What the
@@ -129,8 +131,8 @@ impl Scorer {
     /// A scorer named `name` scoring with `score`.
     pub fn new<F, Fut>(name: impl Into<String>, score: F) -> Self
     where
-        F: Fn(ScoreContext) -> Fut + 'static,
-        Fut: Future<Output = anyhow::Result<ScoreResult>> + 'static,
+        F: Fn(ScoreContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = anyhow::Result<ScoreResult>> + Send + 'static,
     {
         Scorer {
             name: name.into(),
@@ -239,7 +241,7 @@ impl EvalProgress {
 }
 
 /// A run's progress callback.
-pub type ProgressFn<'a> = Box<dyn Fn(&EvalProgress) + 'a>;
+pub type ProgressFn<'a> = Box<dyn Fn(&EvalProgress) + Send + Sync + 'a>;
 
 /// The options of a run (OMA's `RunEvalSetOptions`).
 #[derive(Default)]
@@ -255,7 +257,7 @@ pub struct RunOptions<'a> {
     /// Metadata for every record, after the case's.
     pub metadata: Map<String, Value>,
     /// Where each sample's records are appended.
-    pub store: Option<&'a dyn EvalRecordStore>,
+    pub store: Option<&'a (dyn EvalRecordStore + Sync)>,
     /// The evaluation's run id (a new one when not set).
     pub eval_run_id: Option<String>,
     /// What records keep of the payloads.
@@ -406,7 +408,7 @@ fn stringify(value: &Value) -> String {
 /// The state the samples running at once share.
 struct Shared<'r, R> {
     redactor: tokio::sync::Mutex<&'r mut R>,
-    trap: RefCell<Option<anyhow::Error>>,
+    trap: Mutex<Option<anyhow::Error>>,
 }
 
 impl<R: Redact> Shared<'_, R> {
@@ -415,7 +417,7 @@ impl<R: Redact> Shared<'_, R> {
         match redactor.redact(text).await {
             Ok(text) => text,
             Err(trap) => {
-                self.trap.borrow_mut().get_or_insert(trap);
+                lock(&self.trap).get_or_insert(trap);
                 String::new()
             }
         }
@@ -716,8 +718,8 @@ pub async fn run_eval_set<R, T, Fut>(
 ) -> anyhow::Result<Result<EvalReport, RunOptionsError>>
 where
     R: Redact,
-    T: Fn(Value, TargetContext) -> Fut,
-    Fut: Future<Output = anyhow::Result<TargetOutput>>,
+    T: Fn(Value, TargetContext) -> Fut + Sync,
+    Fut: Future<Output = anyhow::Result<TargetOutput>> + Send,
 {
     if let Some((i, _)) = options
         .scorers
@@ -788,38 +790,41 @@ where
         cancel: cancel.clone(),
         shared: Shared {
             redactor: tokio::sync::Mutex::new(redactor),
-            trap: RefCell::new(None),
+            trap: Mutex::new(None),
         },
     };
-    let samples: RefCell<Vec<Option<Sample>>> =
-        RefCell::new((0..jobs.len()).map(|_| None).collect());
-    let warnings: RefCell<Vec<Option<String>>> = RefCell::new(vec![None; jobs.len()]);
-    let cursor = Cell::new(0usize);
+    let samples: Mutex<Vec<Option<Sample>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let warnings: Mutex<Vec<Option<String>>> = Mutex::new(vec![None; jobs.len()]);
+    let cursor = AtomicUsize::new(0);
     let worker = || async {
         while !cancel.is_cancelled() {
-            let index = cursor.get();
-            cursor.set(index + 1);
+            let index = cursor.fetch_add(1, Ordering::Relaxed);
             let Some((case, repeat)) = jobs.get(index).copied() else {
                 return;
             };
             let sample = run.sample(case, repeat).await;
             if let Some(store) = options.store {
                 if store.append(&sample.records).is_err() {
-                    warnings.borrow_mut()[index] = Some(format!(
+                    lock(&warnings)[index] = Some(format!(
                         "Evaluation records for case \"{}\" repeat {repeat} were not persisted.",
                         case.id
                     ));
                 }
             }
-            samples.borrow_mut()[index] = Some(sample);
+            lock(&samples)[index] = Some(sample);
         }
     };
     let workers = (concurrency as usize).min(jobs.len());
     join_all((0..workers).map(|_| Box::pin(worker())).collect()).await;
-    if let Some(trap) = run.shared.trap.take() {
+    if let Some(trap) = lock(&run.shared.trap).take() {
         return Err(trap);
     }
-    let completed: Vec<Sample> = samples.into_inner().into_iter().flatten().collect();
+    let completed: Vec<Sample> = samples
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+        .collect();
     let records: Vec<Value> = completed.iter().flat_map(|s| s.records.clone()).collect();
     let tokens = completed
         .iter()
@@ -848,13 +853,23 @@ where
         case_count: cases.len() as u64,
         repeats,
         aborted: cancel.is_cancelled(),
-        warnings: warnings.into_inner().into_iter().flatten().collect(),
+        warnings: warnings
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .flatten()
+            .collect(),
         aggregates: aggregate_records(&records, &scorer_refs, &tags_by_case),
         records,
         tokens,
         costs,
         target_errors: completed.iter().filter(|s| s.target_error).count() as u64,
     }))
+}
+
+/// The value behind `mutex`, also after a panic elsewhere (nothing here is left half-written).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs `futures` to the end together, on the caller's task.

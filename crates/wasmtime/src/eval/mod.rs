@@ -2,7 +2,8 @@
 //! sets ([`EvalSet::define`]), the checks on what a scorer answers ([`ScoreResult`]), the
 //! runner ([`run_eval_set`]) over a target and [`Scorer`]s, the per-scorer aggregates of a
 //! run's records ([`aggregate_records`]) and the gate that decides from a report whether a
-//! change may ship ([`GatePolicy`], [`evaluate_gate`]).
+//! change may ship ([`GatePolicy`], [`evaluate_gate`]), and OMA's in-memory store of a run's
+//! records ([`InMemoryEvalStore`]).
 //!
 //! These are the rules both language packages hold to the shared tables
 //! `fixtures/eval/sets.json`, `reports.json` and `runner.json`; this module runs the same
@@ -16,6 +17,7 @@ mod report;
 mod runner;
 mod score;
 mod set;
+mod store;
 
 pub use gate::{
     evaluate_gate, BaselineRule, GateFailure, GateFailureKind, GatePolicy, GateResult, Metric,
@@ -28,6 +30,10 @@ pub use runner::{
 };
 pub use score::{ScoreError, ScoreErrorClass, ScoreResult};
 pub use set::{EvalCase, EvalDefaults, EvalDefinitionError, EvalSet};
+pub use store::{
+    EvalAppendResult, EvalDeleteResult, EvalPage, EvalStoreClock, EvalStoreError,
+    EvalStoreErrorCode, InMemoryEvalStore, EVAL_STORE_SCHEMA_MAJOR,
+};
 
 use serde_json::Value;
 

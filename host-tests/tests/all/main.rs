@@ -9,7 +9,8 @@
 //! (`corpus`, `fixtures/corpus/`), the codec's text rules over their shared tables
 //! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
 //! (`observability_sinks`), its trace store over the store table (`observability_store`),
-//! and its evaluation framework over the packages' eval tables (`eval_framework`).
+//! its evaluation framework over the packages' eval tables (`eval_framework`), and its
+//! evaluation store over the store table (`eval_store`).
 
 mod adapter;
 mod agent;
@@ -20,6 +21,7 @@ mod corpus;
 mod driver;
 mod eval_framework;
 mod eval_rules;
+mod eval_store;
 mod guard;
 mod hardening;
 mod harness;

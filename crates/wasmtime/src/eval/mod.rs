@@ -1,27 +1,39 @@
 //! OMA's evaluation framework for Rust embedders (its `eval` subpath, docs/evaluation.md): eval
 //! sets ([`EvalSet::define`]), the checks on what a scorer answers ([`ScoreResult`]), the
-//! per-scorer aggregates of a run's records ([`aggregate_records`]) and the gate that decides
-//! from a report whether a change may ship ([`GatePolicy`], [`evaluate_gate`]).
+//! runner ([`run_eval_set`]) over a target and [`Scorer`]s, the per-scorer aggregates of a
+//! run's records ([`aggregate_records`]) and the gate that decides from a report whether a
+//! change may ship ([`GatePolicy`], [`evaluate_gate`]), and OMA's in-memory store of a run's
+//! records ([`InMemoryEvalStore`]).
 //!
-//! These are the rules both language packages hold to the shared tables `fixtures/eval/sets.json`
-//! and `reports.json`; this module runs the same tables. Values a caller hands over as OMA's JSON
-//! (a set, a policy, a report, records) are `serde_json` values, checked field by field with
-//! OMA's field names and messages; what the module answers is typed, and turns back into OMA's
-//! JSON with `to_json`.
+//! These are the rules both language packages hold to the shared tables
+//! `fixtures/eval/sets.json`, `reports.json` and `runner.json`; this module runs the same
+//! tables. Values a caller hands over as OMA's JSON (a set, a policy, a report, records) are
+//! `serde_json` values, checked field by field with OMA's field names and messages; what the
+//! module answers is typed, and turns back into OMA's JSON with `to_json`.
 
 mod gate;
 mod number;
 mod report;
+mod runner;
 mod score;
 mod set;
+mod store;
 
 pub use gate::{
     evaluate_gate, BaselineRule, GateFailure, GateFailureKind, GatePolicy, GateResult, Metric,
     Threshold,
 };
 pub use report::{aggregate_records, Aggregate, ScorerRef};
+pub use runner::{
+    run_eval_set, BoxFuture, EvalProgress, EvalRecordStore, EvalReport, ProgressFn, Redact,
+    RunOptions, RunOptionsError, ScoreContext, Scorer, StorePayloads, TargetContext, TargetOutput,
+};
 pub use score::{ScoreError, ScoreErrorClass, ScoreResult};
 pub use set::{EvalCase, EvalDefaults, EvalDefinitionError, EvalSet};
+pub use store::{
+    EvalAppendResult, EvalDeleteResult, EvalPage, EvalStoreClock, EvalStoreError,
+    EvalStoreErrorCode, InMemoryEvalStore, EVAL_STORE_SCHEMA_MAJOR,
+};
 
 use serde_json::Value;
 

@@ -41,3 +41,6 @@ pub use store::{
     RunMaterializer, RunPage, StoreDiagnostic, StoreDiagnosticCode, TraceQuery, TraceStoreError,
     TraceStoreErrorCode, TraceStoreExporter, TRACE_STORE_SCHEMA_MAJOR,
 };
+
+/// ISO-8601 times as milliseconds, shared with the evaluation store (`crate::eval`).
+pub(crate) use store::iso_ms;

@@ -568,7 +568,7 @@ fn check_record(record: &Value, index: usize) -> Result<(), TraceStoreError> {
 /// Milliseconds since the epoch of an ISO-8601 date or date-time (`2023-11-14`,
 /// `2023-11-14T22:13:20Z`, `2023-11-14T22:13:20.123+01:00`; without an offset, UTC), or
 /// `None` when `text` is not one.
-fn iso_ms(text: &str) -> Option<f64> {
+pub(crate) fn iso_ms(text: &str) -> Option<f64> {
     let bytes = text.as_bytes();
     let digits = |from: usize, len: usize| -> Option<i64> {
         let part = bytes.get(from..from + len)?;

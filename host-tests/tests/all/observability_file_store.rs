@@ -3,18 +3,25 @@
 //! JavaScript and Python packages run: every file beside it opened as it is (runs, records,
 //! diagnostics, the size the file is cut to, or OMA's error with its line), and the file a store
 //! writes, byte for byte but the batch ids. Every row applies to Rust: none is skipped. Then
-//! reopening, compaction, retention, a closed store and a write that fails. Files are written
+//! reopening, compaction, retention, a closed store, a write that fails and a batching sink exporting to
+//! a file store. Files are written
 //! only under a temporary directory of each test, removed at its end.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
+use oma_host_tests::observability::{
+    AbortSignal, BatchingOptions, BatchingTraceSink, ExportStatus, TraceExporter, TraceSink,
+    TraceStoreExporter,
+};
 use oma_host_tests::observability::{
     FileDiagnostic, FileStoreErrorCode, FileTraceStore, FileTraceStoreError, InMemoryTraceStore,
     RetentionPolicy, TraceQuery,
 };
-use oma_host_tests::{GuestOptions, Harness, Shared};
+use oma_host_tests::{GuestOptions, Harness, Shared, TraceRecord};
 use serde_json::{json, Value};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/observability");
@@ -329,4 +336,75 @@ async fn refusals_and_a_write_that_fails() {
     let stale = FileTraceStore::open(dir.0.join("other.ndjson"), memory().await)
         .expect_err("a temp file without its target");
     assert_eq!(stale.code, FileStoreErrorCode::StaleCompactionFile);
+}
+
+/// A batching sink fills a file store through `TraceStoreExporter::for_file`; the run reads back
+/// the same once the file is opened again; a schema the store refuses fails the batch for good
+/// and a closed store's is retryable (`STORE_APPEND_FAILED`).
+#[tokio::test]
+async fn a_batching_sink_fills_a_file_store_through_the_exporter() {
+    let dir = TempDir::new();
+    let path = dir.0.join("traces.ndjson");
+    let store = Arc::new(FileTraceStore::open(&path, memory().await).expect("a store"));
+    let records = named_records(&json!([
+        "run_start",
+        "agent_start",
+        "llm_start",
+        "first_chunk",
+        "stream_chunk",
+        "llm_end",
+        "tool_start",
+        "tool_end",
+        "agent_end",
+        "run_end"
+    ]));
+    let sink = BatchingTraceSink::new(
+        TraceStoreExporter::for_file(store.clone()),
+        BatchingOptions::default(),
+    )
+    .expect("a sink");
+    let batch: Vec<TraceRecord> = records
+        .iter()
+        .map(|r| TraceRecord {
+            json: r.to_string(),
+            legacy: None,
+        })
+        .collect();
+    for record in &batch {
+        sink.emit(record).expect("emitted");
+    }
+    let flushed = sink
+        .force_flush(Some(Duration::from_secs(10)))
+        .expect("flushed");
+    assert_eq!(flushed.exported, records.len() as u64);
+    sink.shutdown(Some(Duration::from_secs(10)))
+        .expect("shut down");
+    let run = store.get_run("run-1", true).await.expect("read back");
+    assert!(run.is_some());
+
+    let exporter = TraceStoreExporter::for_file(store.clone());
+    let signal = AbortSignal::default();
+    let mut old = records[0].clone();
+    old["schemaVersion"] = json!(1);
+    old["recordId"] = json!("other");
+    let refused = [TraceRecord {
+        json: old.to_string(),
+        legacy: None,
+    }];
+    let answer = TraceExporter::export(&exporter, &refused, &signal).expect("an answer");
+    assert_eq!(
+        (answer.status, answer.code.as_deref()),
+        (
+            ExportStatus::Failure,
+            Some("STORE_UNSUPPORTED_SCHEMA_VERSION")
+        )
+    );
+    store.close().expect("closed");
+    let answer = TraceExporter::export(&exporter, &batch, &signal).expect("an answer");
+    assert_eq!(
+        (answer.status, answer.code.as_deref()),
+        (ExportStatus::Retryable, Some("STORE_APPEND_FAILED"))
+    );
+    let again = FileTraceStore::open(&path, memory().await).expect("reopened");
+    assert_eq!(again.get_run("run-1", true).await.expect("read back"), run);
 }

@@ -68,7 +68,8 @@ impl From<FileStoreError> for FileTraceStoreError {
 /// [`InMemoryTraceStore`] (its codec, clock and store diagnostics are the file store's). Its
 /// methods are the in-memory store's, each change written to the file before it returns; a
 /// write that fails is cut back and the store replays the file again, so it holds what the
-/// file holds. Thread-safe: changes are made and written in one order under one lock.
+/// file holds. [`TraceStoreExporter::for_file`](super::TraceStoreExporter::for_file) fills it
+/// from a batching sink. Thread-safe: changes are made and written in one order under one lock.
 pub struct FileTraceStore {
     memory: InMemoryTraceStore,
     log: Mutex<DurableLog>,
@@ -220,6 +221,15 @@ impl FileTraceStore {
             self.persist(&mut log, Operation::Append, records)?;
         }
         Ok(result)
+    }
+
+    /// [`InMemoryTraceStore::append_records`]: what a run hands a sink, written as
+    /// [`append`](Self::append) writes it.
+    pub fn append_records(
+        &self,
+        records: &[crate::bindings::oma::agent::exchange::TraceRecord],
+    ) -> Result<AppendResult, FileTraceStoreError> {
+        self.append(&super::store::records_json(records)?)
     }
 
     /// [`InMemoryTraceStore::get_run`].

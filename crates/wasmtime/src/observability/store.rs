@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 
 use super::batching::{AbortSignal, ExportResult, ExportStatus, TraceExporter};
+use super::file::{FileTraceStore, FileTraceStoreError};
 use super::sink::SinkError;
 use crate::bindings::oma::agent::exchange::TraceRecord;
 use crate::bindings::oma::agent::types::Error as WitError;
@@ -122,6 +123,23 @@ fn codec_failed(message: String) -> TraceStoreError {
         field: None,
         message,
     }
+}
+
+/// The JSON of the records a run hands a sink; a record whose JSON does not parse is refused
+/// as OMA refuses a record it cannot serialize.
+pub(super) fn records_json(records: &[TraceRecord]) -> Result<Vec<Value>, TraceStoreError> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, record)| {
+            serde_json::from_str(&record.json).map_err(|_| {
+                fail(
+                    &format!("records[{i}]"),
+                    format!("records[{i}] must be JSON-serializable."),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Why a record was kept out of the store by [`InMemoryTraceStore::append`].
@@ -1073,19 +1091,7 @@ impl InMemoryTraceStore {
     /// [`append`](Self::append) of the records a run hands a sink; a record whose JSON does not
     /// parse is refused as OMA refuses a record it cannot serialize.
     pub fn append_records(&self, records: &[TraceRecord]) -> Result<AppendResult, TraceStoreError> {
-        let values = records
-            .iter()
-            .enumerate()
-            .map(|(i, record)| {
-                serde_json::from_str(&record.json).map_err(|_| {
-                    fail(
-                        &format!("records[{i}]"),
-                        format!("records[{i}] must be JSON-serializable."),
-                    )
-                })
-            })
-            .collect::<Result<Vec<Value>, _>>()?;
-        self.append(&values)
+        self.append(&records_json(records)?)
     }
 
     async fn materialize(
@@ -1501,13 +1507,29 @@ struct Position {
 /// `STORE_VALIDATION_FAILED`); an aborted export is retryable (`STORE_EXPORT_ABORTED`).
 #[derive(Debug, Clone)]
 pub struct TraceStoreExporter {
-    store: Arc<InMemoryTraceStore>,
+    store: ExportTarget,
+}
+
+#[derive(Debug, Clone)]
+enum ExportTarget {
+    Memory(Arc<InMemoryTraceStore>),
+    File(Arc<FileTraceStore>),
 }
 
 impl TraceStoreExporter {
     /// Appends to `store`.
     pub fn new(store: Arc<InMemoryTraceStore>) -> Self {
-        TraceStoreExporter { store }
+        TraceStoreExporter {
+            store: ExportTarget::Memory(store),
+        }
+    }
+
+    /// Appends to the file store `store`, each batch written before the export answers; a
+    /// batch the file could not take is retryable (`STORE_APPEND_FAILED`), as in OMA.
+    pub fn for_file(store: Arc<FileTraceStore>) -> Self {
+        TraceStoreExporter {
+            store: ExportTarget::File(store),
+        }
     }
 }
 
@@ -1526,8 +1548,18 @@ impl TraceExporter for TraceStoreExporter {
         if signal.is_aborted() {
             return Ok(answer(ExportStatus::Retryable, "STORE_EXPORT_ABORTED"));
         }
-        Ok(match self.store.append_records(records) {
-            Ok(_) => ExportResult::success(records.len() as u64),
+        let appended = match &self.store {
+            ExportTarget::Memory(store) => store.append_records(records).map(|_| ()),
+            ExportTarget::File(store) => match store.append_records(records) {
+                Ok(_) => Ok(()),
+                Err(FileTraceStoreError::Store(e)) => Err(e),
+                Err(FileTraceStoreError::File(_)) => {
+                    return Ok(answer(ExportStatus::Retryable, "STORE_APPEND_FAILED"))
+                }
+            },
+        };
+        Ok(match appended {
+            Ok(()) => ExportResult::success(records.len() as u64),
             Err(e) if e.code == TraceStoreErrorCode::UnsupportedSchemaVersion => {
                 answer(ExportStatus::Failure, "STORE_UNSUPPORTED_SCHEMA_VERSION")
             }

@@ -68,6 +68,7 @@ mod agent;
 mod agent_host;
 pub mod bindings;
 mod driver;
+mod durable_log;
 mod engine;
 mod error_json;
 pub mod eval;

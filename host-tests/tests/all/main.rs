@@ -27,6 +27,7 @@ mod hardening;
 mod harness;
 mod large;
 mod media;
+mod observability_file_store;
 mod observability_sinks;
 mod observability_store;
 mod parity;

@@ -3,7 +3,8 @@
 //! [`CompositeTraceSink`] that fans records out to several, and the
 //! [`LegacyCallbackTraceSink`] that hands the legacy trace events riding on records to a
 //! callback; and OMA's [`InMemoryTraceStore`], which a [`TraceStoreExporter`] fills from a
-//! batching sink and which reads runs back through the guest's codec.
+//! batching sink and which reads runs back through the guest's codec, and OMA's
+//! [`FileTraceStore`], that store kept in a durable file.
 //!
 //! A run's records reach a host through [`AgentHost::trace_records`](crate::AgentHost);
 //! [`ScriptedHost::with_sink`](crate::ScriptedHost::with_sink) hands each to a sink (and
@@ -15,15 +16,20 @@
 
 mod batching;
 mod composite;
+mod file;
 mod legacy;
 mod sink;
 mod store;
 
+pub use crate::durable_log::{FileDiagnostic, FileStoreError, FileStoreErrorCode};
 pub use batching::{
     AbortSignal, BatchingError, BatchingOptions, BatchingTraceSink, ExportResult, ExportStatus,
     TraceExporter, MAX_ABANDONED_EXPORTS,
 };
 pub use composite::CompositeTraceSink;
+pub use file::{
+    FileTraceStore, FileTraceStoreError, FILE_TRACE_STORE_FORMAT, FILE_TRACE_STORE_FORMAT_VERSION,
+};
 pub use legacy::{LegacyCallbackTraceSink, LEGACY_QUEUE_CAPACITY};
 pub use sink::{
     DiagnosticCode, DiagnosticHandler, DiagnosticMode, DiagnosticOptions, DiagnosticSeverity,

@@ -1257,6 +1257,22 @@ impl InMemoryTraceStore {
                 "delete does not accept cursor, limit, or order.".into(),
             ));
         }
+        let ids = self.doomed_by_query(query).await?;
+        Ok(self.delete_runs(&ids))
+    }
+
+    /// The runs [`delete`](Self::delete) would delete, oldest first, checked as it checks them
+    /// (the file store deletes them and writes the deletion under one lock).
+    pub(super) async fn doomed_by_query(
+        &self,
+        query: &TraceQuery,
+    ) -> Result<Vec<String>, TraceStoreError> {
+        if query.cursor.is_some() || query.limit.is_some() || query.order.is_some() {
+            return Err(fail(
+                "query",
+                "delete does not accept cursor, limit, or order.".into(),
+            ));
+        }
         let q = Normalized::new(&TraceQuery {
             limit: Some(500),
             ..query.clone()
@@ -1269,8 +1285,7 @@ impl InMemoryTraceStore {
             .filter(|s| q.matches(s))
             .collect();
         doomed.sort_by(compare_runs);
-        let ids: Vec<String> = doomed.into_iter().map(|s| s.run_id).collect();
-        Ok(self.delete_runs(&ids))
+        Ok(doomed.into_iter().map(|s| s.run_id).collect())
     }
 
     /// Applies `policy` (OMA's `applyRetention`) against the store's clock.
@@ -1278,6 +1293,16 @@ impl InMemoryTraceStore {
         &self,
         policy: &RetentionPolicy,
     ) -> Result<DeleteResult, TraceStoreError> {
+        let ids = self.doomed_by_policy(policy).await?;
+        Ok(self.delete_runs(&ids))
+    }
+
+    /// The runs [`apply_retention`](Self::apply_retention) would delete, checked as it checks
+    /// the policy.
+    pub(super) async fn doomed_by_policy(
+        &self,
+        policy: &RetentionPolicy,
+    ) -> Result<Vec<String>, TraceStoreError> {
         if policy.max_age_ms.is_none() && policy.max_runs.is_none() && policy.statuses.is_none() {
             return Err(fail(
                 "policy",
@@ -1321,7 +1346,7 @@ impl InMemoryTraceStore {
             .filter(|s| doomed.contains(&s.run_id))
             .map(|s| s.run_id.clone())
             .collect();
-        Ok(self.delete_runs(&ids))
+        Ok(ids)
     }
 
     /// Every record kept, by run in the order runs started, each run's in order.
@@ -1340,7 +1365,32 @@ impl InMemoryTraceStore {
         Ok(out)
     }
 
-    fn delete_runs(&self, run_ids: &[String]) -> DeleteResult {
+    /// The store's revision: it moves on with every change.
+    pub(super) fn revision(&self) -> u64 {
+        let state = self.lock();
+        state.revision + state.delete_epoch
+    }
+
+    /// Whether the store holds no record.
+    pub(super) fn is_empty(&self) -> bool {
+        self.lock().entries.is_empty()
+    }
+
+    /// Forgets every record (the file store replays its file again after a failed write);
+    /// the revision moves on, so no earlier cursor stays valid.
+    pub(super) fn reset(&self) {
+        let mut state = self.lock();
+        let revision = state.revision + 1;
+        let delete_epoch = state.delete_epoch + 1;
+        *state = State {
+            revision,
+            delete_epoch,
+            ..State::default()
+        };
+    }
+
+    /// Deletes the runs of `run_ids` that it holds.
+    pub(super) fn delete_runs(&self, run_ids: &[String]) -> DeleteResult {
         let mut state = self.lock();
         let mut deleted: Vec<String> = Vec::new();
         for id in run_ids {

@@ -505,15 +505,7 @@ impl DriverGuest {
         input: &RunInput,
         options: &RunAgentOptions,
     ) -> anyhow::Result<Result<RunResult, WitError>> {
-        start_call(&mut self.store);
-        let driver = self.bindings.oma_agent_driver();
-        let session = driver
-            .call_run_agent(&mut self.store, config, input, *options, &typed(7))
-            .await?;
-        match session {
-            Ok(session) => Ok(Ok(self.finish(session, &config.name).await?)),
-            Err(error) => Ok(Err(error)),
-        }
+        self.start_run_agent(config, input, options, None).await
     }
 
     /// `driver.run-agent` as [`DriverGuest::run_agent`], cancellable by its caller through
@@ -529,6 +521,18 @@ impl DriverGuest {
         options: &RunAgentOptions,
         cancel: &CancelToken,
     ) -> anyhow::Result<Result<RunResult, WitError>> {
+        self.start_run_agent(config, input, options, Some(cancel))
+            .await
+    }
+
+    /// `driver.run-agent`'s session driven to its result, cancellable when `cancel` is given.
+    async fn start_run_agent(
+        &mut self,
+        config: &AgentConfig,
+        input: &RunInput,
+        options: &RunAgentOptions,
+        cancel: Option<&CancelToken>,
+    ) -> anyhow::Result<Result<RunResult, WitError>> {
         start_call(&mut self.store);
         let driver = self.bindings.oma_agent_driver();
         let session = driver
@@ -537,7 +541,7 @@ impl DriverGuest {
         match session {
             Ok(session) => {
                 let mut flight = Flight::new(&config.name);
-                flight.cancel = Some(cancel.clone());
+                flight.cancel = cancel.cloned();
                 Ok(Ok(self.drive(session, flight).await?))
             }
             Err(error) => Ok(Err(error)),

@@ -744,7 +744,8 @@ impl DurableLog {
                 self.corruption(&format!("{} header format is invalid.", format.label), line)
             );
         }
-        if value["formatVersion"].as_u64() != Some(1) {
+        // `1.0` is 1, as JavaScript reads it.
+        if whole(&value["formatVersion"]) != Some(1) {
             return Err(self.error(
                 FileStoreErrorCode::UnsupportedFileFormat,
                 format!("{} file format version is unsupported.", format.label),
@@ -753,7 +754,7 @@ impl DurableLog {
                 Some(line),
             ));
         }
-        if value[format.schema_key].as_u64() != Some(format.schema_major) {
+        if whole(&value[format.schema_key]) != Some(format.schema_major) {
             return Err(self.error(
                 FileStoreErrorCode::UnsupportedSchema(format.unsupported_schema_code),
                 format!(
@@ -993,6 +994,15 @@ mod tests {
         ] {
             assert_eq!(js_number(x), text);
         }
+    }
+
+    #[test]
+    fn whole_numbers_are_read_as_javascript_reads_them() {
+        assert_eq!(super::whole(&json!(1.0)), Some(1));
+        assert_eq!(super::whole(&json!(2)), Some(2));
+        assert_eq!(super::whole(&json!(1.5)), None);
+        assert_eq!(super::whole(&json!(-1)), None);
+        assert_eq!(super::whole(&json!("1")), None);
     }
 
     #[test]

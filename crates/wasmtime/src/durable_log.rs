@@ -1,5 +1,5 @@
-//! The durable file under OMA's file stores (its `FileTraceStore`, and its `FileEvalStore`
-//! later): an append-only NDJSON log for one process and one store instance at a time.
+//! The durable file under OMA's file stores (its `FileTraceStore` and `FileEvalStore`): an
+//! append-only NDJSON log for one process and one store instance at a time.
 //!
 //! The first line is a header naming the format, its version (1) and the schema major of what
 //! the file holds. Every change (an append of items, a deletion by id) is one batch of lines: a
@@ -193,44 +193,11 @@ pub(crate) struct DurableLog {
     on_diagnostic: Option<DiagnosticCallback>,
 }
 
-/// A number as JavaScript's `JSON.stringify` writes it (`100`, `0.1`, `1e+21`, `1e-7`).
-fn js_number(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    // `{:e}` gives the shortest digits that read back as `x`, the digits JavaScript chooses.
-    let exp_form = format!("{:e}", x.abs());
-    let (mantissa, exponent) = exp_form.split_once('e').unwrap_or((&exp_form, "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let k = digits.len() as i32;
-    let n = exponent.parse::<i32>().unwrap_or(0) + 1;
-    let body = if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let rest = if k > 1 {
-            format!(".{}", &digits[1..])
-        } else {
-            String::new()
-        };
-        let sign = if n - 1 < 0 { '-' } else { '+' };
-        format!("{}{rest}e{sign}{}", &digits[..1], (n - 1).abs())
-    };
-    if x < 0.0 {
-        format!("-{body}")
-    } else {
-        body
-    }
-}
-
 /// `value`'s JSON text as JavaScript's `JSON.stringify` writes it.
 pub(crate) fn js_json(value: &Value, out: &mut String) {
     match value {
         Value::Number(n) if n.is_f64() => match n.as_f64() {
-            Some(x) => out.push_str(&js_number(x)),
+            Some(x) => out.push_str(&crate::number::js_number(x)),
             None => out.push_str("null"),
         },
         Value::Array(items) => {
@@ -978,23 +945,8 @@ impl DurableLog {
 
 #[cfg(test)]
 mod tests {
-    use super::{checksum, js_number};
+    use super::checksum;
     use serde_json::json;
-
-    #[test]
-    fn numbers_are_written_as_javascript_writes_them() {
-        for (x, text) in [
-            (100.0, "100"),
-            (0.1, "0.1"),
-            (1e21, "1e+21"),
-            (1e-7, "1e-7"),
-            (1.5e-6, "0.0000015"),
-            (-2.5, "-2.5"),
-            (1e16, "10000000000000000"),
-        ] {
-            assert_eq!(js_number(x), text);
-        }
-    }
 
     #[test]
     fn whole_numbers_are_read_as_javascript_reads_them() {

@@ -77,6 +77,7 @@ mod guest;
 pub mod keyvalue;
 mod limits;
 mod llm_adapter;
+mod number;
 pub mod observability;
 pub mod oma_json;
 pub mod pool;

@@ -10,7 +10,7 @@
 //! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
 //! (`observability_sinks`), its trace store over the store table (`observability_store`),
 //! its evaluation framework over the packages' eval tables (`eval_framework`), and its
-//! evaluation store over the store table (`eval_store`).
+//! evaluation stores over the store tables (`eval_store`, `eval_file_store`).
 
 mod adapter;
 mod agent;
@@ -19,6 +19,7 @@ mod common;
 mod contract;
 mod corpus;
 mod driver;
+mod eval_file_store;
 mod eval_framework;
 mod eval_rules;
 mod eval_store;

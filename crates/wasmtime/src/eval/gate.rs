@@ -5,8 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::js_trim;
-use super::number::js_number;
 use super::set::{refuse_unknown, EvalDefinitionError};
+use crate::number::js_number;
 
 const POLICY: &str = "a gate policy";
 

@@ -2,8 +2,8 @@
 //! sets ([`EvalSet::define`]), the checks on what a scorer answers ([`ScoreResult`]), the
 //! runner ([`run_eval_set`]) over a target and [`Scorer`]s, the per-scorer aggregates of a
 //! run's records ([`aggregate_records`]) and the gate that decides from a report whether a
-//! change may ship ([`GatePolicy`], [`evaluate_gate`]), and OMA's in-memory store of a run's
-//! records ([`InMemoryEvalStore`]).
+//! change may ship ([`GatePolicy`], [`evaluate_gate`]), and OMA's stores of a run's records:
+//! in memory ([`InMemoryEvalStore`]) and in a durable file ([`FileEvalStore`]).
 //!
 //! These are the rules both language packages hold to the shared tables
 //! `fixtures/eval/sets.json`, `reports.json` and `runner.json`; this module runs the same
@@ -11,14 +11,18 @@
 //! `serde_json` values, checked field by field with OMA's field names and messages; what the
 //! module answers is typed, and turns back into OMA's JSON with `to_json`.
 
+mod file;
 mod gate;
-mod number;
 mod report;
 mod runner;
 mod score;
 mod set;
 mod store;
 
+pub use crate::durable_log::{FileDiagnostic, FileStoreError, FileStoreErrorCode};
+pub use file::{
+    FileEvalStore, FileEvalStoreError, FILE_EVAL_STORE_FORMAT, FILE_EVAL_STORE_FORMAT_VERSION,
+};
 pub use gate::{
     evaluate_gate, BaselineRule, GateFailure, GateFailureKind, GatePolicy, GateResult, Metric,
     Threshold,

@@ -811,6 +811,33 @@ impl InMemoryEvalStore {
         Ok(remove(&mut state, &doomed))
     }
 
+    /// Whether the store keeps no record.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().kept.is_empty()
+    }
+
+    /// Forgets every record (a file store replays its file again after a failed write).
+    pub(crate) fn reset(&self) {
+        let mut state = self.lock();
+        let epoch = state.epoch + 1;
+        *state = State::default();
+        state.epoch = epoch;
+    }
+
+    /// Removes the records of `ids` (a file store's delete batch, replayed).
+    pub(crate) fn delete_record_ids(&self, ids: &[String]) -> EvalDeleteResult {
+        let ids: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut state = self.lock();
+        let doomed: HashSet<usize> = state
+            .kept
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| ids.contains(k.record_id.as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        remove(&mut state, &doomed)
+    }
+
     /// The records kept, in the order they were appended.
     pub fn records(&self) -> Vec<Value> {
         self.lock().kept.iter().map(|k| k.record.clone()).collect()

@@ -1,5 +1,6 @@
-//! Numbers written as JavaScript's `String(number)` writes them, for OMA's messages that carry
-//! numbers (`0.30000000000000004`, `1e-7`, `100`).
+//! Numbers written as JavaScript writes them (`String(number)`, and `JSON.stringify` for a
+//! finite number): for OMA's messages that carry numbers (`0.30000000000000004`, `1e-7`,
+//! `100`) and for the JSON text of the file stores, whose checksums depend on it.
 
 /// `x` as JavaScript writes it (`NaN` and the infinities included).
 pub(crate) fn js_number(x: f64) -> String {
@@ -62,6 +63,9 @@ mod tests {
             (1.25e22, "1.25e+22"),
             (123456789012345680000.0, "123456789012345680000"),
             (-0.25, "-0.25"),
+            (-2.5, "-2.5"),
+            (1.5e-6, "0.0000015"),
+            (1e16, "10000000000000000"),
             (5.551115123125783e-17, "5.551115123125783e-17"),
             (f64::NAN, "NaN"),
             (f64::NEG_INFINITY, "-Infinity"),

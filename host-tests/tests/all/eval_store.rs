@@ -252,3 +252,23 @@ async fn run_eval_set_writes_its_records_to_the_store() {
     let again = store.append(&report.records).unwrap();
     assert_eq!((again.written, again.deduplicated), (0, 2));
 }
+
+/// The schema major a refusal names is written as JavaScript writes a number (`1e-7`, `1e+21`,
+/// `2`), as in OMA's message.
+#[test]
+fn a_refused_schema_major_is_named_as_javascript_writes_it() {
+    let store = InMemoryEvalStore::new();
+    for (major, text) in [
+        (json!(2), "2"),
+        (json!(1e-7), "1e-7"),
+        (json!(1e21), "1e+21"),
+    ] {
+        let refused = store
+            .append(&[json!({"schemaVersion": major})])
+            .expect_err("refused");
+        assert_eq!(
+            refused.message,
+            format!("Unsupported EvalRecord schema major {text}; supported major is 1.")
+        );
+    }
+}

@@ -141,14 +141,6 @@ pub struct EvalPage {
 
 // Record checks, with OMA's messages.
 
-fn number_text(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e21 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n}")
-    }
-}
-
 fn object<'a>(
     value: Option<&'a Value>,
     field: &str,
@@ -233,7 +225,7 @@ fn check_record(record: &Value, index: usize) -> Result<(), EvalStoreError> {
                 field,
                 message: format!(
                     "Unsupported EvalRecord schema major {}; supported major is {EVAL_STORE_SCHEMA_MAJOR}.",
-                    number_text(n)
+                    crate::number::js_number(n)
                 ),
             },
             None => invalid(

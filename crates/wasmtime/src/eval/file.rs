@@ -106,14 +106,6 @@ fn replay(
     }
 }
 
-fn record_ids(memory: &InMemoryEvalStore) -> Vec<String> {
-    memory
-        .records()
-        .iter()
-        .map(|r| r["recordId"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 impl FileEvalStore {
     /// Opens the store at `path` (creating it, mode 0600, with its directory), replaying its
     /// committed batches into `memory` and cutting off an incomplete tail.
@@ -245,10 +237,10 @@ impl FileEvalStore {
         remove: impl FnOnce(&InMemoryEvalStore) -> Result<EvalDeleteResult, EvalStoreError>,
     ) -> Result<EvalDeleteResult, FileEvalStoreError> {
         let mut log = self.usable()?;
-        let before = record_ids(&self.memory);
+        let before = self.memory.record_ids();
         let result = remove(&self.memory)?;
         if result.records_deleted > 0 {
-            let remaining = record_ids(&self.memory);
+            let remaining = self.memory.record_id_set();
             let payloads: Vec<Value> = before
                 .into_iter()
                 .filter(|id| !remaining.contains(id))

@@ -830,6 +830,21 @@ impl InMemoryEvalStore {
         remove(&mut state, &doomed)
     }
 
+    /// The ids of the records kept, in the order they were appended (a file store's delete
+    /// batch names what a deletion removed, without copying the records).
+    pub(crate) fn record_ids(&self) -> Vec<String> {
+        self.lock()
+            .kept
+            .iter()
+            .map(|k| k.record_id.clone())
+            .collect()
+    }
+
+    /// The ids of the records kept, as a set.
+    pub(crate) fn record_id_set(&self) -> HashSet<String> {
+        self.lock().ids.clone()
+    }
+
     /// The records kept, in the order they were appended.
     pub fn records(&self) -> Vec<Value> {
         self.lock().kept.iter().map(|k| k.record.clone()).collect()

@@ -692,7 +692,7 @@ impl DriverGuest {
                 return Ok(Driven::Continue);
             }
             Step::TraceRecords(records) => {
-                self.store.data_mut().agent_host().trace_records(records);
+                self.store.data_mut().trace_records(records);
                 return Ok(Driven::Continue);
             }
             Step::DecideLoop(info) => Answer::LoopDecision(
@@ -724,11 +724,7 @@ impl DriverGuest {
             }
             Step::CallTool(call) => {
                 let id = call.id.clone();
-                let outcome = self
-                    .store
-                    .data_mut()
-                    .agent_host()
-                    .call_tool(&flight.agent, call);
+                let outcome = self.store.data_mut().call_tool(&flight.agent, call);
                 Answer::Tool(ToolAnswer { id, outcome })
             }
             Step::CallModel(call) => {

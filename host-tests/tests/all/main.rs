@@ -19,6 +19,7 @@ mod common;
 mod contract;
 mod corpus;
 mod driver;
+mod eval_agents;
 mod eval_file_store;
 mod eval_framework;
 mod eval_rules;

@@ -3,7 +3,10 @@
 //! runner ([`run_eval_set`]) over a target and [`Scorer`]s, the per-scorer aggregates of a
 //! run's records ([`aggregate_records`]) and the gate that decides from a report whether a
 //! change may ship ([`GatePolicy`], [`evaluate_gate`]), and OMA's stores of a run's records:
-//! in memory ([`InMemoryEvalStore`]) and in a durable file ([`FileEvalStore`]).
+//! in memory ([`InMemoryEvalStore`]) and in a durable file ([`FileEvalStore`]); OMA's
+//! built-in scorers ([`builtin_scorer`] and its named factories) and LLM judges
+//! ([`judge_scorer`], [`answer_relevancy_scorer`]) as [`Scorer`]s, and a target that runs an
+//! agent ([`target_from_agent`]), each calling the component through a [`SharedGuest`].
 //!
 //! These are the rules both language packages hold to the shared tables
 //! `fixtures/eval/sets.json`, `reports.json` and `runner.json`; this module runs the same
@@ -11,15 +14,21 @@
 //! `serde_json` values, checked field by field with OMA's field names and messages; what the
 //! module answers is typed, and turns back into OMA's JSON with `to_json`.
 
+mod component;
 mod file;
 mod gate;
+mod judge;
 mod report;
 mod runner;
 mod score;
+mod scorers;
 mod set;
 mod store;
+mod target;
 
 pub use crate::durable_log::{FileDiagnostic, FileStoreError, FileStoreErrorCode};
+pub use crate::durable_store::FileStoreOpError;
+pub use component::{CodecResult, EvalGuest, RuleError, SharedGuest};
 pub use file::{
     FileEvalStore, FileEvalStoreError, FILE_EVAL_STORE_FORMAT, FILE_EVAL_STORE_FORMAT_VERSION,
 };
@@ -27,17 +36,26 @@ pub use gate::{
     evaluate_gate, BaselineRule, GateFailure, GateFailureKind, GatePolicy, GateResult, Metric,
     Threshold,
 };
+pub use judge::{
+    answer_relevancy_scorer, judge_scorer, AnswerRelevancyOptions, JudgePrompt, JudgeScorerOptions,
+};
 pub use report::{aggregate_records, Aggregate, ScorerRef};
 pub use runner::{
     run_eval_set, BoxFuture, EvalProgress, EvalRecordStore, EvalReport, ProgressFn, Redact,
-    RunOptions, RunOptionsError, ScoreContext, Scorer, StorePayloads, TargetContext, TargetOutput,
+    RunOptions, RunOptionsError, RunTraces, ScoreContext, Scorer, StorePayloads, TargetContext,
+    TargetOutput,
 };
 pub use score::{ScoreError, ScoreErrorClass, ScoreResult};
+pub use scorers::{
+    builtin_scorer, cost_budget_scorer, dependency_utilization_scorer, duplicate_work_scorer,
+    no_progress_scorer, structured_output_compliance_scorer, tool_call_success_scorer, MadeScorer,
+};
 pub use set::{EvalCase, EvalDefaults, EvalDefinitionError, EvalSet};
 pub use store::{
     EvalAppendResult, EvalDeleteResult, EvalPage, EvalStoreClock, EvalStoreError,
     EvalStoreErrorCode, InMemoryEvalStore, EVAL_STORE_SCHEMA_MAJOR,
 };
+pub use target::{target_from_agent, AgentTargetOptions};
 
 use serde_json::Value;
 

@@ -69,6 +69,7 @@ mod agent_host;
 pub mod bindings;
 mod driver;
 mod durable_log;
+mod durable_store;
 mod engine;
 mod error_json;
 pub mod eval;

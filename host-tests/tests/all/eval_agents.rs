@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use oma_host_tests::eval::{
     answer_relevancy_scorer, builtin_scorer, judge_scorer, run_eval_set,
@@ -16,8 +17,9 @@ use oma_host_tests::eval::{
 use oma_host_tests::observability::InMemoryTraceStore;
 use oma_host_tests::{
     agent_config, endpoint, AgentConfig, CancelToken, ContentBlock, DriverHarness, GuestOptions,
-    Harness, HostAdapter, LlmAdapter, LlmResponse, ModelCall, ScriptedHost, Shared, ThrownError,
-    TokenUsage, ToolDefinition, ToolOutcome, ToolResultContent, ToolUseBlock,
+    Harness, HostAdapter, LlmAdapter, LlmResponse, LoopbackOnly, ModelCall, Reply, ScriptedHost,
+    Shared, Simulator, ThrownError, TokenUsage, ToolDefinition, ToolOutcome, ToolResultContent,
+    ToolUseBlock,
 };
 use serde_json::{json, Map, Value};
 
@@ -809,4 +811,88 @@ async fn judges_score_a_run_in_the_component_world() {
 #[tokio::test]
 async fn judges_score_a_run_in_the_portable_world() {
     judges_in_a_run(World::Driver).await;
+}
+
+/// A judge past its `timeout_ms` (a provider that answers late) fails the scorer with OMA's
+/// `TimeoutError` at the deadline, not when the provider answers; the judge's run is left to
+/// end on its own and the guest serves the next call.
+async fn a_late_judge(world: World) {
+    let simulator = Simulator::start().expect("the simulator starts");
+    simulator.script([Reply::Delay(Duration::from_millis(1500))]);
+    let options = GuestOptions {
+        hooks: Some(Box::new(LoopbackOnly::new())),
+        ..GuestOptions::default()
+    };
+    let guest = match world {
+        World::Component => SharedGuest::new(
+            Harness::shared()
+                .unwrap()
+                .instantiate_with(options)
+                .await
+                .unwrap(),
+        ),
+        World::Driver => SharedGuest::new(
+            DriverHarness::shared()
+                .unwrap()
+                .instantiate_with(options)
+                .await
+                .unwrap(),
+        ),
+    };
+    let judge = agent_config(
+        "slow",
+        "gpt-4o",
+        endpoint(
+            "openai",
+            Some(&simulator.base_url()),
+            Some("sk-judge-0123456789"),
+        ),
+    );
+    let scorer = judge_scorer(
+        &guest,
+        JudgeScorerOptions {
+            name: "late".into(),
+            judges: vec![judge],
+            timeout_ms: Some(100),
+            ..JudgeScorerOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let started = Instant::now();
+    let failed = scorer
+        .score(context(case(json!("i"), None), json!("o"), Map::new()))
+        .await
+        .expect_err("past its deadline");
+    assert!(
+        started.elapsed() < Duration::from_millis(1000),
+        "{world:?}: at the deadline"
+    );
+    refusal(
+        failed,
+        &json!({"name": "TimeoutError", "message": "Judge scorer exceeded timeout of 100ms."}),
+        &format!("{world:?}"),
+    );
+    let next = tool_call_success_scorer(&guest).await.unwrap().unwrap();
+    let scored = next
+        .score(context(case(json!("i"), None), json!("o"), Map::new()))
+        .await
+        .expect("the guest serves the next call once the judge's run has ended");
+    assert_eq!(scored.score, 1.0, "{world:?}");
+    assert_eq!(
+        simulator.request_count(),
+        1,
+        "{world:?}: one judge call, not retried"
+    );
+}
+
+#[tokio::test]
+async fn a_late_judge_times_out_in_the_component_world() {
+    a_late_judge(World::Component).await;
+}
+
+#[tokio::test]
+async fn a_late_judge_times_out_in_the_portable_world() {
+    a_late_judge(World::Driver).await;
 }

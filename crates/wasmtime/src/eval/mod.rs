@@ -27,6 +27,7 @@ mod store;
 mod target;
 
 pub use crate::durable_log::{FileDiagnostic, FileStoreError, FileStoreErrorCode};
+pub use crate::durable_store::FileStoreOpError;
 pub use component::{CodecResult, EvalGuest, RuleError, SharedGuest};
 pub use file::{
     FileEvalStore, FileEvalStoreError, FILE_EVAL_STORE_FORMAT, FILE_EVAL_STORE_FORMAT_VERSION,

@@ -25,6 +25,7 @@ mod sink;
 mod store;
 
 pub use crate::durable_log::{FileDiagnostic, FileStoreError, FileStoreErrorCode};
+pub use crate::durable_store::FileStoreOpError;
 pub use batching::{
     AbortSignal, BatchingError, BatchingOptions, BatchingTraceSink, ExportResult, ExportStatus,
     TraceExporter, MAX_ABANDONED_EXPORTS,

@@ -113,7 +113,7 @@ pub struct ScoreContext {
     pub trace: Option<Value>,
     /// The case's metadata, the run's, then the result's.
     pub metadata: Map<String, Value>,
-    /// Cancelled when the scorer's timeout passes.
+    /// Cancelled when the evaluation is, or when the scorer's timeout passes.
     pub cancel: CancelToken,
 }
 
@@ -708,7 +708,7 @@ where
             if let Some(version) = &scorer.version {
                 identity.insert("version".into(), version.clone().into());
             }
-            let cancel = CancelToken::new();
+            let cancel = self.cancel.child();
             let context = ScoreContext {
                 case: case.clone(),
                 output: output.output.clone(),

@@ -14,7 +14,7 @@
 use serde_json::{Map, Value};
 
 use crate::agent::outcome::truncate_units;
-use crate::agent::redact::redact_secrets;
+use crate::agent::redact::{may_hold_secret, redact_secrets};
 use crate::json::object::{Object, ShapeError};
 
 /// Whether one kind of content may be captured (OMA's `'none' | 'redacted'`).
@@ -224,40 +224,46 @@ impl SensitiveData {
         Some(Value::Object(record))
     }
 
-    fn attributes(&self, attributes: Map<String, Value>) -> Map<String, Value> {
+    fn attributes(&self, mut attributes: Map<String, Value>) -> Map<String, Value> {
         let max = self.capture.max_content_chars;
+        // In place: the map is not built again, and a value kept as it is not copied.
+        attributes.retain(|key, value| {
+            let allowed = self
+                .allowlist
+                .as_ref()
+                .is_none_or(|allowed| allowed.iter().any(|name| name == key));
+            if !allowed
+                || is_credential(key)
+                || is_reasoning(key)
+                || !content_kind(key).is_none_or(|kind| self.capture.captures(kind))
+            {
+                return false;
+            }
+            match value {
+                Value::String(text) => safe_text(text, max),
+                Value::Array(items) if items.iter().all(Value::is_string) => {
+                    for item in items {
+                        if let Value::String(text) = item {
+                            safe_text(text, max);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
         attributes
-            .into_iter()
-            .filter(|(key, _)| {
-                self.allowlist
-                    .as_ref()
-                    .is_none_or(|allowed| allowed.iter().any(|name| name == key))
-            })
-            .filter(|(key, _)| !is_credential(key) && !is_reasoning(key))
-            .filter(|(key, _)| content_kind(key).is_none_or(|kind| self.capture.captures(kind)))
-            .map(|(key, value)| {
-                let value = match value {
-                    Value::String(text) => Value::String(safe_text(&text, max)),
-                    Value::Array(items) if items.iter().all(Value::is_string) => Value::Array(
-                        items
-                            .into_iter()
-                            .map(|item| match item {
-                                Value::String(text) => Value::String(safe_text(&text, max)),
-                                other => other,
-                            })
-                            .collect(),
-                    ),
-                    other => other,
-                };
-                (key, value)
-            })
-            .collect()
     }
 }
 
-/// A string attribute as a trace keeps it: secrets redacted, then cut to `max` characters.
-fn safe_text(text: &str, max: usize) -> String {
-    truncate_units(&redact_secrets(text), max)
+/// A string attribute as a trace keeps it: secrets redacted, then cut to `max` characters. Most
+/// (names, models, ids) hold nothing a redaction rule could match and fit: left as they are.
+fn safe_text(text: &mut String, max: usize) {
+    // A text of at most `max` bytes has at most `max` UTF-16 units: nothing to cut.
+    if text.len() <= max && !may_hold_secret(text) {
+        return;
+    }
+    *text = truncate_units(&redact_secrets(text), max);
 }
 
 /// Which content an attribute holds, by its name (OMA's rule: a name that mentions a prompt, a
@@ -272,8 +278,7 @@ enum ContentKind {
 
 fn content_kind(key: &str) -> Option<ContentKind> {
     // The words are ASCII, so ASCII case folding finds them as JavaScript's `toLowerCase` does.
-    let normal = key.to_ascii_lowercase().replace('-', "_");
-    let has = |part: &str| normal.contains(part);
+    let has = |part: &str| contains_folded(key, part);
     if has("prompt") {
         Some(ContentKind::Prompt)
     } else if has("completion") {
@@ -285,6 +290,24 @@ fn content_kind(key: &str) -> Option<ContentKind> {
     } else {
         None
     }
+}
+
+/// Whether `key`, ASCII letters lowercased and `-` read as `_`, contains `part` (lowercase
+/// ASCII): the name rule's comparison, made without a folded copy of the key. Not inlined: the
+/// rule asks for eight words, and a copy per word would weigh a kilobyte of the component.
+#[inline(never)]
+fn contains_folded(key: &str, part: &str) -> bool {
+    let fold = |byte: u8| {
+        if byte == b'-' {
+            b'_'
+        } else {
+            byte.to_ascii_lowercase()
+        }
+    };
+    let part = part.as_bytes();
+    key.as_bytes()
+        .windows(part.len())
+        .any(|window| window.iter().zip(part).all(|(&a, &b)| fold(a) == b))
 }
 
 /// Whether `c` separates the words of an attribute name.
@@ -454,6 +477,17 @@ mod tests {
             let (credential, reasoning) = oracle();
             prop_assert_eq!(is_credential(&key), credential.is_match(&key), "{}", key);
             prop_assert_eq!(is_reasoning(&key), reasoning.is_match(&key), "{}", key);
+        }
+
+        /// The content rule's folded comparison finds what a folded copy of the name holds.
+        #[test]
+        fn content_names_are_read_as_folded_copies(
+            key in "([a-zA-Z]{0,3}[._-]?(prompt|completion|tool|input|output|arguments|result)?){0,4}"
+        ) {
+            let normal = key.to_ascii_lowercase().replace('-', "_");
+            for part in ["prompt", "completion", "tool.input", "tool_input", "tool.arguments", "tool.output", "tool_output", "tool.result"] {
+                prop_assert_eq!(contains_folded(&key, part), normal.contains(part), "{} {}", key, part);
+            }
         }
     }
 

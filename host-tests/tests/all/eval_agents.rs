@@ -587,6 +587,10 @@ async fn agent_target(world: World) {
         ],
         "{world:?}: {records:?}"
     );
+    // Scores and aggregates are numbers as JavaScript writes them (`1`, not `1.0`).
+    let text = report.to_json().to_string();
+    assert!(text.contains(r#""score":1,"#), "{world:?}: {text}");
+    assert!(text.contains(r#""avg":1,"#), "{world:?}: {text}");
     let first = &records[1];
     assert_eq!(
         first["details"]["source"], "trace",

@@ -419,7 +419,9 @@ impl EvalReport {
             let costs = self
                 .costs
                 .iter()
-                .map(|(currency, amount)| json!({"currency": currency, "amount": amount}))
+                .map(|(currency, amount)| {
+                    json!({"currency": currency, "amount": crate::number::js_json_number(*amount)})
+                })
                 .collect();
             totals.insert("costs".into(), Value::Array(costs));
         }

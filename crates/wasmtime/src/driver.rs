@@ -90,7 +90,11 @@ impl DriverHarness {
 /// `CancelToken`): cloned into whatever may decide to give up (a tool, another task) and handed
 /// to [`DriverGuest::run_agent_cancellable`]. Once cancelled it stays cancelled.
 #[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken {
+    flag: Arc<AtomicBool>,
+    /// The token this one was made from ([`CancelToken::child`]), cancelled with it.
+    parent: Option<Box<CancelToken>>,
+}
 
 impl CancelToken {
     /// A token not cancelled.
@@ -98,14 +102,23 @@ impl CancelToken {
         CancelToken::default()
     }
 
-    /// Cancels the runs this token was given to (and any it is given to later).
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// A token cancelled when this one is, and also on its own: cancelling it leaves this one
+    /// as it is (a scorer's deadline within its evaluation, say).
+    pub fn child(&self) -> Self {
+        CancelToken {
+            flag: Arc::default(),
+            parent: Some(Box::new(self.clone())),
+        }
     }
 
-    /// Whether [`CancelToken::cancel`] was called.
+    /// Cancels the runs this token was given to (and any it is given to later).
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called, on this token or one it was made from.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.flag.load(Ordering::SeqCst) || self.parent.as_ref().is_some_and(|p| p.is_cancelled())
     }
 }
 

@@ -587,6 +587,10 @@ async fn agent_target(world: World) {
         ],
         "{world:?}: {records:?}"
     );
+    // Scores and aggregates are numbers as JavaScript writes them (`1`, not `1.0`).
+    let text = report.to_json().to_string();
+    assert!(text.contains(r#""score":1,"#), "{world:?}: {text}");
+    assert!(text.contains(r#""avg":1,"#), "{world:?}: {text}");
     let first = &records[1];
     assert_eq!(
         first["details"]["source"], "trace",
@@ -895,4 +899,73 @@ async fn a_late_judge_times_out_in_the_component_world() {
 #[tokio::test]
 async fn a_late_judge_times_out_in_the_portable_world() {
     a_late_judge(World::Driver).await;
+}
+
+/// An adapter that cancels `token` when it is called, then answers a verdict.
+struct CancelOnCall(CancelToken);
+
+impl LlmAdapter for CancelOnCall {
+    fn chat(&mut self, call: &ModelCall) -> Result<LlmResponse, ThrownError> {
+        self.0.cancel();
+        let model = call.options["model"].as_str().unwrap_or("model").to_owned();
+        Ok(text_response(r#"{"score":1,"reason":"ok"}"#, &model))
+    }
+}
+
+/// An evaluation cancelled while a judge runs: the judge scorer fails as OMA's `AbortError` (a
+/// `cancellation`, not retryable), never a score, and no further sample is taken.
+async fn a_cancelled_evaluation_stops_its_judges(world: World) {
+    let cancel = CancelToken::new();
+    let host = ScriptedHost::new().with_adapter(ADAPTER, CancelOnCall(cancel.clone()));
+    let guest = guest(world, host).await;
+    let panel = judge_scorer(
+        &guest,
+        JudgeScorerOptions {
+            name: "panel".into(),
+            judges: vec![adapted("first", "m"), adapted("second", "m")],
+            ..JudgeScorerOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let mut redactor = guest.clone();
+    let report = run_eval_set(
+        &set(),
+        |input: Value, _| async move { Ok(TargetOutput::new(input)) },
+        RunOptions {
+            scorers: vec![panel],
+            concurrency: Some(1),
+            cancel: Some(cancel),
+            ..RunOptions::default()
+        },
+        &mut redactor,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(report.aborted, "{world:?}");
+    assert_eq!(
+        report.records.len(),
+        1,
+        "{world:?}: no sample after the cancel"
+    );
+    let record = &report.records[0];
+    assert_eq!(record["status"], "scorer_error", "{world:?}: {record}");
+    let error = &record["error"];
+    assert_eq!(
+        (&error["kind"], &error["name"], &error["retryable"]),
+        (&json!("cancellation"), &json!("AbortError"), &json!(false)),
+        "{world:?}: {error}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_evaluation_stops_its_judges_in_the_component_world() {
+    a_cancelled_evaluation_stops_its_judges(World::Component).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_evaluation_stops_its_judges_in_the_portable_world() {
+    a_cancelled_evaluation_stops_its_judges(World::Driver).await;
 }

@@ -13,6 +13,41 @@
 //! tables. Values a caller hands over as OMA's JSON (a set, a policy, a report, records) are
 //! `serde_json` values, checked field by field with OMA's field names and messages; what the
 //! module answers is typed, and turns back into OMA's JSON with `to_json`.
+//!
+//! An agent evaluated against a live provider, scored by an LLM judge (each on a guest of its
+//! own, so the candidate's runs and the judge's run side by side):
+//!
+//! ```no_run
+//! # async fn demo(component: &'static [u8]) -> anyhow::Result<()> {
+//! use oma_wasmtime::eval::{
+//!     answer_relevancy_scorer, run_eval_set, target_from_agent, AgentTargetOptions,
+//!     AnswerRelevancyOptions, EvalSet, RunOptions, SharedGuest,
+//! };
+//! use oma_wasmtime::{agent_config, endpoint, AllowOutbound, GuestOptions, Harness, HarnessOptions};
+//!
+//! let harness = Harness::new(HarnessOptions::new(component))?;
+//! let online = || GuestOptions { hooks: Some(Box::new(AllowOutbound)), ..Default::default() };
+//! let candidates = SharedGuest::new(harness.instantiate_with(online()).await?);
+//! let judges = SharedGuest::new(harness.instantiate_with(online()).await?);
+//! let key = std::env::var("ANTHROPIC_API_KEY")?;
+//! let anthropic = endpoint("anthropic", None, Some(key.as_str()));
+//!
+//! let set = EvalSet::define(&serde_json::json!({"name": "smoke", "version": "1", "cases": [
+//!     {"id": "capital", "input": "Capital of France?", "expected": "Paris"},
+//! ]}))?;
+//! let judge = agent_config("judge", "claude-haiku-4-5", anthropic.clone());
+//! let relevancy = answer_relevancy_scorer(
+//!     &judges,
+//!     AnswerRelevancyOptions { judges: vec![judge], ..Default::default() },
+//! )
+//! .await??;
+//! let candidate = agent_config("candidate", "claude-sonnet-4-6", anthropic);
+//! let target = target_from_agent(&candidates, candidate, AgentTargetOptions::default());
+//! let options = RunOptions { scorers: vec![relevancy], ..Default::default() };
+//! let report = run_eval_set(&set, &target, options, &mut judges.clone()).await??;
+//! println!("{}", report.to_json());
+//! # Ok(()) }
+//! ```
 
 mod component;
 mod file;

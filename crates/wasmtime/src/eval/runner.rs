@@ -113,7 +113,7 @@ pub struct ScoreContext {
     pub trace: Option<Value>,
     /// The case's metadata, the run's, then the result's.
     pub metadata: Map<String, Value>,
-    /// Cancelled when the scorer's timeout passes.
+    /// Cancelled when the evaluation is, or when the scorer's timeout passes.
     pub cancel: CancelToken,
 }
 
@@ -419,7 +419,9 @@ impl EvalReport {
             let costs = self
                 .costs
                 .iter()
-                .map(|(currency, amount)| json!({"currency": currency, "amount": amount}))
+                .map(|(currency, amount)| {
+                    json!({"currency": currency, "amount": crate::number::js_json_number(*amount)})
+                })
                 .collect();
             totals.insert("costs".into(), Value::Array(costs));
         }
@@ -708,7 +710,7 @@ where
             if let Some(version) = &scorer.version {
                 identity.insert("version".into(), version.clone().into());
             }
-            let cancel = CancelToken::new();
+            let cancel = self.cancel.child();
             let context = ScoreContext {
                 case: case.clone(),
                 output: output.output.clone(),

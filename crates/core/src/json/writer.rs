@@ -152,6 +152,11 @@ impl Writer {
         self.raw("null");
     }
 
+    /// A value already written as JSON (a part of a text copied as it came).
+    pub fn raw_value(&mut self, value: &serde_json::value::RawValue) {
+        self.raw(value.get());
+    }
+
     fn raw(&mut self, token: &str) {
         self.separate();
         self.out.extend_from_slice(token.as_bytes());

@@ -14,8 +14,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
+use serde::de::{Deserialize, IgnoredAny};
 use serde_json::{Map, Value};
 
 use crate::agent::outcome::truncate_units;
@@ -267,6 +266,7 @@ impl SensitiveData {
 
     /// Whether an attribute named `key` is kept: allowed by the allowlist, naming no credential
     /// nor reasoning, and holding no content the policy leaves out.
+    #[inline(never)]
     fn keeps(&self, key: &str) -> bool {
         self.allowlist
             .as_ref()
@@ -278,6 +278,7 @@ impl SensitiveData {
 
     /// A span end's error as it is kept: its message redacted and cut, or left out when it is
     /// empty, not a string, or the policy keeps error codes only.
+    #[inline(never)]
     fn end_error(&self, error: &mut Value) {
         let Value::Object(error) = error else {
             return;
@@ -313,26 +314,30 @@ impl SensitiveData {
     /// [`SensitiveData::process`] of a record's JSON text, reading only what the rule reads
     /// (the record's type and name, its attributes, a span end's status and error) and copying
     /// every other member as its text, in its place; `Some(None)` for a dropped record. `None`
-    /// when the text is not one this reading takes (not an object, an `attributes` that is no
-    /// object, a member the rule reads given twice, an escaped surrogate, which the full
-    /// reading refuses when it stands alone), which the caller then reads whole: the same
-    /// verdicts, at the cost of a [`Value`]. A record written compactly that the rule leaves
-    /// as it is comes back as the same text, byte for byte, so a host can tell that nothing
-    /// changed by comparing the two.
+    /// when the text is not one this reading takes (not JSON, not an object, an `attributes`
+    /// that is no object, a member the rule reads given twice, an escaped surrogate, a number
+    /// with an exponent or of many digits, nesting past the full reading's depth: whatever the
+    /// full reading may refuse), which the caller then reads whole: the same verdicts, at the
+    /// cost of a [`Value`]. A record written compactly that the rule leaves as it is comes back
+    /// as the same text, byte for byte, so a host can tell that nothing changed by comparing
+    /// the two.
     fn process_text(&self, text: &str) -> Option<Option<String>> {
-        if has_escaped_surrogate(text) || crate::limits::check_json_text(text.as_bytes()).is_err() {
+        if has_escaped_surrogate(text)
+            || crate::limits::check_json_text(text.as_bytes()).is_err()
+            || !is_json(text)
+        {
             return None;
         }
         let members = members(text)?;
-        let find = |name: &str| -> Option<Option<&RawValue>> {
-            let mut found = members.iter().filter(|(key, _)| key == name);
-            let first = found.next().map(|(_, value)| *value);
+        let find = |name: &str| -> Option<Option<&str>> {
+            let mut found = members.iter().filter(|member| member.key == name);
+            let first = found.next().map(|member| member.value);
             found.next().is_none().then_some(first)
         };
-        let attributes = find("attributes")?.filter(|raw| raw.get().starts_with('{'))?;
-        let record_type = find("recordType")?.and_then(raw_text);
+        let attributes = find("attributes")?.filter(|raw| raw.starts_with('{'))?;
+        let record_type = find("recordType")?.and_then(string_of);
         let record_type = record_type.as_deref().unwrap_or_default();
-        let name = find("name")?.and_then(raw_text);
+        let name = find("name")?.and_then(string_of);
         if self.drops(record_type, name.as_deref()) {
             return Some(None);
         }
@@ -342,44 +347,43 @@ impl SensitiveData {
             find("status")?;
             find("error")?;
         }
-        let attributes = self.attributes_text(attributes)?;
         let mut out = Writer::with_capacity(text.len());
         out.begin_object();
-        for (key, value) in &members {
-            out.key(key);
-            match key.as_ref() {
-                "attributes" => out.raw_value(&attributes),
+        for member in &members {
+            member.write_key(&mut out);
+            match member.key.as_ref() {
+                "attributes" => self.write_attributes(&mut out, attributes)?,
                 "status" | "error" if span_end => {
-                    let mut parsed = crate::json::parse_value(value.get()).ok()?;
-                    if key == "status" {
+                    let mut parsed = parse(member.value)?;
+                    if member.key == "status" {
                         end_status(&mut parsed);
                     } else {
                         self.end_error(&mut parsed);
                     }
                     out.json(&parsed);
                 }
-                _ => out.raw_value(value),
+                _ => out.json_text(member.value),
             }
         }
         out.end_object();
         Some(Some(out.finish()))
     }
 
-    /// A record's `attributes` object (its JSON text) as it is kept, written as JSON: the
-    /// attributes [`SensitiveData::keeps`] in their order, strings and lists of strings made
-    /// safe, every other value copied as its text. `None` when the text is not read.
-    fn attributes_text(&self, attributes: &RawValue) -> Option<Box<RawValue>> {
+    /// Writes a record's `attributes` object (its JSON text) as it is kept: the attributes
+    /// [`SensitiveData::keeps`] in their order, strings and lists of strings made safe, every
+    /// other value copied as its text. `None` when the text is not read.
+    #[inline(never)]
+    fn write_attributes(&self, out: &mut Writer, attributes: &str) -> Option<()> {
         let max = self.capture.max_content_chars;
-        let mut out = Writer::with_capacity(attributes.get().len());
         out.begin_object();
-        for (key, value) in members(attributes.get())? {
-            if !self.keeps(&key) {
+        for member in members(attributes)? {
+            if !self.keeps(&member.key) {
                 continue;
             }
-            out.key(&key);
-            let json = value.get();
+            member.write_key(out);
+            let json = member.value;
             if json.starts_with('"') {
-                let text = raw_text(value)?;
+                let text = string_of(json)?;
                 if needs_safety(&text, max) {
                     let mut text = text.into_owned();
                     safe_text(&mut text, max);
@@ -387,19 +391,20 @@ impl SensitiveData {
                     continue;
                 }
             } else if json.starts_with('[') {
-                let mut parsed = crate::json::parse_value(json).ok()?;
+                let mut parsed = parse(json)?;
                 safe_value(&mut parsed, max);
                 out.json(&parsed);
                 continue;
             }
-            out.raw_value(value);
+            out.json_text(json);
         }
         out.end_object();
-        RawValue::from_string(out.finish()).ok()
+        Some(())
     }
 }
 
 /// A span end's status as it is kept: a message that is not empty redacted and cut.
+#[inline(never)]
 fn end_status(status: &mut Value) {
     if let Some(Value::String(message)) = status.get_mut("message") {
         if !message.is_empty() {
@@ -410,6 +415,7 @@ fn end_status(status: &mut Value) {
 
 /// An attribute's value as a trace keeps it: a string, or each string of a list of strings,
 /// made safe ([`safe_text`]); any other value as it is.
+#[inline(never)]
 fn safe_value(value: &mut Value, max: usize) {
     match value {
         Value::String(text) => safe_text(text, max),
@@ -426,6 +432,7 @@ fn safe_value(value: &mut Value, max: usize) {
 
 /// Whether a JSON text may hold an escaped UTF-16 surrogate (`\uD800` to `\uDFFF`): the full
 /// reading refuses a lone one, which the reading that copies values as text would pass on.
+#[inline(never)]
 fn has_escaped_surrogate(text: &str) -> bool {
     text.contains('\\')
         && text.as_bytes().windows(4).any(|w| {
@@ -436,64 +443,161 @@ fn has_escaped_surrogate(text: &str) -> bool {
         })
 }
 
-/// A JSON object's members in their order, each value left as its JSON text (`None` for a
-/// text that is not one object).
-fn members(text: &str) -> Option<Vec<(Cow<'_, str>, &RawValue)>> {
+/// Whether `text` is one JSON value (serde_json's check, without building it).
+fn is_json(text: &str) -> bool {
     let mut reader = serde_json::Deserializer::from_str(text);
-    let members = reader.deserialize_map(MembersVisitor).ok()?;
-    reader.end().ok()?;
-    Some(members)
+    IgnoredAny::deserialize(&mut reader).is_ok() && reader.end().is_ok()
+}
+
+/// One member of a JSON object as it stands in the text: its key (borrowed when it has no
+/// escapes) and its value's JSON text.
+struct Member<'a> {
+    key: Cow<'a, str>,
+    value: &'a str,
+}
+
+impl Member<'_> {
+    /// Writes the key: as it stood in the text when it had no escapes, else escaped anew.
+    fn write_key(&self, out: &mut Writer) {
+        match &self.key {
+            Cow::Borrowed(key) => out.plain_key(key),
+            Cow::Owned(key) => out.key(key),
+        }
+    }
+}
+
+/// The most containers a value copied as its text may nest, as many as the full reading
+/// takes (serde_json's recursion limit).
+const MAX_DEPTH: usize = 127;
+
+/// The members of the JSON object `text`, in their order, found by a scan that takes `text`
+/// to be JSON ([`is_json`] said so); `None` when it is no object, or a value is one the full
+/// reading may refuse ([`scalar_end`], [`MAX_DEPTH`]).
+#[inline(never)]
+fn members(text: &str) -> Option<Vec<Member<'_>>> {
+    let bytes = text.as_bytes();
+    let mut members = Vec::with_capacity(16);
+    let mut at = skip_space(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_space(bytes, at + 1);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(members);
+    }
+    loop {
+        let key_end = string_end(bytes, at)?;
+        let key = string_of(text.get(at..key_end)?)?;
+        at = skip_space(bytes, key_end);
+        // The `:`.
+        at = skip_space(bytes, at + 1);
+        let value_end = value_end(bytes, at)?;
+        members.push(Member {
+            key,
+            value: text.get(at..value_end)?,
+        });
+        at = skip_space(bytes, value_end);
+        match bytes.get(at)? {
+            b',' => at = skip_space(bytes, at + 1),
+            _ => return Some(members),
+        }
+    }
+}
+
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while bytes
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// Where the string that opens at `at` ends (after its closing quote).
+#[inline(never)]
+fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut at = at + 1;
+    loop {
+        at += bytes
+            .get(at..)?
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\')?;
+        if bytes[at] == b'"' {
+            return Some(at + 1);
+        }
+        at += 2;
+    }
+}
+
+/// Where the value that starts at `at` ends.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0;
+            let mut at = at;
+            loop {
+                match bytes.get(at)? {
+                    b'"' => at = string_end(bytes, at)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > MAX_DEPTH {
+                            return None;
+                        }
+                        at += 1;
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
+                        at += 1;
+                        if depth == 0 {
+                            return Some(at);
+                        }
+                    }
+                    b'-' | b'0'..=b'9' => at = scalar_end(bytes, at)?,
+                    _ => at += 1,
+                }
+            }
+        }
+        _ => scalar_end(bytes, at),
+    }
+}
+
+/// Where the number or literal that starts at `at` ends; `None` for a number the full reading
+/// may find out of range (one with an exponent, or of more than 300 characters).
+#[inline(never)]
+fn scalar_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let len = bytes
+        .get(at..)?
+        .iter()
+        .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(bytes.len() - at);
+    let scalar = &bytes[at..at + len];
+    let number = matches!(scalar.first(), Some(b'-' | b'0'..=b'9'));
+    (!number || (len <= 300 && !scalar.iter().any(|b| matches!(b, b'e' | b'E'))))
+        .then_some(at + len)
+}
+
+/// The value of a JSON text: one call of the core's parser for every part read here.
+#[inline(never)]
+fn parse(json: &str) -> Option<Value> {
+    crate::json::parse_value(json).ok()
 }
 
 /// The string a JSON value's text holds, borrowed when it has no escapes; `None` for another
 /// value.
-fn raw_text(value: &RawValue) -> Option<Cow<'_, str>> {
-    let mut reader = serde_json::Deserializer::from_str(value.get());
-    reader.deserialize_str(TextVisitor).ok()
-}
-
-struct MembersVisitor;
-
-impl<'de> Visitor<'de> for MembersVisitor {
-    type Value = Vec<(Cow<'de, str>, &'de RawValue)>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object")
+#[inline(never)]
+fn string_of(json: &str) -> Option<Cow<'_, str>> {
+    let inner = json.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = Vec::with_capacity(16);
-        while let Some(Text(key)) = map.next_key()? {
-            members.push((key, map.next_value()?));
-        }
-        Ok(members)
-    }
-}
-
-/// A JSON string, borrowed from the text when it has no escapes.
-struct Text<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Text<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_str(TextVisitor).map(Text)
-    }
-}
-
-struct TextVisitor;
-
-impl<'de> Visitor<'de> for TextVisitor {
-    type Value = Cow<'de, str>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Self::Value, E> {
-        Ok(Cow::Borrowed(text))
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-        Ok(Cow::Owned(text.to_owned()))
+    match parse(json)? {
+        Value::String(text) => Some(Cow::Owned(text)),
+        _ => None,
     }
 }
 
@@ -529,6 +633,7 @@ pub fn process_record_json(options: &str, record: Option<&str>) -> Result<Option
 
 /// A string attribute as a trace keeps it: secrets redacted, then cut to `max` characters. Most
 /// (names, models, ids) hold nothing a redaction rule could match and fit: left as they are.
+#[inline(never)]
 fn safe_text(text: &mut String, max: usize) {
     if needs_safety(text, max) {
         *text = truncate_units(&redact_secrets(text), max);
@@ -961,12 +1066,31 @@ mod tests {
         }
         let lone = r#"{"attributes":{},"x":"\ud800"}"#;
         assert!(process_record_json("{}", Some(lone)).is_err());
-        let spaced = r#"{ "attributes" : { "a" : 1.50 , "b":[1, "x"] }, "n": 1e2, "s": "\u00e9" }"#;
+        let deep = format!(
+            r#"{{"attributes":{{}},"x":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for text in [r#"{"attributes":{},"n":1e400}"#, &deep] {
+            assert_eq!(processor.process_text(text), None, "{text}");
+            assert!(process_record_json("{}", Some(text)).is_err(), "{text}");
+        }
+        let exponent = r#"{"attributes":{"n":[1E2]}}"#;
+        assert_eq!(processor.process_text(exponent), None);
+        assert_eq!(
+            process_record_json("{}", Some(exponent))
+                .expect("read whole")
+                .as_deref(),
+            Some(r#"{"attributes":{"n":[100.0]}}"#)
+        );
+        let spaced = r#" { "attributes" : { "a" : 1.50 , "b":[1, "x"] }, "n": 100.0, "o": {"k": [true, null, -2]}, "s": "\u00e9" } "#;
         assert_eq!(
             process_record_json("{}", Some(spaced))
                 .expect("read")
                 .as_deref(),
-            Some(r#"{"attributes":{"a":1.50,"b":[1,"x"]},"n":1e2,"s":"\u00e9"}"#)
+            Some(
+                r#"{"attributes":{"a":1.50,"b":[1,"x"]},"n":100.0,"o":{"k": [true, null, -2]},"s":"\u00e9"}"#
+            )
         );
     }
 

@@ -194,7 +194,7 @@ impl jd::GuestSession for SessionResource {
                     }))
                 }
                 Polled::Finished(outcome) => {
-                    return Ok(jd::Poll::Finished(outcome_json(&outcome).to_string()))
+                    return Ok(jd::Poll::Finished(json_text(&outcome_json(&outcome))))
                 }
             }
         }

@@ -90,7 +90,11 @@ impl DriverHarness {
 /// `CancelToken`): cloned into whatever may decide to give up (a tool, another task) and handed
 /// to [`DriverGuest::run_agent_cancellable`]. Once cancelled it stays cancelled.
 #[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken {
+    flag: Arc<AtomicBool>,
+    /// The token this one was made from ([`CancelToken::child`]), cancelled with it.
+    parent: Option<Box<CancelToken>>,
+}
 
 impl CancelToken {
     /// A token not cancelled.
@@ -98,14 +102,23 @@ impl CancelToken {
         CancelToken::default()
     }
 
-    /// Cancels the runs this token was given to (and any it is given to later).
-    pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// A token cancelled when this one is, and also on its own: cancelling it leaves this one
+    /// as it is (a scorer's deadline within its evaluation, say).
+    pub fn child(&self) -> Self {
+        CancelToken {
+            flag: Arc::default(),
+            parent: Some(Box::new(self.clone())),
+        }
     }
 
-    /// Whether [`CancelToken::cancel`] was called.
+    /// Cancels the runs this token was given to (and any it is given to later).
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called, on this token or one it was made from.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.flag.load(Ordering::SeqCst) || self.parent.as_ref().is_some_and(|p| p.is_cancelled())
     }
 }
 
@@ -206,6 +219,24 @@ impl DriverGuest {
             .bindings
             .oma_agent_codec()
             .call_materialize_run(&mut self.store, records, include_records)
+            .await?)
+    }
+
+    /// `codec.process-trace-record` of the portable world: OMA's `SensitiveDataProcessor` with
+    /// `options` (JSON) checked and, given a record (JSON), applied to it: the record its sink
+    /// gets, or `None` when it is dropped.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn process_trace_record(
+        &mut self,
+        options: &str,
+        record: Option<&str>,
+    ) -> anyhow::Result<Result<Option<String>, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_process_trace_record(&mut self.store, options, record)
             .await?)
     }
 
@@ -692,7 +723,7 @@ impl DriverGuest {
                 return Ok(Driven::Continue);
             }
             Step::TraceRecords(records) => {
-                self.store.data_mut().agent_host().trace_records(records);
+                self.store.data_mut().trace_records(records);
                 return Ok(Driven::Continue);
             }
             Step::DecideLoop(info) => Answer::LoopDecision(
@@ -724,11 +755,7 @@ impl DriverGuest {
             }
             Step::CallTool(call) => {
                 let id = call.id.clone();
-                let outcome = self
-                    .store
-                    .data_mut()
-                    .agent_host()
-                    .call_tool(&flight.agent, call);
+                let outcome = self.store.data_mut().call_tool(&flight.agent, call);
                 Answer::Tool(ToolAnswer { id, outcome })
             }
             Step::CallModel(call) => {

@@ -43,7 +43,8 @@
 //! records what it was handed. A run's trace records go to [`TraceSink`]s
 //! ([`ScriptedHost::with_sink`]); [`observability`] holds OMA's batching, composite and
 //! legacy-callback sinks, and [`eval`] OMA's evaluation framework (eval sets, score results,
-//! the runner, report aggregates, gates).
+//! the runner, report aggregates, gates, the built-in scorers and LLM judges, agent targets,
+//! the evaluation stores).
 //!
 //! [`serve`] runs a `wasi:http/proxy` component (the gateway, `oma_gateway.wasm`) behind an
 //! HTTP/1.1 server, one instance per request from the pooling allocator, under the same limits
@@ -69,6 +70,7 @@ mod agent_host;
 pub mod bindings;
 mod driver;
 mod durable_log;
+mod durable_store;
 mod engine;
 mod error_json;
 pub mod eval;

@@ -42,9 +42,37 @@ pub(crate) fn js_number(x: f64) -> String {
     }
 }
 
+/// `x` as a JSON number that serializes as JavaScript's `JSON.stringify` writes it where
+/// `serde_json` would not: a whole number (`1`, not `1.0`) within the range an integer holds
+/// exactly (2^53: scores, rates and amounts are far below it); any other number as it is (a
+/// number that is not finite is `null`, as in JSON).
+pub(crate) fn js_json_number(x: f64) -> serde_json::Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if x.fract() == 0.0 && x.abs() <= EXACT {
+        // `-0` is written `0`, as JavaScript writes it.
+        return serde_json::Value::from(x as i64);
+    }
+    serde_json::Number::from_f64(x).map_or(serde_json::Value::Null, serde_json::Value::Number)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::js_number;
+    use super::{js_json_number, js_number};
+
+    #[test]
+    fn whole_numbers_are_written_without_a_fraction() {
+        for (x, text) in [
+            (1.0, "1"),
+            (0.0, "0"),
+            (-0.0, "0"),
+            (0.75, "0.75"),
+            (0.23333333333333336, "0.23333333333333336"),
+            (9_007_199_254_740_992.0, "9007199254740992"),
+            (f64::NAN, "null"),
+        ] {
+            assert_eq!(js_json_number(x).to_string(), text, "{x}");
+        }
+    }
 
     #[test]
     fn writes_numbers_as_javascript_does() {

@@ -7,7 +7,7 @@ use wasmtime::component::ResourceTable;
 
 use crate::agent_host::{AgentHost, NoHost};
 use crate::bindings::oma::agent::exchange::{
-    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome,
+    BeforeRunAnswer, BeforeRunContext, EvaluationRecord, ProgressEvent, ToolOutcome, TraceRecord,
 };
 use crate::bindings::oma::agent::outcome::ExternalKind;
 use crate::bindings::oma::agent::types::ToolUseBlock;
@@ -56,6 +56,44 @@ pub struct HostState {
     guard: StoreGuard,
     /// The `wasi:keyvalue` store (the gateway server's; none elsewhere).
     keyvalue: KeyValue,
+    /// What a run made for an eval target is watched for ([`RunCapture`]), while one is.
+    capture: Option<RunCapture>,
+}
+
+/// What the host sees of one run that its result does not carry, kept for an eval target
+/// ([`target_from_agent`](crate::eval::target_from_agent)): the trace and span ids of the
+/// run's root span (from its trace records, when the run makes them) and how long each tool
+/// call took, in call order (OMA's `toolCalls[].duration`), as the language packages take them.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct RunCapture {
+    /// The root `run` span's trace id and span id.
+    pub(crate) root: Option<(String, String)>,
+    /// Each tool call's duration in milliseconds.
+    pub(crate) tool_ms: Vec<u64>,
+}
+
+impl RunCapture {
+    fn see_records(&mut self, records: &[TraceRecord]) {
+        if self.root.is_some() {
+            return;
+        }
+        for record in records {
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(&record.json) else {
+                continue;
+            };
+            let root = value["recordType"] == "span_start"
+                && value["kind"] == "run"
+                && value
+                    .get("parentSpanId")
+                    .is_none_or(serde_json::Value::is_null);
+            if let (true, Some(trace), Some(span)) =
+                (root, value["traceId"].as_str(), value["spanId"].as_str())
+            {
+                self.root = Some((trace.to_owned(), span.to_owned()));
+                return;
+            }
+        }
+    }
 }
 
 impl HostState {
@@ -73,6 +111,7 @@ impl HostState {
             host: options.host.unwrap_or_else(|| Box::new(NoHost)),
             guard: StoreGuard::new(options.limits.unwrap_or_default()),
             keyvalue: KeyValue::none(),
+            capture: None,
         }
     }
 
@@ -87,6 +126,7 @@ impl HostState {
             host: Box::new(NoHost),
             guard: StoreGuard::new(limits),
             keyvalue: KeyValue::none(),
+            capture: None,
         }
     }
 
@@ -118,6 +158,35 @@ impl HostState {
     /// backends.
     pub fn agent_host(&mut self) -> &mut dyn AgentHost {
         &mut *self.host
+    }
+
+    /// Starts watching a run ([`RunCapture`]), dropping what an earlier one left.
+    pub(crate) fn begin_capture(&mut self) {
+        self.capture = Some(RunCapture::default());
+    }
+
+    /// What was seen since [`begin_capture`](Self::begin_capture), and stops watching.
+    pub(crate) fn end_capture(&mut self) -> RunCapture {
+        self.capture.take().unwrap_or_default()
+    }
+
+    /// A tool call handed to the installed host (timed while a run is watched).
+    pub(crate) fn call_tool(&mut self, agent: &str, call: ToolUseBlock) -> ToolOutcome {
+        let started = std::time::Instant::now();
+        let outcome = self.host.call_tool(agent, call);
+        if let Some(capture) = &mut self.capture {
+            capture.tool_ms.push(started.elapsed().as_millis() as u64);
+        }
+        outcome
+    }
+
+    /// Trace records handed to the installed host (read for the root span while a run is
+    /// watched).
+    pub(crate) fn trace_records(&mut self, records: Vec<TraceRecord>) {
+        if let Some(capture) = &mut self.capture {
+            capture.see_records(&records);
+        }
+        self.host.trace_records(records)
     }
 
     /// The installed outbound-HTTP hooks, e.g. to inspect what a recording hook captured.
@@ -178,7 +247,7 @@ impl crate::bindings::oma::agent::host::Host for HostState {
     }
 
     fn call_tool(&mut self, agent: String, call: ToolUseBlock) -> ToolOutcome {
-        self.host.call_tool(&agent, call)
+        HostState::call_tool(self, &agent, call)
     }
 
     fn call_model(
@@ -201,8 +270,8 @@ impl crate::bindings::oma::agent::host::Host for HostState {
         self.host.trace(event)
     }
 
-    fn trace_records(&mut self, records: Vec<crate::bindings::oma::agent::exchange::TraceRecord>) {
-        self.host.trace_records(records)
+    fn trace_records(&mut self, records: Vec<TraceRecord>) {
+        HostState::trace_records(self, records)
     }
 
     fn external_send(

@@ -11,7 +11,8 @@
 // BASE_DIR=<a copy of this package, built> adds a third side, that copy run as this package's side
 // is (in every mode below), for measuring a change against the code before it in the same run
 // (`before` in the output).
-// Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5), BENCH_ROUNDS (6),
+// Knobs: BENCH_MIN_ITERS (20), BENCH_MIN_MS (1500), BENCH_WARMUP (5 runs a side, then
+// alternating runs for BENCH_WARMUP_MS, 1000), BENCH_ROUNDS (6),
 // BENCH_ONLY=a,b; BENCH_TRACE=1 traces this package's runs (onTrace, events dropped); BENCH_SINK=1
 // runs both sides as `new OpenMultiAgent({ observability: { sinks: [sink] } }).runAgent(config,
 // messages)`, each with its own BatchingTraceSink over an exporter that takes every batch (the
@@ -61,6 +62,7 @@ function percentile(sorted, p) {
 const minIters = Number(process.env.BENCH_MIN_ITERS ?? 20)
 const minMs = Number(process.env.BENCH_MIN_MS ?? 1500)
 const warmup = Number(process.env.BENCH_WARMUP ?? 5)
+const warmupMs = Number(process.env.BENCH_WARMUP_MS ?? 1000)
 const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 6))
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : null
 
@@ -105,6 +107,11 @@ async function measure(sides, messages, big) {
   for (const s of sides) await probe(s, messages)
   const live = () => sides.filter((s) => !s.unsupported)
   for (let i = 1; i < (big ? 2 : warmup); i++) for (const s of live()) await s.run(messages)
+  // Then on, alternating, for warmupMs: a fresh process takes about a thousand runs of either
+  // side to reach its steady speed (V8 optimising the JavaScript of both, the heap growing), so
+  // a first workload measured after a few runs measured the warming as much as the side.
+  const warmEnd = performance.now() + (big ? 0 : warmupMs)
+  while (performance.now() < warmEnd) for (const s of live()) await s.run(messages)
   const r = big ? 5 : rounds
   const iters = big ? 1 : Math.ceil(minIters / r)
   const ms = big ? 0 : minMs / r

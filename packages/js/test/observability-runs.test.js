@@ -167,6 +167,41 @@ test('a full batching queue drops by OMA\'s priorities and the run goes on', asy
   assert.ok(stats.dropped >= 4)
 })
 
+test('a batching sink counts each record at its JSON size, whatever the numbers and text it holds and whatever a sink before it changed', async () => {
+  const encoder = new TextEncoder()
+  const size = (record) => encoder.encode(JSON.stringify(record)).length
+  const held = () => {
+    const sink = new BatchingTraceSink({ export: () => new Promise(() => {}) }, {
+      diagnostics: 'silent', maxBatchRecords: 512, scheduledDelayMs: 60_000,
+    })
+    const seen = collecting()
+    return { sink, seen }
+  }
+  // Numbers JavaScript writes differently from the component (fractions, exponents, 16 digits
+  // and more, -0), text past ASCII, and plain ones.
+  const metadata = [
+    { plain: 'x', count: 7 },
+    { ratio: 0.1, whole: 2.0, huge: 1e21, tiny: 1.5e-7, negative_zero: -0, big: 12345678901234567890 },
+    { text: 'caf\u00e9 \u4f60\u597d \ud83d\ude00', quote: 'a "b" \\ c\n\t\u0001' },
+  ]
+  for (const meta of metadata) {
+    const { sink, seen } = held()
+    const { adapter } = scripted()
+    const result = await new OpenMultiAgent({ observability: { sinks: [sink, seen] } }).runAgent(agent(adapter), 'go', { metadata: meta })
+    assert.equal(result.success, true)
+    assert.equal(sink.getStats().queuedBytes, seen.records.reduce((sum, r) => sum + size(r), 0), JSON.stringify(meta))
+  }
+  // A sink before the batching one that changes each record: the batching sink counts the
+  // record as it gets it.
+  const { sink, seen } = held()
+  const changing = { emit(record) { record.note = 'changed \u00e9'.repeat(3); record.sequence += 0.5 } }
+  const { adapter } = scripted()
+  const result = await new OpenMultiAgent({ observability: { sinks: [changing, sink, seen] } }).runAgent(agent(adapter), 'go')
+  assert.equal(result.success, true)
+  assert.ok(seen.records.every((r) => r.note !== undefined))
+  assert.equal(sink.getStats().queuedBytes, seen.records.reduce((sum, r) => sum + size(r), 0))
+})
+
 test('a LegacyCallbackTraceSink among the sinks gets OMA\'s legacy events, as onTrace does', async () => {
   const bridged = []
   const traced = []

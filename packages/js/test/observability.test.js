@@ -16,7 +16,7 @@ import {
   emptyTraceSinkStats,
 } from 'oma-component/observability'
 import { attachLegacyTraceEvent } from '../src/observability/legacy.js'
-import { recordBytes } from '../src/observability/batching.js'
+import { recordBytes, utf8LengthCounted } from '../src/observability/batching.js'
 
 const table = (name) => JSON.parse(readFileSync(new URL(`../../../fixtures/observability/${name}`, import.meta.url), 'utf8'))
 const RECORDS = table('records.json').records
@@ -276,6 +276,19 @@ for (const testCase of LEGACY.cases) {
 }
 
 // -- JavaScript's own --------------------------------------------------------------------------
+
+test("a record's size is the UTF-8 length of its JSON, counted natively or by the loop alike", () => {
+  const texts = [
+    '', 'plain ascii', 'caf\u00e9 \u00fc\u00df', '\u4f60\u597d', 'emoji \ud83d\ude00 pair',
+    'lone \ud800 high', 'lone \udc00 low', 'end high \ud83d', '\u2028\u2029 and \u0000\u001f',
+  ]
+  const encoder = new TextEncoder()
+  for (const text of texts) {
+    assert.equal(utf8LengthCounted(text), encoder.encode(text).length, JSON.stringify(text))
+    const rec = { ...record(Object.keys(RECORDS)[0]), attributes: { 'oma.text': text } }
+    assert.equal(recordBytes(rec), encoder.encode(JSON.stringify(rec)).length, JSON.stringify(text))
+  }
+})
 
 test('a hanging exporter holds no emit and the queue stays bounded', async () => {
   let release

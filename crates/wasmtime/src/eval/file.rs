@@ -5,7 +5,6 @@
 //! deletion is written as the record ids it removed.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -14,8 +13,10 @@ use super::store::{
     InMemoryEvalStore,
 };
 use crate::durable_log::{
-    DiagnosticCallback, DurableLog, FileDiagnostic, FileStoreError, FileStoreErrorCode, Format,
-    Operation, ReplayRefusal,
+    DiagnosticCallback, FileDiagnostic, FileStoreError, Format, Operation, ReplayRefusal,
+};
+use crate::durable_store::{
+    durable_store_accessors, DurableStore, FileStoreOpError, Replay, StoreRefusal,
 };
 
 /// The file's format name.
@@ -33,37 +34,11 @@ static FORMAT: Format = Format {
 };
 
 /// What a [`FileEvalStore`] operation refused: the store's own refusal of the input (nothing
-/// written) or the file's failure (OMA's `FileEvalStoreError`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FileEvalStoreError {
-    /// The input was refused, as [`InMemoryEvalStore`] refuses it.
-    Store(EvalStoreError),
-    /// The file failed, or the store is closed.
-    File(FileStoreError),
-}
+/// written, [`FileStoreOpError::Store`] with the [`EvalStoreError`]) or the file's failure
+/// (OMA's `FileEvalStoreError`, [`FileStoreOpError::File`]).
+pub type FileEvalStoreError = FileStoreOpError<EvalStoreError>;
 
-impl std::fmt::Display for FileEvalStoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FileEvalStoreError::Store(e) => e.fmt(f),
-            FileEvalStoreError::File(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for FileEvalStoreError {}
-
-impl From<EvalStoreError> for FileEvalStoreError {
-    fn from(e: EvalStoreError) -> Self {
-        FileEvalStoreError::Store(e)
-    }
-}
-
-impl From<FileStoreError> for FileEvalStoreError {
-    fn from(e: FileStoreError) -> Self {
-        FileEvalStoreError::File(e)
-    }
-}
+impl StoreRefusal for EvalStoreError {}
 
 /// An evaluation store in a file. Open it with [`open`](Self::open) over an empty
 /// [`InMemoryEvalStore`] (its capacity and retention clock are the file store's). Its methods
@@ -71,8 +46,7 @@ impl From<FileStoreError> for FileEvalStoreError {
 /// fails is cut back and the store replays the file again, so it holds what the file holds.
 /// Thread-safe: changes are made and written in one order under one lock.
 pub struct FileEvalStore {
-    memory: InMemoryEvalStore,
-    log: Mutex<DurableLog>,
+    durable: DurableStore<InMemoryEvalStore>,
 }
 
 impl std::fmt::Debug for FileEvalStore {
@@ -81,28 +55,29 @@ impl std::fmt::Debug for FileEvalStore {
     }
 }
 
-fn replay(
-    memory: &InMemoryEvalStore,
-) -> impl FnMut(Operation, Vec<Value>) -> Result<(), ReplayRefusal> + '_ {
-    move |operation, payloads| match operation {
-        Operation::Append => match memory.append(&payloads) {
+impl Replay for InMemoryEvalStore {
+    const DELETED_KEY: &'static str = "recordId";
+
+    fn is_empty(&self) -> bool {
+        InMemoryEvalStore::is_empty(self)
+    }
+
+    fn reset(&self) {
+        InMemoryEvalStore::reset(self)
+    }
+
+    fn replay_append(&self, payloads: &[Value]) -> Result<(), ReplayRefusal> {
+        match self.append(payloads) {
             Ok(_) => Ok(()),
             Err(e) if e.code == EvalStoreErrorCode::UnsupportedSchemaVersion => {
                 Err(ReplayRefusal::SchemaMajor)
             }
             Err(_) => Err(ReplayRefusal::Invalid),
-        },
-        Operation::Delete => {
-            let mut ids = Vec::new();
-            for payload in &payloads {
-                match payload["recordId"].as_str() {
-                    Some(id) if !id.is_empty() && payload.is_object() => ids.push(id.to_owned()),
-                    _ => return Err(ReplayRefusal::Invalid),
-                }
-            }
-            memory.delete_record_ids(&ids);
-            Ok(())
         }
+    }
+
+    fn replay_delete(&self, ids: &[String]) {
+        self.delete_record_ids(ids);
     }
 }
 
@@ -132,103 +107,37 @@ impl FileEvalStore {
         memory: InMemoryEvalStore,
         on_diagnostic: Option<DiagnosticCallback>,
     ) -> Result<FileEvalStore, FileStoreError> {
-        let mut log = DurableLog::new(path, &FORMAT, on_diagnostic)?;
-        if !memory.is_empty() {
-            return Err(log.error(
-                FileStoreErrorCode::InvalidArgument,
-                "the in-memory store a file store opens into must be empty".into(),
-                "open",
-                None,
-                None,
-            ));
-        }
-        log.open(&mut replay(&memory))?;
         Ok(FileEvalStore {
-            memory,
-            log: Mutex::new(log),
+            durable: DurableStore::open(path, &FORMAT, memory, on_diagnostic)?,
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, DurableLog> {
-        // The log's state changes only after its file operation returned.
-        self.log
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn memory(&self) -> &InMemoryEvalStore {
+        self.durable.memory()
     }
 
-    fn usable(&self) -> Result<MutexGuard<'_, DurableLog>, FileStoreError> {
-        let log = self.lock();
-        log.check_usable()?;
-        Ok(log)
-    }
-
-    /// The store's file (absolute).
-    pub fn file_path(&self) -> std::path::PathBuf {
-        self.lock().path().to_path_buf()
-    }
-
-    /// The temporary file compaction writes beside it.
-    pub fn compaction_temp_path(&self) -> std::path::PathBuf {
-        self.lock().temp_path().to_path_buf()
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.lock().is_closed()
-    }
-
-    /// What opening the file reported.
-    pub fn diagnostics(&self) -> Vec<FileDiagnostic> {
-        self.lock().diagnostics().to_vec()
-    }
-
-    /// Writes a change to the file, or when that fails replays the file again into the memory
-    /// store (so it holds what the file holds) and returns the failure.
-    fn persist(
-        &self,
-        log: &mut DurableLog,
-        operation: Operation,
-        payloads: &[Value],
-    ) -> Result<(), FileStoreError> {
-        let Err(failure) = log.write(operation, payloads) else {
-            return Ok(());
-        };
-        if !log.is_failed() {
-            self.memory.reset();
-            if log.read(&mut replay(&self.memory), false).is_err() {
-                log.fail();
-                return Err(log.error(
-                    FileStoreErrorCode::RecoveryRequired,
-                    "FileEvalStore could not rebuild state after a failed mutation.".into(),
-                    "rollback",
-                    None,
-                    None,
-                ));
-            }
-        }
-        Err(failure)
-    }
+    durable_store_accessors!();
 
     /// [`InMemoryEvalStore::append`], written as one batch of all of `records`.
     pub fn append(&self, records: &[Value]) -> Result<EvalAppendResult, FileEvalStoreError> {
-        let mut log = self.usable()?;
-        let result = self.memory.append(records)?;
+        let mut log = self.durable.usable()?;
+        let result = self.memory().append(records)?;
         if !records.is_empty() {
-            self.persist(&mut log, Operation::Append, records)?;
+            self.durable.persist(&mut log, Operation::Append, records)?;
         }
         Ok(result)
     }
 
     /// [`InMemoryEvalStore::query`].
     pub fn query(&self, query: &Value) -> Result<EvalPage, FileEvalStoreError> {
-        let _log = self.usable()?;
-        Ok(self.memory.query(query)?)
+        let _log = self.durable.usable()?;
+        Ok(self.memory().query(query)?)
     }
 
     /// [`InMemoryEvalStore::records`].
     pub fn records(&self) -> Result<Vec<Value>, FileEvalStoreError> {
-        let _log = self.usable()?;
-        Ok(self.memory.records())
+        let _log = self.durable.usable()?;
+        Ok(self.memory().records())
     }
 
     /// Runs `remove` on the memory store and writes the records it removed as one delete batch.
@@ -236,17 +145,14 @@ impl FileEvalStore {
         &self,
         remove: impl FnOnce(&InMemoryEvalStore) -> Result<EvalDeleteResult, EvalStoreError>,
     ) -> Result<EvalDeleteResult, FileEvalStoreError> {
-        let mut log = self.usable()?;
-        let before = self.memory.record_ids();
-        let result = remove(&self.memory)?;
+        let mut log = self.durable.usable()?;
+        let before = self.memory().record_ids();
+        let result = remove(self.memory())?;
         if result.records_deleted > 0 {
-            let remaining = self.memory.record_id_set();
-            let payloads: Vec<Value> = before
-                .into_iter()
-                .filter(|id| !remaining.contains(id))
-                .map(|id| serde_json::json!({ "recordId": id }))
-                .collect();
-            self.persist(&mut log, Operation::Delete, &payloads)?;
+            let remaining = self.memory().record_id_set();
+            let removed = before.iter().filter(|id| !remaining.contains(*id));
+            self.durable
+                .persist_deletion(&mut log, removed.map(String::as_str))?;
         }
         Ok(result)
     }
@@ -261,22 +167,12 @@ impl FileEvalStore {
         self.deleting(|memory| memory.apply_retention(policy))
     }
 
-    /// fsyncs every write that completed before the call.
-    pub fn flush(&self) -> Result<(), FileStoreError> {
-        self.usable()?.sync("flush")
-    }
-
     /// Rewrites the file with only the live records, through a temporary file beside it and
     /// a rename: the records written and the file's size in bytes.
     pub fn compact(&self) -> Result<(u64, u64), FileStoreError> {
-        let mut log = self.usable()?;
-        let records = self.memory.records();
+        let mut log = self.durable.usable()?;
+        let records = self.memory().records();
         log.compact(&records)
-    }
-
-    /// fsyncs and refuses later operations (`CLOSED`); closing again does nothing.
-    pub fn close(&self) -> Result<(), FileStoreError> {
-        self.lock().close()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The per-scorer aggregates of a run's records (OMA's report aggregates): scorer errors are
 //! counted apart and never enter a score; percentiles by nearest rank.
 
+use crate::number::js_json_number;
 use serde_json::{Map, Value};
 
 /// A scorer as records name it: its name and, when it has one, its version.
@@ -69,10 +70,10 @@ impl Aggregate {
             ("min", self.min),
             ("max", self.max),
         ] {
-            out.insert(key.into(), value.into());
+            out.insert(key.into(), js_json_number(value));
         }
         if let Some(rate) = self.pass_rate {
-            out.insert("passRate".into(), rate.into());
+            out.insert("passRate".into(), js_json_number(rate));
         }
         if let Some(by_tag) = &self.by_tag {
             let tags = by_tag

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 
+use super::component::RuleError;
 use super::report::{aggregate_records, Aggregate, ScorerRef};
 use super::score::{ScoreError, ScoreErrorClass, ScoreResult};
 use super::set::{EvalCase, EvalSet};
@@ -107,6 +108,9 @@ pub struct ScoreContext {
     pub output: Value,
     /// The agent's result, when the target gave one.
     pub result: Option<Value>,
+    /// The agent run's stored trace (OMA's `StoredRun` JSON), when the run has a
+    /// [`trace_store`](RunOptions::trace_store) and the result an identity the store knows.
+    pub trace: Option<Value>,
     /// The case's metadata, the run's, then the result's.
     pub metadata: Map<String, Value>,
     /// Cancelled when the evaluation is, or when the scorer's timeout passes.
@@ -125,6 +129,16 @@ pub struct Scorer {
     version: Option<String>,
     timeout: Option<Duration>,
     score: ScoreFn,
+}
+
+impl std::fmt::Debug for Scorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scorer")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Scorer {
@@ -148,10 +162,34 @@ impl Scorer {
         self
     }
 
-    /// The scorer with a timeout.
+    /// The scorer with a timeout: once it passes, the sample's record is a `timeout`
+    /// `scorer_error`, the scorer's [`ScoreContext::cancel`] is cancelled, and the scoring is
+    /// left to end on its own in a task of the tokio runtime (never cut off halfway through a
+    /// call into a guest).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// The scorer's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The scorer's version, when it has one.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The scorer's timeout, when it has one.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Scores `context` with the scoring function alone (OMA's `scorer.score(context)`): no
+    /// timeout, and the answer unchecked; the runner adds both.
+    pub async fn score(&self, context: ScoreContext) -> anyhow::Result<ScoreResult> {
+        (self.score)(context).await
     }
 
     /// The scorer's name and version, as records name it.
@@ -179,6 +217,34 @@ pub enum StorePayloads {
 pub trait EvalRecordStore {
     /// Keeps `records` (OMA's evaluation records as JSON), all or none.
     fn append(&self, records: &[Value]) -> Result<(), String>;
+}
+
+/// Where a run's scorers find each agent run's stored trace (OMA's `TraceStore.getRun`):
+/// [`InMemoryTraceStore`](crate::observability::InMemoryTraceStore) and
+/// [`FileTraceStore`](crate::observability::FileTraceStore).
+pub trait RunTraces {
+    /// The run `run_id` as OMA's `StoredRun` JSON, `None` when the store has none of it; an
+    /// error fails the evaluation, as OMA's rejection does.
+    fn get_run<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, anyhow::Result<Option<Value>>>;
+}
+
+impl RunTraces for crate::observability::InMemoryTraceStore {
+    fn get_run<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, anyhow::Result<Option<Value>>> {
+        Box::pin(async move {
+            let run =
+                crate::observability::InMemoryTraceStore::get_run(self, run_id, false).await?;
+            Ok(run.map(Value::Object))
+        })
+    }
+}
+
+impl RunTraces for crate::observability::FileTraceStore {
+    fn get_run<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, anyhow::Result<Option<Value>>> {
+        Box::pin(async move {
+            let run = crate::observability::FileTraceStore::get_run(self, run_id, false).await?;
+            Ok(run.map(Value::Object))
+        })
+    }
 }
 
 /// A progress event of a run.
@@ -256,6 +322,9 @@ pub struct RunOptions<'a> {
     pub filter_tags: Vec<String>,
     /// Metadata for every record, after the case's.
     pub metadata: Map<String, Value>,
+    /// Where scorers find the stored trace of each sample's agent run (by its result's
+    /// `identity.runId`), given to them as [`ScoreContext::trace`].
+    pub trace_store: Option<&'a (dyn RunTraces + Sync)>,
     /// Where each sample's records are appended.
     pub store: Option<&'a (dyn EvalRecordStore + Sync)>,
     /// The evaluation's run id (a new one when not set).
@@ -350,7 +419,9 @@ impl EvalReport {
             let costs = self
                 .costs
                 .iter()
-                .map(|(currency, amount)| json!({"currency": currency, "amount": amount}))
+                .map(|(currency, amount)| {
+                    json!({"currency": currency, "amount": crate::number::js_json_number(*amount)})
+                })
                 .collect();
             totals.insert("costs".into(), Value::Array(costs));
         }
@@ -447,6 +518,11 @@ impl<R: Redact> Shared<'_, R> {
     async fn error_info(&self, error: &anyhow::Error, timeout: bool) -> Value {
         let (kind, name) = if timeout {
             ("timeout", "TimeoutError")
+        } else if let Some(rule) = error.downcast_ref::<RuleError>() {
+            match rule.name.as_str() {
+                "AbortError" => ("cancellation", "AbortError"),
+                name => ("unknown", name),
+            }
         } else {
             match error.downcast_ref::<ScoreError>() {
                 Some(ScoreError {
@@ -468,7 +544,8 @@ impl<R: Redact> Shared<'_, R> {
                 cut_utf16(&redacted, ERROR_MESSAGE_UNITS).into(),
             );
         }
-        out.insert("retryable".into(), true.into());
+        // OMA's `isRetryableError`: a plain error is, a cancellation is not.
+        out.insert("retryable".into(), (kind != "cancellation").into());
         Value::Object(out)
     }
 }
@@ -612,6 +689,20 @@ where
             usage.insert("cost".into(), costs[0].clone());
         }
         usage.insert("durationMs".into(), duration_ms.into());
+        let run_id = result
+            .and_then(|r| r.get("identity"))
+            .and_then(|identity| identity.get("runId"))
+            .and_then(Value::as_str);
+        let trace = match (self.options.trace_store, run_id) {
+            (Some(store), Some(run_id)) => match store.get_run(run_id).await {
+                Ok(trace) => trace,
+                Err(error) => {
+                    lock(&self.shared.trap).get_or_insert(error);
+                    None
+                }
+            },
+            _ => None,
+        };
         let mut records = Vec::new();
         for scorer in &self.options.scorers {
             let mut identity = Map::new();
@@ -619,21 +710,25 @@ where
             if let Some(version) = &scorer.version {
                 identity.insert("version".into(), version.clone().into());
             }
-            let cancel = CancelToken::new();
+            let cancel = self.cancel.child();
             let context = ScoreContext {
                 case: case.clone(),
                 output: output.output.clone(),
                 result: result.cloned(),
+                trace: trace.clone(),
                 metadata: metadata.clone(),
                 cancel: cancel.clone(),
             };
-            let scoring = (scorer.score)(context);
+            let mut scoring = (scorer.score)(context);
             let outcome = match scorer.timeout {
                 None => scoring.await.map_err(|e| (e, false)),
-                Some(limit) => match tokio::time::timeout(limit, scoring).await {
-                    Ok(scored) => scored.map_err(|e| (e, false)),
-                    Err(_) => {
+                Some(limit) => tokio::select! {
+                    scored = &mut scoring => scored.map_err(|e| (e, false)),
+                    () = tokio::time::sleep(limit) => {
+                        // The scorer is told and left to end on its own, as OMA leaves it: a
+                        // call into a guest is never cut off halfway.
                         cancel.cancel();
+                        drop(tokio::spawn(scoring));
                         let message = format!(
                             "Scorer \"{}\" timed out after {}ms.",
                             scorer.name,

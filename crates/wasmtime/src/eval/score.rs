@@ -6,6 +6,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::is_trace_attribute;
+use crate::number::js_json_number;
 
 /// The JavaScript class OMA throws a refused score result as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +134,7 @@ impl ScoreResult {
     /// The result as OMA's JSON (the keys it has).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
-        out.insert("score".into(), self.score.into());
+        out.insert("score".into(), js_json_number(self.score));
         if let Some(pass) = self.pass {
             out.insert("pass".into(), pass.into());
         }

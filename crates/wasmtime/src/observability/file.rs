@@ -4,7 +4,6 @@
 //! (one batch, see `crate::durable_log`) before the call returns, and opening replays it.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -13,8 +12,10 @@ use super::store::{
     TraceStoreError, TraceStoreErrorCode,
 };
 use crate::durable_log::{
-    DiagnosticCallback, DurableLog, FileDiagnostic, FileStoreError, FileStoreErrorCode, Format,
-    Operation, ReplayRefusal,
+    DiagnosticCallback, FileDiagnostic, FileStoreError, Format, Operation, ReplayRefusal,
+};
+use crate::durable_store::{
+    durable_store_accessors, DurableStore, FileStoreOpError, Replay, StoreRefusal,
 };
 
 /// The file's format name.
@@ -32,37 +33,11 @@ static FORMAT: Format = Format {
 };
 
 /// What a [`FileTraceStore`] operation refused: the store's own refusal of the input (nothing
-/// written) or the file's failure (OMA's `FileTraceStoreError`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FileTraceStoreError {
-    /// The input was refused, as [`InMemoryTraceStore`] refuses it.
-    Store(TraceStoreError),
-    /// The file failed, or the store is closed.
-    File(FileStoreError),
-}
+/// written, [`FileStoreOpError::Store`] with the [`TraceStoreError`]) or the file's failure
+/// (OMA's `FileTraceStoreError`, [`FileStoreOpError::File`]).
+pub type FileTraceStoreError = FileStoreOpError<TraceStoreError>;
 
-impl std::fmt::Display for FileTraceStoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FileTraceStoreError::Store(e) => e.fmt(f),
-            FileTraceStoreError::File(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for FileTraceStoreError {}
-
-impl From<TraceStoreError> for FileTraceStoreError {
-    fn from(e: TraceStoreError) -> Self {
-        FileTraceStoreError::Store(e)
-    }
-}
-
-impl From<FileStoreError> for FileTraceStoreError {
-    fn from(e: FileStoreError) -> Self {
-        FileTraceStoreError::File(e)
-    }
-}
+impl StoreRefusal for TraceStoreError {}
 
 /// A trace store in a file. Open it with [`open`](Self::open) over an empty
 /// [`InMemoryTraceStore`] (its codec, clock and store diagnostics are the file store's). Its
@@ -71,8 +46,7 @@ impl From<FileStoreError> for FileTraceStoreError {
 /// file holds. [`TraceStoreExporter::for_file`](super::TraceStoreExporter::for_file) fills it
 /// from a batching sink. Thread-safe: changes are made and written in one order under one lock.
 pub struct FileTraceStore {
-    memory: InMemoryTraceStore,
-    log: Mutex<DurableLog>,
+    durable: DurableStore<InMemoryTraceStore>,
 }
 
 impl std::fmt::Debug for FileTraceStore {
@@ -81,28 +55,29 @@ impl std::fmt::Debug for FileTraceStore {
     }
 }
 
-fn replay(
-    memory: &InMemoryTraceStore,
-) -> impl FnMut(Operation, Vec<Value>) -> Result<(), ReplayRefusal> + '_ {
-    move |operation, payloads| match operation {
-        Operation::Append => match memory.append(&payloads) {
+impl Replay for InMemoryTraceStore {
+    const DELETED_KEY: &'static str = "runId";
+
+    fn is_empty(&self) -> bool {
+        InMemoryTraceStore::is_empty(self)
+    }
+
+    fn reset(&self) {
+        InMemoryTraceStore::reset(self)
+    }
+
+    fn replay_append(&self, payloads: &[Value]) -> Result<(), ReplayRefusal> {
+        match self.append(payloads) {
             Ok(_) => Ok(()),
             Err(e) if e.code == TraceStoreErrorCode::UnsupportedSchemaVersion => {
                 Err(ReplayRefusal::SchemaMajor)
             }
             Err(_) => Err(ReplayRefusal::Invalid),
-        },
-        Operation::Delete => {
-            let mut ids = Vec::new();
-            for payload in &payloads {
-                match payload["runId"].as_str() {
-                    Some(id) if !id.is_empty() && payload.is_object() => ids.push(id.to_owned()),
-                    _ => return Err(ReplayRefusal::Invalid),
-                }
-            }
-            memory.delete_runs(&ids);
-            Ok(())
         }
+    }
+
+    fn replay_delete(&self, ids: &[String]) {
+        self.delete_runs(ids);
     }
 }
 
@@ -132,93 +107,23 @@ impl FileTraceStore {
         memory: InMemoryTraceStore,
         on_diagnostic: Option<DiagnosticCallback>,
     ) -> Result<FileTraceStore, FileStoreError> {
-        let mut log = DurableLog::new(path, &FORMAT, on_diagnostic)?;
-        if !memory.is_empty() {
-            return Err(log.error(
-                FileStoreErrorCode::InvalidArgument,
-                "the in-memory store a file store opens into must be empty".into(),
-                "open",
-                None,
-                None,
-            ));
-        }
-        log.open(&mut replay(&memory))?;
         Ok(FileTraceStore {
-            memory,
-            log: Mutex::new(log),
+            durable: DurableStore::open(path, &FORMAT, memory, on_diagnostic)?,
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, DurableLog> {
-        // The log's state changes only after its file operation returned.
-        self.log
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn memory(&self) -> &InMemoryTraceStore {
+        self.durable.memory()
     }
 
-    fn usable(&self) -> Result<MutexGuard<'_, DurableLog>, FileStoreError> {
-        let log = self.lock();
-        log.check_usable()?;
-        Ok(log)
-    }
-
-    fn check(&self) -> Result<(), FileStoreError> {
-        self.lock().check_usable()
-    }
-
-    /// The store's file (absolute).
-    pub fn file_path(&self) -> std::path::PathBuf {
-        self.lock().path().to_path_buf()
-    }
-
-    /// The temporary file compaction writes beside it.
-    pub fn compaction_temp_path(&self) -> std::path::PathBuf {
-        self.lock().temp_path().to_path_buf()
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.lock().is_closed()
-    }
-
-    /// What opening the file reported.
-    pub fn diagnostics(&self) -> Vec<FileDiagnostic> {
-        self.lock().diagnostics().to_vec()
-    }
-
-    /// Writes `change` to the file, or when that fails replays the file again into the memory
-    /// store (so it holds what the file holds) and returns the failure.
-    fn persist(
-        &self,
-        log: &mut DurableLog,
-        operation: Operation,
-        payloads: &[Value],
-    ) -> Result<(), FileStoreError> {
-        let Err(failure) = log.write(operation, payloads) else {
-            return Ok(());
-        };
-        if !log.is_failed() {
-            self.memory.reset();
-            if log.read(&mut replay(&self.memory), false).is_err() {
-                log.fail();
-                return Err(log.error(
-                    FileStoreErrorCode::RecoveryRequired,
-                    "FileTraceStore could not rebuild state after a failed mutation.".into(),
-                    "rollback",
-                    None,
-                    None,
-                ));
-            }
-        }
-        Err(failure)
-    }
+    durable_store_accessors!();
 
     /// [`InMemoryTraceStore::append`], written as one batch of all of `records`.
     pub fn append(&self, records: &[Value]) -> Result<AppendResult, FileTraceStoreError> {
-        let mut log = self.usable()?;
-        let result = self.memory.append(records)?;
+        let mut log = self.durable.usable()?;
+        let result = self.memory().append(records)?;
         if !records.is_empty() {
-            self.persist(&mut log, Operation::Append, records)?;
+            self.durable.persist(&mut log, Operation::Append, records)?;
         }
         Ok(result)
     }
@@ -238,50 +143,46 @@ impl FileTraceStore {
         run_id: &str,
         include_records: bool,
     ) -> Result<Option<serde_json::Map<String, Value>>, FileTraceStoreError> {
-        self.check()?;
-        Ok(self.memory.get_run(run_id, include_records).await?)
+        self.durable.check()?;
+        Ok(self.memory().get_run(run_id, include_records).await?)
     }
 
     /// [`InMemoryTraceStore::query_runs`].
     pub async fn query_runs(&self, query: &TraceQuery) -> Result<RunPage, FileTraceStoreError> {
-        self.check()?;
-        Ok(self.memory.query_runs(query).await?)
+        self.durable.check()?;
+        Ok(self.memory().query_runs(query).await?)
     }
 
     /// [`InMemoryTraceStore::records`].
     pub async fn records(&self) -> Result<Vec<Value>, FileTraceStoreError> {
-        self.check()?;
-        Ok(self.memory.records().await?)
+        self.durable.check()?;
+        Ok(self.memory().records().await?)
     }
 
     fn delete_ids(&self, ids: &[String]) -> Result<DeleteResult, FileTraceStoreError> {
-        let mut log = self.usable()?;
-        let result = self.memory.delete_runs(ids);
+        let mut log = self.durable.usable()?;
+        let result = self.memory().delete_runs(ids);
         if !result.run_ids.is_empty() {
-            let payloads: Vec<Value> = result
-                .run_ids
-                .iter()
-                .map(|id| serde_json::json!({ "runId": id }))
-                .collect();
-            self.persist(&mut log, Operation::Delete, &payloads)?;
+            self.durable
+                .persist_deletion(&mut log, result.run_ids.iter().map(String::as_str))?;
         }
         Ok(result)
     }
 
     /// [`InMemoryTraceStore::delete_run`], written as a delete batch when a run went.
     pub fn delete_run(&self, run_id: &str) -> Result<DeleteResult, FileTraceStoreError> {
-        self.check()?;
+        self.durable.check()?;
         if run_id.is_empty() {
             // The in-memory store's refusal of an empty id, with its message.
-            self.memory.delete_run(run_id)?;
+            self.memory().delete_run(run_id)?;
         }
         self.delete_ids(&[run_id.to_owned()])
     }
 
     /// [`InMemoryTraceStore::delete`], written as one delete batch.
     pub async fn delete(&self, query: &TraceQuery) -> Result<DeleteResult, FileTraceStoreError> {
-        self.check()?;
-        let ids = self.memory.doomed_by_query(query).await?;
+        self.durable.check()?;
+        let ids = self.memory().doomed_by_query(query).await?;
         self.delete_ids(&ids)
     }
 
@@ -290,14 +191,9 @@ impl FileTraceStore {
         &self,
         policy: &RetentionPolicy,
     ) -> Result<DeleteResult, FileTraceStoreError> {
-        self.check()?;
-        let ids = self.memory.doomed_by_policy(policy).await?;
+        self.durable.check()?;
+        let ids = self.memory().doomed_by_policy(policy).await?;
         self.delete_ids(&ids)
-    }
-
-    /// fsyncs every write that completed before the call.
-    pub fn flush(&self) -> Result<(), FileStoreError> {
-        self.usable()?.sync("flush")
     }
 
     /// Rewrites the file with only the live records, through a temporary file beside it and
@@ -305,20 +201,15 @@ impl FileTraceStore {
     pub async fn compact(&self) -> Result<(u64, u64), FileTraceStoreError> {
         loop {
             let revision = {
-                self.check()?;
-                self.memory.revision()
+                self.durable.check()?;
+                self.memory().revision()
             };
-            let records = self.memory.records().await?;
-            let mut log = self.usable()?;
+            let records = self.memory().records().await?;
+            let mut log = self.durable.usable()?;
             // A change made while the records were read would be lost: read them again.
-            if self.memory.revision() == revision {
+            if self.memory().revision() == revision {
                 return Ok(log.compact(&records)?);
             }
         }
-    }
-
-    /// fsyncs and refuses later operations (`CLOSED`); closing again does nothing.
-    pub fn close(&self) -> Result<(), FileStoreError> {
-        self.lock().close()
     }
 }

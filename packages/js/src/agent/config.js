@@ -83,13 +83,30 @@ function firstFromEnvironment(names) {
 }
 
 /**
+ * The component's table of environment variable names for `provider`, asked once per provider
+ * (`runAgent` prepares a configuration on every run; the table never changes). At most
+ * ENV_NAMES_KEPT providers are kept, so that made-up provider names cannot grow it.
+ */
+const envNames = new Map()
+const ENV_NAMES_KEPT = 64
+
+function environmentNames(provider) {
+  let names = envNames.get(provider)
+  if (names === undefined) {
+    names = codec.environmentNames(provider)
+    if (envNames.size < ENV_NAMES_KEPT) envNames.set(provider, names)
+  }
+  return names
+}
+
+/**
  * What the environment gives an agent's configuration that leaves it out, as OMA (and the SDKs it
  * drives) read it: the API key, the base URL and Bedrock's region. Which variables those are is
  * the component's table (`codec.environmentNames`, docs/api-keys.md), so that every package reads
  * the same ones.
  */
 function fillFromEnvironment(json) {
-  const names = codec.environmentNames(json.provider)
+  const names = environmentNames(json.provider)
   if (json.apiKey === undefined) {
     const key = firstFromEnvironment(names.apiKey)
     if (key !== undefined) json.apiKey = key

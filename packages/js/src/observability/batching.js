@@ -68,8 +68,17 @@ export function recordPriority(record) {
   return record.name === 'stream_chunk' ? 0 : 1
 }
 
-/** The UTF-8 length of a string, counted without encoding it. */
-function utf8Length(text) {
+/**
+ * The UTF-8 length of a string, counted without encoding it: Node's native count where there is
+ * one (about a tenth of the loop's time for a record's text), else the loop. Both count a lone
+ * surrogate as the three bytes of the replacement character it would be encoded as.
+ */
+const utf8Length = typeof globalThis.Buffer?.byteLength === 'function'
+  ? (text) => globalThis.Buffer.byteLength(text, 'utf8')
+  : utf8LengthCounted
+
+/** The UTF-8 length of a string, counted unit by unit (for platforms without `Buffer`). */
+export function utf8LengthCounted(text) {
   let bytes = text.length
   for (let i = 0; i < text.length; i++) {
     const unit = text.charCodeAt(i)

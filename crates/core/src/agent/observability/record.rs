@@ -342,20 +342,26 @@ impl TraceRecord {
 
     /// The record as OMA's JSON, keys in OMA's order.
     pub fn to_json(&self) -> Value {
+        self.clone().into_json()
+    }
+
+    /// As [`TraceRecord::to_json`], taking the record: its attributes move into the JSON.
+    pub fn into_json(self) -> Value {
+        let record_type = self.record_type();
         let mut out = Map::new();
         out.insert("schemaVersion".into(), Value::from(SCHEMA_VERSION));
-        out.insert("recordId".into(), Value::from(self.record_id.as_str()));
+        out.insert("recordId".into(), Value::from(self.record_id));
         out.insert("sequence".into(), Value::from(self.sequence));
         out.insert("timestampUnixMs".into(), Value::from(self.timestamp_ms));
-        out.insert("runId".into(), Value::from(self.run_id.as_str()));
+        out.insert("runId".into(), Value::from(self.run_id));
         out.insert("attempt".into(), Value::from(self.attempt));
-        out.insert("traceId".into(), Value::from(self.trace_id.as_str()));
-        out.insert("spanId".into(), Value::from(self.span_id.as_str()));
-        if let Some(parent) = &self.parent_span_id {
-            out.insert("parentSpanId".into(), Value::from(parent.as_str()));
+        out.insert("traceId".into(), Value::from(self.trace_id));
+        out.insert("spanId".into(), Value::from(self.span_id));
+        if let Some(parent) = self.parent_span_id {
+            out.insert("parentSpanId".into(), Value::from(parent));
         }
-        out.insert("recordType".into(), Value::from(self.record_type()));
-        match &self.body {
+        out.insert("recordType".into(), Value::from(record_type));
+        match self.body {
             RecordBody::Start {
                 kind,
                 name,
@@ -363,13 +369,13 @@ impl TraceRecord {
                 attributes,
             } => {
                 out.insert("kind".into(), Value::from(kind.word()));
-                out.insert("name".into(), Value::from(*name));
-                out.insert("startUnixMs".into(), Value::from(*start_ms));
-                out.insert("attributes".into(), Value::Object(attributes.clone()));
+                out.insert("name".into(), Value::from(name));
+                out.insert("startUnixMs".into(), Value::from(start_ms));
+                out.insert("attributes".into(), Value::Object(attributes));
             }
             RecordBody::Event { name, attributes } => {
                 out.insert("name".into(), Value::from(name.word()));
-                out.insert("attributes".into(), Value::Object(attributes.clone()));
+                out.insert("attributes".into(), Value::Object(attributes));
             }
             RecordBody::End {
                 kind,
@@ -381,18 +387,18 @@ impl TraceRecord {
                 attributes,
             } => {
                 out.insert("kind".into(), Value::from(kind.word()));
-                out.insert("name".into(), Value::from(*name));
-                out.insert("startUnixMs".into(), Value::from(*start_ms));
-                out.insert("endUnixMs".into(), Value::from(*end_ms));
+                out.insert("name".into(), Value::from(name));
+                out.insert("startUnixMs".into(), Value::from(start_ms));
+                out.insert("endUnixMs".into(), Value::from(end_ms));
                 out.insert(
                     "durationMs".into(),
-                    Value::from(end_ms.saturating_sub(*start_ms)),
+                    Value::from(end_ms.saturating_sub(start_ms)),
                 );
                 out.insert("status".into(), status.to_json());
                 if let Some(error) = error {
                     out.insert("error".into(), error.to_json());
                 }
-                out.insert("attributes".into(), Value::Object(attributes.clone()));
+                out.insert("attributes".into(), Value::Object(attributes));
             }
         }
         Value::Object(out)

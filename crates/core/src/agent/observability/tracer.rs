@@ -235,7 +235,7 @@ impl Tracer {
             return;
         };
         let record = records.recorder.record(now_ms, span_id, parent, body);
-        if let Some(record) = records.processing.process(record.to_json()) {
+        if let Some(record) = records.processing.process(record.into_json()) {
             self.out.push(Traced::Record(Observed {
                 record,
                 legacy: legacy.map(TraceEvent::to_json),

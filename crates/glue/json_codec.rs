@@ -20,6 +20,18 @@ impl Guest for Component {
         )
     }
 
+    fn process_trace_record(
+        options: String,
+        record: Option<String>,
+    ) -> Result<Option<String>, wit::Error> {
+        Ok(
+            oma_core::agent::observability::capture::process_record_json(
+                &options,
+                record.as_deref(),
+            )?,
+        )
+    }
+
     fn build_execution_receipt(
         result: String,
         trace: Option<String>,

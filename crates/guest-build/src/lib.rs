@@ -330,18 +330,26 @@ pub struct SizeLimit {
 /// packages had each written) fit under these ceilings: component 1,678,891 B (+25,948 over
 /// 1,652,943), portable 1,702,462 B (+26,012), portable-json 1,530,524 B (+26,012), measured on
 /// 6 December 2026; the gateway and the routes do not link them.
+///
+/// The component's, the portable world's and the portable-json world's ceilings raised by what
+/// OMA's `SensitiveDataProcessor` as a codec export added (issue 37: `process-trace-record`,
+/// the processor's options read with their refusals and its glue, so that the packages and the
+/// Rust embedding keep no copy of the rule): component 1,685,194 B (+7,585 over 1,677,609),
+/// portable 1,712,075 B (+7,575 over 1,704,500), portable-json 1,540,823 B (+7,599 over
+/// 1,533,224), measured on 7 December 2026 against main built the same way; each ceiling raised
+/// by 8,000 B. The gateway and the routes do not link it (unchanged to the byte).
 pub const SIZE_LIMITS: [SizeLimit; 5] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_686_000,
+        ceiling: 1_694_000,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_710_000,
+        ceiling: 1_718_000,
     },
     SizeLimit {
         artifact: PORTABLE_JSON_ARTIFACT,
-        ceiling: 1_535_000,
+        ceiling: 1_543_000,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,

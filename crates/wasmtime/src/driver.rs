@@ -222,6 +222,24 @@ impl DriverGuest {
             .await?)
     }
 
+    /// `codec.process-trace-record` of the portable world: OMA's `SensitiveDataProcessor` with
+    /// `options` (JSON) checked and, given a record (JSON), applied to it: the record its sink
+    /// gets, or `None` when it is dropped.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn process_trace_record(
+        &mut self,
+        options: &str,
+        record: Option<&str>,
+    ) -> anyhow::Result<Result<Option<String>, WitError>> {
+        start_call(&mut self.store);
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_process_trace_record(&mut self.store, options, record)
+            .await?)
+    }
+
     /// `codec.build-execution-receipt` of the portable world.
     pub async fn build_execution_receipt(
         &mut self,

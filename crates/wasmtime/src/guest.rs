@@ -80,6 +80,24 @@ impl Guest {
             .await?)
     }
 
+    /// `codec.process-trace-record`: OMA's `SensitiveDataProcessor` with `options`
+    /// (JSON) checked and, given a record (JSON), applied to it: the record its sink gets, or
+    /// `None` when it is dropped.
+    ///
+    /// The outer error is a trap or host failure; the inner one the component's typed error.
+    pub async fn process_trace_record(
+        &mut self,
+        options: &str,
+        record: Option<&str>,
+    ) -> anyhow::Result<Result<Option<String>, WitError>> {
+        self.start_call();
+        Ok(self
+            .bindings
+            .oma_agent_codec()
+            .call_process_trace_record(&mut self.store, options, record)
+            .await?)
+    }
+
     /// `codec.build-execution-receipt`: OMA's `buildExecutionReceipt` of a run's result and,
     /// when given, its legacy trace events (JSON in, the receipt's JSON out).
     ///

@@ -8,9 +8,11 @@
 //! served over HTTP in process (`serve`), the recorded-response corpus replayed to every world
 //! (`corpus`, `fixtures/corpus/`), the codec's text rules over their shared tables
 //! (`text_rules`), and the embedding's trace sinks over the packages' sink tables
-//! (`observability_sinks`), its trace store over the store table (`observability_store`),
-//! its evaluation framework over the packages' eval tables (`eval_framework`), and its
-//! evaluation stores over the store tables (`eval_store`, `eval_file_store`).
+//! (`observability_sinks`), its record processors over the processor table through both
+//! worlds' codecs (`observability_processors`), its trace store over the store table
+//! (`observability_store`), its evaluation framework over the packages' eval tables
+//! (`eval_framework`), and its evaluation stores over the store tables (`eval_store`,
+//! `eval_file_store`).
 
 mod adapter;
 mod agent;
@@ -30,6 +32,7 @@ mod harness;
 mod large;
 mod media;
 mod observability_file_store;
+mod observability_processors;
 mod observability_sinks;
 mod observability_store;
 mod parity;

@@ -253,6 +253,79 @@ async fn a_runs_records_reach_omas_sinks() {
     assert_eq!(composite.stats().unwrap().failed, 10);
 }
 
+/// A run's records through OMA's `SensitiveDataProcessor` in front of a sink, called on the run's
+/// path: the run captures tool inputs and outputs, the processor (a portable guest of its own,
+/// on its thread) keeps the outputs only, so its sink gets every record the host got, less the
+/// inputs.
+#[tokio::test]
+async fn a_runs_records_pass_a_sensitive_data_processor() {
+    use oma_host_tests::observability::{FnSink, SensitiveDataProcessor};
+    use oma_host_tests::{DriverHarness, Shared, TraceRecord};
+    use std::sync::Mutex;
+
+    let codec = DriverHarness::shared()
+        .expect("the harness")
+        .instantiate_with(GuestOptions::default())
+        .await
+        .expect("the portable guest");
+    let kept = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let into = kept.clone();
+    let sink = FnSink::new(move |record: &TraceRecord| {
+        into.lock()
+            .unwrap()
+            .push(serde_json::from_str(&record.json).unwrap());
+    });
+    let processor = SensitiveDataProcessor::new(
+        sink,
+        codec,
+        &json!({"capture": {"toolOutput": "redacted"}}),
+    )
+    .expect("OMA's options");
+    let host = ScriptedHost::new()
+        .with_tool(|_| ToolOutcome {
+            content: ToolResultContent::Text("18C".into()),
+            is_error: None,
+            gate: None,
+        })
+        .with_sink(processor);
+    let log = host.log();
+    let mut guest = guest(host).await;
+    let config = config(
+        r#"{"runId": "run-processed", "capture": {"toolInput": "redacted", "toolOutput": "redacted"}}"#,
+    );
+    let agent = guest.create_agent(&config).await.unwrap().unwrap();
+    let result = guest
+        .run(&agent, &RunInput::Text("Weather?".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.success, "{result:?}");
+    let logged: Vec<Value> = log
+        .lock()
+        .records
+        .iter()
+        .map(|r| serde_json::from_str(&r.json).unwrap())
+        .collect();
+    let kept = kept.lock().unwrap();
+    assert_eq!(kept.len(), logged.len());
+    let attribute = |records: &[Value], key: &str| -> Vec<Value> {
+        records
+            .iter()
+            .filter_map(|r| r["attributes"].get(key).cloned())
+            .collect()
+    };
+    assert!(!attribute(&logged, "oma.tool.input").is_empty());
+    assert!(attribute(&kept, "oma.tool.input").is_empty());
+    assert!(!attribute(&kept, "oma.tool.output").is_empty());
+    assert_eq!(
+        attribute(&kept, "oma.tool.output"),
+        attribute(&logged, "oma.tool.output")
+    );
+    for (kept, logged) in kept.iter().zip(&logged) {
+        assert_eq!(kept["recordId"], logged["recordId"]);
+    }
+}
+
 /// Records without the legacy view carry none; options OMA refuses fail `create`, naming them.
 #[tokio::test]
 async fn records_alone_and_refused_options() {

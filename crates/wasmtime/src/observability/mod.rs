@@ -2,9 +2,11 @@
 //! [`BatchingTraceSink`] that exports records in batches through a [`TraceExporter`], the
 //! [`CompositeTraceSink`] that fans records out to several, and the
 //! [`LegacyCallbackTraceSink`] that hands the legacy trace events riding on records to a
-//! callback; and OMA's [`InMemoryTraceStore`], which a [`TraceStoreExporter`] fills from a
-//! batching sink and which reads runs back through the guest's codec, and OMA's
-//! [`FileTraceStore`], that store kept in a durable file.
+//! callback, the [`FilteringSink`] that keeps the records a predicate accepts, and the
+//! [`SensitiveDataProcessor`] that hands a sink each record as OMA's sensitive-data processing
+//! leaves it (the guest's codec processing it); and OMA's [`InMemoryTraceStore`], which a
+//! [`TraceStoreExporter`] fills from a batching sink and which reads runs back through the
+//! guest's codec, and OMA's [`FileTraceStore`], that store kept in a durable file.
 //!
 //! A run's records reach a host through [`AgentHost::trace_records`](crate::AgentHost);
 //! [`ScriptedHost::with_sink`](crate::ScriptedHost::with_sink) hands each to a sink (and
@@ -18,6 +20,7 @@ mod batching;
 mod composite;
 mod file;
 mod legacy;
+mod processors;
 mod sink;
 mod store;
 
@@ -32,6 +35,9 @@ pub use file::{
     FileTraceStore, FileTraceStoreError, FILE_TRACE_STORE_FORMAT, FILE_TRACE_STORE_FORMAT_VERSION,
 };
 pub use legacy::{LegacyCallbackTraceSink, LEGACY_QUEUE_CAPACITY};
+pub use processors::{
+    FilteringSink, ProcessFuture, RecordProcessor, SensitiveDataError, SensitiveDataProcessor,
+};
 pub use sink::{
     DiagnosticCode, DiagnosticHandler, DiagnosticMode, DiagnosticOptions, DiagnosticSeverity,
     FlushResult, FlushStatus, FnSink, SinkError, TelemetryDiagnostic, TraceSink, TraceSinkStats,

@@ -52,6 +52,7 @@ _FUNCS: List[Tuple[str, str]] = [
     (CODEC, "classify-bash-command"),
     (CODEC, "materialize-run"),
     (CODEC, "build-execution-receipt"),
+    (CODEC, "process-trace-record"),
     (CODEC, "score-builtin"),
     (CODEC, "judge"),
     (CODEC, "online-evaluation"),

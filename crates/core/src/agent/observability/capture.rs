@@ -11,11 +11,51 @@
 //! events; a span end's status message is redacted and cut to 256 characters, its error's
 //! message to 1024, or left out under `errorMessage: "code-only"`.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use crate::agent::outcome::truncate_units;
 use crate::agent::redact::{may_hold_secret, redact_secrets};
+use crate::eval::{range_error, type_error};
 use crate::json::object::{Object, ShapeError};
+use crate::Error;
+
+/// Why a processor's options or a capture policy were refused, naming the option: an option
+/// that does not exist or a value of the wrong type (JavaScript's `TypeError`), or a value
+/// outside the option's choices (`RangeError`), so that each host raises its own class for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// An unknown option, or a value of a type the option cannot hold.
+    Type(ShapeError),
+    /// A value of the right type that is not one of the option's choices.
+    Range(ShapeError),
+}
+
+impl From<ShapeError> for Refusal {
+    fn from(error: ShapeError) -> Self {
+        Refusal::Type(error)
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Type(error) | Refusal::Range(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Type(error) => type_error(error.to_string()),
+            Refusal::Range(error) => range_error(error.to_string()),
+        }
+    }
+}
 
 /// Whether one kind of content may be captured (OMA's `'none' | 'redacted'`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,13 +121,15 @@ impl CapturePolicy {
     /// The policy of OMA's JSON (`{"prompt"?, "completion"?, "toolInput"?, "toolOutput"?,
     /// "errorMessage"?, "stack"?, "streamEvents"?, "maxContentChars"?}`, read under `path`
     /// for messages); any other key or value is refused, naming it.
-    pub fn from_object(mut object: Object) -> Result<Self, ShapeError> {
+    pub fn from_object(mut object: Object) -> Result<Self, Refusal> {
         let mut policy = CapturePolicy::default();
-        let content = |object: &mut Object, key: &'static str| -> Result<Content, ShapeError> {
+        let content = |object: &mut Object, key: &'static str| -> Result<Content, Refusal> {
             match object.string(key)?.as_deref() {
                 None | Some("none") => Ok(Content::None),
                 Some("redacted") => Ok(Content::Redacted),
-                Some(_) => Err(object.invalid(key, "must be \"none\" or \"redacted\"")),
+                Some(_) => Err(Refusal::Range(
+                    object.invalid(key, "must be \"none\" or \"redacted\""),
+                )),
             }
         };
         policy.prompt = content(&mut object, "prompt")?;
@@ -98,7 +140,9 @@ impl CapturePolicy {
             None | Some("redacted") => false,
             Some("code-only") => true,
             Some(_) => {
-                return Err(object.invalid("errorMessage", "must be \"code-only\" or \"redacted\""))
+                return Err(Refusal::Range(
+                    object.invalid("errorMessage", "must be \"code-only\" or \"redacted\""),
+                ))
             }
         };
         policy.stack = object.bool("stack")?.unwrap_or(false);
@@ -107,7 +151,9 @@ impl CapturePolicy {
             Some("none") => StreamEvents::None,
             Some("all") => StreamEvents::All,
             Some(_) => {
-                return Err(object.invalid("streamEvents", "must be \"none\", \"first\" or \"all\""))
+                return Err(Refusal::Range(
+                    object.invalid("streamEvents", "must be \"none\", \"first\" or \"all\""),
+                ))
             }
         };
         if let Some(max) = object.take("maxContentChars") {
@@ -115,7 +161,9 @@ impl CapturePolicy {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .ok_or_else(|| {
-                    object.invalid("maxContentChars", "must be a non-negative integer")
+                    Refusal::Range(
+                        object.invalid("maxContentChars", "must be a non-negative integer"),
+                    )
                 })?;
         }
         object.finish()?;
@@ -151,7 +199,7 @@ const MAX_ERROR_MESSAGE: usize = 1024;
 impl SensitiveData {
     /// The processor of OMA's options (`{"attributeAllowlist"?: [names], "capture"?: policy}`);
     /// anything else is refused, naming the option.
-    pub fn from_value(value: Value) -> Result<Self, ShapeError> {
+    pub fn from_value(value: Value) -> Result<Self, Refusal> {
         let mut object = Object::strict(value)?;
         let allowlist = match object.array("attributeAllowlist")? {
             None => None,
@@ -160,7 +208,9 @@ impl SensitiveData {
                     .into_iter()
                     .map(|name| match name {
                         Value::String(name) => Ok(name),
-                        _ => Err(object.invalid("attributeAllowlist", "must be a list of strings")),
+                        _ => Err(Refusal::Type(
+                            object.invalid("attributeAllowlist", "must be a list of strings"),
+                        )),
                     })
                     .collect::<Result<Vec<_>, _>>()?,
             ),
@@ -254,6 +304,33 @@ impl SensitiveData {
         });
         attributes
     }
+}
+
+/// The codec's `process-trace-record`: the processor of `options` (OMA's
+/// `SensitiveDataProcessorOptions` as JSON: `attributeAllowlist`, `capture`) checked and, when
+/// `record` is given, applied to it (one of OMA's trace records as JSON): the record as the
+/// processor's sink gets it, as JSON, or `None` when the processor drops it. Without a record
+/// only the options are checked, as a processor's constructor checks them.
+///
+/// Options that are not JSON or not OMA's are refused naming the option (a `TypeError` or a
+/// `RangeError`, [`Refusal`]); a record that is not a JSON object with an `attributes` object is
+/// refused with a `TypeError`, which a host takes as OMA's processor failing on the record: the
+/// record is dropped, the run goes on.
+pub fn process_record_json(options: &str, record: Option<&str>) -> Result<Option<String>, Error> {
+    let options = crate::json::from_str(options)
+        .map_err(|e| type_error(format!("the processor's options are not JSON: {e}")))?;
+    let processor = SensitiveData::from_value(options)?;
+    let Some(record) = record else {
+        return Ok(None);
+    };
+    let record = crate::json::from_str(record)
+        .map_err(|e| type_error(format!("the trace record is not JSON: {e}")))?;
+    if !record.get("attributes").is_some_and(Value::is_object) {
+        return Err(type_error(
+            "a trace record must be an object with an `attributes` object",
+        ));
+    }
+    Ok(processor.process(record).map(|record| record.to_string()))
 }
 
 /// A string attribute as a trace keeps it: secrets redacted, then cut to `max` characters. Most
@@ -529,6 +606,92 @@ mod tests {
             let message = read(bad.clone()).expect_err("refused");
             assert!(message.contains(named), "{bad}: {message}");
         }
+    }
+
+    #[test]
+    fn the_codec_function_checks_options_and_processes_one_record() {
+        let refused = |options: &str| match process_record_json(options, None) {
+            Err(Error::Thrown { name, message, .. }) => (name, message),
+            other => panic!("{options}: {other:?}"),
+        };
+        assert_eq!(process_record_json("{}", None).expect("checked"), None);
+        for (options, class, named) in [
+            (
+                r#"{"capture": {"prompt": "full"}}"#,
+                "RangeError",
+                "`capture.prompt`",
+            ),
+            (
+                r#"{"capture": {"maxContentChars": -1}}"#,
+                "RangeError",
+                "`capture.maxContentChars`",
+            ),
+            (
+                r#"{"capture": {"errorMessage": "all"}}"#,
+                "RangeError",
+                "`capture.errorMessage`",
+            ),
+            (
+                r#"{"capture": {"prompt": 1}}"#,
+                "TypeError",
+                "`capture.prompt`",
+            ),
+            (
+                r#"{"capture": {"toolInputs": "redacted"}}"#,
+                "TypeError",
+                "`capture.toolInputs`",
+            ),
+            (r#"{"capture": []}"#, "TypeError", "`capture`"),
+            (
+                r#"{"attributeAllowlist": "a"}"#,
+                "TypeError",
+                "`attributeAllowlist`",
+            ),
+            (
+                r#"{"attributeAllowlist": [1]}"#,
+                "TypeError",
+                "`attributeAllowlist`",
+            ),
+            (r#"{"sink": 1}"#, "TypeError", "`sink`"),
+            ("[]", "TypeError", ""),
+            ("{", "TypeError", "not JSON"),
+        ] {
+            let (name, message) = refused(options);
+            assert_eq!(name, class, "{options}: {message}");
+            assert!(message.contains(named), "{options}: {message}");
+        }
+        let record = r#"{"recordType":"span_start","name":"x","attributes":{"db.password":"p","oma.note":"token=abc123456789"}}"#;
+        assert_eq!(
+            process_record_json("{}", Some(record))
+                .expect("processed")
+                .as_deref(),
+            Some(
+                r#"{"recordType":"span_start","name":"x","attributes":{"oma.note":"token=[redacted]"}}"#
+            )
+        );
+        let chunk = r#"{"recordType":"span_event","name":"stream_chunk","attributes":{}}"#;
+        let none = r#"{"capture":{"streamEvents":"none"}}"#;
+        assert_eq!(
+            process_record_json(none, Some(chunk)).expect("dropped"),
+            None
+        );
+        for bad in [
+            "1",
+            "[]",
+            r#"{"recordType":"span_start"}"#,
+            r#"{"attributes":[]}"#,
+            "{",
+        ] {
+            match process_record_json("{}", Some(bad)) {
+                Err(Error::Thrown { name, .. }) => assert_eq!(name, "TypeError", "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        // The options are checked before the record is read.
+        assert!(matches!(
+            process_record_json(r#"{"capture":{"stack":"yes"}}"#, Some("{")),
+            Err(Error::Thrown { message, .. }) if message.contains("`capture.stack`")
+        ));
     }
 
     /// The shared table the Python package runs too (`fixtures/observability/processors.json`).

@@ -35,7 +35,7 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 from .._types import RunIdentity
 from ._types import TelemetryDiagnostic, TraceRecord
 from .legacy import LegacyCallbackTraceSink, attach_legacy_trace_event
-from .processors import capture_policy
+from .processors import CAPTURE_NAMES, processor_options
 from .sink import DiagnosticReporter
 
 #: OMA's queue limits (``BatchingTraceSink``'s defaults), per sink.
@@ -51,12 +51,6 @@ LINGER_MS = 2_000
 
 _CONFIG_KEYS = ("sinks", "capture", "resource", "on_diagnostic")
 _RESOURCE_KEYS = ("service_name", "service_version", "deployment_environment", "release")
-#: The capture policy's keys as the core (and OMA) spell them.
-_CAPTURE_NAMES = {
-    "prompt": "prompt", "completion": "completion", "tool_input": "toolInput", "tool_output": "toolOutput",
-    "error_message": "errorMessage", "stack": "stack", "stream_events": "streamEvents",
-    "max_content_chars": "maxContentChars",
-}
 
 
 class _Lane:
@@ -164,8 +158,8 @@ class Observability:
             if not callable(getattr(sink, "emit", None)):
                 raise TypeError(f"observability['sinks'][{i}] is not a trace sink (it has no emit method)")
         capture = config.get("capture")
-        capture_policy(capture)  # a key or value that is not one raises here, named
-        self.capture: Dict[str, Any] = {_CAPTURE_NAMES[k]: v for k, v in (capture or {}).items()}
+        processor_options(capture=capture)  # a key or value that is not one raises here, named
+        self.capture: Dict[str, Any] = {CAPTURE_NAMES[k]: v for k, v in (capture or {}).items()}
         resource = config.get("resource")
         if resource is not None:
             if not isinstance(resource, Mapping):

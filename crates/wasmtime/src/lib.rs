@@ -132,8 +132,8 @@ pub use guest::Guest;
 pub use limits::{LimitExceeded, Limits, MemoryBudget};
 pub use llm_adapter::{thrown, LlmAdapter, ModelCall, ModelEvent, ModelReply};
 pub use observability::{
-    BatchingTraceSink, CompositeTraceSink, FlushResult, FlushStatus, LegacyCallbackTraceSink,
-    TraceExporter, TraceSink, TraceSinkStats,
+    BatchingTraceSink, CompositeTraceSink, FilteringSink, FlushResult, FlushStatus,
+    LegacyCallbackTraceSink, SensitiveDataProcessor, TraceExporter, TraceSink, TraceSinkStats,
 };
 pub use provider::{call_options, chat_request, endpoint, ChatStreamHandle, MAX_STREAM_EVENTS};
 pub use source::ComponentSource;

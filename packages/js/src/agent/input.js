@@ -195,6 +195,8 @@ function keepText(message) {
  */
 function keptListText(messages) {
   if (!plainArray(messages) || messages.length === 0) return undefined
+  const last = listTexts.get(messages)
+  let same = last !== undefined && last.items.length === messages.length
   const texts = new Array(messages.length)
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]
@@ -202,9 +204,20 @@ function keptListText(messages) {
     const entry = kept.get(message)
     if (entry === undefined || !entry.clean || sameAs(message, entry.flat, 0, 0) !== entry.flat.length) return undefined
     texts[i] = entry.text
+    if (same && (last.items[i] !== message || last.texts[i] !== entry.text)) same = false
   }
-  return `[${texts.join(',')}]`
+  if (same) return last.text
+  const text = `[${texts.join(',')}]`
+  listTexts.set(messages, { items: messages.slice(), texts, text })
+  return text
 }
+
+/**
+ * The last text `keptListText` wrote for a list, with the messages and texts it was written
+ * from: the same list holding the same messages, each still as kept, has that text again, which
+ * is not joined (nor, once the component has read it, flattened) again.
+ */
+const listTexts = new WeakMap()
 
 /**
  * `JSON.stringify(messages)`, with the texts of messages handed over unchanged before used

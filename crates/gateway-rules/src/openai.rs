@@ -967,15 +967,37 @@ impl ChunkWriter {
         }
     }
 
+    /// One server-sent `chat.completion.chunk`, written straight to its text as
+    /// [`ChunkWriter::completion`] is.
     fn chunk(&self, model: &str, delta: Value, finish: Option<&str>) -> String {
-        let chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        format!("data: {chunk}\n\n")
+        let mut w = JsonWriter::with_capacity(160);
+        w.begin_object();
+        w.field_str("id", &self.id);
+        w.field_str("object", "chat.completion.chunk");
+        w.key("created");
+        w.u64(self.created);
+        w.field_str("model", model);
+        w.key("choices");
+        w.begin_array();
+        w.begin_object();
+        w.key("index");
+        w.u64(0);
+        w.key("delta");
+        w.json(&delta);
+        w.key("finish_reason");
+        match finish {
+            Some(finish) => w.string(finish),
+            None => w.null(),
+        }
+        w.end_object();
+        w.end_array();
+        w.end_object();
+        let json = w.finish();
+        let mut event = String::with_capacity(json.len() + 8);
+        event.push_str("data: ");
+        event.push_str(&json);
+        event.push_str("\n\n");
+        event
     }
 
     /// The stream's first chunk: the role, with an empty content, as OpenAI's stream begins;
@@ -1156,6 +1178,39 @@ mod completion_tests {
                 as_value_tree(&writer, &response, &target),
                 "case {index}"
             );
+        }
+    }
+
+    #[test]
+    fn a_chunk_is_written_as_serde_json_writes_its_tree() {
+        let writer = ChunkWriter {
+            id: "chatcmpl-0000000000000abc".into(),
+            created: 7,
+            requested: "openai/gpt-x".into(),
+            stream: true,
+            include_usage: true,
+            tool_calls: 0,
+            started: false,
+        };
+        let deltas = [
+            json!({"role": "assistant", "content": ""}),
+            json!({"content": "a \"quoted\" \u{7f} line\n"}),
+            json!({}),
+        ];
+        for delta in deltas {
+            for finish in [None, Some("stop"), Some("tool_calls")] {
+                let tree = json!({
+                    "id": writer.id,
+                    "object": "chat.completion.chunk",
+                    "created": writer.created,
+                    "model": "anthropic/claude-x",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                });
+                assert_eq!(
+                    writer.chunk("anthropic/claude-x", delta.clone(), finish),
+                    format!("data: {tree}\n\n")
+                );
+            }
         }
     }
 }

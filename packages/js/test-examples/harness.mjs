@@ -110,7 +110,6 @@ export const OUT_OF_SCOPE = {
  * tests: reported on every run, failing nothing; drop a line here when its feature lands.
  */
 export const PENDING = {
-  'observability-otel-provider': 'the component\'s chat span records `oma.llm.response_model` (the adapter maps it to `gen_ai.response.model`); OMA 1.16.1\'s core never records that attribute',
 }
 
 export function programs() {

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 use oma_core::adapter::ToolDefinition;
 use oma_core::adapter::{self, CacheMark, CachePlace, IdSource, Sampling, StreamEvent, Thinking};
 use oma_core::error::Error;
+use oma_core::json::writer::Writer as JsonWriter;
 use oma_core::message::{ContentBlock, LlmResponse, TokenUsage};
 
 use crate::chat::{chat_request, ChatMachine, ChatMode, Forwarded, Target};
@@ -700,29 +701,39 @@ impl MessageWriter {
         if self.count {
             return Reply::json(200, &json!({"input_tokens": response.usage.input_tokens}));
         }
-        let content: Vec<Value> = response
-            .content
-            .iter()
-            .flat_map(|block| {
-                let signed = call_signature(block).map(
-                    |signature| json!({"type": "thinking", "thinking": "", "signature": signature}),
-                );
-                signed.into_iter().chain(answer_block(block))
-            })
-            .collect();
-        Reply::json(
-            200,
-            &json!({
-                "id": self.id,
-                "type": "message",
-                "role": "assistant",
-                "model": answered_model(response, target),
-                "content": content,
-                "stop_reason": stop_reason(&response.stop_reason),
-                "stop_sequence": response.stop_sequence,
-                "usage": usage_json(&response.usage),
-            }),
-        )
+        // Written straight to its text (no `Value` tree around the blocks), byte for byte as
+        // `serde_json` writes the same object.
+        let mut w = JsonWriter::with_capacity(256);
+        w.begin_object();
+        w.field_str("id", &self.id);
+        w.field_str("type", "message");
+        w.field_str("role", "assistant");
+        w.field_str("model", &answered_model(response, target));
+        w.key("content");
+        w.begin_array();
+        for block in &response.content {
+            if let Some(signature) = call_signature(block) {
+                w.json(&json!({"type": "thinking", "thinking": "", "signature": signature}));
+            }
+            if let Some(block) = answer_block(block) {
+                w.json(&block);
+            }
+        }
+        w.end_array();
+        w.field_str("stop_reason", stop_reason(&response.stop_reason));
+        w.key("stop_sequence");
+        match &response.stop_sequence {
+            Some(sequence) => w.string(sequence),
+            None => w.null(),
+        }
+        w.key("usage");
+        w.json(&usage_json(&response.usage));
+        w.end_object();
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: w.finish(),
+        }
     }
 
     /// Whether `message_start` was written.
@@ -884,4 +895,85 @@ fn answered_model(response: &LlmResponse, target: &Target) -> String {
         &response.model
     };
     format!("{}/{model}", target.provider)
+}
+
+#[cfg(test)]
+mod whole_tests {
+    use super::*;
+
+    /// The answer as a `Value` tree, written by `serde_json`: what the writer must equal.
+    fn as_value_tree(writer: &MessageWriter, response: &LlmResponse, target: &Target) -> String {
+        let content: Vec<Value> = response
+            .content
+            .iter()
+            .flat_map(|block| {
+                let signed = call_signature(block).map(
+                    |signature| json!({"type": "thinking", "thinking": "", "signature": signature}),
+                );
+                signed.into_iter().chain(answer_block(block))
+            })
+            .collect();
+        json!({
+            "id": writer.id,
+            "type": "message",
+            "role": "assistant",
+            "model": answered_model(response, target),
+            "content": content,
+            "stop_reason": stop_reason(&response.stop_reason),
+            "stop_sequence": response.stop_sequence,
+            "usage": usage_json(&response.usage),
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_whole_message_is_written_as_serde_json_writes_its_tree() {
+        let writer = MessageWriter {
+            id: "msg_00000000000000ff".into(),
+            requested: "openai/gpt-x".into(),
+            stream: false,
+            count: false,
+            block: None,
+            blocks: 0,
+            started: false,
+            start_usage: TokenUsage::default(),
+        };
+        let target = Target {
+            provider: "openai".into(),
+            model: "gpt-x".into(),
+        };
+        let text = json!({"type": "text", "text": "tab\t, quote \", \u{1} é </script>"});
+        let call = json!({"type": "tool_use", "id": "call_1", "name": "get", "input": {"q": 1}});
+        let reasoning = json!({"type": "reasoning", "text": "hm", "signature": "sig"});
+        let cases = [
+            (vec![text.clone()], "end_turn", None),
+            (vec![reasoning, call.clone()], "tool_use", None),
+            (vec![text, call], "", Some("STOP")),
+            (vec![], "max_tokens", None),
+        ];
+        for (index, (content, stop, sequence)) in cases.into_iter().enumerate() {
+            let mut response: LlmResponse = serde_json::from_value(json!({
+                "id": "chatcmpl-1",
+                "content": content,
+                "model": if index == 1 { "gpt-x-2" } else { "" },
+                "stop_reason": stop,
+                "usage": {"input_tokens": 30, "output_tokens": 2},
+            }))
+            .expect("an LLMResponse");
+            response.stop_sequence = sequence.map(str::to_owned);
+            if index == 1 {
+                response.usage.cache_read_input_tokens = 7;
+                if let ContentBlock::ToolUse(call) = &mut response.content[1] {
+                    call.signature = Some("gemini-signature".into());
+                }
+            }
+            let reply = writer.whole(&response, &target);
+            assert_eq!(reply.status, 200);
+            assert_eq!(
+                reply.body,
+                as_value_tree(&writer, &response, &target),
+                "case {index}"
+            );
+        }
+    }
 }

@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 
 use oma_core::adapter::{ChatRequest, Sampling, StreamEvent, ToolDefinition};
 use oma_core::error::Error;
+use oma_core::json::writer::Writer as JsonWriter;
 use oma_core::message::{ContentBlock, LlmResponse};
 
 use crate::chat::{chat_request, ChatMachine, ChatMode, Target};
@@ -908,52 +909,95 @@ fn tool_call_json(index: Option<usize>, id: &str, name: &str, input: &Value) -> 
 }
 
 impl ChunkWriter {
-    /// The whole `chat.completion` of `response`, answered by `target`.
+    /// The whole `chat.completion` of `response`, answered by `target`: written straight to
+    /// its text (no `Value` tree, whose objects hash every key and are then written and
+    /// dropped), byte for byte as `serde_json` writes the same object.
     pub fn completion(&self, response: &LlmResponse, target: &Target) -> Reply {
         let mut text = String::new();
-        let mut calls = Vec::new();
+        let mut has_calls = false;
         for block in &response.content {
             match block {
                 ContentBlock::Text(t) => text.push_str(&t.text),
-                ContentBlock::ToolUse(call) => {
-                    calls.push(tool_call_json(None, &call.id, &call.name, &call.input))
-                }
+                ContentBlock::ToolUse(_) => has_calls = true,
                 _ => {}
             }
         }
-        let mut message = json!({
-            "role": "assistant",
-            "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
-        });
-        if !calls.is_empty() {
-            message["tool_calls"] = Value::Array(calls);
+        let mut w = JsonWriter::with_capacity(256 + text.len());
+        w.begin_object();
+        w.field_str("id", &self.id);
+        w.field_str("object", "chat.completion");
+        w.key("created");
+        w.u64(self.created);
+        w.field_str("model", &answered_model(response, target));
+        w.key("choices");
+        w.begin_array();
+        w.begin_object();
+        w.key("index");
+        w.u64(0);
+        w.key("message");
+        w.begin_object();
+        w.field_str("role", "assistant");
+        w.key("content");
+        if text.is_empty() && has_calls {
+            w.null();
+        } else {
+            w.string(&text);
         }
-        Reply::json(
-            200,
-            &json!({
-                "id": self.id,
-                "object": "chat.completion",
-                "created": self.created,
-                "model": answered_model(response, target),
-                "choices": [{
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": finish_reason(&response.stop_reason),
-                }],
-                "usage": usage_json(response),
-            }),
-        )
+        if has_calls {
+            w.key("tool_calls");
+            w.begin_array();
+            for block in &response.content {
+                if let ContentBlock::ToolUse(call) = block {
+                    w.json(&tool_call_json(None, &call.id, &call.name, &call.input));
+                }
+            }
+            w.end_array();
+        }
+        w.end_object();
+        w.field_str("finish_reason", finish_reason(&response.stop_reason));
+        w.end_object();
+        w.end_array();
+        w.key("usage");
+        w.json(&usage_json(response));
+        w.end_object();
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: w.finish(),
+        }
     }
 
+    /// One server-sent `chat.completion.chunk`, written straight to its text as
+    /// [`ChunkWriter::completion`] is.
     fn chunk(&self, model: &str, delta: Value, finish: Option<&str>) -> String {
-        let chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        format!("data: {chunk}\n\n")
+        let mut w = JsonWriter::with_capacity(160);
+        w.begin_object();
+        w.field_str("id", &self.id);
+        w.field_str("object", "chat.completion.chunk");
+        w.key("created");
+        w.u64(self.created);
+        w.field_str("model", model);
+        w.key("choices");
+        w.begin_array();
+        w.begin_object();
+        w.key("index");
+        w.u64(0);
+        w.key("delta");
+        w.json(&delta);
+        w.key("finish_reason");
+        match finish {
+            Some(finish) => w.string(finish),
+            None => w.null(),
+        }
+        w.end_object();
+        w.end_array();
+        w.end_object();
+        let json = w.finish();
+        let mut event = String::with_capacity(json.len() + 8);
+        event.push_str("data: ");
+        event.push_str(&json);
+        event.push_str("\n\n");
+        event
     }
 
     /// The stream's first chunk: the role, with an empty content, as OpenAI's stream begins;
@@ -1045,4 +1089,128 @@ fn answered_model(response: &LlmResponse, target: &Target) -> String {
         &response.model
     };
     format!("{}/{model}", target.provider)
+}
+
+#[cfg(test)]
+mod completion_tests {
+    use super::*;
+
+    /// The answer as a `Value` tree, written by `serde_json`: what the writer must equal.
+    fn as_value_tree(writer: &ChunkWriter, response: &LlmResponse, target: &Target) -> String {
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for block in &response.content {
+            match block {
+                ContentBlock::Text(t) => text.push_str(&t.text),
+                ContentBlock::ToolUse(call) => {
+                    calls.push(tool_call_json(None, &call.id, &call.name, &call.input))
+                }
+                _ => {}
+            }
+        }
+        let mut message = json!({
+            "role": "assistant",
+            "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+        });
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        json!({
+            "id": writer.id,
+            "object": "chat.completion",
+            "created": writer.created,
+            "model": answered_model(response, target),
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason(&response.stop_reason),
+            }],
+            "usage": usage_json(response),
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_completion_is_written_as_serde_json_writes_its_tree() {
+        let writer = ChunkWriter {
+            id: "chatcmpl-00000000000000ff".into(),
+            created: 1_796_036_400,
+            requested: "anthropic/claude-x".into(),
+            stream: false,
+            include_usage: false,
+            tool_calls: 0,
+            started: false,
+        };
+        let target = Target {
+            provider: "anthropic".into(),
+            model: "claude-x".into(),
+        };
+        let text = json!({"type": "text", "text": "tab\t, quote \", \u{1} é \u{2028} </script>"});
+        let call = json!({"type": "tool_use", "id": "toolu_1", "name": "get", "input": {"q": "a\"b", "n": 1.5}});
+        let thinking = json!({"type": "reasoning", "text": "hm"});
+        let cases = [
+            (vec![text.clone()], "end_turn", ""),
+            (vec![call.clone()], "tool_use", "claude-x-2"),
+            (vec![text.clone(), call.clone(), call], "tool_use", ""),
+            (vec![thinking], "max_tokens", ""),
+            (vec![], "content_filter", ""),
+        ];
+        for (index, (content, stop, model)) in cases.into_iter().enumerate() {
+            let mut response: LlmResponse = serde_json::from_value(json!({
+                "id": "msg_1",
+                "content": content,
+                "model": model,
+                "stop_reason": stop,
+                "usage": {"input_tokens": 3, "output_tokens": 2},
+            }))
+            .expect("an LLMResponse");
+            if index == 1 {
+                response.usage.cache_read_input_tokens = 7;
+            }
+            if index == 2 {
+                response.usage.cache_creation_input_tokens = 5;
+            }
+            let reply = writer.completion(&response, &target);
+            assert_eq!(reply.status, 200);
+            assert!(reply.headers.is_empty());
+            assert_eq!(
+                reply.body,
+                as_value_tree(&writer, &response, &target),
+                "case {index}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_chunk_is_written_as_serde_json_writes_its_tree() {
+        let writer = ChunkWriter {
+            id: "chatcmpl-0000000000000abc".into(),
+            created: 7,
+            requested: "openai/gpt-x".into(),
+            stream: true,
+            include_usage: true,
+            tool_calls: 0,
+            started: false,
+        };
+        let deltas = [
+            json!({"role": "assistant", "content": ""}),
+            json!({"content": "a \"quoted\" \u{7f} line\n"}),
+            json!({}),
+        ];
+        for delta in deltas {
+            for finish in [None, Some("stop"), Some("tool_calls")] {
+                let tree = json!({
+                    "id": writer.id,
+                    "object": "chat.completion.chunk",
+                    "created": writer.created,
+                    "model": "anthropic/claude-x",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                });
+                assert_eq!(
+                    writer.chunk("anthropic/claude-x", delta.clone(), finish),
+                    format!("data: {tree}\n\n")
+                );
+            }
+        }
+    }
 }

@@ -708,6 +708,7 @@ pub fn export_request(url: &str, body: String) -> Outgoing {
         timeout_ms: EXPORT_TIMEOUT_MS,
         stream: false,
         attempt: 1,
+        parsed: None,
     }
 }
 

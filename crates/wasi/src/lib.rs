@@ -78,7 +78,16 @@ pub struct Head {
 /// Sends a request and waits for the response head. Redirects are not followed.
 pub fn start(request: &Outgoing) -> Result<Head, TransportFailure> {
     let fail = |message: &str| TransportFailure::new(Kind::Other, message);
-    let url = url::Url::parse(&request.url).map_err(|_| fail("the request URL does not parse"))?;
+    // Parsed once: by the egress check of a provider call, here for a request made elsewhere.
+    let parsed_here;
+    let url = match &request.parsed {
+        Some(url) => url.as_ref(),
+        None => {
+            parsed_here = url::Url::parse(&request.url)
+                .map_err(|_| fail("the request URL does not parse"))?;
+            &parsed_here
+        }
+    };
     let mut entries: Vec<(String, Vec<u8>)> = request
         .headers
         .iter()

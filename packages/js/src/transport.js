@@ -25,10 +25,11 @@ const nodeModules = await (async () => {
   try {
     const modules = await httpModules()
     if (modules === null) return null
-    const [http, https] = modules
+    const [http, https, url] = modules
     return {
       http,
       https,
+      urlToHttpOptions: url.urlToHttpOptions,
       agents: {
         'http:': new http.Agent({ keepAlive: true }),
         'https:': new https.Agent({ keepAlive: true }),
@@ -444,6 +445,22 @@ function responseHeaders(rawHeaders) {
   return out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
 }
 
+/**
+ * The last request URL's parse, its module and the request options Node makes of it: a run's
+ * model calls go to one URL, and parsing it and reading its parts again cost a microsecond or
+ * two of every request.
+ */
+let lastTarget = null
+
+function nodeTarget(text) {
+  if (lastTarget !== null && lastTarget.text === text) return lastTarget
+  const url = new URL(text)
+  const mod = url.protocol === 'https:' ? nodeModules.https : url.protocol === 'http:' ? nodeModules.http : null
+  if (mod === null) throw new TypeError(`fetch failed: the URL scheme ${url.protocol} is not supported`)
+  lastTarget = { text, url, mod, options: nodeModules.urlToHttpOptions(url) }
+  return lastTarget
+}
+
 /** As `fetchSend`, over `node:http` / `node:https` (which follow no redirects either). */
 function nodeSend(request, signal) {
   const exchange = new NodeExchange(Number(request.timeoutMs), request.stream, signal)
@@ -464,12 +481,12 @@ function nodeSend(request, signal) {
       if (answer.tag === 'failure') settle(answer)
     }
     try {
-      const url = new URL(request.url)
-      const mod = url.protocol === 'https:' ? nodeModules.https : url.protocol === 'http:' ? nodeModules.http : null
-      if (mod === null) throw new TypeError(`fetch failed: the URL scheme ${url.protocol} is not supported`)
+      const { url, mod, options } = nodeTarget(request.url)
       const body = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : request.body
       const length = body?.length ?? 0
-      const req = mod.request(url, {
+      // What `mod.request(url, {...})` makes of the URL (`urlToHttpOptions`), and the rest.
+      const req = mod.request({
+        ...options,
         method: request.method,
         agent: nodeModules.agents[url.protocol],
         setHost: false,

@@ -10,7 +10,7 @@
 //   OMA_DIR=... node test-examples/harness.mjs --record    run OMA and rewrite expected/
 
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -66,12 +66,34 @@ export const OBSERVABILITY = {
   'integrations/observability-v2/server-lifecycle': 'observability-server-lifecycle',
   'integrations/observability-v2/serverless-lifecycle': 'observability-serverless-lifecycle',
   'integrations/observability-v2/public-snippets': 'observability-public-snippets',
-  'integrations/observability-v2/otel-provider': null,
+  'integrations/observability-v2/otel-provider': 'observability-otel-provider',
   'integrations/observability-v2/run-viewer': null,
 }
 
 /** Programs that are type-checked only (OMA does not run them either). */
 export const COMPILE_ONLY = ['observability-public-snippets']
+
+/**
+ * Programs that import OMA's OpenTelemetry adapter (`@open-multi-agent/otel`, OMA's
+ * packages/otel). The npm registry does not have it, so they run only with OMA_DIR, on the
+ * adapter built from OMA's checkout (`otelProject`); without it they are skipped with this reason.
+ */
+export const NEEDS_OTEL = ['observability-otel-provider']
+export const OTEL_SKIP = 'needs `@open-multi-agent/otel`, which the npm registry does not have (`npm view @open-multi-agent/otel`: 404 on 6 December 2026, as for `@open-multi-agent/core`): built from OMA\'s checkout when OMA_DIR is set'
+
+/**
+ * The registry packages the adapter and otel-provider need, at the versions of OMA's lock file
+ * at the recorded commit (`@opentelemetry/api` is the adapter's peer dependency, the SDK the
+ * example's): every one named, so that none floats.
+ */
+export const OTEL_DEPENDENCIES = {
+  '@opentelemetry/api': '1.9.1',
+  '@opentelemetry/core': '2.9.0',
+  '@opentelemetry/resources': '2.9.0',
+  '@opentelemetry/sdk-trace': '2.9.0',
+  '@opentelemetry/sdk-trace-base': '2.9.0',
+  '@opentelemetry/semantic-conventions': '1.43.0',
+}
 
 /** OMA's MCP example files that must type-check against the package (OMA_DIR set). */
 export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bilig-workpaper']
@@ -80,7 +102,6 @@ export const OMA_TYPECHECKED = ['integrations/mcp-github', 'integrations/mcp-bil
 export const OUT_OF_SCOPE = {
   'integrations/mcp-bilig-workpaper': 'asks Gemini, which OMA cannot point at a loopback provider, for tools of a server fetched from the registry (mcp-github\'s program covers the same API); type-checked with OMA_DIR',
   'integrations/mcp-open-design': 'needs OMA\'s teams (`createTeam`, `runTasks`, `RunTaskSpec`), which the package does not ship, and an Open Design install',
-  'integrations/observability-v2/otel-provider': 'needs `@open-multi-agent/otel`, which the npm registry does not have (`npm view @open-multi-agent/otel`: 404 on 6 December 2026, as for `@open-multi-agent/core`); the main entry exports what it imports from the core (`BatchingTraceSink` and the record types)',
   'integrations/observability-v2/run-viewer': 'imports OMA\'s command-line internals (`exportStoredRunDashboard` from its `src/cli`), not a public API; its records and FileTraceStore part is what file-trace-store\'s program runs',
 }
 
@@ -217,7 +238,74 @@ export function omaDir(env = process.env) {
   if (!env.OMA_DIR) return null
   const root = resolve(env.OMA_DIR)
   if (!existsSync(join(root, 'dist', 'index.js'))) throw new Error(`OMA_DIR=${env.OMA_DIR} has no dist/ (build OMA's packages/core)`)
-  return root
+  return realpathSync(root)
+}
+
+/**
+ * OMA's OpenTelemetry adapter made usable on both sides, in a temporary directory (nothing is
+ * written elsewhere): OMA's packages/otel (beside OMA_DIR) compiled by OMA's TypeScript with its
+ * own tsconfig into that directory, the registry's `@opentelemetry/*` (OTEL_DEPENDENCIES)
+ * installed there with npm, and one `node_modules` per side in which the adapter's import of
+ * `@open-multi-agent/core` is this package (as an npm alias would make it) or OMA's core.
+ * Returns {root, source, nodeModules: {package, oma}, close()}, or null when OMA's checkout has
+ * no packages/otel. A program that needs the adapter gets its side's `node_modules` linked into
+ * its prepared directory (`prepare`).
+ */
+export function otelProject(oma) {
+  const source = resolve(oma, '..', 'otel')
+  if (!existsSync(join(source, 'src', 'index.ts')) || !existsSync(join(source, 'tsconfig.json'))) return null
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'oma-otel-')))
+  const close = () => rmSync(root, { recursive: true, force: true })
+  try {
+    writeFileSync(join(root, 'package.json'), JSON.stringify({ private: true, type: 'module', dependencies: OTEL_DEPENDENCIES }))
+    const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--no-package-lock', '--prefer-offline'], { cwd: root, encoding: 'utf8' })
+    if (npm.status !== 0) throw new Error(`npm install of ${Object.keys(OTEL_DEPENDENCIES).join(', ')} failed:\n${npm.stdout}${npm.stderr}`)
+    // OMA's own build of the adapter (`npm run build` is `tsc`), its output sent to the temporary directory.
+    const omaTsc = resolve(oma, '..', '..', 'node_modules', 'typescript', 'bin', 'tsc')
+    const tsc = existsSync(omaTsc) ? omaTsc : join(pkg, 'node_modules', 'typescript', 'bin', 'tsc')
+    const built = join(root, 'otel')
+    const build = spawnSync(process.execPath, [tsc, '-p', join(source, 'tsconfig.json'), '--outDir', join(built, 'dist'), '--pretty', 'false'], { cwd: source, encoding: 'utf8' })
+    if (build.status !== 0) throw new Error(`OMA's packages/otel does not build:\n${build.stdout}${build.stderr}`)
+    cpSync(join(source, 'package.json'), join(built, 'package.json'))
+    const nodeModules = {}
+    for (const [side, core] of [['package', pkg], ['oma', realpathSync(oma)]]) {
+      const modules = join(root, side, 'node_modules')
+      mkdirSync(join(modules, '@open-multi-agent'), { recursive: true })
+      cpSync(built, join(modules, '@open-multi-agent', 'otel'), { recursive: true })
+      symlinkSync(core, join(modules, '@open-multi-agent', 'core'), 'dir')
+      symlinkSync(join(root, 'node_modules', '@opentelemetry'), join(modules, '@opentelemetry'), 'dir')
+      nodeModules[side] = modules
+    }
+    return { root, source, nodeModules, close }
+  } catch (error) {
+    close()
+    throw error
+  }
+}
+
+/**
+ * `tsc --strict` over OMA's adapter source with its import of `@open-multi-agent/core` resolved
+ * to this package's types: what the adapter expects of the core (the record and sink types,
+ * `BatchingTraceSink`) is what the package declares.
+ */
+export function typecheckOtelSource(otel) {
+  const dir = join(here, '.gen', 'otel-source')
+  rmSync(dir, { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
+    extends: join(otel.source, 'tsconfig.json'),
+    compilerOptions: {
+      noEmit: true,
+      types: ['node'],
+      typeRoots: [join(pkg, 'node_modules', '@types')],
+      paths: {
+        '@open-multi-agent/core': [join(pkg, 'index.d.ts')],
+        '@opentelemetry/api': [join(otel.root, 'node_modules', '@opentelemetry', 'api')],
+      },
+    },
+    include: [join(otel.source, 'src', '**', '*.ts')],
+  }, null, 2))
+  return typecheck(dir)
 }
 
 /** The specifiers of one side and the files they name (types, then runtime). */
@@ -246,11 +334,16 @@ function targets(side, oma) {
 
 const swap = (source, from, to) => source.split(`'${from}'`).join(`'${to}'`)
 
-/** Writes one side's programs (the import changed for the package) and a strict tsconfig, in .gen/<dirName>. */
-export function prepare(side, oma, names = programs(), dirName = side) {
+/**
+ * Writes one side's programs (the import changed for the package) and a strict tsconfig, in
+ * .gen/<dirName>; with `otel` (an `otelProject`), that side's `node_modules` is linked there, so
+ * that `@open-multi-agent/otel` and `@opentelemetry/*` resolve for tsc and for Node.
+ */
+export function prepare(side, oma, names = programs(), dirName = side, otel = null) {
   const dir = join(here, '.gen', dirName)
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(join(dir, 'src'), { recursive: true })
+  if (otel) symlinkSync(otel.nodeModules[side], join(dir, 'node_modules'), 'dir')
   for (const name of names) {
     let source = readFileSync(join(programsDir, `${name}.ts`), 'utf8')
     if (side !== 'oma') {
@@ -393,33 +486,47 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     process.exit(1)
   }
   for (const [example, reason] of Object.entries(OUT_OF_SCOPE)) console.log(`# out of scope - ${example}: ${reason}`)
-  let failed = 0
-  const sides = oma ? ['oma', 'package'] : ['package']
-  const outs = {}
-  for (const side of sides) {
-    const dir = prepare(side, oma)
-    const checked = typecheck(dir)
-    for (const name of programs()) {
-      const n = checked.errors[name] ?? 0
-      console.log(`${n ? 'not ok' : 'ok'} - tsc --strict, ${side}: ${name}${n ? ` (${n} errors)` : ''}`)
-    }
-    if (!checked.ok) { failed++; console.log(checked.output) } else outs[side] = emit(dir, side, oma)
+  const otel = oma ? otelProject(oma) : null
+  const names = programs().filter((program) => otel || !NEEDS_OTEL.includes(program))
+  for (const program of programs().filter((p) => !names.includes(p))) {
+    console.log(`# skip - ${program}: ${oma ? 'OMA\'s checkout has no packages/otel' : OTEL_SKIP}`)
   }
-  for (const name of programs().filter((program) => !COMPILE_ONLY.includes(program))) {
-    if (outs.oma) {
-      const theirs = await observe(outs.oma, name)
-      if (record) {
-        writeFileSync(join(expectedDir, `${name}.json`), `${JSON.stringify(theirs.observed, null, 2)}\n`)
-        console.log(`# recorded ${name} from OMA (exit ${theirs.observed.exitCode}, ${theirs.observed.requests.length} requests)`)
-      }
+  let failed = 0
+  try {
+    if (otel) {
+      const checked = typecheckOtelSource(otel)
+      console.log(`${checked.ok ? 'ok' : 'not ok'} - tsc --strict: OMA's packages/otel against the package`)
+      if (!checked.ok) { failed++; console.log(checked.output) }
     }
-    if (!outs.package) continue
-    const ours = await observe(outs.package, name)
-    const want = expected(name)
-    const same = want !== null && JSON.stringify(ours.observed) === JSON.stringify(want)
-    const pending = PENDING[name]
-    if (!same && !pending) failed++
-    console.log(`${same ? 'ok' : 'not ok'} - run: ${name}${pending ? ` # TODO ${pending}` : ''}`)
+    const sides = oma ? ['oma', 'package'] : ['package']
+    const outs = {}
+    for (const side of sides) {
+      const dir = prepare(side, oma, names, side, otel)
+      const checked = typecheck(dir)
+      for (const name of names) {
+        const n = checked.errors[name] ?? 0
+        console.log(`${n ? 'not ok' : 'ok'} - tsc --strict, ${side}: ${name}${n ? ` (${n} errors)` : ''}`)
+      }
+      if (!checked.ok) { failed++; console.log(checked.output) } else outs[side] = emit(dir, side, oma)
+    }
+    for (const name of names.filter((program) => !COMPILE_ONLY.includes(program))) {
+      if (outs.oma) {
+        const theirs = await observe(outs.oma, name)
+        if (record) {
+          writeFileSync(join(expectedDir, `${name}.json`), `${JSON.stringify(theirs.observed, null, 2)}\n`)
+          console.log(`# recorded ${name} from OMA (exit ${theirs.observed.exitCode}, ${theirs.observed.requests.length} requests)`)
+        }
+      }
+      if (!outs.package) continue
+      const ours = await observe(outs.package, name)
+      const want = expected(name)
+      const same = want !== null && JSON.stringify(ours.observed) === JSON.stringify(want)
+      const pending = PENDING[name]
+      if (!same && !pending) failed++
+      console.log(`${same ? 'ok' : 'not ok'} - run: ${name}${pending ? ` # TODO ${pending}` : ''}`)
+    }
+  } finally {
+    otel?.close()
   }
   process.exit(failed ? 1 : 0)
 }
@@ -465,19 +572,21 @@ export function prepareOmaExamples(oma) {
 /**
  * OMA's own observability example files (OMA_DIR/examples/integrations/observability-v2, read at
  * test time, never copied into the repository) with only their import specifiers changed, for
- * `tsc --strict` against the package: the shared demo runtime and the six runnable examples.
- * public-snippets and otel-provider import `@open-multi-agent/otel` (not on the registry), and
- * run-viewer OMA's command-line internals.
+ * `tsc --strict` against the package: the shared demo runtime and the six runnable examples, and
+ * with `otel` (an `otelProject`) otel-provider and public-snippets, which import
+ * `@open-multi-agent/otel`. run-viewer imports OMA's command-line internals.
  */
 export const OMA_OBSERVABILITY_FILES = [
   'demo-runtime', 'in-memory-store', 'file-trace-store', 'batching-exporter', 'cli-lifecycle', 'server-lifecycle', 'serverless-lifecycle',
 ]
+export const OMA_OTEL_FILES = ['otel-provider', 'public-snippets']
 
-export function prepareOmaObservabilityExamples(oma) {
+export function prepareOmaObservabilityExamples(oma, otel = null) {
   const dir = join(here, '.gen', 'oma-observability-examples')
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(join(dir, 'src'), { recursive: true })
-  for (const name of OMA_OBSERVABILITY_FILES) {
+  if (otel) symlinkSync(otel.nodeModules.package, join(dir, 'node_modules'), 'dir')
+  for (const name of [...OMA_OBSERVABILITY_FILES, ...(otel ? OMA_OTEL_FILES : [])]) {
     let source = readFileSync(join(oma, 'examples', 'integrations', 'observability-v2', `${name}.ts`), 'utf8')
     for (const subpath of ['/observability/file', '/observability', '']) source = swap(source, `${OMA}${subpath}`, `oma-component${subpath}`)
     writeFileSync(join(dir, 'src', `${name}.ts`), source)

@@ -142,6 +142,21 @@ test('a conversation handed over again: what changed in place since the last run
   server.reset()
   await assert.rejects(a.run(messages), (e) => e instanceof InvalidMessageError)
   assert.equal(server.requests.length, 0)
+  // A message kept without the pre-walk reaching it (it came after one the component refuses,
+  // where the walk stopped), handed over again alone: its `undefined` content, which JSON drops,
+  // is refused with OMA's message and nothing is sent.
+  const refused = { role: 'user', content: 'not a block list' }
+  const hollow = { role: 'assistant', content: undefined }
+  server.reset()
+  for (let i = 0; i < 3; i++) {
+    await assert.rejects(a.run([refused, hollow]), (e) => e instanceof InvalidMessageError
+      && e.message === 'messages[0].content must be a ContentBlock[], got string')
+  }
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(a.run([hollow]), (e) => e instanceof InvalidMessageError
+      && e.message === 'messages[0].content must be a ContentBlock[], got undefined')
+    assert.equal(server.requests.length, 0)
+  }
 })
 
 test('long media data goes beside the JSON text: sent byte for byte, checked as in the text, input untouched', async () => {

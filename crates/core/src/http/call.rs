@@ -37,7 +37,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{check_egress, classify_status, EgressPolicy, HttpResponse, Limits, TransportFailure};
+use super::{classify_status, egress_url, EgressPolicy, HttpResponse, Limits, TransportFailure};
 use crate::adapter::{
     Adapter, ChatRequest, Endpoint, HttpRequest, ResponseContext, StreamDecoder, StreamEvent,
     Validated,
@@ -79,6 +79,11 @@ pub struct Outgoing {
     pub stream: bool,
     /// Which attempt this is, from 1.
     pub attempt: u32,
+    /// `url` as parsed when its egress was checked, shared by every attempt: a transport that
+    /// sends the URL's parts apart (wasi:http's scheme, authority and path) takes them from it
+    /// instead of parsing `url` again. `None` for a request made elsewhere (a trace export),
+    /// whose transport parses `url` itself.
+    pub parsed: Option<Arc<url::Url>>,
 }
 
 /// A request made elsewhere, for [`Call::prepared`].
@@ -350,6 +355,7 @@ impl Call {
                 timeout_ms: options.limits.timeout_ms,
                 stream: request.stream,
                 attempt: 1,
+                parsed: None,
             },
             options,
             secrets,
@@ -369,13 +375,14 @@ impl Call {
                     message: "the request URL must be http or https".into(),
                 });
             }
-            check_egress(&http.url, &call.options.egress)?;
-            Ok((http.method, http.url, http.headers, http.body))
+            let parsed = egress_url(&http.url, &call.options.egress)?;
+            Ok((http.method, http.url, parsed, http.headers, http.body))
         });
         match formatted {
-            Ok((method, url, headers, body)) => {
+            Ok((method, url, parsed, headers, body)) => {
                 call.outgoing.method = method;
                 call.outgoing.url = url;
+                call.outgoing.parsed = Some(Arc::new(parsed));
                 call.outgoing.headers = headers;
                 call.outgoing.body = Arc::new(body);
             }

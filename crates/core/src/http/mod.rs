@@ -94,6 +94,12 @@ impl From<Error> for Failure {
 /// Refuses a URL the policy does not allow, before anything is sent. The error names the
 /// origin only.
 pub fn check_egress(url: &str, policy: &EgressPolicy) -> Result<(), Error> {
+    egress_url(url, policy).map(drop)
+}
+
+/// [`check_egress`], giving back the URL as parsed for the check: a transport that needs its
+/// parts takes them from it instead of parsing the URL again ([`call::Outgoing::parsed`]).
+pub fn egress_url(url: &str, policy: &EgressPolicy) -> Result<url::Url, Error> {
     let parsed = url::Url::parse(url).map_err(|_| Error::EgressDenied {
         message: "egress denied: the request URL does not parse".into(),
     })?;
@@ -111,7 +117,7 @@ pub fn check_egress(url: &str, policy: &EgressPolicy) -> Result<(), Error> {
             .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(&origin)),
     };
     if allowed {
-        Ok(())
+        Ok(parsed)
     } else {
         let rule = match policy {
             EgressPolicy::Offline => "the offline policy allows loopback only",

@@ -23,8 +23,8 @@ pub trait EvalGuest: calls::Calls {}
 
 impl<T: calls::Calls> EvalGuest for T {}
 
-/// The calls behind [`EvalGuest`], out of reach outside the crate (so that only the two
-/// guests are ones).
+/// The calls behind [`EvalGuest`], out of reach outside the crate (so that only [`Guest`]
+/// and [`DriverGuest`] are evaluation guests).
 mod calls {
     use super::*;
 

@@ -2,7 +2,7 @@
 // guard's pre-walk (llm/validate.js), then written as JSON text, with long media data handed
 // beside the text rather than through it.
 
-import { preflightBlocks, preflightMessages } from '../llm/validate.js'
+import { messageClean, preflightBlocks, preflightMessages } from '../llm/validate.js'
 
 /**
  * Strings at least this long whose place in the input is a media source's `data` go to the
@@ -174,14 +174,50 @@ function keptText(message) {
   return undefined
 }
 
-/** A message's JSON text, kept for the next run when it can be. */
+/**
+ * A message's JSON text, kept for the next run when it can be, with whether the message is clean
+ * (`messageClean`: it passes the shape guard's quick walk and holds only JSON).
+ */
 function keepText(message) {
   const flat = []
   const keep = flatten(message, flat, 0)
   const text = JSON.stringify(message)
-  if (keep && text.length <= KEEP_MAX) kept.set(message, { text, flat })
+  if (keep && text.length <= KEEP_MAX) kept.set(message, { text, flat, clean: messageClean(message) })
   return text
 }
+
+/**
+ * The text of a list handed over again whose every message is kept, unchanged (`sameAs`) and
+ * clean, else undefined. Such a list passes the pre-walk (`preflightMessages` checks each
+ * message on its own, and each passed it when kept), holds no long media data (a message that
+ * had some was copied, never kept), and is written as `messagesText` would write it: the checks
+ * before the text is written are this one walk.
+ */
+function keptListText(messages) {
+  if (!plainArray(messages) || messages.length === 0) return undefined
+  const last = listTexts.get(messages)
+  let same = last !== undefined && last.items.length === messages.length
+  const texts = new Array(messages.length)
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]
+    if (!plainObject(message)) return undefined
+    const entry = kept.get(message)
+    if (entry === undefined || !entry.clean || sameAs(message, entry.flat, 0, 0) !== entry.flat.length) return undefined
+    texts[i] = entry.text
+    if (same && (last.items[i] !== message || last.texts[i] !== entry.text)) same = false
+  }
+  if (same) return last.text
+  const text = `[${texts.join(',')}]`
+  listTexts.set(messages, { items: messages.slice(), texts, text })
+  return text
+}
+
+/**
+ * The last text `keptListText` wrote for a list, with the messages and texts it was written
+ * from: the same list holding the same messages, each still as kept, has that text again, which
+ * is not joined (nor, once the component has read it, flattened) again.
+ */
+const listTexts = new WeakMap()
 
 /**
  * `JSON.stringify(messages)`, with the texts of messages handed over unchanged before used
@@ -236,6 +272,8 @@ function messagesWithout(messages, strings) {
  */
 export function runInputJson(input) {
   if (typeof input === 'string') return { text: JSON.stringify(input) }
+  const text = keptListText(input)
+  if (text !== undefined) return { text }
   preflightMessages(input)
   return inputParts(input, messagesWithout, (messages) => messagesText(messages, input))
 }

@@ -16,11 +16,11 @@ import { answerTool, callTool } from './tool-calls.js'
 /** What a run is cancelled with when the caller's signal aborts. */
 export const CANCELLED = Symbol('cancelled')
 
-/** A promise that rejects with CANCELLED when `signal` aborts (never, without one). */
+/** A promise that rejects with CANCELLED when `signal` aborts; null without a signal. */
 function cancellation(signal) {
+  if (!signal) return { promise: null, dispose: () => {} }
   let dispose = () => {}
   const promise = new Promise((_, reject) => {
-    if (!signal) return
     const onAbort = () => reject(CANCELLED)
     if (signal.aborted) reject(CANCELLED)
     else {
@@ -142,7 +142,7 @@ export async function* drive(session, host, run) {
   /** The adapter's model call in flight (its stream, which the session reads event by event). */
   let model = null
   const cancel = cancellation(run.signal)
-  const race = (promise) => Promise.race([promise, cancel.promise])
+  const race = (promise) => (cancel.promise === null ? promise : Promise.race([promise, cancel.promise]))
   try {
     for (;;) {
       if (run.signal?.aborted) throw CANCELLED
@@ -167,7 +167,7 @@ export async function* drive(session, host, run) {
           const timer = wakeAtMs === undefined ? null : wakeAt(Number(wakeAtMs))
           const settled = new Promise((resolve) => { wake = resolve })
           try {
-            await Promise.race([settled, ...(timer ? [timer.promise] : []), cancel.promise])
+            await Promise.race([settled, ...(timer ? [timer.promise] : []), ...(cancel.promise ? [cancel.promise] : [])])
           } finally {
             wake = null
             timer?.cancel()

@@ -234,6 +234,21 @@ export function preflightMessages(messages, prefix = 'messages') {
   precisely(messages, prefix)
 }
 
+/**
+ * Whether one message passes the guard's quick walk (no stop, nothing thrown) and holds only what
+ * JSON carries, as an element of a list (`plain` one level down). The guard checks each message
+ * of a list on its own, so a list of such messages passes `preflightMessages` as it is, wherever
+ * they stand in it.
+ */
+export function messageClean(message) {
+  try {
+    guard([message], 'messages', false)
+  } catch {
+    return false
+  }
+  return plain(message, 1)
+}
+
 /** The exact walk: the guard with the media rules, then `copyable` with paths. */
 function precisely(messages, prefix) {
   try {

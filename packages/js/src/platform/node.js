@@ -9,9 +9,9 @@ export { lstat, mkdir, readdir, readFile, realpath, stat, writeFile } from 'node
 export { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path'
 export { spawn } from 'node:child_process'
 
-/** `[node:http, node:https]`, which the transport loads when it loads on Node. */
+/** `[node:http, node:https, node:url]`, which the transport loads when it loads on Node. */
 export function httpModules() {
-  return Promise.all([import('node:http'), import('node:https')])
+  return Promise.all([import('node:http'), import('node:https'), import('node:url')])
 }
 
 /** Node's `process` global (Workers without `nodejs_compat` have none). */

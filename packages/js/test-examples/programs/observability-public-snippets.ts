@@ -1,8 +1,9 @@
 // Mirrors the API surface of OMA's integrations/observability-v2/public-snippets (compile-only,
 // as in OMA): the migration stages from `onTrace` to a LegacyCallbackTraceSink, an exporter of
 // one's own behind a BatchingTraceSink, an InMemoryTraceStore, and a FileTraceStore's lifecycle
-// around a run. Its OpenTelemetry lines (`@open-multi-agent/otel`) are otel-provider's: see the
-// harness's OUT_OF_SCOPE.
+// around a run. Its OpenTelemetry line (`@open-multi-agent/otel`'s createOtelTraceSink) is
+// otel-provider's program's, which needs the adapter built from OMA's checkout (OMA_DIR): see
+// the harness's NEEDS_OTEL.
 import { OpenMultiAgent, type AgentConfig, type TraceEvent } from '@open-multi-agent/core'
 import {
   BatchingTraceSink,

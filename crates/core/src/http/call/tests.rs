@@ -78,6 +78,11 @@ fn a_whole_response_is_parsed() {
     let mut call = call(&request, options(1));
     let outgoing = expect_send(&mut call);
     assert_eq!(outgoing.url, "https://api.anthropic.com/v1/messages");
+    // The URL as the egress check parsed it, for the transport: the same URL.
+    assert_eq!(
+        outgoing.parsed.as_deref().map(url::Url::as_str),
+        Some(outgoing.url.as_str())
+    );
     assert_eq!(outgoing.attempt, 1);
     assert!(!outgoing.stream);
     let body: serde_json::Value = serde_json::from_str(&outgoing.body).expect("JSON body");
@@ -114,6 +119,10 @@ fn retryable_failures_wait_then_send_the_same_request_again() {
     let second = expect_send(&mut call);
     assert_eq!(second.attempt, 2);
     assert_eq!(second.body, first.body);
+    let (Some(first_url), Some(second_url)) = (&first.parsed, &second.parsed) else {
+        panic!("every attempt carries its parsed URL");
+    };
+    assert!(Arc::ptr_eq(first_url, second_url), "parsed once");
     call.handle(CallAnswer::Failure(TransportFailure::new(
         TransportFailureKind::TimedOut,
         "slow",

@@ -350,7 +350,7 @@ impl ChatMachine {
             for (at, body) in [(attempt.started_ms, start), (attempt.ended_ms, end)] {
                 let parent = Some(parent.span_id.clone());
                 let record = recorder.record(at, span.clone(), parent, body);
-                records.extend(processing.process(record.to_json()));
+                records.extend(processing.process(record.into_json()));
             }
         }
         records

@@ -69,7 +69,7 @@ impl AgentResource {
             options.trace.map(from_wit_trace_options),
             options.records.as_deref(),
         )?;
-        Ok(SessionResource::of(session))
+        Ok(SessionResource::of(session, streaming))
     }
 
     fn prompt_session(
@@ -84,7 +84,7 @@ impl AgentResource {
             options.trace.map(from_wit_trace_options),
             options.records.as_deref(),
         )?;
-        Ok(SessionResource::of(session))
+        Ok(SessionResource::of(session, false))
     }
 }
 
@@ -154,12 +154,17 @@ impl jd::GuestAgent for AgentResource {
 /// A `session` resource: one run in flight.
 pub struct SessionResource {
     session: RefCell<Session>,
+    /// Whether `event` steps are handed out: only a `stream` session's caller reads them. A
+    /// `run`, `prompt` or `run-agent` session's result holds what they say, so `next` passes
+    /// over them (the run's trace has seen them already), saving the host a call for each.
+    events: bool,
 }
 
 impl SessionResource {
-    fn of(session: Session) -> jd::Session {
+    fn of(session: Session, events: bool) -> jd::Session {
         jd::Session::new(SessionResource {
             session: RefCell::new(session),
+            events,
         })
     }
 
@@ -172,7 +177,7 @@ impl SessionResource {
             options.records.as_deref(),
             None,
         )?;
-        Ok(SessionResource::of(session))
+        Ok(SessionResource::of(session, false))
     }
 }
 
@@ -181,6 +186,7 @@ impl jd::GuestSession for SessionResource {
         let mut session = self.session.borrow_mut();
         loop {
             match session.next(now_ms)? {
+                Polled::Step(Step::Event(_)) if !self.events => {}
                 Polled::Step(step) => {
                     // The run's end comes as `finished`; an event saying it is not handed out.
                     if let Some(step) = to_wit_step(step) {

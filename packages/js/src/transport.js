@@ -225,8 +225,55 @@ function closedEarly() {
   return error
 }
 
+const TIMER_MAX_MS = 2 ** 31 - 1
+
 /**
- * An in-flight exchange over `node:http` / `node:https`: the same timer rules as `Exchange`.
+ * The Node exchanges' deadlines under one timer, set for the earliest: arming and disarming
+ * (per request, and per read of a stream) is a set's add and delete, not a timer made and
+ * cleared. The timer is moved only for an earlier deadline; when it fires it times out what is
+ * due and is set for the earliest left. Unref'd: the sockets it bounds hold the process open.
+ */
+const deadlines = {
+  /** The exchanges armed, each with its `deadline` (`performance.now()`'s clock). */
+  armed: new Set(),
+  timer: null,
+  /** When the timer fires, while it is set. */
+  due: 0,
+  add(exchange, deadline) {
+    exchange.deadline = deadline
+    this.armed.add(exchange)
+    if (this.timer === null || deadline < this.due) this.schedule(deadline)
+  },
+  delete(exchange) {
+    this.armed.delete(exchange)
+  },
+  schedule(due) {
+    if (this.timer !== null) clearTimeout(this.timer)
+    this.due = due
+    // Node takes a delay past 2^31 - 1 ms as 1 ms: a longer one fires early, to be set again.
+    this.timer = setTimeout(() => this.fire(), Math.min(TIMER_MAX_MS, Math.max(0, due - performance.now())))
+    this.timer.unref?.()
+  },
+  /** Times out every exchange whose deadline has passed, then waits for the earliest left. */
+  fire() {
+    this.timer = null
+    const now = performance.now()
+    let next = Infinity
+    for (const exchange of [...this.armed]) {
+      if (exchange.deadline <= now) {
+        this.armed.delete(exchange)
+        exchange.expire()
+      } else if (exchange.deadline < next) {
+        next = exchange.deadline
+      }
+    }
+    if (next !== Infinity && (this.timer === null || next < this.due)) this.schedule(next)
+  },
+}
+
+/**
+ * An in-flight exchange over `node:http` / `node:https`: the same timer rules as `Exchange`,
+ * its deadlines kept by `deadlines`' one timer.
  * The body is read with backpressure: a chunk that nobody asked for yet pauses the response
  * until `read` takes it, so a body past the response limit stops at the sockets' buffers.
  */
@@ -238,11 +285,12 @@ class NodeExchange {
     this.onAbort = () => this.close()
     signal?.addEventListener('abort', this.onAbort, { once: true })
     this.timeoutMs = timeoutMs
-    // The whole exchange ends by then, however its bytes come.
-    this.until = Date.now() + timeoutMs
+    // The whole exchange ends by then, however its bytes come (on `deadlines`' clock).
+    this.until = performance.now() + timeoutMs
     this.stream = stream
     this.timedOut = false
-    this.timer = null
+    /** When `deadlines` times this exchange out while it is armed. */
+    this.deadline = 0
     /** Chunks that arrived before `read` asked for them. */
     this.queue = []
     /** The `read` waiting for the next chunk, the end or a failure. */
@@ -254,15 +302,15 @@ class NodeExchange {
     this.arm()
   }
   arm() {
-    this.disarm()
-    this.timer = setTimeout(() => {
-      this.timedOut = true
-      this.abort(new Error('the step timed out'))
-    }, Math.max(0, Math.min(this.timeoutMs, this.until - Date.now())))
+    deadlines.add(this, Math.min(performance.now() + this.timeoutMs, this.until))
   }
   disarm() {
-    if (this.timer !== null) clearTimeout(this.timer)
-    this.timer = null
+    deadlines.delete(this)
+  }
+  /** Its deadline passed while armed. */
+  expire() {
+    this.timedOut = true
+    this.abort(new Error('the step timed out'))
   }
   /** Ends the exchange with `error` unless it is over already. */
   abort(error) {

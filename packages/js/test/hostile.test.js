@@ -4,6 +4,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import { execFile } from 'node:child_process'
 import { gzipSync } from 'node:zlib'
 import { Agent } from '../src/index.js'
 import { anthropicMessage, anthropicSse } from './helpers/server.js'
@@ -228,6 +229,52 @@ test('a stream that trickles ends at the run deadline and at the call deadline',
     const t0 = Date.now()
     const result = await agent(provider.url, { deadlineMs: 600 }).run('hi')
     assertTimedOut(result, t0, 2000, 'TimeoutError')
+  } finally {
+    await provider.close()
+  }
+})
+
+test('concurrent requests time out each at its own deadline, a shorter one armed later first', { timeout: 15000 }, async () => {
+  // The Node transport keeps every request's deadline under one timer set for the earliest:
+  // a request armed after a longer one, with a shorter timeout, moves it.
+  const provider = await listen(() => {}) // never answers
+  try {
+    const t0 = Date.now()
+    let longDone = null
+    const long = agent(provider.url, { call: { timeoutMs: 1500, maxRetries: 0 } }).run('hi').then((r) => { longDone = Date.now(); return r })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const t1 = Date.now()
+    const short = await agent(provider.url, { call: { timeoutMs: 300, maxRetries: 0 } }).run('hi')
+    assertTimedOut(short, t1, 1000)
+    assert.ok(Date.now() - t1 >= 250, `the shorter timed out after ${Date.now() - t1} ms`)
+    assert.equal(longDone, null, 'the longer is still waiting')
+    assertTimedOut(await long, t0, 3500)
+    assert.ok(longDone - t0 >= 1400, `the longer timed out after ${longDone - t0} ms`)
+  } finally {
+    await provider.close()
+  }
+})
+
+test('a finished run leaves no timer holding the process open, with a long call timeout', { timeout: 20000 }, async () => {
+  const provider = await listen((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end(JSON.stringify(anthropicMessage('bye').json))
+  })
+  try {
+    const index = new URL('../src/index.js', import.meta.url).href
+    const script = `import { Agent } from ${JSON.stringify(index)}
+const agent = new Agent({ name: 'exit', model: 'claude-test', provider: 'anthropic', baseURL: ${JSON.stringify(provider.url)}, apiKey: 'k', call: { timeoutMs: 60000 } })
+const result = await agent.run('hi')
+console.log(result.output)`
+    const t0 = Date.now()
+    const out = await new Promise((resolve, reject) => {
+      execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 15000 }, (error, stdout, stderr) => {
+        if (error) reject(new Error(`${error.message}: ${stderr}`))
+        else resolve(stdout)
+      })
+    })
+    assert.equal(out.trim(), 'bye')
+    assert.ok(Date.now() - t0 < 10000, `the process took ${Date.now() - t0} ms to end`)
   } finally {
     await provider.close()
   }

@@ -221,6 +221,27 @@ for (const testCase of PROCESSORS.cases) {
   })
 }
 
+test('sensitive data processor: a record it leaves as it is is handed on as a new record', () => {
+  const inner = recording()
+  const sink = new SensitiveDataProcessor(inner)
+  const given = {
+    recordType: 'span_end',
+    name: 'chat',
+    attributes: { 'oma.agent.name': 'assistant', 'oma.llm.turn': 1 },
+    status: { code: 'ok' },
+    error: { code: 'E' },
+  }
+  const before = structuredClone(given)
+  sink.emit(given)
+  const [handed] = inner.records
+  assert.deepStrictEqual(handed, before)
+  assert.notStrictEqual(handed, given)
+  for (const key of ['attributes', 'status', 'error']) assert.notStrictEqual(handed[key], given[key], key)
+  handed.attributes['oma.agent.name'] = 'changed'
+  handed.status.code = 'error'
+  assert.deepStrictEqual(given, before, 'the record given changed with the one handed on')
+})
+
 for (const refused of PROCESSORS.refused) {
   test(`sensitive data processor refuses a bad ${refused.option}`, () => {
     const name = refused.option.split('.').at(-1)

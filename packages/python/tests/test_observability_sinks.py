@@ -268,6 +268,26 @@ def test_sensitive_data_processor_table(case):
     assert inner.records == ([] if case["expect"] is None else [case["expect"]])
 
 
+def test_sensitive_data_processor_hands_on_a_new_record_it_leaves_as_it_is():
+    inner = Recording()
+    sink = SensitiveDataProcessor(inner)
+    given = {
+        "recordType": "span_end", "name": "chat",
+        "attributes": {"oma.agent.name": "assistant", "oma.llm.turn": 1},
+        "status": {"code": "ok"}, "error": {"code": "E"},
+    }
+    before = copy.deepcopy(given)
+    sink.emit(given)
+    [handed] = inner.records
+    assert handed == before
+    assert handed is not given
+    for key in ("attributes", "status", "error"):
+        assert handed[key] is not given[key], key
+    handed["attributes"]["oma.agent.name"] = "changed"
+    handed["status"]["code"] = "error"
+    assert given == before, "the record given changed with the one handed on"
+
+
 @pytest.mark.parametrize("case", PROCESSORS["refused"], ids=[c["option"] for c in PROCESSORS["refused"]])
 def test_sensitive_data_processor_refuses_bad_options(case):
     option = case["option"].split(".")

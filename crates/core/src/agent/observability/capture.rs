@@ -12,6 +12,7 @@
 //! message to 1024, or left out under `errorMessage: "code-only"`.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{Deserialize, IgnoredAny};
@@ -612,12 +613,32 @@ fn string_of(json: &str) -> Option<Cow<'_, str>> {
 /// refused with a `TypeError`, which a host takes as OMA's processor failing on the record: the
 /// record is dropped, the run goes on.
 pub fn process_record_json(options: &str, record: Option<&str>) -> Result<Option<String>, Error> {
-    let options = crate::json::from_str(options)
-        .map_err(|e| type_error(format!("the processor's options are not JSON: {e}")))?;
-    let processor = SensitiveData::from_value(options)?;
-    let Some(record) = record else {
-        return Ok(None);
-    };
+    thread_local! {
+        /// The last options read on this thread and their processor: a host's processor sends
+        /// the same options with every record, and reading them was a fifth of the call.
+        static LAST: RefCell<Option<(String, SensitiveData)>> = const { RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        let processor = match &mut *last {
+            Some((read, processor)) if read == options => processor,
+            slot => {
+                let value = crate::json::from_str(options).map_err(|e| {
+                    type_error(format!("the processor's options are not JSON: {e}"))
+                })?;
+                let processor = SensitiveData::from_value(value)?;
+                &slot.insert((options.to_owned(), processor)).1
+            }
+        };
+        match record {
+            Some(record) => process_with(processor, record),
+            None => Ok(None),
+        }
+    })
+}
+
+/// One record's text through `processor` ([`process_record_json`]).
+fn process_with(processor: &SensitiveData, record: &str) -> Result<Option<String>, Error> {
     if let Some(processed) = processor.process_text(record) {
         return Ok(processed);
     }

@@ -47,7 +47,7 @@ trap 'rm -rf "$packdir"' EXIT
 tarball="$packdir/$(npm pack --silent --pack-destination "$packdir" | tail -n 1)"
 packed=$(wc -c < "$tarball")
 echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
-# What an `npm install` downloads is held to 743,400 bytes (docs/performance.md, "What users download"):
+# What an `npm install` downloads is held to 747,200 bytes (docs/performance.md, "What users download"):
 # the 600 KB goal held until OMA's structured output and context callbacks joined the
 # `wasm-release` build (608,692 bytes on 3 December 2026); the browser's core-module loaders
 # (gen/web/, gen/bytes/) added 590 bytes on 6 December 2026, and OMA's bash classifier and
@@ -79,9 +79,11 @@ echo "ci.sh: packed $(basename "$tarball"): $packed bytes"
 # (docs/performance.md, "Where the core module's bytes go").
 # The Node transport's one deadline timer (src/transport.js) and a `stream`-only `event` step in
 # json-driver (212 bytes of core module) 862 bytes (741,846 -> 742,708 on 7 December 2026):
-# 743,400.
-if [ "$packed" -gt 743400 ]; then
-    echo "ci.sh: the tarball is $packed bytes, over its 743400-byte ceiling" >&2
+# 743,400. Sensitive-data processing reading a record's text in parts (SensitiveDataProcessor
+# as fast as the copies it replaced) 3,732 bytes (740,289 -> 744,021 on 7 December 2026, before
+# the transport's timer): 747,200.
+if [ "$packed" -gt 747200 ]; then
+    echo "ci.sh: the tarball is $packed bytes, over its 747200-byte ceiling" >&2
     status=1
 fi
 OMA_TARBALL="$tarball" npm run test:pack || status=$?

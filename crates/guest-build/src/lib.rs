@@ -338,18 +338,25 @@ pub struct SizeLimit {
 /// portable 1,712,075 B (+7,575 over 1,704,500), portable-json 1,540,823 B (+7,599 over
 /// 1,533,224), measured on 7 December 2026 against main built the same way; each ceiling raised
 /// by 8,000 B. The gateway and the routes do not link it (unchanged to the byte).
+///
+/// Raised again by 8,500 B each for reading a record's text in parts (issue 37: one validating
+/// pass, a scan of the members, and only the attributes, type, name, status and error read,
+/// so that a record through the packages' processor costs what their copies did):
+/// component 1,693,356 B (+8,401 over main's 1,684,955), portable 1,720,237 B (+8,337 over
+/// 1,711,900), portable-json 1,548,872 B (+8,401 over 1,540,471), measured on 7 December 2026
+/// against main built the same way. The gateway and the routes +100 B, under their ceilings.
 pub const SIZE_LIMITS: [SizeLimit; 5] = [
     SizeLimit {
         artifact: GUEST_ARTIFACT,
-        ceiling: 1_694_000,
+        ceiling: 1_702_500,
     },
     SizeLimit {
         artifact: PORTABLE_ARTIFACT,
-        ceiling: 1_718_000,
+        ceiling: 1_726_500,
     },
     SizeLimit {
         artifact: PORTABLE_JSON_ARTIFACT,
-        ceiling: 1_543_000,
+        ceiling: 1_551_500,
     },
     SizeLimit {
         artifact: GATEWAY_ARTIFACT,

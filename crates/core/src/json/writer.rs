@@ -83,6 +83,16 @@ impl Writer {
         self.comma = false;
     }
 
+    /// An object key that needs no escapes (one read from a JSON text where it had none),
+    /// copied as it is; its value comes next.
+    pub fn plain_key(&mut self, key: &str) {
+        self.separate();
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self.comma = false;
+    }
+
     /// A string.
     #[inline(never)]
     pub fn string(&mut self, text: &str) {
@@ -150,6 +160,11 @@ impl Writer {
     /// `null`.
     pub fn null(&mut self) {
         self.raw("null");
+    }
+
+    /// A value already written as JSON (a part of a JSON text, copied as it came).
+    pub fn json_text(&mut self, json: &str) {
+        self.raw(json);
     }
 
     fn raw(&mut self, token: &str) {

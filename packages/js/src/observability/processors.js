@@ -100,11 +100,28 @@ export class SensitiveDataProcessor extends DelegatingSink {
     if (processed !== undefined) this.sink.emit(processed)
   }
 
-  /** The record as the wrapped sink gets it, or undefined when it is dropped. */
+  /**
+   * The record as the wrapped sink gets it, or undefined when it is dropped. The component
+   * answers a record its rule leaves as it is with the text it was given, and such a record is
+   * handed on as a copy made here instead of one read from that text.
+   */
   process(record) {
-    const text = processRecord(this.#options, recordJson(record))
-    return text === undefined ? undefined : JSON.parse(text)
+    const json = recordJson(record)
+    const text = processRecord(this.#options, json)
+    if (text === undefined) return undefined
+    return text === json ? copyOf(record) : JSON.parse(text)
   }
+}
+
+/**
+ * A new record with the fields of `record`, its attributes, status and error copied (the ones
+ * processing may change), as OMA's processor hands on a new record even when nothing changed.
+ */
+function copyOf(record) {
+  const copy = { ...record, attributes: { ...record.attributes } }
+  if (record.status !== null && typeof record.status === 'object') copy.status = { ...record.status }
+  if (record.error !== null && typeof record.error === 'object') copy.error = { ...record.error }
+  return copy
 }
 
 /** A lone surrogate's escape, which JSON.stringify writes and UTF-8 cannot carry. */

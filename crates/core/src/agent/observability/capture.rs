@@ -11,14 +11,17 @@
 //! events; a span end's status message is redacted and cut to 256 characters, its error's
 //! message to 1024, or left out under `errorMessage: "code-only"`.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use serde::de::{Deserialize, IgnoredAny};
 use serde_json::{Map, Value};
 
 use crate::agent::outcome::truncate_units;
 use crate::agent::redact::{may_hold_secret, redact_secrets};
 use crate::error::{range_error, type_error};
 use crate::json::object::{Object, ShapeError};
+use crate::json::writer::Writer;
 use crate::Error;
 
 /// Why a processor's options or a capture policy were refused, naming the option: an option
@@ -235,10 +238,7 @@ impl SensitiveData {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        if record_type == "span_event"
-            && record.get("name").and_then(Value::as_str) == Some("stream_chunk")
-            && self.capture.stream_events == StreamEvents::None
-        {
+        if self.drops(&record_type, record.get("name").and_then(Value::as_str)) {
             return None;
         }
         if let Some(Value::Object(attributes)) = record.get_mut("attributes") {
@@ -246,63 +246,358 @@ impl SensitiveData {
             *attributes = self.attributes(taken);
         }
         if record_type == "span_end" {
-            if let Some(Value::Object(status)) = record.get_mut("status") {
-                if let Some(Value::String(message)) = status.get_mut("message") {
-                    if !message.is_empty() {
-                        *message = truncate_units(&redact_secrets(message), MAX_STATUS_MESSAGE);
-                    }
-                }
+            if let Some(status) = record.get_mut("status") {
+                end_status(status);
             }
-            if let Some(Value::Object(error)) = record.get_mut("error") {
-                let keep = match error.get("message") {
-                    Some(Value::String(message)) if !message.is_empty() => {
-                        (!self.capture.error_code_only)
-                            .then(|| truncate_units(&redact_secrets(message), MAX_ERROR_MESSAGE))
-                    }
-                    _ => None,
-                };
-                match keep {
-                    Some(message) => {
-                        error.insert("message".into(), Value::String(message));
-                    }
-                    None => {
-                        error.shift_remove("message");
-                    }
-                }
+            if let Some(error) = record.get_mut("error") {
+                self.end_error(error);
             }
         }
         Some(Value::Object(record))
+    }
+
+    /// Whether a record of `record_type` named `name` is dropped: a `stream_chunk` event when
+    /// no stream events are captured.
+    fn drops(&self, record_type: &str, name: Option<&str>) -> bool {
+        record_type == "span_event"
+            && name == Some("stream_chunk")
+            && self.capture.stream_events == StreamEvents::None
+    }
+
+    /// Whether an attribute named `key` is kept: allowed by the allowlist, naming no credential
+    /// nor reasoning, and holding no content the policy leaves out.
+    #[inline(never)]
+    fn keeps(&self, key: &str) -> bool {
+        self.allowlist
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|name| name == key))
+            && !is_credential(key)
+            && !is_reasoning(key)
+            && content_kind(key).is_none_or(|kind| self.capture.captures(kind))
+    }
+
+    /// A span end's error as it is kept: its message redacted and cut, or left out when it is
+    /// empty, not a string, or the policy keeps error codes only.
+    #[inline(never)]
+    fn end_error(&self, error: &mut Value) {
+        let Value::Object(error) = error else {
+            return;
+        };
+        let keep = match error.get("message") {
+            Some(Value::String(message)) if !message.is_empty() => (!self.capture.error_code_only)
+                .then(|| truncate_units(&redact_secrets(message), MAX_ERROR_MESSAGE)),
+            _ => None,
+        };
+        match keep {
+            Some(message) => {
+                error.insert("message".into(), Value::String(message));
+            }
+            None => {
+                error.shift_remove("message");
+            }
+        }
     }
 
     fn attributes(&self, mut attributes: Map<String, Value>) -> Map<String, Value> {
         let max = self.capture.max_content_chars;
         // In place: the map is not built again, and a value kept as it is not copied.
         attributes.retain(|key, value| {
-            let allowed = self
-                .allowlist
-                .as_ref()
-                .is_none_or(|allowed| allowed.iter().any(|name| name == key));
-            if !allowed
-                || is_credential(key)
-                || is_reasoning(key)
-                || !content_kind(key).is_none_or(|kind| self.capture.captures(kind))
-            {
+            if !self.keeps(key) {
                 return false;
             }
-            match value {
-                Value::String(text) => safe_text(text, max),
-                Value::Array(items) if items.iter().all(Value::is_string) => {
-                    for item in items {
-                        if let Value::String(text) = item {
-                            safe_text(text, max);
-                        }
-                    }
-                }
-                _ => {}
-            }
+            safe_value(value, max);
             true
         });
         attributes
+    }
+
+    /// [`SensitiveData::process`] of a record's JSON text, reading only what the rule reads
+    /// (the record's type and name, its attributes, a span end's status and error) and copying
+    /// every other member as its text, in its place; `Some(None)` for a dropped record. `None`
+    /// when the text is not one this reading takes (not JSON, not an object, an `attributes`
+    /// that is no object, a member the rule reads given twice, an escaped surrogate, a number
+    /// with an exponent or of many digits, nesting past the full reading's depth: whatever the
+    /// full reading may refuse), which the caller then reads whole: the same verdicts, at the
+    /// cost of a [`Value`]. A record written compactly that the rule leaves as it is comes back
+    /// as the same text, byte for byte, so a host can tell that nothing changed by comparing
+    /// the two.
+    fn process_text(&self, text: &str) -> Option<Option<String>> {
+        if has_escaped_surrogate(text)
+            || crate::limits::check_json_text(text.as_bytes()).is_err()
+            || !is_json(text)
+        {
+            return None;
+        }
+        let members = members(text)?;
+        let find = |name: &str| -> Option<Option<&str>> {
+            let mut found = members.iter().filter(|member| member.key == name);
+            let first = found.next().map(|member| member.value);
+            found.next().is_none().then_some(first)
+        };
+        let attributes = find("attributes")?.filter(|raw| raw.starts_with('{'))?;
+        let record_type = find("recordType")?.and_then(string_of);
+        let record_type = record_type.as_deref().unwrap_or_default();
+        let name = find("name")?.and_then(string_of);
+        if self.drops(record_type, name.as_deref()) {
+            return Some(None);
+        }
+        let span_end = record_type == "span_end";
+        if span_end {
+            // Read below only when given once.
+            find("status")?;
+            find("error")?;
+        }
+        let mut out = Writer::with_capacity(text.len());
+        out.begin_object();
+        for member in &members {
+            member.write_key(&mut out);
+            match member.key.as_ref() {
+                "attributes" => self.write_attributes(&mut out, attributes)?,
+                "status" | "error" if span_end => {
+                    let mut parsed = parse(member.value)?;
+                    if member.key == "status" {
+                        end_status(&mut parsed);
+                    } else {
+                        self.end_error(&mut parsed);
+                    }
+                    out.json(&parsed);
+                }
+                _ => out.json_text(member.value),
+            }
+        }
+        out.end_object();
+        Some(Some(out.finish()))
+    }
+
+    /// Writes a record's `attributes` object (its JSON text) as it is kept: the attributes
+    /// [`SensitiveData::keeps`] in their order, strings and lists of strings made safe, every
+    /// other value copied as its text. `None` when the text is not read.
+    #[inline(never)]
+    fn write_attributes(&self, out: &mut Writer, attributes: &str) -> Option<()> {
+        let max = self.capture.max_content_chars;
+        out.begin_object();
+        for member in members(attributes)? {
+            if !self.keeps(&member.key) {
+                continue;
+            }
+            member.write_key(out);
+            let json = member.value;
+            if json.starts_with('"') {
+                let text = string_of(json)?;
+                if needs_safety(&text, max) {
+                    let mut text = text.into_owned();
+                    safe_text(&mut text, max);
+                    out.string(&text);
+                    continue;
+                }
+            } else if json.starts_with('[') {
+                let mut parsed = parse(json)?;
+                safe_value(&mut parsed, max);
+                out.json(&parsed);
+                continue;
+            }
+            out.json_text(json);
+        }
+        out.end_object();
+        Some(())
+    }
+}
+
+/// A span end's status as it is kept: a message that is not empty redacted and cut.
+#[inline(never)]
+fn end_status(status: &mut Value) {
+    if let Some(Value::String(message)) = status.get_mut("message") {
+        if !message.is_empty() {
+            *message = truncate_units(&redact_secrets(message), MAX_STATUS_MESSAGE);
+        }
+    }
+}
+
+/// An attribute's value as a trace keeps it: a string, or each string of a list of strings,
+/// made safe ([`safe_text`]); any other value as it is.
+#[inline(never)]
+fn safe_value(value: &mut Value, max: usize) {
+    match value {
+        Value::String(text) => safe_text(text, max),
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            for item in items {
+                if let Value::String(text) = item {
+                    safe_text(text, max);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a JSON text may hold an escaped UTF-16 surrogate (`\uD800` to `\uDFFF`): the full
+/// reading refuses a lone one, which the reading that copies values as text would pass on.
+#[inline(never)]
+fn has_escaped_surrogate(text: &str) -> bool {
+    text.contains('\\')
+        && text.as_bytes().windows(4).any(|w| {
+            w[0] == b'\\'
+                && w[1] == b'u'
+                && matches!(w[2], b'd' | b'D')
+                && matches!(w[3], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+        })
+}
+
+/// Whether `text` is one JSON value (serde_json's check, without building it).
+fn is_json(text: &str) -> bool {
+    let mut reader = serde_json::Deserializer::from_str(text);
+    IgnoredAny::deserialize(&mut reader).is_ok() && reader.end().is_ok()
+}
+
+/// One member of a JSON object as it stands in the text: its key (borrowed when it has no
+/// escapes) and its value's JSON text.
+struct Member<'a> {
+    key: Cow<'a, str>,
+    value: &'a str,
+}
+
+impl Member<'_> {
+    /// Writes the key: as it stood in the text when it had no escapes, else escaped anew.
+    fn write_key(&self, out: &mut Writer) {
+        match &self.key {
+            Cow::Borrowed(key) => out.plain_key(key),
+            Cow::Owned(key) => out.key(key),
+        }
+    }
+}
+
+/// The most containers a value copied as its text may nest, as many as the full reading
+/// takes (serde_json's recursion limit).
+const MAX_DEPTH: usize = 127;
+
+/// The members of the JSON object `text`, in their order, found by a scan that takes `text`
+/// to be JSON ([`is_json`] said so); `None` when it is no object, or a value is one the full
+/// reading may refuse ([`scalar_end`], [`MAX_DEPTH`]).
+#[inline(never)]
+fn members(text: &str) -> Option<Vec<Member<'_>>> {
+    let bytes = text.as_bytes();
+    let mut members = Vec::with_capacity(16);
+    let mut at = skip_space(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_space(bytes, at + 1);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(members);
+    }
+    loop {
+        let key_end = string_end(bytes, at)?;
+        let key = string_of(text.get(at..key_end)?)?;
+        at = skip_space(bytes, key_end);
+        // The `:`.
+        at = skip_space(bytes, at + 1);
+        let value_end = value_end(bytes, at)?;
+        members.push(Member {
+            key,
+            value: text.get(at..value_end)?,
+        });
+        at = skip_space(bytes, value_end);
+        match bytes.get(at)? {
+            b',' => at = skip_space(bytes, at + 1),
+            _ => return Some(members),
+        }
+    }
+}
+
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while bytes
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// Where the string that opens at `at` ends (after its closing quote).
+#[inline(never)]
+fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut at = at + 1;
+    loop {
+        at += bytes
+            .get(at..)?
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\')?;
+        if bytes[at] == b'"' {
+            return Some(at + 1);
+        }
+        at += 2;
+    }
+}
+
+/// Where the value that starts at `at` ends.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0;
+            let mut at = at;
+            loop {
+                match bytes.get(at)? {
+                    b'"' => at = string_end(bytes, at)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > MAX_DEPTH {
+                            return None;
+                        }
+                        at += 1;
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
+                        at += 1;
+                        if depth == 0 {
+                            return Some(at);
+                        }
+                    }
+                    b'-' | b'0'..=b'9' => at = scalar_end(bytes, at)?,
+                    _ => at += 1,
+                }
+            }
+        }
+        _ => scalar_end(bytes, at),
+    }
+}
+
+/// Where the number or literal that starts at `at` ends; `None` for a number the full reading
+/// may find out of range (one with an exponent, or of more than 300 characters).
+#[inline(never)]
+fn scalar_end(bytes: &[u8], at: usize) -> Option<usize> {
+    let len = bytes
+        .get(at..)?
+        .iter()
+        .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(bytes.len() - at);
+    let scalar = &bytes[at..at + len];
+    let number = matches!(scalar.first(), Some(b'-' | b'0'..=b'9'));
+    (!number || (len <= 300 && !scalar.iter().any(|b| matches!(b, b'e' | b'E'))))
+        .then_some(at + len)
+}
+
+/// The value of a JSON text: one call of the core's parser for every part read here.
+#[inline(never)]
+fn parse(json: &str) -> Option<Value> {
+    crate::json::parse_value(json).ok()
+}
+
+/// The string a JSON value's text holds, borrowed when it has no escapes; `None` for another
+/// value.
+#[inline(never)]
+fn string_of(json: &str) -> Option<Cow<'_, str>> {
+    let inner = json.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
+    }
+    match parse(json)? {
+        Value::String(text) => Some(Cow::Owned(text)),
+        _ => None,
     }
 }
 
@@ -323,6 +618,9 @@ pub fn process_record_json(options: &str, record: Option<&str>) -> Result<Option
     let Some(record) = record else {
         return Ok(None);
     };
+    if let Some(processed) = processor.process_text(record) {
+        return Ok(processed);
+    }
     let record = crate::json::from_str(record)
         .map_err(|e| type_error(format!("the trace record is not JSON: {e}")))?;
     if !record.get("attributes").is_some_and(Value::is_object) {
@@ -335,12 +633,17 @@ pub fn process_record_json(options: &str, record: Option<&str>) -> Result<Option
 
 /// A string attribute as a trace keeps it: secrets redacted, then cut to `max` characters. Most
 /// (names, models, ids) hold nothing a redaction rule could match and fit: left as they are.
+#[inline(never)]
 fn safe_text(text: &mut String, max: usize) {
-    // A text of at most `max` bytes has at most `max` UTF-16 units: nothing to cut.
-    if text.len() <= max && !may_hold_secret(text) {
-        return;
+    if needs_safety(text, max) {
+        *text = truncate_units(&redact_secrets(text), max);
     }
-    *text = truncate_units(&redact_secrets(text), max);
+}
+
+/// Whether [`safe_text`] may change `text`: it may hold a secret or be too long (a text of at
+/// most `max` bytes has at most `max` UTF-16 units: nothing to cut).
+fn needs_safety(text: &str, max: usize) -> bool {
+    text.len() > max || may_hold_secret(text)
 }
 
 /// Which content an attribute holds, by its name (OMA's rule: a name that mentions a prompt, a
@@ -692,6 +995,103 @@ mod tests {
             process_record_json(r#"{"capture":{"stack":"yes"}}"#, Some("{")),
             Err(Error::Thrown { message, .. }) if message.contains("`capture.stack`")
         ));
+    }
+
+    /// The reading of a record's text gives what the full reading gives, for every row of the
+    /// shared table and every record of a run under several policies, and a record the rule
+    /// leaves as it is comes back as the text it came as.
+    #[test]
+    fn the_text_reading_agrees_with_the_full_reading() {
+        let table: Value = serde_json::from_str(include_str!(
+            "../../../../../fixtures/observability/processors.json"
+        ))
+        .expect("the table");
+        let records: Value = serde_json::from_str(include_str!(
+            "../../../../../fixtures/observability/records.json"
+        ))
+        .expect("the records");
+        let mut rows: Vec<(Value, Value)> = table["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .map(|case| (case["processor"].clone(), case["record"].clone()))
+            .collect();
+        let policies = [
+            json!({}),
+            json!({"capture": {"prompt": "redacted", "completion": "redacted", "streamEvents": "none", "maxContentChars": 5}}),
+            json!({"capture": {"errorMessage": "code-only"}, "attributeAllowlist": ["oma.agent.name"]}),
+        ];
+        for record in records["records"].as_object().expect("records").values() {
+            for policy in &policies {
+                rows.push((policy.clone(), record.clone()));
+            }
+        }
+        let mut unchanged = 0;
+        for (options, record) in rows {
+            let processor = SensitiveData::from_value(options.clone()).expect("options");
+            let text = record.to_string();
+            let read = processor.process_text(&text).expect("read as text");
+            let full = processor.process(record);
+            match (&read, &full) {
+                (None, None) => {}
+                (Some(read), Some(full)) => {
+                    let value: Value = serde_json::from_str(read).expect("JSON");
+                    assert_eq!(&value, full, "{options} {text}");
+                    assert_eq!(read, &full.to_string(), "key order: {options} {text}");
+                    if *read == text {
+                        unchanged += 1;
+                    }
+                }
+                _ => panic!("{options} {text}: {read:?} against {full:?}"),
+            }
+        }
+        assert!(unchanged >= 10, "{unchanged}");
+    }
+
+    /// Texts the reading of parts does not take are read whole, with the full reading's
+    /// verdicts; members the rule does not read are copied as they came.
+    #[test]
+    fn other_texts_are_read_whole() {
+        let processor = SensitiveData::default();
+        for text in [
+            r#"{"recordType":"span_start","attributes":{},"attributes":{"db.password":"p"}}"#,
+            r#"{"recordType":"span_event","recordType":"span_end","attributes":{}}"#,
+            r#"{"recordType":"span_end","attributes":{},"status":{"message":"a"},"status":{}}"#,
+            r#"{"attributes":{"a":"\ud83d\ude00"}}"#,
+            r#"{"attributes":[]}"#,
+            "[]",
+            "{",
+        ] {
+            assert_eq!(processor.process_text(text), None, "{text}");
+        }
+        let lone = r#"{"attributes":{},"x":"\ud800"}"#;
+        assert!(process_record_json("{}", Some(lone)).is_err());
+        let deep = format!(
+            r#"{{"attributes":{{}},"x":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for text in [r#"{"attributes":{},"n":1e400}"#, &deep] {
+            assert_eq!(processor.process_text(text), None, "{text}");
+            assert!(process_record_json("{}", Some(text)).is_err(), "{text}");
+        }
+        let exponent = r#"{"attributes":{"n":[1E2]}}"#;
+        assert_eq!(processor.process_text(exponent), None);
+        assert_eq!(
+            process_record_json("{}", Some(exponent))
+                .expect("read whole")
+                .as_deref(),
+            Some(r#"{"attributes":{"n":[100.0]}}"#)
+        );
+        let spaced = r#" { "attributes" : { "a" : 1.50 , "b":[1, "x"] }, "n": 100.0, "o": {"k": [true, null, -2]}, "s": "\u00e9" } "#;
+        assert_eq!(
+            process_record_json("{}", Some(spaced))
+                .expect("read")
+                .as_deref(),
+            Some(
+                r#"{"attributes":{"a":1.50,"b":[1,"x"]},"n":100.0,"o":{"k": [true, null, -2]},"s":"\u00e9"}"#
+            )
+        );
     }
 
     /// The shared table the Python package runs too (`fixtures/observability/processors.json`).

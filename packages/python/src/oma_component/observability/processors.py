@@ -139,7 +139,25 @@ class SensitiveDataProcessor(_DelegatingSink):
             self._sink.emit(processed)
 
     def process(self, record: TraceRecord) -> Optional[TraceRecord]:
-        """The record as the wrapped sink gets it, or ``None`` when it is dropped."""
+        """The record as the wrapped sink gets it, or ``None`` when it is dropped. The component
+        answers a record its rule leaves as it is with the text it was given, and such a record
+        is handed on as a copy made here instead of one read from that text."""
         text = _well_formed(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
         processed = _process(self._options, text)
-        return None if processed is None else cast(TraceRecord, json.loads(processed))
+        if processed is None:
+            return None
+        if processed == text:
+            return _copy_of(record)
+        return cast(TraceRecord, json.loads(processed))
+
+
+def _copy_of(record: TraceRecord) -> TraceRecord:
+    """A new record with the fields of ``record``, its attributes, status and error copied (the
+    ones processing may change), as OMA's processor hands on a new record even when nothing
+    changed."""
+    copy: Dict[str, Any] = dict(record)
+    for key in ("attributes", "status", "error"):
+        value = copy.get(key)
+        if isinstance(value, dict):
+            copy[key] = dict(value)
+    return cast(TraceRecord, copy)

@@ -224,6 +224,26 @@ pub enum ErrorKind {
     Other,
 }
 
+/// OMA's error of class `name` (`TypeError`, `RangeError`, `Error`) with OMA's `message`.
+pub(crate) fn thrown(name: &str, message: impl Into<String>) -> Error {
+    Error::Thrown {
+        name: name.to_owned(),
+        message: message.into(),
+        code: None,
+        status: None,
+    }
+}
+
+/// A `TypeError` with `message`.
+pub(crate) fn type_error(message: impl Into<String>) -> Error {
+    thrown("TypeError", message)
+}
+
+/// A `RangeError` with `message`.
+pub(crate) fn range_error(message: impl Into<String>) -> Error {
+    thrown("RangeError", message)
+}
+
 impl Error {
     /// An `InvalidMessageError` with the given message.
     pub fn invalid(message: impl Into<String>) -> Self {

@@ -19,25 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::error::Error;
 
-/// OMA's error of class `name` (`TypeError`, `RangeError`, `Error`) with OMA's `message`.
-pub(crate) fn thrown(name: &str, message: impl Into<String>) -> Error {
-    Error::Thrown {
-        name: name.to_owned(),
-        message: message.into(),
-        code: None,
-        status: None,
-    }
-}
-
-/// A `TypeError` with `message`.
-pub(crate) fn type_error(message: impl Into<String>) -> Error {
-    thrown("TypeError", message)
-}
-
-/// A `RangeError` with `message`.
-pub(crate) fn range_error(message: impl Into<String>) -> Error {
-    thrown("RangeError", message)
-}
+pub(crate) use crate::error::{range_error, thrown, type_error};
 
 /// `text` read as JSON; `what` names it in the error.
 pub(crate) fn parse(text: &str, what: &str) -> Result<Value, Error> {

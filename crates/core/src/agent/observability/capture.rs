@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::agent::outcome::truncate_units;
 use crate::agent::redact::{may_hold_secret, redact_secrets};
-use crate::eval::{range_error, type_error};
+use crate::error::{range_error, type_error};
 use crate::json::object::{Object, ShapeError};
 use crate::json::writer::Writer;
 use crate::Error;

@@ -892,6 +892,83 @@ mod tests {
         }
     }
 
+    /// Any JSON value, small, with the names and texts the rule looks at among the others.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |x| x.is_finite())
+                .prop_map(Value::from),
+            "(token=abc123456789|Bearer abcdefghijkl|x|\\\\|\"|\u{e9}|\u{1f600}| ){0,3}"
+                .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(
+                    (
+                        "(db.password|oma.prompt|a|b\"|\u{e9}|thinking.text|message)",
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// A record with any members, written compactly or with spaces, is read as the full
+        /// reading reads it; no text makes the reading panic, and what it takes the full
+        /// reading takes too.
+        #[test]
+        fn the_text_reading_agrees_on_any_record(
+            record_type in "(span_start|span_event|span_end|other)",
+            name in "(stream_chunk|chat|\u{e9})",
+            attributes in prop::collection::vec(("(oma.prompt|db.password|oma.note|a\"b|thinking.text|x)", any_json()), 0..5),
+            status in any_json(),
+            error in any_json(),
+            extra in prop::collection::vec(("(x|\u{e9}|id)", any_json()), 0..3),
+            pretty in any::<bool>(),
+            streams in any::<bool>(),
+        ) {
+            let mut record = Map::new();
+            for (key, value) in extra {
+                record.insert(key, value);
+            }
+            record.insert("recordType".into(), Value::from(record_type));
+            record.insert("name".into(), Value::from(name));
+            record.insert("attributes".into(), Value::Object(attributes.into_iter().collect()));
+            record.insert("status".into(), status);
+            record.insert("error".into(), error);
+            let record = Value::Object(record);
+            let text = if pretty {
+                serde_json::to_string_pretty(&record).expect("JSON")
+            } else {
+                record.to_string()
+            };
+            let options = if streams { "{}" } else { r#"{"capture":{"streamEvents":"none","maxContentChars":8}}"# };
+            let processor = SensitiveData::from_value(serde_json::from_str(options).expect("JSON")).expect("options");
+            let full = processor.process(record).map(|value| value.to_string());
+            let read = process_record_json(options, Some(&text)).expect("a record");
+            prop_assert_eq!(read.map(|text| serde_json::from_str::<Value>(&text).expect("JSON")), full.map(|text| serde_json::from_str::<Value>(&text).expect("JSON")));
+        }
+
+        #[test]
+        fn no_text_makes_the_reading_panic(text in "[{}\\[\\]\",: a-z0-9.eE+\\\\-]{0,40}") {
+            let processor = SensitiveData::default();
+            if let Some(read) = processor.process_text(&text) {
+                let full = crate::json::from_str(&text).expect("the full reading takes it");
+                prop_assert_eq!(
+                    read.map(|text| serde_json::from_str::<Value>(&text).expect("JSON")),
+                    processor.process(full)
+                );
+            }
+        }
+    }
+
     #[test]
     fn policies_are_read_and_bad_ones_refused_by_name() {
         let read = |value: Value| SensitiveData::from_value(value).map_err(|e| e.to_string());

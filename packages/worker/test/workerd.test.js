@@ -90,10 +90,11 @@ test('the Workers build runs under workerd: a run reaches the loopback provider'
   // the online evaluator, plus about 2%; 607,679 bytes that day once the component's message
   // reading without a `Value` (+7.7 KB gzipped) and the online evaluation's rules in the
   // component met on main, plus about 2%; 584,700 bytes that day once the core's sorts and JSON parsing were each
-  // compiled once (issue 40), plus about 2%). The 450 KiB goal is missed
+  // compiled once (issue 40), plus about 2%; 600,732 bytes on 7 December 2026 with the codec's
+  // sensitive-data processing and its reading of a record in parts, plus about 0.4%). The 450 KiB goal is missed
   // by the core module alone (about 538 KB gzipped); an `OMA_PROFILE=wasm-size` build is smaller and
   // slower on long conversations, an `OMA_PROFILE=release` build larger.
-  const ceiling = 596_400
+  const ceiling = 603_000
   assert.ok(built.gzipBytes <= ceiling,
     `the bundle is ${built.gzipBytes} bytes gzipped, over its ceiling of ${ceiling} bytes`)
 })

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -141,14 +141,7 @@ impl std::error::Error for SensitiveDataError {}
 
 /// What the guest's thread answers: the processed record, `None` for a dropped one, or why
 /// nothing came back (the guest's typed error, or its failure).
-type Answer = Result<Option<String>, Failure>;
-
-enum Failure {
-    /// The guest's typed error: its class name and message.
-    Refused { name: String, message: String },
-    /// The guest trapped or is gone.
-    Codec(String),
-}
+type Answer = Result<Option<String>, SensitiveDataError>;
 
 struct Request {
     record: Option<String>,
@@ -169,7 +162,7 @@ struct Request {
 /// legacy event: as in OMA, the processed record is a new one.
 pub struct SensitiveDataProcessor {
     sink: Box<dyn TraceSink>,
-    requests: Mutex<mpsc::Sender<Request>>,
+    requests: mpsc::Sender<Request>,
 }
 
 impl std::fmt::Debug for SensitiveDataProcessor {
@@ -192,31 +185,20 @@ impl SensitiveDataProcessor {
         let requests = spawn_worker(Box::new(codec), options.to_string())?;
         let processor = SensitiveDataProcessor {
             sink: Box::new(sink),
-            requests: Mutex::new(requests),
+            requests,
         };
-        match processor.ask(None) {
-            Ok(_) => Ok(processor),
-            Err(Failure::Refused { name, message }) => {
-                Err(SensitiveDataError::Refused { name, message })
-            }
-            Err(Failure::Codec(message)) => Err(SensitiveDataError::Codec(message)),
-        }
+        processor.ask(None)?;
+        Ok(processor)
     }
 
     /// Has the guest's thread process `record` (or only check the options).
     fn ask(&self, record: Option<String>) -> Answer {
         let (reply, answer) = mpsc::sync_channel(1);
-        let sent = self
-            .requests
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .send(Request { record, reply });
-        if sent.is_err() {
-            return Err(Failure::Codec("the processor's guest has stopped".into()));
+        let stopped = || SensitiveDataError::Codec("the processor's guest has stopped".into());
+        if self.requests.send(Request { record, reply }).is_err() {
+            return Err(stopped());
         }
-        answer
-            .recv()
-            .unwrap_or_else(|_| Err(Failure::Codec("the processor's guest has stopped".into())))
+        answer.recv().unwrap_or_else(|_| Err(stopped()))
     }
 
     /// The record as the wrapped sink would get it (OMA's record JSON), or `None` when the
@@ -224,8 +206,10 @@ impl SensitiveDataProcessor {
     pub fn process(&self, record: &str) -> Result<Option<String>, SinkError> {
         match self.ask(Some(record.to_owned())) {
             Ok(processed) => Ok(processed),
-            Err(Failure::Refused { .. }) => Err("the record is not a trace record".into()),
-            Err(Failure::Codec(message)) => Err(message.into()),
+            Err(SensitiveDataError::Refused { .. }) => {
+                Err("the record is not a trace record".into())
+            }
+            Err(SensitiveDataError::Codec(message)) => Err(message.into()),
         }
     }
 }
@@ -247,11 +231,11 @@ fn spawn_worker(
                     runtime.block_on(codec.process_trace_record(&options, record.as_deref()));
                 let answer = match answer {
                     Ok(Ok(processed)) => Ok(processed),
-                    Ok(Err(error)) => Err(Failure::Refused {
+                    Ok(Err(error)) => Err(SensitiveDataError::Refused {
                         name: error.name,
                         message: error.message,
                     }),
-                    Err(trap) => Err(Failure::Codec(format!(
+                    Err(trap) => Err(SensitiveDataError::Codec(format!(
                         "the processor's guest failed: {trap}"
                     ))),
                 };
